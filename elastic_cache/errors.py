@@ -1,0 +1,272 @@
+"""One exception tree for the whole package.
+
+Every error says whose fault it is and which HTTP status it maps to, so a single
+middleware turns any of them into a JSON body ``{"error": code, "message": ...}``::
+
+    ElasticCacheError                      500 internal        (our fault)
+    ├── ConfigError(ValueError)            400 bad_config      (the operator's)
+    │   └── IndexSpecError                 400 bad_index_spec
+    ├── InvalidRequest(ValueError)         400 bad_request     (the caller's)
+    │   ├── InvalidKey                     400 bad_key
+    │   ├── InvalidTTL                     400 bad_ttl
+    │   ├── InvalidBody                    400 bad_body
+    │   ├── ValueTooLarge                  413 value_too_large
+    │   └── InvalidSplit                   400 bad_split
+    ├── NotFound(KeyError)                 404 not_found
+    │   ├── KeyNotFound                    404 key_not_found
+    │   ├── UnknownOrigin                  404 unknown_origin
+    │   ├── UnknownNode                    404 unknown_node
+    │   └── UnknownBucket                  404 unknown_bucket
+    ├── Conflict                           409 conflict         (state forbids it now)
+    ├── Misdirected                        421 misdirected      (the caller's ring is old)
+    ├── Unavailable                        503 unavailable      (try again later)
+    │   ├── EmptyRing                      503 empty_ring
+    │   ├── NodeUnavailable(ConnectionError) 503 node_unavailable
+    │   └── StoreFull                      507 store_full
+    ├── UpstreamError                      502 origin_error     (the origin's fault)
+    │   └── UpstreamTimeout(TimeoutError)  504 origin_timeout
+    └── ProvisionError                     503 provision_failed (the cloud's or the host's)
+
+Raise with ``raise ... from exc`` so the cause is kept.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+__all__ = [
+    "CacheError",
+    "ConfigError",
+    "Conflict",
+    "ElasticCacheError",
+    "EmptyRing",
+    "IndexSpecError",
+    "InvalidBody",
+    "InvalidKey",
+    "InvalidRequest",
+    "InvalidSplit",
+    "InvalidTTL",
+    "KeyNotFound",
+    "Misdirected",
+    "NodeUnavailable",
+    "NotFound",
+    "ProvisionError",
+    "StoreFull",
+    "Unavailable",
+    "UnknownBucket",
+    "UnknownNode",
+    "UnknownOrigin",
+    "UpstreamError",
+    "UpstreamTimeout",
+    "ValueTooLarge",
+    "error_from_json",
+]
+
+
+class ElasticCacheError(Exception):
+    """Root of every error this package raises. Raised directly: a bug of ours."""
+
+    status: ClassVar[int] = 500
+    code: ClassVar[str] = "internal"
+
+    def __init__(self, message: str = "", **details: Any) -> None:
+        super().__init__(message or self.__class__.__doc__ or self.code)
+        self.message = message or (self.__class__.__doc__ or self.code).strip()
+        self.details = details
+
+    def __str__(self) -> str:
+        return self.message
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON body an HTTP server sends for this error."""
+        body: dict[str, Any] = {"error": self.code, "message": self.message}
+        body.update(self.details)
+        return body
+
+
+# Short alias: what most callers catch.
+CacheError = ElasticCacheError
+
+
+class ConfigError(ElasticCacheError, ValueError):
+    """A setting is missing, unknown or out of range (the operator's fault)."""
+
+    status = 400
+    code = "bad_config"
+
+
+class IndexSpecError(ConfigError):
+    """An index spec string such as ``bptree:order=64`` names no index or a bad parameter."""
+
+    code = "bad_index_spec"
+
+
+class InvalidRequest(ElasticCacheError, ValueError):
+    """The caller sent something malformed (the caller's fault)."""
+
+    status = 400
+    code = "bad_request"
+
+
+class InvalidKey(InvalidRequest):
+    """A key is empty, longer than 1024 UTF-8 bytes, or holds control characters."""
+
+    code = "bad_key"
+
+
+class InvalidTTL(InvalidRequest):
+    """A TTL is not a positive number of seconds."""
+
+    code = "bad_ttl"
+
+
+class InvalidBody(InvalidRequest):
+    """A request body is not the JSON (or binary frame) the endpoint expects."""
+
+    code = "bad_body"
+
+
+class ValueTooLarge(InvalidRequest):
+    """A value is larger than the configured per-value limit."""
+
+    status = 413
+    code = "value_too_large"
+
+
+class InvalidSplit(InvalidRequest):
+    """A ring split names a token outside the bucket's range, or the bucket's own token."""
+
+    code = "bad_split"
+
+
+class NotFound(ElasticCacheError, KeyError):
+    """The named thing does not exist."""
+
+    status = 404
+    code = "not_found"
+
+    def __str__(self) -> str:  # KeyError would quote the message otherwise
+        return self.message
+
+
+class KeyNotFound(NotFound):
+    """The key is not in the cache (a miss, as an exception)."""
+
+    code = "key_not_found"
+
+
+class UnknownOrigin(NotFound):
+    """A read-through request names an origin that is not in the configured allowlist."""
+
+    code = "unknown_origin"
+
+
+class UnknownNode(NotFound):
+    """No node with that id is part of the cluster."""
+
+    code = "unknown_node"
+
+
+class UnknownBucket(NotFound):
+    """No ring bucket has that token."""
+
+    code = "unknown_bucket"
+
+
+class Conflict(ElasticCacheError):
+    """The request is valid but the current state forbids it (e.g. removing the last node)."""
+
+    status = 409
+    code = "conflict"
+
+
+class Misdirected(ElasticCacheError):
+    """A node was asked for a key it does not own at its epoch; refresh the ring and retry."""
+
+    status = 421
+    code = "misdirected"
+
+    def __init__(self, message: str = "", *, epoch: int = 0, **details: Any) -> None:
+        super().__init__(message, epoch=epoch, **details)
+        self.epoch = epoch
+
+
+class Unavailable(ElasticCacheError):
+    """The service cannot answer right now; retrying later may work."""
+
+    status = 503
+    code = "unavailable"
+
+
+class EmptyRing(Unavailable):
+    """The ring has no bucket, so no node can own a key."""
+
+    code = "empty_ring"
+
+
+class NodeUnavailable(Unavailable, ConnectionError):
+    """A cache node did not answer (refused, reset, or timed out)."""
+
+    code = "node_unavailable"
+
+
+class StoreFull(Unavailable):
+    """A node is full and its ``on_full`` policy cannot make room in time."""
+
+    status = 507
+    code = "store_full"
+
+
+class UpstreamError(ElasticCacheError):
+    """A read-through origin answered with an error; the answer is not cached."""
+
+    status = 502
+    code = "origin_error"
+
+
+class UpstreamTimeout(UpstreamError, TimeoutError):
+    """A read-through origin did not answer within its timeout; nothing is cached."""
+
+    status = 504
+    code = "origin_timeout"
+
+
+class ProvisionError(ElasticCacheError):
+    """A new node could not be started (process, instance or health check failed)."""
+
+    status = 503
+    code = "provision_failed"
+
+
+def _all_error_classes() -> dict[str, type[ElasticCacheError]]:
+    found: dict[str, type[ElasticCacheError]] = {}
+    pending: list[type[ElasticCacheError]] = [ElasticCacheError]
+    while pending:
+        cls = pending.pop()
+        found.setdefault(cls.code, cls)
+        pending.extend(cls.__subclasses__())
+    return found
+
+
+def error_from_json(status: int, body: dict[str, Any]) -> ElasticCacheError:
+    """Rebuild the typed error a server described in a JSON error body.
+
+    Args:
+        status: the HTTP status of the answer.
+        body: the decoded JSON body, ``{"error": code, "message": ..., ...}``.
+
+    Returns:
+        An instance of the class registered for ``code`` (subclasses defined later, for
+        example by the tiers, are found too), or a plain `ElasticCacheError` carrying the
+        status when the code is unknown.
+    """
+    code = str(body.get("error", ""))
+    message = str(body.get("message", f"HTTP {status}"))
+    details = {k: v for k, v in body.items() if k not in ("error", "message")}
+    cls = _all_error_classes().get(code)
+    if cls is None:
+        err = ElasticCacheError(message, http_status=status, **details)
+        return err
+    if cls is Misdirected:
+        return Misdirected(message, **details)
+    return cls(message, **details)

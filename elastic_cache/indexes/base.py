@@ -1,0 +1,162 @@
+"""The protocol every index implements, and the behaviour they share.
+
+An index maps a key to a value and remembers each record's ring token, so a migration can
+ask for a token range. Ranges are ``(lo, hi]`` and wrap past zero when ``lo >= hi``;
+``lo == hi`` means the whole ring (a lone bucket owns everything).
+
+Values are opaque to the index; only their size matters, for `Index.nbytes`. The size of a
+value comes from the ``sizeof`` callable given to the constructor (default:
+`default_sizeof`, which knows ``bytes``-like objects and anything with ``nbytes``).
+"""
+
+from __future__ import annotations
+
+import sys
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Iterator
+from typing import ClassVar, Generic, TypeVar
+
+from elastic_cache.ring import in_range
+
+__all__ = [
+    "Entry",
+    "Index",
+    "SizeOf",
+    "V",
+    "default_sizeof",
+    "in_range",
+    "median_of_tokens",
+    "ring_order_key",
+]
+
+V = TypeVar("V")
+
+#: A record as the indexes hand it out: ``(token, key, value)``. A plain tuple, because
+#: a range pop may build hundreds of thousands of them.
+Entry = tuple[int, str, V]
+
+SizeOf = Callable[[V], int]
+
+
+def default_sizeof(value: object) -> int:
+    """Bytes a value holds: ``len`` of bytes-like values, ``.nbytes`` when it has one."""
+    if isinstance(value, bytes | bytearray):
+        return len(value)
+    if isinstance(value, memoryview):
+        return value.nbytes
+    nbytes = getattr(value, "nbytes", None)
+    if isinstance(nbytes, int):
+        return nbytes
+    return sys.getsizeof(value)
+
+
+def ring_order_key(lo: int) -> Callable[[int], tuple[bool, int]]:
+    """A sort key that orders tokens clockwise starting just after ``lo``."""
+
+    def key(token: int) -> tuple[bool, int]:
+        return (token <= lo, token)
+
+    return key
+
+
+def median_of_tokens(tokens: Iterable[int], lo: int) -> int | None:
+    """The lower median of ``tokens`` taken clockwise from ``lo`` (None when empty).
+
+    Splitting a bucket ``(lo, hi]`` at this token gives the new bucket ``ceil(n/2)`` of the
+    ``n`` records: "half of the bucket" in the paper's Algorithm 1.
+    """
+    ordered = sorted(tokens, key=ring_order_key(lo))
+    if not ordered:
+        return None
+    return ordered[(len(ordered) - 1) // 2]
+
+
+class Index(ABC, Generic[V]):
+    """A key → value map whose records also carry a ring token.
+
+    Subclasses set `name` (the spec name `make_index` knows them by) and implement the
+    abstract methods. Each method's docstring in a subclass states its cost.
+
+    Args:
+        sizeof: bytes held by a value, for `nbytes`.
+    """
+
+    #: Name used in spec strings (``"bptree"``, ``"ehash"``, ...).
+    name: ClassVar[str] = ""
+
+    def __init__(self, *, sizeof: SizeOf[V] | None = None) -> None:
+        self._sizeof: SizeOf[V] = sizeof if sizeof is not None else default_sizeof
+
+    # -- point operations ------------------------------------------------------------
+
+    @abstractmethod
+    def get(self, key: str) -> V | None:
+        """The value of ``key``, or None."""
+
+    @abstractmethod
+    def put(self, key: str, token: int, value: V) -> None:
+        """Insert ``key`` at ``token`` or overwrite it (a key keeps one token: the new one)."""
+
+    @abstractmethod
+    def delete(self, key: str) -> bool:
+        """Remove ``key``; True when it was there."""
+
+    @abstractmethod
+    def token_of(self, key: str) -> int | None:
+        """The token stored with ``key``, or None."""
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and self.get(key) is not None
+
+    @abstractmethod
+    def __len__(self) -> int:
+        """Number of records."""
+
+    @property
+    @abstractmethod
+    def nbytes(self) -> int:
+        """Estimated bytes held: keys, values and the structure's own overhead."""
+
+    # -- iteration ---------------------------------------------------------------------
+
+    @abstractmethod
+    def entries(self) -> Iterator[Entry[V]]:
+        """Every record as ``(token, key, value)``; ordered indexes yield token order."""
+
+    def __iter__(self) -> Iterator[str]:
+        """Every key."""
+        for _, key, _ in self.entries():
+            yield key
+
+    def entries_range(self, lo: int, hi: int) -> Iterator[Entry[V]]:
+        """The records with a token in ``(lo, hi]``, without removing them.
+
+        Default: a scan of `entries`; ordered indexes override it with a seek.
+        """
+        for entry in self.entries():
+            if in_range(entry[0], lo, hi):
+                yield entry
+
+    # -- range operations (migration) ------------------------------------------------------
+
+    def count_range(self, lo: int, hi: int) -> int:
+        """Number of records with a token in ``(lo, hi]``."""
+        return sum(1 for _ in self.entries_range(lo, hi))
+
+    def median_token(self, lo: int, hi: int) -> int | None:
+        """Lower median token of the records in ``(lo, hi]``, clockwise from ``lo``."""
+        return median_of_tokens((e[0] for e in self.entries_range(lo, hi)), lo)
+
+    @abstractmethod
+    def pop_range(self, lo: int, hi: int) -> list[Entry[V]]:
+        """Remove and return every record with a token in ``(lo, hi]``."""
+
+    def clear(self) -> None:
+        """Remove every record."""
+        self.pop_range(0, 0)
+
+    # -- invariants ------------------------------------------------------------------------
+
+    @abstractmethod
+    def _check(self) -> None:
+        """Assert every invariant of the structure (tests call it after each step)."""

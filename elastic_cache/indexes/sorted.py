@@ -1,0 +1,136 @@
+"""`SortedIndex`: the sortedcontainers baseline every other index is measured against."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from sortedcontainers import SortedList
+
+from elastic_cache.indexes.base import Entry, Index, SizeOf, V
+
+__all__ = ["SortedIndex"]
+
+# Per record: a (token, key) tuple in the sorted list plus a dict slot and a
+# (token, value) tuple — measured with sys.getsizeof on CPython 3.11, rounded.
+_OVERHEAD = 56 + 8 + 104 + 56
+
+
+class SortedIndex(Index[V]):
+    """A ``SortedList`` of ``(token, key)`` beside a ``dict`` of ``key → (token, value)``.
+
+    Point operations cost a dict access (``O(1)``) plus, for put and delete, a sorted-list
+    update (``O(log n)``); range operations are two bisections plus a slice.
+    """
+
+    name = "sorted"
+
+    def __init__(self, *, sizeof: SizeOf[V] | None = None) -> None:
+        super().__init__(sizeof=sizeof)
+        self._order: SortedList = SortedList()
+        self._records: dict[str, tuple[int, V]] = {}
+        self._nbytes = 0
+
+    def _span(self, lo: int, hi: int) -> list[tuple[int, int]]:
+        """Index spans in the sorted list for ``(lo, hi]``: one, or two when it wraps."""
+        order = self._order
+        if lo < hi:
+            return [(order.bisect_left((lo + 1,)), order.bisect_left((hi + 1,)))]
+        return [(order.bisect_left((lo + 1,)), len(order)), (0, order.bisect_left((hi + 1,)))]
+
+    def get(self, key: str) -> V | None:
+        """Runtime complexity: O(1)."""
+        rec = self._records.get(key)
+        return None if rec is None else rec[1]
+
+    def token_of(self, key: str) -> int | None:
+        """Runtime complexity: O(1)."""
+        rec = self._records.get(key)
+        return None if rec is None else rec[0]
+
+    def put(self, key: str, token: int, value: V) -> None:
+        """Runtime complexity: O(log n)."""
+        old = self._records.get(key)
+        if old is not None:
+            self._nbytes -= self._sizeof(old[1])
+            if old[0] != token:
+                self._order.remove((old[0], key))
+                self._order.add((token, key))
+        else:
+            self._order.add((token, key))
+            self._nbytes += len(key) + _OVERHEAD
+        self._records[key] = (token, value)
+        self._nbytes += self._sizeof(value)
+
+    def delete(self, key: str) -> bool:
+        """Runtime complexity: O(log n)."""
+        rec = self._records.pop(key, None)
+        if rec is None:
+            return False
+        self._order.remove((rec[0], key))
+        self._nbytes -= len(key) + _OVERHEAD + self._sizeof(rec[1])
+        return True
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    @property
+    def nbytes(self) -> int:
+        return self._nbytes
+
+    def entries(self) -> Iterator[Entry[V]]:
+        """Token order. Runtime complexity: O(n)."""
+        records = self._records
+        for token, key in list(self._order):
+            yield token, key, records[key][1]
+
+    def entries_range(self, lo: int, hi: int) -> Iterator[Entry[V]]:
+        """Token order from ``lo``. Runtime complexity: O(log n + m) for m records."""
+        records = self._records
+        for start, stop in self._span(lo, hi):
+            for token, key in self._order[start:stop]:
+                yield token, key, records[key][1]
+
+    def count_range(self, lo: int, hi: int) -> int:
+        """Runtime complexity: O(log n)."""
+        return sum(stop - start for start, stop in self._span(lo, hi))
+
+    def median_token(self, lo: int, hi: int) -> int | None:
+        """Runtime complexity: O(log n)."""
+        spans = self._span(lo, hi)
+        n = sum(stop - start for start, stop in spans)
+        if n == 0:
+            return None
+        i = (n - 1) // 2
+        for start, stop in spans:
+            if i < stop - start:
+                token: int = self._order[start + i][0]
+                return token
+            i -= stop - start
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def pop_range(self, lo: int, hi: int) -> list[Entry[V]]:
+        """Token order from ``lo``. Runtime complexity: O(log n + m) for m records."""
+        spans = self._span(lo, hi)
+        chunks = [self._order[start:stop] for start, stop in spans]
+        # Delete the later span first so the earlier span's indices stay valid.
+        for start, stop in sorted(spans, reverse=True):
+            del self._order[start:stop]
+        out: list[Entry[V]] = []
+        records = self._records
+        sizeof = self._sizeof
+        freed = 0
+        for chunk in chunks:
+            for token, key in chunk:
+                value = records.pop(key)[1]
+                freed += len(key) + _OVERHEAD + sizeof(value)
+                out.append((token, key, value))
+        self._nbytes -= freed
+        return out
+
+    def _check(self) -> None:
+        self._order._check()
+        assert len(self._order) == len(self._records)
+        for token, key in self._order:
+            assert self._records[key][0] == token
+        expected = sum(len(k) + _OVERHEAD + self._sizeof(v) for k, (_, v) in self._records.items())
+        assert self._nbytes == expected, (self._nbytes, expected)

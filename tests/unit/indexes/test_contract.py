@@ -1,0 +1,148 @@
+"""One contract every index honours, run over every registered spec."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from elastic_cache.indexes import Index, make_index
+from elastic_cache.ring import in_range
+
+from .specs import SPEC_IDS, SPECS
+
+
+def keyed(keys_mode: str, rng: random.Random, n: int, space: int = 1 << 16) -> dict[str, int]:
+    """``n`` distinct keys with their tokens, in the key mode of the spec."""
+    if keys_mode.startswith("modulo:"):
+        domain = int(keys_mode.partition(":")[2])
+        tokens = rng.sample(range(domain), min(n, domain))
+        return {str(t): t for t in tokens}
+    return {f"key-{i}-{rng.random():.6f}": rng.randrange(space) for i in range(n)}
+
+
+@pytest.fixture(params=SPECS, ids=SPEC_IDS)
+def case(request: pytest.FixtureRequest) -> tuple[Index[bytes], str]:
+    spec, keys_mode = request.param
+    return make_index(spec), keys_mode
+
+
+def test_empty(case: tuple[Index[bytes], str]) -> None:
+    index, _ = case
+    assert len(index) == 0
+    assert index.get("nope") is None
+    assert index.token_of("nope") is None
+    assert not index.delete("nope")
+    assert "nope" not in index
+    assert index.count_range(0, 0) == 0
+    assert index.median_token(0, 0) is None
+    assert index.pop_range(0, 0) == []
+    assert list(index) == []
+    assert index.nbytes >= 0
+    index._check()
+
+
+def test_put_get_overwrite_delete(case: tuple[Index[bytes], str]) -> None:
+    index, mode = case
+    data = keyed(mode, random.Random(1), 50)
+    for key, token in data.items():
+        index.put(key, token, key.encode())
+        index._check()
+    assert len(index) == len(data)
+    for key, token in data.items():
+        assert index.get(key) == key.encode()
+        assert index.token_of(key) == token
+        assert key in index
+    for key, token in data.items():
+        index.put(key, token, b"v2")
+    assert len(index) == len(data)
+    assert all(index.get(k) == b"v2" for k in data)
+    index._check()
+    for key in list(data)[::2]:
+        assert index.delete(key)
+        assert not index.delete(key)
+        assert index.get(key) is None
+        index._check()
+    assert len(index) == len(data) - len(list(data)[::2])
+    assert sorted(index) == sorted(list(data)[1::2])
+
+
+def test_nbytes_tracks_values(case: tuple[Index[bytes], str]) -> None:
+    index, mode = case
+    data = keyed(mode, random.Random(2), 20)
+    before = index.nbytes
+    for key, token in data.items():
+        index.put(key, token, b"x" * 1000)
+    grown = index.nbytes - before
+    assert grown >= 20 * 1000
+    for key, token in data.items():
+        index.put(key, token, b"x" * 10)
+    assert index.nbytes - before < grown - 20 * 900
+    for key in data:
+        index.delete(key)
+    # The structure may keep some empty nodes or buckets, but no record bytes.
+    assert index.nbytes - before < 20 * 10
+
+
+@pytest.mark.parametrize("bounds", [(100, 900), (900, 100), (0, 0), (500, 500), (65535, 3)])
+def test_range_operations(case: tuple[Index[bytes], str], bounds: tuple[int, int]) -> None:
+    index, mode = case
+    lo, hi = bounds
+    data = keyed(mode, random.Random(3), 64, space=1024)
+    if mode.startswith("modulo:"):
+        lo, hi = lo % 64, hi % 64
+    for key, token in data.items():
+        index.put(key, token, key.encode())
+    inside = {k: t for k, t in data.items() if in_range(t, lo, hi)}
+    assert index.count_range(lo, hi) == len(inside)
+    ordered = sorted(inside.values(), key=lambda t: (t <= lo, t))
+    expected_median = ordered[(len(ordered) - 1) // 2] if ordered else None
+    assert index.median_token(lo, hi) == expected_median
+    assert sorted(e[1] for e in index.entries_range(lo, hi)) == sorted(inside)
+    popped = index.pop_range(lo, hi)
+    index._check()
+    assert sorted((k, t, v) for t, k, v in popped) == sorted(
+        (k, t, k.encode()) for k, t in inside.items()
+    )
+    assert index.count_range(lo, hi) == 0
+    assert len(index) == len(data) - len(inside)
+    for key in data:
+        assert (index.get(key) is None) == (key in inside)
+
+
+def test_pop_everything_then_reuse(case: tuple[Index[bytes], str]) -> None:
+    index, mode = case
+    data = keyed(mode, random.Random(4), 300, space=64)
+    for key, token in data.items():
+        index.put(key, token, b"v")
+    assert len(index.pop_range(7, 7)) == len(data)
+    assert len(index) == 0
+    index._check()
+    for key, token in data.items():
+        index.put(key, token, b"w")
+    assert len(index) == len(data)
+    index._check()
+
+
+def test_same_token_many_keys(case: tuple[Index[bytes], str]) -> None:
+    index, mode = case
+    if mode != "free":
+        pytest.skip("tokens are the keys themselves in the modulo key mode")
+    for i in range(40):
+        index.put(f"k{i}", 5, b"v")
+    assert index.count_range(4, 5) == 40
+    assert index.median_token(0, 10) == 5
+    assert len(index.pop_range(4, 5)) == 40
+    index._check()
+
+
+def test_token_changes_on_overwrite(case: tuple[Index[bytes], str]) -> None:
+    index, mode = case
+    if mode != "free":
+        pytest.skip("a key's token is fixed in the modulo key mode")
+    index.put("k", 10, b"a")
+    index.put("k", 20, b"b")
+    assert index.token_of("k") == 20
+    assert index.count_range(0, 10) == 0
+    assert index.count_range(10, 20) == 1
+    index._check()

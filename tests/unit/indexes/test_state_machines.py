@@ -1,0 +1,110 @@
+"""A Hypothesis state machine per index spec, against a plain dict model.
+
+Every step is followed by the index's own ``_check()`` and a comparison with the model.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+
+from elastic_cache.indexes import Index, make_index
+from elastic_cache.ring import in_range
+
+from .specs import SPECS
+
+TOKEN_SPACE = 64
+
+
+def machine_for(spec: str, keys_mode: str) -> type[RuleBasedStateMachine]:
+    modulo = keys_mode.startswith("modulo:")
+    space = int(keys_mode.partition(":")[2]) if modulo else TOKEN_SPACE
+    if modulo:
+        key_tokens = st.integers(0, space - 1).map(lambda t: (str(t), t))
+    else:
+        key_tokens = st.tuples(
+            st.sampled_from([f"k{i}" for i in range(40)] + ["", "é", "a/b", "z" * 50]),
+            st.integers(0, space - 1),
+        )
+    tokens = st.integers(0, space - 1)
+    values = st.binary(max_size=20)
+
+    class IndexMachine(RuleBasedStateMachine):
+        def __init__(self) -> None:
+            super().__init__()
+            self.index: Index[bytes] = make_index(spec)
+            self.model: dict[str, tuple[int, bytes]] = {}
+
+        @rule(kt=key_tokens, value=values)
+        def put(self, kt: tuple[str, int], value: bytes) -> None:
+            key, token = kt
+            self.index.put(key, token, value)
+            self.model[key] = (token, value)
+
+        @rule(kt=key_tokens, value=values)
+        def overwrite_existing(self, kt: tuple[str, int], value: bytes) -> None:
+            if not self.model:
+                return
+            key = sorted(self.model)[kt[1] % len(self.model)]
+            token = self.model[key][0] if modulo else kt[1]
+            self.index.put(key, token, value)
+            self.model[key] = (token, value)
+
+        @rule(kt=key_tokens)
+        def delete(self, kt: tuple[str, int]) -> None:
+            key = kt[0]
+            assert self.index.delete(key) == (key in self.model)
+            self.model.pop(key, None)
+
+        @rule(kt=key_tokens)
+        def get(self, kt: tuple[str, int]) -> None:
+            key = kt[0]
+            want = self.model.get(key)
+            assert self.index.get(key) == (None if want is None else want[1])
+            assert self.index.token_of(key) == (None if want is None else want[0])
+
+        @rule(lo=tokens, hi=tokens)
+        def count_and_median(self, lo: int, hi: int) -> None:
+            inside = sorted(
+                (t for t, _ in self.model.values() if in_range(t, lo, hi)),
+                key=lambda t: (t <= lo, t),
+            )
+            assert self.index.count_range(lo, hi) == len(inside)
+            median = inside[(len(inside) - 1) // 2] if inside else None
+            assert self.index.median_token(lo, hi) == median
+
+        @rule(lo=tokens, hi=tokens)
+        def pop_range(self, lo: int, hi: int) -> None:
+            popped = self.index.pop_range(lo, hi)
+            want = {k: tv for k, tv in self.model.items() if in_range(tv[0], lo, hi)}
+            assert sorted((k, t, v) for t, k, v in popped) == sorted(
+                (k, t, v) for k, (t, v) in want.items()
+            )
+            for key in want:
+                del self.model[key]
+
+        @invariant()
+        def consistent(self) -> None:
+            self.index._check()
+            assert len(self.index) == len(self.model)
+            got: dict[str, Any] = {k: (t, v) for t, k, v in self.index.entries()}
+            assert got == self.model
+
+    IndexMachine.__name__ = f"IndexMachine[{spec}]"
+    return IndexMachine
+
+
+@pytest.mark.parametrize(("spec", "keys_mode"), SPECS, ids=[s for s, _ in SPECS])
+def test_index_state_machine(spec: str, keys_mode: str) -> None:
+    machine = machine_for(spec, keys_mode)
+    machine.TestCase.settings = settings(
+        max_examples=60,
+        stateful_step_count=60,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow],
+    )
+    machine.TestCase().runTest()
