@@ -12,7 +12,7 @@ from typing import Any
 
 from elastic_cache.errors import ConfigError, IndexSpecError
 from elastic_cache.indexes.base import Entry, Index, SizeOf, default_sizeof
-from elastic_cache.indexes.sorted import SortedIndex
+from elastic_cache.indexes.baseline import SortedIndex
 
 __all__ = [
     "INDEXES",

@@ -84,6 +84,10 @@ class Index(ABC, Generic[V]):
     #: Name used in spec strings (``"bptree"``, ``"ehash"``, ...).
     name: ClassVar[str] = ""
 
+    #: True when `entries_range` seeks in ``O(log n)`` and yields token order, so a range
+    #: can be walked or popped in small pieces; False when every range operation scans.
+    ordered: ClassVar[bool] = False
+
     def __init__(self, *, sizeof: SizeOf[V] | None = None) -> None:
         self._sizeof: SizeOf[V] = sizeof if sizeof is not None else default_sizeof
 

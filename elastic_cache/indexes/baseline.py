@@ -23,6 +23,7 @@ class SortedIndex(Index[V]):
     """
 
     name = "sorted"
+    ordered = True
 
     def __init__(self, *, sizeof: SizeOf[V] | None = None) -> None:
         super().__init__(sizeof=sizeof)
