@@ -1,0 +1,383 @@
+"""Settings for every part of the cache, as frozen keyword-only dataclasses.
+
+Nothing here reads a file or the environment: ``cli.py`` loads TOML and flags and hands
+plain mappings to `ClusterSettings.from_mapping`, which rejects unknown keys and values of
+the wrong type with a `ConfigError` naming the offending setting.
+
+A config file looks like::
+
+    [coordinator]
+    host = "127.0.0.1"
+    port = 8080
+    state_dir = ".ecache"
+
+    [nodes]
+    index = "bptree:order=64"
+    capacity_records = 100000      # or capacity_bytes = 1073741824
+    on_full = "evict"              # or "block"
+
+    [scaler]
+    d_low = 50
+    d_high = 250
+    max_nodes = 8
+
+    [origins.shoreline]
+    url = "http://127.0.0.1:8081"
+    timeout = 10.0
+    ttl = 3600
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import math
+import types
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
+
+from elastic_cache.errors import ConfigError
+from elastic_cache.hashing import make_hasher
+from elastic_cache.indexes import parse_index_spec
+
+__all__ = [
+    "DEFAULT_MAX_VALUE_BYTES",
+    "CapacityUnit",
+    "ClusterSettings",
+    "CoordinatorSettings",
+    "NodeSettings",
+    "OnFull",
+    "OriginSettings",
+    "ScalerSettings",
+]
+
+DEFAULT_MAX_VALUE_BYTES = 8 * 1024 * 1024
+
+#: Longest TTL accepted: ten years, in seconds.
+MAX_TTL_SECONDS = 10 * 365 * 24 * 3600
+
+
+class OnFull(enum.StrEnum):
+    """What a write to a full node does while help is on the way."""
+
+    #: Evict least-recently-used records to make room (nobody waits; the default).
+    EVICT = "evict"
+    #: Hold the write until a migration makes room (the paper's behaviour).
+    BLOCK = "block"
+
+
+class CapacityUnit(enum.StrEnum):
+    """What a node's capacity counts."""
+
+    RECORDS = "records"
+    BYTES = "bytes"
+
+
+def _positive(name: str, value: float) -> None:
+    if not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
+        raise ConfigError(f"{name} must be a positive number, got {value!r}")
+
+
+def _non_negative(name: str, value: float) -> None:
+    if not (isinstance(value, int | float) and math.isfinite(value) and value >= 0):
+        raise ConfigError(f"{name} must be a non-negative number, got {value!r}")
+
+
+def _check_host(name: str, value: str) -> None:
+    if not value or any(c.isspace() for c in value):
+        raise ConfigError(f"{name} must be a host name or address, got {value!r}")
+
+
+def _check_port(name: str, value: int, *, allow_zero: bool = True) -> None:
+    low = 0 if allow_zero else 1
+    if not (isinstance(value, int) and low <= value <= 65535):
+        raise ConfigError(f"{name} must be a port number in [{low}, 65535], got {value!r}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodeSettings:
+    """How each cache node is built.
+
+    Attributes:
+        index: index spec, e.g. ``"bptree:order=64"`` (see `make_index`).
+        capacity_records: capacity in records; exactly one of the two capacities is set.
+        capacity_bytes: capacity in bytes of keys and values.
+        max_value_bytes: largest value a PUT may carry.
+        on_full: what a write to a full node does.
+        hash: key → token function (``"murmur3"`` or ``"modulo:R"``).
+        boot_delay: seconds a local launch waits before starting the process, standing in
+            for instance allocation time in experiments.
+    """
+
+    index: str = "bptree:order=64"
+    capacity_records: int | None = None
+    capacity_bytes: int | None = None
+    max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES
+    on_full: OnFull = OnFull.EVICT
+    hash: str = "murmur3"
+    boot_delay: float = 0.0
+
+    def __post_init__(self) -> None:
+        parse_index_spec(self.index)
+        make_hasher(self.hash)
+        if self.capacity_records is None and self.capacity_bytes is None:
+            object.__setattr__(self, "capacity_records", 100_000)
+        if self.capacity_records is not None and self.capacity_bytes is not None:
+            raise ConfigError("set capacity_records or capacity_bytes, not both")
+        for name in ("capacity_records", "capacity_bytes"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or value < 1):
+                raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+        if not isinstance(self.max_value_bytes, int) or self.max_value_bytes < 1:
+            raise ConfigError(
+                f"max_value_bytes must be a positive integer, got {self.max_value_bytes!r}"
+            )
+        object.__setattr__(self, "on_full", _enum(OnFull, "on_full", self.on_full))
+        _non_negative("boot_delay", self.boot_delay)
+
+    @property
+    def capacity_unit(self) -> CapacityUnit:
+        """Whether `capacity` counts records or bytes."""
+        return CapacityUnit.RECORDS if self.capacity_records is not None else CapacityUnit.BYTES
+
+    @property
+    def capacity(self) -> int:
+        """Capacity in `capacity_unit`."""
+        value = self.capacity_records if self.capacity_records is not None else self.capacity_bytes
+        assert value is not None
+        return value
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OriginSettings:
+    """A read-through origin: a slow web service the cache sits in front of.
+
+    Attributes:
+        name: the ``{origin}`` part of ``/v1/svc/{origin}/...``.
+        url: base URL; the request path and query are appended to it.
+        timeout: seconds to wait for the origin before answering 504.
+        ttl: seconds a cached answer lives; None keeps it until evicted.
+    """
+
+    name: str
+    url: str
+    timeout: float = 10.0
+    ttl: float | None = None
+
+    def __post_init__(self) -> None:
+        if not self.name or not all(c.isalnum() or c in "-_." for c in self.name):
+            raise ConfigError(
+                f"origin name must be letters, digits, '-', '_' or '.', got {self.name!r}"
+            )
+        parts = urlsplit(self.url)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise ConfigError(
+                f"origin {self.name!r}: url must be http(s)://host[:port][/path], got {self.url!r}"
+            )
+        if parts.query or parts.fragment:
+            raise ConfigError(f"origin {self.name!r}: url must not carry a query or fragment")
+        _positive(f"origin {self.name!r} timeout", self.timeout)
+        if self.ttl is not None:
+            _positive(f"origin {self.name!r} ttl", self.ttl)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ScalerSettings:
+    """The speculative scaler (the paper's Algorithm 1).
+
+    Attributes:
+        enabled: whether writes may trigger launches at all.
+        d_low: dL, the lowest expected request rate (requests/s).
+        d_high: dH, the highest expected request rate (requests/s).
+        max_nodes: never run more nodes than this.
+        min_nodes: nodes started with the cluster and never removed (primaries).
+        max_launches_in_flight: speculative launches under way at once (the paper: 2;
+            one more is allowed for a node that is already full).
+        max_usd_per_hour: stop launching when the cluster would cost more than this.
+        rate_half_life: seconds; half-life of the moving average of the request rate R.
+        block_timeout: seconds a write waits under ``on_full = "block"`` before 507.
+        migration_batch_records: records per binary batch of a migration.
+        migration_parallel: batches in flight at once during a migration.
+    """
+
+    enabled: bool = True
+    d_low: float = 50.0
+    d_high: float = 250.0
+    max_nodes: int = 8
+    min_nodes: int = 1
+    max_launches_in_flight: int = 2
+    max_usd_per_hour: float | None = None
+    rate_half_life: float = 5.0
+    block_timeout: float = 30.0
+    migration_batch_records: int = 1000
+    migration_parallel: int = 4
+
+    def __post_init__(self) -> None:
+        _positive("d_low", self.d_low)
+        _positive("d_high", self.d_high)
+        if self.d_high < self.d_low:
+            raise ConfigError(f"d_high ({self.d_high}) must be >= d_low ({self.d_low})")
+        for name in ("max_nodes", "min_nodes", "max_launches_in_flight"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+        if self.min_nodes > self.max_nodes:
+            raise ConfigError(f"min_nodes ({self.min_nodes}) exceeds max_nodes ({self.max_nodes})")
+        if self.max_usd_per_hour is not None:
+            _positive("max_usd_per_hour", self.max_usd_per_hour)
+        _positive("rate_half_life", self.rate_half_life)
+        _positive("block_timeout", self.block_timeout)
+        for name in ("migration_batch_records", "migration_parallel"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CoordinatorSettings:
+    """The coordinator process.
+
+    Attributes:
+        host: address the public API binds (127.0.0.1 unless told otherwise).
+        port: port of the public API.
+        state_dir: where the ring and node list are persisted, and node logs go.
+        initial_nodes: nodes launched at start (at least ``scaler.min_nodes``).
+        vnodes: ring buckets given to each initial node.
+    """
+
+    host: str = "127.0.0.1"
+    port: int = 8080
+    state_dir: str = ".ecache"
+    initial_nodes: int = 1
+    vnodes: int = 1
+
+    def __post_init__(self) -> None:
+        _check_host("coordinator host", self.host)
+        _check_port("coordinator port", self.port)
+        if not self.state_dir:
+            raise ConfigError("state_dir must not be empty")
+        for name in ("initial_nodes", "vnodes"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClusterSettings:
+    """Everything the coordinator needs: itself, its nodes, the scaler, the origins."""
+
+    coordinator: CoordinatorSettings = field(default_factory=CoordinatorSettings)
+    nodes: NodeSettings = field(default_factory=NodeSettings)
+    scaler: ScalerSettings = field(default_factory=ScalerSettings)
+    origins: tuple[OriginSettings, ...] = ()
+
+    def __post_init__(self) -> None:
+        names = [o.name for o in self.origins]
+        if len(names) != len(set(names)):
+            raise ConfigError(f"origin names must be unique, got {names}")
+        if self.coordinator.initial_nodes > self.scaler.max_nodes:
+            raise ConfigError(
+                f"initial_nodes ({self.coordinator.initial_nodes}) exceeds max_nodes "
+                f"({self.scaler.max_nodes})"
+            )
+
+    def origin(self, name: str) -> OriginSettings | None:
+        """The origin called ``name``, if configured."""
+        for origin in self.origins:
+            if origin.name == name:
+                return origin
+        return None
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any]) -> ClusterSettings:
+        """Build settings from a parsed TOML document (or the same shape of dict).
+
+        Raises:
+            ConfigError: an unknown section or key, or a value of the wrong type.
+        """
+        known = {"coordinator", "nodes", "scaler", "origins"}
+        unknown = set(data) - known
+        if unknown:
+            raise ConfigError(f"unknown config section(s): {', '.join(sorted(unknown))}")
+        origins_data = data.get("origins", {})
+        if not isinstance(origins_data, Mapping):
+            raise ConfigError("[origins] must be a table of named origins")
+        origins = []
+        for name, spec in origins_data.items():
+            if not isinstance(spec, Mapping):
+                raise ConfigError(f"[origins.{name}] must be a table")
+            origins.append(_build(OriginSettings, {"name": name, **spec}, f"origins.{name}"))
+        return cls(
+            coordinator=_build(CoordinatorSettings, data.get("coordinator", {}), "coordinator"),
+            nodes=_build(NodeSettings, data.get("nodes", {}), "nodes"),
+            scaler=_build(ScalerSettings, data.get("scaler", {}), "scaler"),
+            origins=tuple(origins),
+        )
+
+    def replace(self, **sections: Any) -> ClusterSettings:
+        """A copy with whole sections replaced."""
+        return dataclasses.replace(self, **sections)
+
+
+E = TypeVar("E", bound=enum.Enum)
+T = TypeVar("T")
+
+
+def _enum(kind: type[E], name: str, value: object) -> E:
+    try:
+        return kind(value)
+    except ValueError:
+        allowed = ", ".join(repr(m.value) for m in kind)
+        raise ConfigError(f"{name} must be one of {allowed}, got {value!r}") from None
+
+
+def _coerce(name: str, hint: Any, value: Any) -> Any:
+    """Check (and lightly coerce: int → float) a TOML value against a type hint."""
+    origin = typing.get_origin(hint)
+    if origin in (types.UnionType, typing.Union):
+        args = typing.get_args(hint)
+        if value is None and type(None) in args:
+            return None
+        for arg in args:
+            if arg is type(None):
+                continue
+            try:
+                return _coerce(name, arg, value)
+            except ConfigError:
+                continue
+        raise ConfigError(f"{name} has the wrong type: {value!r}")
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        return _enum(hint, name, value)
+    if hint is bool:
+        if isinstance(value, bool):
+            return value
+    elif hint is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    elif hint is float:
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)
+    elif hint is str:
+        if isinstance(value, str):
+            return value
+    else:  # pragma: no cover - only the hints above appear in settings
+        raise ConfigError(f"{name}: unsupported setting type {hint!r}")
+    raise ConfigError(f"{name} must be {getattr(hint, '__name__', hint)}, got {value!r}")
+
+
+def _build(cls: type[T], data: Any, section: str) -> T:
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"[{section}] must be a table")
+    hints = typing.get_type_hints(cls)
+    fields = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    unknown = set(data) - fields
+    if unknown:
+        raise ConfigError(
+            f"unknown setting(s) in [{section}]: {', '.join(sorted(unknown))}; "
+            f"known: {', '.join(sorted(fields))}"
+        )
+    kwargs = {k: _coerce(f"{section}.{k}", hints[k], v) for k, v in data.items()}
+    return cls(**kwargs)

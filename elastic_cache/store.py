@@ -1,0 +1,332 @@
+"""One node's records: an index plus byte accounting, LRU order, TTL and versions.
+
+The store is pure: no HTTP, no asyncio. Time comes from the ``clock`` it is given, so
+tests move time forward instead of sleeping.
+
+Every write gets a version from a node-local counter that only grows. Records that
+arrive from another node during a migration carry the version they had there, and the
+counter is raised past them, so "newest version wins" is a total order per key across a
+move: a snapshot record never overwrites a newer direct write (see `Store.apply`).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from elastic_cache.config import CapacityUnit, OnFull
+from elastic_cache.errors import StoreFull, ValueTooLarge
+from elastic_cache.indexes import Entry, Index
+
+__all__ = ["Capacity", "PutOutcome", "Record", "Store", "key_nbytes", "record_size"]
+
+
+def key_nbytes(key: str) -> int:
+    """UTF-8 length of a key (cheap for ASCII keys)."""
+    return len(key) if key.isascii() else len(key.encode("utf-8"))
+
+
+@dataclass(slots=True)
+class Record:
+    """A stored value.
+
+    Attributes:
+        value: the bytes.
+        content_type: the media type given at PUT.
+        expires_at: clock time after which the record is gone; 0.0 means never.
+        version: node-local write version (see the module docstring).
+        size: bytes counted against a byte capacity: UTF-8 key plus value.
+    """
+
+    value: bytes
+    content_type: str
+    expires_at: float
+    version: int
+    size: int
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held, for the index's accounting."""
+        return self.size
+
+
+def record_size(rec: Record) -> int:
+    """Bytes a record holds (the ``sizeof`` an index is given)."""
+    return rec.size
+
+
+@dataclass(frozen=True, slots=True)
+class Capacity:
+    """How much a store may hold, in records or in bytes."""
+
+    unit: CapacityUnit
+    limit: int
+
+    def cost(self, size: int) -> int:
+        """What one record of ``size`` bytes costs in this unit."""
+        return 1 if self.unit is CapacityUnit.RECORDS else size
+
+
+@dataclass(frozen=True, slots=True)
+class PutOutcome:
+    """What a put did: the version it wrote and the keys it evicted to make room."""
+
+    version: int
+    evicted: tuple[str, ...] = ()
+
+
+class Store:
+    """Records of one node.
+
+    Args:
+        index: where records live (any `Index`); it must hold `Record` values.
+        capacity: records or bytes the store may hold.
+        on_full: ``evict`` drops least-recently-used records to make room; ``block``
+            refuses the write with `StoreFull` so the caller can wait for a migration.
+        clock: seconds, monotonic within the process.
+    """
+
+    def __init__(
+        self,
+        index: Index[Record],
+        capacity: Capacity,
+        *,
+        on_full: OnFull = OnFull.EVICT,
+        clock: Callable[[], float],
+    ) -> None:
+        self._index = index
+        self.capacity = capacity
+        self.on_full = on_full
+        self._clock = clock
+        self._lru: OrderedDict[str, None] = OrderedDict()
+        self._expiry: list[tuple[float, str]] = []
+        self._bytes = 0
+        self._version = 0
+        self.evictions = 0
+        self.expirations = 0
+
+    # -- accounting ------------------------------------------------------------------
+
+    @property
+    def index(self) -> Index[Record]:
+        """The index (read it, do not change it behind the store's back)."""
+        return self._index
+
+    def __len__(self) -> int:
+        return len(self._index)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of keys and values held."""
+        return self._bytes
+
+    @property
+    def used(self) -> int:
+        """Fill in the capacity's unit."""
+        return len(self._index) if self.capacity.unit is CapacityUnit.RECORDS else self._bytes
+
+    @property
+    def fill(self) -> float:
+        """``used / capacity``."""
+        return self.used / self.capacity.limit
+
+    @property
+    def version(self) -> int:
+        """Highest version written or applied so far."""
+        return self._version
+
+    def has_room(self, size: int) -> bool:
+        """Whether a new record of ``size`` bytes fits without evicting."""
+        return self.used + self.capacity.cost(size) <= self.capacity.limit
+
+    # -- point operations --------------------------------------------------------------
+
+    def get(self, key: str) -> Record | None:
+        """The live record of ``key`` (and mark it recently used), or None."""
+        rec = self._index.get(key)
+        if rec is None:
+            return None
+        if rec.expires_at and rec.expires_at <= self._clock():
+            self._remove(key, rec)
+            self.expirations += 1
+            return None
+        self._lru.move_to_end(key)
+        return rec
+
+    def peek(self, key: str) -> Record | None:
+        """The record of ``key`` without touching LRU order or expiring it."""
+        return self._index.get(key)
+
+    def put(
+        self,
+        key: str,
+        token: int,
+        value: bytes,
+        content_type: str,
+        ttl: float | None = None,
+    ) -> PutOutcome:
+        """Write a value under a fresh version.
+
+        Raises:
+            ValueTooLarge: the record alone exceeds the capacity.
+            StoreFull: ``on_full`` is ``block`` and there is no room.
+        """
+        expires_at = self._clock() + ttl if ttl else 0.0
+        self._version += 1
+        rec = Record(value, content_type, expires_at, self._version, key_nbytes(key) + len(value))
+        evicted = self._make_room(key, rec.size)
+        self._store(key, token, rec)
+        return PutOutcome(rec.version, evicted)
+
+    def apply(self, key: str, token: int, rec: Record, *, floor: int = 0) -> bool:
+        """Write a record that comes from another node, if it is newer.
+
+        The record is kept only when its version is above the version stored here and
+        above ``floor`` (a delete's tombstone). The version counter is raised past it, so
+        later local writes are newer still.
+
+        Returns:
+            Whether the record was stored.
+
+        Raises:
+            ValueTooLarge / StoreFull: as for `put`.
+        """
+        self._version = max(self._version, rec.version)
+        if rec.version <= floor:
+            return False
+        old = self._index.get(key)
+        if old is not None and old.version >= rec.version:
+            return False
+        if rec.expires_at and rec.expires_at <= self._clock():
+            if old is not None:
+                self._remove(key, old)
+            return False
+        self._make_room(key, rec.size)
+        self._store(key, token, rec)
+        return True
+
+    def next_version(self) -> int:
+        """Take a version for an operation that stores no record (a delete)."""
+        self._version += 1
+        return self._version
+
+    def delete(self, key: str) -> bool:
+        """Remove ``key``; True when a live record was there."""
+        rec = self._index.get(key)
+        if rec is None:
+            return False
+        self._remove(key, rec)
+        return not (rec.expires_at and rec.expires_at <= self._clock())
+
+    def delete_older(self, key: str, version: int) -> bool:
+        """Remove ``key`` if its stored version is below ``version`` (a replicated delete)."""
+        self._version = max(self._version, version)
+        rec = self._index.get(key)
+        if rec is None or rec.version >= version:
+            return False
+        self._remove(key, rec)
+        return True
+
+    def _make_room(self, key: str, size: int) -> tuple[str, ...]:
+        cap = self.capacity
+        cost = cap.cost(size)
+        if cost > cap.limit:
+            raise ValueTooLarge(
+                f"a record of {size} bytes cannot fit a store of {cap.limit} {cap.unit}"
+            )
+        old = self._index.get(key)
+        freed = cap.cost(old.size) if old is not None else 0
+        need = self.used - freed + cost - cap.limit
+        if need <= 0:
+            return ()
+        if self.on_full is OnFull.BLOCK:
+            raise StoreFull(f"node is full ({self.used}/{cap.limit} {cap.unit})")
+        evicted = []
+        lru = self._lru
+        while need > 0 and lru:
+            victim = next(iter(lru))
+            if victim == key:
+                lru.move_to_end(victim)
+                if len(lru) == 1:
+                    break
+                continue
+            vrec = self._index.get(victim)
+            assert vrec is not None
+            self._remove(victim, vrec)
+            need -= cap.cost(vrec.size)
+            evicted.append(victim)
+        self.evictions += len(evicted)
+        return tuple(evicted)
+
+    def _store(self, key: str, token: int, rec: Record) -> None:
+        old = self._index.get(key)
+        if old is not None:
+            self._bytes -= old.size
+        self._index.put(key, token, rec)
+        self._bytes += rec.size
+        self._lru[key] = None
+        self._lru.move_to_end(key)
+        if rec.expires_at:
+            heapq.heappush(self._expiry, (rec.expires_at, key))
+
+    def _remove(self, key: str, rec: Record) -> None:
+        self._index.delete(key)
+        self._bytes -= rec.size
+        del self._lru[key]
+
+    # -- time ------------------------------------------------------------------------------
+
+    def expire(self, limit: int = 10_000) -> int:
+        """Remove up to ``limit`` records whose TTL has passed; returns how many."""
+        now = self._clock()
+        heap = self._expiry
+        removed = 0
+        while heap and heap[0][0] <= now and removed < limit:
+            when, key = heapq.heappop(heap)
+            rec = self._index.get(key)
+            if rec is not None and rec.expires_at == when:
+                self._remove(key, rec)
+                removed += 1
+        self.expirations += removed
+        return removed
+
+    def ttl_left(self, rec: Record) -> float | None:
+        """Seconds until ``rec`` expires (None when it never does)."""
+        if not rec.expires_at:
+            return None
+        return max(0.0, rec.expires_at - self._clock())
+
+    # -- ranges (migration) ------------------------------------------------------------------
+
+    def count_range(self, lo: int, hi: int) -> int:
+        """Records with a token in ``(lo, hi]``."""
+        return self._index.count_range(lo, hi)
+
+    def median_token(self, lo: int, hi: int) -> int | None:
+        """Lower median token in ``(lo, hi]``."""
+        return self._index.median_token(lo, hi)
+
+    def entries_range(self, lo: int, hi: int) -> Iterator[Entry[Record]]:
+        """Records in ``(lo, hi]`` without removing them (do not write while iterating)."""
+        return self._index.entries_range(lo, hi)
+
+    def pop_range(self, lo: int, hi: int) -> list[Entry[Record]]:
+        """Remove and return the records in ``(lo, hi]``."""
+        popped = self._index.pop_range(lo, hi)
+        lru = self._lru
+        freed = 0
+        for _, key, rec in popped:
+            del lru[key]
+            freed += rec.size
+        self._bytes -= freed
+        return popped
+
+    def _check(self) -> None:
+        """Assert the store's invariants (and the index's)."""
+        self._index._check()
+        assert len(self._lru) == len(self._index)
+        assert set(self._lru) == set(self._index)
+        assert self._bytes == sum(rec.size for _, _, rec in self._index.entries())
+        assert all(rec.version <= self._version for _, _, rec in self._index.entries())
