@@ -1,0 +1,191 @@
+"""What the node and coordinator HTTP edges share: JSON errors, bounded body reads, and
+parsing of the parameters both accept."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from aiohttp import web
+
+from elastic_cache.config import MAX_TTL_SECONDS
+from elastic_cache.errors import ElasticCacheError, InvalidBody, InvalidTTL, ValueTooLarge
+
+__all__ = [
+    "DEFAULT_CONTENT_TYPE",
+    "error_middleware",
+    "error_response",
+    "int_field",
+    "json_body",
+    "parse_content_type",
+    "parse_ttl",
+    "ranges_field",
+    "read_limited",
+    "str_field",
+]
+
+log = logging.getLogger("elastic_cache.http")
+
+DEFAULT_CONTENT_TYPE = "application/octet-stream"
+
+_HTTP_CODES = {
+    400: "bad_request",
+    404: "not_found",
+    405: "method_not_allowed",
+    413: "value_too_large",
+}
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def error_response(err: ElasticCacheError, headers: dict[str, str] | None = None) -> web.Response:
+    """The JSON answer for a typed error."""
+    return web.Response(
+        status=err.status,
+        body=json.dumps(err.to_json()).encode(),
+        content_type="application/json",
+        headers=headers,
+    )
+
+
+@web.middleware
+async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Turn typed errors, aiohttp's own HTTP errors and crashes into JSON bodies."""
+    try:
+        return await handler(request)
+    except ElasticCacheError as err:
+        if err.status >= 500:
+            log.warning("%s %s -> %d %s", request.method, request.path, err.status, err)
+        return error_response(err)
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        code = _HTTP_CODES.get(exc.status, "http_error")
+        body = {"error": code, "message": exc.reason}
+        return web.Response(
+            status=exc.status, body=json.dumps(body).encode(), content_type="application/json"
+        )
+    except Exception:
+        log.exception("unhandled error in %s %s", request.method, request.path)
+        body = {"error": "internal", "message": "internal error; see the server log"}
+        return web.Response(
+            status=500, body=json.dumps(body).encode(), content_type="application/json"
+        )
+
+
+async def read_limited(request: web.Request, limit: int) -> bytes:
+    """Read a request body, refusing it as soon as it passes ``limit`` bytes.
+
+    The check runs while the body streams in, so a chunked upload without a
+    Content-Length cannot make the server buffer more than ``limit`` (aiohttp's
+    ``client_max_size`` does not guard streamed bodies).
+
+    Raises:
+        ValueTooLarge: the body is, or would be, longer than ``limit``.
+    """
+    length = request.content_length
+    if length is not None and length > limit:
+        raise ValueTooLarge(f"body of {length} bytes exceeds the limit of {limit} bytes")
+    stream = request.content
+    if length is not None:
+        data = await stream.readexactly(length) if length else b""
+        return data
+    chunks: list[bytes] = []
+    total = 0
+    while True:
+        chunk = await stream.readany()
+        if not chunk:
+            break
+        total += len(chunk)
+        if total > limit:
+            raise ValueTooLarge(f"body exceeds the limit of {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+async def json_body(request: web.Request, limit: int = 1 << 20) -> dict[str, Any]:
+    """Parse a JSON object body (an empty body is ``{}``).
+
+    Raises:
+        InvalidBody: not JSON, or not an object.
+    """
+    raw = await read_limited(request, limit)
+    if not raw.strip():
+        return {}
+    try:
+        data = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InvalidBody(f"body is not valid JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise InvalidBody("body must be a JSON object")
+    return data
+
+
+def parse_ttl(raw: str | None) -> float | None:
+    """Parse ``?ttl=SECONDS``: a positive finite number up to ten years.
+
+    Raises:
+        InvalidTTL: anything else.
+    """
+    if raw is None:
+        return None
+    try:
+        ttl = float(raw)
+    except ValueError:
+        raise InvalidTTL(f"ttl must be a number of seconds, got {raw[:40]!r}") from None
+    if not math.isfinite(ttl) or ttl <= 0 or ttl > MAX_TTL_SECONDS:
+        raise InvalidTTL(f"ttl must be > 0 and at most {MAX_TTL_SECONDS} seconds, got {raw[:40]!r}")
+    return ttl
+
+
+def parse_content_type(raw: str | None) -> str:
+    """The Content-Type to store with a value (at most 255 Latin-1 characters).
+
+    Raises:
+        InvalidBody: longer, or not Latin-1.
+    """
+    if not raw:
+        return DEFAULT_CONTENT_TYPE
+    if len(raw) > 255:
+        raise InvalidBody("Content-Type must be at most 255 characters")
+    try:
+        raw.encode("latin-1")
+    except UnicodeEncodeError:
+        raise InvalidBody("Content-Type must be Latin-1 text") from None
+    return raw
+
+
+def int_field(body: dict[str, Any], name: str) -> int:
+    """An integer field of a JSON body.
+
+    Raises:
+        InvalidBody: missing or not an integer.
+    """
+    value = body.get(name)
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise InvalidBody(f"field {name!r} must be an integer, got {value!r}")
+    return value
+
+
+def str_field(body: dict[str, Any], name: str) -> str:
+    """A non-empty string field of a JSON body."""
+    value = body.get(name)
+    if not isinstance(value, str) or not value:
+        raise InvalidBody(f"field {name!r} must be a non-empty string, got {value!r}")
+    return value
+
+
+def ranges_field(body: dict[str, Any], name: str = "ranges") -> list[list[int]]:
+    """A list of ``[lo, hi]`` integer pairs."""
+    value = body.get(name)
+    if not isinstance(value, list) or not all(
+        isinstance(r, list)
+        and len(r) == 2
+        and all(isinstance(x, int) and not isinstance(x, bool) for x in r)
+        for r in value
+    ):
+        raise InvalidBody(f"field {name!r} must be a list of [lo, hi] integer pairs")
+    return value

@@ -1,0 +1,267 @@
+"""The cache node's HTTP edge: parse, call `NodeService`, format.
+
+Data plane::
+
+    GET/HEAD/PUT/DELETE /v1/kv/{key}     PUT takes ?ttl=SECONDS and stores Content-Type
+    GET /v1/stats                         JSON description of the node
+    GET /healthz                          liveness
+
+Control plane (used by the coordinator and by peer nodes)::
+
+    PUT  /v1/ownership                    {"epoch": e, "ranges": [[lo, hi], ...]}
+    POST /v1/ranges/count                 {"ranges": [[lo, hi], ...]} -> {"counts": [...]}
+    POST /v1/ranges/median                {"lo": lo, "hi": hi} -> {"token": t | null}
+    POST /v1/ranges/drop                  {"lo": lo, "hi": hi} -> {"dropped": n}
+    POST /v1/migrations                   {"id", "role": "source"|"destination", "lo", "hi", "peer"}
+    POST /v1/migrations/{id}/send         stream the range to the peer -> summary
+    POST /v1/migrations/{id}/ingest       binary frame of snapshot records
+    POST /v1/migrations/{id}/forward      binary frame of forwarded writes
+    POST /v1/migrations/{id}/commit       {"epoch": e, "ranges": [...]}
+    DELETE /v1/migrations/{id}            abort
+
+Every answer to a key carries ``X-Ecache-Epoch``; a write answer also carries
+``X-Ecache-Fill: USED CAPACITY`` so the coordinator's scaler needs no polling.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+
+from aiohttp import web
+
+from elastic_cache.errors import Conflict, ElasticCacheError, InvalidBody
+from elastic_cache.httpio import (
+    error_middleware,
+    error_response,
+    int_field,
+    json_body,
+    parse_content_type,
+    parse_ttl,
+    ranges_field,
+    read_limited,
+    str_field,
+)
+from elastic_cache.node.service import NodeService
+from elastic_cache.node.wire import decode_frame
+
+__all__ = ["SERVICE", "make_node_app"]
+
+SERVICE: web.AppKey[NodeService] = web.AppKey("service", NodeService)
+MAX_VALUE: web.AppKey[int] = web.AppKey("max_value", int)
+
+#: Largest migration frame accepted.
+MAX_FRAME_BYTES = 256 * 1024 * 1024
+
+_MISS_BODY = b'{"error":"key_not_found","message":"no value for this key"}'
+
+
+def _key(request: web.Request) -> str:
+    return request.match_info["key"]
+
+
+async def get_kv(request: web.Request) -> web.StreamResponse:
+    service = request.app[SERVICE]
+    try:
+        rec = service.get(request.match_info["key"])
+    except ElasticCacheError as err:
+        if err.status == 404:
+            return web.Response(
+                status=404,
+                body=_MISS_BODY,
+                headers={"Content-Type": "application/json", "X-Ecache-Epoch": str(service.epoch)},
+            )
+        return error_response(err, {"X-Ecache-Epoch": str(service.epoch)})
+    if request.method == "HEAD":
+        return web.Response(
+            headers={
+                "Content-Type": rec.content_type,
+                "X-Ecache-Length": str(len(rec.value)),
+                "X-Ecache-Epoch": str(service.epoch),
+            }
+        )
+    return web.Response(
+        body=rec.value,
+        headers={"Content-Type": rec.content_type, "X-Ecache-Epoch": str(service.epoch)},
+    )
+
+
+def _fill_header(service: NodeService) -> dict[str, str]:
+    store = service.store
+    return {
+        "X-Ecache-Fill": f"{store.used} {store.capacity.limit}",
+        "X-Ecache-Epoch": str(service.epoch),
+    }
+
+
+async def put_kv(request: web.Request) -> web.StreamResponse:
+    service = request.app[SERVICE]
+    try:
+        key = _key(request)
+        ttl = parse_ttl(request.query.get("ttl"))
+        ctype = parse_content_type(request.headers.get("Content-Type"))
+        service.token(key)  # refuse a misdirected write before reading its body
+        value = await read_limited(request, request.app[MAX_VALUE])
+        outcome = await service.put(key, value, ctype, ttl)
+    except ElasticCacheError as err:
+        return error_response(err, _fill_header(service))
+    headers = _fill_header(service)
+    if outcome.evicted:
+        headers["X-Ecache-Evicted"] = str(len(outcome.evicted))
+    return web.Response(status=204, headers=headers)
+
+
+async def delete_kv(request: web.Request) -> web.StreamResponse:
+    service = request.app[SERVICE]
+    try:
+        existed = await service.delete(_key(request))
+    except ElasticCacheError as err:
+        return error_response(err, _fill_header(service))
+    return web.Response(status=204 if existed else 404, headers=_fill_header(service))
+
+
+async def stats(request: web.Request) -> web.StreamResponse:
+    return web.json_response(request.app[SERVICE].stats())
+
+
+async def healthz(request: web.Request) -> web.StreamResponse:
+    service = request.app[SERVICE]
+    return web.json_response({"ok": True, "node": service.node_id, "epoch": service.epoch})
+
+
+async def put_ownership(request: web.Request) -> web.StreamResponse:
+    service = request.app[SERVICE]
+    body = await json_body(request)
+    changed = service.set_ownership(int_field(body, "epoch"), ranges_field(body))
+    return web.json_response({"changed": changed, "epoch": service.epoch})
+
+
+async def count_ranges(request: web.Request) -> web.StreamResponse:
+    service = request.app[SERVICE]
+    body = await json_body(request)
+    ranges = ranges_field(body)
+    for lo, hi in ranges:
+        service._check_bounds(lo, hi)
+    counts = [service.store.count_range(lo, hi) for lo, hi in ranges]
+    return web.json_response({"counts": counts, "epoch": service.epoch})
+
+
+async def median_range(request: web.Request) -> web.StreamResponse:
+    service = request.app[SERVICE]
+    body = await json_body(request)
+    lo, hi = int_field(body, "lo"), int_field(body, "hi")
+    service._check_bounds(lo, hi)
+    return web.json_response({"token": service.store.median_token(lo, hi)})
+
+
+async def drop_range(request: web.Request) -> web.StreamResponse:
+    service = request.app[SERVICE]
+    body = await json_body(request)
+    lo, hi = int_field(body, "lo"), int_field(body, "hi")
+    service._check_bounds(lo, hi)
+    if hi in service.owned or ((lo + 1) % service.hasher.space) in service.owned:
+        raise Conflict("refusing to drop records of a range this node still owns")
+    return web.json_response({"dropped": await service.drop_range(lo, hi)})
+
+
+async def create_migration(request: web.Request) -> web.StreamResponse:
+    service = request.app[SERVICE]
+    body = await json_body(request)
+    mid = str_field(body, "id")
+    role = str_field(body, "role")
+    lo, hi = int_field(body, "lo"), int_field(body, "hi")
+    if role == "destination":
+        inc = service.begin_incoming(mid, lo, hi)
+        return web.json_response(inc.describe(), status=201)
+    if role == "source":
+        out = service.begin_outgoing(mid, lo, hi, str_field(body, "peer"))
+        return web.json_response(out.describe(), status=201)
+    raise InvalidBody(f"role must be 'source' or 'destination', got {role!r}")
+
+
+async def send_migration(request: web.Request) -> web.StreamResponse:
+    summary = await request.app[SERVICE].send(request.match_info["id"])
+    return web.json_response(summary.to_json())
+
+
+async def ingest_migration(request: web.Request) -> web.StreamResponse:
+    frame = await read_limited(request, MAX_FRAME_BYTES)
+    applied, skipped = request.app[SERVICE].ingest(request.match_info["id"], frame)
+    return web.json_response({"applied": applied, "skipped": skipped})
+
+
+async def forward_migration(request: web.Request) -> web.StreamResponse:
+    service = request.app[SERVICE]
+    frame = await read_limited(request, MAX_FRAME_BYTES)
+    applied = sum(service.apply_forwarded(request.match_info["id"], w) for w in decode_frame(frame))
+    return web.json_response({"applied": applied})
+
+
+async def commit_migration(request: web.Request) -> web.StreamResponse:
+    service = request.app[SERVICE]
+    mid = request.match_info["id"]
+    body = await json_body(request)
+    epoch, ranges = int_field(body, "epoch"), ranges_field(body)
+    if mid in service.incoming:
+        service.commit_incoming(mid, epoch, ranges)
+        return web.json_response({"role": "destination", "epoch": service.epoch})
+    dropped = await service.commit_outgoing(mid, epoch, ranges)
+    return web.json_response({"role": "source", "epoch": service.epoch, "dropped": dropped})
+
+
+async def abort_migration(request: web.Request) -> web.StreamResponse:
+    service = request.app[SERVICE]
+    mid = request.match_info["id"]
+    dropped = service.abort_incoming(mid)
+    await service.abort_outgoing(mid)
+    return web.json_response({"aborted": mid, "dropped": dropped})
+
+
+async def _expiry_loop(service: NodeService, period: float) -> None:
+    while True:
+        await asyncio.sleep(period)
+        service.store.expire()
+
+
+def make_node_app(
+    service: NodeService, *, max_value_bytes: int, expiry_period: float = 1.0
+) -> web.Application:
+    """The aiohttp application of one node.
+
+    Args:
+        service: the node's state and operations.
+        max_value_bytes: largest value a PUT may carry (413 past it).
+        expiry_period: seconds between sweeps of expired records.
+    """
+    app = web.Application(middlewares=[error_middleware], client_max_size=MAX_FRAME_BYTES)
+    app[SERVICE] = service
+    app[MAX_VALUE] = max_value_bytes
+    kv = "/v1/kv/{key:.+}"
+    app.router.add_get(kv, get_kv)  # also answers HEAD
+    app.router.add_put(kv, put_kv)
+    app.router.add_delete(kv, delete_kv)
+    app.router.add_get("/v1/stats", stats)
+    app.router.add_get("/healthz", healthz)
+    app.router.add_put("/v1/ownership", put_ownership)
+    app.router.add_post("/v1/ranges/count", count_ranges)
+    app.router.add_post("/v1/ranges/median", median_range)
+    app.router.add_post("/v1/ranges/drop", drop_range)
+    app.router.add_post("/v1/migrations", create_migration)
+    app.router.add_post("/v1/migrations/{id}/send", send_migration)
+    app.router.add_post("/v1/migrations/{id}/ingest", ingest_migration)
+    app.router.add_post("/v1/migrations/{id}/forward", forward_migration)
+    app.router.add_post("/v1/migrations/{id}/commit", commit_migration)
+    app.router.add_delete("/v1/migrations/{id}", abort_migration)
+
+    async def background(app: web.Application) -> AsyncIterator[None]:
+        task = asyncio.create_task(_expiry_loop(service, expiry_period))
+        yield
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        for mid in list(service.outgoing):
+            await service.abort_outgoing(mid)
+
+    app.cleanup_ctx.append(background)
+    return app

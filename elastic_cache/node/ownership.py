@@ -1,0 +1,71 @@
+"""Which token ranges a node owns, as a sorted set of disjoint ``(lo, hi]`` ranges."""
+
+from __future__ import annotations
+
+import itertools
+from bisect import bisect_left
+from collections.abc import Iterable, Sequence
+
+from elastic_cache.errors import InvalidBody
+
+__all__ = ["RangeSet"]
+
+
+class RangeSet:
+    """Disjoint ring ranges with an ``O(log n)`` membership test.
+
+    A wrapping range ``(lo, hi]`` with ``lo >= hi`` is stored as the two pieces
+    ``(lo, space - 1]`` and ``(-1, hi]``; ``(x, x]`` is the whole ring.
+
+    Args:
+        ranges: ``(lo, hi]`` pairs on a ring of ``space`` tokens.
+        space: number of tokens on the ring.
+    """
+
+    __slots__ = ("_his", "_los", "_ranges", "space")
+
+    def __init__(self, ranges: Iterable[Sequence[int]], space: int) -> None:
+        self.space = space
+        pieces: list[tuple[int, int]] = []
+        kept: list[tuple[int, int]] = []
+        for pair in ranges:
+            if len(pair) != 2:
+                raise InvalidBody(f"a range is a [lo, hi] pair, got {pair!r}")
+            lo, hi = pair
+            if not all(isinstance(x, int) and 0 <= x < space for x in (lo, hi)):
+                raise InvalidBody(f"range bounds must be tokens in [0, {space}), got {pair!r}")
+            kept.append((lo, hi))
+            if lo < hi:
+                pieces.append((lo, hi))
+            else:
+                if lo < space - 1:
+                    pieces.append((lo, space - 1))
+                pieces.append((-1, hi))
+        pieces.sort()
+        for (_, a_hi), (b_lo, _) in itertools.pairwise(pieces):
+            if b_lo < a_hi:
+                raise InvalidBody(f"ranges overlap: {sorted(kept)}")
+        self._ranges = tuple(kept)
+        self._los = [lo for lo, _ in pieces]
+        self._his = [hi for _, hi in pieces]
+
+    @classmethod
+    def everything(cls, space: int) -> RangeSet:
+        """The whole ring."""
+        return cls([(0, 0)], space)
+
+    @property
+    def ranges(self) -> tuple[tuple[int, int], ...]:
+        """The ranges as given."""
+        return self._ranges
+
+    def __contains__(self, token: int) -> bool:
+        his = self._his
+        i = bisect_left(his, token)
+        return i < len(his) and self._los[i] < token
+
+    def __bool__(self) -> bool:
+        return bool(self._his)
+
+    def __repr__(self) -> str:
+        return f"RangeSet({list(self._ranges)!r}, space={self.space})"

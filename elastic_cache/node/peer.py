@@ -1,0 +1,60 @@
+"""`HttpPeerLink`: how a source node reaches a migration's destination over HTTP."""
+
+from __future__ import annotations
+
+import aiohttp
+
+from elastic_cache.errors import NodeUnavailable
+from elastic_cache.node.wire import WireRecord, encode_frame
+
+__all__ = ["HttpPeerLink"]
+
+
+class HttpPeerLink:
+    """Pooled keep-alive connections to one peer node, for the life of one migration.
+
+    Args:
+        base_url: the peer's address, ``http://host:port``.
+        timeout: seconds for one frame to be accepted.
+    """
+
+    def __init__(self, base_url: str, *, timeout: float = 60.0) -> None:
+        self.base_url = base_url.rstrip("/")
+        self._timeout = aiohttp.ClientTimeout(total=timeout)
+        self._session: aiohttp.ClientSession | None = None
+
+    def _client(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            self._session = aiohttp.ClientSession(
+                timeout=self._timeout,
+                connector=aiohttp.TCPConnector(limit=16, force_close=False),
+            )
+        return self._session
+
+    async def _post(self, path: str, frame: bytes) -> None:
+        url = f"{self.base_url}{path}"
+        try:
+            async with self._client().post(
+                url, data=frame, headers={"Content-Type": "application/x-ecache-frame"}
+            ) as resp:
+                body = await resp.read()
+                if resp.status != 200:
+                    raise NodeUnavailable(
+                        f"peer {self.base_url} refused {path}: {resp.status} {body[:200]!r}"
+                    )
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise NodeUnavailable(f"peer {self.base_url} unreachable: {exc!r}") from exc
+
+    async def ingest(self, migration: str, frame: bytes) -> None:
+        """Deliver one snapshot frame."""
+        await self._post(f"/v1/migrations/{migration}/ingest", frame)
+
+    async def forward(self, migration: str, record: WireRecord) -> None:
+        """Deliver one forwarded write or delete."""
+        await self._post(f"/v1/migrations/{migration}/forward", encode_frame([record]))
+
+    async def close(self) -> None:
+        """Close the pooled connections."""
+        if self._session is not None:
+            await self._session.close()
+            self._session = None

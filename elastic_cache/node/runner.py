@@ -1,0 +1,73 @@
+"""Run one node as a process: bind, announce, serve until told to stop."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+
+from aiohttp import web
+
+from elastic_cache.config import NodeSettings
+from elastic_cache.node import build_node_service, make_node_app
+
+__all__ = ["serve_node"]
+
+
+class _EofWatcher(asyncio.Protocol):
+    """Sets an event when a pipe closes: the parent that holds its other end is gone."""
+
+    def __init__(self, stop: asyncio.Event) -> None:
+        self._stop = stop
+
+    def eof_received(self) -> bool | None:
+        self._stop.set()
+        return None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._stop.set()
+
+
+async def serve_node(
+    settings: NodeSettings,
+    *,
+    host: str,
+    port: int,
+    node_id: str,
+    watch_stdin: bool = False,
+) -> None:
+    """Serve a node until SIGTERM, SIGINT or (with ``watch_stdin``) the end of stdin.
+
+    Once listening, one JSON line goes to stdout:
+    ``{"event": "listening", "node": ..., "address": "http://host:port", "pid": ...}``;
+    with ``port=0`` the kernel picks a free port and the line says which.
+    ``watch_stdin`` is how a local provisioner makes sure no node outlives it: it keeps
+    the write end of the node's stdin, and the node exits when that end closes, even
+    if the provisioner was killed with SIGKILL.
+    """
+    service = build_node_service(settings, node_id=node_id)
+    app = make_node_app(service, max_value_bytes=settings.max_value_bytes)
+    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port, backlog=1024)
+    await site.start()
+    server = site._server
+    assert server is not None
+    bound = server.sockets[0].getsockname()[1]  # type: ignore[attr-defined]
+    address = f"http://{host}:{bound}"
+    line = {"event": "listening", "node": node_id, "address": address, "pid": os.getpid()}
+    sys.stdout.write(json.dumps(line) + "\n")
+    sys.stdout.flush()
+
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    if watch_stdin:
+        await loop.connect_read_pipe(lambda: _EofWatcher(stop), sys.stdin)
+    try:
+        await stop.wait()
+    finally:
+        await runner.cleanup()

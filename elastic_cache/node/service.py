@@ -1,0 +1,522 @@
+"""What a cache node does, independent of how requests reach it.
+
+`NodeService` holds the store, the ranges the node owns at its epoch, and the migrations
+it takes part in. The aiohttp app (`elastic_cache.node.app`) and the in-process node
+client of the simulator both call it, so the same code runs over HTTP and on a virtual
+clock.
+
+Live migration of ``(lo, hi]`` from a source S to a destination D (DESIGN.md):
+
+1. D registers the range as *incoming*; S registers it as *outgoing* with a link to D.
+   From then on S applies every write and delete for the range locally and forwards it
+   to D before acknowledging it. Forwarding at S (rather than a second write from the
+   coordinator) closes the race between a routing change and the snapshot: a write is
+   either in S's index before the snapshot reads it, or forwarded after.
+2. S streams its records in the range to D in binary frames, several in flight. D keeps
+   a record only when its version is newer than what it has and than the newest
+   forwarded operation on that key (the *floor*), so a snapshot record never overwrites a
+   newer write and never resurrects a deleted key.
+3. The coordinator commits: D takes ownership, then S gives it up and drops the range.
+   A late request to S gets 421 and is retried against the new ring.
+4. On abort (D died, or anything failed before the commit) S simply stops forwarding:
+   its records never left its index, so nothing is lost; D drops what it received.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from elastic_cache.errors import (
+    Conflict,
+    InvalidBody,
+    KeyNotFound,
+    Misdirected,
+    NotFound,
+)
+from elastic_cache.hashing import TokenHasher, validate_key
+from elastic_cache.indexes import Entry
+from elastic_cache.node.ownership import RangeSet
+from elastic_cache.node.wire import WireRecord, decode_frame, encode_frame
+from elastic_cache.ring import in_range
+from elastic_cache.store import PutOutcome, Record, Store, key_nbytes
+
+__all__ = ["Incoming", "NodeService", "Outgoing", "PeerLink", "SendSummary"]
+
+
+class PeerLink(Protocol):
+    """How a source node reaches the destination of a migration."""
+
+    async def ingest(self, migration: str, frame: bytes) -> None:
+        """Deliver one frame of snapshot records."""
+
+    async def forward(self, migration: str, record: WireRecord) -> None:
+        """Deliver one write or delete made at the source during the migration."""
+
+    async def close(self) -> None:
+        """Release connections."""
+
+
+@dataclass(slots=True)
+class Outgoing:
+    """A range this node is sending away."""
+
+    id: str
+    lo: int
+    hi: int
+    peer: PeerLink
+    total: int
+    sent: int = 0
+    sent_bytes: int = 0
+    forwarded: int = 0
+    failed: str | None = None
+    started: float = field(default_factory=time.monotonic)
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "role": "source",
+            "lo": self.lo,
+            "hi": self.hi,
+            "total": self.total,
+            "sent": self.sent,
+            "sent_bytes": self.sent_bytes,
+            "forwarded": self.forwarded,
+            "failed": self.failed,
+            "seconds": round(time.monotonic() - self.started, 3),
+        }
+
+
+@dataclass(slots=True)
+class Incoming:
+    """A range this node is receiving."""
+
+    id: str
+    lo: int
+    hi: int
+    floor: dict[str, int] = field(default_factory=dict)
+    applied: int = 0
+    skipped: int = 0
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "role": "destination",
+            "lo": self.lo,
+            "hi": self.hi,
+            "applied": self.applied,
+            "skipped": self.skipped,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class SendSummary:
+    """What a finished snapshot stream moved."""
+
+    records: int
+    bytes: int
+    seconds: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {"records": self.records, "bytes": self.bytes, "seconds": self.seconds}
+
+
+class NodeService:
+    """One cache node's state and operations.
+
+    Args:
+        node_id: the node's id in the ring.
+        store: its records.
+        hasher: key → token function shared by the whole cluster.
+        peer_factory: builds a `PeerLink` to another node from its address.
+        owned: ranges owned at start; default the whole ring (a lone node serves all keys
+            until a coordinator tells it otherwise).
+        batch_records: records per snapshot frame.
+        parallel: frames in flight at once.
+        drop_chunk: records dropped per step when giving a range away (ordered indexes),
+            so a large drop does not stall the event loop.
+    """
+
+    def __init__(
+        self,
+        *,
+        node_id: str,
+        store: Store,
+        hasher: TokenHasher,
+        peer_factory: Callable[[str], PeerLink],
+        owned: RangeSet | None = None,
+        batch_records: int = 1000,
+        parallel: int = 4,
+        drop_chunk: int = 4096,
+    ) -> None:
+        self.node_id = node_id
+        self.store = store
+        self.hasher = hasher
+        self._peer_factory = peer_factory
+        self.epoch = 0
+        self.owned = owned if owned is not None else RangeSet.everything(hasher.space)
+        self.outgoing: dict[str, Outgoing] = {}
+        self.incoming: dict[str, Incoming] = {}
+        self.batch_records = batch_records
+        self.parallel = parallel
+        self.drop_chunk = drop_chunk
+        self.hits = 0
+        self.misses = 0
+
+    # -- ownership ---------------------------------------------------------------------
+
+    def token(self, key: str) -> int:
+        """Token of ``key``, checked against the ranges this node owns.
+
+        Raises:
+            InvalidKey: the hasher cannot take the key.
+            Misdirected: the node does not own the key at its epoch.
+        """
+        validate_key(key)
+        token = self.hasher(key)
+        if token not in self.owned:
+            raise Misdirected(
+                f"node {self.node_id} does not own this key at epoch {self.epoch}",
+                epoch=self.epoch,
+            )
+        return token
+
+    def set_ownership(self, epoch: int, ranges: Sequence[Sequence[int]]) -> bool:
+        """Take the ranges owned at ``epoch``; an older epoch than ours is ignored.
+
+        Returns:
+            Whether the ownership changed.
+        """
+        if epoch < self.epoch:
+            return False
+        self.owned = RangeSet(ranges, self.hasher.space)
+        self.epoch = epoch
+        return True
+
+    # -- data plane --------------------------------------------------------------------
+
+    def get(self, key: str) -> Record:
+        """The live record of ``key``.
+
+        Raises:
+            Misdirected: not ours. KeyNotFound: a miss.
+        """
+        self.token(key)
+        rec = self.store.get(key)
+        if rec is None:
+            self.misses += 1
+            raise KeyNotFound(f"no value for key {key[:80]!r}")
+        self.hits += 1
+        return rec
+
+    def _outgoing_for(self, token: int) -> Outgoing | None:
+        for out in self.outgoing.values():
+            if out.failed is None and in_range(token, out.lo, out.hi):
+                return out
+        return None
+
+    async def put(self, key: str, value: bytes, content_type: str, ttl: float | None) -> PutOutcome:
+        """Store a value; forward it first to a migration's destination when moving.
+
+        Raises:
+            Misdirected, ValueTooLarge, StoreFull.
+        """
+        token = self.token(key)
+        outcome = self.store.put(key, token, value, content_type, ttl)
+        if self.outgoing:
+            out = self._outgoing_for(token)
+            if out is not None:
+                ttl_ms = -1 if not ttl else int(ttl * 1000)
+                wire = WireRecord(key, token, outcome.version, value, content_type, ttl_ms)
+                await self._forward(out, wire)
+        return outcome
+
+    async def delete(self, key: str) -> bool:
+        """Delete a key everywhere it lives; True when a live value was there."""
+        token = self.token(key)
+        existed = self.store.delete(key)
+        if self.outgoing:
+            out = self._outgoing_for(token)
+            if out is not None:
+                version = self.store.next_version()
+                await self._forward(out, WireRecord(key, token, version, deleted=True))
+        return existed
+
+    async def _forward(self, out: Outgoing, record: WireRecord) -> None:
+        try:
+            await out.peer.forward(out.id, record)
+            out.forwarded += 1
+        except Exception as exc:  # any failure to reach D abandons the move
+            # The write is already in our index and we still own the range: nothing is
+            # lost. The coordinator learns of the failure from the snapshot stream.
+            out.failed = f"forward failed: {exc}"
+
+    # -- destination side --------------------------------------------------------------
+
+    def begin_incoming(self, migration: str, lo: int, hi: int) -> Incoming:
+        """Register ``(lo, hi]`` as arriving under ``migration``.
+
+        Raises:
+            Conflict: the migration id is in use or the range is already ours.
+        """
+        self._check_bounds(lo, hi)
+        if migration in self.incoming or migration in self.outgoing:
+            raise Conflict(f"migration {migration} already exists on {self.node_id}")
+        if lo in self.owned and hi in self.owned:
+            raise Conflict(f"node {self.node_id} already owns ({lo}, {hi}]")
+        inc = Incoming(migration, lo, hi)
+        self.incoming[migration] = inc
+        return inc
+
+    def _incoming(self, migration: str) -> Incoming:
+        try:
+            return self.incoming[migration]
+        except KeyError:
+            raise NotFound(f"no incoming migration {migration} on {self.node_id}") from None
+
+    def ingest(self, migration: str, frame: bytes) -> tuple[int, int]:
+        """Apply a frame of snapshot records; returns (applied, skipped)."""
+        inc = self._incoming(migration)
+        applied = skipped = 0
+        for wire in decode_frame(frame):
+            if self._apply(inc, wire, forwarded=False):
+                applied += 1
+            else:
+                skipped += 1
+        inc.applied += applied
+        inc.skipped += skipped
+        return applied, skipped
+
+    def apply_forwarded(self, migration: str, wire: WireRecord) -> bool:
+        """Apply one write or delete forwarded by the source."""
+        return self._apply(self._incoming(migration), wire, forwarded=True)
+
+    def _apply(self, inc: Incoming, wire: WireRecord, *, forwarded: bool) -> bool:
+        if not in_range(wire.token, inc.lo, inc.hi):
+            raise InvalidBody(
+                f"record token {wire.token} is outside migration range ({inc.lo}, {inc.hi}]"
+            )
+        store = self.store
+        floor = inc.floor.get(wire.key, 0)
+        if forwarded and wire.version > floor:
+            # A direct operation: nothing older may land on this key afterwards.
+            inc.floor[wire.key] = wire.version
+        if wire.deleted:
+            return store.delete_older(wire.key, wire.version)
+        expires_at = 0.0
+        if wire.ttl_ms >= 0:
+            expires_at = store._clock() + wire.ttl_ms / 1000.0
+            if wire.ttl_ms == 0:
+                return False
+        rec = Record(
+            wire.value,
+            wire.content_type,
+            expires_at,
+            wire.version,
+            key_nbytes(wire.key) + len(wire.value),
+        )
+        return store.apply(wire.key, wire.token, rec, floor=floor)
+
+    def commit_incoming(self, migration: str, epoch: int, ranges: Sequence[Sequence[int]]) -> None:
+        """The move is committed: own ``ranges`` at ``epoch`` and forget the floor."""
+        self._incoming(migration)
+        self.set_ownership(epoch, ranges)
+        del self.incoming[migration]
+
+    def abort_incoming(self, migration: str) -> int:
+        """The move is abandoned: drop what arrived; returns how many records."""
+        inc = self.incoming.pop(migration, None)
+        if inc is None:
+            return 0
+        return len(self.store.pop_range(inc.lo, inc.hi))
+
+    # -- source side -------------------------------------------------------------------
+
+    def begin_outgoing(self, migration: str, lo: int, hi: int, peer_address: str) -> Outgoing:
+        """Register ``(lo, hi]`` as leaving for ``peer_address`` and start forwarding.
+
+        Raises:
+            Conflict: the id is in use, another move overlaps, or the range is not ours.
+        """
+        self._check_bounds(lo, hi)
+        if migration in self.outgoing or migration in self.incoming:
+            raise Conflict(f"migration {migration} already exists on {self.node_id}")
+        if hi not in self.owned:
+            raise Conflict(f"node {self.node_id} does not own ({lo}, {hi}]")
+        for other in self.outgoing.values():
+            if in_range(hi, other.lo, other.hi) or in_range(other.hi, lo, hi):
+                raise Conflict(f"range ({lo}, {hi}] overlaps migration {other.id}")
+        out = Outgoing(
+            migration, lo, hi, self._peer_factory(peer_address), self.store.count_range(lo, hi)
+        )
+        self.outgoing[migration] = out
+        return out
+
+    def _outgoing(self, migration: str) -> Outgoing:
+        try:
+            return self.outgoing[migration]
+        except KeyError:
+            raise NotFound(f"no outgoing migration {migration} on {self.node_id}") from None
+
+    def _snapshot_frames(self, out: Outgoing) -> Iterator[tuple[bytes, int]]:
+        """Frames of the range, built lazily so the event loop runs between them.
+
+        An ordered index is walked from the last token sent (``O(log n)`` per frame); an
+        unordered one is scanned once (its range operations scan anyway).
+        """
+        store = self.store
+        n = self.batch_records
+        if store.index.ordered:
+            last = out.lo
+            while last != out.hi:
+                chunk = list(itertools.islice(store.entries_range(last, out.hi), n))
+                if not chunk:
+                    return
+                tail = chunk[-1][0]
+                if len(chunk) == n:
+                    # Never cut between records that share a token: the next walk starts
+                    # strictly after the last token taken.
+                    chunk.extend(self._same_token_rest(chunk, tail))
+                yield self._encode(chunk), len(chunk)
+                last = tail
+        else:
+            snapshot = list(store.entries_range(out.lo, out.hi))
+            for start in range(0, len(snapshot), n):
+                chunk = snapshot[start : start + n]
+                yield self._encode(chunk), len(chunk)
+
+    def _same_token_rest(self, chunk: list[Entry[Record]], tail: int) -> list[Entry[Record]]:
+        """Records with token ``tail`` that did not fit in ``chunk``."""
+        have = {key for token, key, _ in chunk if token == tail}
+        lo = (tail - 1) % self.hasher.space
+        rest = []
+        for token, key, rec in self.store.entries_range(lo, tail):
+            if token == tail and key not in have:
+                rest.append((token, key, rec))
+        return rest
+
+    def _encode(self, chunk: list[Entry[Record]]) -> bytes:
+        now = self.store._clock()
+        wires = []
+        for token, key, rec in chunk:
+            if rec.expires_at:
+                left = int((rec.expires_at - now) * 1000)
+                if left <= 0:
+                    continue
+            else:
+                left = -1
+            wires.append(WireRecord(key, token, rec.version, rec.value, rec.content_type, left))
+        return encode_frame(wires)
+
+    async def send(self, migration: str) -> SendSummary:
+        """Stream the outgoing range to its destination; returns when D has it all.
+
+        Raises:
+            Conflict: the destination failed (the move must be aborted).
+        """
+        out = self._outgoing(migration)
+        sem = asyncio.Semaphore(self.parallel)
+        tasks: set[asyncio.Task[None]] = set()
+        started = time.monotonic()
+
+        async def ship(frame: bytes, count: int) -> None:
+            try:
+                await out.peer.ingest(out.id, frame)
+                out.sent += count
+                out.sent_bytes += len(frame)
+            except Exception as exc:
+                out.failed = f"snapshot stream failed: {exc}"
+            finally:
+                sem.release()
+
+        for frame, count in self._snapshot_frames(out):
+            await sem.acquire()
+            if out.failed is not None:
+                sem.release()
+                break
+            task = asyncio.create_task(ship(frame, count))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+        if tasks:
+            await asyncio.gather(*tasks)
+        if out.failed is not None:
+            raise Conflict(f"migration {migration} failed: {out.failed}")
+        return SendSummary(out.sent, out.sent_bytes, round(time.monotonic() - started, 6))
+
+    async def commit_outgoing(
+        self, migration: str, epoch: int, ranges: Sequence[Sequence[int]]
+    ) -> int:
+        """Give the range away: own ``ranges`` at ``epoch``, then drop the range's records.
+
+        Returns:
+            Records dropped.
+
+        Raises:
+            Conflict: a forward to the destination failed, so D may miss a write.
+        """
+        out = self._outgoing(migration)
+        if out.failed is not None:
+            raise Conflict(f"migration {migration} cannot commit: {out.failed}")
+        self.set_ownership(epoch, ranges)
+        del self.outgoing[migration]
+        await out.peer.close()
+        return await self.drop_range(out.lo, out.hi)
+
+    async def abort_outgoing(self, migration: str) -> None:
+        """Stop forwarding; the records never left, so nothing else is needed."""
+        out = self.outgoing.pop(migration, None)
+        if out is not None:
+            await out.peer.close()
+
+    async def drop_range(self, lo: int, hi: int) -> int:
+        """Remove every record in ``(lo, hi]``, in pieces for ordered indexes."""
+        store = self.store
+        if not store.index.ordered:
+            return len(store.pop_range(lo, hi))
+        dropped = 0
+        last = lo
+        while last != hi:
+            chunk = list(itertools.islice(store.entries_range(last, hi), self.drop_chunk))
+            if not chunk:
+                break
+            tail = chunk[-1][0]
+            dropped += len(store.pop_range(last, tail))
+            last = tail
+            await asyncio.sleep(0)
+        return dropped
+
+    # -- reporting ---------------------------------------------------------------------
+
+    def _check_bounds(self, lo: int, hi: int) -> None:
+        space = self.hasher.space
+        for x in (lo, hi):
+            if not isinstance(x, int) or isinstance(x, bool) or not 0 <= x < space:
+                raise InvalidBody(f"range bounds must be tokens in [0, {space}), got {x!r}")
+
+    def stats(self) -> dict[str, Any]:
+        """A JSON-ready description of the node."""
+        store = self.store
+        return {
+            "node": self.node_id,
+            "epoch": self.epoch,
+            "records": len(store),
+            "bytes": store.nbytes,
+            "index_bytes": store.index.nbytes,
+            "used": store.used,
+            "capacity": store.capacity.limit,
+            "unit": str(store.capacity.unit),
+            "fill": round(store.fill, 6),
+            "index": store.index.name,
+            "on_full": str(store.on_full),
+            "hits": self.hits,
+            "misses": self.misses,
+            "evictions": store.evictions,
+            "expirations": store.expirations,
+            "ranges": [list(r) for r in self.owned.ranges],
+            "migrations": [m.describe() for m in self.outgoing.values()]
+            + [m.describe() for m in self.incoming.values()],
+        }
