@@ -1,0 +1,202 @@
+"""`LocalProvisioner`: cache nodes as ``ecache node`` processes on 127.0.0.1.
+
+The embedded default. Each node is a child process on a free port (the node binds port 0
+and announces the port on its first line of stdout); the provisioner keeps the write end
+of each child's stdin, so a node exits when the provisioner's process ends, however it
+ends. An optional boot delay stands in for instance allocation time in experiments.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+
+import aiohttp
+
+from elastic_cache.config import NodeSettings
+from elastic_cache.errors import ProvisionError
+from elastic_cache.provisioner.base import NodeHandle
+
+__all__ = ["LocalProvisioner", "node_command"]
+
+log = logging.getLogger("elastic_cache.provisioner.local")
+
+
+def node_command(settings: NodeSettings, *, node_id: str, host: str, port: int = 0) -> list[str]:
+    """The ``ecache node`` command line for a node built from ``settings``."""
+    cmd = [
+        sys.executable,
+        "-m",
+        "elastic_cache",
+        "node",
+        "--host",
+        host,
+        "--port",
+        str(port),
+        "--node-id",
+        node_id,
+        "--index",
+        settings.index,
+        "--hash",
+        settings.hash,
+        "--on-full",
+        str(settings.on_full),
+        "--max-value-bytes",
+        str(settings.max_value_bytes),
+    ]
+    if settings.capacity_records is not None:
+        cmd += ["--capacity-records", str(settings.capacity_records)]
+    else:
+        cmd += ["--capacity-bytes", str(settings.capacity_bytes)]
+    return cmd
+
+
+class LocalProvisioner:
+    """Starts nodes as local processes.
+
+    Args:
+        settings: how each node is built.
+        log_dir: where each node's stderr goes (``node-ID.log``); None discards it.
+        host: address the nodes bind.
+        boot_delay: seconds to wait before starting a process (simulated allocation).
+        health_timeout: seconds a node has to announce itself and answer /healthz.
+    """
+
+    def __init__(
+        self,
+        settings: NodeSettings,
+        *,
+        log_dir: Path | None = None,
+        host: str = "127.0.0.1",
+        boot_delay: float | None = None,
+        health_timeout: float = 30.0,
+    ) -> None:
+        self.settings = settings
+        self.log_dir = log_dir
+        self.host = host
+        self.boot_delay = settings.boot_delay if boot_delay is None else boot_delay
+        self.health_timeout = health_timeout
+        self._procs: dict[str, asyncio.subprocess.Process] = {}
+        self._handles: dict[str, NodeHandle] = {}
+
+    @property
+    def name(self) -> str:
+        return "local"
+
+    def pids(self) -> list[int]:
+        """PIDs of the nodes still running."""
+        return [p.pid for p in self._procs.values() if p.returncode is None]
+
+    async def launch(self, node_id: str) -> NodeHandle:
+        """Start ``ecache node`` and wait for /healthz.
+
+        Raises:
+            ProvisionError: the process exited, never announced itself, or never became
+                healthy within ``health_timeout``.
+        """
+        if node_id in self._procs:
+            raise ProvisionError(f"node {node_id} is already running")
+        started = time.monotonic()
+        if self.boot_delay:
+            await asyncio.sleep(self.boot_delay)
+        stderr: int | object = asyncio.subprocess.DEVNULL
+        log_file = None
+        if self.log_dir is not None:
+            self.log_dir.mkdir(parents=True, exist_ok=True)
+            log_file = await asyncio.to_thread(open, self.log_dir / f"{node_id}.log", "ab")
+            stderr = log_file
+        cmd = node_command(self.settings, node_id=node_id, host=self.host)
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *cmd,
+                "--watch-stdin",
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=stderr,  # type: ignore[arg-type]
+                env=env,
+                start_new_session=True,  # a Ctrl-C in the terminal reaches the coordinator only
+            )
+        except OSError as exc:
+            raise ProvisionError(f"cannot start node {node_id}: {exc}") from exc
+        finally:
+            if log_file is not None:
+                log_file.close()
+        self._procs[node_id] = proc
+        try:
+            address = await asyncio.wait_for(self._announced(proc), self.health_timeout)
+            await self._wait_healthy(address, started)
+        except (TimeoutError, ProvisionError) as exc:
+            await self._stop(node_id)
+            raise ProvisionError(f"node {node_id} did not start: {exc or 'timed out'}") from exc
+        handle = NodeHandle(
+            node_id=node_id,
+            address=address,
+            ref=str(proc.pid),
+            boot_seconds=round(time.monotonic() - started, 3),
+        )
+        self._handles[node_id] = handle
+        log.info("node %s up at %s (pid %d)", node_id, address, proc.pid)
+        return handle
+
+    async def _announced(self, proc: asyncio.subprocess.Process) -> str:
+        assert proc.stdout is not None
+        line = await proc.stdout.readline()
+        if not line:
+            code = await proc.wait()
+            raise ProvisionError(f"process exited with status {code} before listening")
+        try:
+            info = json.loads(line)
+            return str(info["address"])
+        except (ValueError, KeyError) as exc:
+            raise ProvisionError(f"unexpected first line from node: {line[:200]!r}") from exc
+
+    async def _wait_healthy(self, address: str, started: float) -> None:
+        deadline = started + self.boot_delay + self.health_timeout
+        timeout = aiohttp.ClientTimeout(total=2)
+        async with aiohttp.ClientSession(timeout=timeout) as session:
+            while True:
+                try:
+                    async with session.get(f"{address}/healthz") as resp:
+                        if resp.status == 200:
+                            return
+                except (aiohttp.ClientError, TimeoutError):
+                    pass
+                if time.monotonic() > deadline:
+                    raise ProvisionError(f"{address}/healthz never answered 200")
+                await asyncio.sleep(0.05)
+
+    async def _stop(self, node_id: str, grace: float = 5.0) -> None:
+        proc = self._procs.pop(node_id, None)
+        self._handles.pop(node_id, None)
+        if proc is None:
+            return
+        if proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                proc.terminate()
+            try:
+                await asyncio.wait_for(proc.wait(), grace)
+            except TimeoutError:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
+                await proc.wait()
+        if proc.stdin is not None:
+            proc.stdin.close()
+        log.info("node %s stopped (pid %d, status %s)", node_id, proc.pid, proc.returncode)
+
+    async def terminate(self, handle: NodeHandle) -> None:
+        """SIGTERM the node's process, SIGKILL after 5 s; idempotent."""
+        await self._stop(handle.node_id)
+
+    async def list(self) -> list[NodeHandle]:
+        return [h for nid, h in self._handles.items() if self._procs[nid].returncode is None]
+
+    async def close(self) -> None:
+        """Stop every node this provisioner started."""
+        await asyncio.gather(*(self._stop(nid) for nid in list(self._procs)))
