@@ -1,0 +1,191 @@
+"""The coordinator's HTTP edge: the public API and the admin API.
+
+Public::
+
+    GET/HEAD/PUT/DELETE /v1/kv/{key}        PUT takes ?ttl=SECONDS and stores Content-Type
+    GET /v1/svc/{origin}/{path}?{query}     read-through; answers X-Cache: HIT | MISS
+
+Admin::
+
+    GET    /v1/cluster                      epoch, ring, nodes with fill, rate, migrations
+    POST   /v1/cluster/nodes                add nodes now ({"count": n}, default 1)
+    DELETE /v1/cluster/nodes/{id}           move the node's buckets away, then stop it
+    GET    /healthz
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from aiohttp import web
+
+from elastic_cache.coordinator.nodeclient import Answer
+from elastic_cache.coordinator.service import Coordinator
+from elastic_cache.errors import InvalidBody
+from elastic_cache.httpio import (
+    error_middleware,
+    json_body,
+    parse_content_type,
+    parse_ttl,
+    read_limited,
+)
+
+__all__ = ["COORDINATOR", "make_coordinator_app"]
+
+COORDINATOR: web.AppKey[Coordinator] = web.AppKey("coordinator", Coordinator)
+
+
+def _respond(answer: Answer) -> web.Response:
+    headers = {"Content-Type": answer.content_type, "X-Ecache-Epoch": str(answer.epoch)}
+    if answer.status == 204:
+        return web.Response(status=204, headers={"X-Ecache-Epoch": str(answer.epoch)})
+    return web.Response(status=answer.status, body=answer.body, headers=headers)
+
+
+async def get_kv(request: web.Request) -> web.StreamResponse:
+    coord = request.app[COORDINATOR]
+    head = request.method == "HEAD"
+    answer = await coord.router.get(request.match_info["key"], head=head)
+    if head:
+        return web.Response(status=answer.status, headers={"Content-Type": answer.content_type})
+    return _respond(answer)
+
+
+async def put_kv(request: web.Request) -> web.StreamResponse:
+    coord = request.app[COORDINATOR]
+    key = request.match_info["key"]
+    ttl = parse_ttl(request.query.get("ttl"))
+    ctype = parse_content_type(request.headers.get("Content-Type"))
+    value = await read_limited(request, coord.settings.nodes.max_value_bytes)
+    return _respond(await coord.router.put(key, value, ctype, ttl))
+
+
+async def delete_kv(request: web.Request) -> web.StreamResponse:
+    coord = request.app[COORDINATOR]
+    return _respond(await coord.router.delete(request.match_info["key"]))
+
+
+async def read_through(request: web.Request) -> web.StreamResponse:
+    coord = request.app[COORDINATOR]
+    origin = request.match_info["origin"]
+    prefix = f"/v1/svc/{origin}/"
+    raw = request.rel_url.raw_path
+    raw_path = raw[len(prefix) :] if raw.startswith(prefix) else request.match_info["path"]
+    answer = await coord.readthrough.fetch(origin, raw_path, request.rel_url.raw_query_string)
+    return web.Response(
+        status=answer.status,
+        body=answer.body,
+        headers={"Content-Type": answer.content_type, "X-Cache": answer.cache},
+    )
+
+
+def cluster_view(coord: Coordinator) -> dict[str, Any]:
+    """The JSON of ``GET /v1/cluster``."""
+    view = coord.cluster.view()
+    view["ring"] = coord.cluster.ring.to_dict()
+    view["request_rate"] = round(coord.rate.rate, 3)
+    view["scaler"] = {
+        "enabled": coord.settings.scaler.enabled,
+        "launches_in_flight": coord.scaler.in_flight,
+        "launches": coord.scaler.launches,
+        "max_nodes": coord.settings.scaler.max_nodes,
+        "on_full": str(coord.settings.nodes.on_full),
+    }
+    for node in view["nodes"]:
+        try:
+            node["threshold"] = round(coord.scaler.threshold(node["id"]), 3)
+        except Exception:  # a node that left between the two reads
+            node["threshold"] = None
+    rt = coord.readthrough
+    view["read_through"] = {
+        "origins": sorted(rt.origins),
+        "hits": rt.hits,
+        "misses": rt.misses,
+        "origin_calls": rt.origin_calls,
+        "coalesced": rt.coalesced,
+    }
+    view["time"] = time.time()
+    return view
+
+
+async def get_cluster(request: web.Request) -> web.StreamResponse:
+    return web.json_response(cluster_view(request.app[COORDINATOR]))
+
+
+async def add_nodes(request: web.Request) -> web.StreamResponse:
+    coord = request.app[COORDINATOR]
+    body = await json_body(request)
+    count = body.get("count", 1)
+    unknown = set(body) - {"count"}
+    if unknown:
+        raise InvalidBody(f"unknown field(s): {', '.join(sorted(unknown))}")
+    if not isinstance(count, int) or isinstance(count, bool) or not 1 <= count <= 64:
+        raise InvalidBody(f"count must be an integer from 1 to 64, got {count!r}")
+    added = []
+    for _ in range(count):
+        info, mig = await coord.cluster.add_node()
+        added.append(
+            {
+                "id": info.node_id,
+                "address": info.handle.address,
+                "boot_seconds": info.handle.boot_seconds,
+                "migration": None if mig is None else mig.to_json(),
+            }
+        )
+    return web.json_response({"added": added, "epoch": coord.cluster.ring.epoch}, status=201)
+
+
+async def remove_node(request: web.Request) -> web.StreamResponse:
+    coord = request.app[COORDINATOR]
+    node_id = request.match_info["id"]
+    moves = await coord.cluster.remove_node(node_id)
+    return web.json_response(
+        {
+            "removed": node_id,
+            "epoch": coord.cluster.ring.epoch,
+            "migrations": [m.to_json() for m in moves],
+        }
+    )
+
+
+async def healthz(request: web.Request) -> web.StreamResponse:
+    coord = request.app[COORDINATOR]
+    return web.json_response(
+        {"ok": True, "nodes": len(coord.cluster.nodes), "epoch": coord.cluster.ring.epoch}
+    )
+
+
+def make_coordinator_app(coord: Coordinator, *, manage_lifecycle: bool = True) -> web.Application:
+    """The coordinator's aiohttp application.
+
+    Args:
+        coord: the assembled coordinator.
+        manage_lifecycle: start the coordinator with the app and stop it (and every node)
+            when the app shuts down.
+    """
+    app = web.Application(
+        middlewares=[error_middleware],
+        client_max_size=coord.settings.nodes.max_value_bytes + 1,
+    )
+    app[COORDINATOR] = coord
+    kv = "/v1/kv/{key:.+}"
+    app.router.add_get(kv, get_kv)
+    app.router.add_put(kv, put_kv)
+    app.router.add_delete(kv, delete_kv)
+    app.router.add_get("/v1/svc/{origin}/{path:.*}", read_through)
+    app.router.add_get("/v1/cluster", get_cluster)
+    app.router.add_post("/v1/cluster/nodes", add_nodes)
+    app.router.add_delete("/v1/cluster/nodes/{id}", remove_node)
+    app.router.add_get("/healthz", healthz)
+    if manage_lifecycle:
+
+        async def on_startup(app: web.Application) -> None:
+            await coord.start()
+
+        async def on_cleanup(app: web.Application) -> None:
+            await coord.stop()
+
+        app.on_startup.append(on_startup)
+        app.on_cleanup.append(on_cleanup)
+    return app

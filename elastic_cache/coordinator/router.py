@@ -1,0 +1,84 @@
+"""Routing key requests to the node that owns them."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+
+from elastic_cache.config import OnFull
+from elastic_cache.coordinator.cluster import Cluster
+from elastic_cache.coordinator.nodeclient import Answer, NodeClient
+from elastic_cache.coordinator.scaler import RateMeter, Scaler
+from elastic_cache.errors import Misdirected, StoreFull
+from elastic_cache.hashing import validate_key
+
+__all__ = ["Router"]
+
+#: Attempts for a request that meets 421 while the ring changes under it.
+_ATTEMPTS = 5
+
+
+class Router:
+    """Sends each key request to its owner and reports writes to the scaler.
+
+    A node answers 421 when the ring moved under a request (a migration committed
+    between the routing decision and the node's check); the router then routes again on
+    the current ring, a few times, with a short pause.
+    """
+
+    def __init__(self, cluster: Cluster, scaler: Scaler, rate: RateMeter) -> None:
+        self.cluster = cluster
+        self.scaler = scaler
+        self.rate = rate
+        self.block = cluster.settings.nodes.on_full is OnFull.BLOCK
+        self.block_timeout = cluster.settings.scaler.block_timeout
+        self.by_bytes = cluster.settings.nodes.capacity_bytes is not None
+
+    async def _routed(
+        self, key: str, op: Callable[[NodeClient], Awaitable[Answer]]
+    ) -> tuple[str, Answer]:
+        validate_key(key)
+        cluster = self.cluster
+        token = cluster.ring.token_of(key)
+        for attempt in range(_ATTEMPTS):
+            node = cluster.ring.node_for_token(token)
+            answer = await op(cluster.nodes[node].client)
+            if answer.status != 421:
+                return node, answer
+            await asyncio.sleep(0.005 * attempt)
+        raise Misdirected(
+            "the ring kept changing under this request; retry", epoch=cluster.ring.epoch
+        )
+
+    async def get(self, key: str, *, head: bool = False) -> Answer:
+        """Read ``key`` from its owner."""
+        self.rate.hit()
+        _, answer = await self._routed(key, lambda c: c.get(key, head=head))
+        return answer
+
+    async def put(self, key: str, value: bytes, content_type: str, ttl: float | None) -> Answer:
+        """Write ``key`` to its owner; under ``on_full = block`` wait for room."""
+        self.rate.hit()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.block_timeout
+        while True:
+            node, answer = await self._routed(key, lambda c: c.put(key, value, content_type, ttl))
+            if answer.status < 300:
+                self.scaler.observe_write(node, answer.used, answer.capacity, len(value))
+                return answer
+            if answer.status != 507 or not self.block:
+                return answer
+            # The node is full and writes wait (the paper's behaviour): make sure help
+            # is on the way, then wait for a move out of this node.
+            self.scaler.request_help(node, full=True)
+            left = deadline - loop.time()
+            if left <= 0 or not await self.cluster.wait_for_room(node, left):
+                raise StoreFull(
+                    f"node {node} stayed full for {self.block_timeout:.0f}s (on_full = block)"
+                )
+
+    async def delete(self, key: str) -> Answer:
+        """Delete ``key`` at its owner."""
+        self.rate.hit()
+        _, answer = await self._routed(key, lambda c: c.delete(key))
+        return answer

@@ -1,0 +1,120 @@
+"""`Coordinator`: the cluster, the scaler, the router and read-through, wired together and
+given a life cycle (start, background health and stats polling, stop)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from pathlib import Path
+
+import aiohttp
+
+from elastic_cache.config import ClusterSettings
+from elastic_cache.coordinator.cluster import Cluster
+from elastic_cache.coordinator.nodeclient import HttpNodeClient, NodeClient
+from elastic_cache.coordinator.origins import ReadThrough
+from elastic_cache.coordinator.router import Router
+from elastic_cache.coordinator.scaler import RateMeter, Scaler
+from elastic_cache.errors import ElasticCacheError
+from elastic_cache.provisioner.base import NodeHandle, Provisioner
+
+__all__ = ["Coordinator"]
+
+log = logging.getLogger("elastic_cache.coordinator")
+
+
+class Coordinator:
+    """Everything the coordinator process runs.
+
+    Args:
+        settings: the whole configuration.
+        provisioner: starts and stops nodes.
+        state_path: where the cluster state is persisted; default ``state_dir/cluster.json``.
+        poll_period: seconds between stats polls of every node (health and fill).
+        dead_after: failed polls in a row after which a node is declared dead.
+    """
+
+    def __init__(
+        self,
+        settings: ClusterSettings,
+        provisioner: Provisioner,
+        *,
+        state_path: Path | None = None,
+        poll_period: float = 1.0,
+        dead_after: int = 3,
+    ) -> None:
+        self.settings = settings
+        self.provisioner = provisioner
+        self.poll_period = poll_period
+        self.dead_after = dead_after
+        if state_path is None:
+            state_path = Path(settings.coordinator.state_dir) / "cluster.json"
+        self._session: aiohttp.ClientSession | None = None
+        self.cluster = Cluster(settings, provisioner, self._client_for, state_path=state_path)
+        self.rate = RateMeter(settings.scaler.rate_half_life)
+        self.scaler = Scaler(settings.scaler, self.cluster, self.rate)
+        self.router = Router(self.cluster, self.scaler, self.rate)
+        self._readthrough: ReadThrough | None = None
+        self._monitor: asyncio.Task[None] | None = None
+
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        """The shared pooled HTTP client (exists between `start` and `stop`)."""
+        if self._session is None:
+            # Keep-alive connections, pooled per node; no per-request client objects.
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(
+                    limit=1024, limit_per_host=256, keepalive_timeout=60, ttl_dns_cache=None
+                ),
+                timeout=aiohttp.ClientTimeout(total=60),
+                auto_decompress=False,
+            )
+        return self._session
+
+    @property
+    def readthrough(self) -> ReadThrough:
+        if self._readthrough is None:
+            self._readthrough = ReadThrough(
+                self.settings.origins,
+                self.router,
+                self.session,
+                max_value_bytes=self.settings.nodes.max_value_bytes,
+            )
+        return self._readthrough
+
+    def _client_for(self, handle: NodeHandle) -> NodeClient:
+        return HttpNodeClient(handle.node_id, handle.address, self.session)
+
+    async def start(self) -> None:
+        """Launch (or resume) the nodes and start polling them."""
+        await self.cluster.start()
+        self._monitor = asyncio.create_task(self._poll())
+
+    async def stop(self) -> None:
+        """Stop polling and scaling, stop every node, close connections."""
+        if self._monitor is not None:
+            self._monitor.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._monitor
+        await self.scaler.close()
+        await self.cluster.shutdown()
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def _poll(self) -> None:
+        """Refresh fill and health; drop nodes that stopped answering."""
+        while True:
+            await asyncio.sleep(self.poll_period)
+            try:
+                failed = await self.cluster.refresh_stats()
+                for node_id in failed:
+                    info = self.cluster.nodes.get(node_id)
+                    if info is not None and info.failures >= self.dead_after:
+                        await self.cluster.drop_dead_node(node_id)
+                _ = self.rate.rate  # fold the last second into the moving average
+            except ElasticCacheError as exc:
+                log.warning("poll failed: %s", exc)
+            except Exception:
+                log.exception("poll crashed; polling goes on")
