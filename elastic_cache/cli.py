@@ -1,19 +1,242 @@
-"""The ``ecache`` command."""
+"""The ``ecache`` command.
+
+This is the only module that reads the environment or TOML files: every other part gets
+its settings as validated dataclasses (see `elastic_cache.config`).
+"""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
+import logging
+import os
+import sys
+import tomllib
 from collections.abc import Sequence
+from typing import Any
 
 from elastic_cache import __version__
+from elastic_cache.config import ClusterSettings, NodeSettings, OnFull
+from elastic_cache.errors import ConfigError, ElasticCacheError
+
+__all__ = ["build_parser", "main"]
+
+log = logging.getLogger("elastic_cache.cli")
+
+
+# -- helpers -------------------------------------------------------------------------------
+
+
+def _load_toml(path: str | None) -> dict[str, Any]:
+    if path is None:
+        return {}
+    try:
+        with open(path, "rb") as fh:
+            return tomllib.load(fh)
+    except FileNotFoundError:
+        raise ConfigError(f"config file {path} does not exist") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {path} is not valid TOML: {exc}") from exc
+
+
+def _section(data: dict[str, Any], name: str) -> dict[str, Any]:
+    section = data.setdefault(name, {})
+    if not isinstance(section, dict):
+        raise ConfigError(f"[{name}] must be a table")
+    return section
+
+
+def _origin_flag(text: str) -> tuple[str, str]:
+    name, eq, url = text.partition("=")
+    if not eq or not name or not url:
+        raise argparse.ArgumentTypeError(f"expected NAME=URL, got {text!r}")
+    return name, url
+
+
+def _add_node_shape(parser: argparse.ArgumentParser, *, defaults: bool) -> None:
+    """Flags that say how nodes are built (shared by ``node`` and ``up``)."""
+    d = NodeSettings() if defaults else None
+    parser.add_argument(
+        "--index",
+        default=d.index if d else None,
+        help="index spec, e.g. bptree:order=64, ehash:bucket_size=300, cbf, sorted",
+    )
+    cap = parser.add_mutually_exclusive_group()
+    cap.add_argument("--capacity-records", type=int, help="node capacity in records")
+    cap.add_argument("--capacity-bytes", type=int, help="node capacity in bytes of keys+values")
+    parser.add_argument(
+        "--on-full",
+        choices=[m.value for m in OnFull],
+        default=None,
+        help="what a write to a full node does (default: evict)",
+    )
+    parser.add_argument("--max-value-bytes", type=int, help="largest value (default 8 MiB)")
+    parser.add_argument("--hash", help="key hash: murmur3 (default) or modulo:R")
+
+
+def _node_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name in (
+        "index",
+        "capacity_records",
+        "capacity_bytes",
+        "on_full",
+        "max_value_bytes",
+        "hash",
+    ):
+        value = getattr(args, name, None)
+        if value is not None:
+            out[name] = value
+    return out
+
+
+def _setup_logging(verbose: bool) -> None:
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+
+
+# -- commands ------------------------------------------------------------------------------
+
+
+def cmd_node(args: argparse.Namespace) -> int:
+    from elastic_cache.node.runner import serve_node
+
+    node_data = _node_overrides(args)
+    settings = ClusterSettings.from_mapping({"nodes": node_data}).nodes
+    asyncio.run(
+        serve_node(
+            settings,
+            host=args.host,
+            port=args.port,
+            node_id=args.node_id,
+            watch_stdin=args.watch_stdin,
+        )
+    )
+    return 0
+
+
+def _cluster_settings(args: argparse.Namespace) -> ClusterSettings:
+    data = _load_toml(getattr(args, "config", None))
+    coord = _section(data, "coordinator")
+    for flag, key in (("host", "host"), ("port", "port"), ("state_dir", "state_dir")):
+        value = getattr(args, flag, None)
+        if value is not None:
+            coord[key] = value
+    if getattr(args, "nodes", None) is not None:
+        coord["initial_nodes"] = args.nodes
+    nodes = _section(data, "nodes")
+    overrides = _node_overrides(args)
+    if "capacity_bytes" in overrides:
+        nodes.pop("capacity_records", None)
+    if "capacity_records" in overrides:
+        nodes.pop("capacity_bytes", None)
+    nodes.update(overrides)
+    scaler = _section(data, "scaler")
+    if getattr(args, "max_nodes", None) is not None:
+        scaler["max_nodes"] = args.max_nodes
+    if getattr(args, "no_scaling", False):
+        scaler["enabled"] = False
+    origins = _section(data, "origins")
+    for name, url in getattr(args, "origin", None) or []:
+        origins[name] = {**origins.get(name, {}), "url": url}
+    return ClusterSettings.from_mapping(data)
+
+
+def cmd_coordinator(args: argparse.Namespace) -> int:
+    from elastic_cache.coordinator.runner import serve_coordinator
+
+    settings = _cluster_settings(args)
+
+    def ready(coord: object, url: str) -> None:
+        print(f"coordinator listening on {url}", flush=True)
+
+    asyncio.run(serve_coordinator(settings, on_ready=ready))
+    return 0
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    from elastic_cache.up import run_up
+
+    settings = _cluster_settings(args)
+    return asyncio.run(
+        run_up(
+            settings,
+            demo_origin=not args.no_demo_origin,
+            demo_origin_port=args.demo_origin_port,
+        )
+    )
+
+
+def cmd_demo_origin(args: argparse.Namespace) -> int:
+    from elastic_cache.demo_origin import run_demo_origin
+
+    asyncio.run(run_demo_origin(args.host, args.port, watch_stdin=args.watch_stdin))
+    return 0
+
+
+# -- parser --------------------------------------------------------------------------------
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="ecache", description="An elastic cooperative key-value cache for AWS."
+        prog="ecache",
+        description="An elastic cooperative key-value cache for AWS.",
     )
     parser.add_argument("--version", action="version", version=f"ecache {__version__}")
-    parser.add_subparsers(dest="command", metavar="COMMAND")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    up = sub.add_parser(
+        "up",
+        help="start a local elastic cache: demo origin, coordinator and nodes",
+        description="Start the demo origin, the coordinator (default 127.0.0.1:8080) and "
+        "its first node(s), with the scaler on. Ctrl-C stops everything.",
+    )
+    up.add_argument("--config", help="TOML config file (flags override it)")
+    up.add_argument("--host", help="address to bind (default 127.0.0.1)")
+    up.add_argument("--port", type=int, help="coordinator port (default 8080)")
+    up.add_argument("--nodes", type=int, help="nodes to start with (default 1)")
+    up.add_argument("--max-nodes", type=int, help="most nodes the scaler may run (default 8)")
+    up.add_argument("--state-dir", help="where state and node logs go (default .ecache)")
+    up.add_argument(
+        "--origin",
+        type=_origin_flag,
+        action="append",
+        metavar="NAME=URL",
+        help="a read-through origin (repeatable)",
+    )
+    up.add_argument("--no-scaling", action="store_true", help="never launch nodes by itself")
+    up.add_argument("--no-demo-origin", action="store_true", help="do not start the demo origin")
+    up.add_argument("--demo-origin-port", type=int, default=8081, help="default 8081")
+    _add_node_shape(up, defaults=False)
+    up.set_defaults(func=cmd_up)
+
+    coord = sub.add_parser("coordinator", help="run the coordinator (nodes as local processes)")
+    coord.add_argument("--config", help="TOML config file")
+    coord.add_argument("--host", help="address to bind (default 127.0.0.1)")
+    coord.add_argument("--port", type=int, help="port (default 8080)")
+    coord.add_argument("--state-dir", help="where state and node logs go (default .ecache)")
+    coord.set_defaults(func=cmd_coordinator)
+
+    node = sub.add_parser("node", help="run one cache node")
+    node.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    node.add_argument("--port", type=int, default=0, help="port (default: a free one)")
+    node.add_argument("--node-id", default=f"node-{os.getpid()}", help="the node's id")
+    node.add_argument(
+        "--watch-stdin", action="store_true", help="exit when stdin closes (used by launchers)"
+    )
+    _add_node_shape(node, defaults=True)
+    node.set_defaults(func=cmd_node)
+
+    origin = sub.add_parser("demo-origin", help="run the slow demo 'shoreline' web service")
+    origin.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    origin.add_argument("--port", type=int, default=8081, help="port (default 8081)")
+    origin.add_argument("--watch-stdin", action="store_true", help="exit when stdin closes")
+    origin.set_defaults(func=cmd_demo_origin)
     return parser
 
 
@@ -23,4 +246,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 2
-    return 0
+    _setup_logging(args.verbose)
+    try:
+        code: int = args.func(args)
+    except ElasticCacheError as exc:
+        print(f"ecache: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    return code
+
+
+if __name__ == "__main__":  # pragma: no cover
+    with contextlib.suppress(KeyboardInterrupt):
+        raise SystemExit(main())
