@@ -11,16 +11,33 @@ import elastic_cache.cost as cost
 def test_public_names_are_pinned() -> None:
     assert cost.__all__ == [
         "CURRENT_PRICES",
+        "HOURS_PER_MONTH",
         "PAPER_2011_PRICES",
         "PRICE_TABLES",
+        "Configuration",
+        "CostBreakdown",
         "Evidence",
         "InstanceType",
         "PriceTable",
         "RegionPrices",
         "UnknownPrice",
+        "Workload",
+        "alloc_cost",
+        "cheapest",
         "cluster_cost_per_hour",
+        "cost_per_speedup",
+        "ebs_cache_cost",
+        "hybrid_cache_cost",
+        "instance_cache_cost",
         "instance_price",
+        "io_cost",
+        "monthly_cost",
+        "monthly_costs",
         "price_table",
+        "ranked",
+        "request_cost",
+        "s3_cache_cost",
+        "store_cost",
     ]
     for name in cost.__all__:
         assert hasattr(cost, name), name
