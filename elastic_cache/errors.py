@@ -5,7 +5,8 @@ middleware turns any of them into a JSON body ``{"error": code, "message": ...}`
 
     ElasticCacheError                      500 internal        (our fault)
     ├── ConfigError(ValueError)            400 bad_config      (the operator's)
-    │   └── IndexSpecError                 400 bad_index_spec
+    │   ├── IndexSpecError                 400 bad_index_spec
+    │   └── UnknownPrice                   400 unknown_price
     ├── InvalidRequest(ValueError)         400 bad_request     (the caller's)
     │   ├── InvalidKey                     400 bad_key
     │   ├── InvalidTTL                     400 bad_ttl
@@ -56,6 +57,7 @@ __all__ = [
     "UnknownBucket",
     "UnknownNode",
     "UnknownOrigin",
+    "UnknownPrice",
     "UpstreamError",
     "UpstreamTimeout",
     "ValueTooLarge",
@@ -99,6 +101,12 @@ class IndexSpecError(ConfigError):
     """An index spec string such as ``bptree:order=64`` names no index or a bad parameter."""
 
     code = "bad_index_spec"
+
+
+class UnknownPrice(ConfigError):
+    """A price table has no price for that region or instance type; configuration can add it."""
+
+    code = "unknown_price"
 
 
 class InvalidRequest(ElasticCacheError, ValueError):

@@ -1,0 +1,88 @@
+"""AWS price tables and the paper's cost formulas for keeping a cache on AWS.
+
+Two modules, one public face:
+
+* `elastic_cache.cost.prices`: dated, immutable price tables (`PAPER_2011_PRICES`, the
+  paper's Table I as far as we could confirm or reconstruct it, and `CURRENT_PRICES`),
+  overrides from configuration, and the hourly look-ups the coordinator's budget and
+  ``ecache status`` use (`instance_price`, `cluster_cost_per_hour`).
+* `elastic_cache.cost.model`: the paper's formulas ``C = C_alloc + C_io``,
+  ``C_EBS = C_alloc + C_store + C_req + C_io``, ``C_S3 = C_store + C_req + C_io``, the
+  monthly cost of each configuration for a `Workload`, and `cheapest`.
+
+Example: the paper's Figure 7 case, 50 MB values in a 25 GB cache read 2000 times a month::
+
+    >>> from elastic_cache.cost import PAPER_2011_PRICES, Workload, monthly_cost
+    >>> w = Workload(value_mb=50, cache_gb=25, requests_per_month=2000)
+    >>> round(monthly_cost("s3", w, PAPER_2011_PRICES).store, 2)
+    3.75
+
+Nothing here imports aiohttp, asyncio or boto3; prices are data, never fetched.
+``docs/cost.md`` has the tables, sources, assumptions and the Figure 7 numbers.
+"""
+
+from __future__ import annotations
+
+from elastic_cache.cost.model import (
+    HOURS_PER_MONTH,
+    Configuration,
+    CostBreakdown,
+    Workload,
+    alloc_cost,
+    cheapest,
+    cost_per_speedup,
+    ebs_cache_cost,
+    hybrid_cache_cost,
+    instance_cache_cost,
+    io_cost,
+    monthly_cost,
+    monthly_costs,
+    ranked,
+    request_cost,
+    s3_cache_cost,
+    store_cost,
+)
+from elastic_cache.cost.prices import (
+    CURRENT_PRICES,
+    PAPER_2011_PRICES,
+    PRICE_TABLES,
+    Evidence,
+    InstanceType,
+    PriceTable,
+    RegionPrices,
+    cluster_cost_per_hour,
+    instance_price,
+    price_table,
+)
+from elastic_cache.errors import UnknownPrice
+
+__all__ = [
+    "CURRENT_PRICES",
+    "HOURS_PER_MONTH",
+    "PAPER_2011_PRICES",
+    "PRICE_TABLES",
+    "Configuration",
+    "CostBreakdown",
+    "Evidence",
+    "InstanceType",
+    "PriceTable",
+    "RegionPrices",
+    "UnknownPrice",
+    "Workload",
+    "alloc_cost",
+    "cheapest",
+    "cluster_cost_per_hour",
+    "cost_per_speedup",
+    "ebs_cache_cost",
+    "hybrid_cache_cost",
+    "instance_cache_cost",
+    "instance_price",
+    "io_cost",
+    "monthly_cost",
+    "monthly_costs",
+    "price_table",
+    "ranked",
+    "request_cost",
+    "s3_cache_cost",
+    "store_cost",
+]

@@ -1,0 +1,578 @@
+"""Dated, immutable AWS price tables, and the look-ups the coordinator's budget uses.
+
+Two tables ship with the package:
+
+* `PAPER_2011_PRICES`: the prices of the paper's Table I (AWS US East, 2010). We could not
+  read the table itself. The S3 and EBS storage prices are confirmed by the paper's worked
+  figures (25 GB costs $3.75 a month on S3 and $2.50 on EBS); the rest are AWS's published
+  prices of that time, reconstructed.
+* `CURRENT_PRICES`: on-demand prices in us-east-1 and eu-west-1 as of 2026-11-22.
+
+Every price carries an `Evidence` label saying how sure we are of it; ``docs/cost.md``
+lists the sources. A table is overridden or extended from configuration with
+`PriceTable.with_overrides`, or built whole with `PriceTable.from_dict`. Asking for a
+region or instance type a table lacks raises `UnknownPrice`.
+
+All prices are USD. A GB is 2**30 bytes, as AWS bills storage.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import date
+from enum import StrEnum
+from types import MappingProxyType
+from typing import Any
+
+from elastic_cache.errors import ConfigError, UnknownPrice
+
+__all__ = [
+    "CURRENT_PRICES",
+    "PAPER_2011_PRICES",
+    "PRICE_TABLES",
+    "Evidence",
+    "InstanceType",
+    "PriceTable",
+    "RegionPrices",
+    "cluster_cost_per_hour",
+    "instance_price",
+    "price_table",
+]
+
+
+class Evidence(StrEnum):
+    """How sure we are of a price."""
+
+    #: Checked against a primary source: the paper's own worked figures, or AWS's docs.
+    CONFIRMED = "confirmed"
+    #: Agrees across two or more independent public sources, not AWS's live price list.
+    CORROBORATED = "corroborated"
+    #: A 2010–2011 AWS price rebuilt from price history; not read in the paper itself.
+    RECONSTRUCTED = "reconstructed"
+    #: One source or none: our best knowledge. Check it before relying on it.
+    UNVERIFIED = "unverified"
+    #: Set by the operator's configuration (an override or a loaded table).
+    OPERATOR = "operator"
+
+
+# -- validation ------------------------------------------------------------------------
+
+
+def finite_number(name: str, value: object, *, positive: bool = False) -> float:
+    """``value`` as a float, if it is a finite number >= 0 (> 0 when ``positive``).
+
+    Raises:
+        ConfigError: it is not a number (a bool is not), or is NaN, infinite or negative.
+    """
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        try:
+            number = float(value)
+        except OverflowError:  # an int too large for a float
+            number = math.inf
+        if math.isfinite(number) and (number > 0 if positive else number >= 0):
+            return number
+    bound = "> 0" if positive else ">= 0"
+    raise ConfigError(f"{name} must be a finite number {bound}, got {value!r}")
+
+
+def _name(what: str, value: object) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f"{what} must be a non-empty string, got {value!r}")
+    return value
+
+
+def _evidence(value: object) -> Evidence:
+    if isinstance(value, str):
+        try:
+            return Evidence(value)
+        except ValueError:
+            pass
+    known = ", ".join(e.value for e in Evidence)
+    raise ConfigError(f"evidence must be one of {known}, got {value!r}")
+
+
+def _unknown_keys(what: str, given: Iterable[str], allowed: Iterable[str]) -> None:
+    extra = sorted(set(given) - set(allowed))
+    if extra:
+        raise ConfigError(
+            f"unknown {what} {', '.join(map(repr, extra))}; allowed: {', '.join(sorted(allowed))}"
+        )
+
+
+# -- price tables ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InstanceType:
+    """An EC2 instance type: its on-demand price and what a cache can use of it.
+
+    Attributes:
+        name: the API name, such as ``"m1.small"``.
+        usd_per_hour: on-demand Linux price, USD per instance-hour.
+        memory_gb: memory, GB.
+        disk_gb: instance-store disk, GB; 0 when the type has only EBS.
+        evidence: how sure we are of the price.
+    """
+
+    name: str
+    usd_per_hour: float
+    memory_gb: float
+    disk_gb: float = 0.0
+    evidence: Evidence = Evidence.OPERATOR
+
+    def __post_init__(self) -> None:
+        _name("instance type name", self.name)
+        object.__setattr__(self, "usd_per_hour", finite_number("usd_per_hour", self.usd_per_hour))
+        memory = finite_number(f"{self.name} memory_gb", self.memory_gb, positive=True)
+        object.__setattr__(self, "memory_gb", memory)
+        object.__setattr__(self, "disk_gb", finite_number(f"{self.name} disk_gb", self.disk_gb))
+        object.__setattr__(self, "evidence", _evidence(self.evidence))
+
+
+#: The per-region scalar prices, in the order `RegionPrices` declares them.
+_REGION_PRICES = (
+    "s3_storage_per_gb_month",
+    "s3_put_per_1000",
+    "s3_get_per_1000",
+    "ebs_storage_per_gb_month",
+    "ebs_per_million_io",
+    "transfer_in_per_gb",
+    "transfer_out_per_gb",
+    "transfer_intra_region_per_gb",
+)
+_INSTANCE_FIELDS = ("usd_per_hour", "memory_gb", "disk_gb", "evidence")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RegionPrices:
+    """Prices in one AWS region. All in USD.
+
+    Attributes:
+        region: the region name, such as ``"us-east-1"``.
+        instances: instance type name → `InstanceType` (read-only).
+        s3_storage_per_gb_month: S3 Standard storage, first tier, per GB-month.
+        s3_put_per_1000: S3 PUT/COPY/POST/LIST requests, per 1,000.
+        s3_get_per_1000: S3 GET and other requests, per 1,000.
+        ebs_storage_per_gb_month: EBS volume storage, per provisioned GB-month.
+        ebs_per_million_io: EBS I/O requests, per million (0 for gp3: IOPS included).
+        transfer_in_per_gb: data transfer into AWS from the internet, per GB.
+        transfer_out_per_gb: data transfer out to the internet, first tier, per GB.
+        transfer_intra_region_per_gb: between EC2, S3 and EBS in the region (same zone).
+        evidence: scalar price name → `Evidence`; a price not listed is `Evidence.OPERATOR`.
+    """
+
+    region: str
+    instances: Mapping[str, InstanceType]
+    s3_storage_per_gb_month: float
+    s3_put_per_1000: float
+    s3_get_per_1000: float
+    ebs_storage_per_gb_month: float
+    ebs_per_million_io: float
+    transfer_in_per_gb: float
+    transfer_out_per_gb: float
+    transfer_intra_region_per_gb: float = 0.0
+    evidence: Mapping[str, Evidence] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        _name("region", self.region)
+        for name in _REGION_PRICES:
+            object.__setattr__(
+                self, name, finite_number(f"{self.region} {name}", getattr(self, name))
+            )
+        for key, inst in self.instances.items():
+            if not isinstance(inst, InstanceType) or inst.name != key:
+                raise ConfigError(
+                    f"{self.region}: instances[{key!r}] must be the InstanceType {key!r}"
+                )
+        object.__setattr__(self, "instances", MappingProxyType(dict(self.instances)))
+        _unknown_keys("evidence key", self.evidence, _REGION_PRICES)
+        evidence = {n: _evidence(self.evidence.get(n, Evidence.OPERATOR)) for n in _REGION_PRICES}
+        object.__setattr__(self, "evidence", MappingProxyType(evidence))
+
+    def instance(self, instance_type: str) -> InstanceType:
+        """The named instance type.
+
+        Raises:
+            UnknownPrice: this region's table has no price for ``instance_type``.
+        """
+        try:
+            return self.instances[instance_type]
+        except KeyError:
+            known = ", ".join(sorted(self.instances)) or "none"
+            raise UnknownPrice(
+                f"no price for instance type {instance_type!r} in {self.region}; known: {known}",
+                instance_type=instance_type,
+                region=self.region,
+            ) from None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PriceTable:
+    """A dated set of prices, one `RegionPrices` per region.
+
+    Attributes:
+        name: a short name, such as ``"current"``.
+        as_of: the date on which the prices were in force.
+        source: where the prices come from, in a sentence or two.
+        regions: region name → `RegionPrices` (read-only).
+        default_region: the region used when a caller names none.
+    """
+
+    name: str
+    as_of: date
+    source: str
+    regions: Mapping[str, RegionPrices]
+    default_region: str
+
+    def __post_init__(self) -> None:
+        _name("table name", self.name)
+        _name("table source", self.source)
+        if not isinstance(self.as_of, date):
+            raise ConfigError(f"as_of must be a date, got {self.as_of!r}")
+        for key, prices in self.regions.items():
+            if not isinstance(prices, RegionPrices) or prices.region != key:
+                raise ConfigError(f"regions[{key!r}] must be the RegionPrices of {key!r}")
+        object.__setattr__(self, "regions", MappingProxyType(dict(self.regions)))
+        if self.default_region not in self.regions:
+            raise ConfigError(f"default_region {self.default_region!r} is not in the table")
+
+    def region(self, region: str | None = None) -> RegionPrices:
+        """The prices of ``region``, or of `default_region` when it is None.
+
+        Raises:
+            UnknownPrice: the table has no prices for that region.
+        """
+        name = self.default_region if region is None else region
+        try:
+            return self.regions[name]
+        except KeyError:
+            raise UnknownPrice(
+                f"price table {self.name!r} has no region {name!r}; known: "
+                f"{', '.join(sorted(self.regions))}",
+                region=name,
+            ) from None
+
+    def instance(self, instance_type: str, region: str | None = None) -> InstanceType:
+        """The named instance type in ``region`` (default: `default_region`).
+
+        Raises:
+            UnknownPrice: unknown region, or no price for the type in that region.
+        """
+        return self.region(region).instance(instance_type)
+
+    def with_overrides(
+        self, overrides: Mapping[str, Any], *, as_of: date | None = None
+    ) -> PriceTable:
+        """A copy with some prices replaced or added, as a ``[cost.prices]`` TOML table maps.
+
+        ``overrides`` maps a region to the prices to set there, and ``"instances"`` to
+        per-type fields; for example ``{"us-east-1": {"s3_storage_per_gb_month": 0.021,
+        "instances": {"t3.micro": {"usd_per_hour": 0.01}}}}``. An instance type or region
+        the table lacks is added: a new type needs ``usd_per_hour`` and ``memory_gb``
+        (``disk_gb`` defaults to 0); a new region needs every price but
+        ``transfer_intra_region_per_gb`` (default 0). What is set is labelled
+        `Evidence.OPERATOR`.
+
+        Args:
+            overrides: region → prices, as above.
+            as_of: the date of the new table; default: this table's date.
+
+        Returns:
+            A new table; this one is unchanged.
+
+        Raises:
+            ConfigError: an unknown field, a bad value, or a new entry missing a field.
+        """
+        if not isinstance(overrides, Mapping):
+            raise ConfigError(f"price overrides must be a table of regions, got {overrides!r}")
+        regions = dict(self.regions)
+        for region, changes in overrides.items():
+            _name("region", region)
+            base = regions.get(region)
+            regions[region] = _region_from_dict(region, changes, base=base, operator=True)
+        return PriceTable(
+            name=self.name,
+            as_of=self.as_of if as_of is None else as_of,
+            source=f"{self.source} With operator overrides for {', '.join(sorted(overrides))}.",
+            regions=regions,
+            default_region=self.default_region,
+        )
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> PriceTable:
+        """Build a whole table from a dict such as `to_dict` returns (or a TOML table).
+
+        Raises:
+            ConfigError: a missing or unknown key, or a bad value.
+        """
+        if not isinstance(data, Mapping):
+            raise ConfigError(f"a price table must be a table, got {data!r}")
+        keys = ("name", "as_of", "source", "regions", "default_region")
+        _unknown_keys("price table key", data, keys)
+        missing = [k for k in keys if k not in data]
+        if missing:
+            raise ConfigError(f"price table lacks {', '.join(missing)}")
+        as_of = data["as_of"]
+        if isinstance(as_of, str):
+            try:
+                as_of = date.fromisoformat(as_of)
+            except ValueError as exc:
+                raise ConfigError(f"as_of must be an ISO date, got {as_of!r}") from exc
+        regions = data["regions"]
+        if not isinstance(regions, Mapping) or not regions:
+            raise ConfigError("a price table needs at least one region")
+        return cls(
+            name=data["name"],
+            as_of=as_of,
+            source=data["source"],
+            regions={
+                r: _region_from_dict(r, v, base=None, operator=False) for r, v in regions.items()
+            },
+            default_region=data["default_region"],
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """This table as plain data (TOML- and JSON-friendly); `from_dict` reverses it."""
+        return {
+            "name": self.name,
+            "as_of": self.as_of.isoformat(),
+            "source": self.source,
+            "default_region": self.default_region,
+            "regions": {
+                name: {
+                    **{p: getattr(prices, p) for p in _REGION_PRICES},
+                    "evidence": {p: str(e) for p, e in prices.evidence.items()},
+                    "instances": {t: _instance_dict(i) for t, i in prices.instances.items()},
+                }
+                for name, prices in self.regions.items()
+            },
+        }
+
+
+def _instance_dict(inst: InstanceType) -> dict[str, Any]:
+    return {
+        "usd_per_hour": inst.usd_per_hour,
+        "memory_gb": inst.memory_gb,
+        "disk_gb": inst.disk_gb,
+        "evidence": str(inst.evidence),
+    }
+
+
+def _region_from_dict(
+    region: str, data: object, *, base: RegionPrices | None, operator: bool
+) -> RegionPrices:
+    """Merge ``data`` over ``base`` (or build from scratch), validating every key."""
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"prices for {region!r} must be a table, got {data!r}")
+    allowed = (
+        (*_REGION_PRICES, "instances") if operator else (*_REGION_PRICES, "instances", "evidence")
+    )
+    _unknown_keys(f"price for {region}:", data, allowed)
+    scalars: dict[str, Any] = {p: getattr(base, p) for p in _REGION_PRICES} if base else {}
+    labels = data.get("evidence", {})
+    if not isinstance(labels, Mapping):
+        raise ConfigError(f"{region} evidence must be a table, got {labels!r}")
+    evidence: dict[str, Any] = dict(base.evidence) if base else dict(labels)
+    for p in _REGION_PRICES:
+        if p in data:
+            scalars[p] = data[p]
+            if operator:
+                evidence[p] = Evidence.OPERATOR
+    missing = [
+        p for p in _REGION_PRICES if p not in scalars and p != "transfer_intra_region_per_gb"
+    ]
+    if missing:
+        raise ConfigError(f"region {region!r} lacks {', '.join(missing)}")
+    instances = dict(base.instances) if base else {}
+    raw_instances = data.get("instances", {})
+    if not isinstance(raw_instances, Mapping):
+        raise ConfigError(f"{region} instances must be a table, got {raw_instances!r}")
+    for name, spec in raw_instances.items():
+        if not isinstance(spec, Mapping):
+            raise ConfigError(f"{region} instance {name!r} must be a table, got {spec!r}")
+        allowed_fields = _INSTANCE_FIELDS[:-1] if operator else _INSTANCE_FIELDS
+        _unknown_keys(f"field of {region} {name}:", spec, allowed_fields)
+        old = instances.get(name)
+        merged = {f: getattr(old, f) for f in _INSTANCE_FIELDS} if old else {}
+        merged.update(spec)
+        if operator:
+            merged["evidence"] = Evidence.OPERATOR
+        lacking = [f for f in ("usd_per_hour", "memory_gb") if f not in merged]
+        if lacking:
+            raise ConfigError(f"new instance type {name!r} in {region} lacks {', '.join(lacking)}")
+        instances[name] = InstanceType(name=name, **merged)
+    return RegionPrices(region=region, instances=instances, evidence=evidence, **scalars)
+
+
+def _types(evidence: Evidence, *rows: tuple[str, float, float, float]) -> dict[str, InstanceType]:
+    return {
+        n: InstanceType(name=n, usd_per_hour=p, memory_gb=m, disk_gb=d, evidence=evidence)
+        for n, p, m, d in rows
+    }
+
+
+_C, _K, _R, _U = (
+    Evidence.CONFIRMED,
+    Evidence.CORROBORATED,
+    Evidence.RECONSTRUCTED,
+    Evidence.UNVERIFIED,
+)
+
+PAPER_2011_PRICES = PriceTable(
+    name="paper-2011",
+    # A day on which, to our knowledge, all of these were in force: transfer out fell to
+    # $0.15 in February 2010 and S3's first tier to $0.14 in November 2010.
+    as_of=date(2010, 10, 1),
+    source=(
+        "Table I of Chiu, Hall, Kabir, Shetty, Agrawal (IJNGC 2011): AWS US East prices of "
+        "2010. S3 and EBS storage are confirmed by the paper's worked figures (25 GB: $3.75 "
+        "on S3, $2.50 on EBS a month); the rest are AWS's published prices of the time, "
+        "reconstructed because we could not read the table itself. See docs/cost.md."
+    ),
+    default_region="us-east-1",
+    regions={
+        "us-east-1": RegionPrices(
+            region="us-east-1",
+            # name, USD/hour, memory GB, instance-store GB
+            instances=_types(
+                _R,
+                ("m1.small", 0.085, 1.7, 160.0),
+                ("m1.large", 0.34, 7.5, 850.0),
+                ("m1.xlarge", 0.68, 15.0, 1690.0),
+            ),
+            s3_storage_per_gb_month=0.15,
+            s3_put_per_1000=0.01,
+            s3_get_per_1000=0.001,  # $0.01 per 10,000
+            ebs_storage_per_gb_month=0.10,
+            ebs_per_million_io=0.10,
+            transfer_in_per_gb=0.10,
+            transfer_out_per_gb=0.15,
+            transfer_intra_region_per_gb=0.0,
+            evidence={
+                **{p: _R for p in _REGION_PRICES},
+                "s3_storage_per_gb_month": _C,  # 25 GB → $3.75 a month in the paper
+                "ebs_storage_per_gb_month": _C,  # 25 GB → $2.50 a month in the paper
+                "ebs_per_million_io": _U,  # no source found; AWS's 2008-2012 price as we recall it
+                "transfer_out_per_gb": _U,  # likewise
+            },
+        )
+    },
+)
+
+_NO_STORE = 0.0  # EBS-only types have no instance-store disk
+
+CURRENT_PRICES = PriceTable(
+    name="current",
+    as_of=date(2026, 11, 22),
+    source=(
+        "AWS on-demand Linux list prices (S3 Standard, EBS gp3, first transfer tier), checked "
+        "against public price tables dated 2025-2026, not against AWS's price-list API "
+        "(no network access when this table was written). Per-price Evidence labels say "
+        "which agree across sources and which are unverified. See docs/cost.md."
+    ),
+    default_region="us-east-1",
+    regions={
+        "us-east-1": RegionPrices(
+            region="us-east-1",
+            instances={
+                **_types(
+                    _K,
+                    ("t3.micro", 0.0104, 1.0, _NO_STORE),
+                    ("t3.small", 0.0208, 2.0, _NO_STORE),
+                    ("t3.medium", 0.0416, 4.0, _NO_STORE),
+                    ("m6i.large", 0.096, 8.0, _NO_STORE),
+                    ("m7g.large", 0.0816, 8.0, _NO_STORE),
+                    ("r6i.large", 0.126, 16.0, _NO_STORE),
+                    ("r7g.large", 0.1071, 16.0, _NO_STORE),
+                ),
+                **_types(_U, ("m6id.large", 0.1187, 8.0, 118.0)),  # 118 GB NVMe store
+            },
+            s3_storage_per_gb_month=0.023,
+            s3_put_per_1000=0.005,
+            s3_get_per_1000=0.0004,
+            ebs_storage_per_gb_month=0.08,
+            ebs_per_million_io=0.0,
+            transfer_in_per_gb=0.0,
+            transfer_out_per_gb=0.09,
+            transfer_intra_region_per_gb=0.0,
+            evidence={**{p: _K for p in _REGION_PRICES}, "transfer_intra_region_per_gb": _C},
+        ),
+        "eu-west-1": RegionPrices(
+            region="eu-west-1",
+            instances={
+                **_types(
+                    _K,
+                    ("t3.micro", 0.0114, 1.0, _NO_STORE),
+                    ("t3.small", 0.0228, 2.0, _NO_STORE),
+                    ("t3.medium", 0.0456, 4.0, _NO_STORE),
+                ),
+                **_types(
+                    _U,
+                    ("m6i.large", 0.107, 8.0, _NO_STORE),
+                    ("m7g.large", 0.091, 8.0, _NO_STORE),
+                    ("r7g.large", 0.1199, 16.0, _NO_STORE),
+                ),
+            },
+            s3_storage_per_gb_month=0.023,
+            s3_put_per_1000=0.005,
+            s3_get_per_1000=0.0004,
+            ebs_storage_per_gb_month=0.088,
+            ebs_per_million_io=0.0,
+            transfer_in_per_gb=0.0,
+            transfer_out_per_gb=0.09,
+            transfer_intra_region_per_gb=0.0,
+            evidence={
+                **{p: _K for p in _REGION_PRICES},
+                "s3_get_per_1000": _U,
+                "transfer_out_per_gb": _U,
+                "transfer_intra_region_per_gb": _C,
+            },
+        ),
+    },
+)
+
+#: Built-in tables by name, for ``[cost] table = "..."`` in the configuration.
+PRICE_TABLES: Mapping[str, PriceTable] = MappingProxyType(
+    {PAPER_2011_PRICES.name: PAPER_2011_PRICES, CURRENT_PRICES.name: CURRENT_PRICES}
+)
+
+
+def price_table(name: str) -> PriceTable:
+    """The built-in table called ``name`` (``"paper-2011"`` or ``"current"``).
+
+    Raises:
+        ConfigError: no built-in table has that name.
+    """
+    try:
+        return PRICE_TABLES[name]
+    except KeyError:
+        raise ConfigError(
+            f"unknown price table {name!r}; built in: {', '.join(sorted(PRICE_TABLES))}"
+        ) from None
+
+
+def instance_price(instance_type: str, region: str, table: PriceTable = CURRENT_PRICES) -> float:
+    """On-demand price of one instance, USD per hour.
+
+    Raises:
+        UnknownPrice: the table has no such region, or no price for the type there.
+    """
+    return table.instance(instance_type, region).usd_per_hour
+
+
+def cluster_cost_per_hour(
+    instance_types: Sequence[str], region: str, table: PriceTable = CURRENT_PRICES
+) -> float:
+    """What a cluster of these instances costs, USD per hour (0 for no instances).
+
+    This is what the coordinator compares with its ``max_usd_per_hour`` budget and what
+    ``ecache status`` shows. Storage and requests are not included: they are billed by
+    use, not by the hour.
+
+    Raises:
+        UnknownPrice: the table has no such region, or no price for one of the types.
+    """
+    prices = table.region(region)
+    return sum((prices.instance(t).usd_per_hour for t in instance_types), 0.0)
