@@ -422,11 +422,14 @@ class Cluster:
                 mig.id, new_ring.epoch, [list(r) for r in new_ring.ranges_of(source)]
             )
         except ElasticCacheError as exc:
-            # The ring already routes to the destination; the source may keep stale
-            # records it no longer serves (it answers 421 once its ownership is updated).
+            # The ring already routes to the destination. Make the source stop serving
+            # and forwarding the range, then drop its stale copy so it does not count
+            # against its fill.
             log.warning("source %s did not confirm the commit of %s: %s", source, mig.id, exc)
             with contextlib.suppress(ElasticCacheError):
+                await src.client.abort_migration(mig.id)
                 await self._push_ownership([source])
+                await src.client.drop_range(lo, hi)
         mig.state, mig.finished = "done", time.time()
         self.events.add(
             "migration_done",
@@ -630,6 +633,7 @@ class Cluster:
                 {
                     "id": info.node_id,
                     "address": info.handle.address,
+                    "ref": info.handle.ref,
                     "state": info.state,
                     "index": info.index,
                     "records": info.records,

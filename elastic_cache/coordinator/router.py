@@ -43,12 +43,21 @@ class Router:
         for attempt in range(_ATTEMPTS):
             node = cluster.ring.node_for_token(token)
             answer = await op(cluster.nodes[node].client)
-            if answer.status != 421:
-                return node, answer
-            await asyncio.sleep(0.005 * attempt)
-        raise Misdirected(
-            "the ring kept changing under this request; retry", epoch=cluster.ring.epoch
-        )
+            if answer.status == 421:
+                # The ring moved under the request: route again on the current ring.
+                await asyncio.sleep(0.005 * attempt)
+                continue
+            if answer.status == 503 and attempt < _ATTEMPTS - 1:
+                # A move of this key's range failed and is being resolved (abort or
+                # commit); that takes a moment.
+                await asyncio.sleep(0.05 * 2**attempt)
+                continue
+            return node, answer
+        if answer.status == 421:
+            raise Misdirected(
+                "the ring kept changing under this request; retry", epoch=cluster.ring.epoch
+            )
+        return node, answer
 
     async def get(self, key: str, *, head: bool = False) -> Answer:
         """Read ``key`` from its owner."""

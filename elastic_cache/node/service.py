@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -36,6 +37,7 @@ from elastic_cache.errors import (
     InvalidBody,
     KeyNotFound,
     Misdirected,
+    NodeUnavailable,
     NotFound,
 )
 from elastic_cache.hashing import TokenHasher, validate_key
@@ -161,6 +163,9 @@ class NodeService:
         self.owned = owned if owned is not None else RangeSet.everything(hasher.space)
         self.outgoing: dict[str, Outgoing] = {}
         self.incoming: dict[str, Incoming] = {}
+        # Incoming moves already committed here, by id: the source may still have
+        # forwards in flight until it commits too, and those must land.
+        self._committed: OrderedDict[str, tuple[int, int]] = OrderedDict()
         self.batch_records = batch_records
         self.parallel = parallel
         self.drop_chunk = drop_chunk
@@ -214,8 +219,18 @@ class NodeService:
         return rec
 
     def _outgoing_for(self, token: int) -> Outgoing | None:
+        """The move ``token`` is part of, if any.
+
+        Raises:
+            NodeUnavailable: that move failed and the coordinator has not yet aborted
+                or committed it; until then nobody can tell who owns the key.
+        """
         for out in self.outgoing.values():
-            if out.failed is None and in_range(token, out.lo, out.hi):
+            if in_range(token, out.lo, out.hi):
+                if out.failed is not None:
+                    raise NodeUnavailable(
+                        f"the move of this key's range failed ({out.failed}); retry shortly"
+                    )
                 return out
         return None
 
@@ -226,24 +241,22 @@ class NodeService:
             Misdirected, ValueTooLarge, StoreFull.
         """
         token = self.token(key)
+        out = self._outgoing_for(token) if self.outgoing else None
         outcome = self.store.put(key, token, value, content_type, ttl)
-        if self.outgoing:
-            out = self._outgoing_for(token)
-            if out is not None:
-                ttl_ms = -1 if not ttl else int(ttl * 1000)
-                wire = WireRecord(key, token, outcome.version, value, content_type, ttl_ms)
-                await self._forward(out, wire)
+        if out is not None:
+            ttl_ms = -1 if not ttl else int(ttl * 1000)
+            wire = WireRecord(key, token, outcome.version, value, content_type, ttl_ms)
+            await self._forward(out, wire)
         return outcome
 
     async def delete(self, key: str) -> bool:
         """Delete a key everywhere it lives; True when a live value was there."""
         token = self.token(key)
+        out = self._outgoing_for(token) if self.outgoing else None
         existed = self.store.delete(key)
-        if self.outgoing:
-            out = self._outgoing_for(token)
-            if out is not None:
-                version = self.store.next_version()
-                await self._forward(out, WireRecord(key, token, version, deleted=True))
+        if out is not None:
+            version = self.store.next_version()
+            await self._forward(out, WireRecord(key, token, version, deleted=True))
         return existed
 
     async def _forward(self, out: Outgoing, record: WireRecord) -> None:
@@ -251,9 +264,14 @@ class NodeService:
             await out.peer.forward(out.id, record)
             out.forwarded += 1
         except Exception as exc:  # any failure to reach D abandons the move
-            # The write is already in our index and we still own the range: nothing is
-            # lost. The coordinator learns of the failure from the snapshot stream.
+            # The write is in our index, and the move can no longer commit (we refuse),
+            # but D may have committed already: do not acknowledge a write D may lack.
+            # The caller gets 503 and retries against the current ring.
             out.failed = f"forward failed: {exc}"
+            raise NodeUnavailable(
+                f"node {self.node_id} could not forward the write to the migration's "
+                f"destination; retry"
+            ) from exc
 
     # -- destination side --------------------------------------------------------------
 
@@ -292,8 +310,15 @@ class NodeService:
         return applied, skipped
 
     def apply_forwarded(self, migration: str, wire: WireRecord) -> bool:
-        """Apply one write or delete forwarded by the source."""
-        return self._apply(self._incoming(migration), wire, forwarded=True)
+        """Apply one write or delete forwarded by the source.
+
+        After this node committed the move, a forward the source sent before its own
+        commit still lands, as an ordinary versioned write to a range we now own.
+        """
+        committed = self._committed.get(migration)
+        if committed is None:
+            return self._apply(self._incoming(migration), wire, forwarded=True)
+        return self._apply(Incoming(migration, *committed), wire, forwarded=True)
 
     def _apply(self, inc: Incoming, wire: WireRecord, *, forwarded: bool) -> bool:
         if not in_range(wire.token, inc.lo, inc.hi):
@@ -323,9 +348,12 @@ class NodeService:
 
     def commit_incoming(self, migration: str, epoch: int, ranges: Sequence[Sequence[int]]) -> None:
         """The move is committed: own ``ranges`` at ``epoch`` and forget the floor."""
-        self._incoming(migration)
+        inc = self._incoming(migration)
         self.set_ownership(epoch, ranges)
         del self.incoming[migration]
+        self._committed[migration] = (inc.lo, inc.hi)
+        while len(self._committed) > 64:
+            self._committed.popitem(last=False)
 
     def abort_incoming(self, migration: str) -> int:
         """The move is abandoned: drop what arrived; returns how many records."""
@@ -372,7 +400,10 @@ class NodeService:
         n = self.batch_records
         if store.index.ordered:
             last = out.lo
-            while last != out.hi:
+            # (lo, hi] with lo == hi is the whole ring: walk at least once.
+            first = True
+            while first or last != out.hi:
+                first = False
                 chunk = list(itertools.islice(store.entries_range(last, out.hi), n))
                 if not chunk:
                     return
@@ -479,7 +510,9 @@ class NodeService:
             return len(store.pop_range(lo, hi))
         dropped = 0
         last = lo
-        while last != hi:
+        first = True  # (lo, hi] with lo == hi is the whole ring
+        while first or last != hi:
+            first = False
             chunk = list(itertools.islice(store.entries_range(last, hi), self.drop_chunk))
             if not chunk:
                 break
