@@ -3,6 +3,7 @@ parsing of the parameters both accept."""
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import math
@@ -16,6 +17,7 @@ from elastic_cache.errors import ElasticCacheError, InvalidBody, InvalidTTL, Val
 
 __all__ = [
     "DEFAULT_CONTENT_TYPE",
+    "body_payload",
     "error_middleware",
     "error_response",
     "int_field",
@@ -189,3 +191,18 @@ def ranges_field(body: dict[str, Any], name: str = "ranges") -> list[list[int]]:
     ):
         raise InvalidBody(f"field {name!r} must be a list of [lo, hi] integer pairs")
     return value
+
+
+#: aiohttp's limit past which a raw ``bytes`` body triggers a ResourceWarning.
+_LARGE_BODY = 1 << 20
+
+
+def body_payload(data: bytes) -> bytes | io.BytesIO:
+    """A request body for aiohttp's client: large bodies as ``BytesIO``.
+
+    aiohttp writes a ``BytesIO`` body in 64 KiB chunks, yielding to the event loop between
+    them, and warns (ResourceWarning) when given raw bytes over 1 MiB.
+    ``io.BytesIO(data)`` shares the buffer of ``data`` until written to, so this costs no
+    copy of the whole value.
+    """
+    return io.BytesIO(data) if len(data) > _LARGE_BODY else data

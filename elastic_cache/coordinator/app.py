@@ -169,7 +169,7 @@ def make_coordinator_app(coord: Coordinator, *, manage_lifecycle: bool = True) -
         client_max_size=coord.settings.nodes.max_value_bytes + 1,
     )
     app[COORDINATOR] = coord
-    kv = "/v1/kv/{key:.+}"
+    kv = "/v1/kv/{key:[\\s\\S]+}"  # any character, newlines too (rejected by validation)
     app.router.add_get(kv, get_kv)
     app.router.add_put(kv, put_kv)
     app.router.add_delete(kv, delete_kv)

@@ -19,6 +19,7 @@ import aiohttp
 from yarl import URL
 
 from elastic_cache.errors import ElasticCacheError, NodeUnavailable, error_from_json
+from elastic_cache.httpio import body_payload
 
 __all__ = ["Answer", "HttpNodeClient", "NodeClient", "NodeStats"]
 
@@ -172,7 +173,8 @@ class HttpNodeClient:
         if params:
             url = url.with_query(params)
         try:
-            async with self._session.request(method, url, data=data, headers=headers) as resp:
+            body = None if data is None else body_payload(data)
+            async with self._session.request(method, url, data=body, headers=headers) as resp:
                 body = await resp.read()
                 h = resp.headers
                 used, cap = _parse_fill(h.get("X-Ecache-Fill"))

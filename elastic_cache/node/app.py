@@ -237,7 +237,7 @@ def make_node_app(
     app = web.Application(middlewares=[error_middleware], client_max_size=MAX_FRAME_BYTES)
     app[SERVICE] = service
     app[MAX_VALUE] = max_value_bytes
-    kv = "/v1/kv/{key:.+}"
+    kv = "/v1/kv/{key:[\\s\\S]+}"  # any character, newlines too (rejected by validation)
     app.router.add_get(kv, get_kv)  # also answers HEAD
     app.router.add_put(kv, put_kv)
     app.router.add_delete(kv, delete_kv)

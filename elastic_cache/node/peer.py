@@ -5,6 +5,7 @@ from __future__ import annotations
 import aiohttp
 
 from elastic_cache.errors import NodeUnavailable
+from elastic_cache.httpio import body_payload
 from elastic_cache.node.wire import WireRecord, encode_frame
 
 __all__ = ["HttpPeerLink"]
@@ -35,7 +36,9 @@ class HttpPeerLink:
         url = f"{self.base_url}{path}"
         try:
             async with self._client().post(
-                url, data=frame, headers={"Content-Type": "application/x-ecache-frame"}
+                url,
+                data=body_payload(frame),
+                headers={"Content-Type": "application/x-ecache-frame"},
             ) as resp:
                 body = await resp.read()
                 if resp.status != 200:
