@@ -1,0 +1,385 @@
+"""Python clients: `AsyncClient` (asyncio) and `Client` (blocking).
+
+Both talk to the coordinator by default. With ``direct=True`` they fetch the ring from
+``GET /v1/cluster`` and send each key request straight to the node that owns it, saving a
+hop; a node that no longer owns the key answers 421, and the client refreshes the ring
+and retries. Errors arrive as the typed exceptions of `elastic_cache.errors`.
+
+Example::
+
+    from elastic_cache import Client
+
+    with Client("http://127.0.0.1:8080") as cache:
+        cache.put("greeting", b"hello", ttl=60)
+        assert cache.get("greeting") == b"hello"
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import threading
+from collections.abc import Coroutine, Mapping
+from concurrent.futures import Future
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, TypeVar
+from urllib.parse import quote, urlencode
+
+import aiohttp
+from yarl import URL
+
+from elastic_cache.errors import (
+    ElasticCacheError,
+    NodeUnavailable,
+    error_from_json,
+)
+from elastic_cache.hashing import validate_key
+from elastic_cache.httpio import body_payload
+from elastic_cache.ring import HashRing
+
+__all__ = ["AsyncClient", "Client", "Fetched", "Item"]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Item:
+    """A value with its content type."""
+
+    value: bytes
+    content_type: str
+
+
+@dataclass(frozen=True, slots=True)
+class Fetched:
+    """A read-through answer: the body, its content type, and ``HIT`` or ``MISS``."""
+
+    body: bytes
+    content_type: str
+    cache: str
+
+
+def _error(status: int, body: bytes) -> ElasticCacheError:
+    try:
+        data = json.loads(body)
+        if not isinstance(data, dict):
+            raise ValueError
+    except ValueError:
+        data = {"error": "http_error", "message": body[:200].decode("utf-8", "replace")}
+    return error_from_json(status, data)
+
+
+class AsyncClient:
+    """An asyncio client.
+
+    Args:
+        url: the coordinator, e.g. ``http://127.0.0.1:8080``.
+        direct: route key requests straight to the owning node.
+        timeout: seconds per request.
+        retries: attempts for a request that meets 421 (the ring moved) or, in direct
+            mode, a node that does not answer.
+    """
+
+    def __init__(
+        self,
+        url: str = "http://127.0.0.1:8080",
+        *,
+        direct: bool = False,
+        timeout: float = 30.0,
+        retries: int = 4,
+    ) -> None:
+        self.url = url.rstrip("/")
+        self.direct = direct
+        self.retries = retries
+        self._timeout = aiohttp.ClientTimeout(total=timeout)
+        self._session: aiohttp.ClientSession | None = None
+        self._ring: HashRing | None = None
+        self._addresses: dict[str, str] = {}
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Close pooled connections."""
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    def _http(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            self._session = aiohttp.ClientSession(timeout=self._timeout)
+        return self._session
+
+    async def _request(
+        self,
+        method: str,
+        url: URL,
+        *,
+        data: bytes | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> tuple[int, bytes, Mapping[str, str]]:
+        try:
+            body = None if data is None else body_payload(data)
+            async with self._http().request(method, url, data=body, headers=headers) as resp:
+                return resp.status, await resp.read(), resp.headers
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise NodeUnavailable(f"{url.origin()} did not answer: {exc!r}") from exc
+
+    # -- routing -----------------------------------------------------------------------
+
+    async def refresh(self) -> HashRing:
+        """Fetch the ring and node addresses from the coordinator."""
+        view = await self.cluster()
+        ring_data = view["ring"]
+        ring = HashRing.from_dict(ring_data)
+        self._addresses = {n["id"]: n["address"] for n in view["nodes"]}
+        self._ring = ring
+        return ring
+
+    async def _base_for(self, key: str) -> str:
+        if not self.direct:
+            return self.url
+        ring = self._ring or await self.refresh()
+        node = ring.lookup(key).node
+        return self._addresses.get(node, self.url)
+
+    async def _kv(
+        self,
+        method: str,
+        key: str,
+        *,
+        data: bytes | None = None,
+        headers: Mapping[str, str] | None = None,
+        query: Mapping[str, str] | None = None,
+    ) -> tuple[int, bytes, Mapping[str, str]]:
+        validate_key(key)
+        path = "/v1/kv/" + quote(key, safe="")
+        suffix = f"?{urlencode(query)}" if query else ""
+        last: ElasticCacheError | None = None
+        for attempt in range(self.retries):
+            base = await self._base_for(key)
+            url = URL(base + path + suffix, encoded=True)
+            try:
+                status, body, resp_headers = await self._request(
+                    method, url, data=data, headers=headers
+                )
+            except NodeUnavailable as exc:
+                if not self.direct:
+                    raise
+                last = exc
+                await self._backoff(attempt)
+                continue
+            if status != 421:
+                return status, body, resp_headers
+            last = _error(status, body)
+            await self._backoff(attempt)
+        assert last is not None
+        raise last
+
+    async def _backoff(self, attempt: int) -> None:
+        await asyncio.sleep(0.01 * (2**attempt))
+        if self.direct:
+            with contextlib.suppress(ElasticCacheError):
+                await self.refresh()
+
+    # -- key-value -----------------------------------------------------------------------
+
+    async def get_item(self, key: str) -> Item | None:
+        """The value and content type of ``key``, or None on a miss."""
+        status, body, headers = await self._kv("GET", key)
+        if status == 404:
+            return None
+        if status != 200:
+            raise _error(status, body)
+        return Item(body, headers.get("Content-Type", "application/octet-stream"))
+
+    async def get(self, key: str) -> bytes | None:
+        """The value of ``key``, or None on a miss."""
+        item = await self.get_item(key)
+        return None if item is None else item.value
+
+    async def put(
+        self,
+        key: str,
+        value: bytes | str,
+        *,
+        ttl: float | None = None,
+        content_type: str | None = None,
+    ) -> None:
+        """Store ``value`` under ``key`` (a str is sent as UTF-8 text)."""
+        if isinstance(value, str):
+            data = value.encode("utf-8")
+            ctype = content_type or "text/plain; charset=utf-8"
+        else:
+            data = bytes(value)
+            ctype = content_type or "application/octet-stream"
+        query = {"ttl": repr(float(ttl))} if ttl is not None else None
+        status, body, _ = await self._kv(
+            "PUT", key, data=data, headers={"Content-Type": ctype}, query=query
+        )
+        if status >= 300:
+            raise _error(status, body)
+
+    async def delete(self, key: str) -> bool:
+        """Delete ``key``; True when it was there."""
+        status, body, _ = await self._kv("DELETE", key)
+        if status == 404:
+            return False
+        if status >= 300:
+            raise _error(status, body)
+        return True
+
+    async def read_through(
+        self, origin: str, path: str = "", params: Mapping[str, str] | None = None
+    ) -> Fetched:
+        """``GET /v1/svc/{origin}/{path}?{params}``: cached, or fetched once from the origin."""
+        query = f"?{urlencode(params)}" if params else ""
+        url = URL(
+            f"{self.url}/v1/svc/{quote(origin, safe='')}/{quote(path.lstrip('/'), safe='/')}"
+            + query,
+            encoded=True,
+        )
+        status, body, headers = await self._request("GET", url)
+        if status != 200:
+            raise _error(status, body)
+        return Fetched(
+            body,
+            headers.get("Content-Type", "application/octet-stream"),
+            headers.get("X-Cache", ""),
+        )
+
+    # -- admin -------------------------------------------------------------------------
+
+    async def cluster(self) -> dict[str, Any]:
+        """``GET /v1/cluster``."""
+        status, body, _ = await self._request("GET", URL(self.url + "/v1/cluster"))
+        if status != 200:
+            raise _error(status, body)
+        data: dict[str, Any] = json.loads(body)
+        return data
+
+    async def add_nodes(self, count: int = 1) -> dict[str, Any]:
+        """``POST /v1/cluster/nodes``: launch nodes now and split buckets into them."""
+        status, body, _ = await self._request(
+            "POST",
+            URL(self.url + "/v1/cluster/nodes"),
+            data=json.dumps({"count": count}).encode(),
+            headers={"Content-Type": "application/json"},
+        )
+        if status != 201:
+            raise _error(status, body)
+        result: dict[str, Any] = json.loads(body)
+        return result
+
+    async def remove_node(self, node_id: str) -> dict[str, Any]:
+        """``DELETE /v1/cluster/nodes/{id}``: move its buckets away, then stop it."""
+        status, body, _ = await self._request(
+            "DELETE", URL(self.url + "/v1/cluster/nodes/" + quote(node_id, safe=""), encoded=True)
+        )
+        if status != 200:
+            raise _error(status, body)
+        result: dict[str, Any] = json.loads(body)
+        return result
+
+
+class Client:
+    """A blocking client: an `AsyncClient` run on a private event loop thread.
+
+    Safe to share between threads. Close it (or use it as a context manager) to stop the
+    thread. Arguments as for `AsyncClient`.
+    """
+
+    def __init__(
+        self,
+        url: str = "http://127.0.0.1:8080",
+        *,
+        direct: bool = False,
+        timeout: float = 30.0,
+        retries: int = 4,
+    ) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name="ecache-client", daemon=True
+        )
+        self._thread.start()
+        self._async = AsyncClient(url, direct=direct, timeout=timeout, retries=retries)
+        self._closed = False
+
+    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+        if self._closed:
+            coro.close()
+            raise RuntimeError("the client is closed")
+        future: Future[T] = asyncio.run_coroutine_threadsafe(coro, self._loop)
+        return future.result()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close connections and stop the loop thread."""
+        if self._closed:
+            return
+        self._run(self._async.close())
+        self._closed = True
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join()
+        self._loop.close()
+
+    def get(self, key: str) -> bytes | None:
+        """The value of ``key``, or None on a miss."""
+        return self._run(self._async.get(key))
+
+    def get_item(self, key: str) -> Item | None:
+        """The value and content type of ``key``, or None."""
+        return self._run(self._async.get_item(key))
+
+    def put(
+        self,
+        key: str,
+        value: bytes | str,
+        *,
+        ttl: float | None = None,
+        content_type: str | None = None,
+    ) -> None:
+        """Store ``value`` under ``key``."""
+        self._run(self._async.put(key, value, ttl=ttl, content_type=content_type))
+
+    def delete(self, key: str) -> bool:
+        """Delete ``key``; True when it was there."""
+        return self._run(self._async.delete(key))
+
+    def read_through(
+        self, origin: str, path: str = "", params: Mapping[str, str] | None = None
+    ) -> Fetched:
+        """Cached or fetched-once origin answer."""
+        return self._run(self._async.read_through(origin, path, params))
+
+    def cluster(self) -> dict[str, Any]:
+        """``GET /v1/cluster``."""
+        return self._run(self._async.cluster())
+
+    def add_nodes(self, count: int = 1) -> dict[str, Any]:
+        """Launch nodes now."""
+        return self._run(self._async.add_nodes(count))
+
+    def remove_node(self, node_id: str) -> dict[str, Any]:
+        """Remove a node."""
+        return self._run(self._async.remove_node(node_id))

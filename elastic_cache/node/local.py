@@ -1,0 +1,166 @@
+"""In-process nodes: `NodeService` objects reached by direct calls instead of HTTP.
+
+`LocalNetwork` holds the services by address (``local://ID``); `LocalNodeClient` is the
+coordinator's `NodeClient` over one of them and `LocalPeerLink` a source's link to a
+destination. The simulator and fast tests use these, so the scaler, the cluster and the
+migration protocol run unchanged without sockets.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from elastic_cache.coordinator.nodeclient import Answer, NodeStats
+from elastic_cache.errors import ElasticCacheError, NodeUnavailable
+from elastic_cache.node.service import NodeService
+from elastic_cache.node.wire import WireRecord, decode_frame, encode_frame
+
+__all__ = ["LocalNetwork", "LocalNodeClient", "LocalPeerLink"]
+
+
+class LocalNetwork:
+    """In-process node services by address; a removed (or "killed") node is unreachable."""
+
+    def __init__(self) -> None:
+        self._services: dict[str, NodeService] = {}
+
+    @staticmethod
+    def address_of(node_id: str) -> str:
+        return f"local://{node_id}"
+
+    def add(self, service: NodeService) -> str:
+        address = self.address_of(service.node_id)
+        self._services[address] = service
+        return address
+
+    def remove(self, address: str) -> None:
+        self._services.pop(address, None)
+
+    def service(self, address: str) -> NodeService:
+        try:
+            return self._services[address]
+        except KeyError:
+            raise NodeUnavailable(f"no node answers at {address}") from None
+
+    def peer(self, address: str) -> LocalPeerLink:
+        """A `PeerLink` factory for the services of this network."""
+        return LocalPeerLink(self, address)
+
+
+class LocalPeerLink:
+    """A source's link to a destination in the same process.
+
+    Frames are encoded and decoded as over HTTP, so the wire format is exercised too.
+    """
+
+    def __init__(self, network: LocalNetwork, address: str) -> None:
+        self._network = network
+        self.address = address
+
+    async def ingest(self, migration: str, frame: bytes) -> None:
+        self._network.service(self.address).ingest(migration, frame)
+
+    async def forward(self, migration: str, record: WireRecord) -> None:
+        target = self._network.service(self.address)
+        for wire in decode_frame(encode_frame([record])):
+            target.apply_forwarded(migration, wire)
+
+    async def close(self) -> None:
+        return None
+
+
+def _error_answer(err: ElasticCacheError, epoch: int) -> Answer:
+    return Answer(err.status, json.dumps(err.to_json()).encode(), "application/json", epoch)
+
+
+class LocalNodeClient:
+    """`NodeClient` over a `NodeService` of a `LocalNetwork`."""
+
+    def __init__(self, node_id: str, address: str, network: LocalNetwork) -> None:
+        self.node_id = node_id
+        self.address = address
+        self._network = network
+
+    @property
+    def _svc(self) -> NodeService:
+        return self._network.service(self.address)
+
+    async def get(self, key: str, *, head: bool = False) -> Answer:
+        svc = self._svc
+        try:
+            rec = svc.get(key)
+        except ElasticCacheError as err:
+            return _error_answer(err, svc.epoch)
+        return Answer(200, b"" if head else rec.value, rec.content_type, svc.epoch)
+
+    async def put(self, key: str, value: bytes, content_type: str, ttl: float | None) -> Answer:
+        svc = self._svc
+        try:
+            await svc.put(key, value, content_type, ttl)
+        except ElasticCacheError as err:
+            store = svc.store
+            answer = _error_answer(err, svc.epoch)
+            return answer._replace(used=store.used, capacity=store.capacity.limit)
+        store = svc.store
+        return Answer(204, b"", "", svc.epoch, store.used, store.capacity.limit)
+
+    async def delete(self, key: str) -> Answer:
+        svc = self._svc
+        try:
+            existed = await svc.delete(key)
+        except ElasticCacheError as err:
+            return _error_answer(err, svc.epoch)
+        store = svc.store
+        return Answer(204 if existed else 404, b"", "", svc.epoch, store.used, store.capacity.limit)
+
+    async def stats(self) -> NodeStats:
+        return NodeStats.from_json(self._svc.stats())
+
+    async def healthy(self) -> bool:
+        try:
+            self._svc  # noqa: B018 - reachability is the check
+        except NodeUnavailable:
+            return False
+        return True
+
+    async def set_ownership(self, epoch: int, ranges: list[list[int]]) -> None:
+        self._svc.set_ownership(epoch, ranges)
+
+    async def count_ranges(self, ranges: list[tuple[int, int]]) -> list[int]:
+        svc = self._svc
+        return [svc.store.count_range(lo, hi) for lo, hi in ranges]
+
+    async def median_token(self, lo: int, hi: int) -> int | None:
+        return self._svc.store.median_token(lo, hi)
+
+    async def begin_migration(
+        self, migration: str, role: str, lo: int, hi: int, peer: str | None = None
+    ) -> None:
+        svc = self._svc
+        if role == "destination":
+            svc.begin_incoming(migration, lo, hi)
+        else:
+            assert peer is not None
+            svc.begin_outgoing(migration, lo, hi, peer)
+
+    async def send_migration(self, migration: str) -> dict[str, Any]:
+        return (await self._svc.send(migration)).to_json()
+
+    async def commit_migration(
+        self, migration: str, epoch: int, ranges: list[list[int]]
+    ) -> dict[str, Any]:
+        svc = self._svc
+        if migration in svc.incoming:
+            svc.commit_incoming(migration, epoch, ranges)
+            return {"role": "destination", "epoch": svc.epoch}
+        dropped = await svc.commit_outgoing(migration, epoch, ranges)
+        return {"role": "source", "epoch": svc.epoch, "dropped": dropped}
+
+    async def abort_migration(self, migration: str) -> None:
+        svc = self._svc
+        svc.abort_incoming(migration)
+        await svc.abort_outgoing(migration)
+
+    async def drop_range(self, lo: int, hi: int) -> int:
+        return await self._svc.drop_range(lo, hi)
