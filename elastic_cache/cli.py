@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from elastic_cache import __version__
-from elastic_cache.config import ClusterSettings, NodeSettings, OnFull
+from elastic_cache.config import DEFAULT_INDEX, ClusterSettings, OnFull
 from elastic_cache.errors import ConfigError, ElasticCacheError
 
 __all__ = ["build_parser", "main"]
@@ -54,13 +54,13 @@ def _origin_flag(text: str) -> tuple[str, str]:
     return name, url
 
 
-def _add_node_shape(parser: argparse.ArgumentParser, *, defaults: bool) -> None:
-    """Flags that say how nodes are built (shared by ``node`` and ``up``)."""
-    d = NodeSettings() if defaults else None
+def _add_node_shape(parser: argparse.ArgumentParser) -> None:
+    """Flags that say how nodes are built (shared by ``node`` and ``up``); unset flags
+    keep the config file's value or the default of `NodeSettings`."""
     parser.add_argument(
         "--index",
-        default=d.index if d else None,
-        help="index spec, e.g. bptree:order=64, ehash:bucket_size=300, cbf, sorted",
+        help=f"index spec, e.g. bptree:order=64, ehash:bucket_size=300, cbf, sorted "
+        f"(default {DEFAULT_INDEX})",
     )
     cap = parser.add_mutually_exclusive_group()
     cap.add_argument("--capacity-records", type=int, help="node capacity in records")
@@ -73,6 +73,17 @@ def _add_node_shape(parser: argparse.ArgumentParser, *, defaults: bool) -> None:
     )
     parser.add_argument("--max-value-bytes", type=int, help="largest value (default 8 MiB)")
     parser.add_argument("--hash", help="key hash: murmur3 (default) or modulo:R")
+    parser.add_argument(
+        "--migration-batch",
+        dest="migration_batch_records",
+        type=int,
+        help="records per frame when a node sends a range (default 1000)",
+    )
+    parser.add_argument(
+        "--migration-parallel",
+        type=int,
+        help="frames in flight when a node sends a range (default 4)",
+    )
 
 
 def _node_overrides(args: argparse.Namespace) -> dict[str, Any]:
@@ -212,7 +223,7 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--no-scaling", action="store_true", help="never launch nodes by itself")
     up.add_argument("--no-demo-origin", action="store_true", help="do not start the demo origin")
     up.add_argument("--demo-origin-port", type=int, default=8081, help="default 8081")
-    _add_node_shape(up, defaults=False)
+    _add_node_shape(up)
     up.set_defaults(func=cmd_up)
 
     coord = sub.add_parser("coordinator", help="run the coordinator (nodes as local processes)")
@@ -229,7 +240,7 @@ def build_parser() -> argparse.ArgumentParser:
     node.add_argument(
         "--watch-stdin", action="store_true", help="exit when stdin closes (used by launchers)"
     )
-    _add_node_shape(node, defaults=True)
+    _add_node_shape(node)
     node.set_defaults(func=cmd_node)
 
     origin = sub.add_parser("demo-origin", help="run the slow demo 'shoreline' web service")

@@ -44,6 +44,7 @@ from elastic_cache.hashing import make_hasher
 from elastic_cache.indexes import parse_index_spec
 
 __all__ = [
+    "DEFAULT_INDEX",
     "DEFAULT_MAX_VALUE_BYTES",
     "CapacityUnit",
     "ClusterSettings",
@@ -55,6 +56,9 @@ __all__ = [
 ]
 
 DEFAULT_MAX_VALUE_BYTES = 8 * 1024 * 1024
+
+#: The index a node uses unless told otherwise.
+DEFAULT_INDEX = "bptree:order=64"
 
 #: Longest TTL accepted: ten years, in seconds.
 MAX_TTL_SECONDS = 10 * 365 * 24 * 3600
@@ -110,15 +114,19 @@ class NodeSettings:
         hash: key → token function (``"murmur3"`` or ``"modulo:R"``).
         boot_delay: seconds a local launch waits before starting the process, standing in
             for instance allocation time in experiments.
+        migration_batch_records: records per binary frame when this node sends a range.
+        migration_parallel: frames in flight at once when this node sends a range.
     """
 
-    index: str = "bptree:order=64"
+    index: str = DEFAULT_INDEX
     capacity_records: int | None = None
     capacity_bytes: int | None = None
     max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES
     on_full: OnFull = OnFull.EVICT
     hash: str = "murmur3"
     boot_delay: float = 0.0
+    migration_batch_records: int = 1000
+    migration_parallel: int = 4
 
     def __post_init__(self) -> None:
         parse_index_spec(self.index)
@@ -137,6 +145,10 @@ class NodeSettings:
             )
         object.__setattr__(self, "on_full", _enum(OnFull, "on_full", self.on_full))
         _non_negative("boot_delay", self.boot_delay)
+        for name in ("migration_batch_records", "migration_parallel"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ConfigError(f"{name} must be a positive integer, got {value!r}")
 
     @property
     def capacity_unit(self) -> CapacityUnit:
@@ -199,8 +211,6 @@ class ScalerSettings:
         max_usd_per_hour: stop launching when the cluster would cost more than this.
         rate_half_life: seconds; half-life of the moving average of the request rate R.
         block_timeout: seconds a write waits under ``on_full = "block"`` before 507.
-        migration_batch_records: records per binary batch of a migration.
-        migration_parallel: batches in flight at once during a migration.
     """
 
     enabled: bool = True
@@ -212,8 +222,6 @@ class ScalerSettings:
     max_usd_per_hour: float | None = None
     rate_half_life: float = 5.0
     block_timeout: float = 30.0
-    migration_batch_records: int = 1000
-    migration_parallel: int = 4
 
     def __post_init__(self) -> None:
         _positive("d_low", self.d_low)
@@ -230,10 +238,6 @@ class ScalerSettings:
             _positive("max_usd_per_hour", self.max_usd_per_hour)
         _positive("rate_half_life", self.rate_half_life)
         _positive("block_timeout", self.block_timeout)
-        for name in ("migration_batch_records", "migration_parallel"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
-                raise ConfigError(f"{name} must be a positive integer, got {value!r}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

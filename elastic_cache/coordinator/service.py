@@ -109,6 +109,10 @@ class Coordinator:
             await asyncio.sleep(self.poll_period)
             try:
                 failed = await self.cluster.refresh_stats()
+                # Writes that bypass the router (direct clients) reach the scaler here.
+                for node in list(self.cluster.nodes.values()):
+                    if node.node_id not in failed:
+                        self.scaler.observe_write(node.node_id, node.used, node.capacity, 0)
                 for node_id in failed:
                     info = self.cluster.nodes.get(node_id)
                     if info is not None and info.failures >= self.dead_after:

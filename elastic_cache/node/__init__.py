@@ -21,8 +21,6 @@ def build_node_service(
     *,
     node_id: str,
     clock: Callable[[], float] = time.monotonic,
-    batch_records: int = 1000,
-    parallel: int = 4,
 ) -> NodeService:
     """A node service built from settings, reaching its peers over HTTP."""
     index = make_index(settings.index, sizeof=record_size)
@@ -37,6 +35,6 @@ def build_node_service(
         store=store,
         hasher=make_hasher(settings.hash),
         peer_factory=HttpPeerLink,
-        batch_records=batch_records,
-        parallel=parallel,
+        batch_records=settings.migration_batch_records,
+        parallel=settings.migration_parallel,
     )

@@ -49,6 +49,10 @@ def node_command(settings: NodeSettings, *, node_id: str, host: str, port: int =
         str(settings.on_full),
         "--max-value-bytes",
         str(settings.max_value_bytes),
+        "--migration-batch",
+        str(settings.migration_batch_records),
+        "--migration-parallel",
+        str(settings.migration_parallel),
     ]
     if settings.capacity_records is not None:
         cmd += ["--capacity-records", str(settings.capacity_records)]
