@@ -1,0 +1,162 @@
+"""The coordinator over real HTTP, with in-process nodes on real ports."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .conftest import (
+    CoordinatorHarness,
+    FakeOrigin,
+    cluster_settings,
+    start_harness,
+)
+
+
+@pytest.fixture
+async def harness(tmp_path: Path, origin: FakeOrigin) -> AsyncIterator[CoordinatorHarness]:
+    settings = cluster_settings(
+        origins={
+            "svc": {"url": origin.url + "/ok", "timeout": 2.0, "ttl": 60},
+            "bad": {"url": origin.url, "timeout": 1.0},
+        },
+        scaler={"enabled": False},
+    )
+    h, runner = await start_harness(settings, tmp_path)
+    yield h
+    await h.http.close()
+    await runner.cleanup()
+
+
+async def test_kv_round_trip(harness: CoordinatorHarness) -> None:
+    s, _, _ = await harness.call(
+        "PUT", "/v1/kv/a%2Fb?ttl=30", data=b"v", headers={"Content-Type": "x/y"}
+    )
+    assert s == 204
+    s, body, headers = await harness.call("GET", "/v1/kv/a%2Fb")
+    assert (s, body, headers["Content-Type"]) == (200, b"v", "x/y")
+    s, _, _ = await harness.call("HEAD", "/v1/kv/a%2Fb")
+    assert s == 200
+    s, _, _ = await harness.call("DELETE", "/v1/kv/a%2Fb")
+    assert s == 204
+    s, body, _ = await harness.call("GET", "/v1/kv/a%2Fb")
+    assert s == 404 and json.loads(body)["error"] == "key_not_found"
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "kwargs", "status", "code"),
+    [
+        ("PUT", "/v1/kv/k?ttl=never", {"data": b"x"}, 400, "bad_ttl"),
+        ("PUT", "/v1/kv/" + "k" * 1025, {"data": b"x"}, 400, "bad_key"),
+        ("GET", "/v1/kv/a%01", {}, 400, "bad_key"),
+        ("PUT", "/v1/kv/k", {"data": io.BytesIO(b"x" * (9 << 20))}, 413, "value_too_large"),
+        ("GET", "/v1/svc/nope/x", {}, 404, "unknown_origin"),
+        ("GET", "/v1/svc/svc/" + "p" * 1100, {}, 400, "bad_key"),
+        ("POST", "/v1/cluster/nodes", {"data": b"{oops"}, 400, "bad_body"),
+        ("POST", "/v1/cluster/nodes", {"json": {"count": 0}}, 400, "bad_body"),
+        ("POST", "/v1/cluster/nodes", {"json": {"count": "2"}}, 400, "bad_body"),
+        ("POST", "/v1/cluster/nodes", {"json": {"cuont": 1}}, 400, "bad_body"),
+        ("DELETE", "/v1/cluster/nodes/node-99", {}, 404, "unknown_node"),
+        ("DELETE", "/v1/cluster/nodes/node-1", {}, 409, "conflict"),
+    ],
+)
+async def test_bad_input_is_a_clear_4xx_and_loses_nothing(
+    harness: CoordinatorHarness,
+    method: str,
+    path: str,
+    kwargs: dict[str, Any],
+    status: int,
+    code: str,
+) -> None:
+    await harness.call("PUT", "/v1/kv/k", data=b"keep")
+    s, body, headers = await harness.call(method, path, **kwargs)
+    assert s == status, body[:300]
+    assert headers["Content-Type"].startswith("application/json")
+    assert json.loads(body)["error"] == code
+    s, body, _ = await harness.call("GET", "/v1/kv/k")
+    assert (s, body) == (200, b"keep")
+    assert len(harness.coord.cluster.nodes) == 1
+
+
+async def test_read_through_hit_and_miss(harness: CoordinatorHarness, origin: FakeOrigin) -> None:
+    s, body, h = await harness.call("GET", "/v1/svc/svc/a/b?y=2&x=1")
+    assert (s, h["X-Cache"], h["Content-Type"]) == (200, "MISS", "text/x-answer; charset=utf-8")
+    assert body == b"answer to a/b?y=2&x=1"
+    s, body2, h = await harness.call("GET", "/v1/svc/svc/a/b?x=1&y=2")  # same question
+    assert (s, h["X-Cache"], body2) == (200, "HIT", body)
+    assert origin.calls == 1
+
+
+async def test_hundred_concurrent_misses_call_the_origin_once(
+    harness: CoordinatorHarness, origin: FakeOrigin
+) -> None:
+    results = await asyncio.gather(
+        *(harness.call("GET", "/v1/svc/svc/same?q=1") for _ in range(100))
+    )
+    assert {r[0] for r in results} == {200}
+    assert {r[1] for r in results} == {b"answer to same?q=1"}
+    assert origin.calls == 1
+    assert harness.coord.readthrough.coalesced >= 1
+
+
+async def test_origin_error_is_502_and_not_cached(
+    harness: CoordinatorHarness, origin: FakeOrigin
+) -> None:
+    for _ in range(2):
+        s, body, _ = await harness.call("GET", "/v1/svc/bad/fail")
+        assert s == 502
+        data = json.loads(body)
+        assert data["error"] == "origin_error" and data["origin_status"] == 500
+    assert origin.calls == 2  # not cached
+
+
+async def test_origin_timeout_is_504_and_not_cached(
+    harness: CoordinatorHarness, origin: FakeOrigin
+) -> None:
+    s, body, _ = await harness.call("GET", "/v1/svc/bad/slow")
+    assert s == 504 and json.loads(body)["error"] == "origin_timeout"
+    s, _, _ = await harness.call("GET", "/v1/kv/" + "svc:bad:/slow")
+    assert s == 404
+
+
+async def test_cluster_view(harness: CoordinatorHarness) -> None:
+    s, body, _ = await harness.call("GET", "/v1/cluster")
+    view = json.loads(body)
+    assert s == 200
+    assert view["epoch"] >= 1 and len(view["nodes"]) == 1
+    node = view["nodes"][0]
+    assert {"id", "address", "fill", "capacity", "index", "threshold", "records"} <= set(node)
+    assert view["ring"]["buckets"] and view["request_rate"] >= 0
+
+
+async def test_add_and_remove_nodes_keep_every_key(harness: CoordinatorHarness) -> None:
+    for i in range(300):
+        await harness.call("PUT", f"/v1/kv/k{i}", data=f"v{i}".encode())
+    s, body, _ = await harness.call("POST", "/v1/cluster/nodes", json={"count": 2})
+    assert s == 201, body
+    added = json.loads(body)["added"]
+    assert [a["id"] for a in added] == ["node-2", "node-3"]
+    assert added[0]["migration"]["records"] > 0
+    view = json.loads((await harness.call("GET", "/v1/cluster"))[1])
+    assert sum(n["records"] for n in view["nodes"]) == 300
+    assert all(n["records"] > 0 for n in view["nodes"])
+    for i in range(300):
+        assert (await harness.call("GET", f"/v1/kv/k{i}"))[1] == f"v{i}".encode()
+    s, body, _ = await harness.call("DELETE", "/v1/cluster/nodes/node-1")
+    assert s == 200, body
+    assert "node-1" not in harness.coord.cluster.nodes
+    for i in range(300):
+        assert (await harness.call("GET", f"/v1/kv/k{i}"))[1] == f"v{i}".encode()
+
+
+async def test_state_is_persisted(harness: CoordinatorHarness, tmp_path: Path) -> None:
+    await harness.call("POST", "/v1/cluster/nodes", json={})
+    state = json.loads((tmp_path / "cluster.json").read_text())
+    assert [n["node_id"] for n in state["nodes"]] == ["node-1", "node-2"]
+    assert state["ring"]["epoch"] == harness.coord.cluster.ring.epoch

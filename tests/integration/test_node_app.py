@@ -1,0 +1,176 @@
+"""The node's HTTP API, in-process with pytest-aiohttp."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestClient
+
+from elastic_cache.config import NodeSettings
+from elastic_cache.node import build_node_service, make_node_app
+from elastic_cache.node.wire import WireRecord, encode_frame
+
+ClientFactory = Callable[[web.Application], Awaitable[TestClient[Any, Any]]]
+
+
+@pytest.fixture
+async def node(aiohttp_client: ClientFactory) -> AsyncIterator[TestClient[Any, Any]]:
+    service = build_node_service(
+        NodeSettings(index="sorted", capacity_records=1000, max_value_bytes=1024), node_id="n1"
+    )
+    yield await aiohttp_client(make_node_app(service, max_value_bytes=1024))
+
+
+async def test_put_get_head_delete(node: TestClient[Any, Any]) -> None:
+    r = await node.put("/v1/kv/a%2Fb c", data=b"hello", headers={"Content-Type": "text/plain"})
+    assert r.status == 204
+    assert r.headers["X-Ecache-Fill"] == "1 1000"
+    r = await node.get("/v1/kv/a%2Fb c")
+    assert r.status == 200
+    assert await r.read() == b"hello"
+    assert r.headers["Content-Type"] == "text/plain"
+    r = await node.head("/v1/kv/a%2Fb c")
+    assert r.status == 200 and r.headers["X-Ecache-Length"] == "5"
+    r = await node.delete("/v1/kv/a%2Fb c")
+    assert r.status == 204
+    r = await node.get("/v1/kv/a%2Fb c")
+    assert r.status == 404
+    assert (await r.json())["error"] == "key_not_found"
+    r = await node.delete("/v1/kv/a%2Fb c")
+    assert r.status == 404
+
+
+async def test_default_content_type_and_ttl(node: TestClient[Any, Any]) -> None:
+    r = await node.put("/v1/kv/k?ttl=100", data=b"x")
+    assert r.status == 204
+    r = await node.get("/v1/kv/k")
+    assert r.headers["Content-Type"] == "application/octet-stream"
+
+
+@pytest.mark.parametrize(
+    ("path", "kwargs", "status", "code"),
+    [
+        ("/v1/kv/k?ttl=abc", {"data": b"x"}, 400, "bad_ttl"),
+        ("/v1/kv/k?ttl=-5", {"data": b"x"}, 400, "bad_ttl"),
+        ("/v1/kv/k?ttl=inf", {"data": b"x"}, 400, "bad_ttl"),
+        ("/v1/kv/k?ttl=0", {"data": b"x"}, 400, "bad_ttl"),
+        ("/v1/kv/" + "x" * 1025, {"data": b"x"}, 400, "bad_key"),
+        ("/v1/kv/a%00b", {"data": b"x"}, 400, "bad_key"),
+        ("/v1/kv/a%0Ab", {"data": b"x"}, 400, "bad_key"),
+        ("/v1/kv/k", {"data": b"x" * 1025}, 413, "value_too_large"),
+        ("/v1/kv/k", {"data": b"x", "headers": {"Content-Type": "t" * 300}}, 400, "bad_body"),
+    ],
+)
+async def test_bad_writes_change_nothing(
+    node: TestClient[Any, Any], path: str, kwargs: dict[str, Any], status: int, code: str
+) -> None:
+    await node.put("/v1/kv/k", data=b"original")
+    r = await node.put(path, **kwargs)
+    assert r.status == status
+    assert (await r.json())["error"] == code
+    r = await node.get("/v1/kv/k")
+    assert await r.read() == b"original"
+
+
+async def test_streamed_body_over_limit(node: TestClient[Any, Any]) -> None:
+    async def chunks() -> AsyncIterator[bytes]:
+        for _ in range(20):
+            yield b"x" * 100
+
+    r = await node.put("/v1/kv/big", data=chunks())  # chunked: no Content-Length
+    assert r.status == 413
+    assert (await node.get("/v1/kv/big")).status == 404
+
+
+async def test_streamed_body_within_limit(node: TestClient[Any, Any]) -> None:
+    async def chunks() -> AsyncIterator[bytes]:
+        for _ in range(5):
+            yield b"y" * 100
+
+    r = await node.put("/v1/kv/ok", data=chunks())
+    assert r.status == 204
+    assert await (await node.get("/v1/kv/ok")).read() == b"y" * 500
+
+
+async def test_stats_and_health(node: TestClient[Any, Any]) -> None:
+    await node.put("/v1/kv/a", data=b"1")
+    stats = await (await node.get("/v1/stats")).json()
+    assert stats["records"] == 1 and stats["capacity"] == 1000 and stats["index"] == "sorted"
+    health = await (await node.get("/healthz")).json()
+    assert health == {"ok": True, "node": "n1", "epoch": 0}
+
+
+async def test_ownership_and_misdirected(node: TestClient[Any, Any]) -> None:
+    r = await node.put("/v1/ownership", json={"epoch": 5, "ranges": []})
+    assert (await r.json()) == {"changed": True, "epoch": 5}
+    r = await node.get("/v1/kv/a")
+    assert r.status == 421
+    body = await r.json()
+    assert body["error"] == "misdirected" and body["epoch"] == 5
+    assert r.headers["X-Ecache-Epoch"] == "5"
+    r = await node.put("/v1/kv/a", data=b"x")
+    assert r.status == 421
+    # An older epoch is ignored.
+    r = await node.put("/v1/ownership", json={"epoch": 4, "ranges": [[0, 0]]})
+    assert (await r.json())["changed"] is False
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "status", "code"),
+    [
+        ("PUT", "/v1/ownership", b"{not json", 400, "bad_body"),
+        ("PUT", "/v1/ownership", b"[1]", 400, "bad_body"),
+        ("PUT", "/v1/ownership", b'{"epoch": "x", "ranges": []}', 400, "bad_body"),
+        ("PUT", "/v1/ownership", b'{"epoch": 1, "ranges": [[1, 2, 3]]}', 400, "bad_body"),
+        ("PUT", "/v1/ownership", b'{"epoch": 1, "ranges": [[0, 9], [5, 20]]}', 400, "bad_body"),
+        ("POST", "/v1/ranges/count", b'{"ranges": [[-1, 5]]}', 400, "bad_body"),
+        ("POST", "/v1/ranges/median", b'{"lo": 1}', 400, "bad_body"),
+        ("POST", "/v1/migrations", b'{"id": "m", "role": "x", "lo": 1, "hi": 2}', 400, "bad_body"),
+        ("POST", "/v1/migrations/zz/ingest", encode_frame([]), 404, "not_found"),
+        ("POST", "/v1/migrations/zz/send", b"", 404, "not_found"),
+        ("POST", "/v1/migrations/zz/commit", b'{"epoch": 1, "ranges": []}', 404, "not_found"),
+        ("POST", "/v1/ranges/drop", b'{"lo": 1, "hi": 5}', 409, "conflict"),
+        ("GET", "/no/such/route", b"", 404, "not_found"),
+    ],
+)
+async def test_bad_control_requests(
+    node: TestClient[Any, Any], method: str, path: str, body: bytes, status: int, code: str
+) -> None:
+    await node.put("/v1/kv/keep", data=b"me")
+    r = await node.request(method, path, data=body)
+    assert r.status == status, await r.text()
+    assert (await r.json())["error"] == code
+    assert await (await node.get("/v1/kv/keep")).read() == b"me"
+
+
+async def test_ranges_count_and_median(node: TestClient[Any, Any]) -> None:
+    for i in range(10):
+        await node.put(f"/v1/kv/k{i}", data=b"v")
+    r = await node.post("/v1/ranges/count", json={"ranges": [[0, 0], [5, 5]]})
+    assert (await r.json())["counts"] == [10, 10]
+    r = await node.post("/v1/ranges/median", json={"lo": 0, "hi": 0})
+    assert isinstance((await r.json())["token"], int)
+
+
+async def test_ingest_and_forward_frames(node: TestClient[Any, Any]) -> None:
+    await node.put("/v1/ownership", json={"epoch": 1, "ranges": []})
+    r = await node.post("/v1/migrations", json={"id": "m", "role": "destination", "lo": 0, "hi": 0})
+    assert r.status == 201
+    frame = encode_frame([WireRecord("a", 7, 3, b"snap", "t/p", -1, False)])
+    r = await node.post("/v1/migrations/m/ingest", data=frame)
+    assert await r.json() == {"applied": 1, "skipped": 0}
+    r = await node.post("/v1/migrations/m/ingest", data=b"garbage")
+    assert r.status == 400 and (await r.json())["error"] == "bad_body"
+    fwd = encode_frame([WireRecord("a", 7, 2, deleted=True)])
+    r = await node.post("/v1/migrations/m/forward", data=fwd)
+    assert await r.json() == {"applied": 0}  # older than the snapshot: ignored
+    r = await node.post("/v1/migrations/m/commit", json={"epoch": 2, "ranges": [[0, 0]]})
+    assert (await r.json())["role"] == "destination"
+    r = await node.get("/v1/kv/a")
+    assert await r.read() == b"snap" and r.headers["Content-Type"] == "t/p"
+    stats = await (await node.get("/v1/stats")).json()
+    assert stats["migrations"] == [] and json.dumps(stats)

@@ -1,0 +1,52 @@
+"""RangeSet: which tokens a node owns."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from elastic_cache.errors import InvalidBody
+from elastic_cache.hashing import ModuloHasher
+from elastic_cache.node.ownership import RangeSet
+from elastic_cache.ring import HashRing, in_range
+
+SPACE = 256
+
+
+def test_whole_ring_and_empty() -> None:
+    everything = RangeSet.everything(SPACE)
+    assert all(t in everything for t in range(SPACE))
+    nothing = RangeSet([], SPACE)
+    assert not nothing
+    assert not any(t in nothing for t in range(SPACE))
+
+
+def test_wrapping_range() -> None:
+    rs = RangeSet([(200, 10)], SPACE)
+    assert [t for t in range(SPACE) if t in rs] == [*range(0, 11), *range(201, 256)]
+
+
+@given(st.lists(st.integers(0, SPACE - 1), min_size=1, max_size=10, unique=True))
+def test_matches_a_ring(tokens: list[int]) -> None:
+    ring = HashRing(ModuloHasher(SPACE))
+    for i, t in enumerate(tokens):
+        ring.add_bucket(t, f"n{i % 3}")
+    for node in ring.nodes():
+        rs = RangeSet(ring.ranges_of(node), SPACE)
+        for t in range(SPACE):
+            assert (t in rs) == (ring.node_for_token(t) == node)
+
+
+@pytest.mark.parametrize(
+    "ranges", [[(1, 5), (4, 8)], [(250, 5), (2, 3)], [(1,)], [(1, 2, 3)], [(-1, 5)], [(0, 256)]]
+)
+def test_bad_ranges(ranges: list[tuple[int, ...]]) -> None:
+    with pytest.raises(InvalidBody):
+        RangeSet(ranges, SPACE)
+
+
+def test_in_range_agrees() -> None:
+    rs = RangeSet([(10, 20), (100, 5)], SPACE)
+    for t in range(SPACE):
+        assert (t in rs) == (in_range(t, 10, 20) or in_range(t, 100, 5))

@@ -1,0 +1,296 @@
+"""The live-migration protocol between two in-process node services.
+
+The peer link delivers frames through the real wire format and yields to the event loop
+at seeded random points, so writes, deletes and snapshot frames interleave differently
+in every example.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from elastic_cache.config import CapacityUnit, OnFull
+from elastic_cache.errors import (
+    Conflict,
+    InvalidBody,
+    KeyNotFound,
+    Misdirected,
+    NodeUnavailable,
+    NotFound,
+)
+from elastic_cache.hashing import ModuloHasher, Murmur3Hasher, TokenHasher
+from elastic_cache.indexes import make_index
+from elastic_cache.node.local import LocalNetwork, LocalPeerLink
+from elastic_cache.node.service import NodeService
+from elastic_cache.node.wire import WireRecord
+from elastic_cache.store import Capacity, Store, record_size
+
+
+class JitteryPeer(LocalPeerLink):
+    """A local peer that sleeps a random number of loop turns before delivering."""
+
+    def __init__(self, network: LocalNetwork, address: str, rng: random.Random) -> None:
+        super().__init__(network, address)
+        self.rng = rng
+
+    async def _jitter(self) -> None:
+        for _ in range(self.rng.randrange(4)):
+            await asyncio.sleep(0)
+
+    async def ingest(self, migration: str, frame: bytes) -> None:
+        await self._jitter()
+        await super().ingest(migration, frame)
+
+    async def forward(self, migration: str, record: WireRecord) -> None:
+        await self._jitter()
+        await super().forward(migration, record)
+
+
+def make_pair(
+    *,
+    spec: str = "sorted",
+    hasher: TokenHasher | None = None,
+    batch: int = 7,
+    rng: random.Random | None = None,
+) -> tuple[LocalNetwork, NodeService, NodeService]:
+    hasher = hasher or Murmur3Hasher()
+    net = LocalNetwork()
+    rng = rng or random.Random(0)
+
+    def build(node_id: str) -> NodeService:
+        store = Store(
+            make_index(spec, sizeof=record_size),
+            Capacity(CapacityUnit.RECORDS, 10**6),
+            on_full=OnFull.EVICT,
+            clock=lambda: 0.0,
+        )
+        return NodeService(
+            node_id=node_id,
+            store=store,
+            hasher=hasher,
+            peer_factory=lambda addr: JitteryPeer(net, addr, rng),
+            batch_records=batch,
+            parallel=3,
+        )
+
+    src, dst = build("src"), build("dst")
+    net.add(src)
+    net.add(dst)
+    dst.set_ownership(1, [])
+    return net, src, dst
+
+
+async def move(
+    net: LocalNetwork, src: NodeService, dst: NodeService, lo: int, hi: int, mid: str = "m1"
+) -> None:
+    dst.begin_incoming(mid, lo, hi)
+    src.begin_outgoing(mid, lo, hi, net.address_of("dst"))
+
+
+def owner(svc_src: NodeService, svc_dst: NodeService, key: str) -> NodeService:
+    token = svc_src.hasher(key)
+    return svc_dst if token in svc_dst.owned else svc_src
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**32), spec=st.sampled_from(["sorted"]), batch=st.integers(1, 20))
+async def test_concurrent_writes_during_move_end_up_right(seed: int, spec: str, batch: int) -> None:
+    rng = random.Random(seed)
+    net, src, dst = make_pair(spec=spec, batch=batch, rng=rng)
+    keys = [f"k{i}" for i in range(60)]
+    model: dict[str, bytes | None] = {}
+    for k in keys:
+        await src.put(k, f"v0-{k}".encode(), "t", None)
+        model[k] = f"v0-{k}".encode()
+    lo, hi = 0, 2**63
+    await move(net, src, dst, lo, hi)
+
+    async def writer(n: int) -> None:
+        for step in range(40):
+            k = rng.choice(keys)
+            # The node applies an operation before its first suspension point, so the
+            # model is updated just before awaiting it: same order as the node's.
+            if rng.random() < 0.25:
+                model[k] = None
+                await src.delete(k)
+            else:
+                value = f"v{n}-{step}-{k}".encode()
+                model[k] = value
+                await src.put(k, value, "t", None)
+            await asyncio.sleep(0)
+
+    await asyncio.gather(src.send("m1"), writer(1), writer(2))
+    dst.commit_incoming("m1", 2, [[lo, hi]])
+    await src.commit_outgoing("m1", 2, [[hi, lo]])
+    for k in keys:
+        node = owner(src, dst, k)
+        try:
+            got: bytes | None = node.get(k).value
+        except KeyNotFound:
+            got = None
+        assert got == model[k], (k, node.node_id)
+    src.store._check()
+    dst.store._check()
+
+
+async def test_snapshot_never_resurrects_a_delete() -> None:
+    net, src, dst = make_pair()
+    await move(net, src, dst, 0, 0)  # the whole ring
+    # A delete forwarded at version 10 arrives before the snapshot's version 5 record.
+    dst.apply_forwarded("m1", WireRecord("k", 1, 10, deleted=True))
+    applied, skipped = dst.ingest("m1", _frame(WireRecord("k", 1, 5, b"old", "t")))
+    assert (applied, skipped) == (0, 1)
+    assert dst.store.peek("k") is None
+
+
+async def test_out_of_order_forwards_keep_the_newest() -> None:
+    net, src, dst = make_pair()
+    await move(net, src, dst, 0, 0)
+    dst.apply_forwarded("m1", WireRecord("k", 1, 9, b"newest", "t"))
+    dst.apply_forwarded("m1", WireRecord("k", 1, 8, b"older", "t"))
+    dst.apply_forwarded("m1", WireRecord("j", 1, 12, deleted=True))
+    dst.apply_forwarded("m1", WireRecord("j", 1, 11, b"before the delete", "t"))
+    assert dst.store.peek("k").value == b"newest"  # type: ignore[union-attr]
+    assert dst.store.peek("j") is None
+
+
+async def test_destination_lost_mid_move_loses_nothing() -> None:
+    net, src, dst = make_pair(batch=2)
+    for i in range(100):
+        await src.put(f"k{i}", b"v", "t", None)
+    await move(net, src, dst, 0, 2**63)
+    net.remove(net.address_of("dst"))  # the destination "dies"
+    with pytest.raises(Conflict):
+        await src.send("m1")
+    moving = next(f"k{i}" for i in range(100) if src.hasher(f"k{i}") <= 2**63)
+    with pytest.raises(NodeUnavailable):  # the move failed: no answer until it is resolved
+        await src.put(moving, b"during", "t", None)
+    with pytest.raises(Conflict):
+        await src.commit_outgoing("m1", 2, [[2**63, 0]])
+    await src.abort_outgoing("m1")
+    await src.put("k1", b"after", "t", None)
+    assert len(src.store) == 100
+    assert src.get("k1").value == b"after"
+    assert all(src.get(f"k{i}") for i in range(100))
+
+
+async def test_abort_drops_what_arrived() -> None:
+    net, src, dst = make_pair()
+    for i in range(50):
+        await src.put(f"k{i}", b"v", "t", None)
+    await move(net, src, dst, 0, 2**63)
+    await src.send("m1")
+    arrived = len(dst.store)
+    assert arrived > 0
+    assert dst.abort_incoming("m1") == arrived
+    await src.abort_outgoing("m1")
+    assert len(dst.store) == 0 and len(src.store) == 50
+
+
+async def test_ownership_after_commit() -> None:
+    net, src, dst = make_pair()
+    for i in range(50):
+        await src.put(f"k{i}", b"v", "t", None)
+    lo, hi = 0, 2**63
+    await move(net, src, dst, lo, hi)
+    await src.send("m1")
+    dst.commit_incoming("m1", 2, [[lo, hi]])
+    dropped = await src.commit_outgoing("m1", 2, [[hi, lo]])
+    assert dropped == len(dst.store)
+    moved = [f"k{i}" for i in range(50) if src.hasher(f"k{i}") <= hi]
+    assert moved
+    for k in moved:
+        with pytest.raises(Misdirected) as info:
+            src.get(k)
+        assert info.value.epoch == 2
+        assert dst.get(k).value == b"v"
+
+
+async def test_chunked_walk_with_shared_tokens() -> None:
+    # 16 tokens, 200 keys: ~12 keys per token; frames of 5 cut inside token groups.
+    net, src, dst = make_pair(hasher=ModuloHasher(16), batch=5)
+    for i in range(200):
+        await src.put(str(i), b"v", "t", None)
+    await move(net, src, dst, 3, 11)
+    summary = await src.send("m1")
+    want = {str(i) for i in range(200) if 3 < i % 16 <= 11}
+    assert summary.records == len(want)
+    assert set(dst.store.index) == want
+    dropped = await src.drop_range(3, 11)
+    assert dropped == len(want)
+    assert not (set(src.store.index) & want)
+
+
+async def test_ttl_travels_as_time_left() -> None:
+    clock = [100.0]
+    net, src, dst = make_pair()
+    src.store._clock = lambda: clock[0]
+    dst.store._clock = lambda: clock[0] + 1000  # another machine, another clock
+    await src.put("k", b"v", "t", 30)
+    await move(net, src, dst, 0, 0)
+    await src.send("m1")
+    rec = dst.store.peek("k")
+    assert rec is not None
+    assert rec.expires_at == pytest.approx(clock[0] + 1000 + 30, abs=0.01)
+
+
+async def test_protocol_errors() -> None:
+    net, src, dst = make_pair()
+    with pytest.raises(NotFound):
+        dst.ingest("nope", _frame())
+    await move(net, src, dst, 0, 100)
+    with pytest.raises(Conflict):
+        dst.begin_incoming("m1", 0, 100)
+    with pytest.raises(Conflict):
+        src.begin_outgoing("m2", 50, 200, "local://dst")  # overlaps m1
+    with pytest.raises(InvalidBody):
+        dst.ingest("m1", _frame(WireRecord("k", 500, 1, b"v", "t")))  # outside the range
+    with pytest.raises(InvalidBody):
+        src.begin_outgoing("m3", -1, 5, "local://dst")
+    with pytest.raises(Conflict):
+        dst.begin_outgoing("m4", 0, 100, "local://src")  # dst owns nothing
+
+
+def _frame(*records: WireRecord) -> bytes:
+    from elastic_cache.node.wire import encode_frame
+
+    return encode_frame(list(records))
+
+
+async def test_whole_ring_move_and_drop() -> None:
+    net, src, dst = make_pair(batch=3)
+    for i in range(40):
+        await src.put(f"k{i}", b"v", "t", None)
+    await move(net, src, dst, 12345, 12345)
+    assert (await src.send("m1")).records == 40
+    assert len(dst.store) == 40
+    src.set_ownership(2, [])
+    assert await src.drop_range(12345, 12345) == 40
+    assert len(src.store) == 0
+
+
+async def test_forward_failure_is_not_acknowledged() -> None:
+    net, src, dst = make_pair()
+    await src.put("k", b"v0", "t", None)
+    await move(net, src, dst, 0, 0)
+    net.remove(net.address_of("dst"))
+    with pytest.raises(NodeUnavailable):
+        await src.put("k", b"v1", "t", None)
+    with pytest.raises(NodeUnavailable):
+        await src.delete("k")
+
+
+async def test_late_forward_after_destination_commit_lands() -> None:
+    net, src, dst = make_pair()
+    await src.put("k", b"v0", "t", None)
+    await move(net, src, dst, 0, 0)
+    await src.send("m1")
+    dst.commit_incoming("m1", 2, [[0, 0]])
+    await src.put("k", b"v1", "t", None)  # routed to src before the ring switched
+    assert dst.get("k").value == b"v1"
+    await src.commit_outgoing("m1", 2, [])

@@ -1,0 +1,62 @@
+"""Binary migration frames."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from elastic_cache.errors import InvalidBody
+from elastic_cache.node.wire import WireRecord, decode_frame, encode_frame
+
+records = st.builds(
+    WireRecord,
+    key=st.text(min_size=1, max_size=30).filter(lambda k: k < "\ud800" or True),
+    token=st.integers(0, 2**64 - 1),
+    version=st.integers(0, 2**64 - 1),
+    value=st.binary(max_size=100),
+    content_type=st.text(alphabet=st.characters(max_codepoint=255), max_size=40),
+    ttl_ms=st.integers(-1, 2**40),
+    deleted=st.booleans(),
+)
+
+
+def _encodable(r: WireRecord) -> bool:
+    try:
+        r.key.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+@given(st.lists(records, max_size=20))
+def test_round_trip(recs: list[WireRecord]) -> None:
+    recs = [r for r in recs if _encodable(r)]
+    assert list(decode_frame(encode_frame(recs))) == recs
+
+
+def test_empty_frame() -> None:
+    assert list(decode_frame(encode_frame([]))) == []
+
+
+@pytest.mark.parametrize(
+    "mutate",
+    [
+        lambda b: b[:3],
+        lambda b: b"XXXX" + b[4:],
+        lambda b: b[:-1],
+        lambda b: b + b"extra",
+        lambda b: b[:20],
+    ],
+)
+def test_bad_frames_are_invalid_body(mutate: object) -> None:
+    frame = encode_frame([WireRecord("key", 1, 2, b"value", "text/plain", -1, False)])
+    with pytest.raises(InvalidBody):
+        list(decode_frame(mutate(frame)))  # type: ignore[operator]
+
+
+def test_bad_utf8_key() -> None:
+    frame = bytearray(encode_frame([WireRecord("ab", 1, 2, b"v", "", -1, False)]))
+    frame[8 + 32] = 0xFF
+    with pytest.raises(InvalidBody):
+        list(decode_frame(bytes(frame)))

@@ -1,0 +1,88 @@
+"""Settings: defaults, TOML mapping, and clear errors."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from elastic_cache.config import (
+    CapacityUnit,
+    ClusterSettings,
+    NodeSettings,
+    OnFull,
+    OriginSettings,
+    ScalerSettings,
+)
+from elastic_cache.errors import ConfigError, IndexSpecError
+
+
+def test_defaults() -> None:
+    s = ClusterSettings()
+    assert s.coordinator.host == "127.0.0.1"
+    assert s.coordinator.port == 8080
+    assert s.nodes.capacity == 100_000
+    assert s.nodes.capacity_unit is CapacityUnit.RECORDS
+    assert s.nodes.on_full is OnFull.EVICT
+    assert s.scaler.max_nodes == 8
+    assert (s.scaler.d_low, s.scaler.d_high) == (50, 250)
+
+
+def test_from_mapping() -> None:
+    s = ClusterSettings.from_mapping(
+        {
+            "coordinator": {"port": 9000},
+            "nodes": {"capacity_bytes": 1 << 20, "on_full": "block", "index": "sorted"},
+            "scaler": {"d_low": 10, "d_high": 20.5, "max_nodes": 3},
+            "origins": {"svc": {"url": "http://127.0.0.1:1/api", "timeout": 2, "ttl": 60}},
+        }
+    )
+    assert s.nodes.capacity_unit is CapacityUnit.BYTES
+    assert s.nodes.on_full is OnFull.BLOCK
+    assert s.scaler.d_low == 10.0
+    assert s.origin("svc") == OriginSettings(
+        name="svc", url="http://127.0.0.1:1/api", timeout=2, ttl=60
+    )
+    assert s.origin("nope") is None
+
+
+@pytest.mark.parametrize(
+    ("data", "fragment"),
+    [
+        ({"bogus": {}}, "unknown config section"),
+        ({"nodes": {"colour": "red"}}, "unknown setting(s) in [nodes]: colour"),
+        ({"nodes": {"capacity_records": "many"}}, "nodes.capacity_records"),
+        ({"nodes": {"capacity_records": 0}}, "capacity_records must be a positive"),
+        ({"nodes": {"capacity_records": 5, "capacity_bytes": 5}}, "not both"),
+        ({"nodes": {"on_full": "explode"}}, "on_full must be one of"),
+        ({"nodes": {"index": "btree"}}, "unknown index"),
+        ({"nodes": {"hash": "md5"}}, "unknown hash"),
+        ({"scaler": {"d_low": 0}}, "d_low"),
+        ({"scaler": {"d_low": 100, "d_high": 50}}, "d_high"),
+        ({"scaler": {"min_nodes": 9, "max_nodes": 8}}, "min_nodes"),
+        ({"scaler": {"enabled": "yes"}}, "scaler.enabled"),
+        ({"coordinator": {"port": 70000}}, "port"),
+        ({"coordinator": {"initial_nodes": 9}}, "initial_nodes"),
+        ({"origins": {"x": {"url": "ftp://h"}}}, "url must be http"),
+        ({"origins": {"x": {"url": "http://h/?q=1"}}}, "query"),
+        ({"origins": {"bad name": {"url": "http://h"}}}, "origin name"),
+        ({"origins": {"x": {"url": "http://h", "timeout": -1}}}, "timeout"),
+        ({"origins": {"x": "http://h"}}, "must be a table"),
+        ({"nodes": []}, "must be a table"),
+    ],
+)
+def test_errors_name_the_setting(data: dict[str, Any], fragment: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        ClusterSettings.from_mapping(data)
+    assert fragment in str(info.value)
+
+
+def test_index_spec_error_is_config_error() -> None:
+    with pytest.raises(IndexSpecError):
+        NodeSettings(index="nope")
+
+
+def test_frozen() -> None:
+    s = ScalerSettings()
+    with pytest.raises(AttributeError):
+        s.max_nodes = 3  # type: ignore[misc]

@@ -1,0 +1,220 @@
+"""The node store: capacity, LRU eviction, TTL, versions, ranges."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from elastic_cache.config import CapacityUnit, OnFull
+from elastic_cache.errors import StoreFull, ValueTooLarge
+from elastic_cache.indexes import make_index
+from elastic_cache.store import Capacity, Record, Store, record_size
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def make_store(
+    limit: int = 3,
+    unit: CapacityUnit = CapacityUnit.RECORDS,
+    on_full: OnFull = OnFull.EVICT,
+    spec: str = "sorted",
+) -> tuple[Store, FakeClock]:
+    clock = FakeClock()
+    store = Store(
+        make_index(spec, sizeof=record_size), Capacity(unit, limit), on_full=on_full, clock=clock
+    )
+    return store, clock
+
+
+def test_put_get_overwrite_delete() -> None:
+    store, _ = make_store()
+    v1 = store.put("a", 1, b"x", "text/plain").version
+    assert store.get("a") == Record(b"x", "text/plain", 0.0, v1, 2)
+    v2 = store.put("a", 1, b"yy", "text/plain").version
+    assert v2 > v1
+    assert store.get("a").value == b"yy"  # type: ignore[union-attr]
+    assert len(store) == 1 and store.nbytes == 3
+    assert store.delete("a")
+    assert not store.delete("a")
+    assert store.get("a") is None
+    store._check()
+
+
+def test_lru_eviction_order() -> None:
+    store, _ = make_store(limit=3)
+    for k in "abc":
+        store.put(k, ord(k), b"v", "t")
+    store.get("a")  # a is now the most recent; b is the oldest
+    out = store.put("d", 100, b"v", "t")
+    assert out.evicted == ("b",)
+    assert set(store.index) == {"a", "c", "d"}
+    assert store.evictions == 1
+    store._check()
+
+
+def test_overwrite_at_capacity_does_not_evict() -> None:
+    store, _ = make_store(limit=2)
+    store.put("a", 1, b"v", "t")
+    store.put("b", 2, b"v", "t")
+    assert store.put("a", 1, b"w", "t").evicted == ()
+    assert len(store) == 2
+
+
+def test_byte_capacity_evicts_enough() -> None:
+    store, _ = make_store(limit=100, unit=CapacityUnit.BYTES)
+    for i in range(9):
+        store.put(f"k{i}", i, b"x" * 8, "t")  # 10 bytes each
+    assert store.used == 90
+    out = store.put("big", 50, b"x" * 37, "t")  # 40 bytes: needs 30 more
+    assert len(out.evicted) == 3
+    assert store.used <= 100
+    store._check()
+
+
+def test_value_larger_than_capacity() -> None:
+    store, _ = make_store(limit=10, unit=CapacityUnit.BYTES)
+    store.put("a", 1, b"x", "t")
+    with pytest.raises(ValueTooLarge):
+        store.put("b", 2, b"x" * 20, "t")
+    assert store.get("a") is not None  # nothing lost
+
+
+def test_block_policy_refuses_without_losing_data() -> None:
+    store, _ = make_store(limit=2, on_full=OnFull.BLOCK)
+    store.put("a", 1, b"v", "t")
+    store.put("b", 2, b"v", "t")
+    with pytest.raises(StoreFull):
+        store.put("c", 3, b"v", "t")
+    store.put("a", 1, b"overwrite is fine", "t")
+    assert set(store.index) == {"a", "b"}
+    store._check()
+
+
+def test_ttl_expiry_lazy_and_swept() -> None:
+    store, clock = make_store(limit=10)
+    store.put("short", 1, b"v", "t", ttl=5)
+    store.put("long", 2, b"v", "t", ttl=50)
+    store.put("forever", 3, b"v", "t")
+    clock.now += 6
+    assert store.get("short") is None
+    assert store.get("long") is not None
+    clock.now += 100
+    assert store.expire() == 1  # "long"; "short" already went lazily
+    assert set(store.index) == {"forever"}
+    assert store.expirations == 2
+    store._check()
+
+
+def test_ttl_overwrite_clears_old_expiry() -> None:
+    store, clock = make_store(limit=10)
+    store.put("k", 1, b"v", "t", ttl=5)
+    store.put("k", 1, b"w", "t")  # no TTL now
+    clock.now += 10
+    assert store.expire() == 0
+    assert store.get("k").value == b"w"  # type: ignore[union-attr]
+
+
+def test_apply_keeps_newest_version() -> None:
+    store, _ = make_store(limit=10)
+    newer = store.put("k", 1, b"direct", "t").version
+    stale = Record(b"snapshot", "t", 0.0, newer - 1, 9)
+    assert not store.apply("k", 1, stale)
+    assert store.get("k").value == b"direct"  # type: ignore[union-attr]
+    fresh = Record(b"newer", "t", 0.0, newer + 5, 6)
+    assert store.apply("k", 1, fresh)
+    assert store.version == newer + 5
+    assert store.put("k", 1, b"x", "t").version > newer + 5
+
+
+def test_apply_respects_floor_and_delete_older() -> None:
+    store, _ = make_store(limit=10)
+    rec = Record(b"v", "t", 0.0, 7, 2)
+    assert not store.apply("k", 1, rec, floor=7)  # a delete at version 7 came first
+    assert store.apply("k", 1, rec, floor=6)
+    assert not store.delete_older("k", 7)  # same version: not older
+    assert store.delete_older("k", 8)
+    assert store.get("k") is None
+
+
+def test_apply_expired_record_is_dropped() -> None:
+    store, clock = make_store(limit=10)
+    rec = Record(b"v", "t", clock.now - 1, 3, 2)
+    assert not store.apply("k", 1, rec)
+    assert store.get("k") is None
+
+
+def test_ranges_keep_accounting() -> None:
+    store, _ = make_store(limit=100, spec="sorted")
+    for i in range(20):
+        store.put(f"k{i}", i * 10, b"vv", "t")
+    assert store.count_range(0, 50) == 5
+    assert store.median_token(0, 50) == 30
+    popped = store.pop_range(0, 50)
+    assert sorted(t for t, _, _ in popped) == [10, 20, 30, 40, 50]
+    assert len(store) == 15
+    store._check()
+
+
+class StoreMachine(RuleBasedStateMachine):
+    """A small store with evictions and TTL against a dict model.
+
+    The model records every key the store may still hold; eviction is the store's
+    choice, so the check is one-sided: a value the store returns must be the latest
+    written, unexpired, and never a deleted one.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.store, self.clock = make_store(limit=5)
+        self.model: dict[str, tuple[bytes, float]] = {}
+
+    keys = st.sampled_from([f"k{i}" for i in range(8)])
+
+    @rule(key=keys, value=st.binary(max_size=8), ttl=st.one_of(st.none(), st.integers(1, 20)))
+    def put(self, key: str, value: bytes, ttl: int | None) -> None:
+        out = self.store.put(key, int(key[1:]), value, "t", ttl=ttl)
+        for victim in out.evicted:
+            self.model.pop(victim, None)
+        self.model[key] = (value, self.clock.now + ttl if ttl else float("inf"))
+
+    @rule(key=keys)
+    def delete(self, key: str) -> None:
+        self.store.delete(key)
+        self.model.pop(key, None)
+
+    @rule(key=keys)
+    def get(self, key: str) -> None:
+        rec = self.store.get(key)
+        want = self.model.get(key)
+        if want is None or want[1] <= self.clock.now:
+            assert rec is None
+        else:
+            assert rec is not None and rec.value == want[0]
+
+    @rule(seconds=st.integers(0, 10))
+    def tick(self, seconds: int) -> None:
+        self.clock.now += seconds
+
+    @precondition(lambda self: True)
+    @rule()
+    def sweep(self) -> None:
+        self.store.expire()
+
+    @invariant()
+    def consistent(self) -> None:
+        self.store._check()
+        assert len(self.store) <= 5
+        for key in self.store.index:
+            assert key in self.model
+
+
+TestStoreMachine = StoreMachine.TestCase
+TestStoreMachine.settings = settings(max_examples=60, stateful_step_count=50, deadline=None)
