@@ -101,6 +101,16 @@ class Index(ABC, Generic[V]):
     def put(self, key: str, token: int, value: V) -> None:
         """Insert ``key`` at ``token`` or overwrite it (a key keeps one token: the new one)."""
 
+    def put_many(self, entries: Iterable[tuple[str, int, V]]) -> None:
+        """Insert ``(key, token, value)`` records (a migration's batch).
+
+        Default: one `put` each. Indexes that can do better (a sorted batch into a
+        B+-tree) override it.
+        """
+        put = self.put
+        for key, token, value in entries:
+            put(key, token, value)
+
     @abstractmethod
     def delete(self, key: str) -> bool:
         """Remove ``key``; True when it was there."""

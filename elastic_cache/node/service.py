@@ -43,7 +43,7 @@ from elastic_cache.errors import (
 from elastic_cache.hashing import TokenHasher, validate_key
 from elastic_cache.indexes import Entry
 from elastic_cache.node.ownership import RangeSet
-from elastic_cache.node.wire import WireRecord, decode_frame, encode_frame
+from elastic_cache.node.wire import WireRecord, decode_batch, encode_batch
 from elastic_cache.ring import in_range
 from elastic_cache.store import PutOutcome, Record, Store, key_nbytes
 
@@ -297,14 +297,39 @@ class NodeService:
             raise NotFound(f"no incoming migration {migration} on {self.node_id}") from None
 
     def ingest(self, migration: str, frame: bytes) -> tuple[int, int]:
-        """Apply a frame of snapshot records; returns (applied, skipped)."""
+        """Apply a frame of snapshot records; returns (applied, skipped).
+
+        Raises:
+            NotFound: no such incoming migration.
+            InvalidBody: a bad frame, or a record outside the migration's range.
+        """
         inc = self._incoming(migration)
-        applied = skipped = 0
-        for wire in decode_frame(frame):
-            if self._apply(inc, wire, forwarded=False):
-                applied += 1
-            else:
-                skipped += 1
+        batch = decode_batch(frame)
+        lo, hi = inc.lo, inc.hi
+        if lo < hi:
+            outside = any(t <= lo or t > hi for t in batch.tokens)
+        else:
+            outside = any(hi < t <= lo for t in batch.tokens)
+        if outside:
+            raise InvalidBody(f"a record token is outside migration range ({lo}, {hi}]")
+        if any(batch.deleted):
+            raise InvalidBody("a snapshot frame cannot carry deletes")
+        now = self.store._clock()
+        expires = [0.0 if t < 0 else now + t / 1000.0 for t in batch.ttl_ms]
+        recs = list(
+            map(
+                Record._make,
+                zip(
+                    batch.values,
+                    batch.content_types,
+                    expires,
+                    batch.versions,
+                    batch.sizes,
+                    strict=False,
+                ),
+            )
+        )
+        applied, skipped = self.store.apply_batch(batch.keys, batch.tokens, recs, inc.floor)
         inc.applied += applied
         inc.skipped += skipped
         return applied, skipped
@@ -431,17 +456,24 @@ class NodeService:
         return rest
 
     def _encode(self, chunk: list[Entry[Record]]) -> bytes:
-        now = self.store._clock()
-        wires = []
-        for token, key, rec in chunk:
-            if rec.expires_at:
-                left = int((rec.expires_at - now) * 1000)
-                if left <= 0:
-                    continue
-            else:
-                left = -1
-            wires.append(WireRecord(key, token, rec.version, rec.value, rec.content_type, left))
-        return encode_frame(wires)
+        """One frame of records, column by column; expired records are left out."""
+        if not chunk:
+            return encode_batch([], [], [], [], [], [])
+        tokens, keys, recs = zip(*chunk, strict=True)
+        values, ctypes, expires, versions, _ = zip(*recs, strict=True)
+        if any(expires):
+            now = self.store._clock()
+            live = [i for i, e in enumerate(expires) if not e or e > now]
+            ttl = [-1 if not expires[i] else int((expires[i] - now) * 1000) or 1 for i in live]
+            return encode_batch(
+                [keys[i] for i in live],
+                [tokens[i] for i in live],
+                [versions[i] for i in live],
+                [values[i] for i in live],
+                [ctypes[i] for i in live],
+                ttl,
+            )
+        return encode_batch(keys, tokens, versions, values, ctypes, [-1] * len(keys))
 
     async def send(self, migration: str) -> SendSummary:
         """Stream the outgoing range to its destination; returns when D has it all.

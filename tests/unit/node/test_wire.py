@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from elastic_cache.errors import InvalidBody
-from elastic_cache.node.wire import WireRecord, decode_frame, encode_frame
+from elastic_cache.node.wire import WireRecord, decode_batch, decode_frame, encode_frame
 
 records = st.builds(
     WireRecord,
@@ -56,7 +56,27 @@ def test_bad_frames_are_invalid_body(mutate: object) -> None:
 
 
 def test_bad_utf8_key() -> None:
-    frame = bytearray(encode_frame([WireRecord("ab", 1, 2, b"v", "", -1, False)]))
-    frame[8 + 32] = 0xFF
+    frame = encode_frame([WireRecord("ab", 1, 2, b"v", "", -1, False)])
+    bad = frame.replace(b"abv", b"\xffbv")  # the key blob sits just before the values
+    assert bad != frame
     with pytest.raises(InvalidBody):
-        list(decode_frame(bytes(frame)))
+        list(decode_frame(bad))
+
+
+def test_columns_and_non_ascii_keys() -> None:
+    recs = [
+        WireRecord("é/ü", 5, 9, b"x" * 3, "text/plain", 1000, False),
+        WireRecord("plain", 6, 10, b"", "application/json", -1, True),
+        WireRecord("日本", 7, 11, b"yy", "text/plain", -1, False),
+    ]
+    batch = decode_batch(encode_frame(recs))
+    assert batch.keys == ["é/ü", "plain", "日本"]
+    assert batch.sizes == [len("é/ü".encode()) + 3, 5, len("日本".encode()) + 2]
+    assert list(batch.records()) == recs
+
+
+def test_limits() -> None:
+    with pytest.raises(InvalidBody):
+        encode_frame([WireRecord("k", 1, 1, b"", "t" * 256)])
+    with pytest.raises(InvalidBody):
+        encode_frame([WireRecord(f"k{i}", 1, 1, b"", f"type/{i}") for i in range(300)])
