@@ -13,6 +13,7 @@ from elastic_cache.config import ClusterSettings
 from elastic_cache.coordinator.app import make_coordinator_app
 from elastic_cache.coordinator.service import Coordinator
 from elastic_cache.errors import ConfigError
+from elastic_cache.node.runner import tune_gc
 from elastic_cache.provisioner.base import Provisioner
 from elastic_cache.provisioner.local import LocalProvisioner
 
@@ -34,6 +35,7 @@ async def serve_coordinator(
         on_ready: called with the coordinator and its URL once it serves.
         stop: an event that ends the serving (signals set it too).
     """
+    tune_gc()
     state_dir = Path(settings.coordinator.state_dir)
     if provisioner is None:
         provisioner = LocalProvisioner(settings.nodes, log_dir=state_dir / "logs")
