@@ -252,6 +252,8 @@ class Cluster:
 
     async def shutdown(self) -> None:
         """Stop every node this coordinator started."""
+        for info in self.nodes.values():
+            await info.client.close()
         await self.provisioner.close()
         self.events.add("shutdown", "coordinator stopped; nodes stopped")
 
@@ -299,6 +301,7 @@ class Cluster:
         info = self.nodes.pop(node_id, None)
         self._room.pop(node_id, None)
         if info is not None:
+            await info.client.close()
             with contextlib.suppress(ElasticCacheError):
                 await self.provisioner.terminate(info.handle)
 

@@ -18,8 +18,8 @@ from urllib.parse import quote
 import aiohttp
 from yarl import URL
 
-from elastic_cache.errors import ElasticCacheError, NodeUnavailable, error_from_json
-from elastic_cache.httpio import body_payload
+from elastic_cache.coordinator.pool import ConnectionPool, PoolError
+from elastic_cache.errors import ConfigError, ElasticCacheError, NodeUnavailable, error_from_json
 
 __all__ = ["Answer", "HttpNodeClient", "NodeClient", "NodeStats"]
 
@@ -113,11 +113,13 @@ class NodeClient(Protocol):
 
     async def drop_range(self, lo: int, hi: int) -> int: ...
 
+    async def close(self) -> None: ...
 
-def _parse_fill(value: str | None) -> tuple[int, int]:
+
+def _parse_fill(value: bytes | None) -> tuple[int, int]:
     if not value:
         return -1, -1
-    used, _, cap = value.partition(" ")
+    used, _, cap = value.partition(b" ")
     try:
         return int(used), int(cap)
     except ValueError:
@@ -143,59 +145,60 @@ class HttpNodeClient:
         *,
         control_timeout: float = 10.0,
         migration_timeout: float = 3600.0,
+        kv_timeout: float = 60.0,
     ) -> None:
         self.node_id = node_id
         self.address = address.rstrip("/")
         self._session = session
         self._base = URL(self.address)
-        self._kv_prefix = self.address + "/v1/kv/"
+        host, port = self._base.host, self._base.port
+        if not host or port is None:
+            raise ConfigError(f"node address {address!r} is not http://host:port")
+        self._pool = ConnectionPool(host, port, timeout=kv_timeout)
         self._control = aiohttp.ClientTimeout(total=control_timeout)
         self._migration = aiohttp.ClientTimeout(total=migration_timeout)
 
     def __repr__(self) -> str:
         return f"HttpNodeClient({self.node_id!r}, {self.address!r})"
 
-    def _kv_url(self, key: str) -> URL:
-        # Percent-encode every reserved character ("/" too) and tell yarl the string is
-        # already encoded, so a key reaches the node exactly as it was given.
-        return URL(self._kv_prefix + quote(key, safe=""), encoded=True)
+    async def close(self) -> None:
+        """Close the key-path connections to the node."""
+        await self._pool.close()
 
     async def _kv(
         self,
         method: str,
         key: str,
         *,
-        data: bytes | None = None,
+        body: bytes = b"",
         headers: dict[str, str] | None = None,
-        params: dict[str, str] | None = None,
+        query: str = "",
     ) -> Answer:
-        url = self._kv_url(key)
-        if params:
-            url = url.with_query(params)
+        # Percent-encode every reserved character ("/" too), so a key reaches the node
+        # exactly as it was given.
+        target = "/v1/kv/" + quote(key, safe="") + query
         try:
-            body = None if data is None else body_payload(data)
-            async with self._session.request(method, url, data=body, headers=headers) as resp:
-                body = await resp.read()
-                h = resp.headers
-                used, cap = _parse_fill(h.get("X-Ecache-Fill"))
-                return Answer(
-                    resp.status,
-                    body,
-                    h.get("Content-Type", "application/octet-stream"),
-                    int(h.get("X-Ecache-Epoch", "0")),
-                    used,
-                    cap,
-                )
-        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-            raise NodeUnavailable(f"node {self.node_id} at {self.address}: {exc!r}") from exc
+            raw = await self._pool.request(method, target, body=body, headers=headers)
+        except PoolError as exc:
+            raise NodeUnavailable(f"node {self.node_id} at {self.address}: {exc}") from exc
+        h = raw.headers
+        used, cap = _parse_fill(h.get(b"x-ecache-fill"))
+        return Answer(
+            raw.status,
+            raw.body,
+            h.get(b"content-type", b"application/octet-stream").decode("latin-1"),
+            int(h.get(b"x-ecache-epoch", b"0")),
+            used,
+            cap,
+        )
 
     async def get(self, key: str, *, head: bool = False) -> Answer:
         return await self._kv("HEAD" if head else "GET", key)
 
     async def put(self, key: str, value: bytes, content_type: str, ttl: float | None) -> Answer:
-        params = {"ttl": repr(ttl)} if ttl is not None else None
+        query = f"?ttl={ttl!r}" if ttl is not None else ""
         return await self._kv(
-            "PUT", key, data=value, headers={"Content-Type": content_type}, params=params
+            "PUT", key, body=value, headers={"Content-Type": content_type}, query=query
         )
 
     async def delete(self, key: str) -> Answer:

@@ -1,0 +1,166 @@
+"""The coordinator's keep-alive HTTP client, against real sockets on 127.0.0.1."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable
+
+import pytest
+from aiohttp import web
+
+from elastic_cache.coordinator.pool import ConnectionPool, PoolError
+
+Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], object]
+
+
+@pytest.fixture
+async def aio_server() -> AsyncIterator[tuple[str, int]]:
+    async def kv(request: web.Request) -> web.StreamResponse:
+        if request.method == "PUT":
+            body = await request.read()
+            return web.Response(status=204, headers={"X-Echo": str(len(body))})
+        if request.match_info["key"] == "stream":
+            resp = web.StreamResponse()
+            resp.enable_chunked_encoding()
+            await resp.prepare(request)
+            for part in (b"ab", b"cd", b"e"):
+                await resp.write(part)
+            await resp.write_eof()
+            return resp
+        if request.match_info["key"] == "slow":
+            await asyncio.sleep(2)
+        return web.Response(body=b"value:" + request.match_info["key"].encode())
+
+    app = web.Application()
+    app.router.add_route("*", "/v1/kv/{key}", kv)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    yield "127.0.0.1", port
+    await runner.cleanup()
+
+
+async def test_get_put_head_and_reuse(aio_server: tuple[str, int]) -> None:
+    pool = ConnectionPool(*aio_server)
+    for i in range(20):
+        answer = await pool.request("GET", f"/v1/kv/k{i}")
+        assert answer.status == 200 and answer.body == f"value:k{i}".encode()
+    assert pool.open_connections == 1  # one keep-alive connection served them all
+    answer = await pool.request("PUT", "/v1/kv/x", body=b"12345", headers={"X-A": "b"})
+    assert answer.status == 204 and answer.headers[b"x-echo"] == b"5" and answer.body == b""
+    answer = await pool.request("HEAD", "/v1/kv/k")
+    assert answer.status == 200 and answer.body == b""
+    answer = await pool.request("GET", "/v1/kv/after-head")
+    assert answer.body == b"value:after-head"
+    await pool.close()
+
+
+async def test_concurrent_requests_open_several_connections(aio_server: tuple[str, int]) -> None:
+    pool = ConnectionPool(*aio_server, limit=8)
+    answers = await asyncio.gather(*(pool.request("GET", f"/v1/kv/c{i}") for i in range(50)))
+    assert [a.body for a in answers] == [f"value:c{i}".encode() for i in range(50)]
+    assert 1 < pool.open_connections <= 8
+    await pool.close()
+
+
+async def test_chunked_answer(aio_server: tuple[str, int]) -> None:
+    pool = ConnectionPool(*aio_server)
+    answer = await pool.request("GET", "/v1/kv/stream")
+    assert answer.body == b"abcde"
+    assert (await pool.request("GET", "/v1/kv/next")).body == b"value:next"
+    await pool.close()
+
+
+async def test_timeout(aio_server: tuple[str, int]) -> None:
+    pool = ConnectionPool(*aio_server, timeout=0.3)
+    with pytest.raises(PoolError, match="did not answer"):
+        await pool.request("GET", "/v1/kv/slow")
+    assert (await pool.request("GET", "/v1/kv/fine")).status == 200
+    await pool.close()
+
+
+async def test_unreachable() -> None:
+    pool = ConnectionPool("127.0.0.1", 1)
+    with pytest.raises(PoolError, match="cannot connect"):
+        await pool.request("GET", "/v1/kv/x")
+    await pool.close()
+
+
+async def raw_server(handler: Handler) -> tuple[asyncio.Server, int]:
+    async def closing(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            await handler(reader, writer)  # type: ignore[misc]
+        finally:
+            writer.close()
+            with contextlib.suppress(ConnectionError):
+                await writer.wait_closed()
+
+    server = await asyncio.start_server(closing, "127.0.0.1", 0)
+    return server, server.sockets[0].getsockname()[1]
+
+
+async def stop(server: asyncio.Server) -> None:
+    server.close()
+    await server.wait_closed()
+
+
+async def test_stale_keep_alive_connection_is_retried_once() -> None:
+    served = 0
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal served
+        await reader.readuntil(b"\r\n\r\n")
+        served += 1
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+        await writer.drain()
+        writer.close()  # closes every connection after one answer, without saying so
+
+    server, port = await raw_server(handler)
+    pool = ConnectionPool("127.0.0.1", port)
+    assert (await pool.request("GET", "/a")).body == b"ok"
+    await asyncio.sleep(0.05)
+    assert (await pool.request("GET", "/b")).body == b"ok"  # reused, failed, retried
+    assert served == 2
+    await pool.close()
+    await stop(server)
+
+
+async def test_garbage_answer() -> None:
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"SSH-2.0-nope\r\n\r\n")
+        await writer.drain()
+        await reader.read()  # until the client gives up on us
+
+    server, port = await raw_server(handler)
+    pool = ConnectionPool("127.0.0.1", port)
+    with pytest.raises(PoolError, match="not an HTTP answer"):
+        await pool.request("GET", "/x")
+    await pool.close()
+    await stop(server)
+
+
+async def test_connection_close_header_is_honoured() -> None:
+    connections = 0
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal connections
+        connections += 1
+        while True:
+            try:
+                await reader.readuntil(b"\r\n\r\n")
+            except asyncio.IncompleteReadError:
+                return
+            writer.write(b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 1\r\n\r\nx")
+            await writer.drain()
+
+    server, port = await raw_server(handler)
+    pool = ConnectionPool("127.0.0.1", port)
+    for _ in range(3):
+        assert (await pool.request("GET", "/x")).body == b"x"
+    assert connections == 3
+    await pool.close()
+    await stop(server)
