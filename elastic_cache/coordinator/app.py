@@ -150,9 +150,12 @@ async def remove_node(request: web.Request) -> web.StreamResponse:
 
 
 async def healthz(request: web.Request) -> web.StreamResponse:
+    """200 once the cluster can serve (its ring has a bucket), 503 while it starts."""
     coord = request.app[COORDINATOR]
+    ready = len(coord.cluster.ring) > 0
     return web.json_response(
-        {"ok": True, "nodes": len(coord.cluster.nodes), "epoch": coord.cluster.ring.epoch}
+        {"ok": ready, "nodes": len(coord.cluster.nodes), "epoch": coord.cluster.ring.epoch},
+        status=200 if ready else 503,
     )
 
 
