@@ -24,7 +24,7 @@ def test_high_clamp_jumps_to_95_percent() -> None:
     # Many nodes: T would exceed 75% of c, so it becomes 95% of c.
     assert speculative_threshold(5000, 8, 100, d_low=50, d_high=250) == 4750
     # Just at 75%: not clamped.
-    assert speculative_threshold(5000, 6, 100, d_low=50, d_high=250) == 3750
+    assert speculative_threshold(5000, 7, 100, d_low=50, d_high=250) == 3750
 
 
 def test_bytes_capacity_scales_the_rate_term() -> None:
