@@ -12,11 +12,13 @@ from typing import Any
 
 from elastic_cache.errors import ConfigError, IndexSpecError
 from elastic_cache.indexes.base import Entry, Index, SizeOf, default_sizeof
+from elastic_cache.indexes.ehash import ExtendibleHashIndex
 from elastic_cache.indexes.sorted import SortedIndex
 
 __all__ = [
     "INDEXES",
     "Entry",
+    "ExtendibleHashIndex",
     "Index",
     "SizeOf",
     "SortedIndex",
@@ -28,6 +30,7 @@ __all__ = [
 #: Name → (class, {parameter: type}). Every index registers itself here.
 INDEXES: dict[str, tuple[type[Index[Any]], dict[str, type]]] = {
     "sorted": (SortedIndex, {}),
+    "ehash": (ExtendibleHashIndex, {"bucket_size": int}),
 }
 
 
