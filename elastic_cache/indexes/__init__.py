@@ -12,11 +12,14 @@ from typing import Any
 
 from elastic_cache.errors import ConfigError, IndexSpecError
 from elastic_cache.indexes.base import Entry, Index, SizeOf, default_sizeof
+from elastic_cache.indexes.cbf import CountingBloomFilter, CountingBloomIndex
 from elastic_cache.indexes.ehash import ExtendibleHashIndex
 from elastic_cache.indexes.sorted import SortedIndex
 
 __all__ = [
     "INDEXES",
+    "CountingBloomFilter",
+    "CountingBloomIndex",
     "Entry",
     "ExtendibleHashIndex",
     "Index",
@@ -31,6 +34,7 @@ __all__ = [
 INDEXES: dict[str, tuple[type[Index[Any]], dict[str, type]]] = {
     "sorted": (SortedIndex, {}),
     "ehash": (ExtendibleHashIndex, {"bucket_size": int}),
+    "cbf": (CountingBloomIndex, {"capacity": int, "error": float, "domain": int}),
 }
 
 
