@@ -13,10 +13,15 @@ from typing import Any
 from elastic_cache.errors import ConfigError, IndexSpecError
 from elastic_cache.indexes.base import Entry, Index, SizeOf, default_sizeof
 from elastic_cache.indexes.baseline import SortedIndex
+from elastic_cache.indexes.cbf import CountingBloomFilter, CountingBloomIndex
+from elastic_cache.indexes.ehash import ExtendibleHashIndex
 
 __all__ = [
     "INDEXES",
+    "CountingBloomFilter",
+    "CountingBloomIndex",
     "Entry",
+    "ExtendibleHashIndex",
     "Index",
     "SizeOf",
     "SortedIndex",
@@ -28,6 +33,8 @@ __all__ = [
 #: Name → (class, {parameter: type}). Every index registers itself here.
 INDEXES: dict[str, tuple[type[Index[Any]], dict[str, type]]] = {
     "sorted": (SortedIndex, {}),
+    "ehash": (ExtendibleHashIndex, {"bucket_size": int}),
+    "cbf": (CountingBloomIndex, {"capacity": int, "error": float, "domain": int}),
 }
 
 

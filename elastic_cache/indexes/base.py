@@ -65,10 +65,19 @@ def median_of_tokens(tokens: Iterable[int], lo: int) -> int | None:
     Splitting a bucket ``(lo, hi]`` at this token gives the new bucket ``ceil(n/2)`` of the
     ``n`` records: "half of the bucket" in the paper's Algorithm 1.
     """
-    ordered = sorted(tokens, key=ring_order_key(lo))
-    if not ordered:
+    pool = tokens if isinstance(tokens, list) else list(tokens)
+    if not pool:
         return None
-    return ordered[(len(ordered) - 1) // 2]
+    i = (len(pool) - 1) // 2
+    # Clockwise from lo: the tokens after lo come first, then those that wrapped past zero.
+    # Sorting only the part that holds the median avoids a key function per token.
+    after = [t for t in pool if t > lo]
+    if i < len(after):
+        after.sort()
+        return after[i]
+    before = [t for t in pool if t <= lo]
+    before.sort()
+    return before[i - len(after)]
 
 
 class Index(ABC, Generic[V]):
