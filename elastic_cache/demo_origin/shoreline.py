@@ -505,6 +505,8 @@ def extract_shoreline(
         InvalidRequest: a coordinate is out of range or not finite, or the resolution is
             out of range.
     """
+    # Floats from here on: an int t must serialise like the same t parsed from a URL.
+    lat, lon, t = float(lat), float(lon), float(t)
     validate_location(lat, lon, t)
     seed = location_seed(lat, lon)
     n = auto_resolution(seed) if resolution is None else resolution

@@ -282,6 +282,12 @@ def test_extract_shoreline_is_byte_identical_across_calls() -> None:
     assert a != shoreline_json(extract_shoreline(51.6, -0.1, T0, resolution=RES))
 
 
+def test_int_and_float_arguments_give_the_same_bytes() -> None:
+    as_int = shoreline_json(extract_shoreline(51, 0, 1_700_000_000, resolution=RES))
+    as_float = shoreline_json(extract_shoreline(51.0, 0.0, 1.7e9, resolution=RES))
+    assert as_int == as_float
+
+
 def test_extract_shoreline_is_byte_identical_across_processes() -> None:
     code = (
         "import sys; from elastic_cache.demo_origin import extract_shoreline, shoreline_json;"
