@@ -225,10 +225,10 @@ def make_app(settings: DemoOriginSettings | None = None) -> web.Application:
 
     The shoreline work runs in a `ProcessPoolExecutor` of one worker per CPU by default.
     numpy releases the GIL only inside its array loops; the terrain strips, the contour
-    chaining, ``tolist`` and the JSON encoding hold it. With a thread pool the event loop
-    therefore stalled for up to ~100 ms (p99 ~40 ms) while shorelines computed; with
-    processes, under 30 ms (p99 15 ms), for the same throughput or better
-    (``benchmarks/bench_demo_origin.py``; numbers in docs/demo-origin.md).
+    chaining, ``tolist`` and the JSON encoding hold it. Measured on 2 vCPUs
+    (``benchmarks/bench_demo_origin.py``, docs/demo-origin.md): with a thread pool the
+    event loop stalled for up to 60–115 ms (p99 27–45 ms) while shorelines computed; with
+    processes for at most 6–27 ms (p99 5–15 ms), at the same throughput within noise.
     ``executor="thread"`` remains for tests and single-core hosts (no spawn cost).
 
     Args:
