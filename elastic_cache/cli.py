@@ -183,9 +183,21 @@ def cmd_up(args: argparse.Namespace) -> int:
 
 
 def cmd_demo_origin(args: argparse.Namespace) -> int:
-    from elastic_cache.demo_origin import run_demo_origin
+    from elastic_cache.demo_origin import DemoOriginSettings, serve
+    from elastic_cache.lifecycle import wait_for_stop
 
-    asyncio.run(run_demo_origin(args.host, args.port, watch_stdin=args.watch_stdin))
+    settings = DemoOriginSettings(delay_s=args.delay)
+
+    async def run() -> None:
+        server = asyncio.create_task(serve(args.host, args.port, settings=settings))
+        stopper = asyncio.create_task(wait_for_stop(watch_stdin=args.watch_stdin))
+        await asyncio.wait({server, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        server.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await server  # re-raises a start-up failure such as a port in use
+        stopper.cancel()
+
+    asyncio.run(run())
     return 0
 
 
@@ -247,6 +259,9 @@ def build_parser() -> argparse.ArgumentParser:
     origin.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     origin.add_argument("--port", type=int, default=8081, help="port (default 8081)")
     origin.add_argument("--watch-stdin", action="store_true", help="exit when stdin closes")
+    origin.add_argument(
+        "--delay", type=float, default=0.0, help="extra seconds of latency per request"
+    )
     origin.set_defaults(func=cmd_demo_origin)
     return parser
 

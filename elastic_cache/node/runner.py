@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import asyncio
 import gc
 import json
 import os
-import signal
 import sys
 
 from aiohttp import web
 
 from elastic_cache.config import NodeSettings
+from elastic_cache.lifecycle import wait_for_stop
 from elastic_cache.node import build_node_service, make_node_app
 
 __all__ = ["serve_node", "tune_gc"]
@@ -30,20 +29,6 @@ def tune_gc() -> None:
     """
     gc.freeze()
     gc.set_threshold(50_000, 20, 10)
-
-
-class _EofWatcher(asyncio.Protocol):
-    """Sets an event when a pipe closes: the parent that holds its other end is gone."""
-
-    def __init__(self, stop: asyncio.Event) -> None:
-        self._stop = stop
-
-    def eof_received(self) -> bool | None:
-        self._stop.set()
-        return None
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._stop.set()
 
 
 async def serve_node(
@@ -78,13 +63,7 @@ async def serve_node(
     sys.stdout.write(json.dumps(line) + "\n")
     sys.stdout.flush()
 
-    loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    if watch_stdin:
-        await loop.connect_read_pipe(lambda: _EofWatcher(stop), sys.stdin)
     try:
-        await stop.wait()
+        await wait_for_stop(watch_stdin=watch_stdin)
     finally:
         await runner.cleanup()

@@ -1,0 +1,47 @@
+"""How a server process knows it is time to stop: a signal, or the end of its stdin.
+
+Launchers (the local provisioner, ``ecache up``) keep the write end of a child's stdin;
+with ``watch_stdin`` the child stops when that end closes, which happens however the
+launcher ends, ``kill -9`` included. So no child outlives the process that started it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+
+__all__ = ["wait_for_stop"]
+
+
+class _EofWatcher(asyncio.Protocol):
+    """Sets an event when a pipe closes."""
+
+    def __init__(self, stop: asyncio.Event) -> None:
+        self._stop = stop
+
+    def eof_received(self) -> bool | None:
+        self._stop.set()
+        return None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._stop.set()
+
+
+async def wait_for_stop(*, watch_stdin: bool = False, stop: asyncio.Event | None = None) -> None:
+    """Return on SIGTERM or SIGINT, when ``stop`` is set, or (``watch_stdin``) at stdin EOF."""
+    loop = asyncio.get_running_loop()
+    stop = stop or asyncio.Event()
+    signals = (signal.SIGTERM, signal.SIGINT)
+    for sig in signals:
+        loop.add_signal_handler(sig, stop.set)
+    transport = None
+    if watch_stdin:
+        transport, _ = await loop.connect_read_pipe(lambda: _EofWatcher(stop), sys.stdin)
+    try:
+        await stop.wait()
+    finally:
+        for sig in signals:
+            loop.remove_signal_handler(sig)
+        if transport is not None:
+            transport.close()
