@@ -12,10 +12,12 @@ from typing import Any
 
 from elastic_cache.errors import ConfigError, IndexSpecError
 from elastic_cache.indexes.base import Entry, Index, SizeOf, default_sizeof
+from elastic_cache.indexes.bptree import BPlusTreeIndex
 from elastic_cache.indexes.sorted import SortedIndex
 
 __all__ = [
     "INDEXES",
+    "BPlusTreeIndex",
     "Entry",
     "Index",
     "SizeOf",
@@ -27,6 +29,7 @@ __all__ = [
 
 #: Name → (class, {parameter: type}). Every index registers itself here.
 INDEXES: dict[str, tuple[type[Index[Any]], dict[str, type]]] = {
+    "bptree": (BPlusTreeIndex, {"order": int}),
     "sorted": (SortedIndex, {}),
 }
 
