@@ -13,11 +13,13 @@ from typing import Any
 from elastic_cache.errors import ConfigError, IndexSpecError
 from elastic_cache.indexes.base import Entry, Index, SizeOf, default_sizeof
 from elastic_cache.indexes.baseline import SortedIndex
+from elastic_cache.indexes.bptree import BPlusTreeIndex
 from elastic_cache.indexes.cbf import CountingBloomFilter, CountingBloomIndex
 from elastic_cache.indexes.ehash import ExtendibleHashIndex
 
 __all__ = [
     "INDEXES",
+    "BPlusTreeIndex",
     "CountingBloomFilter",
     "CountingBloomIndex",
     "Entry",
@@ -32,6 +34,7 @@ __all__ = [
 
 #: Name → (class, {parameter: type}). Every index registers itself here.
 INDEXES: dict[str, tuple[type[Index[Any]], dict[str, type]]] = {
+    "bptree": (BPlusTreeIndex, {"order": int}),
     "sorted": (SortedIndex, {}),
     "ehash": (ExtendibleHashIndex, {"bucket_size": int}),
     "cbf": (CountingBloomIndex, {"capacity": int, "error": float, "domain": int}),

@@ -1,0 +1,305 @@
+"""The nodes of `BPlusTreeIndex`, the edits that keep them balanced, and their invariants.
+
+A leaf holds records as three parallel lists (tokens, keys, values) in ``(token, key)``
+order and links to the next leaf. An internal node holds its children, the number of
+records under each child, and the separators between them as two parallel lists
+(separator tokens, separator keys). Parallel lists rather than a list of tuples: a lookup
+bisects a list of plain ints, and a range pop builds its output tuples straight from the
+lists with ``zip``.
+
+The functions here edit one parent and two neighbouring children: split, borrow, merge.
+The tree decides when to call them and keeps its own node counters.
+"""
+
+from __future__ import annotations
+
+from itertools import pairwise
+from typing import Any, Generic
+
+from elastic_cache.indexes.base import SizeOf, V
+
+__all__ = [
+    "PER_INNER",
+    "PER_LEAF",
+    "PER_RECORD",
+    "Inner",
+    "Leaf",
+    "borrow_left",
+    "borrow_right",
+    "check_subtree",
+    "count_inners",
+    "first_leaf",
+    "last_leaf",
+    "merge_children",
+    "split_child",
+]
+
+# Memory estimate, CPython 3.11 on 64 bits (sys.getsizeof; docs/indexes.md compares the
+# total with tracemalloc). Per record: the key's str header (49, ASCII keys), the token
+# int (36 for a 64-bit token), three list slots in the leaf (24) plus list
+# over-allocation (~4), and the key → token dict entry (~32 averaged over dict fill).
+PER_RECORD = 49 + 36 + 24 + 4 + 32
+# Per leaf: the slotted object (72), three list headers (3 * 56), its byte-count int (32),
+# and its slot in the parent: separator token and key, child and count slots (4 * 8) plus
+# the count int (28).
+PER_LEAF = 72 + 3 * 56 + 32 + 4 * 8 + 28
+# Per internal node: the slotted object (64), four list headers (4 * 56), its parent slot.
+PER_INNER = 64 + 4 * 56 + 4 * 8 + 28
+
+
+class Leaf(Generic[V]):
+    """Records ``(toks[i], keys[i], vals[i])`` in ``(token, key)`` order, and a next link.
+
+    ``nbytes`` is the sum of key lengths and value sizes held, so that a range pop can
+    account for a whole detached leaf without sizing each value again.
+    """
+
+    __slots__ = ("keys", "nbytes", "next", "toks", "vals")
+
+    def __init__(self, toks: list[int], keys: list[str], vals: list[V], nbytes: int) -> None:
+        self.toks = toks
+        self.keys = keys
+        self.vals = vals
+        self.nbytes = nbytes
+        self.next: Leaf[V] | None = None
+
+
+class Inner:
+    """Children ``kids[i]`` with ``counts[i]`` records each, and separators between them.
+
+    Separator ``i`` is ``(stoks[i], skeys[i])``: every record under ``kids[i]`` sorts
+    before it and every record under ``kids[i + 1]`` at or after it. ``kids`` holds leaves
+    when the node sits just above the leaves, internal nodes otherwise; the tree's height
+    says which, so the hot paths never test node types.
+    """
+
+    __slots__ = ("counts", "kids", "skeys", "stoks")
+
+    def __init__(
+        self, stoks: list[int], skeys: list[str], kids: list[Any], counts: list[int]
+    ) -> None:
+        self.stoks = stoks
+        self.skeys = skeys
+        self.kids = kids
+        self.counts = counts
+
+
+def first_leaf(node: Any, levels: int) -> Any:
+    """The leftmost leaf ``levels`` below ``node``. Runtime complexity: O(levels)."""
+    for _ in range(levels):
+        node = node.kids[0]
+    return node
+
+
+def last_leaf(node: Any, levels: int) -> Any:
+    """The rightmost leaf ``levels`` below ``node``. Runtime complexity: O(levels)."""
+    for _ in range(levels):
+        node = node.kids[-1]
+    return node
+
+
+def count_inners(node: Inner, level: int) -> int:
+    """Internal nodes in the subtree of ``node`` at ``level`` (>= 1).
+
+    Runtime complexity: O(internal nodes of the subtree).
+    """
+    if level == 1:
+        return 1
+    return 1 + sum(count_inners(kid, level - 1) for kid in node.kids)
+
+
+def split_child(parent: Inner, i: int, leaf: bool, sizeof: SizeOf[Any]) -> None:
+    """Split ``parent.kids[i]`` in two halves; the right half becomes child ``i + 1``.
+
+    The left half keeps ``floor(k / 2)`` of the ``k`` entries, so splitting a node that
+    overflowed by one leaves both halves at least ``ceil(order / 2)`` full.
+
+    Runtime complexity: O(order).
+    """
+    node = parent.kids[i]
+    right: Any
+    if leaf:
+        toks, keys, vals = node.toks, node.keys, node.vals
+        half = len(toks) // 2
+        moved_keys = keys[half:]
+        moved_vals = vals[half:]
+        size = sum(map(len, moved_keys)) + sum(map(sizeof, moved_vals))
+        right = Leaf(toks[half:], moved_keys, moved_vals, size)
+        del toks[half:], keys[half:], vals[half:]
+        node.nbytes -= size
+        right.next = node.next
+        node.next = right
+        sep_token, sep_key = right.toks[0], right.keys[0]
+        moved = len(right.toks)
+    else:
+        half = len(node.kids) // 2
+        sep_token, sep_key = node.stoks[half - 1], node.skeys[half - 1]
+        right = Inner(node.stoks[half:], node.skeys[half:], node.kids[half:], node.counts[half:])
+        del node.stoks[half - 1 :], node.skeys[half - 1 :]
+        del node.kids[half:], node.counts[half:]
+        moved = sum(right.counts)
+    parent.stoks.insert(i, sep_token)
+    parent.skeys.insert(i, sep_key)
+    parent.kids.insert(i + 1, right)
+    parent.counts[i] -= moved
+    parent.counts.insert(i + 1, moved)
+
+
+def borrow_left(parent: Inner, i: int, leaf: bool, sizeof: SizeOf[Any]) -> None:
+    """Move the last entry of child ``i - 1`` to the front of child ``i``.
+
+    Runtime complexity: O(order).
+    """
+    left, node = parent.kids[i - 1], parent.kids[i]
+    if leaf:
+        token, key, value = left.toks.pop(), left.keys.pop(), left.vals.pop()
+        node.toks.insert(0, token)
+        node.keys.insert(0, key)
+        node.vals.insert(0, value)
+        size = len(key) + sizeof(value)
+        left.nbytes -= size
+        node.nbytes += size
+        parent.stoks[i - 1], parent.skeys[i - 1] = token, key
+        moved = 1
+    else:
+        # Rotate through the parent: its separator comes down, left's last goes up.
+        node.stoks.insert(0, parent.stoks[i - 1])
+        node.skeys.insert(0, parent.skeys[i - 1])
+        parent.stoks[i - 1], parent.skeys[i - 1] = left.stoks.pop(), left.skeys.pop()
+        node.kids.insert(0, left.kids.pop())
+        moved = left.counts.pop()
+        node.counts.insert(0, moved)
+    parent.counts[i - 1] -= moved
+    parent.counts[i] += moved
+
+
+def borrow_right(parent: Inner, i: int, leaf: bool, sizeof: SizeOf[Any]) -> None:
+    """Move the first entry of child ``i + 1`` to the end of child ``i``.
+
+    Runtime complexity: O(order).
+    """
+    node, right = parent.kids[i], parent.kids[i + 1]
+    if leaf:
+        token, key, value = right.toks.pop(0), right.keys.pop(0), right.vals.pop(0)
+        node.toks.append(token)
+        node.keys.append(key)
+        node.vals.append(value)
+        size = len(key) + sizeof(value)
+        right.nbytes -= size
+        node.nbytes += size
+        parent.stoks[i], parent.skeys[i] = right.toks[0], right.keys[0]
+        moved = 1
+    else:
+        node.stoks.append(parent.stoks[i])
+        node.skeys.append(parent.skeys[i])
+        parent.stoks[i], parent.skeys[i] = right.stoks.pop(0), right.skeys.pop(0)
+        node.kids.append(right.kids.pop(0))
+        moved = right.counts.pop(0)
+        node.counts.append(moved)
+    parent.counts[i] += moved
+    parent.counts[i + 1] -= moved
+
+
+def merge_children(parent: Inner, i: int, leaf: bool) -> None:
+    """Merge child ``i + 1`` into child ``i`` and drop the separator between them.
+
+    Runtime complexity: O(order).
+    """
+    left, right = parent.kids[i], parent.kids[i + 1]
+    if leaf:
+        left.toks += right.toks
+        left.keys += right.keys
+        left.vals += right.vals
+        left.nbytes += right.nbytes
+        left.next = right.next
+    else:
+        left.stoks.append(parent.stoks[i])
+        left.skeys.append(parent.skeys[i])
+        left.stoks += right.stoks
+        left.skeys += right.skeys
+        left.kids += right.kids
+        left.counts += right.counts
+    del parent.stoks[i], parent.skeys[i], parent.kids[i + 1]
+    parent.counts[i] += parent.counts.pop(i + 1)
+
+
+class _Census(Generic[V]):
+    """What `check_subtree` found: the leaves left to right and the internal nodes."""
+
+    def __init__(self) -> None:
+        self.leaves: list[Leaf[V]] = []
+        self.inners = 0
+
+
+def check_subtree(
+    root: Any, height: int, order: int, tokens: dict[str, int], sizeof: SizeOf[V]
+) -> tuple[list[Leaf[V]], int]:
+    """Assert the invariants of the tree under ``root``; return its leaves and inner count.
+
+    Checked: records and separators strictly increasing; separators bound their subtrees;
+    every leaf ``height`` levels down; fill between ``ceil(order / 2)`` (``2`` children
+    for an internal root, nothing for a leaf root) and ``order``; subtree counts; each
+    leaf's byte total; each record's token as ``tokens`` has it; the leaf chain linking
+    exactly the leaves in order.
+
+    Runtime complexity: O(n).
+    """
+    census: _Census[V] = _Census()
+    _check_node(root, height, None, None, order, tokens, sizeof, census, root=True)
+    leaves = census.leaves
+    for leaf, following in pairwise(leaves):
+        assert leaf.next is following, "leaf chain skips or reorders a leaf"
+    assert leaves[-1].next is None, "leaf chain runs past the last leaf"
+    return leaves, census.inners
+
+
+def _check_node(
+    node: Any,
+    level: int,
+    low: tuple[int, str] | None,
+    high: tuple[int, str] | None,
+    order: int,
+    tokens: dict[str, int],
+    sizeof: SizeOf[V],
+    census: _Census[V],
+    *,
+    root: bool,
+) -> int:
+    """Check the subtree of ``node``, whose records lie in ``[low, high)``; count them."""
+    least = (order + 1) // 2
+    if level == 0:
+        assert isinstance(node, Leaf), "a leaf where an internal node should be"
+        size = len(node.toks)
+        assert len(node.keys) == len(node.vals) == size
+        assert size <= order, "leaf overflow"
+        assert root or size >= least, "leaf underflow"
+        records = list(zip(node.toks, node.keys, strict=True))
+        assert all(a < b for a, b in pairwise(records)), "leaf out of order"
+        if records:
+            assert low is None or records[0] >= low, "record below its separator"
+            assert high is None or records[-1] < high, "record at or above its separator"
+        for token, key in records:
+            assert tokens.get(key) == token, ("dict disagrees with leaf", key, token)
+        held = sum(len(k) + sizeof(v) for k, v in zip(node.keys, node.vals, strict=True))
+        assert node.nbytes == held, ("leaf byte total", node.nbytes, held)
+        census.leaves.append(node)
+        return size
+    assert isinstance(node, Inner), "an internal node where a leaf should be"
+    census.inners += 1
+    fanout = len(node.kids)
+    assert len(node.stoks) == len(node.skeys) == fanout - 1 == len(node.counts) - 1
+    assert fanout <= order, "internal node overflow"
+    assert fanout >= (2 if root else least), "internal node underflow"
+    seps = list(zip(node.stoks, node.skeys, strict=True))
+    assert all(a < b for a, b in pairwise(seps)), "separators out of order"
+    assert low is None or seps[0] >= low, "separator below its parent's bound"
+    assert high is None or seps[-1] < high, "separator above its parent's bound"
+    bounds = [low, *seps, high]
+    total = 0
+    for i, kid in enumerate(node.kids):
+        count = _check_node(
+            kid, level - 1, bounds[i], bounds[i + 1], order, tokens, sizeof, census, root=False
+        )
+        assert node.counts[i] == count, ("subtree count", node.counts[i], count)
+        total += count
+    return total

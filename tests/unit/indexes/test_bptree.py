@@ -1,0 +1,319 @@
+"""Tree-specific behaviour of `BPlusTreeIndex` (the contract suite covers the protocol)."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from elastic_cache.errors import ConfigError, IndexSpecError
+from elastic_cache.indexes import BPlusTreeIndex, bptree, make_index
+from elastic_cache.ring import in_range
+
+
+def leaves(tree: BPlusTreeIndex[Any]) -> list[list[int]]:
+    """Tokens of each leaf, left to right, following the leaf chain."""
+    node = tree._root
+    for _ in range(tree.height):
+        node = node.kids[0]
+    out = []
+    while node is not None:
+        out.append(list(node.toks))
+        node = node.next
+    return out
+
+
+def filled(order: int, tokens: list[int]) -> BPlusTreeIndex[bytes]:
+    tree: BPlusTreeIndex[bytes] = BPlusTreeIndex(order)
+    for token in tokens:
+        tree.put(f"k{token}", token, b"v")
+    tree._check()
+    return tree
+
+
+@pytest.fixture
+def calls(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
+    """Counts the tree's structural edits (by leaf / inner level) and range-pop steps."""
+    seen: Counter[str] = Counter()
+    for name in ("borrow_left", "borrow_right", "merge_children", "split_child"):
+        original = getattr(bptree, name)
+
+        def edit(parent: Any, i: int, leaf: bool, *rest: Any, _f: Any = original, _n: str = name):
+            seen[f"{_n}:{'leaf' if leaf else 'inner'}"] += 1
+            return _f(parent, i, leaf, *rest)
+
+        monkeypatch.setattr(bptree, name, edit)
+    for name in ("_pop_leaf", "_detach"):
+        original = getattr(BPlusTreeIndex, name)
+
+        def step(self: Any, *args: Any, _f: Any = original, _n: str = name, **kw: Any) -> Any:
+            seen[_n] += 1
+            return _f(self, *args, **kw)
+
+        monkeypatch.setattr(BPlusTreeIndex, name, step)
+    return seen
+
+
+# -- construction -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("order", [3, 2, 0, -1, True])
+def test_order_below_four_is_rejected(order: int) -> None:
+    with pytest.raises(ConfigError):
+        BPlusTreeIndex(order)
+
+
+def test_spec_builds_tree_of_that_order() -> None:
+    tree = make_index("bptree:order=8")
+    assert isinstance(tree, BPlusTreeIndex)
+    assert tree.order == 8
+    assert make_index("bptree").order == 64
+    with pytest.raises(IndexSpecError, match="order"):
+        make_index("bptree:order=3")
+
+
+def test_order_is_the_leaf_capacity_and_the_fanout() -> None:
+    tree = filled(4, [10, 20, 30, 40])
+    assert tree.height == 0
+    assert leaves(tree) == [[10, 20, 30, 40]]
+    tree.put("k50", 50, b"v")  # the fifth record splits the leaf: ceil(5/2) stays left
+    assert leaves(tree) == [[10, 20], [30, 40, 50]]
+    assert tree.height == 1
+    tree._check()
+    for token in range(60, 200, 10):
+        tree.put(f"k{token}", token, b"v")
+        tree._check()
+    assert all(2 <= len(leaf) <= 4 for leaf in leaves(tree))
+
+
+def test_splits_propagate_to_depth_three_and_beyond() -> None:
+    tree = filled(4, list(range(0, 4000, 7)))
+    assert tree.height >= 3
+    assert tree.inner_count > 1
+    assert all(tree.get(f"k{t}") == b"v" for t in range(0, 4000, 7))
+    assert [t for t, _, _ in tree.entries()] == list(range(0, 4000, 7))
+
+
+def test_descending_inserts_split_the_left_edge() -> None:
+    tree = filled(5, list(range(3000, 0, -3)))
+    assert tree.height >= 3
+    assert [t for t, _, _ in tree.entries()] == list(range(3, 3001, 3))
+
+
+# -- deletion ---------------------------------------------------------------------------
+
+
+def test_delete_borrows_from_the_right_leaf() -> None:
+    tree = filled(4, [10, 20, 30, 40, 50])
+    assert leaves(tree) == [[10, 20], [30, 40, 50]]
+    assert tree.delete("k10")
+    assert leaves(tree) == [[20, 30], [40, 50]]
+    assert tree._root.stoks == [40]
+    tree._check()
+
+
+def test_delete_borrows_from_the_left_leaf() -> None:
+    tree = filled(4, [10, 20, 30, 40, 50])
+    tree.put("k25", 25, b"v")
+    assert leaves(tree) == [[10, 20, 25], [30, 40, 50]]
+    tree.delete("k40")
+    tree.delete("k50")
+    assert leaves(tree) == [[10, 20], [25, 30]]
+    assert tree._root.stoks == [25]
+    tree._check()
+
+
+def test_delete_merges_leaves_and_collapses_the_root() -> None:
+    tree = filled(4, [10, 20, 30, 40, 50])
+    tree.delete("k50")
+    assert tree.height == 1
+    tree.delete("k10")  # [20] cannot borrow from [30, 40]: the two merge
+    assert leaves(tree) == [[20, 30, 40]]
+    assert tree.height == 0
+    assert tree.leaf_count == 1
+    assert tree.inner_count == 0
+    tree._check()
+
+
+def test_deletes_exercise_every_rebalancing_path(calls: Counter[str]) -> None:
+    rng = random.Random(7)
+    tokens = rng.sample(range(100_000), 3000)
+    tree = filled(5, tokens)
+    height = tree.height
+    assert height >= 3
+    rng.shuffle(tokens)
+    for i, token in enumerate(tokens):
+        assert tree.delete(f"k{token}")
+        if i % 97 == 0:
+            tree._check()
+    tree._check()
+    assert len(tree) == 0
+    assert tree.height == 0
+    for path in ("borrow_left", "borrow_right", "merge_children"):
+        assert calls[f"{path}:leaf"] > 0, path
+        assert calls[f"{path}:inner"] > 0, path
+
+
+def test_root_collapses_level_by_level() -> None:
+    tree = filled(4, list(range(1000)))
+    heights = [tree.height]
+    for token in range(999, 1, -1):
+        tree.delete(f"k{token}")
+        heights.append(tree.height)
+        if token % 50 == 0:
+            tree._check()
+    assert heights[-1] == 0
+    assert heights == sorted(heights, reverse=True)
+    assert set(heights) == set(range(heights[0] + 1))
+    assert leaves(tree) == [[0, 1]]
+
+
+# -- range removal ----------------------------------------------------------------------
+
+
+def test_pop_range_detaches_whole_subtrees(calls: Counter[str]) -> None:
+    rng = random.Random(11)
+    tokens = rng.sample(range(1 << 40), 50_000)
+    tree = filled(16, tokens)
+    before = (tree.leaf_count, tree.inner_count, tree.nbytes)
+    ordered = sorted(tokens)
+    lo, hi = ordered[9_999], ordered[39_999]
+    calls.clear()
+    popped = tree.pop_range(lo, hi)
+    tree._check()
+    assert [t for t, _, _ in popped] == ordered[10_000:40_000]
+    assert len(tree) == 20_000
+    # One descent: at most two partially covered leaves; everything else went whole.
+    assert calls["_pop_leaf"] <= 2
+    assert 1 <= calls["_detach"] <= 2 * (tree.height + 1)
+    assert calls["split_child:leaf"] + calls["merge_children:leaf"] <= 2 * (tree.height + 2)
+    leaf_count, inner_count, nbytes = tree.leaf_count, tree.inner_count, tree.nbytes
+    assert leaf_count < before[0] * 0.5
+    assert inner_count < before[1] * 0.5
+    assert nbytes < before[2] * 0.5
+    assert all(tree.get(f"k{t}") is None for t in ordered[10_000:40_000:97])
+    assert all(tree.get(f"k{t}") == b"v" for t in ordered[:10_000:97] + ordered[40_000::97])
+
+
+@pytest.mark.parametrize("order", [4, 5, 9])
+def test_pop_range_repairs_both_boundary_paths(order: int) -> None:
+    rng = random.Random(order)
+    for _ in range(30):
+        tokens = rng.sample(range(5000), rng.randrange(1, 1500))
+        tree = filled(order, tokens)
+        lo, hi = rng.randrange(5000), rng.randrange(5000)
+        want = sorted((t for t in tokens if in_range(t, lo, hi)), key=lambda t: (t <= lo, t))
+        assert [t for t, _, _ in tree.pop_range(lo, hi)] == want
+        tree._check()
+        assert len(tree) == len(tokens) - len(want)
+
+
+def test_pop_everything_leaves_one_empty_leaf() -> None:
+    tree = filled(4, list(range(500)))
+    assert len(tree.pop_range(250, 250)) == 500
+    assert (tree.height, tree.leaf_count, tree.inner_count) == (0, 1, 0)
+    tree._check()
+
+
+def test_wrapping_ranges_go_clockwise_from_lo() -> None:
+    tokens = list(range(0, 1000, 5))
+    tree = filled(6, tokens)
+    lo, hi = 900, 100
+    want = [t for t in tokens if t > lo] + [t for t in tokens if t <= hi]
+    assert tree.count_range(lo, hi) == len(want)
+    assert tree.median_token(lo, hi) == want[(len(want) - 1) // 2]
+    assert [t for t, _, _ in tree.entries_range(lo, hi)] == want
+    assert [t for t, _, _ in tree.pop_range(lo, hi)] == want
+    tree._check()
+    assert tree.count_range(lo, hi) == 0
+    assert [t for t, _, _ in tree.entries()] == [t for t in tokens if 100 < t <= 900]
+
+
+def test_whole_ring_starts_after_lo() -> None:
+    tree = filled(4, list(range(1, 101)))
+    assert tree.median_token(60, 60) == 10  # 61..100 then 1..60: the 50th is 10
+    assert [t for t, _, _ in tree.pop_range(60, 60)][:3] == [61, 62, 63]
+
+
+def test_many_records_share_a_token() -> None:
+    tree: BPlusTreeIndex[bytes] = BPlusTreeIndex(4)
+    model: dict[str, int] = {}
+    for i in range(600):
+        token = 7 if i % 3 else i
+        tree.put(f"key{i}", token, str(i).encode())
+        model[f"key{i}"] = token
+    tree._check()
+    assert tree.count_range(6, 7) == 400
+    assert all(tree.get(k) == k[3:].encode() for k in model)
+    for i in range(1, 600, 6):  # remove a third of the token-7 records
+        assert tree.delete(f"key{i}")
+        del model[f"key{i}"]
+    tree._check()
+    assert all(tree.get(k) == k[3:].encode() for k in model)
+    tree.put("key2", 8, b"moved")  # overwrite moves the record off the shared token
+    model["key2"] = 8
+    assert tree.token_of("key2") == 8
+    assert tree.count_range(6, 7) == sum(1 for t in model.values() if t == 7)
+    popped = tree.pop_range(6, 7)
+    assert sorted(k for _, k, _ in popped) == sorted(k for k, t in model.items() if t == 7)
+    tree._check()
+
+
+def test_random_workload_matches_a_dict() -> None:
+    rng = random.Random(2024)
+    tree: BPlusTreeIndex[bytes] = BPlusTreeIndex(5)
+    model: dict[str, tuple[int, bytes]] = {}
+    space = 3000
+    for step in range(20_000):
+        roll = rng.random()
+        key = f"k{rng.randrange(2500)}"
+        if roll < 0.55:
+            token, value = rng.randrange(space), rng.randbytes(rng.randrange(8))
+            tree.put(key, token, value)
+            model[key] = (token, value)
+        elif roll < 0.85:
+            assert tree.delete(key) == (key in model)
+            model.pop(key, None)
+        elif roll < 0.97:
+            want = model.get(key)
+            assert tree.get(key) == (None if want is None else want[1])
+        else:
+            lo, hi = rng.randrange(space), rng.randrange(space)
+            inside = {k: tv for k, tv in model.items() if in_range(tv[0], lo, hi)}
+            assert tree.count_range(lo, hi) == len(inside)
+            popped = tree.pop_range(lo, hi)
+            assert {k: (t, v) for t, k, v in popped} == inside
+            for k in inside:
+                del model[k]
+        if step % 500 == 0:
+            tree._check()
+            assert {k: (t, v) for t, k, v in tree.entries()} == model
+    tree._check()
+    assert len(tree) == len(model)
+
+
+# -- iteration and accounting -------------------------------------------------------------
+
+
+def test_iteration_fails_loudly_if_the_tree_changes() -> None:
+    tree = filled(4, list(range(100)))
+    entries: Iterator[Any] = tree.entries()
+    next(entries)
+    tree.delete("k50")
+    with pytest.raises(RuntimeError, match="changed during iteration"):
+        list(entries)
+
+
+def test_nbytes_counts_records_and_nodes() -> None:
+    tree: BPlusTreeIndex[bytes] = BPlusTreeIndex(4)
+    empty = tree.nbytes
+    for i in range(100):
+        tree.put(f"k{i:03d}", i, b"x" * 100)
+    per_record = (tree.nbytes - empty) / 100
+    assert per_record > 100 + 4  # value and key bytes, plus overhead
+    assert per_record < 100 + 4 + 600  # the overhead is an estimate, not a fantasy
+    tree.pop_range(0, 0)
+    assert tree.nbytes == empty
