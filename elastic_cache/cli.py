@@ -84,18 +84,30 @@ def _add_node_shape(parser: argparse.ArgumentParser) -> None:
         type=int,
         help="frames in flight when a node sends a range (default 4)",
     )
+    parser.add_argument(
+        "--migration-max-rate",
+        type=float,
+        help="most records/s a node sends in a migration (default 0: no limit)",
+    )
+
+
+#: `NodeSettings` fields that ``ecache node`` and ``ecache up`` take as flags.
+NODE_FLAGS = (
+    "index",
+    "capacity_records",
+    "capacity_bytes",
+    "on_full",
+    "max_value_bytes",
+    "hash",
+    "migration_batch_records",
+    "migration_parallel",
+    "migration_max_rate",
+)
 
 
 def _node_overrides(args: argparse.Namespace) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for name in (
-        "index",
-        "capacity_records",
-        "capacity_bytes",
-        "on_full",
-        "max_value_bytes",
-        "hash",
-    ):
+    for name in NODE_FLAGS:
         value = getattr(args, name, None)
         if value is not None:
             out[name] = value

@@ -116,6 +116,9 @@ class NodeSettings:
             for instance allocation time in experiments.
         migration_batch_records: records per binary frame when this node sends a range.
         migration_parallel: frames in flight at once when this node sends a range.
+        migration_max_rate: most records per second this node sends in a migration
+            (0: as fast as it can); a limit leaves more CPU and network to the
+            requests the node keeps serving meanwhile.
     """
 
     index: str = DEFAULT_INDEX
@@ -127,6 +130,7 @@ class NodeSettings:
     boot_delay: float = 0.0
     migration_batch_records: int = 1000
     migration_parallel: int = 4
+    migration_max_rate: float = 0.0
 
     def __post_init__(self) -> None:
         parse_index_spec(self.index)
@@ -145,6 +149,7 @@ class NodeSettings:
             )
         object.__setattr__(self, "on_full", _enum(OnFull, "on_full", self.on_full))
         _non_negative("boot_delay", self.boot_delay)
+        _non_negative("migration_max_rate", self.migration_max_rate)
         for name in ("migration_batch_records", "migration_parallel"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:

@@ -9,7 +9,7 @@ from elastic_cache.config import OnFull
 from elastic_cache.coordinator.cluster import Cluster
 from elastic_cache.coordinator.nodeclient import Answer, NodeClient
 from elastic_cache.coordinator.scaler import RateMeter, Scaler
-from elastic_cache.errors import Misdirected, StoreFull
+from elastic_cache.errors import Misdirected, NodeUnavailable, StoreFull
 from elastic_cache.hashing import validate_key
 
 __all__ = ["Router"]
@@ -42,7 +42,21 @@ class Router:
         token = cluster.ring.token_of(key)
         for attempt in range(_ATTEMPTS):
             node = cluster.ring.node_for_token(token)
-            answer = await op(cluster.nodes[node].client)
+            try:
+                answer = await op(cluster.nodes[node].client)
+            except NodeUnavailable:
+                # The owner did not answer. If it is really gone, its ranges move to
+                # their successors (its records are lost: a cache) and we route again.
+                check = cluster.suspect(node)
+                if check is None or attempt == _ATTEMPTS - 1:
+                    raise
+                try:
+                    dropped = await asyncio.wait_for(asyncio.shield(check), 5.0)
+                except TimeoutError:
+                    raise NodeUnavailable(f"node {node} did not answer") from None
+                if not dropped:
+                    raise
+                continue
             if answer.status == 421:
                 # The ring moved under the request: route again on the current ring.
                 await asyncio.sleep(0.005 * attempt)

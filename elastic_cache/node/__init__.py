@@ -37,4 +37,5 @@ def build_node_service(
         peer_factory=HttpPeerLink,
         batch_records=settings.migration_batch_records,
         parallel=settings.migration_parallel,
+        max_rate=settings.migration_max_rate,
     )

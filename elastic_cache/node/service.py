@@ -141,6 +141,7 @@ class NodeService:
         parallel: frames in flight at once.
         drop_chunk: records dropped per step when giving a range away (ordered indexes),
             so a large drop does not stall the event loop.
+        max_rate: most records per second a snapshot stream sends (0: no limit).
     """
 
     def __init__(
@@ -154,6 +155,7 @@ class NodeService:
         batch_records: int = 1000,
         parallel: int = 4,
         drop_chunk: int = 4096,
+        max_rate: float = 0.0,
     ) -> None:
         self.node_id = node_id
         self.store = store
@@ -169,6 +171,7 @@ class NodeService:
         self.batch_records = batch_records
         self.parallel = parallel
         self.drop_chunk = drop_chunk
+        self.max_rate = max_rate
         self.hits = 0
         self.misses = 0
 
@@ -496,7 +499,14 @@ class NodeService:
             finally:
                 sem.release()
 
+        queued = 0
         for frame, count in self._snapshot_frames(out):
+            if self.max_rate:
+                # Pace the stream: frame k leaves no earlier than k records / rate.
+                queued += count
+                ahead = started + queued / self.max_rate - time.monotonic()
+                if ahead > 0:
+                    await asyncio.sleep(ahead)
             await sem.acquire()
             if out.failed is not None:
                 sem.release()
@@ -582,6 +592,11 @@ class NodeService:
             "evictions": store.evictions,
             "expirations": store.expirations,
             "ranges": [list(r) for r in self.owned.ranges],
+            "migration_settings": {
+                "batch_records": self.batch_records,
+                "parallel": self.parallel,
+                "max_rate": self.max_rate,
+            },
             "migrations": [m.describe() for m in self.outgoing.values()]
             + [m.describe() for m in self.incoming.values()],
         }

@@ -53,6 +53,8 @@ def node_command(settings: NodeSettings, *, node_id: str, host: str, port: int =
         str(settings.migration_batch_records),
         "--migration-parallel",
         str(settings.migration_parallel),
+        "--migration-max-rate",
+        str(settings.migration_max_rate),
     ]
     if settings.capacity_records is not None:
         cmd += ["--capacity-records", str(settings.capacity_records)]

@@ -144,8 +144,10 @@ async def test_sigkill_destination_mid_migration_abandons_the_move(tmp_path: Pat
         "nodes": {
             "index": "sorted",
             "capacity_records": 100_000,
-            "migration_batch_records": 10,
+            # A paced stream (about 3000 records at 1500/s): the kill lands in the middle.
+            "migration_batch_records": 50,
             "migration_parallel": 1,
+            "migration_max_rate": 1500,
         },
         "scaler": {"enabled": False},
     }
@@ -165,7 +167,7 @@ async def test_sigkill_destination_mid_migration_abandons_the_move(tmp_path: Pat
                 source = cluster.coord.cluster.nodes[mig.source]
                 stats = await source.client.stats()
                 moving = stats.raw["migrations"]
-                if moving and moving[0]["sent"] > 0:
+                if moving and 0 < moving[0]["sent"] < moving[0]["total"] // 2:
                     break
             await asyncio.sleep(0.01)
         else:

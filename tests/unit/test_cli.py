@@ -1,0 +1,98 @@
+"""The ecache command line: flags reach the settings, errors are clear."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from elastic_cache.cli import NODE_FLAGS, _cluster_settings, build_parser, main
+from elastic_cache.config import NodeSettings
+
+
+def test_every_node_flag_is_a_node_setting() -> None:
+    fields = {f.name for f in dataclasses.fields(NodeSettings)}
+    assert set(NODE_FLAGS) <= fields
+
+
+def test_node_flags_reach_the_settings() -> None:
+    args = build_parser().parse_args(
+        [
+            "up",
+            "--index",
+            "ehash:bucket_size=300",
+            "--capacity-bytes",
+            "1048576",
+            "--on-full",
+            "block",
+            "--max-value-bytes",
+            "4096",
+            "--hash",
+            "modulo:65536",
+            "--migration-batch",
+            "50",
+            "--migration-parallel",
+            "2",
+            "--migration-max-rate",
+            "1500",
+            "--max-nodes",
+            "3",
+            "--nodes",
+            "2",
+            "--port",
+            "9999",
+            "--origin",
+            "svc=http://127.0.0.1:1",
+        ]
+    )
+    s = _cluster_settings(args)
+    assert s.nodes.index == "ehash:bucket_size=300"
+    assert (s.nodes.capacity_bytes, s.nodes.capacity_records) == (1048576, None)
+    assert str(s.nodes.on_full) == "block"
+    assert s.nodes.max_value_bytes == 4096
+    assert s.nodes.hash == "modulo:65536"
+    assert (s.nodes.migration_batch_records, s.nodes.migration_parallel) == (50, 2)
+    assert s.nodes.migration_max_rate == 1500
+    assert (s.scaler.max_nodes, s.coordinator.initial_nodes, s.coordinator.port) == (3, 2, 9999)
+    assert s.origin("svc") is not None
+
+
+def test_flags_override_the_config_file(tmp_path: pytest.TempPathFactory) -> None:
+    config = tmp_path / "c.toml"  # type: ignore[operator]
+    config.write_text('[nodes]\ncapacity_records = 10\nindex = "sorted"\n[scaler]\nmax_nodes = 4\n')
+    args = build_parser().parse_args(["up", "--config", str(config), "--capacity-bytes", "100"])
+    s = _cluster_settings(args)
+    assert (s.nodes.capacity_bytes, s.nodes.capacity_records, s.nodes.index) == (
+        100,
+        None,
+        "sorted",
+    )
+    assert s.scaler.max_nodes == 4
+
+
+@pytest.mark.parametrize(
+    ("argv", "fragment"),
+    [
+        (["up", "--index", "btree"], "unknown index"),
+        (["up", "--config", "/no/such/file.toml"], "does not exist"),
+        (["up", "--max-nodes", "0"], "max_nodes"),
+        (["node", "--capacity-records", "0"], "capacity_records"),
+    ],
+)
+def test_bad_settings_exit_2_with_a_message(
+    argv: list[str], fragment: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(argv) == 2
+    assert fragment in capsys.readouterr().err
+
+
+def test_bad_toml(tmp_path: pytest.TempPathFactory, capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "bad.toml"  # type: ignore[operator]
+    config.write_text("[nodes\n")
+    assert main(["up", "--config", str(config)]) == 2
+    assert "not valid TOML" in capsys.readouterr().err
+
+
+def test_no_command_prints_help(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([]) == 2
+    assert "COMMAND" in capsys.readouterr().out
