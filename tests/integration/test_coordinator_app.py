@@ -160,3 +160,25 @@ async def test_state_is_persisted(harness: CoordinatorHarness, tmp_path: Path) -
     state = json.loads((tmp_path / "cluster.json").read_text())
     assert [n["node_id"] for n in state["nodes"]] == ["node-1", "node-2"]
     assert state["ring"]["epoch"] == harness.coord.cluster.ring.epoch
+
+
+async def test_a_dead_node_is_dropped_on_first_contact(harness: CoordinatorHarness) -> None:
+    await harness.call("POST", "/v1/cluster/nodes", json={})
+    ring = harness.coord.cluster.ring
+    keys = [f"k{i}" for i in range(200)]
+    lost = [k for k in keys if ring.lookup(k).node == "node-2"]
+    kept = [k for k in keys if ring.lookup(k).node == "node-1"]
+    assert lost and kept
+    for k in keys:
+        await harness.call("PUT", f"/v1/kv/{k}", data=b"v")
+    await harness.provisioner.kill("node-2")
+    # The first request to a dead node's key finds it gone, drops it, and is re-routed.
+    s, _, _ = await harness.call("GET", f"/v1/kv/{lost[0]}")
+    assert s == 404  # its record died with the node (a cache), but the request works
+    assert "node-2" not in harness.coord.cluster.nodes
+    s, _, _ = await harness.call("PUT", f"/v1/kv/{lost[1]}", data=b"again")
+    assert s == 204
+    for k in kept:
+        assert (await harness.call("GET", f"/v1/kv/{k}"))[1] == b"v"
+    events = [e["kind"] for e in harness.coord.cluster.events.since(0)]
+    assert "node_failed" in events
