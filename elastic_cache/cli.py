@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import logging
 import os
 import sys
@@ -213,6 +214,23 @@ def cmd_demo_origin(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_status(args: argparse.Namespace) -> int:
+    from elastic_cache.status import fetch_cluster, render_status
+
+    if args.name is not None:
+        import importlib
+
+        try:
+            deploy = importlib.import_module("elastic_cache.deploy")
+        except ImportError as exc:  # until the AWS part lands
+            raise ConfigError(f"ecache status --name needs the AWS support: {exc}") from exc
+        code: int = deploy.status_by_name(args.name, region=args.region, as_json=args.json)
+        return code
+    view = fetch_cluster(args.url)
+    print(json.dumps(view, indent=2) if args.json else render_status(view))
+    return 0
+
+
 # -- parser --------------------------------------------------------------------------------
 
 
@@ -256,6 +274,16 @@ def build_parser() -> argparse.ArgumentParser:
     coord.add_argument("--port", type=int, help="port (default 8080)")
     coord.add_argument("--state-dir", help="where state and node logs go (default .ecache)")
     coord.set_defaults(func=cmd_coordinator)
+
+    status = sub.add_parser("status", help="show a running cluster: nodes, fill, epoch, cost")
+    where = status.add_mutually_exclusive_group()
+    where.add_argument(
+        "--url", default="http://127.0.0.1:8080", help="the coordinator (default local)"
+    )
+    where.add_argument("--name", help="a cluster deployed with ecache deploy")
+    status.add_argument("--region", help="AWS region of --name")
+    status.add_argument("--json", action="store_true", help="machine-readable output")
+    status.set_defaults(func=cmd_status)
 
     node = sub.add_parser("node", help="run one cache node")
     node.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")

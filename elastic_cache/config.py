@@ -255,6 +255,8 @@ class CoordinatorSettings:
         state_dir: where the ring and node list are persisted, and node logs go.
         initial_nodes: nodes launched at start (at least ``scaler.min_nodes``).
         vnodes: ring buckets given to each initial node.
+        price_region: AWS region whose prices `elastic_cache.cost` uses for the cost per
+            hour and the ``max_usd_per_hour`` budget (local nodes cost nothing).
     """
 
     host: str = "127.0.0.1"
@@ -262,6 +264,7 @@ class CoordinatorSettings:
     state_dir: str = ".ecache"
     initial_nodes: int = 1
     vnodes: int = 1
+    price_region: str = "us-east-1"
 
     def __post_init__(self) -> None:
         _check_host("coordinator host", self.host)

@@ -105,6 +105,11 @@ def cluster_view(coord: Coordinator) -> dict[str, Any]:
         "origin_calls": rt.origin_calls,
         "coalesced": rt.coalesced,
     }
+    view["cost_per_hour"] = round(coord.cost_per_hour(), 6)
+    view["price_region"] = coord.settings.coordinator.price_region
+    hits = sum(n["hits"] for n in view["nodes"])
+    lookups = hits + sum(n["misses"] for n in view["nodes"])
+    view["hit_rate"] = round(hits / lookups, 6) if lookups else None
     view["time"] = time.time()
     return view
 

@@ -16,6 +16,7 @@ from elastic_cache.coordinator.nodeclient import HttpNodeClient, NodeClient
 from elastic_cache.coordinator.origins import ReadThrough
 from elastic_cache.coordinator.router import Router
 from elastic_cache.coordinator.scaler import RateMeter, Scaler
+from elastic_cache.cost import instance_price
 from elastic_cache.errors import ElasticCacheError
 from elastic_cache.provisioner.base import NodeHandle, Provisioner
 
@@ -53,7 +54,13 @@ class Coordinator:
         self._session: aiohttp.ClientSession | None = None
         self.cluster = Cluster(settings, provisioner, self._client_for, state_path=state_path)
         self.rate = RateMeter(settings.scaler.rate_half_life)
-        self.scaler = Scaler(settings.scaler, self.cluster, self.rate)
+        self.scaler = Scaler(
+            settings.scaler,
+            self.cluster,
+            self.rate,
+            node_cost_per_hour=lambda: self.node_price(self.provisioner_instance_type()),
+            cluster_cost_per_hour=self.cost_per_hour,
+        )
         self.router = Router(self.cluster, self.scaler, self.rate)
         self._readthrough: ReadThrough | None = None
         self._monitor: asyncio.Task[None] | None = None
@@ -82,6 +89,24 @@ class Coordinator:
                 max_value_bytes=self.settings.nodes.max_value_bytes,
             )
         return self._readthrough
+
+    def node_price(self, instance_type: str) -> float:
+        """USD per hour of one node of ``instance_type`` (0 for a local process).
+
+        Raises:
+            UnknownPrice: the price table knows no such type in ``price_region``.
+        """
+        if instance_type == "local":
+            return 0.0
+        return instance_price(instance_type, self.settings.coordinator.price_region)
+
+    def provisioner_instance_type(self) -> str:
+        """The instance type the provisioner launches next ("local" for processes)."""
+        return str(getattr(self.provisioner, "instance_type", "local"))
+
+    def cost_per_hour(self) -> float:
+        """What the running nodes cost per hour, from `elastic_cache.cost` prices."""
+        return sum(self.node_price(n.handle.instance_type) for n in self.cluster.nodes.values())
 
     def _client_for(self, handle: NodeHandle) -> NodeClient:
         return HttpNodeClient(handle.node_id, handle.address, self.session)

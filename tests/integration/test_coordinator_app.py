@@ -182,3 +182,23 @@ async def test_a_dead_node_is_dropped_on_first_contact(harness: CoordinatorHarne
         assert (await harness.call("GET", f"/v1/kv/{k}"))[1] == b"v"
     events = [e["kind"] for e in harness.coord.cluster.events.since(0)]
     assert "node_failed" in events
+
+
+async def test_ecache_status(
+    harness: CoordinatorHarness, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from elastic_cache.cli import main
+
+    await harness.call("PUT", "/v1/kv/a", data=b"1")
+    await harness.call("GET", "/v1/kv/a")
+    await harness.call("GET", "/v1/kv/missing")
+    await harness.coord.cluster.refresh_stats()  # what the poller does every 0.2 s
+    assert await asyncio.to_thread(main, ["status", "--url", harness.url]) == 0
+    out = capsys.readouterr().out
+    assert "node-1" in out and "FILL" in out and "epoch" in out and "cost $0.0000/h" in out
+    assert "hit rate 50.0%" in out
+    assert await asyncio.to_thread(main, ["status", "--url", harness.url, "--json"]) == 0
+    view = json.loads(capsys.readouterr().out)
+    assert view["nodes"][0]["id"] == "node-1" and view["cost_per_hour"] == 0
+    assert await asyncio.to_thread(main, ["status", "--url", "http://127.0.0.1:1"]) == 2
+    assert "did not answer" in capsys.readouterr().err

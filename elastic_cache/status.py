@@ -1,0 +1,77 @@
+"""``ecache status``: the state of a running cluster as a table, or as JSON for scripts."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from typing import Any
+
+from elastic_cache.errors import NodeUnavailable
+
+__all__ = ["fetch_cluster", "render_status"]
+
+
+def fetch_cluster(url: str, *, timeout: float = 10.0) -> dict[str, Any]:
+    """``GET {url}/v1/cluster``.
+
+    Raises:
+        NodeUnavailable: the coordinator did not answer, or answered with an error.
+    """
+    target = url.rstrip("/") + "/v1/cluster"
+    try:
+        with urllib.request.urlopen(target, timeout=timeout) as resp:
+            data: dict[str, Any] = json.load(resp)
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        raise NodeUnavailable(f"the coordinator at {url} did not answer: {exc}") from exc
+    return data
+
+
+def _size(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def render_status(view: dict[str, Any]) -> str:
+    """A cluster view (``GET /v1/cluster``) as a human-readable table."""
+    header = ("NODE", "ADDRESS", "INDEX", "RECORDS", "BYTES", "FILL", "T", "STATE")
+    rows = []
+    for n in view["nodes"]:
+        threshold = n.get("threshold")
+        cap = n.get("capacity") or 1
+        rows.append(
+            (
+                n["id"],
+                n["address"],
+                n.get("index", ""),
+                f"{n.get('records', 0):,}",
+                _size(n.get("bytes", 0)),
+                f"{100 * n.get('fill', 0):.1f}%",
+                "-" if threshold is None else f"{100 * threshold / cap:.0f}%",
+                n.get("state", ""),
+            )
+        )
+    for node_id in view.get("launching", []):
+        rows.append((node_id, "-", "-", "-", "-", "-", "-", "launching"))
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    lines = [
+        "  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True))
+        for row in [header, *rows]
+    ]
+    hit_rate = view.get("hit_rate")
+    moving = [m for m in view.get("migrations", []) if m.get("state") == "running"]
+    lines.append("")
+    lines.append(
+        f"epoch {view['epoch']}   nodes {len(view['nodes'])}   "
+        f"hit rate {'-' if hit_rate is None else f'{100 * hit_rate:.1f}%'}   "
+        f"requests/s {view.get('request_rate', 0):.1f}   "
+        f"cost ${view.get('cost_per_hour', 0):.4f}/h ({view.get('price_region', '?')})"
+    )
+    for m in moving:
+        lines.append(
+            f"moving {m['source']} -> {m['destination']}: {m['records']:,}/{m['total']:,} records"
+        )
+    return "\n".join(lines)
