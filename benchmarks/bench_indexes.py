@@ -274,6 +274,8 @@ def availability(name: str) -> str:
         make_index(name)
     except IndexSpecError as exc:
         return f"bad spec: {exc}"
+    except Exception as exc:  # an index from another branch may fail in its own way
+        return f"cannot build: {type(exc).__name__}: {exc}"
     return "ok"
 
 
