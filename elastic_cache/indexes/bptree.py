@@ -75,22 +75,22 @@ class BPlusTreeIndex(Index[V]):
 
     @property
     def order(self) -> int:
-        """Most children of an internal node and most records of a leaf."""
+        """Most children of an internal node and most records of a leaf. Runtime: O(1)."""
         return self._order
 
     @property
     def height(self) -> int:
-        """Internal levels above the leaves (0 when the root is a leaf)."""
+        """Internal levels above the leaves (0 when the root is a leaf). Runtime: O(1)."""
         return self._height
 
     @property
     def leaf_count(self) -> int:
-        """Number of leaves."""
+        """Number of leaves. Runtime complexity: O(1)."""
         return self._leaves
 
     @property
     def inner_count(self) -> int:
-        """Number of internal nodes."""
+        """Number of internal nodes. Runtime complexity: O(1)."""
         return self._inners
 
     # -- point operations ----------------------------------------------------------------

@@ -265,7 +265,10 @@ def _check_node(
     *,
     root: bool,
 ) -> int:
-    """Check the subtree of ``node``, whose records lie in ``[low, high)``; count them."""
+    """Check the subtree of ``node``, whose records lie in ``[low, high)``; count them.
+
+    Runtime complexity: O(records in the subtree).
+    """
     least = (order + 1) // 2
     if level == 0:
         assert isinstance(node, Leaf), "a leaf where an internal node should be"

@@ -211,6 +211,22 @@ def test_pop_range_repairs_both_boundary_paths(order: int) -> None:
         assert len(tree) == len(tokens) - len(want)
 
 
+def test_pop_range_cuts_through_runs_of_equal_tokens() -> None:
+    rng = random.Random(5)
+    for _ in range(40):
+        tree: BPlusTreeIndex[bytes] = BPlusTreeIndex(4)
+        model = {f"k{i}": rng.randrange(30) for i in range(rng.randrange(1, 600))}
+        for key, token in model.items():
+            tree.put(key, token, b"v")
+        lo, hi = rng.randrange(30), rng.randrange(30)
+        popped = tree.pop_range(lo, hi)
+        tree._check()
+        assert sorted(k for _, k, _ in popped) == sorted(
+            k for k, t in model.items() if in_range(t, lo, hi)
+        )
+        assert all(tree.get(k) == b"v" for k, t in model.items() if not in_range(t, lo, hi))
+
+
 def test_pop_everything_leaves_one_empty_leaf() -> None:
     tree = filled(4, list(range(500)))
     assert len(tree.pop_range(250, 250)) == 500
