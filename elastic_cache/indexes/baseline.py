@@ -63,17 +63,23 @@ class SortedIndex(Index[V]):
         self._nbytes += self._sizeof(value)
 
     def put_many(self, entries: Iterable[tuple[str, int, V]]) -> None:
-        """Bulk insert of new keys: one sorted-list update. Runtime: O(m log(n + m))."""
+        """Bulk insert: new keys in one sorted-list update, the rest through `put`.
+
+        Runtime complexity: O(m log(n + m)).
+        """
         records = self._records
-        fresh = []
+        fresh: list[tuple[int, str]] = []
+        later: list[tuple[str, int, V]] = []
         for key, token, value in entries:
             if key in records:
-                self.put(key, token, value)
+                later.append((key, token, value))
                 continue
             records[key] = (token, value)
             fresh.append((token, key))
             self._nbytes += len(key) + _OVERHEAD + self._sizeof(value)
         self._order.update(fresh)
+        for key, token, value in later:
+            self.put(key, token, value)
 
     def delete(self, key: str) -> bool:
         """Runtime complexity: O(log n)."""

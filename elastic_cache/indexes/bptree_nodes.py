@@ -32,13 +32,15 @@ __all__ = [
     "last_leaf",
     "merge_children",
     "split_child",
+    "split_wide",
 ]
 
 # Memory estimate, CPython 3.11 on 64 bits (sys.getsizeof; docs/indexes.md compares the
 # total with tracemalloc). Per record: the key's str header (49, ASCII keys), the token
 # int (36 for a 64-bit token), three list slots in the leaf (24) plus list
-# over-allocation (~4), and the key → token dict entry (~32 averaged over dict fill).
-PER_RECORD = 49 + 36 + 24 + 4 + 32
+# over-allocation (~4), the key's dict entry (~32 averaged over dict fill) and its
+# (token, leaf hint) tuple (56).
+PER_RECORD = 49 + 36 + 24 + 4 + 32 + 56
 # Per leaf: the slotted object (72), three list headers (3 * 56), its byte-count int (32),
 # and its slot in the parent: separator token and key, child and count slots (4 * 8) plus
 # the count int (28).
@@ -145,6 +147,61 @@ def split_child(parent: Inner, i: int, leaf: bool, sizeof: SizeOf[Any]) -> None:
     parent.counts.insert(i + 1, moved)
 
 
+def split_wide(parent: Inner, i: int, leaf: bool, order: int, sizeof: SizeOf[Any]) -> list[Any]:
+    """Split ``parent.kids[i]``, of ``k > order`` entries, into its final pieces at once.
+
+    A bulk insert can leave a node far over ``order``; halving it again and again would
+    move (and re-hint) each entry several times. The pieces aim at three quarters full,
+    which leaves room for later inserts, and each holds between ``ceil(order / 2)`` and
+    ``order`` entries.
+
+    Returns:
+        The new nodes (the pieces after the first, which stays ``parent.kids[i]``).
+
+    Runtime complexity: O(k).
+    """
+    node = parent.kids[i]
+    k = len(node.toks) if leaf else len(node.kids)
+    pieces = max(-(-k // order), k // ((3 * order) // 4))
+    bounds = [k * j // pieces for j in range(pieces + 1)]
+    new: list[Any] = []
+    seps: list[tuple[int, str]] = []
+    counts: list[int] = []
+    if leaf:
+        toks, keys, vals = node.toks, node.keys, node.vals
+        after = node.next
+        prev = node
+        for a, b in pairwise(bounds[1:]):
+            piece_keys, piece_vals = keys[a:b], vals[a:b]
+            size = sum(map(len, piece_keys)) + sum(map(sizeof, piece_vals))
+            piece = Leaf(toks[a:b], piece_keys, piece_vals, size)
+            prev.next = piece
+            prev = piece
+            new.append(piece)
+            seps.append((toks[a], keys[a]))
+            counts.append(b - a)
+            node.nbytes -= size
+        prev.next = after
+        cut = bounds[1]
+        del toks[cut:], keys[cut:], vals[cut:]
+        counts.insert(0, cut)
+    else:
+        stoks, skeys, kids, kcounts = node.stoks, node.skeys, node.kids, node.counts
+        for a, b in pairwise(bounds[1:]):
+            inner = Inner(stoks[a : b - 1], skeys[a : b - 1], kids[a:b], kcounts[a:b])
+            new.append(inner)
+            seps.append((stoks[a - 1], skeys[a - 1]))
+            counts.append(sum(kcounts[a:b]))
+        cut = bounds[1]
+        del stoks[cut - 1 :], skeys[cut - 1 :], kids[cut:], kcounts[cut:]
+        counts.insert(0, sum(kcounts))
+    parent.stoks[i:i] = [t for t, _ in seps]
+    parent.skeys[i:i] = [key for _, key in seps]
+    parent.kids[i + 1 : i + 1] = new
+    parent.counts[i : i + 1] = counts
+    return new
+
+
 def borrow_left(parent: Inner, i: int, leaf: bool, sizeof: SizeOf[Any]) -> None:
     """Move the last entry of child ``i - 1`` to the front of child ``i``.
 
@@ -212,6 +269,10 @@ def merge_children(parent: Inner, i: int, leaf: bool) -> None:
         left.vals += right.vals
         left.nbytes += right.nbytes
         left.next = right.next
+        # Empty the absorbed leaf: a lookup hint that still names it must not find
+        # its records there (see BPlusTreeIndex.get).
+        right.toks, right.keys, right.vals = [], [], []
+        right.nbytes = 0
     else:
         left.stoks.append(parent.stoks[i])
         left.skeys.append(parent.skeys[i])

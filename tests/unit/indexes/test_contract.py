@@ -146,3 +146,25 @@ def test_token_changes_on_overwrite(case: tuple[Index[bytes], str]) -> None:
     assert index.count_range(0, 10) == 0
     assert index.count_range(10, 20) == 1
     index._check()
+
+
+@pytest.mark.parametrize("existing", [0, 100, 1000])
+def test_put_many_matches_put(case: tuple[Index[bytes], str], existing: int) -> None:
+    index, mode = case
+    rng = random.Random(existing)
+    data = keyed(mode, rng, existing + 800, space=1 << 20)
+    items = list(data.items())
+    existing = min(existing, len(items) // 2)
+    for key, token in items[:existing]:
+        index.put(key, token, b"old")
+    batch = [(k, t, k.encode()) for k, t in items[existing // 2 :]]
+    rng.shuffle(batch)
+    batch.append(batch[0][:2] + (b"last wins",))  # a key twice in one batch
+    index.put_many(batch)
+    index._check()
+    want = {k: b"old" for k, _ in items[: existing // 2]}
+    want.update({k: v for k, _, v in batch})
+    assert len(index) == len(want)
+    for key, value in want.items():
+        assert index.get(key) == value
+        assert index.token_of(key) == data[key]

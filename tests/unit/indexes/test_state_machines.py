@@ -54,6 +54,16 @@ def machine_for(spec: str, keys_mode: str) -> type[RuleBasedStateMachine]:
             self.index.put(key, token, value)
             self.model[key] = (token, value)
 
+        @rule(batch=st.lists(st.tuples(key_tokens, values), max_size=30))
+        def put_many(self, batch: list[tuple[tuple[str, int], bytes]]) -> None:
+            entries = []
+            for (key, token), value in batch:
+                if modulo and key in self.model:
+                    token = self.model[key][0]
+                entries.append((key, token, value))
+                self.model[key] = (token, value)
+            self.index.put_many(entries)
+
         @rule(kt=key_tokens)
         def delete(self, kt: tuple[str, int]) -> None:
             key = kt[0]
