@@ -159,7 +159,7 @@ def test_put_many_matches_put(case: tuple[Index[bytes], str], existing: int) -> 
         index.put(key, token, b"old")
     batch = [(k, t, k.encode()) for k, t in items[existing // 2 :]]
     rng.shuffle(batch)
-    batch.append(batch[0][:2] + (b"last wins",))  # a key twice in one batch
+    batch.append((batch[0][0], batch[0][1], b"last wins"))  # a key twice in one batch
     index.put_many(batch)
     index._check()
     want = {k: b"old" for k, _ in items[: existing // 2]}

@@ -57,9 +57,8 @@ def machine_for(spec: str, keys_mode: str) -> type[RuleBasedStateMachine]:
         @rule(batch=st.lists(st.tuples(key_tokens, values), max_size=30))
         def put_many(self, batch: list[tuple[tuple[str, int], bytes]]) -> None:
             entries = []
-            for (key, token), value in batch:
-                if modulo and key in self.model:
-                    token = self.model[key][0]
+            for (key, drawn), value in batch:
+                token = self.model[key][0] if modulo and key in self.model else drawn
                 entries.append((key, token, value))
                 self.model[key] = (token, value)
             self.index.put_many(entries)
