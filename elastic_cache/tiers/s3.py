@@ -9,8 +9,11 @@ metadata (base64) and is checked on every read, so a hashed name can never answe
 another key.
 
 Metadata: ``ecache-key`` (base64url of the UTF-8 key), ``ecache-version``,
-``ecache-expires`` (wall-clock seconds, 0 for never); the content type is the object's
-``Content-Type``.
+``ecache-expires`` (wall-clock seconds, 0 for never) and ``ecache-type`` (the value's
+content type, percent-quoted). The object's own ``Content-Type`` is always
+``application/octet-stream``: moto's server (the local demo's S3) parses a body sent as
+``application/x-www-form-urlencoded`` -- what ``curl --data-binary`` sends by default --
+as a form and stores an empty object (tests/integration/test_tiers_modes.py).
 
 Large values are written with a multipart upload in `PART_BYTES` parts as they stream
 in; the object appears only when the upload completes, so a reader never sees a torn
@@ -25,7 +28,7 @@ import hashlib
 import logging
 from collections.abc import Iterator
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -98,7 +101,10 @@ class _ObjectReader:
         self._body = body
 
     def read(self, size: int) -> bytes:
-        data: bytes = self._body.read(size)
+        try:
+            data: bytes = self._body.read(size)
+        except BotoCoreError as exc:
+            raise translate_error(exc, "GetObject") from exc
         return data
 
     def close(self) -> None:
@@ -219,11 +225,12 @@ class S3Tier:
 
     def _put_args(self, entry: ColdEntry) -> dict[str, Any]:
         return {
-            "ContentType": entry.content_type,
+            "ContentType": "application/octet-stream",  # see the module docstring
             "Metadata": {
                 "ecache-key": _key_b64(entry.key),
                 "ecache-version": str(entry.version),
                 "ecache-expires": repr(float(entry.expires_at)),
+                "ecache-type": quote(entry.content_type, safe=""),
             },
         }
 
@@ -233,13 +240,14 @@ class S3Tier:
             key = _key_from_b64(meta["ecache-key"])
             version = int(meta.get("ecache-version", "0"))
             expires = float(meta.get("ecache-expires", "0"))
+            ctype = unquote(meta.get("ecache-type", "application%2Foctet-stream"))
         except (KeyError, ValueError, UnicodeDecodeError):
             return None  # not an object we wrote
         return ColdEntry(
             key,
             self.token_of_name(name),
             version,
-            str(answer.get("ContentType") or "application/octet-stream"),
+            ctype,
             expires,
             int(answer.get("ContentLength", 0)),
         )

@@ -100,6 +100,14 @@ def open_tier(
             "s3",
             endpoint_url=endpoint_url or None,
             region_name=region or session.region_name or "us-east-1",
-            config=Config(retries={"max_attempts": 3, "mode": "standard"}, max_pool_connections=32),
+            config=Config(
+                retries={"max_attempts": 3, "mode": "standard"},
+                max_pool_connections=32,
+                # Plain Content-MD5-free bodies: botocore's default (aws-chunked bodies
+                # with trailing checksums) is not understood by every S3-compatible
+                # server; moto's stored empty objects.
+                request_checksum_calculation="when_required",
+                response_checksum_validation="when_required",
+            ),
         )
     return S3Tier(s3_client, parsed.bucket, parsed.prefix)

@@ -17,8 +17,10 @@ def test_object_names_are_ring_ordered(s3_tier: S3Tier, s3_client: Any, bucket: 
     keys = [o["Key"] for o in s3_client.list_objects_v2(Bucket=bucket)["Contents"]]
     assert keys == ["cache/v1/0000000000000010/a%2Fb%20c"]
     head = s3_client.head_object(Bucket=bucket, Key=keys[0])
-    assert head["ContentType"] == "text/plain"
+    assert head["Metadata"]["ecache-type"] == "text%2Fplain"
     assert head["Metadata"]["ecache-version"] == "3"
+    got = s3_tier.head("a/b c", 0x10)
+    assert got is not None and got.content_type == "text/plain"
 
 
 def test_long_key_gets_a_hashed_name(s3_tier: S3Tier) -> None:
