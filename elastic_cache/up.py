@@ -12,6 +12,7 @@ import contextlib
 import dataclasses
 import importlib.util
 import json
+import socket
 import sys
 import time
 from pathlib import Path
@@ -59,6 +60,17 @@ async def _start_demo_origin(port: int) -> asyncio.subprocess.Process:
     )
 
 
+#: moto's S3 server until stdin closes: it never outlives ``ecache up``, however that ends
+#: (the provisioner holds its nodes' stdin the same way).
+_LOCAL_S3 = """
+import sys
+from moto.server import ThreadedMotoServer
+server = ThreadedMotoServer(ip_address="127.0.0.1", port=int(sys.argv[1]), verbose=False)
+server.start()
+sys.stdin.read()
+server.stop()
+"""
+
 #: Credentials the nodes use with the local S3 (moto accepts any).
 LOCAL_S3_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
 
@@ -71,15 +83,20 @@ async def _start_local_s3(port: int, bucket: str) -> asyncio.subprocess.Process:
             "pip install 'elastic-cache[dev]' (or 'moto[server]'), or pass "
             "--tier s3://BUCKET/PREFIX to use AWS (or --s3-endpoint-url)"
         )
+    with socket.socket() as probe:  # moto would serve on, not fail, a port in use
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError as exc:
+            raise ConfigError(
+                f"the local S3 cannot listen on 127.0.0.1:{port} ({exc.strerror}); "
+                "pass --local-s3-port"
+            ) from exc
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
-        "-m",
-        "moto.server",
-        "-H",
-        "127.0.0.1",
-        "-p",
+        "-c",
+        _LOCAL_S3,
         str(port),
-        stdin=asyncio.subprocess.DEVNULL,
+        stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.DEVNULL,
         start_new_session=True,

@@ -130,6 +130,16 @@ async def test_hybrid_mode_survives_the_loss_of_its_node(tmp_path: Path) -> None
         assert survived >= demoted_keys  # every value in S3 survived; memory's did not
         view = await cluster(http, url)
         assert [n["id"] for n in view["nodes"]] != [node["id"]]
+    # The local S3 stopped with ecache up.
+    for _ in range(100):
+        try:
+            _, writer = await asyncio.open_connection("127.0.0.1", s3_port)
+        except OSError:
+            break
+        writer.close()
+        await asyncio.sleep(0.1)
+    else:
+        pytest.fail("the local S3 outlived ecache up")
 
 
 def value_for(key: str) -> bytes:
