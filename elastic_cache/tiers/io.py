@@ -42,7 +42,6 @@ class TierIO:
         )
         self._tails: dict[str, asyncio.Future[Any]] = {}
         self._inflight = 0
-        self._idle_waiters: list[asyncio.Future[None]] = []
 
     @property
     def inflight(self) -> int:
@@ -81,11 +80,6 @@ class TierIO:
             self._inflight -= 1
             if self._tails.get(key) is result:
                 del self._tails[key]
-            if self._inflight == 0:
-                waiters, self._idle_waiters = self._idle_waiters, []
-                for waiter in waiters:
-                    if not waiter.done():
-                        waiter.set_result(None)
 
         result.add_done_callback(done)
         if prev is None or prev.done():
@@ -103,13 +97,16 @@ class TierIO:
         return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
 
     async def idle(self) -> None:
-        """Wait until every ordered call submitted so far has finished (and any submitted
-        meanwhile: the wait ends when none is in flight)."""
-        if self._inflight == 0:
-            return
-        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._idle_waiters.append(waiter)
-        await waiter
+        """Wait until every ordered call submitted so far has finished.
+
+        A barrier, not "until nothing is in flight": calls submitted meanwhile are not
+        waited for, so a steady stream of writes cannot starve the caller. The last call
+        submitted for a key finishes after every earlier one for that key, so waiting
+        for the current tails is enough.
+        """
+        tails = list(self._tails.values())
+        if tails:
+            await asyncio.gather(*(asyncio.shield(t) for t in tails), return_exceptions=True)
 
     async def close(self, timeout: float = 10.0) -> None:
         """Wait (up to ``timeout``) for ordered calls, then shut the private pool down."""

@@ -71,3 +71,18 @@ async def test_a_cancelled_waiter_does_not_cut_the_chain() -> None:
     await second
     assert order == ["first", "second"]
     await io.close()
+
+
+async def test_idle_is_a_barrier_that_later_calls_cannot_starve() -> None:
+    io = TierIO(workers=2)
+    release = threading.Event()
+    first = io.submit("a", release.wait, 5)
+    waiting = asyncio.ensure_future(io.idle())
+    await asyncio.sleep(0.01)
+    assert not waiting.done()
+    release.set()
+    late = io.submit("b", time.sleep, 0.3)  # submitted after idle() began
+    await asyncio.wait_for(waiting, 0.25)
+    assert first.done() and not late.done()
+    await late
+    await io.close()

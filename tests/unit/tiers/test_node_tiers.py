@@ -325,6 +325,7 @@ async def test_move_with_a_shared_tier_moves_only_ownership(s3_client: Any, buck
         await src.put(f"k{i}", f"v{i}".encode(), "t", None)
     src.store.demote_lru(20)
     await src._after_store(src._demote())
+    await cold_of(src).io.idle()
     objects = len(list(S3Tier(s3_client, bucket, "c").names(0, 0)))
     assert await move_all(net, src, dst) == 10  # memory records only
     assert len(list(S3Tier(s3_client, bucket, "c").names(0, 0))) == objects == 20
