@@ -25,6 +25,9 @@ __all__ = ["build_parser", "main"]
 
 log = logging.getLogger("elastic_cache.cli")
 
+#: The tier of ``ecache up --hybrid`` when none is given.
+HYBRID_TIER = "s3://ecache-hybrid/cache"
+
 
 # -- helpers -------------------------------------------------------------------------------
 
@@ -90,6 +93,15 @@ def _add_node_shape(parser: argparse.ArgumentParser) -> None:
         type=float,
         help="most records/s a node sends in a migration (default 0: no limit)",
     )
+    parser.add_argument(
+        "--tier",
+        help="cold tier: disk:/path or s3://bucket/prefix (with up, each node uses "
+        "PATH/NODE_ID of a disk tier; 'disk' alone means STATE_DIR/disk)",
+    )
+    parser.add_argument(
+        "--s3-endpoint-url",
+        help="S3-compatible endpoint of an s3:// tier (e.g. moto's server for a demo)",
+    )
 
 
 #: `NodeSettings` fields that ``ecache node`` and ``ecache up`` take as flags.
@@ -103,6 +115,8 @@ NODE_FLAGS = (
     "migration_batch_records",
     "migration_parallel",
     "migration_max_rate",
+    "tier",
+    "s3_endpoint_url",
 )
 
 
@@ -164,6 +178,24 @@ def _cluster_settings(args: argparse.Namespace) -> ClusterSettings:
         scaler["max_nodes"] = args.max_nodes
     if getattr(args, "no_scaling", False):
         scaler["enabled"] = False
+    if nodes.get("tier") == "disk":
+        state_dir = coord.get("state_dir", ".ecache")
+        nodes["tier"] = f"disk:{os.path.join(state_dir, 'disk')}"
+    static = getattr(args, "static", None)
+    if static is not None:
+        # The paper's static-N baselines: N nodes, no scaling, LRU eviction.
+        coord["initial_nodes"] = static
+        scaler["enabled"] = False
+        scaler["max_nodes"] = max(static, scaler.get("max_nodes", 1))
+        nodes["on_full"] = "evict"
+    if getattr(args, "hybrid", False):
+        # The paper's hybrid cache: one node whose cold values go to S3.
+        coord["initial_nodes"] = 1
+        scaler["enabled"] = False
+        nodes["on_full"] = "demote"
+        nodes.setdefault("tier", HYBRID_TIER)
+        if not str(nodes["tier"]).startswith("s3://"):
+            raise ConfigError(f"--hybrid needs an s3:// tier, got {nodes['tier']!r}")
     origins = _section(data, "origins")
     for name, url in getattr(args, "origin", None) or []:
         origins[name] = {**origins.get(name, {}), "url": url}
@@ -186,11 +218,18 @@ def cmd_up(args: argparse.Namespace) -> int:
     from elastic_cache.up import run_up
 
     settings = _cluster_settings(args)
+    # --hybrid without an endpoint or a tier of its own: a local S3 (moto's server).
+    local_s3 = (
+        args.hybrid
+        and settings.nodes.tier == HYBRID_TIER
+        and settings.nodes.s3_endpoint_url is None
+    )
     return asyncio.run(
         run_up(
             settings,
             demo_origin=not args.no_demo_origin,
             demo_origin_port=args.demo_origin_port,
+            local_s3_port=args.local_s3_port if local_s3 else None,
         )
     )
 
@@ -263,6 +302,22 @@ def build_parser() -> argparse.ArgumentParser:
         help="a read-through origin (repeatable)",
     )
     up.add_argument("--no-scaling", action="store_true", help="never launch nodes by itself")
+    mode = up.add_mutually_exclusive_group()
+    mode.add_argument(
+        "--static",
+        type=int,
+        metavar="N",
+        help="the paper's static-N baseline: N nodes, no scaling, LRU eviction",
+    )
+    mode.add_argument(
+        "--hybrid",
+        action="store_true",
+        help="the paper's hybrid cache: one node, cold values demoted to S3 (without "
+        "--tier/--s3-endpoint-url: a local S3 on moto's server, for a demo)",
+    )
+    up.add_argument(
+        "--local-s3-port", type=int, default=5055, help="port of --hybrid's local S3 (5055)"
+    )
     up.add_argument("--no-demo-origin", action="store_true", help="do not start the demo origin")
     up.add_argument("--demo-origin-port", type=int, default=8081, help="default 8081")
     _add_node_shape(up)

@@ -14,7 +14,8 @@ A config file looks like::
     [nodes]
     index = "bptree:order=64"
     capacity_records = 100000      # or capacity_bytes = 1073741824
-    on_full = "evict"              # or "block"
+    on_full = "evict"              # or "block", or "demote" (needs a tier)
+    tier = "disk:/var/cache/ecache"  # or "s3://bucket/prefix" (optional)
 
     [scaler]
     d_low = 50
@@ -42,6 +43,7 @@ from urllib.parse import urlsplit
 from elastic_cache.errors import ConfigError
 from elastic_cache.hashing import make_hasher
 from elastic_cache.indexes import parse_index_spec
+from elastic_cache.tiers.spec import parse_tier_spec
 
 __all__ = [
     "DEFAULT_INDEX",
@@ -71,6 +73,8 @@ class OnFull(enum.StrEnum):
     EVICT = "evict"
     #: Hold the write until a migration makes room (the paper's behaviour).
     BLOCK = "block"
+    #: Move least-recently-used values to the node's cold tier (``tier``) to make room.
+    DEMOTE = "demote"
 
 
 class CapacityUnit(enum.StrEnum):
@@ -119,6 +123,11 @@ class NodeSettings:
         migration_max_rate: most records per second this node sends in a migration
             (0: as fast as it can); a limit leaves more CPU and network to the
             requests the node keeps serving meanwhile.
+        tier: the node's cold tier, ``disk:/path`` or ``s3://bucket/prefix`` (None: no
+            cold tier). Required by ``on_full = "demote"``; values larger than
+            ``max_value_bytes`` go straight to it (see docs/tiers.md).
+        s3_endpoint_url: an S3-compatible endpoint for an ``s3://`` tier (moto's server
+            for a local demo); None: AWS.
     """
 
     index: str = DEFAULT_INDEX
@@ -131,6 +140,8 @@ class NodeSettings:
     migration_batch_records: int = 1000
     migration_parallel: int = 4
     migration_max_rate: float = 0.0
+    tier: str | None = None
+    s3_endpoint_url: str | None = None
 
     def __post_init__(self) -> None:
         parse_index_spec(self.index)
@@ -154,6 +165,18 @@ class NodeSettings:
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+        if self.tier is not None:
+            parse_tier_spec(self.tier)
+        elif self.on_full is OnFull.DEMOTE:
+            raise ConfigError(
+                'on_full = "demote" needs a cold tier (tier = "disk:/path" or "s3://...")'
+            )
+        if self.s3_endpoint_url is not None:
+            parts = urlsplit(self.s3_endpoint_url)
+            if parts.scheme not in ("http", "https") or not parts.netloc:
+                raise ConfigError(
+                    f"s3_endpoint_url must be http(s)://host[:port], got {self.s3_endpoint_url!r}"
+                )
 
     @property
     def capacity_unit(self) -> CapacityUnit:

@@ -21,7 +21,7 @@ from elastic_cache.config import CapacityUnit, OnFull
 from elastic_cache.errors import StoreFull, ValueTooLarge
 from elastic_cache.indexes import Entry, Index
 
-__all__ = ["Capacity", "PutOutcome", "Record", "Store", "key_nbytes", "record_size"]
+__all__ = ["Capacity", "PutOutcome", "Record", "Store", "Victim", "key_nbytes", "record_size"]
 
 
 def key_nbytes(key: str) -> int:
@@ -67,9 +67,14 @@ class Capacity:
         return 1 if self.unit is CapacityUnit.RECORDS else size
 
 
+#: A record that left memory for the cold tier: ``(key, token, record)``.
+Victim = tuple[str, int, Record]
+
+
 @dataclass(frozen=True, slots=True)
 class PutOutcome:
-    """What a put did: the version it wrote and the keys it evicted to make room."""
+    """What a put did: the version it wrote and the keys it evicted to make room
+    (under ``on_full = demote`` the records that left go to `Store.take_victims`)."""
 
     version: int
     evicted: tuple[str, ...] = ()
@@ -82,7 +87,9 @@ class Store:
         index: where records live (any `Index`); it must hold `Record` values.
         capacity: records or bytes the store may hold.
         on_full: ``evict`` drops least-recently-used records to make room; ``block``
-            refuses the write with `StoreFull` so the caller can wait for a migration.
+            refuses the write with `StoreFull` so the caller can wait for a migration;
+            ``demote`` removes them like ``evict`` but keeps them for the caller to
+            write to a cold tier (`take_victims`). The store itself does no I/O.
         clock: seconds, monotonic within the process.
     """
 
@@ -104,6 +111,10 @@ class Store:
         self._version = 0
         self.evictions = 0
         self.expirations = 0
+        self.demotions = 0
+        #: Under ``demote``: evict instead while the cold tier cannot take values.
+        self.demotion_paused = False
+        self._victims: list[Victim] = []
 
     # -- accounting ------------------------------------------------------------------
 
@@ -294,6 +305,7 @@ class Store:
             return ()
         if self.on_full is OnFull.BLOCK:
             raise StoreFull(f"node is full ({self.used}/{cap.limit} {cap.unit})")
+        demote = self.on_full is OnFull.DEMOTE and not self.demotion_paused
         evicted = []
         lru = self._lru
         while need > 0 and lru:
@@ -305,11 +317,43 @@ class Store:
                 continue
             vrec = self._index.get(victim)
             assert vrec is not None
+            if demote:
+                token = self._index.token_of(victim)
+                assert token is not None
+                self._victims.append((victim, token, vrec))
+                self.demotions += 1
+            else:
+                evicted.append(victim)
             self._remove(victim, vrec)
             need -= cap.cost(vrec.size)
-            evicted.append(victim)
         self.evictions += len(evicted)
         return tuple(evicted)
+
+    def take_victims(self) -> list[Victim]:
+        """Records that left memory for the cold tier since the last call (``demote``).
+
+        The caller writes them to the tier; until then they are in no index, so the
+        caller must keep them reachable (see `elastic_cache.tiers.layer`). Cost: O(1).
+        """
+        victims, self._victims = self._victims, []
+        return victims
+
+    def demote_lru(self, count: int) -> int:
+        """Move up to ``count`` least-recently-used records to `take_victims` now (a
+        flush before a clean stop, or a test). Returns how many. Cost: O(count).
+        """
+        moved = 0
+        lru = self._lru
+        while moved < count and lru:
+            victim = next(iter(lru))
+            vrec = self._index.get(victim)
+            token = self._index.token_of(victim)
+            assert vrec is not None and token is not None
+            self._remove(victim, vrec)
+            self._victims.append((victim, token, vrec))
+            moved += 1
+        self.demotions += moved
+        return moved
 
     def _store(self, key: str, token: int, rec: Record) -> None:
         old = self._index.get(key)

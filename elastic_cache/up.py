@@ -1,12 +1,21 @@
-"""``ecache up``: the demo origin, the coordinator and its first nodes, in one command."""
+"""``ecache up``: the demo origin, the coordinator and its first nodes, in one command.
+
+``ecache up --hybrid`` without a tier of its own also starts a local S3 (moto's server,
+a dev dependency) for the nodes' cold tier: a demo without an AWS account, whose values
+live only as long as that process.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
+import importlib.util
 import json
+import socket
 import sys
 import time
+from pathlib import Path
 
 import aiohttp
 
@@ -14,6 +23,8 @@ from elastic_cache.config import ClusterSettings, OriginSettings
 from elastic_cache.coordinator.runner import serve_coordinator
 from elastic_cache.coordinator.service import Coordinator
 from elastic_cache.errors import ConfigError
+from elastic_cache.provisioner.local import LocalProvisioner
+from elastic_cache.tiers.spec import parse_tier_spec
 
 __all__ = ["run_up"]
 
@@ -49,6 +60,63 @@ async def _start_demo_origin(port: int) -> asyncio.subprocess.Process:
     )
 
 
+#: moto's S3 server until stdin closes: it never outlives ``ecache up``, however that ends
+#: (the provisioner holds its nodes' stdin the same way).
+_LOCAL_S3 = """
+import sys
+from moto.server import ThreadedMotoServer
+server = ThreadedMotoServer(ip_address="127.0.0.1", port=int(sys.argv[1]), verbose=False)
+server.start()
+sys.stdin.read()
+server.stop()
+"""
+
+#: Credentials the nodes use with the local S3 (moto accepts any).
+LOCAL_S3_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
+
+
+async def _start_local_s3(port: int, bucket: str) -> asyncio.subprocess.Process:
+    """moto's S3 server on 127.0.0.1:``port``, with ``bucket`` created."""
+    if importlib.util.find_spec("moto.server") is None:
+        raise ConfigError(
+            "ecache up --hybrid needs moto's server for its local S3: "
+            "pip install 'elastic-cache[dev]' (or 'moto[server]'), or pass "
+            "--tier s3://BUCKET/PREFIX to use AWS (or --s3-endpoint-url)"
+        )
+    with socket.socket() as probe:  # moto would serve on, not fail, a port in use
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError as exc:
+            raise ConfigError(
+                f"the local S3 cannot listen on 127.0.0.1:{port} ({exc.strerror}); "
+                "pass --local-s3-port"
+            ) from exc
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        _LOCAL_S3,
+        str(port),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2)) as session:
+        while time.monotonic() < deadline and proc.returncode is None:
+            with contextlib.suppress(aiohttp.ClientError, TimeoutError):
+                # moto checks no signature: a plain path-style PUT creates the bucket.
+                async with session.put(f"{url}/{bucket}") as resp:
+                    if resp.status in (200, 409):
+                        return proc
+            await asyncio.sleep(0.1)
+    await _stop(proc)
+    raise ConfigError(
+        f"the local S3 could not start on 127.0.0.1:{port} (port in use?); pass --local-s3-port"
+    )
+
+
 async def _stop(proc: asyncio.subprocess.Process) -> None:
     if proc.returncode is None:
         with contextlib.suppress(ProcessLookupError):
@@ -73,6 +141,9 @@ def _banner(settings: ClusterSettings, url: str, coord: Coordinator, demo: bool)
     ]
     for origin in settings.origins:
         lines.append(f"  origin       {origin.name} -> {origin.url}")
+    if nodes.tier is not None:
+        where = f" at {nodes.s3_endpoint_url}" if nodes.s3_endpoint_url else ""
+        lines.append(f"  cold tier    {nodes.tier}{where}")
     lines.append(f"  state        {settings.coordinator.state_dir}/ (node logs in logs/)")
     lines.append("Try:")
     lines.append(
@@ -87,12 +158,42 @@ def _banner(settings: ClusterSettings, url: str, coord: Coordinator, demo: bool)
 
 
 async def run_up(
-    settings: ClusterSettings, *, demo_origin: bool = True, demo_origin_port: int = 8081
+    settings: ClusterSettings,
+    *,
+    demo_origin: bool = True,
+    demo_origin_port: int = 8081,
+    local_s3_port: int | None = None,
 ) -> int:
-    """Run until Ctrl-C or SIGTERM; stop every process started on the way out."""
+    """Run until Ctrl-C or SIGTERM; stop every process started on the way out.
+
+    Args:
+        settings: the configuration.
+        demo_origin: start the demo origin.
+        demo_origin_port: its port.
+        local_s3_port: start moto's S3 server on this port for the nodes' ``s3://`` tier
+            (``--hybrid`` without a tier of its own).
+    """
     proc = None
+    s3_proc = None
+    provisioner = None
+    if local_s3_port is not None:
+        assert settings.nodes.tier is not None
+        bucket = parse_tier_spec(settings.nodes.tier).bucket
+        s3_proc = await _start_local_s3(local_s3_port, bucket)
+        nodes = dataclasses.replace(
+            settings.nodes, s3_endpoint_url=f"http://127.0.0.1:{local_s3_port}"
+        )
+        settings = settings.replace(nodes=nodes)
+        provisioner = LocalProvisioner(
+            nodes, log_dir=Path(settings.coordinator.state_dir) / "logs", env=LOCAL_S3_ENV
+        )
     if demo_origin and settings.origin(DEMO_ORIGIN) is None:
-        proc = await _start_demo_origin(demo_origin_port)
+        try:
+            proc = await _start_demo_origin(demo_origin_port)
+        except BaseException:
+            if s3_proc is not None:
+                await _stop(s3_proc)
+            raise
         origin = OriginSettings(name=DEMO_ORIGIN, url=f"http://127.0.0.1:{demo_origin_port}")
         settings = settings.replace(origins=(*settings.origins, origin))
     try:
@@ -101,9 +202,11 @@ async def run_up(
             print(_banner(settings, url, coord, proc is not None), flush=True)
             print(json.dumps({"event": "ready", "url": url}), file=sys.stderr, flush=True)
 
-        await serve_coordinator(settings, on_ready=ready)
+        await serve_coordinator(settings, provisioner=provisioner, on_ready=ready)
     finally:
         if proc is not None:
             await _stop(proc)
+        if s3_proc is not None:
+            await _stop(s3_proc)
     print("elastic-cache stopped.", flush=True)
     return 0

@@ -38,6 +38,8 @@ COORDINATOR: web.AppKey[Coordinator] = web.AppKey("coordinator", Coordinator)
 
 def _respond(answer: Answer) -> web.Response:
     headers = {"Content-Type": answer.content_type, "X-Ecache-Epoch": str(answer.epoch)}
+    if answer.cache:
+        headers["X-Cache"] = answer.cache  # HIT-COLD: the node answered from its cold tier
     if answer.status == 204:
         return web.Response(status=204, headers={"X-Ecache-Epoch": str(answer.epoch)})
     return web.Response(status=answer.status, body=answer.body, headers=headers)

@@ -34,6 +34,8 @@ class Answer(NamedTuple):
         epoch: the node's ring epoch.
         used: fill after a write, in the capacity's unit (-1 when not reported).
         capacity: capacity (-1 when not reported).
+        cache: the node's ``X-Cache`` header ("HIT-COLD" for a value from its cold
+            tier; "" when absent).
     """
 
     status: int
@@ -42,6 +44,7 @@ class Answer(NamedTuple):
     epoch: int
     used: int = -1
     capacity: int = -1
+    cache: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,6 +193,7 @@ class HttpNodeClient:
             int(h.get(b"x-ecache-epoch", b"0")),
             used,
             cap,
+            h.get(b"x-cache", b"").decode("latin-1"),
         )
 
     async def get(self, key: str, *, head: bool = False) -> Answer:

@@ -12,6 +12,9 @@ from elastic_cache.node.app import make_node_app
 from elastic_cache.node.peer import HttpPeerLink
 from elastic_cache.node.service import NodeService
 from elastic_cache.store import Capacity, Store, record_size
+from elastic_cache.tiers.base import ColdTier
+from elastic_cache.tiers.layer import ColdLayer
+from elastic_cache.tiers.spec import open_tier
 
 __all__ = ["NodeService", "build_node_service", "make_node_app"]
 
@@ -21,8 +24,19 @@ def build_node_service(
     *,
     node_id: str,
     clock: Callable[[], float] = time.monotonic,
+    tier: ColdTier | None = None,
+    wall_clock: Callable[[], float] = time.time,
 ) -> NodeService:
-    """A node service built from settings, reaching its peers over HTTP."""
+    """A node service built from settings, reaching its peers over HTTP.
+
+    Args:
+        settings: how the node is built.
+        node_id: its id.
+        clock: the store's monotonic clock.
+        tier: the cold tier; default the one ``settings.tier`` names (an S3 tier then
+            gets a boto3 client from the default credential chain), or none.
+        wall_clock: seconds since the epoch (cold values' expiry).
+    """
     index = make_index(settings.index, sizeof=record_size)
     store = Store(
         index,
@@ -30,9 +44,17 @@ def build_node_service(
         on_full=settings.on_full,
         clock=clock,
     )
+    if tier is None and settings.tier is not None:
+        tier = open_tier(settings.tier, endpoint_url=settings.s3_endpoint_url)
+    cold = None
+    if tier is not None:
+        cold = ColdLayer(
+            tier, store, max_value_bytes=settings.max_value_bytes, wall_clock=wall_clock
+        )
     return NodeService(
         node_id=node_id,
         store=store,
+        cold=cold,
         hasher=make_hasher(settings.hash),
         peer_factory=HttpPeerLink,
         batch_records=settings.migration_batch_records,

@@ -21,6 +21,10 @@ Control plane (used by the coordinator and by peer nodes)::
 
 Every answer to a key carries ``X-Ecache-Epoch``; a write answer also carries
 ``X-Ecache-Fill: USED CAPACITY`` so the coordinator's scaler needs no polling.
+
+With a cold tier (docs/tiers.md) a value found there is answered with ``X-Cache:
+HIT-COLD`` (streamed when it is larger than ``max_value_bytes``), and a PUT larger than
+``max_value_bytes`` streams straight into the tier instead of being refused with 413.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ import contextlib
 from collections.abc import AsyncIterator
 
 from aiohttp import web
+from aiohttp.streams import StreamReader
 
 from elastic_cache.errors import Conflict, ElasticCacheError, InvalidBody
 from elastic_cache.httpio import (
@@ -45,6 +50,8 @@ from elastic_cache.httpio import (
 )
 from elastic_cache.node.service import NodeService
 from elastic_cache.node.wire import decode_frame
+from elastic_cache.store import Record
+from elastic_cache.tiers.layer import ColdHit, read_chunks
 
 __all__ = ["SERVICE", "make_node_app"]
 
@@ -63,6 +70,8 @@ def _key(request: web.Request) -> str:
 
 async def get_kv(request: web.Request) -> web.StreamResponse:
     service = request.app[SERVICE]
+    if service.cold is not None:
+        return await _get_tiered(request, service)
     try:
         rec = service.get(request.match_info["key"])
     except ElasticCacheError as err:
@@ -87,6 +96,89 @@ async def get_kv(request: web.Request) -> web.StreamResponse:
     )
 
 
+def _miss_or_error(service: NodeService, err: ElasticCacheError) -> web.Response:
+    epoch = {"X-Ecache-Epoch": str(service.epoch)}
+    if err.status == 404:
+        return web.Response(
+            status=404, body=_MISS_BODY, headers={"Content-Type": "application/json", **epoch}
+        )
+    return error_response(err, epoch)
+
+
+async def _get_tiered(request: web.Request, service: NodeService) -> web.StreamResponse:
+    """GET/HEAD on a node with a cold tier: memory first, then the tier."""
+    key = request.match_info["key"]
+    epoch = str(service.epoch)
+    try:
+        if request.method == "HEAD":
+            found = await service.head(key)
+            cold = not isinstance(found, Record)
+            length = found.length if not isinstance(found, Record) else len(found.value)
+            headers = {
+                "Content-Type": found.content_type,
+                "X-Ecache-Length": str(length),
+                "X-Ecache-Epoch": epoch,
+            }
+            if cold:
+                headers["X-Cache"] = "HIT-COLD"
+            return web.Response(headers=headers)
+        hit = await service.lookup(key)
+    except ElasticCacheError as err:
+        return _miss_or_error(service, err)
+    if not isinstance(hit, ColdHit):
+        return web.Response(
+            body=hit.value, headers={"Content-Type": hit.content_type, "X-Ecache-Epoch": epoch}
+        )
+    headers = {
+        "Content-Type": hit.entry.content_type,
+        "X-Ecache-Epoch": epoch,
+        "X-Cache": "HIT-COLD",
+    }
+    if hit.value is not None:
+        return web.Response(body=hit.value, headers=headers)
+    assert hit.reader is not None and service.cold is not None
+    # Too large for memory: stream it, one chunk in memory at a time.
+    response = web.StreamResponse(headers=headers)
+    response.content_length = hit.entry.length
+    chunks = read_chunks(service.cold, hit.reader)
+    try:
+        await response.prepare(request)
+        async for chunk in chunks:
+            await response.write(chunk)
+    finally:
+        await chunks.aclose()
+    await response.write_eof()
+    return response
+
+
+async def _body_or_stream(
+    request: web.Request, limit: int
+) -> tuple[bytes | None, AsyncIterator[bytes] | None]:
+    """The body whole when it is at most ``limit`` bytes, else a stream of its chunks
+    (what was read already first). Never holds more than ``limit`` bytes."""
+    length = request.content_length
+    stream = request.content
+    if length is not None and length > limit:
+        return None, _chunks(stream, b"")
+    if length is not None:
+        return (await stream.readexactly(length) if length else b""), None
+    parts: list[bytes] = []
+    total = 0
+    while chunk := await stream.readany():
+        parts.append(chunk)
+        total += len(chunk)
+        if total > limit:
+            return None, _chunks(stream, b"".join(parts))
+    return b"".join(parts), None
+
+
+async def _chunks(stream: StreamReader, first: bytes) -> AsyncIterator[bytes]:
+    if first:
+        yield first
+    while chunk := await stream.readany():
+        yield chunk
+
+
 def _fill_header(service: NodeService) -> dict[str, str]:
     store = service.store
     return {
@@ -102,7 +194,18 @@ async def put_kv(request: web.Request) -> web.StreamResponse:
         ttl = parse_ttl(request.query.get("ttl"))
         ctype = parse_content_type(request.headers.get("Content-Type"))
         service.token(key)  # refuse a misdirected write before reading its body
-        value = await read_limited(request, request.app[MAX_VALUE])
+        limit = request.app[MAX_VALUE]
+        if service.cold is None:
+            value: bytes | None = await read_limited(request, limit)
+        else:
+            value, stream = await _body_or_stream(request, limit)
+            if stream is not None:
+                # Too large for memory: straight to the cold tier as it streams in.
+                await service.put_stream(key, ctype, ttl, stream)
+                headers = _fill_header(service)
+                headers["X-Ecache-Stored"] = "cold"
+                return web.Response(status=204, headers=headers)
+        assert value is not None
         outcome = await service.put(key, value, ctype, ttl)
     except ElasticCacheError as err:
         return error_response(err, _fill_header(service))
@@ -187,14 +290,17 @@ async def send_migration(request: web.Request) -> web.StreamResponse:
 
 async def ingest_migration(request: web.Request) -> web.StreamResponse:
     frame = await read_limited(request, MAX_FRAME_BYTES)
-    applied, skipped = request.app[SERVICE].ingest(request.match_info["id"], frame)
+    applied, skipped = await request.app[SERVICE].receive_frame(request.match_info["id"], frame)
     return web.json_response({"applied": applied, "skipped": skipped})
 
 
 async def forward_migration(request: web.Request) -> web.StreamResponse:
     service = request.app[SERVICE]
     frame = await read_limited(request, MAX_FRAME_BYTES)
-    applied = sum(service.apply_forwarded(request.match_info["id"], w) for w in decode_frame(frame))
+    mid = request.match_info["id"]
+    applied = 0
+    for wire in decode_frame(frame):
+        applied += await service.receive_forward(mid, wire)
     return web.json_response({"applied": applied})
 
 
@@ -255,6 +361,8 @@ def make_node_app(
     app.router.add_delete("/v1/migrations/{id}", abort_migration)
 
     async def background(app: web.Application) -> AsyncIterator[None]:
+        if service.cold is not None:
+            await service.cold.start()  # a local tier is listed before the node serves
         task = asyncio.create_task(_expiry_loop(service, expiry_period))
         yield
         task.cancel()
@@ -262,6 +370,7 @@ def make_node_app(
             await task
         for mid in list(service.outgoing):
             await service.abort_outgoing(mid)
+        await service.close()
 
     app.cleanup_ctx.append(background)
     return app

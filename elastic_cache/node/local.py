@@ -15,6 +15,7 @@ from elastic_cache.coordinator.nodeclient import Answer, NodeStats
 from elastic_cache.errors import ElasticCacheError, NodeUnavailable
 from elastic_cache.node.service import NodeService
 from elastic_cache.node.wire import WireRecord, decode_frame, encode_frame
+from elastic_cache.tiers.layer import ColdHit, read_chunks
 
 __all__ = ["LocalNetwork", "LocalNodeClient", "LocalPeerLink"]
 
@@ -59,12 +60,12 @@ class LocalPeerLink:
         self.address = address
 
     async def ingest(self, migration: str, frame: bytes) -> None:
-        self._network.service(self.address).ingest(migration, frame)
+        await self._network.service(self.address).receive_frame(migration, frame)
 
     async def forward(self, migration: str, record: WireRecord) -> None:
         target = self._network.service(self.address)
         for wire in decode_frame(encode_frame([record])):
-            target.apply_forwarded(migration, wire)
+            await target.receive_forward(migration, wire)
 
     async def close(self) -> None:
         return None
@@ -89,10 +90,17 @@ class LocalNodeClient:
     async def get(self, key: str, *, head: bool = False) -> Answer:
         svc = self._svc
         try:
-            rec = svc.get(key)
+            found = svc.get(key) if svc.cold is None else await svc.lookup(key)
         except ElasticCacheError as err:
             return _error_answer(err, svc.epoch)
-        return Answer(200, b"" if head else rec.value, rec.content_type, svc.epoch)
+        if isinstance(found, ColdHit):
+            value = found.value
+            if value is None:  # too large for memory: read it whole here (in-process)
+                assert found.reader is not None and svc.cold is not None
+                value = b"".join([c async for c in read_chunks(svc.cold, found.reader)])
+            body = b"" if head else value
+            return Answer(200, body, found.entry.content_type, svc.epoch, cache="HIT-COLD")
+        return Answer(200, b"" if head else found.value, found.content_type, svc.epoch)
 
     async def put(self, key: str, value: bytes, content_type: str, ttl: float | None) -> Answer:
         svc = self._svc

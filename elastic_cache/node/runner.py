@@ -38,6 +38,7 @@ async def serve_node(
     port: int,
     node_id: str,
     watch_stdin: bool = False,
+    flush_timeout: float = 3.0,
 ) -> None:
     """Serve a node until SIGTERM, SIGINT or (with ``watch_stdin``) the end of stdin.
 
@@ -46,7 +47,9 @@ async def serve_node(
     with ``port=0`` the kernel picks a free port and the line says which.
     ``watch_stdin`` is how a local provisioner makes sure no node outlives it: it keeps
     the write end of the node's stdin, and the node exits when that end closes, even
-    if the provisioner was killed with SIGKILL.
+    if the provisioner was killed with SIGKILL. With a cold tier, a clean stop first
+    demotes every memory record to it (waiting up to ``flush_timeout`` seconds; a local
+    provisioner kills a node 5 s after SIGTERM).
     """
     tune_gc()
     service = build_node_service(settings, node_id=node_id)
@@ -65,5 +68,8 @@ async def serve_node(
 
     try:
         await wait_for_stop(watch_stdin=watch_stdin)
+        if service.cold is not None:
+            # A clean stop writes memory to the cold tier, so a restart is warm.
+            await service.cold.flush(timeout=flush_timeout)
     finally:
         await runner.cleanup()

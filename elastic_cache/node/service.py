@@ -20,6 +20,12 @@ Live migration of ``(lo, hi]`` from a source S to a destination D (DESIGN.md):
    A late request to S gets 421 and is retried against the new ring.
 4. On abort (D died, or anything failed before the commit) S simply stops forwarding:
    its records never left its index, so nothing is lost; D drops what it received.
+
+With a cold tier (`elastic_cache.tiers.layer.ColdLayer`, docs/tiers.md) a move of a
+*local* tier (disk) streams the range's cold records after its memory records, and D
+first deletes its own older files in the range; a *shared* tier (S3) moves nothing but
+ownership: D learns the range's cold names by listing them after its commit. While a
+range is moving, a record S demotes from it is also forwarded to D.
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ import asyncio
 import itertools
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -39,13 +45,16 @@ from elastic_cache.errors import (
     Misdirected,
     NodeUnavailable,
     NotFound,
+    ValueTooLarge,
 )
 from elastic_cache.hashing import TokenHasher, validate_key
 from elastic_cache.indexes import Entry
 from elastic_cache.node.ownership import RangeSet
 from elastic_cache.node.wire import WireRecord, decode_batch, encode_batch
-from elastic_cache.ring import in_range
-from elastic_cache.store import PutOutcome, Record, Store, key_nbytes
+from elastic_cache.ring import in_range, range_size
+from elastic_cache.store import PutOutcome, Record, Store, Victim, key_nbytes
+from elastic_cache.tiers.base import ColdEntry
+from elastic_cache.tiers.layer import ColdHit, ColdLayer
 
 __all__ = ["Incoming", "NodeService", "Outgoing", "PeerLink", "SendSummary"]
 
@@ -142,6 +151,7 @@ class NodeService:
         drop_chunk: records dropped per step when giving a range away (ordered indexes),
             so a large drop does not stall the event loop.
         max_rate: most records per second a snapshot stream sends (0: no limit).
+        cold: the node's cold tier joined to ``store`` (None: memory only).
     """
 
     def __init__(
@@ -156,6 +166,7 @@ class NodeService:
         parallel: int = 4,
         drop_chunk: int = 4096,
         max_rate: float = 0.0,
+        cold: ColdLayer | None = None,
     ) -> None:
         self.node_id = node_id
         self.store = store
@@ -166,12 +177,14 @@ class NodeService:
         self.outgoing: dict[str, Outgoing] = {}
         self.incoming: dict[str, Incoming] = {}
         # Incoming moves already committed here, by id: the source may still have
-        # forwards in flight until it commits too, and those must land.
-        self._committed: OrderedDict[str, tuple[int, int]] = OrderedDict()
+        # forwards in flight until it commits too, and those must land (with the floor:
+        # a record demoted here since must not be overwritten by an older forward).
+        self._committed: OrderedDict[str, Incoming] = OrderedDict()
         self.batch_records = batch_records
         self.parallel = parallel
         self.drop_chunk = drop_chunk
         self.max_rate = max_rate
+        self.cold = cold
         self.hits = 0
         self.misses = 0
 
@@ -201,8 +214,11 @@ class NodeService:
         """
         if epoch < self.epoch:
             return False
-        self.owned = RangeSet(ranges, self.hasher.space)
+        old, self.owned = self.owned, RangeSet(ranges, self.hasher.space)
         self.epoch = epoch
+        if self.cold is not None and self.cold.tier.shared:
+            # Ranges that are new to us: learn which of their values the shared tier holds.
+            self.cold.relist(_gained(old, self.owned))
         return True
 
     # -- data plane --------------------------------------------------------------------
@@ -220,6 +236,51 @@ class NodeService:
             raise KeyNotFound(f"no value for key {key[:80]!r}")
         self.hits += 1
         return rec
+
+    async def lookup(self, key: str) -> Record | ColdHit:
+        """The live value of ``key``: from memory, else from the cold tier (a cold hit
+        is promoted to memory when there is room).
+
+        Raises:
+            Misdirected: not ours. KeyNotFound: a miss. ColdTierError: the tier failed.
+        """
+        token = self.token(key)
+        rec = self.store.get(key)
+        cold = self.cold
+        if rec is None and cold is not None:
+            rec = cold.pending(key)
+            if rec is None:
+                hit = await cold.fetch(key, token)
+                if hit is not None:
+                    self.hits += 1
+                    if hit.promoted:
+                        await self._after_store(self._demote())
+                    return hit
+        if rec is None:
+            self.misses += 1
+            raise KeyNotFound(f"no value for key {key[:80]!r}")
+        self.hits += 1
+        return rec
+
+    async def head(self, key: str) -> Record | ColdEntry:
+        """What HEAD reports: the memory record, or the cold entry (no value read).
+
+        Raises:
+            Misdirected, KeyNotFound, ColdTierError.
+        """
+        token = self.token(key)
+        rec = self.store.peek(key)
+        if rec is not None and not (rec.expires_at and rec.expires_at <= self.store._clock()):
+            return rec
+        cold = self.cold
+        if cold is not None:
+            rec = cold.pending(key)
+            if rec is not None:
+                return rec
+            entry = await cold.head(key, token)
+            if entry is not None:
+                return entry
+        raise KeyNotFound(f"no value for key {key[:80]!r}")
 
     def _outgoing_for(self, token: int) -> Outgoing | None:
         """The move ``token`` is part of, if any.
@@ -246,17 +307,83 @@ class NodeService:
         token = self.token(key)
         out = self._outgoing_for(token) if self.outgoing else None
         outcome = self.store.put(key, token, value, content_type, ttl)
+        cold = self.cold
+        # Victims must be readable (pending) before anything awaits.
+        victims = self._demote() if cold is not None else []
+        if cold is not None:
+            await cold.invalidate(key, token)
         if out is not None:
             ttl_ms = -1 if not ttl else int(ttl * 1000)
             wire = WireRecord(key, token, outcome.version, value, content_type, ttl_ms)
             await self._forward(out, wire)
+        await self._after_store(victims)
         return outcome
+
+    async def put_stream(
+        self, key: str, content_type: str, ttl: float | None, chunks: AsyncIterator[bytes]
+    ) -> int:
+        """Store a value too large for memory straight in the cold tier, as it streams in.
+
+        Returns:
+            The value's length.
+
+        Raises:
+            ValueTooLarge: no cold tier. Misdirected: not ours. NodeUnavailable: the
+            key's range is moving (retry after the move). ColdTierError: the tier failed.
+        """
+        token = self.token(key)
+        cold = self.cold
+        if cold is None:
+            raise ValueTooLarge("value exceeds the node's max_value_bytes and it has no cold tier")
+
+        def check() -> None:
+            self.token(key)
+            if self.outgoing and self._outgoing_for(token) is not None:
+                raise NodeUnavailable(
+                    "the range of this key is moving to another node; retry the large "
+                    "write when the move is done"
+                )
+
+        check()
+        return await cold.put_large(
+            key,
+            token,
+            content_type,
+            ttl,
+            chunks,
+            check=check,
+            next_version=self.store.next_version,
+        )
+
+    async def _after_store(self, victims: list[Victim]) -> None:
+        """Forward victims of a moving range to its destination, then wait if the tier
+        is far behind with demotions."""
+        cold = self.cold
+        if cold is None:
+            return
+        if victims and self.outgoing:
+            for key, token, rec in victims:
+                try:
+                    out = self._outgoing_for(token)
+                except NodeUnavailable:
+                    continue  # a failed move: the source keeps the value (in its tier)
+                if out is not None:
+                    await self._forward(out, self._wire(key, token, rec))
+        await cold.backpressure()
+
+    def _wire(self, key: str, token: int, rec: Record) -> WireRecord:
+        ttl_ms = -1
+        if rec.expires_at:
+            ttl_ms = max(1, int((rec.expires_at - self.store._clock()) * 1000))
+        return WireRecord(key, token, rec.version, rec.value, rec.content_type, ttl_ms)
 
     async def delete(self, key: str) -> bool:
         """Delete a key everywhere it lives; True when a live value was there."""
         token = self.token(key)
         out = self._outgoing_for(token) if self.outgoing else None
         existed = self.store.delete(key)
+        if self.cold is not None:
+            existed = await self.cold.remove(key, token) or existed
         if out is not None:
             version = self.store.next_version()
             await self._forward(out, WireRecord(key, token, version, deleted=True))
@@ -291,6 +418,9 @@ class NodeService:
             raise Conflict(f"node {self.node_id} already owns ({lo}, {hi}]")
         inc = Incoming(migration, lo, hi)
         self.incoming[migration] = inc
+        if self.cold is not None:
+            # Local files in an arriving range predate it: the source's copy is the truth.
+            self.cold.drop_range_soon(lo, hi)
         return inc
 
     def _incoming(self, migration: str) -> Incoming:
@@ -307,6 +437,15 @@ class NodeService:
             InvalidBody: a bad frame, or a record outside the migration's range.
         """
         inc = self._incoming(migration)
+        keys, tokens, recs = self._decode_ingest(inc, frame)
+        applied, skipped = self.store.apply_batch(keys, tokens, recs, inc.floor)
+        inc.applied += applied
+        inc.skipped += skipped
+        return applied, skipped
+
+    def _decode_ingest(
+        self, inc: Incoming, frame: bytes
+    ) -> tuple[list[str], Sequence[int], list[Record]]:
         batch = decode_batch(frame)
         lo, hi = inc.lo, inc.hi
         if lo < hi:
@@ -332,10 +471,72 @@ class NodeService:
                 ),
             )
         )
-        applied, skipped = self.store.apply_batch(batch.keys, batch.tokens, recs, inc.floor)
+        return batch.keys, batch.tokens, recs
+
+    async def receive_frame(self, migration: str, frame: bytes) -> tuple[int, int]:
+        """`ingest`, plus the cold tier: values too large for memory go to it, and the
+        records the frame pushes out of memory are demoted."""
+        cold = self.cold
+        if cold is None:
+            return self.ingest(migration, frame)
+        await cold.settled()  # stale local files of the range are gone first
+        inc = self._incoming(migration)
+        keys, tokens, recs = self._decode_ingest(inc, frame)
+        applied = skipped = 0
+        if any(len(r.value) > cold.max_value_bytes for r in recs):
+            small: list[int] = []
+            for i, rec in enumerate(recs):
+                if len(rec.value) <= cold.max_value_bytes:
+                    small.append(i)
+                    continue
+                key, token = keys[i], tokens[i]
+                old = self.store.peek(key)
+                if rec.version <= inc.floor.get(key, 0) or (old and old.version >= rec.version):
+                    skipped += 1
+                    continue
+                await cold.put_record(key, token, rec)
+                self.store.delete_older(key, rec.version)
+                applied += 1
+            keys = [keys[i] for i in small]
+            tokens = [tokens[i] for i in small]
+            recs = [recs[i] for i in small]
+        done, left = self.store.apply_batch(keys, tokens, recs, inc.floor)
+        applied += done
+        skipped += left
         inc.applied += applied
         inc.skipped += skipped
+        await self._after_store(self._demote())
         return applied, skipped
+
+    async def receive_forward(self, migration: str, wire: WireRecord) -> bool:
+        """`apply_forwarded`, plus the cold tier: a forwarded write or delete also
+        removes an older cold copy of the key here."""
+        if self.cold is not None:
+            await self.cold.settled()  # stale local files of the range are gone first
+        applied = self.apply_forwarded(migration, wire)
+        cold = self.cold
+        if cold is not None:
+            victims = self._demote()
+            if wire.deleted:
+                await cold.remove_older(wire.key, wire.token, wire.version)
+            elif applied:
+                await cold.invalidate(wire.key, wire.token)
+            await self._after_store(victims)
+        return applied
+
+    def _demote(self) -> list[Victim]:
+        """Start writing the store's victims to the tier. A victim of an arriving range
+        raises that key's floor, so an older snapshot record or forward arriving later
+        cannot take the place of the demoted one."""
+        assert self.cold is not None
+        victims = self.cold.demote()
+        if victims and (self.incoming or self._committed):
+            moves = [*self.incoming.values(), *self._committed.values()]
+            for key, token, rec in victims:
+                for inc in moves:
+                    if in_range(token, inc.lo, inc.hi) and inc.floor.get(key, 0) < rec.version:
+                        inc.floor[key] = rec.version
+        return victims
 
     def apply_forwarded(self, migration: str, wire: WireRecord) -> bool:
         """Apply one write or delete forwarded by the source.
@@ -346,7 +547,7 @@ class NodeService:
         committed = self._committed.get(migration)
         if committed is None:
             return self._apply(self._incoming(migration), wire, forwarded=True)
-        return self._apply(Incoming(migration, *committed), wire, forwarded=True)
+        return self._apply(committed, wire, forwarded=True)
 
     def _apply(self, inc: Incoming, wire: WireRecord, *, forwarded: bool) -> bool:
         if not in_range(wire.token, inc.lo, inc.hi):
@@ -379,7 +580,7 @@ class NodeService:
         inc = self._incoming(migration)
         self.set_ownership(epoch, ranges)
         del self.incoming[migration]
-        self._committed[migration] = (inc.lo, inc.hi)
+        self._committed[migration] = inc
         while len(self._committed) > 64:
             self._committed.popitem(last=False)
 
@@ -388,6 +589,8 @@ class NodeService:
         inc = self.incoming.pop(migration, None)
         if inc is None:
             return 0
+        if self.cold is not None:
+            self.cold.drop_range_soon(inc.lo, inc.hi)  # what it demoted of the range
         return len(self.store.pop_range(inc.lo, inc.hi))
 
     # -- source side -------------------------------------------------------------------
@@ -448,6 +651,21 @@ class NodeService:
                 chunk = snapshot[start : start + n]
                 yield self._encode(chunk), len(chunk)
 
+    async def _frames(self, out: Outgoing) -> AsyncIterator[tuple[bytes, int]]:
+        """Memory frames, then a local cold tier's records of the range."""
+        for item in self._snapshot_frames(out):
+            yield item
+        cold = self.cold
+        if cold is None:
+            return
+        if cold.tier.shared:
+            # Only ownership moves; the destination lists the range after its commit,
+            # and sees every demotion started before this point.
+            await cold.io.idle()
+            return
+        async for chunk in cold.records(out.lo, out.hi, batch=self.batch_records):
+            yield self._encode(chunk), len(chunk)
+
     def _same_token_rest(self, chunk: list[Entry[Record]], tail: int) -> list[Entry[Record]]:
         """Records with token ``tail`` that did not fit in ``chunk``."""
         have = {key for token, key, _ in chunk if token == tail}
@@ -500,7 +718,7 @@ class NodeService:
                 sem.release()
 
         queued = 0
-        for frame, count in self._snapshot_frames(out):
+        async for frame, count in self._frames(out):
             if self.max_rate:
                 # Pace the stream: frame k leaves no earlier than k records / rate.
                 queued += count
@@ -540,13 +758,24 @@ class NodeService:
         return await self.drop_range(out.lo, out.hi)
 
     async def abort_outgoing(self, migration: str) -> None:
-        """Stop forwarding; the records never left, so nothing else is needed."""
+        """Stop forwarding; the records never left, so nothing else is needed (with a
+        shared tier, relearn the range's cold names: the destination may have demoted
+        some of its records there)."""
         out = self.outgoing.pop(migration, None)
         if out is not None:
             await out.peer.close()
+            if self.cold is not None:
+                self.cold.relist([(out.lo, out.hi)])
 
     async def drop_range(self, lo: int, hi: int) -> int:
-        """Remove every record in ``(lo, hi]``, in pieces for ordered indexes."""
+        """Remove every record in ``(lo, hi]``, in pieces for ordered indexes (and, with
+        a local cold tier, its files in the range)."""
+        if self.cold is not None and not self.cold.tier.shared:
+            dropped = await self._drop_memory(lo, hi)
+            return dropped + await self.cold.drop_range(lo, hi)
+        return await self._drop_memory(lo, hi)
+
+    async def _drop_memory(self, lo: int, hi: int) -> int:
         store = self.store
         if not store.index.ordered:
             return len(store.pop_range(lo, hi))
@@ -599,4 +828,24 @@ class NodeService:
             },
             "migrations": [m.describe() for m in self.outgoing.values()]
             + [m.describe() for m in self.incoming.values()],
+            "demotions": store.demotions,
+            "cold": None if self.cold is None else self.cold.stats(),
         }
+
+    async def close(self) -> None:
+        """Release the cold tier (waits for writes in flight)."""
+        if self.cold is not None:
+            await self.cold.close()
+
+
+def _gained(old: RangeSet, new: RangeSet) -> list[tuple[int, int]]:
+    """Ranges of ``new`` not inside one range of ``old``."""
+    space = new.space
+    gained = []
+    for lo, hi in new.ranges:
+        size = range_size(lo, hi, space)
+        if not any(
+            (lo - olo) % space + size <= range_size(olo, ohi, space) for olo, ohi in old.ranges
+        ):
+            gained.append((lo, hi))
+    return gained

@@ -15,6 +15,7 @@ import logging
 import os
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 import aiohttp
@@ -60,6 +61,14 @@ def node_command(settings: NodeSettings, *, node_id: str, host: str, port: int =
         cmd += ["--capacity-records", str(settings.capacity_records)]
     else:
         cmd += ["--capacity-bytes", str(settings.capacity_bytes)]
+    if settings.tier is not None:
+        tier = settings.tier
+        if tier.startswith("disk:"):
+            # A disk tier is local to its node: each node gets its own directory.
+            tier = f"disk:{os.path.join(tier[len('disk:') :], node_id)}"
+        cmd += ["--tier", tier]
+    if settings.s3_endpoint_url is not None:
+        cmd += ["--s3-endpoint-url", settings.s3_endpoint_url]
     return cmd
 
 
@@ -72,6 +81,8 @@ class LocalProvisioner:
         host: address the nodes bind.
         boot_delay: seconds to wait before starting a process (simulated allocation).
         health_timeout: seconds a node has to announce itself and answer /healthz.
+        env: extra environment variables for the nodes (e.g. the credentials of a
+            local S3).
     """
 
     def __init__(
@@ -82,8 +93,10 @@ class LocalProvisioner:
         host: str = "127.0.0.1",
         boot_delay: float | None = None,
         health_timeout: float = 30.0,
+        env: Mapping[str, str] | None = None,
     ) -> None:
         self.settings = settings
+        self.env = dict(env or {})
         self.log_dir = log_dir
         self.host = host
         self.boot_delay = settings.boot_delay if boot_delay is None else boot_delay
@@ -118,7 +131,7 @@ class LocalProvisioner:
             log_file = await asyncio.to_thread(open, self.log_dir / f"{node_id}.log", "ab")
             stderr = log_file
         cmd = node_command(self.settings, node_id=node_id, host=self.host)
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        env = dict(os.environ, PYTHONUNBUFFERED="1", **self.env)
         try:
             proc = await asyncio.create_subprocess_exec(
                 *cmd,

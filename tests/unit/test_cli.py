@@ -96,3 +96,59 @@ def test_bad_toml(tmp_path: pytest.TempPathFactory, capsys: pytest.CaptureFixtur
 def test_no_command_prints_help(capsys: pytest.CaptureFixture[str]) -> None:
     assert main([]) == 2
     assert "COMMAND" in capsys.readouterr().out
+
+
+def test_tier_flags_and_modes(tmp_path: pytest.TempPathFactory) -> None:
+    from elastic_cache.provisioner.local import node_command
+
+    args = build_parser().parse_args(
+        ["up", "--state-dir", str(tmp_path), "--tier", "disk", "--on-full", "demote"]
+    )
+    s = _cluster_settings(args)
+    assert s.nodes.tier == f"disk:{tmp_path}/disk"
+    cmd = node_command(s.nodes, node_id="node-3", host="127.0.0.1")
+    assert cmd[cmd.index("--tier") + 1] == f"disk:{tmp_path}/disk/node-3"
+
+    s = _cluster_settings(build_parser().parse_args(["up", "--static", "4"]))
+    assert (s.coordinator.initial_nodes, s.scaler.enabled, str(s.nodes.on_full)) == (
+        4,
+        False,
+        "evict",
+    )
+    assert s.scaler.max_nodes >= 4
+
+    s = _cluster_settings(build_parser().parse_args(["up", "--hybrid"]))
+    assert (s.coordinator.initial_nodes, s.scaler.enabled, str(s.nodes.on_full)) == (
+        1,
+        False,
+        "demote",
+    )
+    assert s.nodes.tier == "s3://ecache-hybrid/cache"
+    s = _cluster_settings(
+        build_parser().parse_args(
+            ["up", "--hybrid", "--tier", "s3://mine/p", "--s3-endpoint-url", "http://h:1"]
+        )
+    )
+    assert (s.nodes.tier, s.nodes.s3_endpoint_url) == ("s3://mine/p", "http://h:1")
+    cmd = node_command(s.nodes, node_id="node-1", host="127.0.0.1")
+    assert cmd[cmd.index("--tier") + 1] == "s3://mine/p"
+
+
+@pytest.mark.parametrize(
+    ("argv", "fragment"),
+    [
+        (["up", "--hybrid", "--tier", "disk:/x"], "s3://"),
+        (["node", "--on-full", "demote"], "needs a cold tier"),
+        (["node", "--tier", "ram:/x"], "tier spec"),
+        (["up", "--static", "2", "--hybrid"], None),
+    ],
+)
+def test_bad_tier_flags(
+    argv: list[str], fragment: str | None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    if fragment is None:
+        with pytest.raises(SystemExit):
+            build_parser().parse_args(argv)
+        return
+    assert main(argv) == 2
+    assert fragment in capsys.readouterr().err

@@ -218,3 +218,36 @@ class StoreMachine(RuleBasedStateMachine):
 
 TestStoreMachine = StoreMachine.TestCase
 TestStoreMachine.settings = settings(max_examples=60, stateful_step_count=50, deadline=None)
+
+
+def test_demote_policy_hands_victims_over() -> None:
+    store, _ = make_store(limit=2, on_full=OnFull.DEMOTE)
+    store.put("a", 1, b"va", "t")
+    store.put("b", 2, b"vb", "t")
+    out = store.put("c", 3, b"vc", "t")
+    assert out.evicted == ()  # nothing dropped: "a" waits for the caller
+    victims = store.take_victims()
+    assert [(k, t, r.value) for k, t, r in victims] == [("a", 1, b"va")]
+    assert store.take_victims() == []
+    assert store.demotions == 1 and store.evictions == 0
+    assert set(store.index) == {"b", "c"}
+    store._check()
+
+
+def test_paused_demotion_evicts() -> None:
+    store, _ = make_store(limit=1, on_full=OnFull.DEMOTE)
+    store.put("a", 1, b"v", "t")
+    store.demotion_paused = True
+    assert store.put("b", 2, b"v", "t").evicted == ("a",)
+    assert store.take_victims() == []
+
+
+def test_demote_lru_moves_records_now() -> None:
+    store, _ = make_store(limit=10, on_full=OnFull.DEMOTE)
+    for k in "abcd":
+        store.put(k, ord(k), b"v", "t")
+    store.get("a")
+    assert store.demote_lru(2) == 2
+    assert [k for k, _, _ in store.take_victims()] == ["b", "c"]
+    assert set(store.index) == {"a", "d"}
+    store._check()

@@ -1,0 +1,695 @@
+"""`ColdLayer`: a node's memory store in front of its cold tier.
+
+The store (pure, synchronous) decides *what* leaves memory: under ``on_full = demote``
+it hands its least-recently-used records over as victims (`Store.take_victims`). This
+layer does the I/O: it writes victims to the tier, answers misses from the tier,
+promotes cold hits back into memory, and keeps the tier consistent with writes and
+deletes. Every tier call runs in `TierIO`'s thread pool, ordered per key.
+
+Rules that keep a cold value from ever resurrecting a deleted or overwritten key:
+
+- A victim stays readable (``pending``) until its write finished, so a value is never
+  missing between leaving memory and reaching the tier.
+- A write that stores a record in memory (PUT, a migrated or forwarded record)
+  *invalidates* the key's cold copy before it is acknowledged: the tier's delete is
+  ordered after any write of an older value of that key. So a cold copy is never older
+  than an acknowledged write, and a memory value that later expires or is evicted
+  cannot uncover an older cold one.
+- DELETE removes the cold copy (ordered the same way) before it is acknowledged.
+- A cold read that overlapped a write or a delete of its key is answered but not
+  promoted (``_watch``), so a promotion never writes an old value over a new one.
+- The Bloom filter of cold names (`ColdNames`) only saves requests: a name is added
+  before its value is written, and a range whose names are not known yet (an S3 range
+  just acquired, a node that just started) is "unlisted": every miss in it asks the tier.
+
+A record promoted from the tier keeps its cold copy; while it stays unchanged in memory
+it is *clean*, and demoting it again writes nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable
+from typing import Any, NamedTuple
+
+from elastic_cache.config import OnFull
+from elastic_cache.errors import StoreFull, ValueTooLarge
+from elastic_cache.indexes import Entry
+from elastic_cache.ring import in_range
+from elastic_cache.store import Record, Store, Victim, key_nbytes
+from elastic_cache.tiers.base import ColdEntry, ColdReader, ColdTier, ColdTierError
+from elastic_cache.tiers.bloom import ColdNames
+from elastic_cache.tiers.io import TierIO
+
+__all__ = ["READ_CHUNK", "ColdHit", "ColdLayer"]
+
+log = logging.getLogger("elastic_cache.tiers")
+
+#: Bytes per read when a large cold value streams out, and per write when one streams in.
+READ_CHUNK = 1 << 20
+
+#: Bytes of values per migration frame read from a local tier.
+_FRAME_BYTES = 8 << 20
+
+
+class ColdHit(NamedTuple):
+    """A value found in the cold tier.
+
+    Attributes:
+        entry: its metadata.
+        value: the whole value, when it fits the memory tier's per-value limit.
+        reader: otherwise an open reader to stream it from (the caller closes it).
+        promoted: whether the value went back into memory.
+    """
+
+    entry: ColdEntry
+    value: bytes | None
+    reader: ColdReader | None
+    promoted: bool
+
+
+class ColdLayer:
+    """The cold tier of one node, joined to its store.
+
+    Args:
+        tier: the tier.
+        store: the node's store (its ``on_full`` decides whether victims arrive).
+        max_value_bytes: largest value the memory tier takes; larger cold values are
+            streamed and never promoted.
+        wall_clock: seconds since the epoch, for cold expiry times (the store's clock is
+            monotonic and ends with the process).
+        io: the thread pool runner (default: a private one).
+        names: the Bloom filter of cold names (default: a fresh one).
+        max_pending_bytes: bytes of victims waiting for their write past which writes
+            wait (`backpressure`).
+        retry_after: seconds demotion stays paused after the tier failed a write.
+    """
+
+    def __init__(
+        self,
+        tier: ColdTier,
+        store: Store,
+        *,
+        max_value_bytes: int,
+        wall_clock: Callable[[], float] = time.time,
+        io: TierIO | None = None,
+        names: ColdNames | None = None,
+        max_pending_bytes: int = 64 << 20,
+        retry_after: float = 30.0,
+    ) -> None:
+        self.tier = tier
+        self.store = store
+        self.max_value_bytes = max_value_bytes
+        self._wall = wall_clock
+        self.io = io or TierIO()
+        self.names = names or ColdNames()
+        self.max_pending_bytes = max_pending_bytes
+        self.retry_after = retry_after
+        self._pending: dict[str, Victim] = {}
+        self._pending_bytes = 0
+        self._room_waiters: list[asyncio.Future[None]] = []
+        self._clean: dict[str, int] = {}
+        self._watch: dict[str, list[Any]] = {}
+        self._unlisted: list[tuple[int, int]] = []
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._purges: set[asyncio.Task[Any]] = set()
+        self._resume: asyncio.TimerHandle | None = None
+        self._listed_waiters: list[asyncio.Future[None]] = []
+        # Counters (see `stats`).
+        self.demoted = 0
+        self.clean_skips = 0
+        self.demote_failures = 0
+        self.promotions = 0
+        self.hits = 0
+        self.misses = 0
+        self.filter_skips = 0
+        self.large_puts = 0
+        self.errors = 0
+        self.last_error: str | None = None
+
+    # -- names and conversions ---------------------------------------------------------
+
+    def maybe(self, key: str, token: int) -> bool:
+        """Whether ``key`` may have a cold value (False: certainly not). Cost: one name
+        and O(k) Bloom hashes, nothing when nothing was ever demoted."""
+        if key in self._pending:
+            return True
+        if self._unlisted and any(in_range(token, lo, hi) for lo, hi in self._unlisted):
+            return True
+        if not self.names.added:
+            return False
+        return self.tier.name_of(key, token) in self.names
+
+    def pending(self, key: str) -> Record | None:
+        """A live victim of ``key`` whose write to the tier has not finished."""
+        victim = self._pending.get(key)
+        if victim is None:
+            return None
+        rec = victim[2]
+        if rec.expires_at and rec.expires_at <= self.store._clock():
+            return None
+        return rec
+
+    def entry_of(self, key: str, token: int, rec: Record) -> ColdEntry:
+        """A memory record as a cold entry (monotonic expiry to wall clock)."""
+        expires = 0.0
+        if rec.expires_at:
+            expires = self._wall() + (rec.expires_at - self.store._clock())
+        return ColdEntry(key, token, rec.version, rec.content_type, expires, len(rec.value))
+
+    def record_of(self, entry: ColdEntry, value: bytes) -> Record:
+        """A cold entry as a memory record (wall-clock expiry to the store's clock)."""
+        expires = 0.0
+        if entry.expires_at:
+            expires = self.store._clock() + (entry.expires_at - self._wall())
+            expires = expires or 1e-9  # never "no expiry" by accident
+        return Record(
+            value, entry.content_type, expires, entry.version, key_nbytes(entry.key) + len(value)
+        )
+
+    def _dirty(self, key: str) -> None:
+        watch = self._watch.get(key)
+        if watch is not None:
+            watch[1] = True
+
+    def _drop_pending(self, key: str) -> bool:
+        victim = self._pending.pop(key, None)
+        if victim is None:
+            return False
+        self._pending_bytes -= victim[2].size
+        self._wake()
+        return True
+
+    def _wake(self) -> None:
+        if self._pending_bytes <= self.max_pending_bytes and self._room_waiters:
+            waiters, self._room_waiters = self._room_waiters, []
+            for waiter in waiters:
+                if not waiter.done():
+                    waiter.set_result(None)
+
+    # -- life cycle --------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Learn what the tier holds. A local tier is listed before the node serves (and
+        its half-written files removed); a shared one in the background, every miss
+        asking the tier until the listing is done."""
+        if self.tier.shared:
+            self.relist([(0, 0)])
+            return
+        remove = getattr(self.tier, "remove_partial_writes", None)
+        if remove is not None:
+            removed = await self.io.call(remove)
+            if removed:
+                log.info("removed %d partial write(s) left by a crash", removed)
+        names = await self.io.call(lambda: list(self.tier.names(0, 0)))
+        for name in names:
+            self.names.add(name)
+        if names:
+            log.info(
+                "%s holds %d value(s) from before this start", self.tier.describe(), len(names)
+            )
+
+    async def flush(self, timeout: float) -> int:
+        """Demote every memory record and wait (up to ``timeout``) for the writes: a clean
+        stop then loses nothing. Returns the records demoted."""
+        count = self.store.demote_lru(len(self.store))
+        self.demote()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.io.idle(), timeout)
+        return count
+
+    async def close(self) -> None:
+        """Stop background work, wait for writes in flight, release the pool and tier."""
+        if self._resume is not None:
+            self._resume.cancel()
+        for task in list(self._tasks) + list(self._purges):
+            task.cancel()
+        for task in list(self._tasks) + list(self._purges):
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        await self.io.close()
+        self.tier.close()
+
+    def _spawn(self, coro: Any, *, purge: bool = False) -> asyncio.Task[Any]:
+        task = asyncio.get_running_loop().create_task(coro)
+        group = self._purges if purge else self._tasks
+        group.add(task)
+        task.add_done_callback(group.discard)
+        return task
+
+    # -- demotion ----------------------------------------------------------------------
+
+    def demote(self) -> list[Victim]:
+        """Start writing the store's victims to the tier; returns them (a node that is
+        moving a range forwards the ones in it). Cost: O(victims) on the loop."""
+        victims = self.store.take_victims()
+        for victim in victims:
+            self._write(victim)
+        if len(self._clean) > 2 * len(self.store) + 1024:
+            self._prune_clean()
+        return victims
+
+    def _write(self, victim: Victim) -> None:
+        key, token, rec = victim
+        if self._clean.pop(key, None) == rec.version:
+            self.clean_skips += 1  # the tier holds this very record already
+            return
+        if rec.expires_at and rec.expires_at <= self.store._clock():
+            return
+        self._drop_pending(key)
+        self._pending[key] = victim
+        self._pending_bytes += rec.size
+        self.names.add(self.tier.name_of(key, token))
+        future = self.io.submit(key, self.tier.put, self.entry_of(key, token, rec), rec.value)
+        future.add_done_callback(lambda f: self._written(victim, f))
+
+    def _written(self, victim: Victim, future: asyncio.Future[None]) -> None:
+        key = victim[0]
+        if self._pending.get(key) is victim:
+            self._drop_pending(key)
+        exc = None if future.cancelled() else future.exception()
+        if exc is None and not future.cancelled():
+            self.demoted += 1
+            return
+        # The victim is lost (this is a cache): count it as an eviction.
+        self.demote_failures += 1
+        self.store.evictions += 1
+        self._failed(exc or asyncio.CancelledError(), "demotion")
+        self._pause()
+
+    def _failed(self, exc: BaseException, what: str) -> None:
+        self.errors += 1
+        self.last_error = f"{what}: {exc}"
+        code = getattr(exc, "details", {}).get("aws_code")
+        log.warning(
+            "cold tier %s: %s failed: %s%s",
+            self.tier.describe(),
+            what,
+            exc,
+            f" (AWS error code {code})" if code else "",
+        )
+
+    def _pause(self) -> None:
+        """The tier failed a write: evict instead of demoting for ``retry_after`` s."""
+        if self.store.demotion_paused or self.store.on_full is not OnFull.DEMOTE:
+            return
+        self.store.demotion_paused = True
+        log.warning(
+            "demotion to %s paused for %.0fs; full nodes evict meanwhile",
+            self.tier.describe(),
+            self.retry_after,
+        )
+
+        def resume() -> None:
+            self._resume = None
+            self.store.demotion_paused = False
+            log.info("demotion to %s resumed", self.tier.describe())
+
+        self._resume = asyncio.get_running_loop().call_later(self.retry_after, resume)
+
+    async def backpressure(self) -> None:
+        """Wait while more than ``max_pending_bytes`` of victims wait for their write."""
+        while self._pending_bytes > self.max_pending_bytes:
+            waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._room_waiters.append(waiter)
+            await waiter
+
+    def _prune_clean(self) -> None:
+        peek = self.store.peek
+        self._clean = {
+            k: v for k, v in self._clean.items() if (r := peek(k)) is not None and r.version == v
+        }
+
+    # -- reads -------------------------------------------------------------------------
+
+    def _read(
+        self, key: str, token: int
+    ) -> tuple[ColdEntry, bytes | None, ColdReader | None] | None:
+        """In a thread: the value whole when it fits memory, else an open reader."""
+        reader = self.tier.open(key, token)
+        if reader is None:
+            return None
+        entry = reader.entry
+        if entry.length > self.max_value_bytes:
+            return entry, None, reader
+        try:
+            parts = []
+            while chunk := reader.read(READ_CHUNK):
+                parts.append(chunk)
+        finally:
+            reader.close()
+        return entry, b"".join(parts), None
+
+    async def fetch(self, key: str, token: int) -> ColdHit | None:
+        """Look ``key`` up in the tier (after a memory miss); promote a hit when memory
+        has room (under ``demote``, room is made by demoting). The caller then calls
+        `demote` for the records the promotion pushed out.
+
+        Raises:
+            ColdTierError: the tier failed (the caller answers 5xx; memory still serves).
+        """
+        if not self.maybe(key, token):
+            self.filter_skips += 1
+            return None
+        watch = self._watch.get(key)
+        if watch is None:
+            watch = self._watch[key] = [0, False]
+        watch[0] += 1
+        try:
+            found = await self.io.ordered(key, self._read, key, token)
+        except ColdTierError as exc:
+            self._failed(exc, f"read of {key[:80]!r}")
+            raise
+        finally:
+            watch[0] -= 1
+            dirty = watch[1]
+            if watch[0] == 0:
+                self._watch.pop(key, None)
+        if found is None:
+            self.misses += 1
+            return None
+        entry, value, reader = found
+        if entry.expired(self._wall()):
+            if reader is not None:
+                await self.io.call(reader.close)
+            self._expire(key, token, entry.version)
+            self.misses += 1
+            return None
+        self.hits += 1
+        promoted = False
+        if value is not None and not dirty:
+            promoted = self._promote(key, token, entry, value)
+        return ColdHit(entry, value, reader, promoted)
+
+    async def head(self, key: str, token: int) -> ColdEntry | None:
+        """The cold entry of ``key`` if live (for HEAD)."""
+        if not self.maybe(key, token):
+            return None
+        entry = await self.io.ordered(key, self.tier.head, key, token)
+        if entry is None or entry.expired(self._wall()):
+            return None
+        return entry
+
+    def _expire(self, key: str, token: int, version: int) -> None:
+        def delete_if_same() -> None:
+            entry = self.tier.head(key, token)
+            if entry is not None and entry.version == version:
+                self.tier.delete(key, token)
+
+        future = self.io.submit(key, delete_if_same)
+        future.add_done_callback(self._quiet)
+
+    def _quiet(self, future: asyncio.Future[Any]) -> None:
+        if not future.cancelled() and future.exception() is not None:
+            self._failed(future.exception(), "clean-up")  # type: ignore[arg-type]
+
+    def _promote(self, key: str, token: int, entry: ColdEntry, value: bytes) -> bool:
+        store = self.store
+        if store.peek(key) is not None or key in self._pending:
+            return False
+        rec = self.record_of(entry, value)
+        if store.capacity.cost(rec.size) > store.capacity.limit:
+            return False
+        demoting = store.on_full is OnFull.DEMOTE and not store.demotion_paused
+        if not demoting and not store.has_room(rec.size):
+            return False
+        try:
+            stored = store.apply(key, token, rec)
+        except (StoreFull, ValueTooLarge):
+            return False
+        if stored:
+            self._clean[key] = rec.version
+            self.promotions += 1
+        return stored
+
+    # -- writes ------------------------------------------------------------------------
+
+    async def invalidate(self, key: str, token: int) -> None:
+        """A newer value of ``key`` is in memory: remove any cold copy, ordered after
+        writes of older ones. Cost: nothing unless the key may be cold.
+
+        Raises:
+            ColdTierError: the tier failed; the write must not be acknowledged.
+        """
+        self._clean.pop(key, None)
+        self._dirty(key)
+        maybe = self.maybe(key, token)
+        self._drop_pending(key)
+        if maybe:
+            try:
+                await self.io.ordered(key, self.tier.delete, key, token)
+            except ColdTierError as exc:
+                self._failed(exc, f"invalidation of {key[:80]!r}")
+                raise
+
+    async def remove(self, key: str, token: int) -> bool:
+        """DELETE: remove ``key``'s cold copy; True when a live one was there.
+
+        Raises:
+            ColdTierError: the tier failed; the delete must not be acknowledged.
+        """
+        self._clean.pop(key, None)
+        self._dirty(key)
+        maybe = self.maybe(key, token)
+        had = self.pending(key) is not None
+        self._drop_pending(key)
+        if not maybe:
+            return False
+
+        def head_and_delete() -> ColdEntry | None:
+            entry = self.tier.head(key, token)
+            self.tier.delete(key, token)
+            return entry
+
+        try:
+            entry = await self.io.ordered(key, head_and_delete)
+        except ColdTierError as exc:
+            self._failed(exc, f"delete of {key[:80]!r}")
+            raise
+        return had or (entry is not None and not entry.expired(self._wall()))
+
+    async def remove_older(self, key: str, token: int, version: int) -> None:
+        """Remove ``key``'s cold copy if it is older than ``version`` (a delete forwarded
+        during a move, which may arrive after a newer write was demoted)."""
+        self._dirty(key)
+        victim = self._pending.get(key)
+        if victim is not None and victim[2].version < version:
+            self._drop_pending(key)
+        if not self.maybe(key, token):
+            return
+
+        def delete_older() -> None:
+            entry = self.tier.head(key, token)
+            if entry is not None and entry.version < version:
+                self.tier.delete(key, token)
+
+        await self.io.ordered(key, delete_older)
+
+    async def put_large(
+        self,
+        key: str,
+        token: int,
+        content_type: str,
+        ttl: float | None,
+        chunks: AsyncIterator[bytes],
+        *,
+        check: Callable[[], None],
+        next_version: Callable[[], int],
+    ) -> int:
+        """Stream a value straight into the tier (it is too large for memory).
+
+        The value is written as it arrives and published atomically at the end, ordered
+        with the key's other tier calls; then any older memory copy is removed.
+
+        Args:
+            check: called just before publishing; raises to refuse (the key's range
+                started moving, or is no longer ours).
+            next_version: takes the value's version at publication.
+
+        Returns:
+            The value's length.
+
+        Raises:
+            ColdTierError: the tier failed; nothing was published.
+        """
+        expires = self._wall() + ttl if ttl else 0.0
+        entry = ColdEntry(key, token, self.store.version, content_type, expires, 0)
+        writer = await self.io.call(self.tier.writer, entry)
+        length = 0
+        try:
+            buf = bytearray()
+            async for chunk in chunks:
+                buf += chunk
+                length += len(chunk)
+                if len(buf) >= READ_CHUNK:
+                    await self.io.call(writer.write, bytes(buf))
+                    buf.clear()
+            if buf:
+                await self.io.call(writer.write, bytes(buf))
+            check()
+        except BaseException:
+            await asyncio.shield(self.io.call(writer.abort))
+            raise
+        self.names.add(self.tier.name_of(key, token))
+        version = next_version()
+        self._clean.pop(key, None)
+        self._dirty(key)
+        try:
+            await self.io.ordered(key, writer.commit, version)
+        except ColdTierError as exc:
+            self._failed(exc, f"large write of {key[:80]!r}")
+            raise
+        victim = self._pending.get(key)
+        if victim is not None and victim[2].version < version:
+            self._drop_pending(key)
+        self.store.delete_older(key, version)
+        self.large_puts += 1
+        return length
+
+    async def put_record(self, key: str, token: int, rec: Record) -> None:
+        """Write a record to the tier directly (a migrated value too large for memory)."""
+        self._clean.pop(key, None)
+        self._dirty(key)
+        self._drop_pending(key)
+        self.names.add(self.tier.name_of(key, token))
+        await self.io.ordered(key, self.tier.put, self.entry_of(key, token, rec), rec.value)
+
+    # -- ranges (migration) --------------------------------------------------------------
+
+    async def records(self, lo: int, hi: int, *, batch: int) -> AsyncIterator[list[Entry[Record]]]:
+        """A local tier's live records in ``(lo, hi]``, ``batch`` at a time, skipping keys
+        that memory holds (memory's copy is as new or newer). Reads run in the pool."""
+        await self.io.idle()  # every demotion started so far is on disk
+        names = await self.io.call(lambda: list(self.tier.names(lo, hi)))
+        start = 0
+        while start < len(names):
+            found, used = await self.io.call(self._read_names, names[start : start + batch])
+            start += used
+            now = self._wall()
+            chunk: list[Entry[Record]] = []
+            for entry, value in found:
+                if entry.expired(now) or self.store.peek(entry.key) is not None:
+                    continue
+                chunk.append((entry.token, entry.key, self.record_of(entry, value)))
+            if chunk:
+                yield chunk
+
+    def _read_names(self, names: list[str]) -> tuple[list[tuple[ColdEntry, bytes]], int]:
+        out = []
+        size = 0
+        used = 0
+        for name in names:
+            used += 1
+            got = self.tier.read_name(name)
+            if got is not None:
+                out.append(got)
+                size += got[0].length
+                if size >= _FRAME_BYTES:
+                    break
+        return out, used
+
+    async def drop_range(self, lo: int, hi: int) -> int:
+        """Delete a local tier's values in ``(lo, hi]`` (a range given away, or one that
+        arrives and makes older local files stale). A shared tier is left alone."""
+        if self.tier.shared:
+            return 0
+        await self.io.idle()
+        names = await self.io.call(lambda: list(self.tier.names(lo, hi)))
+        if not names:
+            return 0
+        return await self.io.call(self.tier.delete_names, names)
+
+    def drop_range_soon(self, lo: int, hi: int) -> None:
+        """`drop_range` in the background; `settled` waits for it."""
+        if not self.tier.shared:
+            self._spawn(self._drop_logged(lo, hi), purge=True)
+
+    async def _drop_logged(self, lo: int, hi: int) -> None:
+        try:
+            await self.drop_range(lo, hi)
+        except ColdTierError as exc:
+            self._failed(exc, "drop of a range")
+
+    async def settled(self) -> None:
+        """Wait for background range drops to finish."""
+        while self._purges:
+            await asyncio.gather(*list(self._purges), return_exceptions=True)
+
+    def relist(self, ranges: Iterable[tuple[int, int]]) -> None:
+        """Learn a shared tier's names in ``ranges`` (newly owned, or after an aborted
+        move), in the background; until then every miss in them asks the tier."""
+        if not self.tier.shared:
+            return
+        for lo, hi in ranges:
+            self._unlisted.append((lo, hi))
+            self._spawn(self._list(lo, hi))
+
+    async def _list(self, lo: int, hi: int) -> None:
+        delay = 1.0
+        while True:
+            try:
+                names = await self.io.call(lambda: list(self.tier.names(lo, hi)))
+                break
+            except ColdTierError as exc:
+                self._failed(exc, "listing")
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 60.0)
+        for name in names:
+            self.names.add(name)
+        with contextlib.suppress(ValueError):
+            self._unlisted.remove((lo, hi))
+        if not self._unlisted:
+            waiters, self._listed_waiters = self._listed_waiters, []
+            for waiter in waiters:
+                if not waiter.done():
+                    waiter.set_result(None)
+
+    async def listed(self) -> None:
+        """Wait until no range is being listed."""
+        if self._unlisted:
+            waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._listed_waiters.append(waiter)
+            await waiter
+
+    @property
+    def listing(self) -> bool:
+        """Whether some range is still being listed."""
+        return bool(self._unlisted)
+
+    # -- reporting ---------------------------------------------------------------------
+
+    def stats(self) -> dict[str, Any]:
+        """A JSON-ready description of the tier and what it did."""
+        return {
+            "tier": self.tier.describe(),
+            "kind": self.tier.kind,
+            "shared": self.tier.shared,
+            "demoted": self.demoted,
+            "demote_failures": self.demote_failures,
+            "demotion_paused": self.store.demotion_paused,
+            "pending": len(self._pending),
+            "pending_bytes": self._pending_bytes,
+            "clean_skips": self.clean_skips,
+            "promotions": self.promotions,
+            "hits": self.hits,
+            "misses": self.misses,
+            "filter_skips": self.filter_skips,
+            "filter_names": len(self.names),
+            "filter_bytes": self.names.nbytes,
+            "listing": self.listing,
+            "large_puts": self.large_puts,
+            "errors": self.errors,
+            "last_error": self.last_error,
+        }
+
+
+async def read_chunks(layer: ColdLayer, reader: ColdReader) -> AsyncGenerator[bytes, None]:
+    """A large cold value's chunks, each read in the pool; the reader is closed after."""
+    try:
+        while chunk := await layer.io.call(reader.read, READ_CHUNK):
+            yield chunk
+    finally:
+        await asyncio.shield(layer.io.call(reader.close))

@@ -1,0 +1,234 @@
+"""The tier modes end to end, as real processes on 127.0.0.1: ``ecache up --static N``,
+``ecache up --hybrid`` (local S3 on moto's server) surviving the loss of its only node,
+and a disk node killed with SIGKILL while it demotes, restarted on its directory."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from elastic_cache.hashing import Murmur3Hasher
+from elastic_cache.tiers.disk import DiskTier
+
+from .conftest import free_port
+
+pytestmark = pytest.mark.slow
+
+ECACHE = os.path.join(os.path.dirname(sys.executable), "ecache")
+
+
+@contextlib.asynccontextmanager
+async def ecache_up(tmp_path: Path, *args: str) -> AsyncIterator[str]:
+    """``ecache up ARGS`` until it is ready; stopped (SIGTERM, then SIGKILL) after."""
+    port = free_port()
+    proc = await asyncio.create_subprocess_exec(
+        ECACHE,
+        "up",
+        "--no-demo-origin",
+        "--port",
+        str(port),
+        "--index",
+        "sorted",
+        "--state-dir",
+        str(tmp_path / "state"),
+        *args,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        assert proc.stderr is not None
+        while True:
+            line = await asyncio.wait_for(proc.stderr.readline(), 60)
+            assert line, "ecache up exited before it was ready"
+            if b'"event": "ready"' in line:
+                break
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        if proc.returncode is None:
+            proc.terminate()
+            try:
+                await asyncio.wait_for(proc.wait(), 20)
+            except TimeoutError:
+                proc.kill()
+                await proc.wait()
+
+
+async def cluster(http: aiohttp.ClientSession, url: str) -> dict[str, Any]:
+    async with http.get(f"{url}/v1/cluster") as r:
+        data: dict[str, Any] = await r.json()
+        return data
+
+
+async def test_static_mode_keeps_n_nodes_and_evicts(tmp_path: Path) -> None:
+    async with (
+        ecache_up(tmp_path, "--static", "2", "--capacity-records", "20") as url,
+        aiohttp.ClientSession() as http,
+    ):
+        for i in range(200):
+            async with http.put(f"{url}/v1/kv/k{i}", data=b"v") as r:
+                assert r.status == 204
+        await asyncio.sleep(1.5)  # two stats polls: the scaler would have acted by now
+        view = await cluster(http, url)
+        assert len(view["nodes"]) == 2 and view["launching"] == []
+        assert view["scaler"]["enabled"] is False and view["scaler"]["on_full"] == "evict"
+        assert sum(n["records"] for n in view["nodes"]) <= 40
+        async with http.get(f"{url}/v1/kv/k199") as r:
+            assert r.status == 200
+
+
+async def test_hybrid_mode_survives_the_loss_of_its_node(tmp_path: Path) -> None:
+    s3_port = free_port()
+    form = {"Content-Type": "application/x-www-form-urlencoded"}  # what curl sends
+    async with (
+        ecache_up(
+            tmp_path, "--hybrid", "--capacity-records", "5", "--local-s3-port", str(s3_port)
+        ) as url,
+        aiohttp.ClientSession() as http,
+    ):
+        view = await cluster(http, url)
+        assert len(view["nodes"]) == 1 and view["scaler"]["on_full"] == "demote"
+        for i in range(20):
+            async with http.put(f"{url}/v1/kv/k{i}", data=f"v{i}".encode(), headers=form) as r:
+                assert r.status == 204
+        async with http.get(f"{url}/v1/kv/k0") as r:
+            assert r.status == 200 and await r.read() == b"v0"
+            assert r.headers["X-Cache"] == "HIT-COLD"
+            assert r.headers["Content-Type"] == form["Content-Type"]
+        node = view["nodes"][0]
+        # Wait until every demotion reached S3, then lose the node.
+        stats: dict[str, Any] = {}
+        for _ in range(200):
+            async with http.get(f"{node['address']}/v1/stats") as r:
+                stats = await r.json()
+            if stats["cold"]["pending"] == 0:
+                break
+            await asyncio.sleep(0.05)
+        demoted_keys = 20 - stats["records"]
+        assert demoted_keys >= 14
+        os.kill(int(node["ref"]), signal.SIGKILL)
+        # The coordinator replaces its lone dead node; the new node finds S3's values.
+        survived = 0
+        for i in range(20):
+            for _ in range(100):
+                async with http.get(f"{url}/v1/kv/k{i}") as r:
+                    if r.status in (200, 404):
+                        if r.status == 200:
+                            assert await r.read() == f"v{i}".encode()
+                            survived += 1
+                        break
+                await asyncio.sleep(0.1)
+        assert survived >= demoted_keys  # every value in S3 survived; memory's did not
+        view = await cluster(http, url)
+        assert [n["id"] for n in view["nodes"]] != [node["id"]]
+    # The local S3 stopped with ecache up.
+    for _ in range(100):
+        try:
+            _, writer = await asyncio.open_connection("127.0.0.1", s3_port)
+        except OSError:
+            break
+        writer.close()
+        await asyncio.sleep(0.1)
+    else:
+        pytest.fail("the local S3 outlived ecache up")
+
+
+def value_for(key: str) -> bytes:
+    return (key.encode() + b":") * 300  # ~2-3 KiB, different per key
+
+
+async def start_node(directory: Path, port: int) -> asyncio.subprocess.Process:
+    proc = await asyncio.create_subprocess_exec(
+        ECACHE,
+        "node",
+        "--port",
+        str(port),
+        "--index",
+        "sorted",
+        "--capacity-records",
+        "50",
+        "--on-full",
+        "demote",
+        "--tier",
+        f"disk:{directory}",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    assert proc.stdout is not None
+    line = await asyncio.wait_for(proc.stdout.readline(), 30)
+    assert json.loads(line)["event"] == "listening"
+    return proc
+
+
+async def test_sigkill_while_demoting_to_disk_leaves_no_torn_or_lost_file(
+    tmp_path: Path,
+) -> None:
+    directory = tmp_path / "cold"
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    proc = await start_node(directory, port)
+    try:
+        async with aiohttp.ClientSession() as http:
+            for i in range(300):
+                async with http.put(f"{url}/v1/kv/a{i}", data=value_for(f"a{i}")) as r:
+                    assert r.status == 204
+            for _ in range(200):  # every demotion of the first batch is on disk
+                async with http.get(f"{url}/v1/stats") as r:
+                    stats = await r.json()
+                if stats["cold"]["pending"] == 0:
+                    break
+                await asyncio.sleep(0.05)
+            first = [f"a{i}" for i in range(300)]
+            in_memory = stats["records"]
+            assert stats["cold"]["demoted"] >= 250 - in_memory
+
+            async def writer() -> None:
+                for i in range(100_000):
+                    async with http.put(f"{url}/v1/kv/b{i}", data=value_for(f"b{i}")) as r:
+                        assert r.status == 204
+
+            task = asyncio.create_task(writer())
+            await asyncio.sleep(0.7)  # demotions are in full swing
+            proc.send_signal(signal.SIGKILL)
+            await proc.wait()
+            with contextlib.suppress(aiohttp.ClientError, AssertionError):
+                await task
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    # Restart on the same directory: it cleans up partial writes, then serves warm.
+    proc = await start_node(directory, port)
+    try:
+        tier = DiskTier(directory)
+        tmp_files = [p for p in directory.rglob("*") if p.name.endswith(".tmp")]
+        assert tmp_files == []
+        names = list(tier.names(0, 0))
+        assert len(names) > 250
+        for name in names:  # no torn file: each one is a whole value of its key
+            got = tier.read_name(name)
+            assert got is not None, name
+            entry, value = got
+            assert value == value_for(entry.key)
+        hasher = Murmur3Hasher()
+        async with aiohttp.ClientSession() as http:
+            hits = 0
+            for key in first:
+                if tier.head(key, hasher(key)) is None:
+                    continue  # it was still in memory at the kill
+                async with http.get(f"{url}/v1/kv/{key}") as r:
+                    assert r.status == 200 and await r.read() == value_for(key)
+                    hits += 1
+            assert hits >= 300 - 50  # nothing demoted before the kill was lost
+    finally:
+        proc.terminate()
+        await proc.wait()

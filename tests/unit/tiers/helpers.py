@@ -1,0 +1,58 @@
+"""Node services with a cold tier, on fake clocks, for the layer tests."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from elastic_cache.config import CapacityUnit, OnFull
+from elastic_cache.hashing import Murmur3Hasher, TokenHasher
+from elastic_cache.indexes import make_index
+from elastic_cache.node.service import NodeService, PeerLink
+from elastic_cache.store import Capacity, Store, record_size
+from elastic_cache.tiers.base import ColdTier
+from elastic_cache.tiers.io import TierIO
+from elastic_cache.tiers.layer import ColdLayer
+
+
+class FakeClock:
+    def __init__(self, now: float = 1_000_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def tiered_service(
+    tier: ColdTier,
+    *,
+    node_id: str = "n1",
+    capacity: int = 4,
+    clock: FakeClock | None = None,
+    on_full: OnFull = OnFull.DEMOTE,
+    max_value_bytes: int = 1024,
+    hasher: TokenHasher | None = None,
+    peer_factory: Callable[[str], PeerLink] | None = None,
+    batch: int = 1000,
+) -> NodeService:
+    clock = clock or FakeClock()
+    store = Store(
+        make_index("sorted", sizeof=record_size),
+        Capacity(CapacityUnit.RECORDS, capacity),
+        on_full=on_full,
+        clock=clock,
+    )
+    cold = ColdLayer(
+        tier, store, max_value_bytes=max_value_bytes, wall_clock=clock, io=TierIO(workers=4)
+    )
+
+    def no_peers(address: str) -> PeerLink:
+        raise AssertionError("no peers in this test")
+
+    return NodeService(
+        node_id=node_id,
+        store=store,
+        hasher=hasher or Murmur3Hasher(),
+        peer_factory=peer_factory or no_peers,
+        cold=cold,
+        batch_records=batch,
+    )

@@ -1,0 +1,367 @@
+"""A node service with a cold tier: demotion, promotion, large values, faults, warm
+restart, and moves of ranges whose values are partly cold."""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import os
+import threading
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from elastic_cache.config import NodeSettings
+from elastic_cache.errors import KeyNotFound, NodeUnavailable, ValueTooLarge
+from elastic_cache.node.local import LocalNetwork
+from elastic_cache.node.service import NodeService
+from elastic_cache.store import Record
+from elastic_cache.tiers.base import ColdEntry, ColdTierUnavailable
+from elastic_cache.tiers.disk import DiskTier
+from elastic_cache.tiers.layer import ColdHit, ColdLayer
+from elastic_cache.tiers.s3 import S3Tier
+
+from .helpers import FakeClock, tiered_service
+
+
+def cold_of(svc: NodeService) -> ColdLayer:
+    assert svc.cold is not None
+    return svc.cold
+
+
+async def value_of(svc: NodeService, key: str) -> bytes | None:
+    try:
+        found = await svc.lookup(key)
+    except KeyNotFound:
+        return None
+    if isinstance(found, Record):
+        return found.value
+    if found.value is not None:
+        return found.value
+    assert found.reader is not None
+    parts = []
+    while chunk := found.reader.read(1 << 20):
+        parts.append(chunk)
+    found.reader.close()
+    return b"".join(parts)
+
+
+async def chunks(*parts: bytes) -> AsyncIterator[bytes]:
+    for part in parts:
+        yield part
+
+
+async def test_demote_then_promote(tmp_path: Path) -> None:
+    svc = tiered_service(DiskTier(tmp_path), capacity=2)
+    cold = cold_of(svc)
+    await cold.start()
+    for k in "abc":
+        await svc.put(k, k.encode() * 3, "text/plain", None)
+    await cold.io.idle()
+    assert set(svc.store.index) == {"b", "c"} and cold.demoted == 1
+    found = await svc.lookup("a")
+    assert isinstance(found, ColdHit) and found.value == b"aaa" and found.promoted
+    assert "a" in svc.store.index  # promoted, and "b" demoted to make room
+    await cold.io.idle()
+    assert await value_of(svc, "b") == b"bbb"
+    # A miss on a key that was never demoted does not touch the tier.
+    skips = cold.filter_skips
+    with pytest.raises(KeyNotFound):
+        await svc.lookup("never")
+    assert cold.filter_skips == skips + 1
+    await svc.close()
+
+
+async def test_clean_record_is_not_written_twice(tmp_path: Path) -> None:
+    svc = tiered_service(DiskTier(tmp_path), capacity=1)
+    cold = cold_of(svc)
+    await svc.put("a", b"1", "t", None)
+    await svc.put("b", b"2", "t", None)  # a -> tier
+    await cold.io.idle()
+    await svc.lookup("a")  # a promoted (clean), b -> tier
+    await cold.io.idle()
+    writes = cold.demoted
+    await svc.lookup("b")  # b promoted, a demoted again: its cold copy is still good
+    await cold.io.idle()
+    assert cold.clean_skips == 1 and cold.demoted == writes
+    assert await value_of(svc, "a") == b"1"
+    await svc.close()
+
+
+async def test_overwrite_removes_the_cold_copy(tmp_path: Path) -> None:
+    clock = FakeClock()
+    tier = DiskTier(tmp_path)
+    svc = tiered_service(tier, capacity=1, clock=clock)
+    await svc.put("k", b"old", "t", None)
+    await svc.put("other", b"x", "t", None)  # k -> tier
+    await cold_of(svc).io.idle()
+    assert tier.head("k", svc.hasher("k")) is not None
+    await svc.put("k", b"new", "t", 5)  # memory now; the old cold copy must go
+    assert tier.head("k", svc.hasher("k")) is None
+    clock.now += 10  # the new value expires: the old one must not come back
+    assert await value_of(svc, "k") is None
+    await svc.close()
+
+
+async def test_delete_removes_every_tier_and_ttl_holds_across(tmp_path: Path) -> None:
+    clock = FakeClock()
+    tier = DiskTier(tmp_path)
+    svc = tiered_service(tier, capacity=1, clock=clock)
+    await svc.put("a", b"1", "t", 30)
+    await svc.put("b", b"2", "t", None)  # a -> tier with 30 s to live
+    await cold_of(svc).io.idle()
+    clock.now += 10
+    assert await value_of(svc, "a") == b"1"  # promoted with 20 s left
+    rec = svc.store.peek("a")
+    assert rec is not None and rec.expires_at == pytest.approx(clock.now + 20)
+    assert await svc.delete("b")  # b was demoted by the promotion
+    assert not await svc.delete("b")
+    assert tier.head("b", svc.hasher("b")) is None
+    clock.now += 25
+    assert await value_of(svc, "a") is None
+    await svc.close()
+
+
+async def test_large_value_goes_straight_to_the_tier(tmp_path: Path) -> None:
+    svc = tiered_service(DiskTier(tmp_path), capacity=10, max_value_bytes=100)
+    await svc.put("big", b"small first", "t", None)
+    length = await svc.put_stream("big", "video/mp4", None, chunks(b"x" * 150, b"y" * 150))
+    assert length == 300
+    assert svc.store.peek("big") is None  # the older memory copy went away
+    found = await svc.lookup("big")
+    assert isinstance(found, ColdHit) and found.value is None and not found.promoted
+    assert found.reader is not None and found.entry.content_type == "video/mp4"
+    found.reader.close()
+    assert await value_of(svc, "big") == b"x" * 150 + b"y" * 150
+    head = await svc.head("big")
+    assert isinstance(head, ColdEntry) and head.length == 300
+    assert await svc.delete("big")
+    assert await value_of(svc, "big") is None
+    await svc.close()
+
+
+async def test_large_value_without_a_tier_is_refused() -> None:
+    from elastic_cache.node import build_node_service
+
+    plain = build_node_service(NodeSettings(index="sorted", capacity_records=10), node_id="n")
+    with pytest.raises(ValueTooLarge):
+        await plain.put_stream("k", "t", None, chunks(b"x"))
+
+
+async def test_disk_full_stops_demotion_not_serving(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tier = DiskTier(tmp_path, fsync=False)
+    svc = tiered_service(tier, capacity=2)
+    cold = cold_of(svc)
+    cold.retry_after = 0.05
+    real = os.replace
+
+    def full(src: Any, dst: Any) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", full)
+    for i in range(4):
+        await svc.put(f"k{i}", b"v", "t", None)  # two records leave memory
+    await cold.io.idle()
+    # The first write fails and pauses demotion; the second record was either already
+    # on its way to the tier (and failed too) or evicted outright.
+    assert cold.demote_failures >= 1 and svc.store.demotion_paused
+    assert svc.store.evictions == 2
+    assert await value_of(svc, "k3") == b"v"  # memory keeps serving
+    assert "cold_tier_full" not in str(cold.stats()) and cold.last_error
+    monkeypatch.setattr(os, "replace", real)
+    for _ in range(100):
+        if not svc.store.demotion_paused:
+            break
+        await asyncio.sleep(0.01)
+    assert not svc.store.demotion_paused
+    await svc.put("k4", b"v", "t", None)
+    await cold.io.idle()
+    assert cold.demoted == 1
+    await svc.close()
+
+
+class FailingTier(DiskTier):
+    """A disk tier whose reads fail as S3 does when it throttles."""
+
+    fail = False
+
+    def open(self, key: str, token: int) -> Any:
+        if self.fail:
+            raise ColdTierUnavailable(
+                "S3 GetObject failed: SlowDown", tier="s3", aws_code="SlowDown"
+            )
+        return super().open(key, token)
+
+
+async def test_tier_error_is_a_clear_error_and_memory_keeps_serving(tmp_path: Path) -> None:
+    tier = FailingTier(tmp_path)
+    svc = tiered_service(tier, capacity=1)
+    await svc.put("a", b"1", "t", None)
+    await svc.put("b", b"2", "t", None)
+    await cold_of(svc).io.idle()
+    tier.fail = True
+    with pytest.raises(ColdTierUnavailable) as info:
+        await svc.lookup("a")
+    assert info.value.status == 503 and info.value.to_json()["aws_code"] == "SlowDown"
+    assert await value_of(svc, "b") == b"2"
+    assert cold_of(svc).errors == 1
+    await svc.close()
+
+
+class SlowTier(DiskTier):
+    """A disk tier whose reads wait for a signal, to overlap them with writes."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root, fsync=False)
+        self.gate = threading.Event()
+        self.gate.set()
+
+    def open(self, key: str, token: int) -> Any:
+        self.gate.wait(5)
+        return super().open(key, token)
+
+
+async def test_a_read_overlapping_a_delete_is_not_promoted(tmp_path: Path) -> None:
+    tier = SlowTier(tmp_path)
+    svc = tiered_service(tier, capacity=1)
+    await svc.put("a", b"1", "t", None)
+    await svc.put("b", b"2", "t", None)
+    await cold_of(svc).io.idle()
+    tier.gate.clear()
+    reading = asyncio.ensure_future(svc.lookup("a"))
+    await asyncio.sleep(0.02)
+    deleting = asyncio.ensure_future(svc.delete("a"))
+    await asyncio.sleep(0.02)
+    tier.gate.set()
+    found = await reading
+    assert isinstance(found, ColdHit) and not found.promoted  # answered, never resurrected
+    assert await deleting
+    assert await value_of(svc, "a") is None
+    await svc.close()
+
+
+def leave_partial_write(root: Path) -> None:
+    stray = next(p for p in root.iterdir() if p.is_dir())
+    (stray / ".0000000000000000-0000000000000000.1.2.tmp").write_bytes(b"torn")
+
+
+def partial_writes(root: Path) -> list[Path]:
+    return list(root.rglob("*.tmp"))
+
+
+async def test_warm_restart_from_a_directory(tmp_path: Path) -> None:
+    svc = tiered_service(DiskTier(tmp_path), capacity=100)
+    for i in range(20):
+        await svc.put(f"k{i}", f"v{i}".encode(), "text/plain", None)
+    assert await cold_of(svc).flush(timeout=5) == 20  # what a clean stop does
+    await svc.close()
+    leave_partial_write(tmp_path)  # as a crash in the middle of a write would
+    again = tiered_service(DiskTier(tmp_path), capacity=100)
+    await cold_of(again).start()
+    assert partial_writes(tmp_path) == []
+    for i in range(20):
+        assert await value_of(again, f"k{i}") == f"v{i}".encode()
+    assert cold_of(again).filter_skips == 0
+    await again.close()
+
+
+# -- moves ---------------------------------------------------------------------------------
+
+
+def pair(
+    src_tier: Any, dst_tier: Any, *, capacity: int = 1000, batch: int = 5
+) -> tuple[LocalNetwork, NodeService, NodeService]:
+    net = LocalNetwork()
+    src = tiered_service(
+        src_tier, node_id="src", capacity=capacity, peer_factory=net.peer, batch=batch
+    )
+    dst = tiered_service(
+        dst_tier, node_id="dst", capacity=capacity, peer_factory=net.peer, batch=batch
+    )
+    net.add(src)
+    net.add(dst)
+    dst.set_ownership(1, [])
+    return net, src, dst
+
+
+async def move_all(net: LocalNetwork, src: NodeService, dst: NodeService) -> int:
+    lo = hi = 0  # the whole ring
+    dst.begin_incoming("m", lo, hi)
+    src.begin_outgoing("m", lo, hi, net.address_of("dst"))
+    summary = await src.send("m")
+    dst.commit_incoming("m", 2, [[lo, hi]])
+    await src.commit_outgoing("m", 2, [])
+    return summary.records
+
+
+async def test_move_streams_disk_records_and_drops_them_at_the_source(tmp_path: Path) -> None:
+    src_tier, dst_tier = DiskTier(tmp_path / "src"), DiskTier(tmp_path / "dst")
+    # A stale file at the destination from an older ownership of the range.
+    stale = ColdEntry("k0", 0, 1, "t", 0.0, 5)
+    net, src, dst = pair(src_tier, dst_tier)
+    dst_tier.put(stale._replace(token=dst.hasher("k0")), b"stale")
+    for i in range(30):
+        await src.put(f"k{i}", f"v{i}".encode(), "t", None)
+    src.store.demote_lru(20)
+    await src._after_store(src._demote())
+    await cold_of(src).io.idle()
+    assert len(src.store) == 10 and len(list(src_tier.names(0, 0))) == 20
+    assert await move_all(net, src, dst) == 30
+    for i in range(30):
+        assert await value_of(dst, f"k{i}") == f"v{i}".encode()
+    assert list(src_tier.names(0, 0)) == []
+    await src.close()
+    await dst.close()
+
+
+async def test_move_with_a_shared_tier_moves_only_ownership(s3_client: Any, bucket: str) -> None:
+    net, src, dst = pair(S3Tier(s3_client, bucket, "c"), S3Tier(s3_client, bucket, "c"))
+    await cold_of(dst).start()
+    for i in range(30):
+        await src.put(f"k{i}", f"v{i}".encode(), "t", None)
+    src.store.demote_lru(20)
+    await src._after_store(src._demote())
+    await cold_of(src).io.idle()
+    objects = len(list(S3Tier(s3_client, bucket, "c").names(0, 0)))
+    assert await move_all(net, src, dst) == 10  # memory records only
+    assert len(list(S3Tier(s3_client, bucket, "c").names(0, 0))) == objects == 20
+    await cold_of(dst).listed()
+    for i in range(30):
+        assert await value_of(dst, f"k{i}") == f"v{i}".encode()
+    assert await dst.delete("k0")
+    assert await value_of(dst, "k0") is None
+    await src.close()
+    await dst.close()
+
+
+async def test_victims_of_a_moving_range_are_forwarded(tmp_path: Path) -> None:
+    net, src, dst = pair(DiskTier(tmp_path / "s"), DiskTier(tmp_path / "d"), capacity=3)
+    dst.begin_incoming("m", 0, 0)
+    src.begin_outgoing("m", 0, 0, net.address_of("dst"))
+    for i in range(6):  # every put is forwarded, and so is every record it demotes
+        await src.put(f"k{i}", b"v", "t", None)
+    await cold_of(src).io.idle()
+    await cold_of(dst).io.idle()
+    await src.send("m")
+    dst.commit_incoming("m", 2, [[0, 0]])
+    await src.commit_outgoing("m", 2, [])
+    for i in range(6):
+        assert await value_of(dst, f"k{i}") == b"v"
+    await src.close()
+    await dst.close()
+
+
+async def test_large_write_to_a_moving_range_is_refused(tmp_path: Path) -> None:
+    net, src, dst = pair(DiskTier(tmp_path / "s"), DiskTier(tmp_path / "d"))
+    dst.begin_incoming("m", 0, 0)
+    src.begin_outgoing("m", 0, 0, net.address_of("dst"))
+    with pytest.raises(NodeUnavailable):
+        await src.put_stream("k", "t", None, chunks(b"x" * 5000))
+    await src.abort_outgoing("m")
+    dst.abort_incoming("m")
+    await src.close()
+    await dst.close()
