@@ -11,6 +11,7 @@ Admin::
     POST   /v1/cluster/nodes                add nodes now ({"count": n}, default 1)
     DELETE /v1/cluster/nodes/{id}           move the node's buckets away, then stop it
     GET    /healthz
+    GET    /metrics                         Prometheus metrics (docs/operations.md)
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from elastic_cache.httpio import (
     parse_ttl,
     read_limited,
 )
+from elastic_cache.metrics import metered, metrics_response
 
 __all__ = ["COORDINATOR", "make_coordinator_app"]
 
@@ -118,6 +120,10 @@ async def get_cluster(request: web.Request) -> web.StreamResponse:
     return web.json_response(cluster_view(request.app[COORDINATOR]))
 
 
+async def get_metrics(request: web.Request) -> web.StreamResponse:
+    return metrics_response(request.app[COORDINATOR].metrics.registry)
+
+
 async def add_nodes(request: web.Request) -> web.StreamResponse:
     coord = request.app[COORDINATOR]
     body = await json_body(request)
@@ -177,15 +183,17 @@ def make_coordinator_app(coord: Coordinator, *, manage_lifecycle: bool = True) -
         client_max_size=coord.settings.nodes.max_value_bytes + 1,
     )
     app[COORDINATOR] = coord
+    meter = coord.metrics.requests
     kv = "/v1/kv/{key:[\\s\\S]+}"  # any character, newlines too (rejected by validation)
-    app.router.add_get(kv, get_kv)
-    app.router.add_put(kv, put_kv)
-    app.router.add_delete(kv, delete_kv)
-    app.router.add_get("/v1/svc/{origin}/{path:.*}", read_through)
-    app.router.add_get("/v1/cluster", get_cluster)
-    app.router.add_post("/v1/cluster/nodes", add_nodes)
-    app.router.add_delete("/v1/cluster/nodes/{id}", remove_node)
-    app.router.add_get("/healthz", healthz)
+    app.router.add_get(kv, metered(get_kv, "kv", meter))
+    app.router.add_put(kv, metered(put_kv, "kv", meter))
+    app.router.add_delete(kv, metered(delete_kv, "kv", meter))
+    app.router.add_get("/v1/svc/{origin}/{path:.*}", metered(read_through, "svc", meter))
+    app.router.add_get("/v1/cluster", metered(get_cluster, "cluster", meter))
+    app.router.add_post("/v1/cluster/nodes", metered(add_nodes, "nodes", meter))
+    app.router.add_delete("/v1/cluster/nodes/{id}", metered(remove_node, "nodes", meter))
+    app.router.add_get("/healthz", metered(healthz, "healthz", meter))
+    app.router.add_get("/metrics", metered(get_metrics, "metrics", meter))
     if manage_lifecycle:
 
         async def on_startup(app: web.Application) -> None:

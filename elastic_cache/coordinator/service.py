@@ -18,6 +18,7 @@ from elastic_cache.coordinator.router import Router
 from elastic_cache.coordinator.scaler import RateMeter, Scaler
 from elastic_cache.cost import instance_price
 from elastic_cache.errors import ElasticCacheError
+from elastic_cache.metrics import CoordinatorMetrics, MeteredProvisioner
 from elastic_cache.provisioner.base import NodeHandle, Provisioner
 
 __all__ = ["Coordinator"]
@@ -52,7 +53,16 @@ class Coordinator:
         if state_path is None:
             state_path = Path(settings.coordinator.state_dir) / "cluster.json"
         self._session: aiohttp.ClientSession | None = None
-        self.cluster = Cluster(settings, provisioner, self._client_for, state_path=state_path)
+        # Metrics read the coordinator's state at scrape time; launches, terminations
+        # and migrations are counted as they happen.
+        self.metrics = CoordinatorMetrics(self)
+        self.cluster = Cluster(
+            settings,
+            MeteredProvisioner(provisioner, self.metrics),
+            self._client_for,
+            state_path=state_path,
+        )
+        self.cluster.events.listeners.append(self.metrics.on_event)
         self.rate = RateMeter(settings.scaler.rate_half_life)
         self.scaler = Scaler(
             settings.scaler,
@@ -88,6 +98,11 @@ class Coordinator:
                 self.session,
                 max_value_bytes=self.settings.nodes.max_value_bytes,
             )
+        return self._readthrough
+
+    @property
+    def readthrough_started(self) -> ReadThrough | None:
+        """The read-through front, or None before its first use (no session made)."""
         return self._readthrough
 
     def node_price(self, instance_type: str) -> float:
