@@ -115,12 +115,10 @@ def _node_overrides(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
-def _setup_logging(verbose: bool) -> None:
-    logging.basicConfig(
-        level=logging.DEBUG if verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+def _setup_logging(verbose: bool, fmt: str = "text") -> None:
+    from elastic_cache.logs import setup_logging
+
+    setup_logging(level=logging.DEBUG if verbose else logging.INFO, fmt=fmt, stream=sys.stderr)
 
 
 # -- commands ------------------------------------------------------------------------------
@@ -241,6 +239,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"ecache {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.add_argument(
+        "--log-format",
+        choices=["text", "json"],
+        default="text",
+        help="log lines as text or as JSON objects with node and epoch (default text); "
+        "nodes started locally use the same format",
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     up = sub.add_parser(
@@ -312,7 +317,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 2
-    _setup_logging(args.verbose)
+    _setup_logging(args.verbose, args.log_format)
     try:
         code: int = args.func(args)
     except ElasticCacheError as exc:
