@@ -156,7 +156,7 @@
     $("#ring-legend").replaceChildren(...view.nodes.map((n) =>
       el("li", { "data-node": n.id },
         el("span", { class: "swatch", style: `background:${colorOf(n.id)}` }), n.id,
-        el("span", { class: "share" }, `${fmtPct(n.share)} of ring`))));
+        el("span", { class: "share", title: "share of the ring" }, fmtPct(n.share)))));
   }
 
   // -- nodes --------------------------------------------------------------------------
