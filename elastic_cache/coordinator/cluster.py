@@ -130,7 +130,10 @@ class EventLog:
         self._events.append(event)
         log.info("%s: %s", kind, message)
         for listener in self.listeners:
-            listener(event)
+            try:
+                listener(event)
+            except Exception:  # an observer must never break the operation it observes
+                log.exception("event listener %r failed on %s", listener, kind)
 
     def since(self, seq: int = 0) -> list[dict[str, Any]]:
         return [e for e in self._events if e["seq"] > seq]

@@ -164,3 +164,20 @@ async def test_metered_provisioner_counts_and_passes_through(tmp_path: Any) -> N
     assert got[("ecache_launch_duration_seconds_sum", ())] == 2.5
     assert got[("ecache_terminations_total", (("outcome", "ok"),))] == 1
     assert got[("ecache_termination_duration_seconds_sum", ())] == 0.25
+
+
+def test_a_failing_event_listener_does_not_break_the_cluster(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from elastic_cache.coordinator.cluster import EventLog
+
+    events = EventLog()
+    seen: list[str] = []
+
+    def broken(event: dict[str, Any]) -> None:
+        raise RuntimeError("observer bug")
+
+    events.listeners += [broken, lambda e: seen.append(e["kind"])]
+    events.add("launch", "launching node-2", node="node-2")
+    assert seen == ["launch"] and events.since(0)[-1]["node"] == "node-2"
+    assert "observer bug" in caplog.text
