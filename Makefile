@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-dev
 
-.PHONY: install run test lint bench clean
+.PHONY: install run test lint bench clean browser
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -20,7 +20,18 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check elastic_cache tests benchmarks
 	$(BIN)/mypy
 
-test: lint
+# The browser test (tests/e2e) drives Debian's chromium; install it when we can (root and
+# apt-get), otherwise say so: the test then skips with that reason.
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+	      || echo "could not install chromium: the browser test will be skipped"; \
+	  else \
+	    echo "chromium is not installed (needs root and apt-get): the browser test will be skipped"; \
+	  fi; }
+
+test: lint browser
 	$(BIN)/pytest
 
 run: $(STAMP)

@@ -53,6 +53,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from elastic_cache.hashing import Murmur3Hasher
 from elastic_cache.node.wire import WireRecord, encode_frame
+from elastic_cache.progress import Progress
 
 RESULTS = Path(__file__).resolve().parent / "results"
 VALUE = bytes(range(256)) * 4  # 1 KiB
@@ -275,12 +276,17 @@ def throughput(args: argparse.Namespace, state_dir: Path) -> dict[str, dict[str,
                 for pid, _ in placement[name]:
                     pin(pid, 1)
 
-        for name in targets:  # warm-up
-            measure(name, 2)
-        for r in range(args.repeats):
-            for name in targets:
-                samples[name].append(measure(name, args.duration))
-            print(f"  repeat {r + 1}/{args.repeats} done", file=sys.stderr, flush=True)
+        runs = len(targets) * (args.repeats + 1)
+        with Progress("throughput", total=runs, unit="wrk runs") as bar:
+            for name in targets:  # warm-up
+                bar.update(bar.done, note=f"warm-up: {name}")
+                measure(name, 2)
+                bar.advance()
+            for r in range(args.repeats):
+                for name in targets:
+                    bar.update(bar.done, note=f"repeat {r + 1}/{args.repeats}: {name}")
+                    samples[name].append(measure(name, args.duration))
+                    bar.advance()
         return {name: summarize(s) for name, s in samples.items()}
     finally:
         coord.terminate()
@@ -381,10 +387,14 @@ def migration(args: argparse.Namespace) -> dict[str, Any]:
     try:
         pin(a.pid, 0)
         pin(b.pid, 1)
+        bar = Progress("migration", total=4, unit="steps")
+        bar.update(0, note=f"loading {n:,} records")
         load_s = asyncio.run(bulk_load(a_url, n))
-        print(f"  loaded {n} records in {load_s:.1f}s", file=sys.stderr, flush=True)
+        bar.note(f"  loaded {n:,} records in {load_s:.1f} s")
+        bar.advance(note="quiet move")
         quiet = asyncio.run(move_all(a_url, b_url, "quiet", 10))
-        print(f"  quiet move: {quiet['rate']:,.0f} records/s", file=sys.stderr, flush=True)
+        bar.note(f"  quiet move: {quiet['rate']:,.0f} records/s")
+        bar.advance(note="steady reads")
         # The same read load, first steady on B, then during the move B -> A.
         delay_ms = max(1, round(50 * 1000 / args.read_rate))
         script = RANDOM_KEYS_PACED.format(n=n, delay_ms=delay_ms)
@@ -392,6 +402,7 @@ def migration(args: argparse.Namespace) -> dict[str, Any]:
         pin(b.pid, 0)
         pin(a.pid, 1)
         steady = wrk(b_url, script, connections=50, duration=5)
+        bar.advance(note="move under reads")
         window = max(1.0, 0.8 * quiet["wall_seconds"])
 
         async def loaded_move() -> tuple[dict[str, Any], dict[str, float]]:
@@ -403,6 +414,8 @@ def migration(args: argparse.Namespace) -> dict[str, Any]:
             return summary, await reads
 
         loaded, during = asyncio.run(loaded_move())
+        bar.advance()
+        bar.finish()
         if loaded["wall_seconds"] < window:
             print("  note: the loaded move ended before the read window did", file=sys.stderr)
         return {

@@ -39,12 +39,16 @@ import random
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from elastic_cache.progress import Progress
 
 BASELINES = ["dict", "SortedDict"]
 SPECS = [
@@ -279,12 +283,15 @@ def availability(name: str) -> str:
     return "ok"
 
 
-def measure(name: str, args: argparse.Namespace) -> Outcome:
+def measure(name: str, args: argparse.Namespace, bar: Progress, lock: threading.Lock) -> Outcome:
     status = availability(name)
     if status != "ok":
-        print(f"{name}: {status}, skipped", file=sys.stderr)
+        with lock:
+            bar.note(f"{name}: {status}, skipped")
+            bar.advance()
         return Outcome(name, status)
-    print(f"{name}: measuring", file=sys.stderr)
+    with lock:
+        bar.note(f"{name}: measuring")
     started = time.perf_counter()
     command = [
         sys.executable,
@@ -303,8 +310,11 @@ def measure(name: str, args: argparse.Namespace) -> Outcome:
         str(args.delete_sample),
     ]
     proc = subprocess.run(command, capture_output=True, text=True, check=False)
-    sys.stderr.write(proc.stderr)
-    print(f"{name}: {time.perf_counter() - started:.0f} s", file=sys.stderr)
+    with lock:
+        if proc.returncode != 0:
+            bar.note(proc.stderr.rstrip())  # the worker's own account of what went wrong
+        bar.note(f"{name}: {time.perf_counter() - started:.0f} s")
+        bar.advance()
     if proc.returncode != 0:
         last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
         return Outcome(name, f"failed: {last}")
@@ -475,12 +485,16 @@ def main(argv: list[str] | None = None) -> int:
     names = args.specs.split(",") if args.specs else BASELINES + SPECS
     if REFERENCE not in names:
         names.insert(0, REFERENCE)
-    started = time.perf_counter()
+    from elastic_cache.progress import Progress
+
+    lock = threading.Lock()
     # Workers run one at a time unless asked: two at once share the memory bus and the
     # caches, which slows both, so --jobs 2 trades accuracy for a shorter run.
-    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        outcomes = list(pool.map(lambda name: measure(name.strip(), args), names))
-    print(f"all done in {time.perf_counter() - started:.0f} s", file=sys.stderr)
+    with (
+        Progress("bench_indexes", total=len(names), unit="structures") as bar,
+        ThreadPoolExecutor(max_workers=args.jobs) as pool,
+    ):
+        outcomes = list(pool.map(lambda name: measure(name.strip(), args, bar, lock), names))
     out = args.out or RESULTS / f"indexes-{dt.date.today().isoformat()}.csv"
     report(outcomes, args, out)
     return 0

@@ -129,12 +129,10 @@ def _node_overrides(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
-def _setup_logging(verbose: bool) -> None:
-    logging.basicConfig(
-        level=logging.DEBUG if verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+def _setup_logging(verbose: bool, fmt: str = "text") -> None:
+    from elastic_cache.logs import setup_logging
+
+    setup_logging(level=logging.DEBUG if verbose else logging.INFO, fmt=fmt, stream=sys.stderr)
 
 
 # -- commands ------------------------------------------------------------------------------
@@ -270,6 +268,41 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_nodes(args: argparse.Namespace) -> int:
+    from elastic_cache.admin import add_nodes, remove_node
+
+    if args.nodes_command == "add":
+        answer = add_nodes(args.url, args.count, stream=sys.stderr)
+    else:
+        answer = remove_node(args.url, args.node_id, stream=sys.stderr)
+    if args.json:
+        print(json.dumps(answer, indent=2))
+    return 0
+
+
+def cmd_fill(args: argparse.Namespace) -> int:
+    from elastic_cache.fill import fill
+
+    if args.count < 1 or args.size < 0 or args.concurrency < 1:
+        raise ConfigError("--count and --concurrency must be at least 1, --size at least 0")
+    report = asyncio.run(
+        fill(
+            args.url,
+            args.count,
+            size=args.size,
+            prefix=args.prefix,
+            start=args.start,
+            concurrency=args.concurrency,
+            stream=sys.stderr,
+        )
+    )
+    print(
+        f"wrote {report.written:,} records ({report.failed:,} failed) in "
+        f"{report.seconds:.1f} s, {report.rate:,.0f}/s"
+    )
+    return 0 if report.failed == 0 else 1
+
+
 # -- parser --------------------------------------------------------------------------------
 
 
@@ -280,6 +313,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"ecache {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.add_argument(
+        "--log-format",
+        choices=["text", "json"],
+        default="text",
+        help="log lines as text or as JSON objects with node and epoch (default text); "
+        "nodes started locally use the same format",
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     up = sub.add_parser(
@@ -340,6 +380,40 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("--json", action="store_true", help="machine-readable output")
     status.set_defaults(func=cmd_status)
 
+    nodes = sub.add_parser(
+        "nodes",
+        help="add or remove nodes of a running cluster, showing the migrations",
+        description="Change a running cluster through its admin API; the launch and the "
+        "live migrations it causes are shown as they happen.",
+    )
+    nodes_sub = nodes.add_subparsers(dest="nodes_command", metavar="ACTION", required=True)
+    nodes_add = nodes_sub.add_parser("add", help="launch nodes, each taking half a bucket")
+    nodes_add.add_argument("--count", type=int, default=1, help="nodes to add (default 1)")
+    nodes_remove = nodes_sub.add_parser("remove", help="move a node's buckets away, stop it")
+    nodes_remove.add_argument("node_id", help="the node's id, e.g. node-3")
+    for action in (nodes_add, nodes_remove):
+        action.add_argument(
+            "--url", default="http://127.0.0.1:8080", help="the coordinator (default local)"
+        )
+        action.add_argument("--json", action="store_true", help="print the API's answer")
+    nodes.set_defaults(func=cmd_nodes)
+
+    filler = sub.add_parser(
+        "fill",
+        help="write N records into a running cache (demo load, with progress)",
+        description="Write keys PREFIX0, PREFIX1, ... with SIZE-byte values through the "
+        "coordinator, to watch the cache grow on the dashboard.",
+    )
+    filler.add_argument("--url", default="http://127.0.0.1:8080", help="the coordinator")
+    filler.add_argument("--count", type=int, default=100_000, help="records (default 100000)")
+    filler.add_argument("--size", type=int, default=1024, help="value bytes (default 1024)")
+    filler.add_argument("--prefix", default="fill:", help="key prefix (default 'fill:')")
+    filler.add_argument("--start", type=int, default=0, help="first key number (default 0)")
+    filler.add_argument(
+        "--concurrency", type=int, default=16, help="requests in flight (default 16)"
+    )
+    filler.set_defaults(func=cmd_fill)
+
     node = sub.add_parser("node", help="run one cache node")
     node.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     node.add_argument("--port", type=int, default=0, help="port (default: a free one)")
@@ -367,7 +441,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 2
-    _setup_logging(args.verbose)
+    _setup_logging(args.verbose, args.log_format)
     try:
         code: int = args.func(args)
     except ElasticCacheError as exc:

@@ -71,7 +71,8 @@ def render_status(view: dict[str, Any]) -> str:
         f"cost ${view.get('cost_per_hour', 0):.4f}/h ({view.get('price_region', '?')})"
     )
     for m in moving:
-        lines.append(
-            f"moving {m['source']} -> {m['destination']}: {m['records']:,}/{m['total']:,} records"
-        )
+        sent = m.get("sent", m["records"])  # live count from the source node's stats
+        lines.append(f"moving {m['source']} -> {m['destination']}: {sent:,}/{m['total']:,} records")
+    for launch in view.get("launches_in_flight", []):
+        lines.append(f"launching {launch['node']} for {launch['seconds']:.1f} s")
     return "\n".join(lines)

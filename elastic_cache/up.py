@@ -138,6 +138,7 @@ def _banner(settings: ClusterSettings, url: str, coord: Coordinator, demo: bool)
         f"  coordinator  {url}   ({len(coord.cluster.nodes)} node(s), index {nodes.index}, "
         f"capacity {nodes.capacity} {nodes.capacity_unit} per node, on_full={nodes.on_full}, "
         f"max {settings.scaler.max_nodes} nodes)",
+        f"  dashboard    {url}/   (metrics at {url}/metrics)",
     ]
     for origin in settings.origins:
         lines.append(f"  origin       {origin.name} -> {origin.url}")

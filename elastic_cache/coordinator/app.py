@@ -8,9 +8,12 @@ Public::
 Admin::
 
     GET    /v1/cluster                      epoch, ring, nodes with fill, rate, migrations
+    GET    /v1/cluster/history?since=T      samples for the dashboard's charts (after T)
     POST   /v1/cluster/nodes                add nodes now ({"count": n}, default 1)
     DELETE /v1/cluster/nodes/{id}           move the node's buckets away, then stop it
     GET    /healthz
+    GET    /metrics                         Prometheus metrics (docs/operations.md)
+    GET    /                                the live dashboard (elastic_cache.dashboard)
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from aiohttp import web
 
 from elastic_cache.coordinator.nodeclient import Answer
 from elastic_cache.coordinator.service import Coordinator
+from elastic_cache.dashboard import add_dashboard_routes
 from elastic_cache.errors import InvalidBody
 from elastic_cache.httpio import (
     error_middleware,
@@ -30,6 +34,7 @@ from elastic_cache.httpio import (
     parse_ttl,
     read_limited,
 )
+from elastic_cache.metrics import metered, metrics_response
 
 __all__ = ["COORDINATOR", "make_coordinator_app"]
 
@@ -86,6 +91,7 @@ def cluster_view(coord: Coordinator) -> dict[str, Any]:
     """The JSON of ``GET /v1/cluster``."""
     view = coord.cluster.view()
     view["ring"] = coord.cluster.ring.to_dict()
+    _add_progress(coord, view)
     view["request_rate"] = round(coord.rate.rate, 3)
     view["scaler"] = {
         "enabled": coord.settings.scaler.enabled,
@@ -116,8 +122,48 @@ def cluster_view(coord: Coordinator) -> dict[str, Any]:
     return view
 
 
+def _add_progress(coord: Coordinator, view: dict[str, Any]) -> None:
+    """Live progress of migrations and launches, and ring positions of moving ranges.
+
+    A running move's ``sent`` comes from its source node's stats (polled every second);
+    ``lo_position`` / ``hi_position`` are the range's bounds as fractions of the token
+    space, so a browser never has to parse a 64-bit token as a float.
+    """
+    space = coord.cluster.ring.space
+    nodes = coord.cluster.nodes
+    for mig in view["migrations"]:
+        mig["lo_position"] = mig["lo"] / space
+        mig["hi_position"] = mig["hi"] / space
+        sent = mig["records"]
+        if mig["state"] == "running":
+            source = nodes.get(mig["source"])
+            live = source.migrations if source is not None else []
+            sent = next((int(m.get("sent", 0)) for m in live if m.get("id") == mig["id"]), 0)
+        mig["sent"] = sent
+    now = time.time()
+    view["launches_in_flight"] = [
+        {"node": node, "seconds": round(now - since, 3)}
+        for node, since in sorted(coord.cluster.launching.items())
+    ]
+
+
 async def get_cluster(request: web.Request) -> web.StreamResponse:
     return web.json_response(cluster_view(request.app[COORDINATOR]))
+
+
+async def get_history(request: web.Request) -> web.StreamResponse:
+    """Samples taken after ``?since=T`` (seconds since the epoch; default: all)."""
+    raw = request.query.get("since", "0")
+    try:
+        since = float(raw)
+    except ValueError:
+        raise InvalidBody(f"since must be a number of seconds, got {raw[:40]!r}") from None
+    coord = request.app[COORDINATOR]
+    return web.json_response({"span": coord.history.span, "samples": coord.history.since(since)})
+
+
+async def get_metrics(request: web.Request) -> web.StreamResponse:
+    return metrics_response(request.app[COORDINATOR].metrics.registry)
 
 
 async def add_nodes(request: web.Request) -> web.StreamResponse:
@@ -179,15 +225,19 @@ def make_coordinator_app(coord: Coordinator, *, manage_lifecycle: bool = True) -
         client_max_size=coord.settings.nodes.max_value_bytes + 1,
     )
     app[COORDINATOR] = coord
+    meter = coord.metrics.requests
     kv = "/v1/kv/{key:[\\s\\S]+}"  # any character, newlines too (rejected by validation)
-    app.router.add_get(kv, get_kv)
-    app.router.add_put(kv, put_kv)
-    app.router.add_delete(kv, delete_kv)
-    app.router.add_get("/v1/svc/{origin}/{path:.*}", read_through)
-    app.router.add_get("/v1/cluster", get_cluster)
-    app.router.add_post("/v1/cluster/nodes", add_nodes)
-    app.router.add_delete("/v1/cluster/nodes/{id}", remove_node)
-    app.router.add_get("/healthz", healthz)
+    app.router.add_get(kv, metered(get_kv, "kv", meter))
+    app.router.add_put(kv, metered(put_kv, "kv", meter))
+    app.router.add_delete(kv, metered(delete_kv, "kv", meter))
+    app.router.add_get("/v1/svc/{origin}/{path:.*}", metered(read_through, "svc", meter))
+    app.router.add_get("/v1/cluster", metered(get_cluster, "cluster", meter))
+    app.router.add_get("/v1/cluster/history", metered(get_history, "cluster", meter))
+    app.router.add_post("/v1/cluster/nodes", metered(add_nodes, "nodes", meter))
+    app.router.add_delete("/v1/cluster/nodes/{id}", metered(remove_node, "nodes", meter))
+    app.router.add_get("/healthz", metered(healthz, "healthz", meter))
+    app.router.add_get("/metrics", metered(get_metrics, "metrics", meter))
+    add_dashboard_routes(app, meter)
     if manage_lifecycle:
 
         async def on_startup(app: web.Application) -> None:

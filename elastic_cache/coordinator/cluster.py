@@ -120,6 +120,8 @@ class EventLog:
     def __init__(self, size: int = 500) -> None:
         self._events: deque[dict[str, Any]] = deque(maxlen=size)
         self._seq = 0
+        #: Called with every event as it is added (the coordinator's metrics).
+        self.listeners: list[Callable[[dict[str, Any]], None]] = []
 
     def add(self, kind: str, message: str, **details: Any) -> None:
         self._seq += 1
@@ -127,6 +129,11 @@ class EventLog:
         event.update(details)
         self._events.append(event)
         log.info("%s: %s", kind, message)
+        for listener in self.listeners:
+            try:
+                listener(event)
+            except Exception:  # an observer must never break the operation it observes
+                log.exception("event listener %r failed on %s", listener, kind)
 
     def since(self, seq: int = 0) -> list[dict[str, Any]]:
         return [e for e in self._events if e["seq"] > seq]

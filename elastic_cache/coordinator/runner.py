@@ -13,6 +13,7 @@ from elastic_cache.config import ClusterSettings
 from elastic_cache.coordinator.app import make_coordinator_app
 from elastic_cache.coordinator.service import Coordinator
 from elastic_cache.errors import ConfigError
+from elastic_cache.logs import set_log_context
 from elastic_cache.node.runner import tune_gc
 from elastic_cache.provisioner.base import Provisioner
 from elastic_cache.provisioner.local import LocalProvisioner
@@ -40,6 +41,7 @@ async def serve_coordinator(
     if provisioner is None:
         provisioner = LocalProvisioner(settings.nodes, log_dir=state_dir / "logs")
     coord = Coordinator(settings, provisioner)
+    set_log_context(node="coordinator", epoch=lambda: coord.cluster.ring.epoch)
     app = make_coordinator_app(coord, manage_lifecycle=False)
     runner = web.AppRunner(app, access_log=None, handle_signals=False)
     stop = stop or asyncio.Event()

@@ -6,7 +6,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 
@@ -17,12 +19,17 @@ from elastic_cache.coordinator.origins import ReadThrough
 from elastic_cache.coordinator.router import Router
 from elastic_cache.coordinator.scaler import RateMeter, Scaler
 from elastic_cache.cost import instance_price
+from elastic_cache.dashboard.history import ClusterHistory
 from elastic_cache.errors import ElasticCacheError
+from elastic_cache.metrics import CoordinatorMetrics, MeteredProvisioner
 from elastic_cache.provisioner.base import NodeHandle, Provisioner
 
 __all__ = ["Coordinator"]
 
 log = logging.getLogger("elastic_cache.coordinator")
+
+#: Routes whose requests make the request rate of the dashboard's history.
+PUBLIC_ROUTES = ("kv", "svc")
 
 
 class Coordinator:
@@ -52,7 +59,17 @@ class Coordinator:
         if state_path is None:
             state_path = Path(settings.coordinator.state_dir) / "cluster.json"
         self._session: aiohttp.ClientSession | None = None
-        self.cluster = Cluster(settings, provisioner, self._client_for, state_path=state_path)
+        # Metrics read the coordinator's state at scrape time; launches, terminations
+        # and migrations are counted as they happen.
+        self.metrics = CoordinatorMetrics(self)
+        self.history = ClusterHistory()
+        self.cluster = Cluster(
+            settings,
+            MeteredProvisioner(provisioner, self.metrics),
+            self._client_for,
+            state_path=state_path,
+        )
+        self.cluster.events.listeners.append(self.metrics.on_event)
         self.rate = RateMeter(settings.scaler.rate_half_life)
         self.scaler = Scaler(
             settings.scaler,
@@ -88,6 +105,11 @@ class Coordinator:
                 self.session,
                 max_value_bytes=self.settings.nodes.max_value_bytes,
             )
+        return self._readthrough
+
+    @property
+    def readthrough_started(self) -> ReadThrough | None:
+        """The read-through front, or None before its first use (no session made)."""
         return self._readthrough
 
     def node_price(self, instance_type: str) -> float:
@@ -143,7 +165,20 @@ class Coordinator:
                     if info is not None and info.failures >= self.dead_after:
                         await self.cluster.drop_dead_node(node_id)
                 _ = self.rate.rate  # fold the last second into the moving average
+                self.sample_history()
             except ElasticCacheError as exc:
                 log.warning("poll failed: %s", exc)
             except Exception:
                 log.exception("poll crashed; polling goes on")
+
+    def sample_history(self, now: float | None = None) -> dict[str, Any]:
+        """Add a sample to `history` (the stats poll does it after every poll)."""
+        nodes = list(self.cluster.nodes.values())
+        return self.history.sample(
+            time.time() if now is None else now,
+            requests=self.metrics.requests.total(PUBLIC_ROUTES),
+            node_counts={n.node_id: (n.hits, n.misses) for n in nodes},
+            records=sum(n.records for n in nodes),
+            cost_per_hour=self.cost_per_hour(),
+            fills={n.node_id: n.fill for n in nodes},
+        )

@@ -5,6 +5,7 @@ Data plane::
     GET/HEAD/PUT/DELETE /v1/kv/{key}     PUT takes ?ttl=SECONDS and stores Content-Type
     GET /v1/stats                         JSON description of the node
     GET /healthz                          liveness
+    GET /metrics                          Prometheus metrics (docs/operations.md)
 
 Control plane (used by the coordinator and by peer nodes)::
 
@@ -48,15 +49,17 @@ from elastic_cache.httpio import (
     read_limited,
     str_field,
 )
+from elastic_cache.metrics import RequestMeter, metered, metrics_response, node_registry
 from elastic_cache.node.service import NodeService
 from elastic_cache.node.wire import decode_frame
 from elastic_cache.store import Record
 from elastic_cache.tiers.layer import ColdHit, read_chunks
 
-__all__ = ["SERVICE", "make_node_app"]
+__all__ = ["METER", "SERVICE", "make_node_app"]
 
 SERVICE: web.AppKey[NodeService] = web.AppKey("service", NodeService)
 MAX_VALUE: web.AppKey[int] = web.AppKey("max_value", int)
+METER: web.AppKey[RequestMeter] = web.AppKey("meter", RequestMeter)
 
 #: Largest migration frame accepted.
 MAX_FRAME_BYTES = 256 * 1024 * 1024
@@ -343,22 +346,32 @@ def make_node_app(
     app = web.Application(middlewares=[error_middleware], client_max_size=MAX_FRAME_BYTES)
     app[SERVICE] = service
     app[MAX_VALUE] = max_value_bytes
+    meter = app[METER] = RequestMeter()
+    registry = node_registry(service, meter)
+
+    async def get_metrics(request: web.Request) -> web.StreamResponse:
+        return metrics_response(registry)
+
     kv = "/v1/kv/{key:[\\s\\S]+}"  # any character, newlines too (rejected by validation)
-    app.router.add_get(kv, get_kv)  # also answers HEAD
-    app.router.add_put(kv, put_kv)
-    app.router.add_delete(kv, delete_kv)
-    app.router.add_get("/v1/stats", stats)
-    app.router.add_get("/healthz", healthz)
-    app.router.add_put("/v1/ownership", put_ownership)
-    app.router.add_post("/v1/ranges/count", count_ranges)
-    app.router.add_post("/v1/ranges/median", median_range)
-    app.router.add_post("/v1/ranges/drop", drop_range)
-    app.router.add_post("/v1/migrations", create_migration)
-    app.router.add_post("/v1/migrations/{id}/send", send_migration)
-    app.router.add_post("/v1/migrations/{id}/ingest", ingest_migration)
-    app.router.add_post("/v1/migrations/{id}/forward", forward_migration)
-    app.router.add_post("/v1/migrations/{id}/commit", commit_migration)
-    app.router.add_delete("/v1/migrations/{id}", abort_migration)
+    app.router.add_get(kv, metered(get_kv, "kv", meter))  # also answers HEAD
+    app.router.add_put(kv, metered(put_kv, "kv", meter))
+    app.router.add_delete(kv, metered(delete_kv, "kv", meter))
+    app.router.add_get("/v1/stats", metered(stats, "stats", meter))
+    app.router.add_get("/healthz", metered(healthz, "healthz", meter))
+    app.router.add_get("/metrics", metered(get_metrics, "metrics", meter))
+    app.router.add_put("/v1/ownership", metered(put_ownership, "ownership", meter))
+    app.router.add_post("/v1/ranges/count", metered(count_ranges, "ranges", meter))
+    app.router.add_post("/v1/ranges/median", metered(median_range, "ranges", meter))
+    app.router.add_post("/v1/ranges/drop", metered(drop_range, "ranges", meter))
+    app.router.add_post("/v1/migrations", metered(create_migration, "migrations", meter))
+    app.router.add_post("/v1/migrations/{id}/send", metered(send_migration, "migrations", meter))
+    frames = "migration_frames"  # snapshot and forwarded-write frames during a move
+    app.router.add_post("/v1/migrations/{id}/ingest", metered(ingest_migration, frames, meter))
+    app.router.add_post("/v1/migrations/{id}/forward", metered(forward_migration, frames, meter))
+    app.router.add_post(
+        "/v1/migrations/{id}/commit", metered(commit_migration, "migrations", meter)
+    )
+    app.router.add_delete("/v1/migrations/{id}", metered(abort_migration, "migrations", meter))
 
     async def background(app: web.Application) -> AsyncIterator[None]:
         if service.cold is not None:

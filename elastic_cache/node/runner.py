@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import json
+import logging
 import os
 import sys
 
@@ -11,9 +12,12 @@ from aiohttp import web
 
 from elastic_cache.config import NodeSettings
 from elastic_cache.lifecycle import wait_for_stop
+from elastic_cache.logs import set_log_context
 from elastic_cache.node import build_node_service, make_node_app
 
 __all__ = ["serve_node", "tune_gc"]
+
+log = logging.getLogger("elastic_cache.node")
 
 
 def tune_gc() -> None:
@@ -53,6 +57,7 @@ async def serve_node(
     """
     tune_gc()
     service = build_node_service(settings, node_id=node_id)
+    set_log_context(node=node_id, epoch=lambda: service.epoch)
     app = make_node_app(service, max_value_bytes=settings.max_value_bytes)
     runner = web.AppRunner(app, access_log=None, handle_signals=False)
     await runner.setup()
@@ -65,6 +70,7 @@ async def serve_node(
     line = {"event": "listening", "node": node_id, "address": address, "pid": os.getpid()}
     sys.stdout.write(json.dumps(line) + "\n")
     sys.stdout.flush()
+    log.info("node %s listening on %s (index %s)", node_id, address, settings.index)
 
     try:
         await wait_for_stop(watch_stdin=watch_stdin)
@@ -73,3 +79,4 @@ async def serve_node(
             await service.cold.flush(timeout=flush_timeout)
     finally:
         await runner.cleanup()
+        log.info("node %s stopped", node_id)

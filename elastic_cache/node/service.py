@@ -830,6 +830,7 @@ class NodeService:
             + [m.describe() for m in self.incoming.values()],
             "demotions": store.demotions,
             "cold": None if self.cold is None else self.cold.stats(),
+            "cold_hits": 0 if self.cold is None else self.cold.hits,
         }
 
     async def close(self) -> None:

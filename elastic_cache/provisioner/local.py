@@ -22,6 +22,7 @@ import aiohttp
 
 from elastic_cache.config import NodeSettings
 from elastic_cache.errors import ProvisionError
+from elastic_cache.logs import current_format
 from elastic_cache.provisioner.base import NodeHandle
 
 __all__ = ["LocalProvisioner", "node_command"]
@@ -29,12 +30,21 @@ __all__ = ["LocalProvisioner", "node_command"]
 log = logging.getLogger("elastic_cache.provisioner.local")
 
 
-def node_command(settings: NodeSettings, *, node_id: str, host: str, port: int = 0) -> list[str]:
+def node_command(
+    settings: NodeSettings,
+    *,
+    node_id: str,
+    host: str,
+    port: int = 0,
+    log_format: str = "text",
+) -> list[str]:
     """The ``ecache node`` command line for a node built from ``settings``."""
     cmd = [
         sys.executable,
         "-m",
         "elastic_cache",
+        "--log-format",
+        log_format,
         "node",
         "--host",
         host,
@@ -83,6 +93,8 @@ class LocalProvisioner:
         health_timeout: seconds a node has to announce itself and answer /healthz.
         env: extra environment variables for the nodes (e.g. the credentials of a
             local S3).
+        log_format: ``text`` or ``json`` for the nodes' logs; default: the format this
+            process logs in (``ecache --log-format``).
     """
 
     def __init__(
@@ -94,9 +106,11 @@ class LocalProvisioner:
         boot_delay: float | None = None,
         health_timeout: float = 30.0,
         env: Mapping[str, str] | None = None,
+        log_format: str | None = None,
     ) -> None:
         self.settings = settings
         self.env = dict(env or {})
+        self.log_format = current_format() if log_format is None else log_format
         self.log_dir = log_dir
         self.host = host
         self.boot_delay = settings.boot_delay if boot_delay is None else boot_delay
@@ -130,7 +144,9 @@ class LocalProvisioner:
             self.log_dir.mkdir(parents=True, exist_ok=True)
             log_file = await asyncio.to_thread(open, self.log_dir / f"{node_id}.log", "ab")
             stderr = log_file
-        cmd = node_command(self.settings, node_id=node_id, host=self.host)
+        cmd = node_command(
+            self.settings, node_id=node_id, host=self.host, log_format=self.log_format
+        )
         env = dict(os.environ, PYTHONUNBUFFERED="1", **self.env)
         try:
             proc = await asyncio.create_subprocess_exec(

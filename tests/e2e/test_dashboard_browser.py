@@ -1,0 +1,180 @@
+"""The dashboard in a real browser, watching a real local cluster scale out.
+
+``ecache up`` runs as a subprocess (coordinator and node processes on 127.0.0.1, small
+nodes so that a few hundred writes fill one); Debian's Chromium, driven by Playwright
+with ``executable_path`` (``playwright install`` is never needed), opens the dashboard;
+the test writes until the cluster scales out and waits for the page to show the new
+node and the migration. A screenshot lands in ``tests/e2e/artifacts/`` for people.
+
+Skipped, with the reason, only when the browser is not there: ``make test`` installs
+Debian's ``chromium`` when it runs as root with apt-get.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import sys
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import aiohttp
+import pytest
+
+pytestmark = pytest.mark.slow
+
+ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+def chromium_or_skip() -> str:
+    pytest.importorskip("playwright.async_api", reason="playwright is not installed (dev extra)")
+    path = shutil.which("chromium") or shutil.which("chromium-browser")
+    if path is None:
+        pytest.skip(
+            "Debian's chromium is not installed and could not be: `make test` installs it "
+            "with apt-get when run as root (apt-get install -y chromium)"
+        )
+    return path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.asynccontextmanager
+async def local_cluster(tmp_path: Path) -> AsyncIterator[str]:
+    """``ecache up`` with 300-record nodes; yields its URL; stops it by its PID."""
+    port = free_port()
+    log = await asyncio.to_thread(open, tmp_path / "up.log", "wb")
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "elastic_cache",
+        "up",
+        "--no-demo-origin",
+        "--port",
+        str(port),
+        "--state-dir",
+        str(tmp_path / "state"),
+        "--index",
+        "sorted",
+        "--capacity-records",
+        "300",
+        "--max-nodes",
+        "3",
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=log,
+        stderr=log,
+        start_new_session=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2)) as http:
+            while True:
+                assert proc.returncode is None, (tmp_path / "up.log").read_text()
+                with contextlib.suppress(aiohttp.ClientError, TimeoutError):
+                    async with http.get(url + "/healthz") as resp:
+                        if resp.status == 200:
+                            break
+                assert time.monotonic() < deadline, "ecache up did not become healthy"
+                await asyncio.sleep(0.1)
+        yield url
+    finally:
+        if proc.returncode is None:
+            os.kill(proc.pid, signal.SIGTERM)
+            try:
+                await asyncio.wait_for(proc.wait(), 15)
+            except TimeoutError:
+                os.kill(proc.pid, signal.SIGKILL)
+                await proc.wait()
+        log.close()
+
+
+async def write_until(url: str, stop: asyncio.Event, limit: int = 20_000) -> int:
+    """PUT 200-byte values, each followed by a GET of an earlier key (8 in flight), until
+    ``stop`` is set or ``limit`` is reached."""
+    written = 0
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as http:
+
+        async def worker(offset: int) -> None:
+            nonlocal written
+            i = offset
+            while not stop.is_set() and written < limit:
+                async with http.put(f"{url}/v1/kv/e2e:{i}", data=b"v" * 200) as resp:
+                    await resp.read()
+                async with http.get(f"{url}/v1/kv/e2e:{i // 2}") as resp:
+                    await resp.read()
+                written += 1
+                i += 8
+                if i % 64 == offset:
+                    await asyncio.sleep(0.01)  # leave the coordinator time for the page
+
+        await asyncio.gather(*(worker(k) for k in range(8)))
+    return written
+
+
+async def test_the_dashboard_shows_a_scale_out(tmp_path: Path) -> None:
+    chromium = chromium_or_skip()
+    from playwright.async_api import async_playwright
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    async with local_cluster(tmp_path) as url, async_playwright() as pw:
+        browser = await pw.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
+        try:
+            page = await browser.new_page(viewport={"width": 1366, "height": 860})
+            errors: list[str] = []
+            foreign: list[str] = []
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            page.on(
+                "request",
+                lambda req: None if req.url.startswith(url) else foreign.append(req.url),
+            )
+            await page.goto(url + "/")
+            await page.wait_for_selector('#nodes tbody tr[data-node="node-1"]', timeout=15_000)
+            assert await page.locator("#status").text_content() != "connecting…"
+
+            stop = asyncio.Event()
+            writer = asyncio.create_task(write_until(url, stop))
+            try:
+                # The scaler launches node-2 and moves half of node-1's bucket to it; the
+                # page polls once a second.
+                new_row = '#nodes tbody tr[data-node="node-2"][data-state="active"]'
+                await page.wait_for_selector(new_row, timeout=60_000)
+                await page.wait_for_selector(
+                    '#events li[data-kind="migration_done"]', timeout=15_000
+                )
+            finally:
+                stop.set()
+                written = await writer
+            assert written > 0
+            migration = page.locator("#migrations li[data-migration]").first
+            await migration.wait_for(timeout=5_000)
+            text = await migration.text_content()
+            assert text is not None and "node-1 → node-2" in text
+            assert await page.locator('#events li[data-kind="launched"]').count() >= 2
+            ring_paths = await page.locator('#ring path[data-node="node-2"]').count()
+            assert ring_paths >= 1
+            await page.wait_for_timeout(1500)  # one more poll, so the charts have points
+            await page.screenshot(path=str(ARTIFACTS / "dashboard.png"), full_page=True)
+            assert errors == [], errors
+            assert foreign == [], f"the page fetched from another host: {foreign}"
+        finally:
+            await browser.close()

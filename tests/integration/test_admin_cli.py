@@ -1,0 +1,64 @@
+"""``ecache nodes add|remove`` and ``ecache fill`` against a coordinator on a real port."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from elastic_cache.cli import main
+from elastic_cache.fill import fill
+
+from .conftest import CoordinatorHarness, cluster_settings, start_harness
+
+
+@pytest.fixture
+async def harness(tmp_path: Path) -> AsyncIterator[CoordinatorHarness]:
+    settings = cluster_settings(scaler={"enabled": False, "max_nodes": 3})
+    h, runner = await start_harness(settings, tmp_path)
+    yield h
+    await h.http.close()
+    await runner.cleanup()
+
+
+async def test_fill_then_add_and_remove_nodes(
+    harness: CoordinatorHarness, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = io.StringIO()
+    report = await fill(harness.url, 120, size=10, concurrency=4, stream=out)
+    assert (report.written, report.failed) == (120, 0)
+    assert out.getvalue().splitlines()[-1].startswith("writing 120 records of 10 B: done")
+    status, body, _ = await harness.call("GET", "/v1/kv/fill:119")
+    assert (status, body) == (200, b"elastic-ca")
+
+    args = ["nodes", "add", "--count", "2", "--url", harness.url, "--json"]
+    assert await asyncio.to_thread(main, args) == 0
+    captured = capsys.readouterr()
+    answer = json.loads(captured.out)
+    assert [a["id"] for a in answer["added"]] == ["node-2", "node-3"]
+    assert "launching node-2" in captured.err and "added node-3 at http://" in captured.err
+    assert "moved" in captured.err
+
+    args = ["nodes", "add", "--url", harness.url]  # past max_nodes = 3
+    assert await asyncio.to_thread(main, args) == 2
+    assert "max_nodes" in capsys.readouterr().err
+
+    assert await asyncio.to_thread(main, ["nodes", "remove", "node-2", "--url", harness.url]) == 0
+    assert "removed node-2; moved" in capsys.readouterr().err
+    assert "node-2" not in harness.coord.cluster.nodes
+    for i in (0, 60, 119):
+        assert (await harness.call("GET", f"/v1/kv/fill:{i}"))[0] == 200
+
+    assert await asyncio.to_thread(main, ["nodes", "remove", "node-9", "--url", harness.url]) == 2
+    assert "node-9" in capsys.readouterr().err
+
+
+async def test_fill_command_reports_an_absent_coordinator(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert await asyncio.to_thread(main, ["fill", "--url", "http://127.0.0.1:1"]) == 2
+    assert "did not answer" in capsys.readouterr().err

@@ -1,0 +1,74 @@
+"""The ``ecache status`` table, from a canned cluster view."""
+
+from __future__ import annotations
+
+from elastic_cache.status import render_status
+
+
+def test_table_shows_nodes_moves_and_launches() -> None:
+    node = {
+        "id": "node-1",
+        "address": "http://127.0.0.1:4001",
+        "index": "sorted",
+        "records": 1500,
+        "bytes": 3 * 1024 * 1024,
+        "capacity": 2000,
+        "fill": 0.75,
+        "threshold": 1000.0,
+        "state": "active",
+    }
+    view = {
+        "epoch": 4,
+        "nodes": [node],
+        "launching": ["node-2"],
+        "launches_in_flight": [{"node": "node-2", "seconds": 2.5}],
+        "migrations": [
+            {
+                "source": "node-1",
+                "destination": "node-3",
+                "state": "running",
+                "records": 0,
+                "sent": 400,
+                "total": 1000,
+            },
+            {
+                "source": "node-1",
+                "destination": "node-4",
+                "state": "done",
+                "records": 9,
+                "sent": 9,
+                "total": 9,
+            },
+        ],
+        "hit_rate": 0.5,
+        "request_rate": 12.0,
+        "cost_per_hour": 0.0416,
+        "price_region": "us-east-1",
+    }
+    lines = render_status(view).splitlines()
+    assert lines[0].split() == [
+        "NODE",
+        "ADDRESS",
+        "INDEX",
+        "RECORDS",
+        "BYTES",
+        "FILL",
+        "T",
+        "STATE",
+    ]
+    assert lines[1].split() == [
+        "node-1",
+        "http://127.0.0.1:4001",
+        "sorted",
+        "1,500",
+        "3.0",
+        "MiB",
+        "75.0%",
+        "50%",
+        "active",
+    ]
+    assert lines[2].split()[0] == "node-2" and lines[2].split()[-1] == "launching"
+    assert "epoch 4" in lines[4] and "hit rate 50.0%" in lines[4] and "$0.0416/h" in lines[4]
+    assert "moving node-1 -> node-3: 400/1,000 records" in lines
+    assert "launching node-2 for 2.5 s" in lines
+    assert not any("node-4" in line for line in lines)
