@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from elastic_cache import __version__
-from elastic_cache.config import DEFAULT_INDEX, ClusterSettings, OnFull
+from elastic_cache.config import DEFAULT_INDEX, ClusterSettings, OnFull, ProvisionerKind
 from elastic_cache.errors import ConfigError, ElasticCacheError
 
 __all__ = ["build_parser", "main"]
@@ -115,6 +115,14 @@ def _node_overrides(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+def _boto_session(region: str | None) -> Any:
+    """A boto3 session: credentials, region and endpoint come from the environment and
+    the AWS config files, as for the AWS CLI (``AWS_PROFILE``, ``AWS_ENDPOINT_URL``...)."""
+    import boto3
+
+    return boto3.Session(region_name=region)
+
+
 def _setup_logging(verbose: bool) -> None:
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.INFO,
@@ -174,11 +182,15 @@ def cmd_coordinator(args: argparse.Namespace) -> int:
     from elastic_cache.coordinator.runner import serve_coordinator
 
     settings = _cluster_settings(args)
+    session = None
+    on_aws = settings.coordinator.provisioner is ProvisionerKind.EC2
+    if on_aws or settings.coordinator.admin_token_parameter is not None:
+        session = _boto_session(settings.ec2.region if settings.ec2 is not None else None)
 
     def ready(coord: object, url: str) -> None:
         print(f"coordinator listening on {url}", flush=True)
 
-    asyncio.run(serve_coordinator(settings, on_ready=ready))
+    asyncio.run(serve_coordinator(settings, on_ready=ready, session=session))
     return 0
 
 
@@ -268,7 +280,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_node_shape(up)
     up.set_defaults(func=cmd_up)
 
-    coord = sub.add_parser("coordinator", help="run the coordinator (nodes as local processes)")
+    coord = sub.add_parser(
+        "coordinator",
+        help="run the coordinator (nodes as local processes, or EC2 instances per its config)",
+    )
     coord.add_argument("--config", help="TOML config file")
     coord.add_argument("--host", help="address to bind (default 127.0.0.1)")
     coord.add_argument("--port", type=int, help="port (default 8080)")
