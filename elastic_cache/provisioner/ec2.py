@@ -187,12 +187,12 @@ class Ec2Provisioner:
         self._clock = clock
         self.ec2 = session.client("ec2", region_name=settings.region)
         self.ssm = session.client("ssm", region_name=settings.region)
-        # Signature version 4 (the default V2 presigning is deprecated and refused in
-        # newer regions), virtual-hosted style so the URL names the bucket's region.
+        # Signature version 4: boto3 still presigns with the deprecated V2 by default,
+        # which newer regions refuse.
         self.s3 = session.client(
             "s3",
             region_name=settings.region,
-            config=Config(signature_version="s3v4", s3={"addressing_style": "virtual"}),
+            config=Config(signature_version="s3v4"),
         )
         self._image: tuple[str, str, str] | None = None
         self._handles: dict[str, NodeHandle] = {}
