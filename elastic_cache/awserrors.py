@@ -17,6 +17,7 @@ permission error names the IAM action that was refused, and the limit error the 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
@@ -33,6 +34,7 @@ __all__ = [
     "aws_call",
     "aws_error",
     "error_code",
+    "ignoring",
 ]
 
 #: Codes that mean "no capacity for this type here now": try another type or subnet.
@@ -207,3 +209,15 @@ def aws_call(client: Any, operation: str, *, doing: str, **params: Any) -> Any:
         raise AwsError(
             f"{doing}: {service} {operation} failed: {exc}", operation=operation
         ) from exc
+
+
+def ignoring(codes: Sequence[str], fn: Callable[[], Any]) -> bool:
+    """Run ``fn``; True if it ran, False if it failed with one of the AWS error ``codes``
+    (typically: the thing is already gone)."""
+    try:
+        fn()
+    except AwsError as exc:
+        if exc.aws_code in codes:
+            return False
+        raise
+    return True

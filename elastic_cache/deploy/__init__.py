@@ -9,7 +9,8 @@ deploying user needs, and the costs.
 from __future__ import annotations
 
 from elastic_cache.deploy.names import ClusterNames
-from elastic_cache.deploy.stack import DeployResult, DeploySettings, deploy, destroy
+from elastic_cache.deploy.settings import DeployResult, DeploySettings
+from elastic_cache.deploy.stack import deploy, destroy
 from elastic_cache.deploy.status import ClusterNotFound, status_by_name
 
 __all__ = [

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from elastic_cache.config import check_cluster_name
+from elastic_cache.provisioner.ec2 import CLUSTER_TAG, ROLE_TAG
 
 __all__ = ["ClusterNames"]
 
@@ -75,3 +76,11 @@ class ClusterNames:
     def ec2_arn(self, resource: str) -> str:
         """ARN of an EC2 resource in this account and region, e.g. ``instance/*``."""
         return f"arn:aws:ec2:{self.region}:{self.account}:{resource}"
+
+    def tags(self, role: str) -> list[dict[str, str]]:
+        """The tags of a resource with ``role`` (``coordinator``, ``node``)."""
+        return [
+            {"Key": CLUSTER_TAG, "Value": self.cluster},
+            {"Key": ROLE_TAG, "Value": role},
+            {"Key": "Name", "Value": f"{self.prefix}-{role}"},
+        ]

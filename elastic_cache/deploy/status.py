@@ -10,7 +10,7 @@ from typing import Any
 from elastic_cache.awserrors import aws_call
 from elastic_cache.config import check_cluster_name
 from elastic_cache.cost import CURRENT_PRICES, UnknownPrice
-from elastic_cache.deploy.stack import PORT_TAG, endpoint_of
+from elastic_cache.deploy.coordinator import PORT_TAG, endpoint_of
 from elastic_cache.errors import NodeUnavailable, NotFound
 from elastic_cache.provisioner.ec2 import CLUSTER_TAG, NODE_TAG, ROLE_TAG
 from elastic_cache.status import fetch_cluster, render_status

@@ -50,7 +50,7 @@ def run_deploy(session: Any, tmp_path: Path, s: DeploySettings, **kw: Any) -> An
 
 
 def test_moto_applies_a_tls_only_bucket_policy_to_every_object_request(session: Any) -> None:
-    """Pins the moto behaviour deploy works around (see stack._upload_bundle): a Deny
+    """Pins the moto behaviour deploy works around (see deploy.storage.upload_bundle): a Deny
     conditioned on aws:SecureTransport = false refuses object requests under moto even
     though the condition cannot hold there. When this fails, moto changed."""
     s3 = session.client("s3")
