@@ -24,6 +24,7 @@ whole path (EC2 API through boto3, then a real node) runs offline against moto.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -297,12 +298,16 @@ class Ec2Provisioner:
         misses = []
         for instance_type in self.settings.instance_types:
             for subnet in subnets:
-                params = self.run_params(
-                    node_id,
-                    image=image,
-                    root_device=root_device,
-                    instance_type=instance_type,
-                    subnet=subnet,
+                # In a thread: presigning may refresh the instance role's credentials.
+                params = await asyncio.to_thread(
+                    functools.partial(
+                        self.run_params,
+                        node_id,
+                        image=image,
+                        root_device=root_device,
+                        instance_type=instance_type,
+                        subnet=subnet,
+                    )
                 )
                 try:
                     reply = await self._call(
