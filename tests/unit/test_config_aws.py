@@ -110,3 +110,16 @@ def test_ec2_settings_defaults() -> None:
     assert s.instance_types == ("t3.small",)
     assert s.node_port == 8500
     assert "{arch}" in s.image_parameter
+
+
+def test_the_cost_example_in_docs_loads() -> None:
+    import tomllib
+    from pathlib import Path
+
+    text = (Path(__file__).parents[2] / "docs" / "cost.md").read_text()
+    block = text.split("`[cost.prices]` TOML table maps to:", 1)[1]
+    block = block.split("```toml\n", 1)[1].split("```", 1)[0]
+    s = ClusterSettings.from_mapping(tomllib.loads(block))
+    assert s.coordinator.price_region == "eu-west-1"
+    table = s.cost.price_table()
+    assert table.instance("r7gd.xlarge", "eu-west-1").usd_per_hour == 0.2
