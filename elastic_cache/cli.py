@@ -14,11 +14,14 @@ import logging
 import os
 import sys
 import tomllib
+import urllib.error
+import urllib.request
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from elastic_cache import __version__
-from elastic_cache.config import DEFAULT_INDEX, ClusterSettings, OnFull
+from elastic_cache.config import DEFAULT_INDEX, ClusterSettings, OnFull, ProvisionerKind
 from elastic_cache.errors import ConfigError, ElasticCacheError
 
 __all__ = ["build_parser", "main"]
@@ -129,10 +132,21 @@ def _node_overrides(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+def _boto_session(region: str | None) -> Any:
+    """A boto3 session: credentials, region and endpoint come from the environment and
+    the AWS config files, as for the AWS CLI (``AWS_PROFILE``, ``AWS_ENDPOINT_URL``...)."""
+    import boto3
+
+    return boto3.Session(region_name=region)
+
+
 def _setup_logging(verbose: bool, fmt: str = "text") -> None:
     from elastic_cache.logs import setup_logging
 
     setup_logging(level=logging.DEBUG if verbose else logging.INFO, fmt=fmt, stream=sys.stderr)
+    # boto3's INFO lines (where credentials and endpoints were found) are noise here.
+    for name in ("botocore", "boto3", "urllib3"):
+        logging.getLogger(name).setLevel(logging.DEBUG if verbose else logging.WARNING)
 
 
 # -- commands ------------------------------------------------------------------------------
@@ -204,11 +218,15 @@ def cmd_coordinator(args: argparse.Namespace) -> int:
     from elastic_cache.coordinator.runner import serve_coordinator
 
     settings = _cluster_settings(args)
+    session = None
+    on_aws = settings.coordinator.provisioner is ProvisionerKind.EC2
+    if on_aws or settings.coordinator.admin_token_parameter is not None:
+        session = _boto_session(settings.ec2.region if settings.ec2 is not None else None)
 
     def ready(coord: object, url: str) -> None:
         print(f"coordinator listening on {url}", flush=True)
 
-    asyncio.run(serve_coordinator(settings, on_ready=ready))
+    asyncio.run(serve_coordinator(settings, on_ready=ready, session=session))
     return 0
 
 
@@ -261,7 +279,9 @@ def cmd_status(args: argparse.Namespace) -> int:
             deploy = importlib.import_module("elastic_cache.deploy")
         except ImportError as exc:  # until the AWS part lands
             raise ConfigError(f"ecache status --name needs the AWS support: {exc}") from exc
-        code: int = deploy.status_by_name(args.name, region=args.region, as_json=args.json)
+        code: int = deploy.status_by_name(
+            args.name, region=args.region, as_json=args.json, session=_boto_session(args.region)
+        )
         return code
     view = fetch_cluster(args.url)
     print(json.dumps(view, indent=2) if args.json else render_status(view))
@@ -301,6 +321,67 @@ def cmd_fill(args: argparse.Namespace) -> int:
         f"{report.seconds:.1f} s, {report.rate:,.0f}/s"
     )
     return 0 if report.failed == 0 else 1
+
+
+def _caller_cidr() -> str:
+    """This machine's public address as a /32 (or /128), for ``--allow-cidr``."""
+    try:
+        with urllib.request.urlopen("https://checkip.amazonaws.com", timeout=10) as resp:
+            ip = resp.read().decode().strip()
+    except (urllib.error.URLError, OSError) as exc:
+        raise ConfigError(
+            f"could not find your public address ({exc}); pass --allow-cidr CIDR"
+        ) from exc
+    return f"{ip}/128" if ":" in ip else f"{ip}/32"
+
+
+def _region(args: argparse.Namespace, session: Any) -> str:
+    region = args.region or session.region_name
+    if not region:
+        raise ConfigError("pass --region (or set AWS_DEFAULT_REGION)")
+    return str(region)
+
+
+def _cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "ecache" / "wheelhouse"
+
+
+def cmd_deploy(args: argparse.Namespace) -> int:
+    from elastic_cache.deploy import DeploySettings, deploy
+
+    session = _boto_session(args.region)
+    settings = DeploySettings(
+        name=args.name,
+        region=_region(args, session),
+        allow_cidr=args.allow_cidr or _caller_cidr(),
+        instance_types=tuple(args.instance_type or ["t3.small"]),
+        coordinator_instance_type=args.coordinator_instance_type,
+        max_nodes=args.max_nodes,
+        min_nodes=args.min_nodes,
+        max_usd_per_hour=args.max_usd_per_hour,
+        port=args.port,
+        image=args.ami or "",
+        subnets=tuple(args.subnet or ()),
+        index=args.index or DEFAULT_INDEX,
+        capacity_bytes=args.capacity_bytes,
+        on_full=OnFull(args.on_full),
+        wait=not args.no_wait,
+        wait_timeout=args.wait_timeout,
+    )
+    wheelhouse = Path(args.wheelhouse) if args.wheelhouse else None
+    if wheelhouse is not None and not wheelhouse.is_dir():
+        raise ConfigError(f"--wheelhouse {wheelhouse} is not a directory")
+    result = deploy(settings, session=session, wheelhouse=wheelhouse, cache_dir=_cache_dir())
+    return 0 if result.healthy or not settings.wait else 1
+
+
+def cmd_destroy(args: argparse.Namespace) -> int:
+    from elastic_cache.deploy import destroy
+
+    session = _boto_session(args.region)
+    destroy(args.name, _region(args, session), session=session, delete_data=args.delete_data)
+    return 0
 
 
 # -- parser --------------------------------------------------------------------------------
@@ -363,7 +444,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_node_shape(up)
     up.set_defaults(func=cmd_up)
 
-    coord = sub.add_parser("coordinator", help="run the coordinator (nodes as local processes)")
+    coord = sub.add_parser(
+        "coordinator",
+        help="run the coordinator (nodes as local processes, or EC2 instances per its config)",
+    )
     coord.add_argument("--config", help="TOML config file")
     coord.add_argument("--host", help="address to bind (default 127.0.0.1)")
     coord.add_argument("--port", type=int, help="port (default 8080)")
@@ -413,6 +497,70 @@ def build_parser() -> argparse.ArgumentParser:
         "--concurrency", type=int, default=16, help="requests in flight (default 16)"
     )
     filler.set_defaults(func=cmd_fill)
+
+    dep = sub.add_parser(
+        "deploy",
+        help="run the elastic cache on EC2 (idempotent)",
+        description="Create (or find) the S3 bucket, security groups, IAM roles, cluster token "
+        "and coordinator instance of a cluster on AWS, and print its endpoint. Credentials "
+        "and region come from the usual AWS environment (AWS_PROFILE, ...).",
+    )
+    dep.add_argument("--name", required=True, help="the cluster's name (a-z, 0-9, -)")
+    dep.add_argument("--region", help="AWS region (default: the AWS configuration's)")
+    dep.add_argument(
+        "--instance-type",
+        action="append",
+        metavar="TYPE",
+        help="node instance type; repeat for fall-backs on a capacity shortage (default t3.small)",
+    )
+    dep.add_argument("--coordinator-instance-type", default="t3.small", help="default t3.small")
+    dep.add_argument("--max-nodes", type=int, default=4, help="most nodes (default 4)")
+    dep.add_argument("--min-nodes", type=int, default=1, help="nodes never removed (default 1)")
+    dep.add_argument(
+        "--max-usd-per-hour", type=float, help="budget for all instances, coordinator included"
+    )
+    dep.add_argument(
+        "--allow-cidr", help="who may reach the API (default: your public address, /32)"
+    )
+    dep.add_argument("--port", type=int, default=8080, help="public API port (default 8080)")
+    dep.add_argument("--ami", help="image id (default: the latest Amazon Linux 2023)")
+    dep.add_argument(
+        "--subnet", action="append", help="subnet id, repeatable (default: the default VPC's)"
+    )
+    dep.add_argument("--index", help=f"node index spec (default {DEFAULT_INDEX})")
+    dep.add_argument(
+        "--capacity-bytes", type=int, help="node capacity (default: half the type's memory)"
+    )
+    dep.add_argument(
+        "--on-full",
+        choices=[m.value for m in OnFull],
+        default="evict",
+        help="what a write to a full node does at the cap (default evict)",
+    )
+    dep.add_argument(
+        "--wheelhouse",
+        help="directory of dependency wheels for the instances (default: fetched with pip)",
+    )
+    dep.add_argument(
+        "--no-wait", action="store_true", help="do not wait for the coordinator to answer"
+    )
+    dep.add_argument(
+        "--wait-timeout", type=float, default=900.0, help="seconds to wait (default 900)"
+    )
+    dep.set_defaults(func=cmd_deploy)
+
+    des = sub.add_parser(
+        "destroy",
+        help="terminate a deployed cluster and delete what deploy created",
+        description="Terminate every instance tagged with the cluster and delete its security "
+        "groups, IAM roles and token; the bucket (cold data) only with --delete-data.",
+    )
+    des.add_argument("--name", required=True, help="the cluster's name")
+    des.add_argument("--region", help="AWS region (default: the AWS configuration's)")
+    des.add_argument(
+        "--delete-data", action="store_true", help="delete the S3 bucket and its data too"
+    )
+    des.set_defaults(func=cmd_destroy)
 
     node = sub.add_parser("node", help="run one cache node")
     node.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")

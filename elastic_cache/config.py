@@ -26,6 +26,21 @@ A config file looks like::
     url = "http://127.0.0.1:8081"
     timeout = 10.0
     ttl = 3600
+
+On AWS (``ecache deploy`` writes this part) the coordinator launches EC2 instances::
+
+    [coordinator]
+    provisioner = "ec2"
+
+    [ec2]
+    cluster = "demo"
+    region = "us-east-1"
+    instance_types = ["t3.small", "t3.medium"]   # tried in order on a capacity shortage
+
+    [cost]
+    table = "current"                            # or "paper-2011"
+    [cost.prices."us-east-1".instances."t3.small"]
+    usd_per_hour = 0.0208
 """
 
 from __future__ import annotations
@@ -33,13 +48,16 @@ from __future__ import annotations
 import dataclasses
 import enum
 import math
+import re
 import types
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
+from elastic_cache.cost import PriceTable, price_table
 from elastic_cache.errors import ConfigError
 from elastic_cache.hashing import make_hasher
 from elastic_cache.indexes import parse_index_spec
@@ -51,9 +69,12 @@ __all__ = [
     "CapacityUnit",
     "ClusterSettings",
     "CoordinatorSettings",
+    "CostSettings",
+    "Ec2Settings",
     "NodeSettings",
     "OnFull",
     "OriginSettings",
+    "ProvisionerKind",
     "ScalerSettings",
 ]
 
@@ -75,6 +96,15 @@ class OnFull(enum.StrEnum):
     BLOCK = "block"
     #: Move least-recently-used values to the node's cold tier (``tier``) to make room.
     DEMOTE = "demote"
+
+
+class ProvisionerKind(enum.StrEnum):
+    """Where the coordinator's nodes come from."""
+
+    #: ``ecache node`` processes on this machine (the default).
+    LOCAL = "local"
+    #: EC2 instances (`elastic_cache.provisioner.ec2`); needs an ``[ec2]`` section.
+    EC2 = "ec2"
 
 
 class CapacityUnit(enum.StrEnum):
@@ -239,6 +269,11 @@ class ScalerSettings:
         max_usd_per_hour: stop launching when the cluster would cost more than this.
         rate_half_life: seconds; half-life of the moving average of the request rate R.
         block_timeout: seconds a write waits under ``on_full = "block"`` before 507.
+        scale_down: whether the scaler removes nodes when the cluster is nearly empty.
+        low_watermark: the cluster's fill (used / capacity over all nodes) under which
+            it may shrink.
+        scale_down_cooldown: seconds the fill must stay under ``low_watermark``, and
+            seconds since the last launch or removal, before a node is removed.
     """
 
     enabled: bool = True
@@ -250,6 +285,9 @@ class ScalerSettings:
     max_usd_per_hour: float | None = None
     rate_half_life: float = 5.0
     block_timeout: float = 30.0
+    scale_down: bool = True
+    low_watermark: float = 0.25
+    scale_down_cooldown: float = 300.0
 
     def __post_init__(self) -> None:
         _positive("d_low", self.d_low)
@@ -266,6 +304,10 @@ class ScalerSettings:
             _positive("max_usd_per_hour", self.max_usd_per_hour)
         _positive("rate_half_life", self.rate_half_life)
         _positive("block_timeout", self.block_timeout)
+        _positive("low_watermark", self.low_watermark)
+        if self.low_watermark >= 1:
+            raise ConfigError(f"low_watermark must be below 1, got {self.low_watermark!r}")
+        _non_negative("scale_down_cooldown", self.scale_down_cooldown)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -280,6 +322,10 @@ class CoordinatorSettings:
         vnodes: ring buckets given to each initial node.
         price_region: AWS region whose prices `elastic_cache.cost` uses for the cost per
             hour and the ``max_usd_per_hour`` budget (local nodes cost nothing).
+        provisioner: ``local`` processes or ``ec2`` instances.
+        admin_token_parameter: SSM parameter (SecureString) holding the cluster token;
+            when set, ``POST`` and ``DELETE`` on ``/v1/cluster/nodes`` need
+            ``Authorization: Bearer TOKEN``. Fetched at start, never written to disk.
     """
 
     host: str = "127.0.0.1"
@@ -288,6 +334,8 @@ class CoordinatorSettings:
     initial_nodes: int = 1
     vnodes: int = 1
     price_region: str = "us-east-1"
+    provisioner: ProvisionerKind = ProvisionerKind.LOCAL
+    admin_token_parameter: str | None = None
 
     def __post_init__(self) -> None:
         _check_host("coordinator host", self.host)
@@ -298,16 +346,166 @@ class CoordinatorSettings:
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+        object.__setattr__(
+            self, "provisioner", _enum(ProvisionerKind, "provisioner", self.provisioner)
+        )
+        if self.admin_token_parameter is not None:
+            _check_ssm_name("admin_token_parameter", self.admin_token_parameter)
+
+
+#: A cluster name: it becomes part of AWS resource names (buckets, roles, groups).
+CLUSTER_NAME = re.compile(r"^[a-z][a-z0-9-]{0,26}[a-z0-9]$")
+
+#: The public SSM parameter of the latest Amazon Linux 2023 image; ``{arch}`` is
+#: ``x86_64`` or ``arm64``.
+AL2023_PARAMETER = "/aws/service/ami-amazon-linux-latest/al2023-ami-kernel-default-{arch}"
+
+
+def check_cluster_name(name: str) -> str:
+    """Return ``name`` if it can name a cluster (2-28 of ``a-z0-9-``, starting with a letter).
+
+    Raises:
+        ConfigError: it cannot.
+    """
+    if not isinstance(name, str) or not CLUSTER_NAME.match(name) or "--" in name:
+        raise ConfigError(
+            f"a cluster name is 2-28 lower-case letters, digits and single hyphens, "
+            f"starting with a letter, got {name!r}"
+        )
+    return name
+
+
+def _check_ssm_name(name: str, value: str) -> None:
+    if not isinstance(value, str) or not re.match(r"^/[A-Za-z0-9_.\-/]{1,1000}$", value):
+        raise ConfigError(f"{name} must be an SSM parameter path such as /a/b, got {value!r}")
+
+
+def _check_ids(name: str, values: tuple[str, ...], prefix: str) -> None:
+    for value in values:
+        if not isinstance(value, str) or not re.match(rf"^{prefix}-[0-9a-f]{{8,17}}$", value):
+            raise ConfigError(f"{name}: {value!r} is not a {prefix}-... id")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Ec2Settings:
+    """How the EC2 provisioner launches nodes (written by ``ecache deploy``).
+
+    Attributes:
+        cluster: the cluster's name; every instance carries the tag ``ecache:cluster``.
+        region: the AWS region.
+        instance_types: node instance types, in order of preference; on
+            ``InsufficientInstanceCapacity`` the next one is tried. All must share one
+            CPU architecture.
+        subnets: subnets to launch into, tried in order on a capacity shortage (empty:
+            EC2 picks one in the default VPC).
+        security_groups: security group ids of the nodes.
+        instance_profile: name of the nodes' IAM instance profile ("" for none).
+        image: AMI id; "" looks up the latest Amazon Linux 2023 for the architecture
+            of the instance types through `image_parameter`.
+        image_parameter: the SSM parameter that names the image when ``image`` is "";
+            ``{arch}`` is replaced by ``x86_64`` or ``arm64``.
+        node_port: the port nodes serve on.
+        bundle_bucket: S3 bucket holding the package bundle (wheel and dependencies).
+        bundle_key: its object key; each launch gets a fresh presigned URL for it.
+        bundle_url_seconds: how long that URL is valid.
+        coordinator_instance_type: the coordinator's own instance type, counted in the
+            cost per hour and the budget ("" when it runs elsewhere).
+        boot_timeout: seconds an instance has to run and answer ``/healthz``.
+        poll_interval: seconds between state and health polls while it boots.
+        root_volume_gb: size of each node's root volume (gp3, encrypted).
+    """
+
+    cluster: str
+    region: str
+    instance_types: tuple[str, ...] = ("t3.small",)
+    subnets: tuple[str, ...] = ()
+    security_groups: tuple[str, ...] = ()
+    instance_profile: str = ""
+    image: str = ""
+    image_parameter: str = AL2023_PARAMETER
+    node_port: int = 8500
+    bundle_bucket: str = ""
+    bundle_key: str = ""
+    bundle_url_seconds: int = 3600
+    coordinator_instance_type: str = ""
+    boot_timeout: float = 900.0
+    poll_interval: float = 5.0
+    root_volume_gb: int = 8
+
+    def __post_init__(self) -> None:
+        check_cluster_name(self.cluster)
+        if not isinstance(self.region, str) or not re.match(
+            r"^[a-z]{2}(-[a-z]+)+-\d$", self.region
+        ):
+            raise ConfigError(
+                f"ec2.region must be an AWS region such as us-east-1, got {self.region!r}"
+            )
+        if not self.instance_types:
+            raise ConfigError("ec2.instance_types must name at least one instance type")
+        for t in self.instance_types:
+            if not isinstance(t, str) or not re.match(r"^[a-z][a-z0-9-]*\.[a-z0-9]+$", t):
+                raise ConfigError(f"ec2.instance_types: {t!r} is not an instance type")
+        _check_ids("ec2.subnets", self.subnets, "subnet")
+        _check_ids("ec2.security_groups", self.security_groups, "sg")
+        if self.image and not re.match(r"^ami-[0-9a-f]{8,17}$", self.image):
+            raise ConfigError(f"ec2.image must be an ami-... id, got {self.image!r}")
+        if not self.image and "{arch}" not in self.image_parameter:
+            _check_ssm_name("ec2.image_parameter", self.image_parameter)
+        _check_port("ec2.node_port", self.node_port, allow_zero=False)
+        if bool(self.bundle_bucket) != bool(self.bundle_key):
+            raise ConfigError("set both ec2.bundle_bucket and ec2.bundle_key, or neither")
+        if (
+            not isinstance(self.bundle_url_seconds, int)
+            or not 60 <= self.bundle_url_seconds <= 604800
+        ):
+            raise ConfigError("ec2.bundle_url_seconds must be from 60 to 604800")
+        _positive("ec2.boot_timeout", self.boot_timeout)
+        _positive("ec2.poll_interval", self.poll_interval)
+        if not isinstance(self.root_volume_gb, int) or not 8 <= self.root_volume_gb <= 16384:
+            raise ConfigError("ec2.root_volume_gb must be from 8 to 16384")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CostSettings:
+    """Which prices the cost per hour and the budget use.
+
+    Attributes:
+        table: a built-in price table, ``"current"`` or ``"paper-2011"``.
+        prices: overrides in the shape of `PriceTable.with_overrides` (a
+            ``[cost.prices]`` TOML table): region → prices, and ``instances`` → type →
+            fields.
+    """
+
+    table: str = "current"
+    prices: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.prices, Mapping):
+            raise ConfigError(f"[cost.prices] must be a table, got {self.prices!r}")
+        object.__setattr__(self, "prices", MappingProxyType(dict(self.prices)))
+        self.price_table()  # validates the table name and every override
+
+    def price_table(self) -> PriceTable:
+        """The table with the overrides applied.
+
+        Raises:
+            ConfigError: an unknown table, or a bad override.
+        """
+        base = price_table(self.table)
+        return base.with_overrides(self.prices) if self.prices else base
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ClusterSettings:
-    """Everything the coordinator needs: itself, its nodes, the scaler, the origins."""
+    """Everything the coordinator needs: itself, its nodes, the scaler, the origins, and
+    on AWS the EC2 provisioner and the prices."""
 
     coordinator: CoordinatorSettings = field(default_factory=CoordinatorSettings)
     nodes: NodeSettings = field(default_factory=NodeSettings)
     scaler: ScalerSettings = field(default_factory=ScalerSettings)
     origins: tuple[OriginSettings, ...] = ()
+    ec2: Ec2Settings | None = None
+    cost: CostSettings = field(default_factory=CostSettings)
 
     def __post_init__(self) -> None:
         names = [o.name for o in self.origins]
@@ -318,6 +516,8 @@ class ClusterSettings:
                 f"initial_nodes ({self.coordinator.initial_nodes}) exceeds max_nodes "
                 f"({self.scaler.max_nodes})"
             )
+        if self.coordinator.provisioner is ProvisionerKind.EC2 and self.ec2 is None:
+            raise ConfigError('provisioner = "ec2" needs an [ec2] section')
 
     def origin(self, name: str) -> OriginSettings | None:
         """The origin called ``name``, if configured."""
@@ -333,7 +533,7 @@ class ClusterSettings:
         Raises:
             ConfigError: an unknown section or key, or a value of the wrong type.
         """
-        known = {"coordinator", "nodes", "scaler", "origins"}
+        known = {"coordinator", "nodes", "scaler", "origins", "ec2", "cost"}
         unknown = set(data) - known
         if unknown:
             raise ConfigError(f"unknown config section(s): {', '.join(sorted(unknown))}")
@@ -345,11 +545,25 @@ class ClusterSettings:
             if not isinstance(spec, Mapping):
                 raise ConfigError(f"[origins.{name}] must be a table")
             origins.append(_build(OriginSettings, {"name": name, **spec}, f"origins.{name}"))
+        cost = data.get("cost", {})
+        if not isinstance(cost, Mapping):
+            raise ConfigError("[cost] must be a table")
+        unknown = set(cost) - {"table", "prices"}
+        if unknown:
+            raise ConfigError(
+                f"unknown setting(s) in [cost]: {', '.join(sorted(unknown))}; known: prices, table"
+            )
+        table = cost.get("table", "current")
+        if not isinstance(table, str):
+            raise ConfigError(f"cost.table must be str, got {table!r}")
+        ec2 = data.get("ec2")
         return cls(
             coordinator=_build(CoordinatorSettings, data.get("coordinator", {}), "coordinator"),
             nodes=_build(NodeSettings, data.get("nodes", {}), "nodes"),
             scaler=_build(ScalerSettings, data.get("scaler", {}), "scaler"),
             origins=tuple(origins),
+            ec2=None if ec2 is None else _build(Ec2Settings, ec2, "ec2"),
+            cost=CostSettings(table=table, prices=cost.get("prices", {})),
         )
 
     def replace(self, **sections: Any) -> ClusterSettings:
@@ -384,6 +598,11 @@ def _coerce(name: str, hint: Any, value: Any) -> Any:
             except ConfigError:
                 continue
         raise ConfigError(f"{name} has the wrong type: {value!r}")
+    if origin is tuple:
+        item = typing.get_args(hint)[0]
+        if not isinstance(value, list | tuple):
+            raise ConfigError(f"{name} must be a list, got {value!r}")
+        return tuple(_coerce(name, item, v) for v in value)
     if isinstance(hint, type) and issubclass(hint, enum.Enum):
         return _enum(hint, name, value)
     if hint is bool:

@@ -92,8 +92,13 @@ class Router:
             if answer.status != 507 or not self.block:
                 return answer
             # The node is full and writes wait (the paper's behaviour): make sure help
-            # is on the way, then wait for a move out of this node.
-            self.scaler.request_help(node, full=True)
+            # is on the way, then wait for a move out of this node. At the cap (max_nodes
+            # or the budget) no help will come, so the write fails now instead of later.
+            if not self.scaler.request_help(node, full=True) and self.scaler.at_cap():
+                raise StoreFull(
+                    f"node {node} is full and the cluster is at its {self.scaler.at_cap()} "
+                    "cap (on_full = block)"
+                )
             left = deadline - loop.time()
             if left <= 0 or not await self.cluster.wait_for_room(node, left):
                 raise StoreFull(

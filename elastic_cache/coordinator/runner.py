@@ -1,4 +1,5 @@
-"""Run the coordinator as a process, with the local provisioner by default."""
+"""Run the coordinator as a process: the local provisioner by default, EC2 instances when
+``[coordinator] provisioner = "ec2"`` (then a boto3 session must be passed in)."""
 
 from __future__ import annotations
 
@@ -6,11 +7,13 @@ import asyncio
 import signal
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from aiohttp import web
 
-from elastic_cache.config import ClusterSettings
+from elastic_cache.config import ClusterSettings, ProvisionerKind
 from elastic_cache.coordinator.app import make_coordinator_app
+from elastic_cache.coordinator.auth import admin_token_middleware, fetch_admin_token
 from elastic_cache.coordinator.service import Coordinator
 from elastic_cache.errors import ConfigError
 from elastic_cache.logs import set_log_context
@@ -18,7 +21,27 @@ from elastic_cache.node.runner import tune_gc
 from elastic_cache.provisioner.base import Provisioner
 from elastic_cache.provisioner.local import LocalProvisioner
 
-__all__ = ["serve_coordinator"]
+__all__ = ["build_provisioner", "serve_coordinator"]
+
+
+def build_provisioner(settings: ClusterSettings, *, session: Any = None) -> Provisioner:
+    """The provisioner the settings ask for.
+
+    Args:
+        settings: the configuration (``coordinator.provisioner``, ``[ec2]``).
+        session: a ``boto3.Session``; needed for EC2.
+
+    Raises:
+        ConfigError: EC2 without a session or an ``[ec2]`` section.
+    """
+    if settings.coordinator.provisioner is ProvisionerKind.EC2:
+        if session is None or settings.ec2 is None:
+            raise ConfigError("the EC2 provisioner needs an [ec2] section and a boto3 session")
+        from elastic_cache.provisioner.ec2 import Ec2Provisioner
+
+        return Ec2Provisioner(settings.ec2, settings.nodes, session=session)
+    state_dir = Path(settings.coordinator.state_dir)
+    return LocalProvisioner(settings.nodes, log_dir=state_dir / "logs")
 
 
 async def serve_coordinator(
@@ -27,22 +50,32 @@ async def serve_coordinator(
     provisioner: Provisioner | None = None,
     on_ready: Callable[[Coordinator, str], None] | None = None,
     stop: asyncio.Event | None = None,
+    session: Any = None,
 ) -> None:
     """Serve the coordinator until SIGINT/SIGTERM (or ``stop``), then stop every node.
 
     Args:
         settings: the configuration.
-        provisioner: default: local processes, logs in ``state_dir/logs``.
+        provisioner: default: `build_provisioner` (local processes with logs in
+            ``state_dir/logs``, or EC2 instances).
         on_ready: called with the coordinator and its URL once it serves.
         stop: an event that ends the serving (signals set it too).
+        session: a ``boto3.Session``, for EC2 and for the cluster token in SSM.
     """
     tune_gc()
-    state_dir = Path(settings.coordinator.state_dir)
     if provisioner is None:
-        provisioner = LocalProvisioner(settings.nodes, log_dir=state_dir / "logs")
+        provisioner = build_provisioner(settings, session=session)
     coord = Coordinator(settings, provisioner)
     set_log_context(node="coordinator", epoch=lambda: coord.cluster.ring.epoch)
     app = make_coordinator_app(coord, manage_lifecycle=False)
+    parameter = settings.coordinator.admin_token_parameter
+    if parameter is not None:
+        if session is None:
+            raise ConfigError("admin_token_parameter needs AWS access (a boto3 session)")
+        region = settings.ec2.region if settings.ec2 is not None else None
+        ssm = session.client("ssm", region_name=region)
+        token = await asyncio.to_thread(fetch_admin_token, ssm, parameter)
+        app.middlewares.append(admin_token_middleware(token))
     runner = web.AppRunner(app, access_log=None, handle_signals=False)
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -60,7 +93,9 @@ async def serve_coordinator(
             ) from exc
         # Bound first, so a port already in use fails before any node is launched.
         await coord.start()
-        url = f"http://{settings.coordinator.host}:{settings.coordinator.port}"
+        # With port 0 the kernel picked a free port: report the one bound.
+        bound = runner.addresses[0][1] if runner.addresses else port
+        url = f"http://{host}:{bound}"
         if on_ready is not None:
             on_ready(coord, url)
         await stop.wait()

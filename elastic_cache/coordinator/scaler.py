@@ -4,10 +4,23 @@ After each write the router reports the node's fill; when ``fill + value`` cross
 speculative threshold T(n) (`speculative_threshold`), a node is pre-launched in the
 background, and once it is healthy half of the fullest bucket of the fullest node moves
 to it. At most ``max_launches_in_flight`` launches run at once, plus one for a node that
-is already full; ``max_nodes`` and ``max_usd_per_hour`` cap the cluster.
+is already full; ``max_nodes`` and ``max_usd_per_hour`` cap the cluster. At the cap the
+scaler launches nothing and the node's ``on_full`` policy decides what a write to a full
+node does.
 
-The decisions are plain functions (`wants_launch`, `may_launch`) so they are tested
-without a server; `Scaler` wires them to the cluster.
+Scale-down (ElasCass's decommissioning; the paper's future work): when the cluster's fill
+has stayed under ``low_watermark`` for ``scale_down_cooldown`` seconds, and as long again
+since the last launch or removal, the lightest node that is not a primary hands its
+buckets to their ring successors (live, `Cluster.remove_node`) and is terminated. The
+primaries are the ``min_nodes`` oldest members (the first in join order); they are never
+removed. A node is removed only if no heir would then be over its own speculative
+threshold T(n) with one node fewer, so a removal never sets off a launch by itself: the
+band between the low watermark and T is the hysteresis that keeps the cluster from
+flapping.
+
+The decisions are plain functions (`wants_launch`, `launch_blocker`, `may_launch`,
+`pick_node_to_remove`) and a small clocked policy (`ScaleDownPolicy`), tested without a
+server; `Scaler` wires them to the cluster.
 """
 
 from __future__ import annotations
@@ -16,14 +29,27 @@ import asyncio
 import logging
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from elastic_cache.config import ScalerSettings
 from elastic_cache.coordinator.cluster import Cluster
 from elastic_cache.errors import ElasticCacheError
 from elastic_cache.provisioner.threshold import speculative_threshold
+from elastic_cache.ring import HashRing
 
-__all__ = ["RateMeter", "Scaler", "may_launch", "wants_launch"]
+__all__ = [
+    "NodeLoad",
+    "RateMeter",
+    "ScaleDownPolicy",
+    "Scaler",
+    "cluster_fill",
+    "heirs_of",
+    "launch_blocker",
+    "may_launch",
+    "pick_node_to_remove",
+    "wants_launch",
+]
 
 log = logging.getLogger("elastic_cache.scaler")
 
@@ -83,6 +109,41 @@ def wants_launch(
     return used + cost > threshold
 
 
+def launch_blocker(
+    in_flight: int,
+    nodes: int,
+    *,
+    node_full: bool,
+    settings: ScalerSettings,
+    cost_per_hour: float = 0.0,
+    node_cost_per_hour: float = 0.0,
+) -> str | None:
+    """What stops one more launch now, or None when it is allowed.
+
+    Args:
+        in_flight: launches under way.
+        nodes: nodes running.
+        node_full: the node asking for help is already full (allows one extra launch).
+        settings: the limits.
+        cost_per_hour: what the running cluster costs.
+        node_cost_per_hour: what one more node would add.
+
+    Returns:
+        ``"in_flight"`` (enough launches under way: help is coming), ``"max_nodes"`` or
+        ``"max_usd_per_hour"`` (the cap: no help will come), or None.
+    """
+    limit = settings.max_launches_in_flight + (1 if node_full else 0)
+    if in_flight >= limit:
+        return "in_flight"
+    if nodes + in_flight >= settings.max_nodes:
+        return "max_nodes"
+    budget = settings.max_usd_per_hour
+    # A tiny tolerance so that a budget of exactly n nodes' price allows n nodes.
+    if budget is not None and cost_per_hour + node_cost_per_hour * (in_flight + 1) > budget + 1e-9:
+        return "max_usd_per_hour"
+    return None
+
+
 def may_launch(
     in_flight: int,
     nodes: int,
@@ -92,23 +153,115 @@ def may_launch(
     cost_per_hour: float = 0.0,
     node_cost_per_hour: float = 0.0,
 ) -> bool:
-    """Whether one more launch is allowed now.
+    """Whether one more launch is allowed now (`launch_blocker` finds nothing)."""
+    return (
+        launch_blocker(
+            in_flight,
+            nodes,
+            node_full=node_full,
+            settings=settings,
+            cost_per_hour=cost_per_hour,
+            node_cost_per_hour=node_cost_per_hour,
+        )
+        is None
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodeLoad:
+    """What scale-down needs to know of one node.
+
+    Attributes:
+        node_id: the node.
+        used: records or bytes it holds.
+        capacity: records or bytes it may hold.
+        primary: one of the ``min_nodes`` oldest members, never removed.
+        heirs: the nodes that would receive its buckets (their ring successors).
+        threshold_after: its speculative threshold T(n) with one node fewer.
+    """
+
+    node_id: str
+    used: int
+    capacity: int
+    primary: bool
+    heirs: frozenset[str] = frozenset()
+    threshold_after: float = math.inf
+
+
+def cluster_fill(loads: Sequence[NodeLoad]) -> float:
+    """Used over capacity, summed over every node (0 for no capacity)."""
+    capacity = sum(n.capacity for n in loads)
+    return sum(n.used for n in loads) / capacity if capacity > 0 else 0.0
+
+
+def heirs_of(ring: HashRing, node_id: str) -> frozenset[str]:
+    """The nodes that receive ``node_id``'s buckets when it leaves: for each of its
+    buckets, the owner of the first clockwise bucket that is not its own."""
+    heirs = set()
+    for bucket in ring.buckets_of(node_id):
+        token = ring.successor(bucket.token)
+        for _ in range(len(ring)):
+            owner = ring.bucket(token).node
+            if owner != node_id:
+                heirs.add(owner)
+                break
+            token = ring.successor(token)
+    return frozenset(heirs)
+
+
+def pick_node_to_remove(loads: Sequence[NodeLoad], *, min_nodes: int) -> str | None:
+    """The lightest non-primary node whose data its heirs can take without any of them
+    crossing its threshold, or None.
+
+    Conservative: each heir is assumed to receive all of the node's data (with several
+    heirs each gets a part).
+    """
+    if len(loads) <= min_nodes:
+        return None
+    by_id = {n.node_id: n for n in loads}
+    for candidate in sorted((n for n in loads if not n.primary), key=lambda n: n.used):
+        heirs = [by_id.get(h) for h in candidate.heirs]
+        if all(h is not None and h.used + candidate.used < h.threshold_after for h in heirs):
+            return candidate.node_id
+    return None
+
+
+class ScaleDownPolicy:
+    """When to shrink: the fill must stay under the low watermark for the cool-down, and
+    the last membership change must be at least a cool-down ago.
 
     Args:
-        in_flight: launches under way.
-        nodes: nodes running.
-        node_full: the node asking for help is already full (allows one extra launch).
-        settings: the limits.
-        cost_per_hour: what the running cluster costs.
-        node_cost_per_hour: what one more node would add.
+        settings: ``scale_down``, ``low_watermark``, ``scale_down_cooldown``, ``min_nodes``.
+        clock: seconds (monotonic).
     """
-    limit = settings.max_launches_in_flight + (1 if node_full else 0)
-    if in_flight >= limit:
-        return False
-    if nodes + in_flight >= settings.max_nodes:
-        return False
-    budget = settings.max_usd_per_hour
-    return budget is None or cost_per_hour + node_cost_per_hour * (in_flight + 1) <= budget
+
+    def __init__(
+        self, settings: ScalerSettings, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.settings = settings
+        self._clock = clock
+        self.below_since: float | None = None
+        self.last_change = clock()
+
+    def membership_changed(self) -> None:
+        """A node joined or left: the cool-down starts again."""
+        self.last_change = self._clock()
+
+    def decide(self, loads: Sequence[NodeLoad]) -> str | None:
+        """The node to remove now, or None."""
+        settings = self.settings
+        if not (settings.enabled and settings.scale_down):
+            return None
+        now = self._clock()
+        if cluster_fill(loads) >= settings.low_watermark:
+            self.below_since = None
+            return None
+        if self.below_since is None:
+            self.below_since = now
+        cooldown = settings.scale_down_cooldown
+        if now - self.below_since < cooldown or now - self.last_change < cooldown:
+            return None
+        return pick_node_to_remove(loads, min_nodes=settings.min_nodes)
 
 
 class Scaler:
@@ -119,6 +272,8 @@ class Scaler:
         cluster: where nodes come from and where moves happen.
         rate: the coordinator's request-rate meter (R).
         node_cost_per_hour: price of one more node (0 locally), for the budget.
+        cluster_cost_per_hour: what the cluster costs now, for the budget.
+        clock: seconds (monotonic), for the scale-down cool-down.
     """
 
     def __init__(
@@ -129,6 +284,7 @@ class Scaler:
         *,
         node_cost_per_hour: Callable[[], float] = lambda: 0.0,
         cluster_cost_per_hour: Callable[[], float] = lambda: 0.0,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.settings = settings
         self.cluster = cluster
@@ -140,6 +296,10 @@ class Scaler:
         self._tasks: set[asyncio.Task[None]] = set()
         self.launches = 0
         self.blocked_by_cap = 0
+        self.cap: str | None = None
+        self.shrink = ScaleDownPolicy(settings, clock)
+        self.removals = 0
+        self._removing: asyncio.Task[None] | None = None
 
     def threshold(self, node_id: str) -> float:
         """T(n) for a node now."""
@@ -180,23 +340,47 @@ class Scaler:
         """Start a launch on behalf of ``node_id`` if the limits allow; True if started."""
         if node_id in self._helping:
             return True
-        if not may_launch(
+        blocker = launch_blocker(
             self.in_flight,
             len(self.cluster.nodes),
             node_full=full,
             settings=self.settings,
             cost_per_hour=self._cluster_cost(),
             node_cost_per_hour=self._node_cost(),
-        ):
-            if len(self.cluster.nodes) + self.in_flight >= self.settings.max_nodes:
+        )
+        if blocker is not None:
+            if blocker != "in_flight":
                 self.blocked_by_cap += 1
+                self._at_cap(blocker)
             return False
+        self.cap = None
         self._helping.add(node_id)
         self.in_flight += 1
         task = asyncio.create_task(self._grow(node_id))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return True
+
+    def _at_cap(self, reason: str) -> None:
+        if self.cap == reason:
+            return
+        self.cap = reason
+        limit = (
+            f"max_nodes = {self.settings.max_nodes}"
+            if reason == "max_nodes"
+            else f"max_usd_per_hour = {self.settings.max_usd_per_hour}"
+        )
+        self.cluster.events.add(
+            "at_cap",
+            f"not launching: the cluster is at {limit}; on_full = "
+            f"{self.cluster.settings.nodes.on_full} applies to full nodes",
+            cap=reason,
+        )
+
+    def at_cap(self) -> str | None:
+        """``"max_nodes"`` or ``"max_usd_per_hour"`` while the last launch asked for was
+        refused by the cap (no help will come), else None."""
+        return self.cap
 
     async def _grow(self, node_id: str) -> None:
         try:
@@ -205,6 +389,7 @@ class Scaler:
             finally:
                 self.in_flight -= 1
             self.launches += 1
+            self.shrink.membership_changed()
             try:
                 await self.cluster.split_into(info.node_id)
             except ElasticCacheError:
@@ -215,8 +400,85 @@ class Scaler:
         finally:
             self._helping.discard(node_id)
 
+    # -- scale-down ----------------------------------------------------------------------
+
+    def loads(self) -> list[NodeLoad]:
+        """Every node's load, primaries marked, heirs and T(n) with one node fewer."""
+        cluster = self.cluster
+        ring = cluster.ring
+        primaries = set(list(cluster.nodes)[: self.settings.min_nodes])
+        by_bytes = cluster.settings.nodes.capacity_bytes is not None
+        fewer = max(len(cluster.nodes) - 1, 1)
+        rate = self.rate.rate
+        loads = []
+        for info in cluster.nodes.values():
+            loads.append(
+                NodeLoad(
+                    node_id=info.node_id,
+                    used=info.used,
+                    capacity=info.capacity,
+                    primary=info.node_id in primaries,
+                    heirs=heirs_of(ring, info.node_id),
+                    threshold_after=speculative_threshold(
+                        info.capacity,
+                        fewer,
+                        rate,
+                        d_low=self.settings.d_low,
+                        d_high=self.settings.d_high,
+                        record_bytes=info.mean_record_bytes if by_bytes else 1.0,
+                    ),
+                )
+            )
+        return loads
+
+    def maybe_scale_down(self) -> str | None:
+        """Start removing a node if the policy says so (after each stats poll).
+
+        Nothing happens while a launch, a move or a removal is under way, or while a
+        node is not active.
+
+        Returns:
+            The node being removed, or None.
+        """
+        cluster = self.cluster
+        busy = (
+            self.in_flight
+            or self._helping
+            or (self._removing is not None and not self._removing.done())
+            or cluster.launching
+            or cluster.active_migration is not None
+            or any(n.state != "active" for n in cluster.nodes.values())
+        )
+        if busy:
+            return None
+        target = self.shrink.decide(self.loads())
+        if target is None:
+            return None
+        self._removing = asyncio.create_task(self._shrink(target))
+        self._tasks.add(self._removing)
+        self._removing.add_done_callback(self._tasks.discard)
+        return target
+
+    async def _shrink(self, node_id: str) -> None:
+        fill = cluster_fill(self.loads())
+        self.cluster.events.add(
+            "scale_down",
+            f"cluster fill {100 * fill:.1f}% stayed under {100 * self.settings.low_watermark:.0f}%"
+            f" for {self.settings.scale_down_cooldown:.0f}s: removing {node_id}",
+            node=node_id,
+        )
+        try:
+            await self.cluster.remove_node(node_id)
+            self.removals += 1
+            self.cap = None
+        except ElasticCacheError as exc:
+            log.warning("scale-down of %s failed: %s", node_id, exc)
+        finally:
+            self.shrink.membership_changed()
+
     async def close(self) -> None:
-        """Cancel launches under way (their nodes are stopped by the provisioner)."""
+        """Cancel launches and removals under way (their nodes are stopped by the
+        provisioner)."""
         for task in list(self._tasks):
             task.cancel()
         if self._tasks:

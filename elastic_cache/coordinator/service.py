@@ -71,11 +71,12 @@ class Coordinator:
         )
         self.cluster.events.listeners.append(self.metrics.on_event)
         self.rate = RateMeter(settings.scaler.rate_half_life)
+        self.prices = settings.cost.price_table()
         self.scaler = Scaler(
             settings.scaler,
             self.cluster,
             self.rate,
-            node_cost_per_hour=lambda: self.node_price(self.provisioner_instance_type()),
+            node_cost_per_hour=self.next_node_price,
             cluster_cost_per_hour=self.cost_per_hour,
         )
         self.router = Router(self.cluster, self.scaler, self.rate)
@@ -120,23 +121,62 @@ class Coordinator:
         """
         if instance_type == "local":
             return 0.0
-        return instance_price(instance_type, self.settings.coordinator.price_region)
+        return instance_price(instance_type, self.settings.coordinator.price_region, self.prices)
 
     def provisioner_instance_type(self) -> str:
         """The instance type the provisioner launches next ("local" for processes)."""
         return str(getattr(self.provisioner, "instance_type", "local"))
 
+    def next_node_price(self) -> float:
+        """What one more node may cost per hour: the dearest type the provisioner may
+        fall back to (`Ec2Provisioner.instance_types`), so the budget holds whichever
+        type AWS has capacity for."""
+        types = getattr(self.provisioner, "instance_types", None)
+        if not types:
+            types = (self.provisioner_instance_type(),)
+        return max(self.node_price(str(t)) for t in types)
+
+    def fixed_cost_per_hour(self) -> float:
+        """What the cluster costs besides its nodes: the coordinator's own instance."""
+        ec2 = self.settings.ec2
+        if ec2 is None or not ec2.coordinator_instance_type:
+            return 0.0
+        return self.node_price(ec2.coordinator_instance_type)
+
     def cost_per_hour(self) -> float:
-        """What the running nodes cost per hour, from `elastic_cache.cost` prices."""
-        return sum(self.node_price(n.handle.instance_type) for n in self.cluster.nodes.values())
+        """What the running nodes (and on EC2 the coordinator's instance) cost per hour,
+        from `elastic_cache.cost` prices (``[cost]`` in the configuration)."""
+        nodes = sum(self.node_price(n.handle.instance_type) for n in self.cluster.nodes.values())
+        return self.fixed_cost_per_hour() + nodes
 
     def _client_for(self, handle: NodeHandle) -> NodeClient:
         return HttpNodeClient(handle.node_id, handle.address, self.session)
 
     async def start(self) -> None:
-        """Launch (or resume) the nodes and start polling them."""
+        """Launch (or resume) the nodes, terminate stray ones, and start polling."""
         await self.cluster.start()
+        await self._reap_strays()
         self._monitor = asyncio.create_task(self._poll())
+
+    async def _reap_strays(self) -> None:
+        """Terminate nodes the provisioner runs that are not members: on EC2, the nodes of
+        an earlier coordinator life that could not be resumed, or a launch that outlived
+        a crash. They would cost money and serve nobody."""
+        try:
+            running = await self.provisioner.list()
+        except ElasticCacheError as exc:
+            log.warning("could not list the provisioner's nodes: %s", exc)
+            return
+        for handle in running:
+            if handle.node_id in self.cluster.nodes:
+                continue
+            self.cluster.events.add(
+                "stray", f"terminating {handle.node_id} ({handle.ref}): not a member"
+            )
+            try:
+                await self.provisioner.terminate(handle)
+            except ElasticCacheError as exc:
+                log.warning("could not terminate stray %s: %s", handle.ref, exc)
 
     async def stop(self) -> None:
         """Stop polling and scaling, stop every node, close connections."""
@@ -164,6 +204,8 @@ class Coordinator:
                     info = self.cluster.nodes.get(node_id)
                     if info is not None and info.failures >= self.dead_after:
                         await self.cluster.drop_dead_node(node_id)
+                if not failed:
+                    self.scaler.maybe_scale_down()
                 _ = self.rate.rate  # fold the last second into the moving average
                 self.sample_history()
             except ElasticCacheError as exc:

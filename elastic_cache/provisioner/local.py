@@ -25,27 +25,14 @@ from elastic_cache.errors import ProvisionError
 from elastic_cache.logs import current_format
 from elastic_cache.provisioner.base import NodeHandle
 
-__all__ = ["LocalProvisioner", "node_command"]
+__all__ = ["LocalProvisioner", "node_arguments", "node_command"]
 
 log = logging.getLogger("elastic_cache.provisioner.local")
 
 
-def node_command(
-    settings: NodeSettings,
-    *,
-    node_id: str,
-    host: str,
-    port: int = 0,
-    log_format: str = "text",
-) -> list[str]:
-    """The ``ecache node`` command line for a node built from ``settings``."""
-    cmd = [
-        sys.executable,
-        "-m",
-        "elastic_cache",
-        "--log-format",
-        log_format,
-        "node",
+def node_arguments(settings: NodeSettings, *, node_id: str, host: str, port: int = 0) -> list[str]:
+    """The arguments of ``ecache node`` (what follows ``node``) for ``settings``."""
+    args = [
         "--host",
         host,
         "--port",
@@ -68,18 +55,38 @@ def node_command(
         str(settings.migration_max_rate),
     ]
     if settings.capacity_records is not None:
-        cmd += ["--capacity-records", str(settings.capacity_records)]
+        args += ["--capacity-records", str(settings.capacity_records)]
     else:
-        cmd += ["--capacity-bytes", str(settings.capacity_bytes)]
+        args += ["--capacity-bytes", str(settings.capacity_bytes)]
     if settings.tier is not None:
         tier = settings.tier
         if tier.startswith("disk:"):
             # A disk tier is local to its node: each node gets its own directory.
             tier = f"disk:{os.path.join(tier[len('disk:') :], node_id)}"
-        cmd += ["--tier", tier]
+        args += ["--tier", tier]
     if settings.s3_endpoint_url is not None:
-        cmd += ["--s3-endpoint-url", settings.s3_endpoint_url]
-    return cmd
+        args += ["--s3-endpoint-url", settings.s3_endpoint_url]
+    return args
+
+
+def node_command(
+    settings: NodeSettings,
+    *,
+    node_id: str,
+    host: str,
+    port: int = 0,
+    log_format: str = "text",
+) -> list[str]:
+    """The full ``python -m elastic_cache ... node ...`` command line of a local node."""
+    return [
+        sys.executable,
+        "-m",
+        "elastic_cache",
+        "--log-format",
+        log_format,
+        "node",
+        *node_arguments(settings, node_id=node_id, host=host, port=port),
+    ]
 
 
 class LocalProvisioner:

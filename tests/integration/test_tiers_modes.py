@@ -30,13 +30,12 @@ ECACHE = os.path.join(os.path.dirname(sys.executable), "ecache")
 @contextlib.asynccontextmanager
 async def ecache_up(tmp_path: Path, *args: str) -> AsyncIterator[str]:
     """``ecache up ARGS`` until it is ready; stopped (SIGTERM, then SIGKILL) after."""
-    port = free_port()
     proc = await asyncio.create_subprocess_exec(
         ECACHE,
         "up",
         "--no-demo-origin",
         "--port",
-        str(port),
+        "0",  # the kernel picks a free port; the ready line says which
         "--index",
         "sorted",
         "--state-dir",
@@ -51,8 +50,9 @@ async def ecache_up(tmp_path: Path, *args: str) -> AsyncIterator[str]:
             line = await asyncio.wait_for(proc.stderr.readline(), 60)
             assert line, "ecache up exited before it was ready"
             if b'"event": "ready"' in line:
+                url = str(json.loads(line)["url"])
                 break
-        yield f"http://127.0.0.1:{port}"
+        yield url
     finally:
         if proc.returncode is None:
             proc.terminate()

@@ -1,0 +1,210 @@
+"""The coordinator instance: its configuration, its launch, and waiting for it."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from elastic_cache.awserrors import AwsError, aws_call
+from elastic_cache.config import ClusterSettings
+from elastic_cache.deploy.names import ClusterNames
+from elastic_cache.deploy.settings import DeploySettings
+from elastic_cache.errors import ProvisionError
+from elastic_cache.provisioner.ec2 import cluster_filters
+
+__all__ = [
+    "PORT_TAG",
+    "coordinator_config",
+    "endpoint_of",
+    "http_ok",
+    "live_instances",
+    "run_coordinator",
+    "to_toml",
+    "wait_running",
+]
+
+PORT_TAG = "ecache:port"
+
+#: The inline policy name on both roles.
+
+Sleep = Callable[[float], None]
+
+
+def to_toml(data: Mapping[str, Mapping[str, Any]]) -> str:
+    """Tables of scalars and lists of strings as TOML (the only shapes the config uses)."""
+
+    def value(v: Any) -> str:
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, int | float):
+            return repr(v)
+        if isinstance(v, str):
+            return json.dumps(v)
+        if isinstance(v, list | tuple):
+            return "[" + ", ".join(value(x) for x in v) + "]"
+        raise TypeError(f"cannot write {v!r} as TOML")
+
+    lines = []
+    for section, values in data.items():
+        lines.append(f"[{section}]")
+        lines.extend(f"{k} = {value(v)}" for k, v in values.items() if v is not None)
+        lines.append("")
+    return "\n".join(lines)
+
+
+def coordinator_config(
+    settings: DeploySettings,
+    names: ClusterNames,
+    *,
+    subnets: Sequence[str],
+    node_group: str,
+    image: str,
+    bundle_key: str,
+    capacity_bytes: int,
+) -> str:
+    """The coordinator's ``config.toml``, validated by parsing it back."""
+    text = to_toml(
+        {
+            "coordinator": {
+                "host": "0.0.0.0",
+                "port": settings.port,
+                "state_dir": "/var/lib/ecache",
+                "initial_nodes": settings.min_nodes,
+                "provisioner": "ec2",
+                "price_region": settings.region,
+                "admin_token_parameter": names.token_parameter,
+            },
+            "nodes": {
+                "index": settings.index,
+                "capacity_bytes": capacity_bytes,
+                "on_full": str(settings.on_full),
+            },
+            "scaler": {
+                "max_nodes": settings.max_nodes,
+                "min_nodes": settings.min_nodes,
+                "max_usd_per_hour": settings.max_usd_per_hour,
+            },
+            "ec2": {
+                "cluster": names.cluster,
+                "region": settings.region,
+                "instance_types": list(settings.instance_types),
+                "subnets": list(subnets),
+                "security_groups": [node_group],
+                "instance_profile": names.role("node"),
+                "image": image,
+                "node_port": settings.node_port,
+                "bundle_bucket": names.bucket,
+                "bundle_key": bundle_key,
+                "coordinator_instance_type": settings.coordinator_instance_type,
+            },
+        }
+    )
+    ClusterSettings.from_mapping(tomllib.loads(text))
+    return text
+
+
+def live_instances(ec2: Any, cluster: str, role: str | None = None) -> list[dict[str, Any]]:
+    """The cluster's pending or running instances (of one role)."""
+    reply = aws_call(
+        ec2,
+        "DescribeInstances",
+        doing=f"listing the instances of {cluster}",
+        Filters=cluster_filters(cluster, role),
+    )
+    return [i for r in reply["Reservations"] for i in r["Instances"]]
+
+
+def run_coordinator(
+    ec2: Any,
+    names: ClusterNames,
+    settings: DeploySettings,
+    *,
+    image: str,
+    root_device: str,
+    subnet: str,
+    group: str,
+    user_data: str,
+    sleep: Sleep,
+) -> dict[str, Any]:
+    tags = [*names.tags("coordinator"), {"Key": PORT_TAG, "Value": str(settings.port)}]
+    params = {
+        "ImageId": image,
+        "InstanceType": settings.coordinator_instance_type,
+        "MinCount": 1,
+        "MaxCount": 1,
+        "SubnetId": subnet,
+        "SecurityGroupIds": [group],
+        "IamInstanceProfile": {"Name": names.role("coordinator")},
+        "UserData": user_data,
+        "MetadataOptions": {
+            "HttpTokens": "required",
+            "HttpPutResponseHopLimit": 1,
+            "HttpEndpoint": "enabled",
+        },
+        "TagSpecifications": [
+            {"ResourceType": "instance", "Tags": tags},
+            {"ResourceType": "volume", "Tags": tags},
+        ],
+        "BlockDeviceMappings": [
+            {
+                "DeviceName": root_device,
+                "Ebs": {
+                    "VolumeSize": 8,
+                    "VolumeType": "gp3",
+                    "Encrypted": True,
+                    "DeleteOnTermination": True,
+                },
+            }
+        ],
+    }
+    for attempt in range(12):
+        try:
+            reply = aws_call(ec2, "RunInstances", doing="launching the coordinator", **params)
+            instance: dict[str, Any] = reply["Instances"][0]
+            return instance
+        except AwsError as exc:
+            # A new instance profile takes a few seconds to reach EC2.
+            fresh_profile = exc.aws_code == "InvalidParameterValue" and "nstance" in str(exc)
+            if not fresh_profile or attempt == 11:
+                raise
+            sleep(5)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def wait_running(
+    ec2: Any, instance_id: str, *, sleep: Sleep, clock: Callable[[], float], timeout: float
+) -> dict[str, Any]:
+    deadline = clock() + timeout
+    while True:
+        reply = aws_call(
+            ec2, "DescribeInstances", doing="waiting for the coordinator", InstanceIds=[instance_id]
+        )
+        instance: dict[str, Any] = reply["Reservations"][0]["Instances"][0]
+        state = instance["State"]["Name"]
+        if state == "running":
+            return instance
+        if state in ("shutting-down", "terminated", "stopped"):
+            reason = instance.get("StateReason", {}).get("Message", "")
+            raise ProvisionError(f"the coordinator instance {instance_id} went {state}: {reason}")
+        if clock() > deadline:
+            raise ProvisionError(f"the coordinator instance {instance_id} is still {state}")
+        sleep(5)
+
+
+def http_ok(url: str) -> bool:
+    """Whether ``GET url`` answers 200 within a few seconds."""
+    try:
+        with urllib.request.urlopen(url, timeout=5) as resp:
+            return bool(resp.status == 200)
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
+
+
+def endpoint_of(instance: Mapping[str, Any], port: int) -> str:
+    """The coordinator's URL: its public address, else its private one."""
+    ip = instance.get("PublicIpAddress") or instance.get("PrivateIpAddress")
+    return f"http://{ip}:{port}"

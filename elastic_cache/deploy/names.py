@@ -1,0 +1,86 @@
+"""The names of everything ``ecache deploy`` creates for a cluster, derived from the
+cluster's name, the account and the region, so that deploy, status and destroy find the
+same resources again without keeping any state on the user's machine."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from elastic_cache.config import check_cluster_name
+from elastic_cache.provisioner.ec2 import CLUSTER_TAG, ROLE_TAG
+
+__all__ = ["ClusterNames"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClusterNames:
+    """Resource names and ARNs of one cluster.
+
+    Attributes:
+        cluster: the cluster's name (validated by `check_cluster_name`).
+        account: the AWS account id.
+        region: the AWS region.
+    """
+
+    cluster: str
+    account: str
+    region: str
+
+    def __post_init__(self) -> None:
+        check_cluster_name(self.cluster)
+
+    @property
+    def prefix(self) -> str:
+        """Name prefix of roles, profiles and security groups."""
+        return f"ecache-{self.cluster}"
+
+    @property
+    def bucket(self) -> str:
+        """The S3 bucket (globally unique: account and region are part of the name)."""
+        return f"ecache-{self.cluster}-{self.account}-{self.region}"
+
+    @property
+    def bucket_arn(self) -> str:
+        return f"arn:aws:s3:::{self.bucket}"
+
+    @property
+    def bundle_prefix(self) -> str:
+        """Object key prefix of the package bundles."""
+        return f"{self.cluster}/bundles/"
+
+    @property
+    def tier_prefix(self) -> str:
+        """Object key prefix of the cold tier, the only part of the bucket nodes may use."""
+        return f"{self.cluster}/tier/"
+
+    def role(self, kind: str) -> str:
+        """IAM role (and instance profile) of ``coordinator`` or ``node`` instances."""
+        return f"{self.prefix}-{kind}"
+
+    def role_arn(self, kind: str) -> str:
+        return f"arn:aws:iam::{self.account}:role/{self.role(kind)}"
+
+    def security_group(self, kind: str) -> str:
+        """Security group name of ``coordinator`` or ``node`` instances."""
+        return f"{self.prefix}-{kind}"
+
+    @property
+    def token_parameter(self) -> str:
+        """SSM parameter (SecureString) of the cluster token."""
+        return f"/ecache/{self.cluster}/token"
+
+    @property
+    def token_parameter_arn(self) -> str:
+        return f"arn:aws:ssm:{self.region}:{self.account}:parameter{self.token_parameter}"
+
+    def ec2_arn(self, resource: str) -> str:
+        """ARN of an EC2 resource in this account and region, e.g. ``instance/*``."""
+        return f"arn:aws:ec2:{self.region}:{self.account}:{resource}"
+
+    def tags(self, role: str) -> list[dict[str, str]]:
+        """The tags of a resource with ``role`` (``coordinator``, ``node``)."""
+        return [
+            {"Key": CLUSTER_TAG, "Value": self.cluster},
+            {"Key": ROLE_TAG, "Value": role},
+            {"Key": "Name", "Value": f"{self.prefix}-{role}"},
+        ]

@@ -1,0 +1,136 @@
+"""The network of a cluster: its VPC and subnets, and its two security groups (the API
+port only from ``--allow-cidr``; the node port only from the cluster; no SSH)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from elastic_cache.awserrors import AwsError, aws_call
+from elastic_cache.deploy.names import ClusterNames
+from elastic_cache.deploy.settings import DeploySettings
+from elastic_cache.errors import ConfigError
+
+__all__ = ["ensure_group", "find_group", "find_network", "security_groups"]
+
+
+def find_network(ec2: Any, subnets: Sequence[str]) -> tuple[str, list[str]]:
+    """``(vpc_id, subnet_ids)``: the given subnets, or the default VPC's default ones."""
+    doing = "finding the network"
+    if subnets:
+        found = aws_call(ec2, "DescribeSubnets", doing=doing, SubnetIds=list(subnets))["Subnets"]
+        vpcs = {s["VpcId"] for s in found}
+        if len(vpcs) != 1:
+            raise ConfigError(f"the subnets must share one VPC, they are in {sorted(vpcs)}")
+        return vpcs.pop(), list(subnets)
+    vpcs = aws_call(
+        ec2, "DescribeVpcs", doing=doing, Filters=[{"Name": "isDefault", "Values": ["true"]}]
+    )["Vpcs"]
+    if not vpcs:
+        raise ConfigError("this region has no default VPC; pass --subnet (one or more)")
+    vpc = str(vpcs[0]["VpcId"])
+    found = aws_call(
+        ec2,
+        "DescribeSubnets",
+        doing=doing,
+        Filters=[
+            {"Name": "vpc-id", "Values": [vpc]},
+            {"Name": "default-for-az", "Values": ["true"]},
+        ],
+    )["Subnets"]
+    if not found:
+        raise ConfigError(f"the default VPC {vpc} has no default subnet; pass --subnet")
+    return vpc, sorted(str(s["SubnetId"]) for s in found)
+
+
+def find_group(ec2: Any, vpc: str, name: str) -> str | None:
+    groups = aws_call(
+        ec2,
+        "DescribeSecurityGroups",
+        doing=f"looking for security group {name}",
+        Filters=[
+            {"Name": "group-name", "Values": [name]},
+            {"Name": "vpc-id", "Values": [vpc]},
+        ],
+    )["SecurityGroups"]
+    return str(groups[0]["GroupId"]) if groups else None
+
+
+def ensure_group(ec2: Any, vpc: str, names: ClusterNames, kind: str, about: str) -> str:
+    name = names.security_group(kind)
+    found = find_group(ec2, vpc, name)
+    if found is not None:
+        return found
+    reply = aws_call(
+        ec2,
+        "CreateSecurityGroup",
+        doing=f"creating security group {name}",
+        GroupName=name,
+        Description=about,
+        VpcId=vpc,
+        TagSpecifications=[{"ResourceType": "security-group", "Tags": names.tags(kind)}],
+    )
+    return str(reply["GroupId"])
+
+
+def _tcp(port: int, **source: Any) -> dict[str, Any]:
+    return {"IpProtocol": "tcp", "FromPort": port, "ToPort": port, **source}
+
+
+def _authorize(ec2: Any, group: str, rule: dict[str, Any]) -> None:
+    try:
+        aws_call(
+            ec2,
+            "AuthorizeSecurityGroupIngress",
+            doing=f"opening a port of {group}",
+            GroupId=group,
+            IpPermissions=[rule],
+        )
+    except AwsError as exc:
+        if exc.aws_code != "InvalidPermission.Duplicate":
+            raise
+
+
+def security_groups(
+    ec2: Any, vpc: str, names: ClusterNames, settings: DeploySettings
+) -> dict[str, str]:
+    """The coordinator's group (the public port from ``allow_cidr`` only) and the nodes'
+    (the node port from the coordinator's group and from each other only). No SSH."""
+    coord = ensure_group(
+        ec2, vpc, names, "coordinator", f"elastic-cache {names.cluster}: coordinator API"
+    )
+    node = ensure_group(
+        ec2, vpc, names, "node", f"elastic-cache {names.cluster}: nodes, from the cluster only"
+    )
+    # Converge the public rule on the latest --allow-cidr: drop any other source.
+    groups = aws_call(
+        ec2, "DescribeSecurityGroups", doing="reading the coordinator's rules", GroupIds=[coord]
+    )["SecurityGroups"]
+    for perm in groups[0].get("IpPermissions", []):
+        stale = [r for r in perm.get("IpRanges", []) if r.get("CidrIp") != settings.allow_cidr]
+        if stale or perm.get("FromPort") != settings.port:
+            aws_call(
+                ec2,
+                "RevokeSecurityGroupIngress",
+                doing="removing an old rule of the coordinator's group",
+                GroupId=coord,
+                IpPermissions=[perm],
+            )
+    _authorize(
+        ec2,
+        coord,
+        _tcp(
+            settings.port,
+            IpRanges=[{"CidrIp": settings.allow_cidr, "Description": "ecache deploy --allow-cidr"}],
+        ),
+    )
+    for source, why in ((coord, "the coordinator"), (node, "peer nodes (migrations)")):
+        _authorize(
+            ec2,
+            node,
+            _tcp(
+                settings.node_port,
+                UserIdGroupPairs=[{"GroupId": source, "Description": f"from {why}"}],
+            ),
+        )
+    return {"coordinator": coord, "node": node}

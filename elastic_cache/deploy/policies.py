@@ -1,0 +1,190 @@
+"""The IAM and bucket policy documents of a cluster (pure; tested as data).
+
+Least privilege, as docs/aws.md explains statement by statement:
+
+* The **coordinator** may run instances only if they (and their volumes) carry the
+  cluster's tags with ``ecache:role = node``, only into the cluster's subnets and node
+  security group, may tag only at launch, may terminate only instances tagged as this
+  cluster's nodes, may pass only the node role and only to EC2, may read only the
+  cluster token and the public Amazon Linux image parameters, and may read only the
+  bundles (to presign their URLs for new nodes).
+* A **node** may use only the cluster's cold-tier prefix of the bucket.
+* Both may register with Systems Manager for Session Manager shells (no SSH), with the
+  five actions Session Manager needs instead of the broad managed policy, which would
+  also let them read every SSM parameter, the cluster token included.
+* The **bucket** refuses every request that does not come over TLS.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from elastic_cache.deploy.names import ClusterNames
+from elastic_cache.provisioner.ec2 import CLUSTER_TAG, ROLE_TAG
+
+__all__ = [
+    "EC2_TRUST_POLICY",
+    "SESSION_MANAGER_ACTIONS",
+    "bucket_policy",
+    "coordinator_policy",
+    "node_policy",
+]
+
+Policy = dict[str, Any]
+
+#: Who may assume the roles: EC2 instances.
+EC2_TRUST_POLICY: Policy = {
+    "Version": "2012-10-17",
+    "Statement": [
+        {
+            "Effect": "Allow",
+            "Principal": {"Service": "ec2.amazonaws.com"},
+            "Action": "sts:AssumeRole",
+        }
+    ],
+}
+
+#: What the SSM agent needs for Session Manager, and no more.
+SESSION_MANAGER_ACTIONS = [
+    "ssm:UpdateInstanceInformation",
+    "ssmmessages:CreateControlChannel",
+    "ssmmessages:CreateDataChannel",
+    "ssmmessages:OpenControlChannel",
+    "ssmmessages:OpenDataChannel",
+]
+
+
+def _session_manager() -> dict[str, Any]:
+    return {
+        "Sid": "SessionManagerShell",
+        "Effect": "Allow",
+        "Action": list(SESSION_MANAGER_ACTIONS),
+        "Resource": "*",
+    }
+
+
+def coordinator_policy(
+    names: ClusterNames, *, node_security_group: str, subnets: Sequence[str]
+) -> Policy:
+    """What the coordinator's role may do: launch and end this cluster's nodes."""
+    cluster_node_tags = {
+        f"aws:RequestTag/{CLUSTER_TAG}": names.cluster,
+        f"aws:RequestTag/{ROLE_TAG}": "node",
+    }
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Sid": "RunOnlyTaggedNodes",
+                "Effect": "Allow",
+                "Action": "ec2:RunInstances",
+                "Resource": [names.ec2_arn("instance/*"), names.ec2_arn("volume/*")],
+                "Condition": {"StringEquals": cluster_node_tags},
+            },
+            {
+                "Sid": "RunOnlyInTheClusterNetwork",
+                "Effect": "Allow",
+                "Action": "ec2:RunInstances",
+                "Resource": [
+                    f"arn:aws:ec2:{names.region}::image/*",
+                    names.ec2_arn("network-interface/*"),
+                    names.ec2_arn(f"security-group/{node_security_group}"),
+                    *(names.ec2_arn(f"subnet/{s}") for s in subnets),
+                ],
+            },
+            {
+                "Sid": "TagOnlyAtLaunch",
+                "Effect": "Allow",
+                "Action": "ec2:CreateTags",
+                "Resource": [names.ec2_arn("instance/*"), names.ec2_arn("volume/*")],
+                "Condition": {"StringEquals": {"ec2:CreateAction": "RunInstances"}},
+            },
+            {
+                "Sid": "TerminateOnlyTheClusterNodes",
+                "Effect": "Allow",
+                "Action": "ec2:TerminateInstances",
+                "Resource": names.ec2_arn("instance/*"),
+                "Condition": {
+                    "StringEquals": {
+                        f"aws:ResourceTag/{CLUSTER_TAG}": names.cluster,
+                        f"aws:ResourceTag/{ROLE_TAG}": "node",
+                    }
+                },
+            },
+            {
+                # Describe calls support no resource-level permissions.
+                "Sid": "Describe",
+                "Effect": "Allow",
+                "Action": [
+                    "ec2:DescribeInstances",
+                    "ec2:DescribeInstanceTypes",
+                    "ec2:DescribeImages",
+                ],
+                "Resource": "*",
+            },
+            {
+                "Sid": "PassOnlyTheNodeRole",
+                "Effect": "Allow",
+                "Action": "iam:PassRole",
+                "Resource": names.role_arn("node"),
+                "Condition": {"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}},
+            },
+            {
+                "Sid": "ReadTheTokenAndTheImageParameter",
+                "Effect": "Allow",
+                "Action": "ssm:GetParameter",
+                "Resource": [
+                    names.token_parameter_arn,
+                    f"arn:aws:ssm:{names.region}::parameter/aws/service/ami-amazon-linux-latest/*",
+                ],
+            },
+            {
+                "Sid": "PresignBundleUrls",
+                "Effect": "Allow",
+                "Action": "s3:GetObject",
+                "Resource": f"{names.bucket_arn}/{names.bundle_prefix}*",
+            },
+            _session_manager(),
+        ],
+    }
+
+
+def node_policy(names: ClusterNames) -> Policy:
+    """What a node's role may do: the cluster's cold-tier prefix of the bucket only."""
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Sid": "ColdTierObjects",
+                "Effect": "Allow",
+                "Action": ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"],
+                "Resource": f"{names.bucket_arn}/{names.tier_prefix}*",
+            },
+            {
+                "Sid": "ListColdTier",
+                "Effect": "Allow",
+                "Action": "s3:ListBucket",
+                "Resource": names.bucket_arn,
+                "Condition": {"StringLike": {"s3:prefix": [f"{names.tier_prefix}*"]}},
+            },
+            _session_manager(),
+        ],
+    }
+
+
+def bucket_policy(names: ClusterNames) -> Policy:
+    """The bucket's own policy: deny any request that is not over TLS."""
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Sid": "DenyInsecureTransport",
+                "Effect": "Deny",
+                "Principal": "*",
+                "Action": "s3:*",
+                "Resource": [names.bucket_arn, f"{names.bucket_arn}/*"],
+                "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+            }
+        ],
+    }

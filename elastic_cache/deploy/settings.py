@@ -1,0 +1,115 @@
+"""What ``ecache deploy`` builds (`DeploySettings`) and what it made (`DeployResult`)."""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from elastic_cache.config import (
+    DEFAULT_INDEX,
+    ClusterSettings,
+    Ec2Settings,
+    OnFull,
+    check_cluster_name,
+)
+from elastic_cache.errors import ConfigError
+
+__all__ = ["DeployResult", "DeploySettings"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeploySettings:
+    """What ``ecache deploy`` builds.
+
+    Attributes:
+        name: the cluster's name.
+        region: the AWS region.
+        allow_cidr: who may reach the public API (the coordinator's port).
+        instance_types: node instance types, in order of preference.
+        coordinator_instance_type: the coordinator's instance type.
+        max_nodes: most nodes the scaler may run.
+        min_nodes: nodes started with the cluster, never removed (primaries).
+        max_usd_per_hour: the budget for all instances, coordinator included.
+        port: the coordinator's public port.
+        node_port: the nodes' port (reachable only from the coordinator and each other).
+        image: an AMI id; "" for the latest Amazon Linux 2023.
+        subnets: subnets to use; empty for the default VPC's default subnets.
+        index: the nodes' index spec.
+        capacity_bytes: each node's capacity; None for ``memory_fraction`` of the
+            smallest node type's memory.
+        memory_fraction: share of a node's memory the cache may fill.
+        on_full: what a write to a full node does when no help comes.
+        wait: wait until the coordinator answers ``/healthz``.
+        wait_timeout: seconds to wait for that.
+    """
+
+    name: str
+    region: str
+    allow_cidr: str
+    instance_types: tuple[str, ...] = ("t3.small",)
+    coordinator_instance_type: str = "t3.small"
+    max_nodes: int = 4
+    min_nodes: int = 1
+    max_usd_per_hour: float | None = None
+    port: int = 8080
+    node_port: int = 8500
+    image: str = ""
+    subnets: tuple[str, ...] = ()
+    index: str = DEFAULT_INDEX
+    capacity_bytes: int | None = None
+    memory_fraction: float = 0.5
+    on_full: OnFull = OnFull.EVICT
+    wait: bool = True
+    wait_timeout: float = 900.0
+
+    def __post_init__(self) -> None:
+        check_cluster_name(self.name)
+        try:
+            net = ipaddress.ip_network(self.allow_cidr, strict=False)
+        except ValueError as exc:
+            raise ConfigError(f"--allow-cidr must be a CIDR such as 203.0.113.7/32: {exc}") from exc
+        object.__setattr__(self, "allow_cidr", str(net))
+        # Reuse the [ec2] validation of region, types, subnets, image and ports.
+        Ec2Settings(
+            cluster=self.name,
+            region=self.region,
+            instance_types=(*self.instance_types, self.coordinator_instance_type),
+            subnets=self.subnets,
+            image=self.image,
+            node_port=self.node_port,
+        )
+        ClusterSettings.from_mapping(
+            {
+                "coordinator": {"port": self.port},
+                "nodes": {"index": self.index, "on_full": str(self.on_full)},
+                "scaler": {
+                    "max_nodes": self.max_nodes,
+                    "min_nodes": self.min_nodes,
+                    "max_usd_per_hour": self.max_usd_per_hour,
+                }
+                if self.max_usd_per_hour is not None
+                else {"max_nodes": self.max_nodes, "min_nodes": self.min_nodes},
+            }
+        )
+        if self.port == self.node_port:
+            raise ConfigError("the public port and the node port must differ")
+        if self.capacity_bytes is not None and self.capacity_bytes < 1:
+            raise ConfigError("capacity_bytes must be positive")
+        if not 0 < self.memory_fraction <= 0.9:
+            raise ConfigError("memory_fraction must be in (0, 0.9]")
+        if self.wait_timeout <= 0:
+            raise ConfigError("wait_timeout must be positive")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeployResult:
+    """What deploy made (or found)."""
+
+    endpoint: str
+    coordinator_instance: str
+    bucket: str
+    bundle_key: str
+    token_parameter: str
+    security_groups: Mapping[str, str]
+    healthy: bool

@@ -1,0 +1,178 @@
+"""``ecache status --name NAME``: what AWS knows of a deployed cluster, and what its
+coordinator says when it answers."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from elastic_cache.awserrors import aws_call
+from elastic_cache.config import check_cluster_name
+from elastic_cache.cost import CURRENT_PRICES, UnknownPrice
+from elastic_cache.deploy.coordinator import PORT_TAG, endpoint_of
+from elastic_cache.errors import NodeUnavailable, NotFound
+from elastic_cache.provisioner.ec2 import CLUSTER_TAG, NODE_TAG, ROLE_TAG
+from elastic_cache.status import fetch_cluster, render_status
+
+__all__ = ["ClusterNotFound", "aws_view", "status_by_name"]
+
+_SHOWN_STATES = ["pending", "running", "stopping", "stopped", "shutting-down"]
+_BILLED_STATES = ("pending", "running")
+
+Fetch = Callable[[str], dict[str, Any]]
+
+
+class ClusterNotFound(NotFound):
+    """No instance in the region carries the cluster's tag."""
+
+    code = "cluster_not_found"
+
+
+def aws_view(ec2: Any, name: str, region: str) -> dict[str, Any]:
+    """The cluster's instances as AWS lists them, with their price per hour."""
+    reply = aws_call(
+        ec2,
+        "DescribeInstances",
+        doing=f"listing the instances of {name}",
+        Filters=[
+            {"Name": f"tag:{CLUSTER_TAG}", "Values": [name]},
+            {"Name": "instance-state-name", "Values": _SHOWN_STATES},
+        ],
+    )
+    rows = []
+    cost = 0.0
+    unpriced = []
+    coordinator = None
+    for reservation in reply["Reservations"]:
+        for inst in reservation["Instances"]:
+            tags = {t["Key"]: t["Value"] for t in inst.get("Tags", [])}
+            state = inst["State"]["Name"]
+            try:
+                price: float | None = CURRENT_PRICES.instance(
+                    inst["InstanceType"], region
+                ).usd_per_hour
+            except UnknownPrice:
+                price = None
+                unpriced.append(inst["InstanceType"])
+            if state in _BILLED_STATES and price is not None:
+                cost += price
+            row = {
+                "role": tags.get(ROLE_TAG, "?"),
+                "node": tags.get(NODE_TAG, ""),
+                "instance": inst["InstanceId"],
+                "type": inst["InstanceType"],
+                "state": state,
+                "private_ip": inst.get("PrivateIpAddress"),
+                "public_ip": inst.get("PublicIpAddress"),
+                "usd_per_hour": price,
+            }
+            rows.append(row)
+            if row["role"] == "coordinator" and state in _BILLED_STATES:
+                port = int(tags.get(PORT_TAG, "8080"))
+                coordinator = endpoint_of(inst, port)
+    rows.sort(key=lambda r: (r["role"] != "coordinator", r["node"], r["instance"]))
+    return {
+        "name": name,
+        "region": region,
+        "instances": rows,
+        "cost_per_hour": round(cost, 6),
+        "unpriced_types": sorted(set(unpriced)),
+        "price_table": f"{CURRENT_PRICES.name} ({CURRENT_PRICES.as_of.isoformat()})",
+        "endpoint": coordinator,
+    }
+
+
+def render_aws_view(view: dict[str, Any]) -> str:
+    """The AWS view as a table."""
+    header = ("ROLE", "NODE", "INSTANCE", "TYPE", "STATE", "PRIVATE IP", "PUBLIC IP", "$/H")
+    rows = [
+        (
+            r["role"],
+            r["node"] or "-",
+            r["instance"],
+            r["type"],
+            r["state"],
+            r["private_ip"] or "-",
+            r["public_ip"] or "-",
+            "?" if r["usd_per_hour"] is None else f"{r['usd_per_hour']:.4f}",
+        )
+        for r in view["instances"]
+    ]
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    lines = [
+        "  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True))
+        for row in [header, *rows]
+    ]
+    lines.append("")
+    note = f" (no price for {', '.join(view['unpriced_types'])})" if view["unpriced_types"] else ""
+    lines.append(
+        f"cluster {view['name']} in {view['region']}: {len(rows)} instance(s), "
+        f"${view['cost_per_hour']:.4f}/h by the {view['price_table']} price table{note}"
+    )
+    return "\n".join(lines)
+
+
+def status_by_name(
+    name: str,
+    *,
+    region: str | None,
+    as_json: bool = False,
+    session: Any = None,
+    out: Callable[[str], None] = print,
+    fetch: Fetch | None = None,
+) -> int:
+    """Print a deployed cluster's state: instances from AWS, then the coordinator's view.
+
+    Args:
+        name: the cluster's name.
+        region: its region (None: the session's).
+        as_json: one JSON document instead of tables.
+        session: a ``boto3.Session`` (``ecache`` passes one; built from the environment
+            when None).
+        out: where the output goes.
+        fetch: reads the coordinator's ``/v1/cluster`` (tests pass a fake).
+
+    Returns:
+        0 when the coordinator answered, 1 when only AWS did.
+
+    Raises:
+        ClusterNotFound: no instance carries the cluster's tag.
+        AwsError: AWS refused the call.
+    """
+    check_cluster_name(name)
+    if session is None:
+        import boto3
+
+        session = boto3.Session(region_name=region)
+    region = region or session.region_name
+    if not region:
+        raise NotFound("no region: pass --region or set AWS_DEFAULT_REGION")
+    view = aws_view(session.client("ec2", region_name=region), name, region)
+    if not view["instances"]:
+        raise ClusterNotFound(f"no cluster named {name} in {region} (no instance is tagged)")
+    endpoint = view["endpoint"]
+    coordinator: dict[str, Any] = {"url": endpoint, "answered": False}
+    cluster = None
+    if endpoint is None:
+        coordinator["error"] = "no coordinator instance is running"
+    else:
+        try:
+            cluster = (fetch or (lambda url: fetch_cluster(url, timeout=5)))(endpoint)
+            coordinator["answered"] = True
+        except NodeUnavailable as exc:
+            coordinator["error"] = str(exc)
+    if as_json:
+        out(json.dumps({**view, "coordinator": coordinator, "cluster": cluster}, indent=2))
+    else:
+        out(render_aws_view(view))
+        out("")
+        if cluster is not None:
+            out(f"coordinator {endpoint} answered:")
+            out(render_status(cluster))
+        else:
+            out(
+                f"the coordinator did not answer ({coordinator['error']}); the table above is "
+                "what AWS knows"
+            )
+    return 0 if cluster is not None else 1

@@ -1,0 +1,470 @@
+"""`Ec2Provisioner`: cache nodes as EC2 instances (boto3; the session is passed in).
+
+A launch runs one instance with the configured image (by default the latest Amazon
+Linux 2023, looked up through its public SSM parameter), instance type, subnet, security
+groups and instance profile; IMDSv2 is required (``HttpTokens=required``, hop limit 1) and
+the instance and its root volume carry the cluster's tags from the start. The user data
+(`elastic_cache.userdata`) installs this exact version of the package from a bundle in
+S3, through a presigned URL made for that launch, and starts ``ecache node`` as a systemd
+service. `launch` returns once the instance runs and the node answers ``/healthz``.
+
+When AWS has no capacity for a type in a subnet (``InsufficientInstanceCapacity``), the
+next subnet is tried, then the next instance type. Other AWS errors become the typed
+errors of `elastic_cache.awserrors` (a refused permission names the IAM action).
+
+What runs on an instance is seen through an `InstanceRunner`. The default one,
+`PrivateAddress`, says the node listens on the instance's private address. Tests give a
+runner that starts a local ``ecache node`` process for each launched instance, so the
+whole path (EC2 API through boto3, then a real node) runs offline against moto.
+
+`close` does not terminate instances: a coordinator that restarts resumes its nodes
+(see `Cluster.start`), and ``ecache destroy`` terminates everything by tag.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Protocol
+
+import aiohttp
+from botocore.config import Config
+
+from elastic_cache import __version__
+from elastic_cache.awserrors import CAPACITY_CODES, AwsCapacityError, AwsError, aws_call
+from elastic_cache.config import Ec2Settings, NodeSettings
+from elastic_cache.errors import ConfigError, ProvisionError
+from elastic_cache.provisioner.base import NodeHandle
+from elastic_cache.provisioner.local import node_arguments
+from elastic_cache.userdata import node_user_data
+
+__all__ = [
+    "CLUSTER_TAG",
+    "NODE_TAG",
+    "ROLE_TAG",
+    "Ec2Provisioner",
+    "InstanceRunner",
+    "PrivateAddress",
+    "cluster_filters",
+    "node_args",
+    "resolve_image",
+]
+
+log = logging.getLogger("elastic_cache.provisioner.ec2")
+
+#: Tag keys on every instance and volume of a cluster.
+CLUSTER_TAG = "ecache:cluster"
+ROLE_TAG = "ecache:role"
+NODE_TAG = "ecache:node"
+
+_LIVE_STATES = ["pending", "running"]
+
+
+def cluster_filters(cluster: str, role: str | None = None) -> list[dict[str, Any]]:
+    """``describe_instances`` filters for a cluster's live instances (of one role)."""
+    filters: list[dict[str, Any]] = [
+        {"Name": f"tag:{CLUSTER_TAG}", "Values": [cluster]},
+        {"Name": "instance-state-name", "Values": _LIVE_STATES},
+    ]
+    if role is not None:
+        filters.append({"Name": f"tag:{ROLE_TAG}", "Values": [role]})
+    return filters
+
+
+def node_args(settings: NodeSettings, *, node_id: str, port: int) -> list[str]:
+    """The arguments of ``ecache node`` on an instance: every address, a fixed port."""
+    return node_arguments(settings, node_id=node_id, host="0.0.0.0", port=port)
+
+
+def resolve_image(ec2: Any, ssm: Any, settings: Ec2Settings, *, doing: str) -> tuple[str, str, str]:
+    """The image to launch: ``(image_id, root_device_name, architecture)``.
+
+    ``settings.image`` when set, otherwise the image the SSM parameter names for the
+    architecture of the first instance type. Blocking.
+
+    Raises:
+        ConfigError: the image does not exist, or does not fit the instance type.
+        AwsError: an AWS call failed.
+    """
+    types = aws_call(
+        ec2, "DescribeInstanceTypes", doing=doing, InstanceTypes=[settings.instance_types[0]]
+    )["InstanceTypes"]
+    if not types:
+        raise ConfigError(f"instance type {settings.instance_types[0]} does not exist")
+    archs = types[0]["ProcessorInfo"]["SupportedArchitectures"]
+    arch = "arm64" if "arm64" in archs else "x86_64"
+    image = settings.image
+    if not image:
+        name = settings.image_parameter.replace("{arch}", arch)
+        image = aws_call(ssm, "GetParameter", doing=doing, Name=name)["Parameter"]["Value"]
+    images = aws_call(ec2, "DescribeImages", doing=doing, ImageIds=[image])["Images"]
+    if not images:
+        raise ConfigError(f"image {image} does not exist in {settings.region}")
+    if images[0].get("Architecture", arch) != arch:
+        raise ConfigError(
+            f"image {image} is {images[0]['Architecture']} but {settings.instance_types[0]} "
+            f"is {arch}"
+        )
+    return image, str(images[0].get("RootDeviceName", "/dev/xvda")), arch
+
+
+class InstanceRunner(Protocol):
+    """What runs on a launched instance, as the provisioner sees it."""
+
+    async def address(self, node_id: str, instance: Mapping[str, Any]) -> str:
+        """The base URL of the node on ``instance`` (a ``describe_instances`` item)."""
+        ...
+
+    async def terminated(self, node_id: str, instance_id: str) -> None:
+        """The instance was terminated."""
+        ...
+
+    async def close(self) -> None:
+        """The provisioner is closing."""
+        ...
+
+
+class PrivateAddress:
+    """The real thing: the node listens on the instance's private IP address.
+
+    Args:
+        port: the node port.
+    """
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+
+    async def address(self, node_id: str, instance: Mapping[str, Any]) -> str:
+        ip = instance.get("PrivateIpAddress")
+        if not ip:
+            raise ProvisionError(f"instance {instance.get('InstanceId')} has no private address")
+        return f"http://{ip}:{self.port}"
+
+    async def terminated(self, node_id: str, instance_id: str) -> None:
+        return None
+
+    async def close(self) -> None:
+        return None
+
+
+class Ec2Provisioner:
+    """Starts nodes as EC2 instances.
+
+    Args:
+        settings: where and what to launch.
+        nodes: how each node is built (its ``ecache node`` flags).
+        session: a ``boto3.Session``; clients for EC2, SSM and S3 are made from it.
+        runner: what runs on an instance; default `PrivateAddress`.
+        sleep: how to wait between polls (tests pass a fast one).
+        clock: seconds, monotonic.
+    """
+
+    def __init__(
+        self,
+        settings: Ec2Settings,
+        nodes: NodeSettings,
+        *,
+        session: Any,
+        runner: InstanceRunner | None = None,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if not settings.bundle_bucket:
+            raise ConfigError(
+                "the EC2 provisioner needs ec2.bundle_bucket and ec2.bundle_key (the package "
+                "bundle nodes install); ecache deploy sets them"
+            )
+        self.settings = settings
+        self.nodes = nodes
+        self.runner: InstanceRunner = runner or PrivateAddress(settings.node_port)
+        self._sleep = sleep
+        self._clock = clock
+        self.ec2 = session.client("ec2", region_name=settings.region)
+        self.ssm = session.client("ssm", region_name=settings.region)
+        # Signature version 4: boto3 still presigns with the deprecated V2 by default,
+        # which newer regions refuse.
+        self.s3 = session.client(
+            "s3",
+            region_name=settings.region,
+            config=Config(signature_version="s3v4"),
+        )
+        self._image: tuple[str, str, str] | None = None
+        self._handles: dict[str, NodeHandle] = {}
+        self.capacity_misses = 0
+
+    @property
+    def name(self) -> str:
+        return "ec2"
+
+    @property
+    def instance_type(self) -> str:
+        """The instance type the next launch tries first (the coordinator prices it)."""
+        return self.settings.instance_types[0]
+
+    @property
+    def instance_types(self) -> tuple[str, ...]:
+        """Every type a launch may fall back to."""
+        return self.settings.instance_types
+
+    async def _call(self, client: Any, operation: str, doing: str, **params: Any) -> Any:
+        return await asyncio.to_thread(aws_call, client, operation, doing=doing, **params)
+
+    async def image(self) -> tuple[str, str, str]:
+        """``(image_id, root_device_name, architecture)``, looked up once."""
+        if self._image is None:
+            self._image = await asyncio.to_thread(
+                resolve_image, self.ec2, self.ssm, self.settings, doing="looking up the image"
+            )
+        return self._image
+
+    def bundle_url(self) -> str:
+        """A fresh presigned GET URL of the package bundle."""
+        url: str = self.s3.generate_presigned_url(
+            "get_object",
+            Params={"Bucket": self.settings.bundle_bucket, "Key": self.settings.bundle_key},
+            ExpiresIn=self.settings.bundle_url_seconds,
+        )
+        return url
+
+    def user_data(self, node_id: str) -> str:
+        """The boot script of the instance for ``node_id``."""
+        return node_user_data(
+            bundle_url=self.bundle_url(),
+            package=f"elastic-cache=={__version__}",
+            node_args=node_args(self.nodes, node_id=node_id, port=self.settings.node_port),
+        )
+
+    def tags(self, node_id: str) -> list[dict[str, str]]:
+        """The tags of a node's instance and volumes."""
+        return [
+            {"Key": CLUSTER_TAG, "Value": self.settings.cluster},
+            {"Key": ROLE_TAG, "Value": "node"},
+            {"Key": NODE_TAG, "Value": node_id},
+            {"Key": "Name", "Value": f"ecache-{self.settings.cluster}-{node_id}"},
+        ]
+
+    def run_params(
+        self, node_id: str, *, image: str, root_device: str, instance_type: str, subnet: str | None
+    ) -> dict[str, Any]:
+        """The ``run_instances`` parameters for one attempt."""
+        tags = self.tags(node_id)
+        params: dict[str, Any] = {
+            "ImageId": image,
+            "InstanceType": instance_type,
+            "MinCount": 1,
+            "MaxCount": 1,
+            "UserData": self.user_data(node_id),
+            "MetadataOptions": {
+                "HttpTokens": "required",
+                "HttpPutResponseHopLimit": 1,
+                "HttpEndpoint": "enabled",
+            },
+            "TagSpecifications": [
+                {"ResourceType": "instance", "Tags": tags},
+                {"ResourceType": "volume", "Tags": tags},
+            ],
+            "BlockDeviceMappings": [
+                {
+                    "DeviceName": root_device,
+                    "Ebs": {
+                        "VolumeSize": self.settings.root_volume_gb,
+                        "VolumeType": "gp3",
+                        "Encrypted": True,
+                        "DeleteOnTermination": True,
+                    },
+                }
+            ],
+            "InstanceInitiatedShutdownBehavior": "terminate",
+        }
+        if self.settings.security_groups:
+            params["SecurityGroupIds"] = list(self.settings.security_groups)
+        if subnet is not None:
+            params["SubnetId"] = subnet
+        if self.settings.instance_profile:
+            params["IamInstanceProfile"] = {"Name": self.settings.instance_profile}
+        return params
+
+    async def _run(self, node_id: str) -> dict[str, Any]:
+        """``run_instances``, falling back over subnets, then instance types."""
+        image, root_device, _ = await self.image()
+        subnets: list[str | None] = list(self.settings.subnets) or [None]
+        misses = []
+        for instance_type in self.settings.instance_types:
+            for subnet in subnets:
+                # In a thread: presigning may refresh the instance role's credentials.
+                params = await asyncio.to_thread(
+                    functools.partial(
+                        self.run_params,
+                        node_id,
+                        image=image,
+                        root_device=root_device,
+                        instance_type=instance_type,
+                        subnet=subnet,
+                    )
+                )
+                try:
+                    reply = await self._call(
+                        self.ec2, "RunInstances", f"launching {node_id}", **params
+                    )
+                except AwsError as exc:
+                    if exc.aws_code not in CAPACITY_CODES:
+                        raise
+                    self.capacity_misses += 1
+                    where = f"{instance_type} in {subnet or 'the default subnet'}"
+                    misses.append(f"{where}: {exc.aws_code}")
+                    log.warning("no capacity for %s; trying the next choice", where)
+                    continue
+                instance: dict[str, Any] = reply["Instances"][0]
+                return instance
+        raise AwsCapacityError(
+            f"launching {node_id}: no capacity for any configured instance type in any "
+            f"configured subnet ({'; '.join(misses)}); add types to ec2.instance_types or "
+            "subnets in other availability zones",
+            aws_code="InsufficientInstanceCapacity",
+            operation="RunInstances",
+        )
+
+    async def _describe(self, instance_id: str, doing: str) -> dict[str, Any] | None:
+        try:
+            reply = await self._call(
+                self.ec2, "DescribeInstances", doing, InstanceIds=[instance_id]
+            )
+        except AwsError as exc:
+            if exc.aws_code == "InvalidInstanceID.NotFound":  # not visible yet
+                return None
+            raise
+        for reservation in reply["Reservations"]:
+            for instance in reservation["Instances"]:
+                found: dict[str, Any] = instance
+                return found
+        return None
+
+    async def _wait_running(self, instance_id: str, deadline: float) -> dict[str, Any]:
+        doing = f"waiting for {instance_id}"
+        while True:
+            instance = await self._describe(instance_id, doing)
+            state = (instance or {}).get("State", {}).get("Name")
+            if instance is not None and state == "running":
+                return instance
+            if state in ("shutting-down", "terminated", "stopping", "stopped"):
+                reason = (instance or {}).get("StateReason", {}).get("Message", "")
+                raise ProvisionError(f"instance {instance_id} went {state}: {reason}")
+            if self._clock() > deadline:
+                raise ProvisionError(f"instance {instance_id} was not running in time ({state})")
+            await self._sleep(self.settings.poll_interval)
+
+    async def _wait_healthy(self, address: str, deadline: float) -> None:
+        timeout = aiohttp.ClientTimeout(total=3)
+        async with aiohttp.ClientSession(timeout=timeout) as http:
+            while True:
+                try:
+                    async with http.get(f"{address}/healthz") as resp:
+                        if resp.status == 200:
+                            return
+                except (aiohttp.ClientError, TimeoutError):
+                    pass
+                if self._clock() > deadline:
+                    raise ProvisionError(f"{address}/healthz did not answer 200 in time")
+                await self._sleep(min(self.settings.poll_interval, 1.0))
+
+    async def launch(self, node_id: str) -> NodeHandle:
+        """Run an instance for ``node_id`` and wait until its node answers ``/healthz``.
+
+        Raises:
+            AwsError: AWS refused the launch (permission, quota, no capacity anywhere).
+            ProvisionError: the instance did not run, or its node never became healthy
+                within ``boot_timeout`` (the instance is terminated then).
+        """
+        started = self._clock()
+        deadline = started + self.settings.boot_timeout
+        instance = await self._run(node_id)
+        instance_id = str(instance["InstanceId"])
+        log.info("launched %s as %s (%s)", node_id, instance_id, instance["InstanceType"])
+        try:
+            instance = await self._wait_running(instance_id, deadline)
+            address = await self.runner.address(node_id, instance)
+            await self._wait_healthy(address, deadline)
+        except BaseException as exc:
+            await self._terminate_quietly(node_id, instance_id)
+            if isinstance(exc, ProvisionError):
+                raise
+            if isinstance(exc, Exception):
+                raise ProvisionError(f"node {node_id} on {instance_id} failed: {exc}") from exc
+            raise
+        handle = NodeHandle(
+            node_id=node_id,
+            address=address,
+            ref=instance_id,
+            instance_type=str(instance["InstanceType"]),
+            boot_seconds=round(self._clock() - started, 3),
+            extra={
+                "subnet": instance.get("SubnetId"),
+                "private_ip": instance.get("PrivateIpAddress"),
+                "image": instance.get("ImageId"),
+            },
+        )
+        self._handles[node_id] = handle
+        return handle
+
+    async def _terminate_quietly(self, node_id: str, instance_id: str) -> None:
+        try:
+            await self._terminate(node_id, instance_id)
+        except AwsError as exc:
+            log.error("could not terminate %s (%s): %s", instance_id, node_id, exc)
+
+    async def _terminate(self, node_id: str, instance_id: str) -> None:
+        try:
+            await self._call(
+                self.ec2,
+                "TerminateInstances",
+                f"terminating {node_id}",
+                InstanceIds=[instance_id],
+            )
+        except AwsError as exc:
+            if exc.aws_code != "InvalidInstanceID.NotFound":
+                raise
+        self._handles.pop(node_id, None)
+        await self.runner.terminated(node_id, instance_id)
+
+    async def terminate(self, handle: NodeHandle) -> None:
+        """Terminate the node's instance (idempotent).
+
+        Raises:
+            AwsError: AWS refused (for example the permission to terminate it).
+        """
+        await self._terminate(handle.node_id, handle.ref)
+
+    async def list(self) -> list[NodeHandle]:
+        """The cluster's node instances that are pending or running, by tag."""
+        reply = await self._call(
+            self.ec2,
+            "DescribeInstances",
+            "listing the cluster's nodes",
+            Filters=cluster_filters(self.settings.cluster, "node"),
+        )
+        handles = []
+        for reservation in reply["Reservations"]:
+            for instance in reservation["Instances"]:
+                tags = {t["Key"]: t["Value"] for t in instance.get("Tags", [])}
+                node_id = tags.get(NODE_TAG, instance["InstanceId"])
+                known = self._handles.get(node_id)
+                if known is not None:
+                    handles.append(known)
+                    continue
+                ip = instance.get("PrivateIpAddress", "")
+                handles.append(
+                    NodeHandle(
+                        node_id=node_id,
+                        address=f"http://{ip}:{self.settings.node_port}",
+                        ref=str(instance["InstanceId"]),
+                        instance_type=str(instance["InstanceType"]),
+                    )
+                )
+        return handles
+
+    async def close(self) -> None:
+        """Release the runner; instances keep running (``ecache destroy`` ends them)."""
+        await self.runner.close()

@@ -1,0 +1,100 @@
+"""Fixtures for AWS tests: fake credentials, moto in-process, and a local stand-in for
+what would run on each launched instance."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from elastic_cache.config import NodeSettings
+from elastic_cache.provisioner.base import NodeHandle
+from elastic_cache.provisioner.local import LocalProvisioner
+
+REGION = "us-east-1"
+
+
+@pytest.fixture
+def aws_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fake credentials, so nothing can reach a real account by accident."""
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_SECURITY_TOKEN": "testing",
+        "AWS_SESSION_TOKEN": "testing",
+        "AWS_DEFAULT_REGION": REGION,
+    }.items():
+        monkeypatch.setenv(name, value)
+    for name in ("AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_CONFIG_FILE"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def session(aws_credentials: None) -> Iterator[Any]:
+    """A boto3 session whose every call goes to moto, in this process."""
+    with mock_aws():
+        yield boto3.Session(region_name=REGION)
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}{uuid.uuid4().hex[:10]}"
+
+
+class LocalInstances:
+    """An `InstanceRunner` that starts an ``ecache node`` process for each launched
+    instance and stops it when the instance is terminated: the node the instance would
+    run, on 127.0.0.1."""
+
+    def __init__(self, settings: NodeSettings, log_dir: Path) -> None:
+        self.local = LocalProvisioner(settings, log_dir=log_dir)
+        self.handles: dict[str, NodeHandle] = {}
+        self.instances: dict[str, str] = {}  # node id -> instance id
+        self.fail_health = False
+
+    async def address(self, node_id: str, instance: Mapping[str, Any]) -> str:
+        if self.fail_health:
+            return "http://127.0.0.1:9"  # nothing listens there
+        handle = await self.local.launch(node_id)
+        self.handles[node_id] = handle
+        self.instances[node_id] = str(instance["InstanceId"])
+        return handle.address
+
+    async def terminated(self, node_id: str, instance_id: str) -> None:
+        handle = self.handles.pop(node_id, None)
+        if handle is not None:
+            await self.local.terminate(handle)
+
+    async def close(self) -> None:
+        await self.local.close()
+
+    def pids(self) -> list[int]:
+        return self.local.pids()
+
+
+def fail_call(client: Any, operation: str, code: str, *, when: Any = None) -> list[dict[str, Any]]:
+    """Make ``operation`` on ``client`` fail with AWS error ``code`` (when ``when(params)``
+    is true) before it reaches moto; returns the list of parameters of every call."""
+    calls: list[dict[str, Any]] = []
+
+    class Refused:
+        status_code = 400
+        headers: dict[str, str] = {}  # noqa: RUF012
+
+    def handler(params: dict[str, Any], **_: Any) -> Any:
+        # params is the serialised request; for EC2's query protocol its body holds the
+        # API parameters as form fields (InstanceType, SubnetId, ...).
+        body = params.get("body") if isinstance(params.get("body"), dict) else {}
+        calls.append(body)
+        if when is None or when(body):
+            return Refused(), {"Error": {"Code": code, "Message": f"injected {code}"}}
+        return None
+
+    client.meta.events.register(
+        f"before-call.{client.meta.service_model.service_name}.{operation}", handler
+    )
+    return calls

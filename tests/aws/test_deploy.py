@@ -1,0 +1,173 @@
+"""Deploy, status and destroy in-process against moto: the checks that come before any
+resource, negative paths with their AWS error codes, and the health wait."""
+
+from __future__ import annotations
+
+import io
+import tarfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError
+
+from elastic_cache.awserrors import AwsPermissionDenied
+from elastic_cache.deploy import ClusterNotFound, DeploySettings, deploy, destroy, status_by_name
+from elastic_cache.deploy.bundle import wheel_name
+from elastic_cache.errors import ConfigError
+
+from .conftest import REGION, unique
+
+
+def settings(**overrides: Any) -> DeploySettings:
+    data: dict[str, Any] = {
+        "name": unique("t"),
+        "region": REGION,
+        "allow_cidr": "203.0.113.7/32",
+        "wait": False,
+    }
+    data.update(overrides)
+    return DeploySettings(**data)
+
+
+def quiet(line: str) -> None:
+    pass
+
+
+def run_deploy(session: Any, tmp_path: Path, s: DeploySettings, **kw: Any) -> Any:
+    wheels = tmp_path / "wheels"
+    wheels.mkdir(exist_ok=True)
+    (wheels / "dep-1.0-py3-none-any.whl").write_bytes(b"dep")
+    return deploy(
+        s,
+        session=session,
+        wheelhouse=wheels,
+        cache_dir=tmp_path / "cache",
+        out=quiet,
+        sleep=lambda _: None,
+        **kw,
+    )
+
+
+def test_moto_applies_a_tls_only_bucket_policy_to_every_object_request(session: Any) -> None:
+    """Pins the moto behaviour deploy works around (see deploy.storage.upload_bundle): a Deny
+    conditioned on aws:SecureTransport = false refuses object requests under moto even
+    though the condition cannot hold there. When this fails, moto changed."""
+    s3 = session.client("s3")
+    bucket = unique("b-")
+    s3.create_bucket(Bucket=bucket)
+    s3.put_bucket_policy(
+        Bucket=bucket,
+        Policy='{"Version": "2012-10-17", "Statement": [{"Effect": "Deny", "Principal": "*", '
+        '"Action": "s3:*", "Resource": ["arn:aws:s3:::' + bucket + '/*"], "Condition": '
+        '{"Bool": {"aws:SecureTransport": "false"}}}]}',
+    )
+    with pytest.raises(ClientError) as err:
+        s3.put_object(Bucket=bucket, Key="k", Body=b"v")
+    assert err.value.response["Error"]["Code"] in ("AccessDenied", "403")
+    assert s3.list_objects_v2(Bucket=bucket)["KeyCount"] == 0  # bucket-level calls work
+
+
+def test_the_bundle_in_s3_holds_this_wheel_and_the_dependencies(
+    session: Any, tmp_path: Path
+) -> None:
+    s = settings()
+    result = run_deploy(session, tmp_path, s)
+    s3 = session.client("s3")
+    s3.delete_bucket_policy(Bucket=result.bucket)  # see the test above
+    data = s3.get_object(Bucket=result.bucket, Key=result.bundle_key)["Body"].read()
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        assert sorted(tar.getnames()) == sorted([wheel_name(), "dep-1.0-py3-none-any.whl"])
+    assert result.bundle_key.startswith(f"{s.name}/bundles/elastic_cache-0.1.0-")
+    assert result.bundle_key.endswith("-x86_64.tar.gz")
+
+
+def test_a_budget_below_the_floor_creates_nothing(session: Any, tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot pay for the coordinator"):
+        run_deploy(session, tmp_path, settings(max_usd_per_hour=0.03))
+    assert session.client("s3").list_buckets()["Buckets"] == []
+
+
+def test_mixed_architectures_are_refused(session: Any, tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="architecture"):
+        run_deploy(session, tmp_path, settings(instance_types=("m7g.large",)))
+
+
+def test_a_refused_permission_names_the_iam_action(session: Any, tmp_path: Path) -> None:
+    class Refused:
+        status_code = 403
+        headers: dict[str, str] = {}  # noqa: RUF012
+
+    def refuse(**_: Any) -> Any:
+        error = {"Code": "UnauthorizedOperation", "Message": "You are not authorized"}
+        return Refused(), {"Error": error}
+
+    session.events.register("before-call.ec2.CreateSecurityGroup", refuse)
+    with pytest.raises(AwsPermissionDenied) as err:
+        run_deploy(session, tmp_path, settings())
+    assert err.value.aws_code == "UnauthorizedOperation"
+    assert "ec2:CreateSecurityGroup" in str(err.value)
+
+
+def test_deploy_waits_for_health_then_status_shows_the_coordinator(
+    session: Any, tmp_path: Path
+) -> None:
+    asked: list[str] = []
+
+    def healthy(url: str) -> bool:
+        asked.append(url)
+        return len(asked) >= 3
+
+    s = settings(wait=True, wait_timeout=60)
+    result = run_deploy(session, tmp_path, s, healthy=healthy)
+    assert result.healthy and asked == [f"{result.endpoint}/healthz"] * 3
+    view = {
+        "epoch": 4,
+        "nodes": [{"id": "node-1", "address": "http://10.0.0.5:8500", "fill": 0.5}],
+        "cost_per_hour": 0.0416,
+        "price_region": REGION,
+    }
+    lines: list[str] = []
+    code = status_by_name(
+        s.name, region=REGION, session=session, out=lines.append, fetch=lambda url: view
+    )
+    text = "\n".join(lines)
+    assert code == 0
+    assert f"coordinator {result.endpoint} answered" in text
+    assert "epoch 4" in text and "node-1" in text
+
+
+def test_destroy_is_idempotent_and_status_of_nothing_is_an_error(
+    session: Any, tmp_path: Path
+) -> None:
+    s = settings()
+    run_deploy(session, tmp_path, s)
+    assert destroy(s.name, REGION, session=session, out=quiet, sleep=lambda _: None) == 1
+    assert destroy(s.name, REGION, session=session, out=quiet, sleep=lambda _: None) == 0
+    # The bucket (data) was kept without --delete-data.
+    buckets = [b["Name"] for b in session.client("s3").list_buckets()["Buckets"]]
+    assert any(s.name in b for b in buckets)
+    assert (
+        destroy(s.name, REGION, session=session, delete_data=True, out=quiet, sleep=lambda _: None)
+        == 0
+    )
+    assert session.client("s3").list_buckets()["Buckets"] == []
+    with pytest.raises(ClusterNotFound):
+        status_by_name(s.name, region=REGION, session=session, out=quiet)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "fragment"),
+    [
+        ({"allow_cidr": "everyone"}, "--allow-cidr"),
+        ({"name": "Bad"}, "cluster name"),
+        ({"port": 8500}, "must differ"),
+        ({"max_nodes": 0}, "max_nodes"),
+        ({"min_nodes": 3, "max_nodes": 2}, "min_nodes"),
+        ({"instance_types": ("huge",)}, "instance type"),
+        ({"memory_fraction": 1.0}, "memory_fraction"),
+    ],
+)
+def test_bad_deploy_settings(overrides: dict[str, Any], fragment: str) -> None:
+    with pytest.raises(ConfigError, match=fragment):
+        settings(**overrides)

@@ -1,0 +1,297 @@
+"""``ecache deploy → status → destroy`` as a user runs it: the command in a subprocess,
+against moto's threaded server (``AWS_ENDPOINT_URL``), then assertions on what exists in
+the mocked account."""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import os
+import subprocess
+import sys
+import tomllib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from botocore.exceptions import ClientError
+from moto.server import ThreadedMotoServer
+
+from elastic_cache.config import ClusterSettings, ProvisionerKind
+from elastic_cache.cost import instance_price
+
+from ..integration.conftest import free_port
+from ..unit.test_userdata import bash_syntax_ok
+from .conftest import REGION, unique
+
+pytestmark = pytest.mark.slow
+
+ECACHE = str(Path(sys.executable).with_name("ecache"))
+SECRET_KEY = "fake-secret-key-that-must-never-reach-user-data"
+
+
+@pytest.fixture
+def moto_server(aws_credentials: None) -> Iterator[str]:
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # a line per request
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.stop()
+
+
+def run(endpoint: str, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.upper().startswith(("AWS_", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY"))
+    }
+    env.update(
+        AWS_ENDPOINT_URL=endpoint,
+        AWS_ACCESS_KEY_ID="AKIDFAKEFORTESTS",
+        AWS_SECRET_ACCESS_KEY=SECRET_KEY,
+        AWS_DEFAULT_REGION=REGION,
+        # The coordinator's address under moto is a made-up public IP: send `ecache
+        # status`'s request for it to a closed local port instead of the network;
+        # moto itself is reached directly.
+        http_proxy=f"http://127.0.0.1:{free_port()}",
+        no_proxy="127.0.0.1,localhost",
+    )
+    return subprocess.run(
+        [ECACHE, *args], env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+def tags_of(resource: dict[str, Any]) -> dict[str, str]:
+    return {t["Key"]: t["Value"] for t in resource.get("Tags", [])}
+
+
+def user_data(ec2: Any, instance_id: str) -> str:
+    raw = ec2.describe_instance_attribute(InstanceId=instance_id, Attribute="userData")
+    return base64.b64decode(raw["UserData"]["Value"]).decode()
+
+
+def test_deploy_status_destroy(moto_server: str, tmp_path: Path) -> None:
+    name = unique("t")
+    wheelhouse = tmp_path / "wheels"
+    wheelhouse.mkdir()
+    (wheelhouse / "dep-1.0-py3-none-any.whl").write_bytes(b"a dependency wheel")
+    deploy = [
+        "deploy",
+        "--name",
+        name,
+        "--region",
+        REGION,
+        "--allow-cidr",
+        "203.0.113.7/32",
+        "--instance-type",
+        "t3.small",
+        "--instance-type",
+        "t3.medium",
+        "--max-nodes",
+        "3",
+        "--max-usd-per-hour",
+        "0.2",
+        "--wheelhouse",
+        str(wheelhouse),
+        "--no-wait",
+    ]
+    done = run(moto_server, *deploy)
+    assert done.returncode == 0, done.stderr
+    assert "endpoint: http://" in done.stdout
+
+    session = boto3.Session(region_name=REGION)
+    ec2 = session.client("ec2", endpoint_url=moto_server)
+    s3 = session.client("s3", endpoint_url=moto_server)
+    iam = session.client("iam", endpoint_url=moto_server)
+    ssm = session.client("ssm", endpoint_url=moto_server)
+    account = session.client("sts", endpoint_url=moto_server).get_caller_identity()["Account"]
+
+    # The coordinator instance: tagged, IMDSv2 only, its volume tagged too.
+    reservations = ec2.describe_instances(
+        Filters=[{"Name": "tag:ecache:cluster", "Values": [name]}]
+    )["Reservations"]
+    instances = [i for r in reservations for i in r["Instances"]]
+    assert len(instances) == 1
+    coordinator = instances[0]
+    assert tags_of(coordinator)["ecache:role"] == "coordinator"
+    assert coordinator["MetadataOptions"]["HttpTokens"] == "required"
+    assert coordinator["MetadataOptions"]["HttpPutResponseHopLimit"] == 1
+    assert coordinator["IamInstanceProfile"]["Arn"].endswith(f"ecache-{name}-coordinator")
+    volumes = ec2.describe_volumes(Filters=[{"Name": "tag:ecache:cluster", "Values": [name]}])
+    assert len(volumes["Volumes"]) == 1
+
+    # User data: valid bash, the configuration, and no secret.
+    script = user_data(ec2, coordinator["InstanceId"])
+    bash_syntax_ok(script)
+    token = ssm.get_parameter(Name=f"/ecache/{name}/token", WithDecryption=True)["Parameter"]
+    assert token["Type"] == "SecureString"
+    assert token["Value"] not in script
+    (line,) = [ln for ln in script.splitlines() if "| base64 -d" in ln]
+    config_b64 = line.split()[1].strip("'")
+    config_text = base64.b64decode(config_b64).decode()
+    assert token["Value"] not in config_text
+    settings = ClusterSettings.from_mapping(tomllib.loads(config_text))
+    assert settings.coordinator.provisioner is ProvisionerKind.EC2
+    assert settings.coordinator.admin_token_parameter == f"/ecache/{name}/token"
+    assert settings.scaler.max_usd_per_hour == 0.2 and settings.scaler.max_nodes == 3
+    assert settings.ec2 is not None
+    assert settings.ec2.instance_types == ("t3.small", "t3.medium")
+    assert settings.ec2.instance_profile == f"ecache-{name}-node"
+    # The presigned bundle URL carries the access key id (public) and a signature, never
+    # the secret key.
+    assert SECRET_KEY not in script and "AKIDFAKEFORTESTS" in script
+
+    # Security groups: the public port only from --allow-cidr; the node port only from
+    # the cluster's groups; no SSH, and 0.0.0.0/0 nowhere.
+    groups = {
+        g["GroupName"]: g
+        for g in ec2.describe_security_groups(
+            Filters=[{"Name": "tag:ecache:cluster", "Values": [name]}]
+        )["SecurityGroups"]
+    }
+    coord_sg, node_sg = groups[f"ecache-{name}-coordinator"], groups[f"ecache-{name}-node"]
+    assert [(p["FromPort"], p["ToPort"]) for p in coord_sg["IpPermissions"]] == [(8080, 8080)]
+    assert [r["CidrIp"] for r in coord_sg["IpPermissions"][0]["IpRanges"]] == ["203.0.113.7/32"]
+    node_rules = node_sg["IpPermissions"]
+    assert {(p["FromPort"], p["ToPort"]) for p in node_rules} == {(8500, 8500)}
+    assert all(p.get("IpRanges", []) == [] and p.get("Ipv6Ranges", []) == [] for p in node_rules)
+    sources = {g["GroupId"] for p in node_rules for g in p["UserIdGroupPairs"]}
+    assert sources == {coord_sg["GroupId"], node_sg["GroupId"]}
+    for group in (coord_sg, node_sg):
+        for perm in group["IpPermissions"]:
+            assert not perm["FromPort"] <= 22 <= perm["ToPort"]
+            assert all(r["CidrIp"] != "0.0.0.0/0" for r in perm.get("IpRanges", []))
+    assert coordinator["SecurityGroups"] == [
+        {"GroupId": coord_sg["GroupId"], "GroupName": coord_sg["GroupName"]}
+    ]
+
+    # The bucket: all four Block Public Access flags, default encryption, TLS only, and
+    # the bundle with this package's wheel and the dependency wheels.
+    bucket = f"ecache-{name}-{account}-{REGION}"
+    block = s3.get_public_access_block(Bucket=bucket)["PublicAccessBlockConfiguration"]
+    assert block == {
+        "BlockPublicAcls": True,
+        "IgnorePublicAcls": True,
+        "BlockPublicPolicy": True,
+        "RestrictPublicBuckets": True,
+    }
+    rules = s3.get_bucket_encryption(Bucket=bucket)["ServerSideEncryptionConfiguration"]["Rules"]
+    assert rules[0]["ApplyServerSideEncryptionByDefault"]["SSEAlgorithm"] == "AES256"
+    policy = json.loads(s3.get_bucket_policy(Bucket=bucket)["Policy"])
+    (deny,) = policy["Statement"]
+    assert deny["Effect"] == "Deny"
+    assert deny["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+    (bundle,) = s3.list_objects_v2(Bucket=bucket, Prefix=f"{name}/bundles/")["Contents"]
+    assert bundle["Key"] == settings.ec2.bundle_key
+    # (Reading the object back is refused by moto's handling of that policy, so the
+    # archive's content is checked in test_deploy.py.)
+
+    # IAM: least privilege, as documents.
+    def inline(role: str) -> dict[str, Any]:
+        doc = iam.get_role_policy(RoleName=role, PolicyName="ecache")["PolicyDocument"]
+        return doc if isinstance(doc, dict) else json.loads(doc)
+
+    coord_policy = inline(f"ecache-{name}-coordinator")
+    by_sid = {s["Sid"]: s for s in coord_policy["Statement"]}
+    assert by_sid["RunOnlyTaggedNodes"]["Condition"]["StringEquals"] == {
+        "aws:RequestTag/ecache:cluster": name,
+        "aws:RequestTag/ecache:role": "node",
+    }
+    assert by_sid["TerminateOnlyTheClusterNodes"]["Condition"]["StringEquals"] == {
+        "aws:ResourceTag/ecache:cluster": name,
+        "aws:ResourceTag/ecache:role": "node",
+    }
+    assert by_sid["PassOnlyTheNodeRole"]["Resource"] == (
+        f"arn:aws:iam::{account}:role/ecache-{name}-node"
+    )
+    assert node_sg["GroupId"] in json.dumps(by_sid["RunOnlyInTheClusterNetwork"]["Resource"])
+    node_policy = inline(f"ecache-{name}-node")
+    s3_resources = [
+        r
+        for s in node_policy["Statement"]
+        for r in ([s["Resource"]] if isinstance(s["Resource"], str) else s["Resource"])
+        if r.startswith("arn:aws:s3")
+    ]
+    assert s3_resources == [
+        f"arn:aws:s3:::{bucket}/{name}/tier/*",
+        f"arn:aws:s3:::{bucket}",
+    ]
+    profile = iam.get_instance_profile(InstanceProfileName=f"ecache-{name}-node")
+    assert [r["RoleName"] for r in profile["InstanceProfile"]["Roles"]] == [f"ecache-{name}-node"]
+
+    # Deploy again: nothing new, the public rule follows the new --allow-cidr.
+    again = run(moto_server, *[a if a != "203.0.113.7/32" else "198.51.100.0/24" for a in deploy])
+    assert again.returncode == 0, again.stderr
+    assert "already runs" in again.stdout and "token" in again.stdout
+    live = ec2.describe_instances(
+        Filters=[
+            {"Name": "tag:ecache:cluster", "Values": [name]},
+            {"Name": "instance-state-name", "Values": ["pending", "running"]},
+        ]
+    )["Reservations"]
+    assert [i["InstanceId"] for r in live for i in r["Instances"]] == [coordinator["InstanceId"]]
+    coord_rules = ec2.describe_security_groups(GroupIds=[coord_sg["GroupId"]])["SecurityGroups"]
+    assert [r["CidrIp"] for p in coord_rules[0]["IpPermissions"] for r in p["IpRanges"]] == [
+        "198.51.100.0/24"
+    ]
+    assert (
+        ssm.get_parameter(Name=f"/ecache/{name}/token", WithDecryption=True)["Parameter"]["Value"]
+        == token["Value"]
+    )
+
+    # Status: what AWS knows, and plainly that the coordinator did not answer.
+    status = run(moto_server, "status", "--name", name, "--region", REGION)
+    assert status.returncode == 1, status.stderr
+    assert coordinator["InstanceId"] in status.stdout
+    assert "coordinator did not answer" in status.stdout
+    price = instance_price("t3.small", REGION)
+    assert f"${price:.4f}/h" in status.stdout
+    as_json = run(moto_server, "status", "--name", name, "--region", REGION, "--json")
+    view = json.loads(as_json.stdout)
+    assert view["coordinator"]["answered"] is False
+    assert view["cost_per_hour"] == pytest.approx(price)
+    assert [i["role"] for i in view["instances"]] == ["coordinator"]
+
+    # Destroy: every tagged instance ends, and nothing deploy made remains.
+    gone = run(moto_server, "destroy", "--name", name, "--region", REGION, "--delete-data")
+    assert gone.returncode == 0, gone.stderr
+    states = {
+        i["State"]["Name"]
+        for r in ec2.describe_instances(Filters=[{"Name": "tag:ecache:cluster", "Values": [name]}])[
+            "Reservations"
+        ]
+        for i in r["Instances"]
+    }
+    assert states <= {"terminated", "shutting-down"}
+    assert (
+        ec2.describe_security_groups(Filters=[{"Name": "tag:ecache:cluster", "Values": [name]}])[
+            "SecurityGroups"
+        ]
+        == []
+    )
+    live_volumes = ec2.describe_volumes(Filters=[{"Name": "tag:ecache:cluster", "Values": [name]}])[
+        "Volumes"
+    ]
+    assert all(v["State"] in ("deleting", "deleted") for v in live_volumes)
+    for role in (f"ecache-{name}-coordinator", f"ecache-{name}-node"):
+        with pytest.raises(ClientError) as err:
+            iam.get_role(RoleName=role)
+        assert err.value.response["Error"]["Code"] == "NoSuchEntity"
+        with pytest.raises(ClientError) as err:
+            iam.get_instance_profile(InstanceProfileName=role)
+        assert err.value.response["Error"]["Code"] == "NoSuchEntity"
+    with pytest.raises(ClientError) as err:
+        ssm.get_parameter(Name=f"/ecache/{name}/token")
+    assert err.value.response["Error"]["Code"] == "ParameterNotFound"
+    with pytest.raises(ClientError) as err:
+        s3.head_bucket(Bucket=bucket)
+    assert err.value.response["Error"]["Code"] == "404"
+    # And status says there is no such cluster.
+    after = run(moto_server, "status", "--name", name, "--region", REGION)
+    assert after.returncode == 2 and f"no cluster named {name}" in after.stderr

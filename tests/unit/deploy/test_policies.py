@@ -1,0 +1,73 @@
+"""IAM and bucket policies as data: scoped resources, conditions, no wildcards where a
+resource can be named."""
+
+from __future__ import annotations
+
+import json
+
+from elastic_cache.deploy.names import ClusterNames
+from elastic_cache.deploy.policies import (
+    SESSION_MANAGER_ACTIONS,
+    bucket_policy,
+    coordinator_policy,
+    node_policy,
+)
+
+NAMES = ClusterNames(cluster="demo", account="123456789012", region="eu-west-1")
+
+
+def resources(statement: dict[str, object]) -> list[str]:
+    r = statement["Resource"]
+    return [r] if isinstance(r, str) else list(r)  # type: ignore[arg-type]
+
+
+def test_names_fit_aws_limits() -> None:
+    longest = ClusterNames(cluster="a" * 28, account="123456789012", region="ap-southeast-2")
+    assert len(longest.bucket) <= 63
+    assert len(longest.role("coordinator")) <= 64
+    assert NAMES.token_parameter == "/ecache/demo/token"
+    assert NAMES.token_parameter_arn == (
+        "arn:aws:ssm:eu-west-1:123456789012:parameter/ecache/demo/token"
+    )
+
+
+def test_coordinator_policy_is_scoped() -> None:
+    doc = coordinator_policy(NAMES, node_security_group="sg-0abc", subnets=["subnet-1", "subnet-2"])
+    for statement in doc["Statement"]:
+        actions = statement["Action"]
+        actions = [actions] if isinstance(actions, str) else actions
+        assert not any(a.endswith("*") for a in actions), statement["Sid"]
+        if "*" in resources(statement):
+            # Only calls that support no resource-level permissions get "*".
+            assert statement["Sid"] in ("Describe", "SessionManagerShell")
+    by_sid = {s["Sid"]: s for s in doc["Statement"]}
+    run = by_sid["RunOnlyInTheClusterNetwork"]
+    assert "arn:aws:ec2:eu-west-1:123456789012:security-group/sg-0abc" in resources(run)
+    assert "arn:aws:ec2:eu-west-1:123456789012:subnet/subnet-2" in resources(run)
+    assert not any("security-group/*" in r for r in resources(run))
+    assert by_sid["TagOnlyAtLaunch"]["Condition"] == {
+        "StringEquals": {"ec2:CreateAction": "RunInstances"}
+    }
+    assert by_sid["PassOnlyTheNodeRole"]["Condition"] == {
+        "StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}
+    }
+    assert resources(by_sid["PresignBundleUrls"]) == [f"arn:aws:s3:::{NAMES.bucket}/demo/bundles/*"]
+    json.dumps(doc)  # a valid JSON document
+
+
+def test_node_policy_is_the_tier_prefix_only() -> None:
+    doc = node_policy(NAMES)
+    s3 = [r for s in doc["Statement"] for r in resources(s) if r.startswith("arn:aws:s3")]
+    assert s3 == [f"arn:aws:s3:::{NAMES.bucket}/demo/tier/*", f"arn:aws:s3:::{NAMES.bucket}"]
+    listing = next(s for s in doc["Statement"] if s["Sid"] == "ListColdTier")
+    assert listing["Condition"] == {"StringLike": {"s3:prefix": ["demo/tier/*"]}}
+    shell = next(s for s in doc["Statement"] if s["Sid"] == "SessionManagerShell")
+    assert shell["Action"] == SESSION_MANAGER_ACTIONS
+    assert not any("GetParameter" in a for a in SESSION_MANAGER_ACTIONS)
+
+
+def test_bucket_policy_denies_plain_http() -> None:
+    (deny,) = bucket_policy(NAMES)["Statement"]
+    assert deny["Effect"] == "Deny" and deny["Principal"] == "*" and deny["Action"] == "s3:*"
+    assert deny["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+    assert resources(deny) == [NAMES.bucket_arn, f"{NAMES.bucket_arn}/*"]

@@ -1,0 +1,59 @@
+"""User data renders into valid bash, quotes every value, and holds no secret."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+
+from elastic_cache.config import NodeSettings
+from elastic_cache.errors import ConfigError
+from elastic_cache.provisioner.ec2 import node_args
+from elastic_cache.userdata import coordinator_user_data, node_user_data, render
+
+URL = "https://b.s3.amazonaws.com/k?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Signature=ab12"
+
+
+def bash_syntax_ok(script: str) -> None:
+    bash = shutil.which("bash")
+    assert bash is not None
+    done = subprocess.run(
+        [bash, "-n"], check=False, input=script, text=True, capture_output=True, timeout=30
+    )
+    assert done.returncode == 0, done.stderr
+
+
+def test_node_user_data_is_valid_bash() -> None:
+    args = node_args(NodeSettings(capacity_bytes=1 << 30), node_id="node-7", port=8500)
+    script = node_user_data(bundle_url=URL, package="elastic-cache==0.1.0", node_args=args)
+    bash_syntax_ok(script)
+    assert script.startswith("#!/bin/bash\n")
+    assert f"BUNDLE_URL='{URL}'" in script  # the & is quoted
+    assert "ExecStart=/opt/ecache/venv/bin/ecache node --host 0.0.0.0 --port 8500" in script
+    assert "--node-id node-7" in script and "--capacity-bytes 1073741824" in script
+    assert "__" not in script.replace("__pycache__", "")
+
+
+def test_coordinator_user_data_is_valid_bash() -> None:
+    script = coordinator_user_data(
+        bundle_url=URL, package="elastic-cache==0.1.0", config_b64="W2Nvb3JkaW5hdG9yXQo="
+    )
+    bash_syntax_ok(script)
+    assert "ecache coordinator --config /etc/ecache/config.toml" in script
+    assert "base64 -d >/etc/ecache/config.toml" in script
+
+
+def test_render_refuses_gaps_and_leftovers() -> None:
+    with pytest.raises(ConfigError, match="without a value: B"):
+        render("__A__ __B__", {"A": "x"})
+    with pytest.raises(ConfigError, match="without a placeholder: C"):
+        render("__A__", {"A": "x", "C": "y"})
+    with pytest.raises(ConfigError, match="quotes or newlines"):
+        render("__A__", {"A": "it's"})
+    assert render("echo __A__ __B__", {"A": "a b", "B": ["x", "y z"]}) == "echo 'a b' x 'y z'"
+
+
+def test_render_refuses_oversized_user_data() -> None:
+    with pytest.raises(ConfigError, match="16 KiB"):
+        render("__A__", {"A": "x" * 17000})
