@@ -534,8 +534,9 @@ def build_parser() -> argparse.ArgumentParser:
     dep.add_argument(
         "--on-full",
         choices=[m.value for m in OnFull],
-        default="evict",
-        help="what a write to a full node does at the cap (default evict)",
+        default="demote",
+        help="what a write to a full node does at the cap (default demote: to the "
+        "cluster's S3 bucket)",
     )
     dep.add_argument(
         "--wheelhouse",

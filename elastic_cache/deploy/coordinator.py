@@ -82,6 +82,10 @@ def coordinator_config(
                 "index": settings.index,
                 "capacity_bytes": capacity_bytes,
                 "on_full": str(settings.on_full),
+                # The cluster's S3 prefix, the one the node role may use: values a full
+                # node demotes (past the budget, DESIGN.md) and values too large for
+                # memory live there, and survive the loss of every node.
+                "tier": f"s3://{names.bucket}/{names.tier_prefix.rstrip('/')}",
             },
             "scaler": {
                 "max_nodes": settings.max_nodes,

@@ -59,7 +59,7 @@ class DeploySettings:
     index: str = DEFAULT_INDEX
     capacity_bytes: int | None = None
     memory_fraction: float = 0.5
-    on_full: OnFull = OnFull.EVICT
+    on_full: OnFull = OnFull.DEMOTE
     wait: bool = True
     wait_timeout: float = 900.0
 
@@ -82,7 +82,13 @@ class DeploySettings:
         ClusterSettings.from_mapping(
             {
                 "coordinator": {"port": self.port},
-                "nodes": {"index": self.index, "on_full": str(self.on_full)},
+                # Deployed nodes always have the cluster's S3 tier (coordinator_config);
+                # its bucket name is only known then, so validate with a stand-in.
+                "nodes": {
+                    "index": self.index,
+                    "on_full": str(self.on_full),
+                    "tier": "s3://bucket/tier",
+                },
                 "scaler": {
                     "max_nodes": self.max_nodes,
                     "min_nodes": self.min_nodes,
