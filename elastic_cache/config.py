@@ -216,6 +216,9 @@ class ScalerSettings:
         max_usd_per_hour: stop launching when the cluster would cost more than this.
         rate_half_life: seconds; half-life of the moving average of the request rate R.
         block_timeout: seconds a write waits under ``on_full = "block"`` before 507.
+        speculative: launch when a node's fill crosses T(n) (the paper's speculative
+            pre-launch); False launches only when a node is full (the paper's baseline
+            "without speculation", kept for the experiments).
     """
 
     enabled: bool = True
@@ -227,6 +230,7 @@ class ScalerSettings:
     max_usd_per_hour: float | None = None
     rate_half_life: float = 5.0
     block_timeout: float = 30.0
+    speculative: bool = True
 
     def __post_init__(self) -> None:
         _positive("d_low", self.d_low)
