@@ -87,6 +87,10 @@ class Scenario:
             out, writes to a full node wait: ``on_full = block``); N for a static cache
             of N nodes, evenly split, that evicts LRU records when full.
         speculative: pre-launch at T(n) (True) or launch only when a node is full.
+        on_full: what a write to a full node does, any ``OnFull`` value of the node
+            settings; None picks ``block`` for the co-op cache and ``evict`` for a static
+            one (the paper's two behaviours). The hook for the hybrid cache of Figure 8:
+            one static node whose full store moves values to a cold tier.
         max_nodes: cap on the co-op cache's nodes.
         max_launches_in_flight: concurrent launches (the paper: 2, +1 for a full node).
         value_bytes: bytes of each cached value.
@@ -108,6 +112,7 @@ class Scenario:
     index: str = "B+Tree"
     static_nodes: int | None = None
     speculative: bool = True
+    on_full: str | None = None
     max_nodes: int = 64
     max_launches_in_flight: int = 2
     value_bytes: int = 1024
@@ -152,7 +157,7 @@ class Scenario:
                 "nodes": {
                     "index": self.index_spec,
                     "capacity_records": self.capacity,
-                    "on_full": str(OnFull.EVICT if static else OnFull.BLOCK),
+                    "on_full": self.on_full or str(OnFull.EVICT if static else OnFull.BLOCK),
                     "hash": f"modulo:{self.keys}",
                 },
                 "scaler": {

@@ -102,4 +102,6 @@ def test_scenario_settings() -> None:
     assert static.coordinator.initial_nodes == 4 and not static.scaler.enabled
     assert str(static.nodes.on_full) == "evict"
     assert SMALL.label == "co-op" and SMALL.with_(static_nodes=4).label == "static-4"
+    lru_coop = SMALL.with_(on_full="evict").cluster_settings()
+    assert str(lru_coop.nodes.on_full) == "evict" and lru_coop.scaler.enabled
     assert ServiceTimeModel().mean > 0
