@@ -48,7 +48,7 @@ def index_runs(
 ) -> list[RunData]:
     """The runs of one index at one rate (cached: Figures 3, 4 and 5 share them)."""
     scale = scale or ("quick" if opts.quick else "full")
-    run_seeds = [opts.seed] if mode == "real" else seeds(opts)
+    run_seeds = [opts.seed] if scale == "real" else seeds(opts)
     scenarios = []
     for seed in run_seeds:
         s = paper_scenario(rate, scale, index=index, speculative=speculative, seed=seed)

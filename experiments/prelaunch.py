@@ -48,7 +48,7 @@ def runs_for(
 ) -> list[RunData]:
     scale = scale or ("quick" if opts.quick else "full")
     out = []
-    for seed in [opts.seed] if mode == "real" else seeds(opts):
+    for seed in [opts.seed] if scale == "real" else seeds(opts):
         s = paper_scenario(RATE, scale, index=index, speculative=speculative, seed=seed)
         s = s.with_(service=ServiceTimeModel(scale=s.service.scale * service_scale))
         out.append(s if steps is None else s.with_(steps=steps))
