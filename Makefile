@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-dev
 
-.PHONY: install run test lint bench clean browser
+.PHONY: install run test lint bench clean browser experiments experiments-quick
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -16,8 +16,8 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 lint: $(STAMP)
-	$(BIN)/ruff check elastic_cache tests benchmarks
-	$(BIN)/ruff format --check elastic_cache tests benchmarks
+	$(BIN)/ruff check elastic_cache tests benchmarks experiments
+	$(BIN)/ruff format --check elastic_cache tests benchmarks experiments
 	$(BIN)/mypy
 
 # The browser test (tests/e2e) drives Debian's chromium; install it when we can (root and
@@ -39,6 +39,23 @@ run: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_indexes.py
+
+# The paper's figures (docs/results.md): every script at full size on the simulator, and at
+# reduced scale on real node processes (--real), into experiments/results/. Runs are cached
+# in experiments/results/.cache while the figures are made; the cache is cleared first.
+EXPERIMENTS := miss_rate index_time migration_time prelaunch cost
+
+experiments: $(STAMP)
+	rm -rf experiments/results/.cache
+	for e in $(EXPERIMENTS); do $(BIN)/python -m experiments.$$e --real || exit 1; done
+
+# The small runs the tests make, into experiments/results/quick/ (not committed).
+experiments-quick: $(STAMP)
+	rm -rf experiments/results/quick
+	for e in $(EXPERIMENTS); do \
+	  $(BIN)/python -m experiments.$$e --quick --out experiments/results/quick \
+	    $$( [ $$e = miss_rate ] && echo --real ) || exit 1; \
+	done
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

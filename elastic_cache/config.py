@@ -274,6 +274,9 @@ class ScalerSettings:
             it may shrink.
         scale_down_cooldown: seconds the fill must stay under ``low_watermark``, and
             seconds since the last launch or removal, before a node is removed.
+        speculative: launch when a node's fill crosses T(n) (the paper's speculative
+            pre-launch); False launches only when a node is full (the paper's baseline
+            "without speculation", kept for the experiments).
     """
 
     enabled: bool = True
@@ -288,6 +291,7 @@ class ScalerSettings:
     scale_down: bool = True
     low_watermark: float = 0.25
     scale_down_cooldown: float = 300.0
+    speculative: bool = True
 
     def __post_init__(self) -> None:
         _positive("d_low", self.d_low)

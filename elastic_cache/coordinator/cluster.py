@@ -174,6 +174,8 @@ class Cluster:
         self._room: dict[str, asyncio.Event] = {}
         self._launch_seconds: list[float] = []
         self._suspects: dict[str, asyncio.Task[bool]] = {}
+        # Concurrent launches persist concurrently; the writes share one temp file name.
+        self._persist_lock = asyncio.Lock()
 
     # -- reading ---------------------------------------------------------------------
 
@@ -207,12 +209,18 @@ class Cluster:
         }
 
     async def persist(self) -> None:
-        """Write the state atomically (temp file + rename), off the event loop."""
+        """Write the state atomically (temp file + rename), off the event loop.
+
+        One write at a time, each of the state as it is when its turn comes: two
+        writers would share the temp file (one renames it away under the other), and
+        an older state could land last.
+        """
         if self.state_path is None:
             return
-        data = json.dumps(self.to_state(), indent=1).encode()
-        path = self.state_path
-        await asyncio.get_running_loop().run_in_executor(None, _atomic_write, path, data)
+        async with self._persist_lock:
+            data = json.dumps(self.to_state(), indent=1).encode()
+            path = self.state_path
+            await asyncio.get_running_loop().run_in_executor(None, _atomic_write, path, data)
 
     async def _resume(self) -> bool:
         """Adopt the nodes of a persisted state if every one of them still answers."""

@@ -97,7 +97,13 @@ def wants_launch(
     settings: ScalerSettings,
     record_bytes: float = 1.0,
 ) -> bool:
-    """Whether a write of ``cost`` to a node at ``used`` crosses T(n) (Algorithm 1, line 3)."""
+    """Whether a write of ``cost`` to a node at ``used`` crosses T(n) (Algorithm 1, line 3).
+
+    With ``settings.speculative`` off the threshold is the capacity itself: a launch is
+    wanted only once the next write no longer fits.
+    """
+    if not settings.speculative:
+        return used + cost > capacity
     threshold = speculative_threshold(
         capacity,
         nodes,

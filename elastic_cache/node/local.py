@@ -172,3 +172,7 @@ class LocalNodeClient:
 
     async def drop_range(self, lo: int, hi: int) -> int:
         return await self._svc.drop_range(lo, hi)
+
+    async def close(self) -> None:
+        """Nothing to release: no connections in-process."""
+        return None

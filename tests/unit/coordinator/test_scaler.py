@@ -73,3 +73,12 @@ def test_rate_meter_half_life() -> None:
     clock.t = 5.0
     # One reading after one half-life: half of the observed 100/s.
     assert meter.rate == pytest.approx(50)
+
+
+def test_without_speculation_launches_only_when_full() -> None:
+    # The paper's baseline for Figures 3 and 5: no pre-launch at T(n), only at capacity.
+    plain = ScalerSettings(d_low=50, d_high=250, max_nodes=8, speculative=False)
+    common = {"cost": 1, "capacity": 5000, "nodes": 1, "rate": 100.0, "settings": plain}
+    assert not wants_launch(used=2250, **common)  # type: ignore[arg-type]
+    assert not wants_launch(used=4999, **common)  # type: ignore[arg-type]
+    assert wants_launch(used=5000, **common)  # type: ignore[arg-type]

@@ -1,0 +1,179 @@
+"""`SimNodeClient`: the in-process `NodeClient`, charging migration work as virtual time.
+
+Each call the coordinator makes to a node runs the real node code at once (zero virtual
+time). Afterwards the client sleeps, on the virtual clock, for what the call would have
+cost: the CPU time the node's index spent in range operations during the call (measured
+by `metered`, times ``cpu_scale``), plus, for a snapshot stream, the bytes sent divided by
+the bandwidth. The cluster's move protocol therefore commits — and a writer blocked under
+``on_full = block`` is released — only after the migration's time has passed.
+
+`MigrationClock` keeps the ledger: every charged interval (so the simulator can tell
+waiting for a migration from waiting for a launch) and one `MigrationRecord` per move,
+with the planning cost (counting buckets, finding the median) folded into the move that
+follows it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+from elastic_cache.node.local import LocalNetwork, LocalNodeClient
+from elastic_cache.sim.metered import CpuMeter
+
+__all__ = ["MigrationClock", "MigrationRecord", "SimNodeClient"]
+
+
+@dataclass(slots=True)
+class MigrationRecord:
+    """What one move cost: in the simulator its charged time, on real nodes its wall time.
+
+    ``id`` is the cluster's random migration id; it takes no part in comparisons, so two
+    runs of one seeded scenario compare equal.
+    """
+
+    id: str = field(compare=False)
+    destination: str
+    source: str = ""
+    started: float = 0.0
+    finished: float | None = None
+    state: str = "running"
+    records: int = 0
+    bytes: int = 0
+    cpu_seconds: float = 0.0
+    transfer_seconds: float = 0.0
+    wall_seconds: float | None = None
+
+    @property
+    def seconds(self) -> float:
+        """What the move took: charged CPU + transfer (simulator) or wall time (real)."""
+        if self.wall_seconds is not None:
+            return self.wall_seconds
+        return self.cpu_seconds + self.transfer_seconds
+
+
+@dataclass(slots=True)
+class MigrationClock:
+    """How migration work is turned into virtual time, and the ledger of what was charged.
+
+    Attributes:
+        meter: the CPU meter of every node's index.
+        bandwidth: bytes per second of a snapshot stream between two nodes.
+        cpu_scale: factor on measured CPU seconds; 0 charges transfer only (deterministic).
+    """
+
+    meter: CpuMeter
+    bandwidth: float
+    cpu_scale: float = 1.0
+    intervals: list[tuple[float, float]] = field(default_factory=list)
+    records: list[MigrationRecord] = field(default_factory=list)
+    _current: MigrationRecord | None = None
+    _pending_cpu: float = 0.0
+
+    async def charge(self, cpu: float, transfer: float = 0.0) -> None:
+        """Sleep ``cpu * cpu_scale + transfer`` virtual seconds and log the interval."""
+        cpu *= self.cpu_scale
+        current = self._current
+        if current is None:
+            self._pending_cpu += cpu
+        else:
+            current.cpu_seconds += cpu
+            current.transfer_seconds += transfer
+        seconds = cpu + transfer
+        if seconds <= 0:
+            return
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        await asyncio.sleep(seconds)
+        self.intervals.append((start, loop.time()))
+
+    def begin(self, migration: str, destination: str) -> None:
+        loop = asyncio.get_running_loop()
+        rec = MigrationRecord(migration, destination, started=loop.time())
+        rec.cpu_seconds, self._pending_cpu = self._pending_cpu, 0.0
+        self.records.append(rec)
+        self._current = rec
+
+    def end(self, migration: str, state: str) -> None:
+        rec = self._current
+        if rec is not None and rec.id == migration:
+            rec.state, rec.finished = state, asyncio.get_running_loop().time()
+            self._current = None
+
+    @property
+    def current(self) -> MigrationRecord | None:
+        return self._current
+
+
+class SimNodeClient(LocalNodeClient):
+    """`LocalNodeClient` that charges each call's metered CPU (and transfers) as time."""
+
+    def __init__(
+        self, node_id: str, address: str, network: LocalNetwork, clock: MigrationClock
+    ) -> None:
+        super().__init__(node_id, address, network)
+        self._clock = clock
+
+    async def close(self) -> None:
+        return None
+
+    @property
+    def _cpu(self) -> float:
+        return self._clock.meter.seconds
+
+    async def count_ranges(self, ranges: list[tuple[int, int]]) -> list[int]:
+        before = self._cpu
+        counts = await super().count_ranges(ranges)
+        await self._clock.charge(self._cpu - before)
+        return counts
+
+    async def median_token(self, lo: int, hi: int) -> int | None:
+        before = self._cpu
+        token = await super().median_token(lo, hi)
+        await self._clock.charge(self._cpu - before)
+        return token
+
+    async def begin_migration(
+        self, migration: str, role: str, lo: int, hi: int, peer: str | None = None
+    ) -> None:
+        if role == "destination":
+            self._clock.begin(migration, self.node_id)
+        elif (rec := self._clock.current) is not None and rec.id == migration:
+            rec.source = self.node_id
+        before = self._cpu
+        await super().begin_migration(migration, role, lo, hi, peer)
+        await self._clock.charge(self._cpu - before)
+
+    async def send_migration(self, migration: str) -> dict[str, Any]:
+        before = self._cpu
+        summary = await super().send_migration(migration)
+        nbytes = int(summary.get("bytes", 0))
+        rec = self._clock.current
+        if rec is not None and rec.id == migration:
+            rec.records += int(summary.get("records", 0))
+            rec.bytes += nbytes
+        await self._clock.charge(self._cpu - before, nbytes / self._clock.bandwidth)
+        return summary
+
+    async def commit_migration(
+        self, migration: str, epoch: int, ranges: list[list[int]]
+    ) -> dict[str, Any]:
+        before = self._cpu
+        result = await super().commit_migration(migration, epoch, ranges)
+        await self._clock.charge(self._cpu - before)
+        if result.get("role") == "source":
+            self._clock.end(migration, "done")
+        return result
+
+    async def abort_migration(self, migration: str) -> None:
+        before = self._cpu
+        await super().abort_migration(migration)
+        await self._clock.charge(self._cpu - before)
+        self._clock.end(migration, "abandoned")
+
+    async def drop_range(self, lo: int, hi: int) -> int:
+        before = self._cpu
+        dropped = await super().drop_range(lo, hi)
+        await self._clock.charge(self._cpu - before)
+        return dropped

@@ -1,0 +1,390 @@
+"""The paper's workload and the loop that drives it through the real router.
+
+The setting of the paper (Chiu, Hall, Kabir, Shetty, Agrawal): a service with ``r =
+65536`` distinct integer request keys placed by ``h'(k) = k mod r``; queries arrive in
+logical time steps of 50 or 255 queries, each for a key drawn at random; a hit is answered
+by the cache, a miss calls the service and stores its answer. Node capacity c(n) = 5000
+records, dL = 50, dH = 250.
+
+`drive` plays one such run through a `Router` — the same code whether the nodes are
+in-process on a virtual clock (`elastic_cache.sim.harness`) or real processes over HTTP
+(`elastic_cache.sim.real`). One client sends the queries one after the other, so the run's
+total time is the sum of what each query waited for:
+
+* **service**: the service time of each miss (`ServiceTimeModel`; a hit costs nothing);
+* **migration**: time a write was held (``on_full = block``) while a migration ran;
+* **start-up**: time a write was held while no migration ran, i.e. waiting for a node to
+  boot (or for a launch slot).
+
+R, the request rate in the threshold T(n), is counted in queries per time step (the paper
+gives dL = 50 and dH = 250 in the same unit as its 50 and 255 queries per step): the
+scaler's `RateMeter` reads a `StepClock` instead of seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from elastic_cache.config import ClusterSettings, OnFull
+from elastic_cache.coordinator.cluster import Cluster
+from elastic_cache.coordinator.router import Router
+from elastic_cache.coordinator.scaler import RateMeter
+from elastic_cache.errors import ConfigError, StoreFull
+from elastic_cache.ring import HashRing
+from elastic_cache.sim.models import BootDelayModel, ServiceTimeModel
+from elastic_cache.sim.nodeclient import MigrationRecord
+from elastic_cache.sim.provisioner import LaunchRecord
+
+__all__ = [
+    "PAPER_INDEXES",
+    "RunResult",
+    "Scenario",
+    "StepClock",
+    "StepRecord",
+    "drive",
+    "even_ring",
+    "index_spec",
+]
+
+#: The index configurations of the paper's Figure 3, by the paper's labels.
+PAPER_INDEXES: tuple[str, ...] = ("B+Tree", "CBF", "EH100", "EH300", "EH500")
+
+
+def index_spec(label: str, *, keys: int, capacity: int) -> str:
+    """The index spec for one of the paper's labels (`PAPER_INDEXES`) or a spec itself.
+
+    CBF is sized for a node's capacity and, over the integer key domain ``0..keys-1``,
+    finds a range by probing each of its keys (the paper's method).
+    """
+    specs = {
+        "B+Tree": "bptree:order=64",
+        "CBF": f"cbf:capacity={capacity},domain={keys}",
+        "EH100": "ehash:bucket_size=100",
+        "EH300": "ehash:bucket_size=300",
+        "EH500": "ehash:bucket_size=500",
+    }
+    return specs.get(label, label)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Scenario:
+    """One run of the paper's workload.
+
+    Attributes:
+        keys: distinct request keys ``0..keys-1``; also r of the modulo hash.
+        queries_per_step: queries in each logical time step (50 or 255 in the paper).
+        steps: time steps in the run.
+        capacity: records per node, c(n).
+        d_low: dL of T(n), in queries per step.
+        d_high: dH of T(n), in records per unit of ``|N| - R/dL``.
+        index: an index label of `PAPER_INDEXES` or an index spec.
+        static_nodes: None for the elastic co-op cache (starts with one node, scales
+            out, writes to a full node wait: ``on_full = block``); N for a static cache
+            of N nodes, evenly split, that evicts LRU records when full.
+        speculative: pre-launch at T(n) (True) or launch only when a node is full.
+        on_full: what a write to a full node does, any ``OnFull`` value of the node
+            settings; None picks ``block`` for the co-op cache and ``evict`` for a static
+            one (the paper's two behaviours). The hook for the hybrid cache of Figure 8:
+            one static node whose full store moves values to a cold tier.
+        max_nodes: cap on the co-op cache's nodes.
+        max_launches_in_flight: concurrent launches (the paper: 2, +1 for a full node).
+        value_bytes: bytes of each cached value.
+        bandwidth: bytes per second between two nodes during a migration.
+        cpu_scale: factor on measured migration CPU; 0 leaves transfer only (then a run
+            is fully deterministic: no measured quantity steers it).
+        boot: the boot-delay model.
+        service: the service-time model.
+        rate_half_life: half-life of R's moving average, in time steps.
+        seed: seeds the queries, the service times and the boot delays.
+    """
+
+    keys: int = 65536
+    queries_per_step: int = 50
+    steps: int = 1000
+    capacity: int = 5000
+    d_low: float = 50.0
+    d_high: float = 250.0
+    index: str = "B+Tree"
+    static_nodes: int | None = None
+    speculative: bool = True
+    on_full: str | None = None
+    max_nodes: int = 64
+    max_launches_in_flight: int = 2
+    value_bytes: int = 1024
+    bandwidth: float = 12.5e6
+    cpu_scale: float = 1.0
+    boot: BootDelayModel = field(default_factory=BootDelayModel)
+    service: ServiceTimeModel = field(default_factory=ServiceTimeModel)
+    rate_half_life: float = 1.0
+    seed: int = 1
+
+    def __post_init__(self) -> None:
+        for name in ("keys", "queries_per_step", "steps", "capacity", "max_nodes"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"scenario {name} must be >= 1")
+        if self.keys < 2:
+            raise ConfigError("scenario keys must be >= 2 (r of the modulo hash)")
+        if self.static_nodes is not None and self.static_nodes < 1:
+            raise ConfigError("static_nodes must be >= 1 or None")
+        if self.bandwidth <= 0 or self.cpu_scale < 0 or self.value_bytes < 0:
+            raise ConfigError("bandwidth must be > 0, cpu_scale and value_bytes >= 0")
+
+    @property
+    def label(self) -> str:
+        """``co-op`` or ``static-N``."""
+        return "co-op" if self.static_nodes is None else f"static-{self.static_nodes}"
+
+    @property
+    def index_spec(self) -> str:
+        return index_spec(self.index, keys=self.keys, capacity=self.capacity)
+
+    def with_(self, **changes: Any) -> Scenario:
+        """A copy with some fields changed."""
+        return replace(self, **changes)
+
+    def cluster_settings(self, *, state_dir: str = ".ecache-sim") -> ClusterSettings:
+        """The cluster configuration this scenario runs with."""
+        static = self.static_nodes is not None
+        nodes = self.static_nodes or 1
+        return ClusterSettings.from_mapping(
+            {
+                "coordinator": {"initial_nodes": nodes, "state_dir": state_dir},
+                "nodes": {
+                    "index": self.index_spec,
+                    "capacity_records": self.capacity,
+                    "on_full": self.on_full or str(OnFull.EVICT if static else OnFull.BLOCK),
+                    "hash": f"modulo:{self.keys}",
+                },
+                "scaler": {
+                    "enabled": not static,
+                    "d_low": self.d_low,
+                    "d_high": self.d_high,
+                    "max_nodes": max(self.max_nodes, nodes),
+                    "max_launches_in_flight": self.max_launches_in_flight,
+                    "speculative": self.speculative,
+                    # Boot delays are minutes; a held write must outlast several of them.
+                    "block_timeout": 6 * 3600.0,
+                },
+            }
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["index_spec"] = self.index_spec
+        data["label"] = self.label
+        return data
+
+
+class StepClock:
+    """Logical time in time steps (fractional inside a step), for the rate meter."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@dataclass(slots=True)
+class StepRecord:
+    """What happened in one time step."""
+
+    step: int
+    queries: int
+    hits: int
+    misses: int
+    nodes: int
+    launching: int
+    time: float
+    service_seconds: float
+    startup_seconds: float
+    migration_seconds: float
+
+    @property
+    def miss_rate(self) -> float:
+        return self.misses / self.queries if self.queries else 0.0
+
+
+@dataclass(slots=True)
+class RunResult:
+    """A whole run: per-step records, migrations, launches and the time split."""
+
+    scenario: Scenario
+    mode: str
+    steps: list[StepRecord]
+    migrations: list[MigrationRecord]
+    launches: list[LaunchRecord]
+    total_seconds: float
+    service_seconds: float
+    startup_seconds: float
+    migration_wait_seconds: float
+    block_timeouts: int
+    wall_seconds: float
+
+    @property
+    def migration_seconds(self) -> float:
+        """Time charged to every completed migration, waited for or not."""
+        return sum(m.seconds for m in self.migrations if m.state == "done")
+
+    @property
+    def other_seconds(self) -> float:
+        """Total time not explained by service, start-up or migration waits (≈ 0)."""
+        return (
+            self.total_seconds
+            - self.service_seconds
+            - self.startup_seconds
+            - self.migration_wait_seconds
+        )
+
+    @property
+    def overhead_share(self) -> float:
+        """(start-up + migration waits) / total time."""
+        if self.total_seconds <= 0:
+            return 0.0
+        return (self.startup_seconds + self.migration_wait_seconds) / self.total_seconds
+
+    @property
+    def miss_rate(self) -> float:
+        queries = sum(s.queries for s in self.steps)
+        return sum(s.misses for s in self.steps) / queries if queries else 0.0
+
+
+Overlap = Callable[[float, float], float]
+
+
+def overlap_with(intervals: list[tuple[float, float]], t0: float, t1: float) -> float:
+    """Seconds of ``[t0, t1]`` covered by ``intervals`` (disjoint, in time order)."""
+    total = 0.0
+    for a, b in reversed(intervals):
+        if b <= t0:
+            break
+        total += max(0.0, min(b, t1) - max(a, t0))
+    return total
+
+
+async def even_ring(cluster: Cluster) -> None:
+    """Split the ring evenly among the cluster's nodes (a static cache: ``k mod N``-like).
+
+    `Cluster.start` places each initial node at a token hashed from its id; with one
+    bucket per node that leaves uneven shares, which the paper's static caches do not
+    have.
+    """
+    nodes = sorted(cluster.nodes, key=lambda n: int(n.rpartition("-")[2] or 0))
+    old = cluster.ring
+    space = old.space
+    buckets = [[(i + 1) * space // len(nodes) - 1, n] for i, n in enumerate(nodes)]
+    ring = HashRing.from_dict(
+        {"hash": old.hasher.spec, "space": space, "epoch": old.epoch + 1, "buckets": buckets}
+    )
+    cluster.ring = ring
+    await asyncio.gather(
+        *(
+            cluster.nodes[n].client.set_ownership(ring.epoch, [list(r) for r in ring.ranges_of(n)])
+            for n in nodes
+        )
+    )
+
+
+async def drive(
+    scenario: Scenario,
+    *,
+    router: Router,
+    cluster: Cluster,
+    rate: RateMeter,
+    step_clock: StepClock,
+    migration_overlap: Overlap,
+) -> tuple[list[StepRecord], dict[str, float]]:
+    """Play the scenario's queries through ``router`` one after the other.
+
+    Args:
+        scenario: what to play.
+        router: routes gets and puts to the nodes.
+        cluster: for the node count of each step.
+        rate: the scaler's rate meter (fed one hit per query, read on ``step_clock``).
+        step_clock: logical time in steps; advanced here.
+        migration_overlap: seconds of a waiting interval during which a migration ran.
+
+    Returns:
+        The per-step records and the totals (``total``, ``service``, ``startup``,
+        ``migration_wait``, ``block_timeouts``).
+
+    Raises:
+        RuntimeError: a write was refused for another reason than a full node.
+    """
+    loop = asyncio.get_running_loop()
+    queries = random.Random(f"queries:{scenario.seed}")
+    service = scenario.service.per_key(scenario.keys, scenario.seed)
+    value = b"v" * scenario.value_bytes
+    q = scenario.queries_per_step
+    keys = scenario.keys
+    records: list[StepRecord] = []
+    total_service = total_startup = total_migration = 0.0
+    timeouts = 0
+    started = loop.time()
+    for step in range(scenario.steps):
+        hits = misses = 0
+        s_service = s_startup = s_migration = 0.0
+        for i in range(q):
+            step_clock.now = step + i / q
+            rate.hit()
+            key = queries.randrange(keys)
+            name = str(key)
+            answer = await router.get(name)
+            if answer.status == 200:
+                hits += 1
+                continue
+            misses += 1
+            await asyncio.sleep(service[key])
+            s_service += service[key]
+            held = loop.time()
+            while True:
+                try:
+                    answer = await router.put(name, value, "application/octet-stream", None)
+                    break
+                except StoreFull:
+                    # Held past block_timeout (its move went to another node): ask again.
+                    timeouts += 1
+            if answer.status >= 300:
+                raise RuntimeError(f"write of key {name} refused: {answer.status} {answer.body!r}")
+            waited = loop.time() - held
+            if waited > 0:
+                moving = min(waited, migration_overlap(held, held + waited))
+                s_migration += moving
+                s_startup += waited - moving
+        total_service += s_service
+        total_startup += s_startup
+        total_migration += s_migration
+        records.append(
+            StepRecord(
+                step=step,
+                queries=q,
+                hits=hits,
+                misses=misses,
+                nodes=len(cluster.nodes),
+                launching=len(cluster.launching),
+                time=loop.time() - started,
+                service_seconds=s_service,
+                startup_seconds=s_startup,
+                migration_seconds=s_migration,
+            )
+        )
+    step_clock.now = float(scenario.steps)
+    totals = {
+        "total": loop.time() - started,
+        "service": total_service,
+        "startup": total_startup,
+        "migration_wait": total_migration,
+        "block_timeouts": float(timeouts),
+    }
+    return records, totals
+
+
+def wall_timer() -> Callable[[], float]:
+    """Seconds of wall time since the call (how long a run took to compute)."""
+    t0 = time.perf_counter()
+    return lambda: time.perf_counter() - t0

@@ -1,0 +1,275 @@
+"""What every figure script shares: the paper's scenarios, the command line, running
+scenarios (on the simulator or on real processes) with a small on-disk cache, averaging
+runs, and writing CSV and PNG files.
+
+Scales:
+
+* **full** (the default): the paper's setting, r = 65536 keys, c(n) = 5000 records,
+  dL = 50, dH = 250, 50 and 255 queries per step, 1000 steps, three seeded runs.
+* **reduced** (``--quick``, and every ``--real`` run): every count divided by 10 —
+  6554 keys, 500 records a node, dL = 5, dH = 25, 5 and 26 queries per step (255/10
+  rounded) — and boot delays divided by 10 too, so that a node still fills in about the
+  same number of boot delays as at full scale. Steps stay 1000 (``--quick``: 150), so the
+  cache sees each key as often as at full scale.
+* **real**: the reduced scale against ``ecache node`` processes, with every time (boot
+  delays and service times) compressed by a further factor of 25 so a run takes seconds;
+  the simulator is run on the very same scenario beside it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import hashlib
+import json
+import statistics
+import tempfile
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from elastic_cache.sim import BootDelayModel, RunResult, Scenario, ServiceTimeModel, simulate
+
+__all__ = [
+    "RESULTS",
+    "Options",
+    "RunData",
+    "figure_path",
+    "mean",
+    "options",
+    "paper_scenario",
+    "run_all",
+    "write_csv",
+]
+
+#: Where results land unless ``--out`` says otherwise.
+RESULTS = Path(__file__).resolve().parent / "results"
+
+#: Bump when the simulator changes what a run produces, to ignore cached runs.
+CACHE_VERSION = 1
+
+#: Reduced scale: every count divided by this.
+REDUCTION = 10
+#: Real runs: every time further compressed by this.
+REAL_TIME_COMPRESSION = 25.0
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    """What the command line asked for."""
+
+    quick: bool
+    real: bool
+    out: Path
+    runs: int
+    seed: int
+
+    @property
+    def scale(self) -> str:
+        return "real" if self.real else ("quick" if self.quick else "full")
+
+
+def options(description: str, argv: Sequence[str] | None = None) -> Options:
+    """Parse the command line shared by every figure script."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument(
+        "--quick", action="store_true", help="a small run (reduced scale, few steps, one seed)"
+    )
+    parser.add_argument(
+        "--real",
+        action="store_true",
+        help="also run at reduced scale on real local node processes and compare",
+    )
+    parser.add_argument("--out", type=Path, default=RESULTS, help="output directory")
+    parser.add_argument("--runs", type=int, default=None, help="seeded runs to average")
+    parser.add_argument("--seed", type=int, default=1, help="seed of the first run")
+    args = parser.parse_args(argv)
+    runs = args.runs if args.runs is not None else (1 if args.quick else 3)
+    if runs < 1:
+        parser.error("--runs must be at least 1")
+    args.out.mkdir(parents=True, exist_ok=True)
+    return Options(quick=args.quick, real=args.real, out=args.out, runs=runs, seed=args.seed)
+
+
+def paper_scenario(queries_per_step: int, scale: str, **changes: Any) -> Scenario:
+    """The paper's workload at ``queries_per_step`` (50 or 255) and a scale.
+
+    Args:
+        queries_per_step: the full-scale rate, 50 or 255.
+        scale: ``full``, ``quick`` (reduced scale, 150 steps) or ``real`` (reduced scale,
+            times compressed for real processes).
+        changes: any other `Scenario` field.
+    """
+    if scale == "full":
+        return Scenario(queries_per_step=queries_per_step, **changes)
+    f = REDUCTION
+    compress = REAL_TIME_COMPRESSION if scale == "real" else 1.0
+    reduced = Scenario(
+        keys=round(65536 / f),
+        capacity=5000 // f,
+        d_low=50 / f,
+        d_high=250 / f,
+        queries_per_step=max(1, round(queries_per_step / f)),
+        steps=150 if scale == "quick" else 1000,
+        boot=BootDelayModel(scale=1 / (f * compress)),
+        service=ServiceTimeModel(scale=1 / compress),
+        # Real transfers are over loopback: no bandwidth limit worth simulating.
+        bandwidth=12.5e6 * compress,
+    )
+    return reduced.with_(**changes)
+
+
+@dataclass(slots=True)
+class RunData:
+    """A run reduced to plain data (JSON-ready), as figures use it."""
+
+    mode: str
+    scenario: dict[str, Any]
+    steps: list[dict[str, Any]]
+    migrations: list[dict[str, Any]]
+    launches: list[dict[str, Any]]
+    totals: dict[str, float]
+
+    @classmethod
+    def of(cls, run: RunResult) -> RunData:
+        migrations = []
+        for m in run.migrations:
+            if m.state != "done":
+                continue
+            row = asdict(m)
+            row.pop("id")
+            row["seconds"] = m.seconds
+            migrations.append(row)
+        steps = []
+        for s in run.steps:
+            row = asdict(s)
+            row["miss_rate"] = s.miss_rate
+            steps.append(row)
+        return cls(
+            mode=run.mode,
+            scenario=run.scenario.to_json(),
+            steps=steps,
+            migrations=migrations,
+            launches=[{**asdict(x), "ready_at": x.ready_at} for x in run.launches],
+            totals={
+                "total": run.total_seconds,
+                "service": run.service_seconds,
+                "startup": run.startup_seconds,
+                "migration_wait": run.migration_wait_seconds,
+                "migration": run.migration_seconds,
+                "other": run.other_seconds,
+                "overhead_share": run.overhead_share,
+                "miss_rate": run.miss_rate,
+                "block_timeouts": float(run.block_timeouts),
+                "wall": run.wall_seconds,
+            },
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> RunData:
+        return cls(**data)
+
+
+def _cache_key(scenario: Scenario, mode: str) -> str:
+    blob = json.dumps(
+        {"v": CACHE_VERSION, "mode": mode, "scenario": scenario.to_json()},
+        sort_keys=True,
+        default=str,
+    )
+    return hashlib.sha256(blob.encode()).hexdigest()[:20]
+
+
+def run_one(scenario: Scenario, mode: str, out: Path) -> RunData:
+    """Run one scenario (``sim`` or ``real``), reusing a cached result from ``out``.
+
+    Runs are cached in ``out/.cache`` so that figures built from the same runs (Figures 3,
+    4 and 5) do not repeat them; ``make experiments`` clears the cache first.
+    """
+    cache = out / ".cache" / f"{mode}-{_cache_key(scenario, mode)}.json"
+    if cache.exists():
+        return RunData.from_json(json.loads(cache.read_text()))
+    if mode == "sim":
+        data = RunData.of(simulate(scenario))
+    else:
+        from elastic_cache.sim.real import run_real
+
+        with tempfile.TemporaryDirectory(prefix="ecache-real-") as tmp:
+            data = RunData.of(run_real(scenario, state_dir=Path(tmp), deadline=600))
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    cache.write_text(json.dumps(data.to_json()))
+    return data
+
+
+def run_all(
+    scenarios: Iterable[Scenario], mode: str, out: Path, *, say: Callable[[str], None] = print
+) -> list[RunData]:
+    """Run every scenario in turn (``mode`` ``sim`` or ``real``)."""
+    results = []
+    for scenario in scenarios:
+        data = run_one(scenario, mode, out)
+        say(
+            f"  {mode:4} {scenario.label:8} {scenario.index:7} q={scenario.queries_per_step:<3} "
+            f"spec={'y' if scenario.speculative else 'n'} seed={scenario.seed}: "
+            f"miss {data.totals['miss_rate']:.3f}, nodes {data.steps[-1]['nodes']}, "
+            f"total {data.totals['total']:.0f}s ({data.totals['wall']:.1f}s wall)"
+        )
+        results.append(data)
+    return results
+
+
+def seeds(opts: Options) -> list[int]:
+    """The seeds of the runs to average."""
+    return [opts.seed + i for i in range(opts.runs)]
+
+
+def mean(values: Iterable[float]) -> float:
+    """Arithmetic mean (0 for nothing)."""
+    values = list(values)
+    return statistics.fmean(values) if values else 0.0
+
+
+def stdev(values: Iterable[float]) -> float:
+    """Sample standard deviation (0 for fewer than two values)."""
+    values = list(values)
+    return statistics.stdev(values) if len(values) > 1 else 0.0
+
+
+def write_csv(path: Path, rows: Sequence[dict[str, Any]]) -> Path:
+    """Write ``rows`` (dicts with the same keys) as CSV; floats with 6 significant digits."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="") as fh:
+        if not rows:
+            return path
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        writer.writeheader()
+        for row in rows:
+            writer.writerow(
+                {k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in row.items()}
+            )
+    return path
+
+
+def figure_path(opts: Options, name: str, suffix: str) -> Path:
+    """``out/NAME.SUFFIX``."""
+    return opts.out / f"{name}.{suffix}"
+
+
+def pyplot() -> Any:
+    """matplotlib's pyplot on the non-interactive Agg backend."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def save_figure(fig: Any, path: Path) -> Path:
+    """Save a figure as PNG without run-dependent metadata, and close it."""
+    fig.savefig(path, dpi=110, metadata={"Software": None})
+    pyplot().close(fig)
+    return path

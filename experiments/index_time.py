@@ -1,0 +1,154 @@
+"""Figure 3: total time per index, split into service, migration and instance start-up.
+
+The co-op cache without speculation (a node is launched only when one is full, and writes
+to the full node wait for it), with each of the paper's indexes — B+Tree, CBF (probing
+each key of a range), EH100, EH300, EH500 — at 50 and 255 queries per time step.
+
+Outputs: ``fig3_index_time.csv`` (means over the runs, and the overhead share),
+``fig3_index_time.png``; with ``--real``, ``fig3_real.csv`` / ``fig3_real.png`` (reduced
+scale, 50 queries per step, real node processes beside the simulator).
+
+Run: ``python -m experiments.index_time [--quick] [--real]``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from elastic_cache.sim import PAPER_INDEXES
+from experiments.common import (
+    Options,
+    RunData,
+    figure_path,
+    mean,
+    options,
+    paper_scenario,
+    pyplot,
+    run_all,
+    save_figure,
+    seeds,
+    stdev,
+    write_csv,
+)
+
+RATES = (50, 255)
+PARTS = (("service", "service"), ("migration_wait", "migration"), ("startup", "instance start-up"))
+
+
+def index_runs(
+    opts: Options,
+    rate: int,
+    index: str,
+    *,
+    speculative: bool = False,
+    scale: str | None = None,
+    mode: str = "sim",
+    steps: int | None = None,
+) -> list[RunData]:
+    """The runs of one index at one rate (cached: Figures 3, 4 and 5 share them)."""
+    scale = scale or ("quick" if opts.quick else "full")
+    run_seeds = [opts.seed] if scale == "real" else seeds(opts)
+    scenarios = []
+    for seed in run_seeds:
+        s = paper_scenario(rate, scale, index=index, speculative=speculative, seed=seed)
+        scenarios.append(s if steps is None else s.with_(steps=steps))
+    return run_all(scenarios, mode, opts.out)
+
+
+def row(mode: str, rate: int, index: str, runs: list[RunData]) -> dict[str, Any]:
+    t = [r.totals for r in runs]
+    total = mean(x["total"] for x in t)
+    return {
+        "mode": mode,
+        "queries_per_step": rate,
+        "index": index,
+        "runs": len(runs),
+        "total_s": total,
+        "total_stdev_s": stdev(x["total"] for x in t),
+        "service_s": mean(x["service"] for x in t),
+        "migration_s": mean(x["migration_wait"] for x in t),
+        "startup_s": mean(x["startup"] for x in t),
+        "other_s": mean(x["other"] for x in t),
+        "overhead_share": mean(x["overhead_share"] for x in t),
+        "migrations": mean(len(r.migrations) for r in runs),
+        "launches": mean(len(r.launches) for r in runs),
+        "mean_boot_s": mean(x["boot_seconds"] for r in runs for x in r.launches),
+        "miss_rate": mean(x["miss_rate"] for x in t),
+    }
+
+
+def plot(path: Any, rows: list[dict[str, Any]], title: str) -> None:
+    plt = pyplot()
+    groups = sorted({(r["mode"], r["queries_per_step"]) for r in rows}, key=lambda g: (g[1], g[0]))
+    fig, axes = plt.subplots(1, len(groups), figsize=(5.6 * len(groups), 4.2), squeeze=False)
+    colors = {
+        "service": "#4c72b0",
+        "migration_wait": "#dd8452",
+        "startup": "#c44e52",
+        "other": "#8c8c8c",
+    }
+    for ax, (mode, rate) in zip(axes[0], groups, strict=True):
+        sel = [r for r in rows if r["mode"] == mode and r["queries_per_step"] == rate]
+        names = [r["index"] for r in sel]
+        bottom = [0.0] * len(sel)
+        parts = [*PARTS, ("other", "other (requests)")] if mode == "real" else PARTS
+        for key, label in parts:
+            col = "migration_s" if key == "migration_wait" else f"{key}_s"
+            values = [r[col] for r in sel]
+            ax.bar(names, values, bottom=bottom, label=label, color=colors[key])
+            bottom = [b + v for b, v in zip(bottom, values, strict=True)]
+        for x, r in enumerate(sel):
+            ax.annotate(
+                f"{100 * r['overhead_share']:.1f}%",
+                (x, bottom[x]),
+                ha="center",
+                va="bottom",
+                fontsize=8,
+            )
+        ax.set_title(f"{mode}: {rate} queries / time step")
+        ax.set_ylabel("seconds")
+        ax.legend(fontsize=8, loc="lower right")
+    fig.suptitle(title + " (label: start-up + migration share of the total)")
+    fig.tight_layout()
+    save_figure(fig, path)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    opts = options(__doc__.splitlines()[0], argv)
+    print(f"Figure 3 ({'quick' if opts.quick else 'full'}, {opts.runs} run(s) each)")
+    rows = []
+    for rate in RATES:
+        for index in PAPER_INDEXES:
+            rows.append(row("sim", rate, index, index_runs(opts, rate, index)))
+    write_csv(figure_path(opts, "fig3_index_time", "csv"), rows)
+    plot(
+        figure_path(opts, "fig3_index_time", "png"),
+        rows,
+        "Figure 3: total time per index, without speculation",
+    )
+    for r in rows:
+        print(
+            f"  q={r['queries_per_step']:<3} {r['index']:7} total {r['total_s']:8.0f}s = service "
+            f"{r['service_s']:.0f} + migration {r['migration_s']:.1f} + start-up "
+            f"{r['startup_s']:.0f}; overhead {100 * r['overhead_share']:.1f}%"
+        )
+    if opts.real:
+        real = []
+        steps = 60 if opts.quick else None
+        indexes = ("B+Tree", "CBF") if opts.quick else PAPER_INDEXES
+        print("Figure 3, real processes vs simulator (reduced scale, 50 queries per step)")
+        for index in indexes:
+            for mode in ("sim", "real"):
+                runs = index_runs(opts, 50, index, scale="real", mode=mode, steps=steps)
+                real.append(row(mode, 50, index, runs))
+        write_csv(figure_path(opts, "fig3_real", "csv"), real)
+        plot(
+            figure_path(opts, "fig3_real", "png"),
+            real,
+            "Figure 3 at reduced scale: real node processes vs the simulator",
+        )
+
+
+if __name__ == "__main__":
+    main()

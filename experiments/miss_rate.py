@@ -1,0 +1,208 @@
+"""Figure 2: miss rate per time step and nodes allocated, co-op vs static-2/4/8 with LRU.
+
+The co-op cache starts with one node and scales out (speculative pre-launch, writes to a
+full node wait); a static-N cache has N nodes, evenly split, that evict least-recently
+used records when full. 50 and 255 queries per time step over 64K keys.
+
+Outputs (in ``--out``, default ``experiments/results``):
+
+* ``fig2_miss_rate.csv``: per configuration, rate and step, the miss rate and the nodes
+  allocated (running + launching), averaged over the runs;
+* ``fig2_summary.csv``: per configuration and rate, the overall miss rate, the miss rate of
+  the last 100 steps, and the most nodes allocated;
+* ``fig2_miss_rate.png``;
+* with ``--real``: ``fig2_real.csv`` / ``fig2_real.png``, the reduced-scale runs on real
+  node processes beside the simulator on the same scenarios (50 queries per step).
+
+Migrations are charged their transfer time only (``cpu_scale = 0``): miss rates do not
+depend on migration CPU, and without a measured quantity the runs are exactly
+reproducible (same seed, same CSV).
+
+Run: ``python -m experiments.miss_rate [--quick] [--real]``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from experiments.common import (
+    Options,
+    RunData,
+    figure_path,
+    mean,
+    options,
+    paper_scenario,
+    pyplot,
+    run_all,
+    save_figure,
+    seeds,
+    write_csv,
+)
+
+RATES = (50, 255)
+CONFIGS: tuple[int | None, ...] = (None, 2, 4, 8)  # None: co-op
+SMOOTH = 10  # steps in the plotted moving average
+
+
+def label(static: int | None) -> str:
+    return "co-op" if static is None else f"static-{static}"
+
+
+def series(runs: list[RunData]) -> list[dict[str, float]]:
+    """Per-step means over runs: miss rate, nodes allocated."""
+    steps = len(runs[0].steps)
+    out = []
+    for i in range(steps):
+        rows = [r.steps[i] for r in runs]
+        out.append(
+            {
+                "miss_rate": mean(s["miss_rate"] for s in rows),
+                "nodes": mean(s["nodes"] + s["launching"] for s in rows),
+            }
+        )
+    return out
+
+
+def summary_row(mode: str, rate: int, config: str, runs: list[RunData]) -> dict[str, Any]:
+    tail = min(100, len(runs[0].steps))
+    return {
+        "mode": mode,
+        "queries_per_step": rate,
+        "config": config,
+        "runs": len(runs),
+        "miss_rate": mean(r.totals["miss_rate"] for r in runs),
+        "miss_rate_last_100_steps": mean(
+            mean(s["miss_rate"] for s in r.steps[-tail:]) for r in runs
+        ),
+        "max_nodes": max(max(s["nodes"] + s["launching"] for s in r.steps) for r in runs),
+        "final_nodes": mean(r.steps[-1]["nodes"] for r in runs),
+    }
+
+
+def smooth(values: Sequence[float], window: int = SMOOTH) -> list[float]:
+    out, acc = [], 0.0
+    for i, v in enumerate(values):
+        acc += v
+        if i >= window:
+            acc -= values[i - window]
+        out.append(acc / min(i + 1, window))
+    return out
+
+
+def plot(
+    path: Any, data: dict[tuple[int, str], list[dict[str, float]]], rates: Sequence[int], title: str
+) -> None:
+    plt = pyplot()
+    fig, axes = plt.subplots(1, len(rates), figsize=(6.2 * len(rates), 4.2), squeeze=False)
+    for ax, rate in zip(axes[0], rates, strict=True):
+        twin = ax.twinx()
+        # Static caches first, the co-op cache last and bold, on top of them.
+        for (r, config), s in sorted(data.items(), key=lambda kv: kv[0][1].startswith("co-op")):
+            if r != rate:
+                continue
+            coop = config.startswith("co-op")
+            line = ax.plot(
+                smooth([x["miss_rate"] for x in s]),
+                label=config,
+                linewidth=2.2 if coop else 1.2,
+                color=("black" if "real" not in config else "#8172b3") if coop else None,
+            )[0]
+            if config.startswith("co-op"):
+                twin.plot(
+                    [x["nodes"] for x in s],
+                    "--",
+                    color=line.get_color(),
+                    alpha=0.8,
+                    label=f"{config}: nodes",
+                )
+        ax.set_title(f"{rate} queries / time step")
+        ax.set_xlabel("time step")
+        ax.set_ylabel(f"miss rate ({SMOOTH}-step moving average)")
+        ax.set_ylim(0, 1.02)
+        twin.set_ylabel("co-op nodes allocated (dashed)")
+        twin.set_ylim(bottom=0)
+        handles = ax.get_legend_handles_labels()
+        extra = twin.get_legend_handles_labels()
+        ax.legend(handles[0] + extra[0], handles[1] + extra[1], loc="lower left", fontsize=8)
+    fig.suptitle(title)
+    fig.tight_layout()
+    save_figure(fig, path)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    opts: Options = options(__doc__.splitlines()[0], argv)
+    scale = "quick" if opts.quick else "full"
+    print(f"Figure 2 ({scale}, {opts.runs} run(s) each)")
+    curves: dict[tuple[int, str], list[dict[str, float]]] = {}
+    rows, summary = [], []
+    for rate in RATES:
+        for static in CONFIGS:
+            scenarios = [
+                paper_scenario(rate, scale, static_nodes=static, seed=s, cpu_scale=0.0)
+                for s in seeds(opts)
+            ]
+            runs = run_all(scenarios, "sim", opts.out)
+            s = series(runs)
+            curves[(rate, label(static))] = s
+            summary.append(summary_row("sim", rate, label(static), runs))
+            rows += [
+                {
+                    "mode": "sim",
+                    "queries_per_step": rate,
+                    "config": label(static),
+                    "step": i,
+                    "miss_rate": x["miss_rate"],
+                    "nodes": x["nodes"],
+                }
+                for i, x in enumerate(s)
+            ]
+    write_csv(figure_path(opts, "fig2_miss_rate", "csv"), rows)
+    write_csv(figure_path(opts, "fig2_summary", "csv"), summary)
+    plot(
+        figure_path(opts, "fig2_miss_rate", "png"),
+        curves,
+        RATES,
+        "Figure 2: miss rate, co-op (elastic) vs static caches with LRU",
+    )
+    for row in summary:
+        print(
+            f"  {row['config']:8} q={row['queries_per_step']:<3} miss {row['miss_rate']:.3f}, "
+            f"last 100 steps {row['miss_rate_last_100_steps']:.3f}, max nodes {row['max_nodes']}"
+        )
+    if opts.real:
+        real_comparison(opts)
+
+
+def real_comparison(opts: Options) -> None:
+    """Reduced scale, 50 queries per step (5 after reduction): real processes vs simulator."""
+    steps = 60 if opts.quick else None
+    configs = (None, 4) if opts.quick else CONFIGS
+    curves: dict[tuple[int, str], list[dict[str, float]]] = {}
+    rows = []
+    print("Figure 2, real processes vs simulator (reduced scale, 50 queries per step)")
+    for static in configs:
+        scenario = paper_scenario(50, "real", static_nodes=static, seed=opts.seed)
+        if steps is not None:
+            scenario = scenario.with_(steps=steps)
+        for mode in ("sim", "real"):
+            run = run_all([scenario], mode, opts.out)[0]
+            curves[(50, f"{label(static)} ({mode})")] = series([run])
+            rows.append(summary_row(mode, 50, label(static), [run]))
+    write_csv(figure_path(opts, "fig2_real", "csv"), rows)
+    plot(
+        figure_path(opts, "fig2_real", "png"),
+        curves,
+        (50,),
+        "Figure 2 at a tenth of the scale (5 queries per step for 50): real node processes\n"
+        "vs the simulator on the same seed; where they agree, the lines coincide",
+    )
+    for row in rows:
+        print(
+            f"  {row['mode']:4} {row['config']:8} miss {row['miss_rate']:.3f}, "
+            f"max nodes {row['max_nodes']}"
+        )
+
+
+if __name__ == "__main__":
+    main()

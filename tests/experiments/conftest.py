@@ -1,0 +1,42 @@
+"""The quick results every experiment test reads: each figure script run once with
+``--quick`` (Figure 2 with ``--real`` too, so the real-process path runs in every
+``make test``) into a session-wide temporary directory."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPTS = ("miss_rate", "index_time", "migration_time", "prelaunch", "cost")
+
+
+def run_script(name: str, out: Path, *extra: str) -> str:
+    proc = subprocess.run(
+        [sys.executable, "-m", f"experiments.{name}", "--quick", "--out", str(out), *extra],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=100,
+        check=False,
+    )
+    assert proc.returncode == 0, f"experiments.{name} failed:\n{proc.stdout}\n{proc.stderr}"
+    return proc.stdout
+
+
+@pytest.fixture(scope="session")
+def run_experiment() -> Callable[..., str]:
+    """``run_experiment(name, out, *args)``: run a figure script with ``--quick``."""
+    return run_script
+
+
+@pytest.fixture(scope="session")
+def quick_results(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("quick-results")
+    for name in SCRIPTS:
+        run_script(name, out, *(["--real"] if name == "miss_rate" else []))
+    return out

@@ -1,0 +1,87 @@
+"""The figure scripts, run with ``--quick``: their CSV and PNG outputs and what they say."""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.experiments.conftest import SCRIPTS
+
+OUTPUTS = {
+    "miss_rate": [
+        "fig2_miss_rate.csv",
+        "fig2_summary.csv",
+        "fig2_miss_rate.png",
+        "fig2_real.csv",
+        "fig2_real.png",
+    ],
+    "index_time": ["fig3_index_time.csv", "fig3_index_time.png"],
+    "migration_time": ["fig4_migration_time.csv", "fig4_migrations.csv", "fig4_migration_time.png"],
+    "prelaunch": ["fig5_prelaunch.csv", "fig5_prelaunch.png"],
+    "cost": ["fig7_cost.csv", "fig7_cost.png"],
+}
+
+
+def rows(path: Path) -> list[dict[str, str]]:
+    with open(path, newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_every_figure_writes_csv_and_png(quick_results: Path, name: str) -> None:
+    for filename in OUTPUTS[name]:
+        path = quick_results / filename
+        assert path.stat().st_size > 0, filename
+        if filename.endswith(".png"):
+            assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        else:
+            assert rows(path), filename
+
+
+@pytest.mark.slow
+def test_a_quick_run_is_reproducible(
+    quick_results: Path, tmp_path: Path, run_experiment: Callable[..., str]
+) -> None:
+    # Same seed, fresh output directory (no cached runs): identical CSVs.
+    run_experiment("miss_rate", tmp_path)
+    for name in ("fig2_miss_rate.csv", "fig2_summary.csv"):
+        assert (tmp_path / name).read_text() == (quick_results / name).read_text(), name
+
+
+@pytest.mark.slow
+def test_real_processes_miss_like_the_simulator(quick_results: Path) -> None:
+    # The same seeded queries through the real coordinator and node processes: the
+    # co-op cache never evicts and LRU evicts alike, so hits and misses must agree.
+    by = {(r["mode"], r["config"]): r for r in rows(quick_results / "fig2_real.csv")}
+    configs = {config for _, config in by}
+    assert configs >= {"co-op", "static-4"}
+    for config in configs:
+        assert by[("real", config)]["miss_rate"] == by[("sim", config)]["miss_rate"], config
+
+
+@pytest.mark.slow
+def test_figure3_splits_the_total_time(quick_results: Path) -> None:
+    for r in rows(quick_results / "fig3_index_time.csv"):
+        parts = float(r["service_s"]) + float(r["migration_s"]) + float(r["startup_s"])
+        assert float(r["total_s"]) == pytest.approx(parts, rel=1e-4)
+        assert float(r["startup_s"]) > 0  # without speculation writes wait for boots
+    indexes = {r["index"] for r in rows(quick_results / "fig4_migration_time.csv")}
+    assert indexes == {"B+Tree", "CBF", "EH100", "EH300", "EH500"}
+
+
+@pytest.mark.slow
+def test_figure7_matches_the_cost_model(quick_results: Path) -> None:
+    got = {
+        (r["prices"], r["requests_per_month"], r["configuration"], r["instance_type"]): float(
+            r["total_usd_per_month"]
+        )
+        for r in rows(quick_results / "fig7_cost.csv")
+    }
+    # The totals docs/cost.md lists for the paper's case.
+    assert got[("paper-2011", "2000", "s3", "")] == pytest.approx(3.76, abs=0.005)
+    assert got[("paper-2011", "200000", "ebs", "m1.small")] == pytest.approx(72.57, abs=0.005)
+    assert got[("current", "2000", "memory", "r7g.large")] == pytest.approx(156.37, abs=0.005)
