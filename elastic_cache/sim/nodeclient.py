@@ -115,9 +115,6 @@ class SimNodeClient(LocalNodeClient):
         super().__init__(node_id, address, network)
         self._clock = clock
 
-    async def close(self) -> None:
-        return None
-
     @property
     def _cpu(self) -> float:
         return self._clock.meter.seconds
