@@ -12,8 +12,9 @@ move: a snapshot record never overwrites a newer direct write (see `Store.apply`
 from __future__ import annotations
 
 import heapq
+import operator
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -48,6 +49,10 @@ class Record(NamedTuple):
     expires_at: float
     version: int
     size: int
+
+
+_EXPIRES = operator.itemgetter(2)  # Record.expires_at
+_VERSION = operator.itemgetter(3)  # Record.version
 
 
 def record_size(rec: Record) -> int:
@@ -229,15 +234,22 @@ class Store:
         all of them, is one bulk index insert; anything else falls back to `apply` per
         record.
         """
-        top = max((r.version for r in recs), default=0)
+        top = max(map(_VERSION, recs), default=0)
         if top > self._version:
             self._version = top
-        token_of = self._index.token_of
         fresh: list[tuple[str, int, Record]] = []
         others: list[tuple[str, int, Record]] = []
         skipped = 0
+        if not floors and not any(map(_EXPIRES, recs)) and not self._index.existing(keys):
+            # The usual frame of a move: new keys, no TTL, nothing forwarded yet. Checked
+            # with C-level passes instead of a Python loop over the records.
+            fresh = list(zip(keys, tokens, recs, strict=True))
+            pairs: Iterable[tuple[str, int, Record]] = ()
+        else:
+            pairs = zip(keys, tokens, recs, strict=True)
+        token_of = self._index.token_of
         now = self._clock()
-        for key, token, rec in zip(keys, tokens, recs, strict=True):
+        for key, token, rec in pairs:
             if (floors and rec.version <= floors.get(key, 0)) or (
                 rec.expires_at and rec.expires_at <= now
             ):

@@ -126,6 +126,13 @@ class BPlusTreeIndex(Index[V]):
         value = leaf.vals[i]
         return value
 
+    def existing(self, keys: Iterable[str]) -> set[str]:
+        """Which of ``keys`` are present: one set intersection with the key dict, in C.
+
+        Runtime complexity: O(m) for m keys.
+        """
+        return self._where.keys() & set(keys)
+
     def token_of(self, key: str) -> int | None:
         """Runtime complexity: O(1)."""
         entry = self._where.get(key)

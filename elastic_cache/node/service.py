@@ -34,9 +34,8 @@ import asyncio
 import itertools
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any
 
 from elastic_cache.errors import (
     Conflict,
@@ -48,92 +47,24 @@ from elastic_cache.errors import (
     ValueTooLarge,
 )
 from elastic_cache.hashing import TokenHasher, validate_key
-from elastic_cache.indexes import Entry
+from elastic_cache.node.migration import (
+    Incoming,
+    Outgoing,
+    PeerLink,
+    SendSummary,
+    apply_wire,
+    decode_snapshot,
+    encode_records,
+    snapshot_frames,
+)
 from elastic_cache.node.ownership import RangeSet
-from elastic_cache.node.wire import WireRecord, decode_batch, encode_batch
+from elastic_cache.node.wire import WireRecord
 from elastic_cache.ring import in_range, range_size
-from elastic_cache.store import PutOutcome, Record, Store, Victim, key_nbytes
+from elastic_cache.store import PutOutcome, Record, Store, Victim
 from elastic_cache.tiers.base import ColdEntry
 from elastic_cache.tiers.layer import ColdHit, ColdLayer
 
 __all__ = ["Incoming", "NodeService", "Outgoing", "PeerLink", "SendSummary"]
-
-
-class PeerLink(Protocol):
-    """How a source node reaches the destination of a migration."""
-
-    async def ingest(self, migration: str, frame: bytes) -> None:
-        """Deliver one frame of snapshot records."""
-
-    async def forward(self, migration: str, record: WireRecord) -> None:
-        """Deliver one write or delete made at the source during the migration."""
-
-    async def close(self) -> None:
-        """Release connections."""
-
-
-@dataclass(slots=True)
-class Outgoing:
-    """A range this node is sending away."""
-
-    id: str
-    lo: int
-    hi: int
-    peer: PeerLink
-    total: int
-    sent: int = 0
-    sent_bytes: int = 0
-    forwarded: int = 0
-    failed: str | None = None
-    started: float = field(default_factory=time.monotonic)
-
-    def describe(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "role": "source",
-            "lo": self.lo,
-            "hi": self.hi,
-            "total": self.total,
-            "sent": self.sent,
-            "sent_bytes": self.sent_bytes,
-            "forwarded": self.forwarded,
-            "failed": self.failed,
-            "seconds": round(time.monotonic() - self.started, 3),
-        }
-
-
-@dataclass(slots=True)
-class Incoming:
-    """A range this node is receiving."""
-
-    id: str
-    lo: int
-    hi: int
-    floor: dict[str, int] = field(default_factory=dict)
-    applied: int = 0
-    skipped: int = 0
-
-    def describe(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "role": "destination",
-            "lo": self.lo,
-            "hi": self.hi,
-            "applied": self.applied,
-            "skipped": self.skipped,
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class SendSummary:
-    """What a finished snapshot stream moved."""
-
-    records: int
-    bytes: int
-    seconds: float
-
-    def to_json(self) -> dict[str, Any]:
-        return {"records": self.records, "bytes": self.bytes, "seconds": self.seconds}
 
 
 class NodeService:
@@ -437,41 +368,11 @@ class NodeService:
             InvalidBody: a bad frame, or a record outside the migration's range.
         """
         inc = self._incoming(migration)
-        keys, tokens, recs = self._decode_ingest(inc, frame)
+        keys, tokens, recs = decode_snapshot(inc, frame, self.store._clock())
         applied, skipped = self.store.apply_batch(keys, tokens, recs, inc.floor)
         inc.applied += applied
         inc.skipped += skipped
         return applied, skipped
-
-    def _decode_ingest(
-        self, inc: Incoming, frame: bytes
-    ) -> tuple[list[str], Sequence[int], list[Record]]:
-        batch = decode_batch(frame)
-        lo, hi = inc.lo, inc.hi
-        if lo < hi:
-            outside = any(t <= lo or t > hi for t in batch.tokens)
-        else:
-            outside = any(hi < t <= lo for t in batch.tokens)
-        if outside:
-            raise InvalidBody(f"a record token is outside migration range ({lo}, {hi}]")
-        if any(batch.deleted):
-            raise InvalidBody("a snapshot frame cannot carry deletes")
-        now = self.store._clock()
-        expires = [0.0 if t < 0 else now + t / 1000.0 for t in batch.ttl_ms]
-        recs = list(
-            map(
-                Record._make,
-                zip(
-                    batch.values,
-                    batch.content_types,
-                    expires,
-                    batch.versions,
-                    batch.sizes,
-                    strict=False,
-                ),
-            )
-        )
-        return batch.keys, batch.tokens, recs
 
     async def receive_frame(self, migration: str, frame: bytes) -> tuple[int, int]:
         """`ingest`, plus the cold tier: values too large for memory go to it, and the
@@ -481,7 +382,7 @@ class NodeService:
             return self.ingest(migration, frame)
         await cold.settled()  # stale local files of the range are gone first
         inc = self._incoming(migration)
-        keys, tokens, recs = self._decode_ingest(inc, frame)
+        keys, tokens, recs = decode_snapshot(inc, frame, self.store._clock())
         applied = skipped = 0
         if any(len(r.value) > cold.max_value_bytes for r in recs):
             small: list[int] = []
@@ -546,34 +447,8 @@ class NodeService:
         """
         committed = self._committed.get(migration)
         if committed is None:
-            return self._apply(self._incoming(migration), wire, forwarded=True)
-        return self._apply(committed, wire, forwarded=True)
-
-    def _apply(self, inc: Incoming, wire: WireRecord, *, forwarded: bool) -> bool:
-        if not in_range(wire.token, inc.lo, inc.hi):
-            raise InvalidBody(
-                f"record token {wire.token} is outside migration range ({inc.lo}, {inc.hi}]"
-            )
-        store = self.store
-        floor = inc.floor.get(wire.key, 0)
-        if forwarded and wire.version > floor:
-            # A direct operation: nothing older may land on this key afterwards.
-            inc.floor[wire.key] = wire.version
-        if wire.deleted:
-            return store.delete_older(wire.key, wire.version)
-        expires_at = 0.0
-        if wire.ttl_ms >= 0:
-            expires_at = store._clock() + wire.ttl_ms / 1000.0
-            if wire.ttl_ms == 0:
-                return False
-        rec = Record(
-            wire.value,
-            wire.content_type,
-            expires_at,
-            wire.version,
-            key_nbytes(wire.key) + len(wire.value),
-        )
-        return store.apply(wire.key, wire.token, rec, floor=floor)
+            return apply_wire(self.store, self._incoming(migration), wire, forwarded=True)
+        return apply_wire(self.store, committed, wire, forwarded=True)
 
     def commit_incoming(self, migration: str, epoch: int, ranges: Sequence[Sequence[int]]) -> None:
         """The move is committed: own ``ranges`` at ``epoch`` and forget the floor."""
@@ -621,39 +496,11 @@ class NodeService:
         except KeyError:
             raise NotFound(f"no outgoing migration {migration} on {self.node_id}") from None
 
-    def _snapshot_frames(self, out: Outgoing) -> Iterator[tuple[bytes, int]]:
-        """Frames of the range, built lazily so the event loop runs between them.
-
-        An ordered index is walked from the last token sent (``O(log n)`` per frame); an
-        unordered one is scanned once (its range operations scan anyway).
-        """
-        store = self.store
-        n = self.batch_records
-        if store.index.ordered:
-            last = out.lo
-            # (lo, hi] with lo == hi is the whole ring: walk at least once.
-            first = True
-            while first or last != out.hi:
-                first = False
-                chunk = list(itertools.islice(store.entries_range(last, out.hi), n))
-                if not chunk:
-                    return
-                tail = chunk[-1][0]
-                if len(chunk) == n:
-                    # Never cut between records that share a token: the next walk starts
-                    # strictly after the last token taken.
-                    chunk.extend(self._same_token_rest(chunk, tail))
-                yield self._encode(chunk), len(chunk)
-                last = tail
-        else:
-            snapshot = list(store.entries_range(out.lo, out.hi))
-            for start in range(0, len(snapshot), n):
-                chunk = snapshot[start : start + n]
-                yield self._encode(chunk), len(chunk)
-
     async def _frames(self, out: Outgoing) -> AsyncIterator[tuple[bytes, int]]:
         """Memory frames, then a local cold tier's records of the range."""
-        for item in self._snapshot_frames(out):
+        for item in snapshot_frames(
+            self.store, out.lo, out.hi, batch=self.batch_records, space=self.hasher.space
+        ):
             yield item
         cold = self.cold
         if cold is None:
@@ -664,37 +511,7 @@ class NodeService:
             await cold.io.idle()
             return
         async for chunk in cold.records(out.lo, out.hi, batch=self.batch_records):
-            yield self._encode(chunk), len(chunk)
-
-    def _same_token_rest(self, chunk: list[Entry[Record]], tail: int) -> list[Entry[Record]]:
-        """Records with token ``tail`` that did not fit in ``chunk``."""
-        have = {key for token, key, _ in chunk if token == tail}
-        lo = (tail - 1) % self.hasher.space
-        rest = []
-        for token, key, rec in self.store.entries_range(lo, tail):
-            if token == tail and key not in have:
-                rest.append((token, key, rec))
-        return rest
-
-    def _encode(self, chunk: list[Entry[Record]]) -> bytes:
-        """One frame of records, column by column; expired records are left out."""
-        if not chunk:
-            return encode_batch([], [], [], [], [], [])
-        tokens, keys, recs = zip(*chunk, strict=True)
-        values, ctypes, expires, versions, _ = zip(*recs, strict=True)
-        if any(expires):
-            now = self.store._clock()
-            live = [i for i, e in enumerate(expires) if not e or e > now]
-            ttl = [-1 if not expires[i] else int((expires[i] - now) * 1000) or 1 for i in live]
-            return encode_batch(
-                [keys[i] for i in live],
-                [tokens[i] for i in live],
-                [versions[i] for i in live],
-                [values[i] for i in live],
-                [ctypes[i] for i in live],
-                ttl,
-            )
-        return encode_batch(keys, tokens, versions, values, ctypes, [-1] * len(keys))
+            yield encode_records(chunk, self.store._clock()), len(chunk)
 
     async def send(self, migration: str) -> SendSummary:
         """Stream the outgoing range to its destination; returns when D has it all.

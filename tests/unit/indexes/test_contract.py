@@ -168,3 +168,14 @@ def test_put_many_matches_put(case: tuple[Index[bytes], str], existing: int) -> 
     for key, value in want.items():
         assert index.get(key) == value
         assert index.token_of(key) == data[key]
+
+
+def test_existing(case: tuple[Index[bytes], str]) -> None:
+    index, mode = case
+    data = keyed(mode, random.Random(9), 40, space=1 << 20)
+    items = list(data.items())
+    for key, token in items[:20]:
+        index.put(key, token, b"v")
+    probe = [k for k, _ in items[10:30]]
+    assert index.existing(probe) == {k for k, _ in items[10:20]}
+    assert index.existing([]) == set()

@@ -1,0 +1,239 @@
+"""The live-migration side of a node: the state of a move and the frames it streams.
+
+`NodeService` (``node/service.py``) drives a move; this module holds what it works with:
+the `Outgoing` and `Incoming` records of a move, the `PeerLink` a source reaches its
+destination through, and the pure steps on a `Store`: walking a range into columnar
+frames (`snapshot_frames`), decoding a frame for ingestion (`decode_snapshot`), and the
+version rule that decides whether a record from another node lands (`apply_wire`). The
+protocol itself is described in ``node/service.py`` and docs/architecture.md.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from elastic_cache.errors import InvalidBody
+from elastic_cache.indexes import Entry
+from elastic_cache.node.wire import WireRecord, decode_batch, encode_batch
+from elastic_cache.ring import in_range
+from elastic_cache.store import Record, Store, key_nbytes
+
+__all__ = [
+    "Incoming",
+    "Outgoing",
+    "PeerLink",
+    "SendSummary",
+    "apply_wire",
+    "decode_snapshot",
+    "encode_records",
+    "snapshot_frames",
+]
+
+
+class PeerLink(Protocol):
+    """How a source node reaches the destination of a migration."""
+
+    async def ingest(self, migration: str, frame: bytes) -> None:
+        """Deliver one frame of snapshot records."""
+
+    async def forward(self, migration: str, record: WireRecord) -> None:
+        """Deliver one write or delete made at the source during the migration."""
+
+    async def close(self) -> None:
+        """Release connections."""
+
+
+@dataclass(slots=True)
+class Outgoing:
+    """A range this node is sending away."""
+
+    id: str
+    lo: int
+    hi: int
+    peer: PeerLink
+    total: int
+    sent: int = 0
+    sent_bytes: int = 0
+    forwarded: int = 0
+    failed: str | None = None
+    started: float = field(default_factory=time.monotonic)
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "role": "source",
+            "lo": self.lo,
+            "hi": self.hi,
+            "total": self.total,
+            "sent": self.sent,
+            "sent_bytes": self.sent_bytes,
+            "forwarded": self.forwarded,
+            "failed": self.failed,
+            "seconds": round(time.monotonic() - self.started, 3),
+        }
+
+
+@dataclass(slots=True)
+class Incoming:
+    """A range this node is receiving."""
+
+    id: str
+    lo: int
+    hi: int
+    floor: dict[str, int] = field(default_factory=dict)
+    applied: int = 0
+    skipped: int = 0
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "role": "destination",
+            "lo": self.lo,
+            "hi": self.hi,
+            "applied": self.applied,
+            "skipped": self.skipped,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class SendSummary:
+    """What a finished snapshot stream moved."""
+
+    records: int
+    bytes: int
+    seconds: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {"records": self.records, "bytes": self.bytes, "seconds": self.seconds}
+
+
+def snapshot_frames(
+    store: Store, lo: int, hi: int, *, batch: int, space: int
+) -> Iterator[tuple[bytes, int]]:
+    """Frames of the records in ``(lo, hi]``, built lazily so the event loop runs between.
+
+    An ordered index is walked from the last token sent (``O(log n)`` per frame, and no
+    iterator is held across a yield, so writes between frames are safe); an unordered
+    one is scanned once (its range operations scan anyway).
+
+    Yields:
+        ``(frame, records in it)``.
+    """
+    if store.index.ordered:
+        last = lo
+        # (lo, hi] with lo == hi is the whole ring: walk at least once.
+        first = True
+        while first or last != hi:
+            first = False
+            chunk = list(itertools.islice(store.entries_range(last, hi), batch))
+            if not chunk:
+                return
+            tail = chunk[-1][0]
+            if len(chunk) == batch:
+                # Never cut between records that share a token: the next walk starts
+                # strictly after the last token taken.
+                chunk.extend(_same_token_rest(store, chunk, tail, space))
+            yield encode_records(chunk, store._clock()), len(chunk)
+            last = tail
+    else:
+        snapshot = list(store.entries_range(lo, hi))
+        for start in range(0, len(snapshot), batch):
+            chunk = snapshot[start : start + batch]
+            yield encode_records(chunk, store._clock()), len(chunk)
+
+
+def _same_token_rest(
+    store: Store, chunk: list[Entry[Record]], tail: int, space: int
+) -> list[Entry[Record]]:
+    """Records with token ``tail`` that did not fit in ``chunk``."""
+    have = {key for token, key, _ in chunk if token == tail}
+    rest = []
+    for token, key, rec in store.entries_range((tail - 1) % space, tail):
+        if token == tail and key not in have:
+            rest.append((token, key, rec))
+    return rest
+
+
+def encode_records(chunk: Sequence[Entry[Record]], now: float) -> bytes:
+    """One frame of records, column by column; records expired at ``now`` are left out."""
+    if not chunk:
+        return encode_batch([], [], [], [], [], [])
+    tokens, keys, recs = zip(*chunk, strict=True)
+    values, ctypes, expires, versions, _ = zip(*recs, strict=True)
+    if any(expires):
+        live = [i for i, e in enumerate(expires) if not e or e > now]
+        ttl = [-1 if not expires[i] else int((expires[i] - now) * 1000) or 1 for i in live]
+        return encode_batch(
+            [keys[i] for i in live],
+            [tokens[i] for i in live],
+            [versions[i] for i in live],
+            [values[i] for i in live],
+            [ctypes[i] for i in live],
+            ttl,
+        )
+    return encode_batch(keys, tokens, versions, values, ctypes, [-1] * len(keys))
+
+
+def decode_snapshot(
+    inc: Incoming, frame: bytes, now: float
+) -> tuple[list[str], Sequence[int], list[Record]]:
+    """A snapshot frame as columns of records, checked against the move's range.
+
+    Raises:
+        InvalidBody: a bad frame, a record outside ``(inc.lo, inc.hi]``, or a delete.
+    """
+    batch = decode_batch(frame)
+    lo, hi = inc.lo, inc.hi
+    if lo < hi:
+        outside = any(t <= lo or t > hi for t in batch.tokens)
+    else:
+        outside = any(hi < t <= lo for t in batch.tokens)
+    if outside:
+        raise InvalidBody(f"a record token is outside migration range ({lo}, {hi}]")
+    if any(batch.deleted):
+        raise InvalidBody("a snapshot frame cannot carry deletes")
+    expires = [0.0 if t < 0 else now + t / 1000.0 for t in batch.ttl_ms]
+    columns = zip(
+        batch.values, batch.content_types, expires, batch.versions, batch.sizes, strict=False
+    )
+    return batch.keys, batch.tokens, list(map(Record._make, columns))
+
+
+def apply_wire(store: Store, inc: Incoming, wire: WireRecord, *, forwarded: bool) -> bool:
+    """Apply one record (or delete) from the other side of a move, if it is newer.
+
+    A forwarded operation raises the key's floor, so nothing older may land on the key
+    afterwards (a snapshot record, or a forward that overtook it).
+
+    Returns:
+        Whether the store changed.
+
+    Raises:
+        InvalidBody: the record is outside the move's range.
+    """
+    if not in_range(wire.token, inc.lo, inc.hi):
+        raise InvalidBody(
+            f"record token {wire.token} is outside migration range ({inc.lo}, {inc.hi}]"
+        )
+    floor = inc.floor.get(wire.key, 0)
+    if forwarded and wire.version > floor:
+        inc.floor[wire.key] = wire.version
+    if wire.deleted:
+        return store.delete_older(wire.key, wire.version)
+    expires_at = 0.0
+    if wire.ttl_ms >= 0:
+        if wire.ttl_ms == 0:
+            return False
+        expires_at = store._clock() + wire.ttl_ms / 1000.0
+    rec = Record(
+        wire.value,
+        wire.content_type,
+        expires_at,
+        wire.version,
+        key_nbytes(wire.key) + len(wire.value),
+    )
+    return store.apply(wire.key, wire.token, rec, floor=floor)
