@@ -17,6 +17,7 @@ from elastic_cache.errors import ElasticCacheError, InvalidBody, InvalidTTL, Val
 
 __all__ = [
     "DEFAULT_CONTENT_TYPE",
+    "BufferPool",
     "body_payload",
     "error_middleware",
     "error_response",
@@ -106,6 +107,72 @@ async def read_limited(request: web.Request, limit: int) -> bytes:
             raise ValueTooLarge(f"body exceeds the limit of {limit} bytes")
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+class BufferPool:
+    """Reusable byte buffers for request bodies of about a megabyte (migration frames).
+
+    Each fresh megabyte buffer costs its page faults on first touch; in a move of a
+    million records that was most of a destination's time spent reading bodies. Buffers
+    taken from here come back with `give_back` once nothing refers to their contents.
+
+    Args:
+        keep: most idle buffers kept.
+    """
+
+    def __init__(self, keep: int = 8) -> None:
+        self._idle: list[bytearray] = []
+        self._keep = keep
+
+    def take(self, size: int) -> bytearray:
+        """A buffer of at least ``size`` bytes (contents undefined)."""
+        for i, buf in enumerate(self._idle):
+            if len(buf) >= size:
+                return self._idle.pop(i)
+        return bytearray(size)
+
+    def give_back(self, buf: bytearray) -> None:
+        """Return a buffer nobody reads any more."""
+        if len(self._idle) < self._keep:
+            self._idle.append(buf)
+
+
+async def read_buffer(
+    request: web.Request, limit: int, pool: BufferPool
+) -> tuple[memoryview, bytearray]:
+    """Read a request body into a pooled buffer, refusing it past ``limit`` bytes.
+
+    For a migration frame: with a Content-Length the body is copied once, chunk by
+    chunk, into a reused buffer, where ``readexactly`` joins the chunks twice into fresh
+    allocations (a third of a destination's time in a move of a million records).
+
+    Returns:
+        A view of the body, and the buffer to give back to ``pool`` when done with it.
+
+    Raises:
+        ValueTooLarge: the body is, or would be, longer than ``limit``.
+        InvalidBody: the body ended before its Content-Length.
+    """
+    length = request.content_length
+    if length is None:
+        whole = bytearray(await read_limited(request, limit))
+        return memoryview(whole), whole
+    if length > limit:
+        raise ValueTooLarge(f"body of {length} bytes exceeds the limit of {limit} bytes")
+    buf = pool.take(length)
+    view = memoryview(buf)
+    stream = request.content
+    off = 0
+    while off < length:
+        chunk = await stream.readany()
+        if not chunk:
+            raise InvalidBody(f"body ended after {off} of {length} bytes")
+        end = off + len(chunk)
+        if end > length:
+            raise InvalidBody("body is longer than its Content-Length")
+        view[off:end] = chunk
+        off = end
+    return view[:length], buf
 
 
 async def json_body(request: web.Request, limit: int = 1 << 20) -> dict[str, Any]:

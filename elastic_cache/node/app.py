@@ -39,6 +39,7 @@ from aiohttp.streams import StreamReader
 
 from elastic_cache.errors import Conflict, ElasticCacheError, InvalidBody
 from elastic_cache.httpio import (
+    BufferPool,
     error_middleware,
     error_response,
     int_field,
@@ -46,6 +47,7 @@ from elastic_cache.httpio import (
     parse_content_type,
     parse_ttl,
     ranges_field,
+    read_buffer,
     read_limited,
     str_field,
 )
@@ -59,6 +61,7 @@ __all__ = ["METER", "SERVICE", "make_node_app"]
 
 SERVICE: web.AppKey[NodeService] = web.AppKey("service", NodeService)
 MAX_VALUE: web.AppKey[int] = web.AppKey("max_value", int)
+FRAME_BUFFERS: web.AppKey[BufferPool] = web.AppKey("frame_buffers", BufferPool)
 METER: web.AppKey[RequestMeter] = web.AppKey("meter", RequestMeter)
 
 #: Largest migration frame accepted.
@@ -292,8 +295,14 @@ async def send_migration(request: web.Request) -> web.StreamResponse:
 
 
 async def ingest_migration(request: web.Request) -> web.StreamResponse:
-    frame = await read_limited(request, MAX_FRAME_BYTES)
-    applied, skipped = await request.app[SERVICE].receive_frame(request.match_info["id"], frame)
+    pool = request.app[FRAME_BUFFERS]
+    frame, buf = await read_buffer(request, MAX_FRAME_BYTES, pool)
+    try:
+        # Decoding copies out everything the node keeps, so the buffer is free after.
+        applied, skipped = await request.app[SERVICE].receive_frame(request.match_info["id"], frame)
+    finally:
+        frame.release()
+        pool.give_back(buf)
     return web.json_response({"applied": applied, "skipped": skipped})
 
 
@@ -346,6 +355,7 @@ def make_node_app(
     app = web.Application(middlewares=[error_middleware], client_max_size=MAX_FRAME_BYTES)
     app[SERVICE] = service
     app[MAX_VALUE] = max_value_bytes
+    app[FRAME_BUFFERS] = BufferPool()
     meter = app[METER] = RequestMeter()
     registry = node_registry(service, meter)
 

@@ -179,7 +179,7 @@ def encode_records(chunk: Sequence[Entry[Record]], now: float) -> bytes:
 
 
 def decode_snapshot(
-    inc: Incoming, frame: bytes, now: float
+    inc: Incoming, frame: bytes | bytearray | memoryview, now: float
 ) -> tuple[list[str], Sequence[int], list[Record]]:
     """A snapshot frame as columns of records, checked against the move's range.
 

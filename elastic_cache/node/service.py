@@ -360,7 +360,7 @@ class NodeService:
         except KeyError:
             raise NotFound(f"no incoming migration {migration} on {self.node_id}") from None
 
-    def ingest(self, migration: str, frame: bytes) -> tuple[int, int]:
+    def ingest(self, migration: str, frame: bytes | bytearray | memoryview) -> tuple[int, int]:
         """Apply a frame of snapshot records; returns (applied, skipped).
 
         Raises:
@@ -374,7 +374,9 @@ class NodeService:
         inc.skipped += skipped
         return applied, skipped
 
-    async def receive_frame(self, migration: str, frame: bytes) -> tuple[int, int]:
+    async def receive_frame(
+        self, migration: str, frame: bytes | bytearray | memoryview
+    ) -> tuple[int, int]:
         """`ingest`, plus the cold tier: values too large for memory go to it, and the
         records the frame pushes out of memory are demoted."""
         cold = self.cold

@@ -166,7 +166,9 @@ def encode_frame(records: Iterable[WireRecord]) -> bytes:
     )
 
 
-def _column(kind: str, data: bytes, offset: int, n: int) -> tuple[array[int], int]:
+def _column(
+    kind: str, data: bytes | bytearray | memoryview, offset: int, n: int
+) -> tuple[array[int], int]:
     size = array(kind).itemsize * n
     if offset + size > len(data):
         raise InvalidBody("record frame is truncated")
@@ -177,7 +179,7 @@ def _column(kind: str, data: bytes, offset: int, n: int) -> tuple[array[int], in
     return arr, offset + size
 
 
-def decode_batch(data: bytes) -> Batch:
+def decode_batch(data: bytes | bytearray | memoryview) -> Batch:
     """Unpack a frame into columns.
 
     Raises:
@@ -195,11 +197,11 @@ def decode_batch(data: bytes) -> Batch:
         if off >= len(data):
             raise InvalidBody("record frame is truncated")
         length = data[off]
-        table.append(data[off + 1 : off + 1 + length].decode("latin-1"))
+        table.append(bytes(data[off + 1 : off + 1 + length]).decode("latin-1"))
         off += 1 + length
     if off + n > len(data):
         raise InvalidBody("record frame is truncated")
-    flags = data[off : off + n]
+    flags = bytes(data[off : off + n])
     off += n
     versions, off = _column("Q", data, off, n)
     tokens, off = _column("Q", data, off, n)
@@ -218,7 +220,7 @@ def decode_batch(data: bytes) -> Batch:
         content_types = [table[i] for i in ct_index]
     except IndexError:
         raise InvalidBody("record frame names an unknown content type") from None
-    key_bytes = data[off:key_end]
+    key_bytes = bytes(data[off:key_end])
     key_offsets = list(accumulate(key_lens, initial=0))
     try:
         if key_bytes.isascii():
@@ -229,11 +231,14 @@ def decode_batch(data: bytes) -> Batch:
     except UnicodeDecodeError as exc:
         raise InvalidBody("record key is not UTF-8") from exc
     value_offsets = list(accumulate(value_lens, initial=key_end))
-    values = [data[a:b] for a, b in pairwise(value_offsets)]
+    # Through a memoryview: one copy per value into its own bytes, whether ``data`` is
+    # bytes or the bytearray a node reads a frame into.
+    view = memoryview(data)
+    values = [view[a:b].tobytes() for a, b in pairwise(value_offsets)]
     sizes = list(map(operator.add, key_lens, value_lens))
     return Batch(keys, tokens, versions, values, content_types, ttls, flags, sizes)
 
 
-def decode_frame(data: bytes) -> Iterator[WireRecord]:
+def decode_frame(data: bytes | bytearray | memoryview) -> Iterator[WireRecord]:
     """Unpack a frame into records."""
     return decode_batch(data).records()
