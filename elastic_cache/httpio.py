@@ -59,24 +59,40 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
     """Turn typed errors, aiohttp's own HTTP errors and crashes into JSON bodies."""
     try:
         return await handler(request)
-    except ElasticCacheError as err:
-        if err.status >= 500:
-            log.warning("%s %s -> %d %s", request.method, request.path, err.status, err)
-        return error_response(err)
-    except web.HTTPException as exc:
-        if exc.status < 400:
+    except Exception as exc:
+        answer = exception_response(request, exc)
+        if answer is None:
             raise
+        return answer
+
+
+def exception_response(request: web.Request, exc: Exception) -> web.Response | None:
+    """The JSON answer for an exception a handler raised (None: let aiohttp handle it).
+
+    Typed errors carry their status and code; aiohttp's HTTP errors of 400 and up keep
+    their status; anything else is a logged 500.
+    """
+    if isinstance(exc, ElasticCacheError):
+        if exc.status >= 500:
+            log.warning("%s %s -> %d %s", request.method, request.path, exc.status, exc)
+        return error_response(exc)
+    if isinstance(exc, web.HTTPException):
+        if exc.status < 400:
+            return None
         code = _HTTP_CODES.get(exc.status, "http_error")
         body = {"error": code, "message": exc.reason}
         return web.Response(
             status=exc.status, body=json.dumps(body).encode(), content_type="application/json"
         )
-    except Exception:
-        log.exception("unhandled error in %s %s", request.method, request.path)
-        body = {"error": "internal", "message": "internal error; see the server log"}
-        return web.Response(
-            status=500, body=json.dumps(body).encode(), content_type="application/json"
-        )
+    log.error("unhandled error in %s %s", request.method, request.path, exc_info=exc)
+    body = {"error": "internal", "message": "internal error; see the server log"}
+    return web.Response(status=500, body=json.dumps(body).encode(), content_type="application/json")
+
+
+async def not_found(request: web.Request) -> web.StreamResponse:
+    """The JSON 404 of a path no route serves (registered last, as a catch-all)."""
+    body = {"error": "not_found", "message": f"no such endpoint: {request.method} {request.path}"}
+    return web.Response(status=404, body=json.dumps(body).encode(), content_type="application/json")
 
 
 async def read_limited(request: web.Request, limit: int) -> bytes:

@@ -40,10 +40,10 @@ from aiohttp.streams import StreamReader
 from elastic_cache.errors import Conflict, ElasticCacheError, InvalidBody
 from elastic_cache.httpio import (
     BufferPool,
-    error_middleware,
     error_response,
     int_field,
     json_body,
+    not_found,
     parse_content_type,
     parse_ttl,
     ranges_field,
@@ -352,7 +352,8 @@ def make_node_app(
         max_value_bytes: largest value a PUT may carry (413 past it).
         expiry_period: seconds between sweeps of expired records.
     """
-    app = web.Application(middlewares=[error_middleware], client_max_size=MAX_FRAME_BYTES)
+    # No error middleware: every route is `metered`, which turns errors into JSON.
+    app = web.Application(client_max_size=MAX_FRAME_BYTES)
     app[SERVICE] = service
     app[MAX_VALUE] = max_value_bytes
     app[FRAME_BUFFERS] = BufferPool()
@@ -382,6 +383,7 @@ def make_node_app(
         "/v1/migrations/{id}/commit", metered(commit_migration, "migrations", meter)
     )
     app.router.add_delete("/v1/migrations/{id}", metered(abort_migration, "migrations", meter))
+    app.router.add_route("*", "/{tail:.*}", metered(not_found, "other", meter))
 
     async def background(app: web.Application) -> AsyncIterator[None]:
         if service.cold is not None:
