@@ -23,6 +23,7 @@ from typing import Any
 from elastic_cache import __version__
 from elastic_cache.config import DEFAULT_INDEX, ClusterSettings, OnFull, ProvisionerKind
 from elastic_cache.errors import ConfigError, ElasticCacheError
+from elastic_cache.progress import Progress
 
 __all__ = ["build_parser", "main"]
 
@@ -372,7 +373,18 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     wheelhouse = Path(args.wheelhouse) if args.wheelhouse else None
     if wheelhouse is not None and not wheelhouse.is_dir():
         raise ConfigError(f"--wheelhouse {wheelhouse} is not a directory")
-    result = deploy(settings, session=session, wheelhouse=wheelhouse, cache_dir=_cache_dir())
+    # The bar and the step lines share stdout, so a line never lands inside the bar.
+    with Progress(
+        f"deploying {settings.name}", unit="steps", stream=sys.stdout, interval=30
+    ) as bar:
+        result = deploy(
+            settings,
+            session=session,
+            wheelhouse=wheelhouse,
+            cache_dir=_cache_dir(),
+            out=bar.note,
+            progress=bar,
+        )
     return 0 if result.healthy or not settings.wait else 1
 
 
@@ -380,7 +392,17 @@ def cmd_destroy(args: argparse.Namespace) -> int:
     from elastic_cache.deploy import destroy
 
     session = _boto_session(args.region)
-    destroy(args.name, _region(args, session), session=session, delete_data=args.delete_data)
+    with Progress(
+        f"destroying {args.name}", unit="instances", stream=sys.stdout, interval=30
+    ) as bar:
+        destroy(
+            args.name,
+            _region(args, session),
+            session=session,
+            delete_data=args.delete_data,
+            out=bar.note,
+            progress=bar,
+        )
     return 0
 
 

@@ -19,16 +19,19 @@ Scales:
 from __future__ import annotations
 
 import argparse
+import contextlib
+import contextvars
 import csv
 import hashlib
 import json
 import statistics
 import tempfile
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from elastic_cache.progress import Progress
 from elastic_cache.sim import BootDelayModel, RunResult, Scenario, ServiceTimeModel, simulate
 
 __all__ = [
@@ -36,6 +39,7 @@ __all__ = [
     "Options",
     "RunData",
     "figure_path",
+    "figure_progress",
     "mean",
     "options",
     "paper_scenario",
@@ -204,19 +208,45 @@ def run_one(scenario: Scenario, mode: str, out: Path) -> RunData:
     return data
 
 
-def run_all(
-    scenarios: Iterable[Scenario], mode: str, out: Path, *, say: Callable[[str], None] = print
-) -> list[RunData]:
-    """Run every scenario in turn (``mode`` ``sim`` or ``real``)."""
-    results = []
+#: The report of the figure being made (see `figure_progress`), if any.
+_REPORT: contextvars.ContextVar[Progress | None] = contextvars.ContextVar("report", default=None)
+
+
+@contextlib.contextmanager
+def figure_progress(label: str) -> Iterator[Progress]:
+    """Report the runs of one figure as they go: a counter on stderr (redrawn on a
+    terminal, a plain line every 5 seconds elsewhere) and a summary line per run."""
+    with Progress(label, unit="runs") as bar:
+        token = _REPORT.set(bar)
+        try:
+            yield bar
+        finally:
+            _REPORT.reset(token)
+
+
+def run_all(scenarios: Iterable[Scenario], mode: str, out: Path) -> list[RunData]:
+    """Run every scenario in turn (``mode`` ``sim`` or ``real``), reporting each run to
+    the figure's progress report (`figure_progress`), or printing a line without one."""
+    bar = _REPORT.get()
+    results: list[RunData] = []
     for scenario in scenarios:
+        if bar is not None:
+            bar.update(
+                bar.done, note=f"{mode} {scenario.label} {scenario.index} seed {scenario.seed}"
+            )
         data = run_one(scenario, mode, out)
-        say(
-            f"  {mode:4} {scenario.label:8} {scenario.index:7} q={scenario.queries_per_step:<3} "
-            f"spec={'y' if scenario.speculative else 'n'} seed={scenario.seed}: "
-            f"miss {data.totals['miss_rate']:.3f}, nodes {data.steps[-1]['nodes']}, "
-            f"total {data.totals['total']:.0f}s ({data.totals['wall']:.1f}s wall)"
+        line = (
+            f"  {mode:4} {scenario.label:8} {scenario.index:7} "
+            f"q={scenario.queries_per_step:<3} spec={'y' if scenario.speculative else 'n'} "
+            f"seed={scenario.seed}: miss {data.totals['miss_rate']:.3f}, "
+            f"nodes {data.steps[-1]['nodes']}, total {data.totals['total']:.0f}s "
+            f"({data.totals['wall']:.1f}s wall)"
         )
+        if bar is None:
+            print(line)
+        else:
+            bar.note(line)
+            bar.advance(note="")
         results.append(data)
     return results
 

@@ -21,6 +21,7 @@ from experiments.common import (
     Options,
     RunData,
     figure_path,
+    figure_progress,
     mean,
     options,
     paper_scenario,
@@ -151,4 +152,5 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with figure_progress("Figure 3"):
+        main()

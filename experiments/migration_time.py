@@ -23,6 +23,7 @@ from elastic_cache.sim import PAPER_INDEXES
 from experiments.common import (
     RunData,
     figure_path,
+    figure_progress,
     mean,
     options,
     pyplot,
@@ -144,4 +145,5 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with figure_progress("Figure 4"):
+        main()

@@ -30,6 +30,7 @@ from experiments.common import (
     Options,
     RunData,
     figure_path,
+    figure_progress,
     mean,
     options,
     paper_scenario,
@@ -205,4 +206,5 @@ def real_comparison(opts: Options) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with figure_progress("Figure 2"):
+        main()

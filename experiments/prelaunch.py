@@ -22,6 +22,7 @@ from experiments.common import (
     Options,
     RunData,
     figure_path,
+    figure_progress,
     mean,
     options,
     paper_scenario,
@@ -137,7 +138,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(
             f"  service x{r['service_scale']:<4g} {r['index']:6} start-up "
             f"{r['startup_without_s']:.0f}s -> {r['startup_with_s']:.0f}s "
-            f"({r['reduction']:.1f}x less)"
+            + (f"({r['reduction']:.1f}x less)" if r["startup_with_s"] > 0 else "(all hidden)")
         )
     if opts.real:
         real = []
@@ -156,4 +157,5 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with figure_progress("Figure 5"):
+        main()

@@ -180,8 +180,15 @@ def run_coordinator(
 
 
 def wait_running(
-    ec2: Any, instance_id: str, *, sleep: Sleep, clock: Callable[[], float], timeout: float
+    ec2: Any,
+    instance_id: str,
+    *,
+    sleep: Sleep,
+    clock: Callable[[], float],
+    timeout: float,
+    polled: Callable[[str], None] = lambda state: None,
 ) -> dict[str, Any]:
+    """Wait until the instance runs; ``polled`` hears its state after every poll."""
     deadline = clock() + timeout
     while True:
         reply = aws_call(
@@ -196,6 +203,7 @@ def wait_running(
             raise ProvisionError(f"the coordinator instance {instance_id} went {state}: {reason}")
         if clock() > deadline:
             raise ProvisionError(f"the coordinator instance {instance_id} is still {state}")
+        polled(state)
         sleep(5)
 
 

@@ -46,6 +46,7 @@ from elastic_cache.deploy.storage import (
     upload_bundle,
 )
 from elastic_cache.errors import ConfigError, ProvisionError
+from elastic_cache.progress import Progress
 from elastic_cache.provisioner.ec2 import CLUSTER_TAG, resolve_image
 from elastic_cache.userdata import coordinator_user_data
 
@@ -54,6 +55,29 @@ __all__ = ["deploy", "destroy", "hourly_prices", "identity"]
 Out = Callable[[str], None]
 
 Sleep = Callable[[float], None]
+
+DEPLOY_STEPS = 9
+"""What a deploy's progress counts: bucket, dependencies, bundle, firewall, roles, token,
+coordinator launched, coordinator running, coordinator healthy."""
+
+
+class _Steps:
+    """Reports a deploy's steps: a line for each through ``out`` and, when a progress
+    report is given, one step more on it (and a fresh elapsed time while waiting)."""
+
+    def __init__(self, out: Out, progress: Progress | None) -> None:
+        self.out = out
+        self.progress = progress
+
+    def done(self, line: str | None = None) -> None:
+        if line is not None:
+            self.out(line)
+        if self.progress is not None:
+            self.progress.advance(note="")
+
+    def waiting(self, what: str) -> None:
+        if self.progress is not None:
+            self.progress.update(self.progress.done, note=what)
 
 
 def identity(session: Any) -> str:
@@ -121,6 +145,7 @@ def deploy(
     wheelhouse: Path | None,
     cache_dir: Path,
     out: Out = print,
+    progress: Progress | None = None,
     sleep: Sleep = time.sleep,
     clock: Callable[[], float] = time.monotonic,
     healthy: Callable[[str], bool] = http_ok,
@@ -133,7 +158,9 @@ def deploy(
         wheelhouse: the dependency wheels for the instances; None fetches them with pip
             into ``cache_dir``.
         cache_dir: where fetched wheelhouses are kept between deploys.
-        out: where progress lines go.
+        out: where the step lines go (with ``progress``, pass its ``note``).
+        progress: advanced by one per step (``DEPLOY_STEPS`` in all) and refreshed while
+            waiting for the coordinator.
         sleep: how to wait between polls.
         clock: seconds, monotonic.
         healthy: checks the coordinator's ``/healthz`` URL.
@@ -154,18 +181,23 @@ def deploy(
     capacity = _capacity(settings)
     vpc, subnets = find_network(ec2, settings.subnets)
     out(f"cluster {names.cluster} in {region} (account {names.account}), VPC {vpc}")
+    steps = _Steps(out, progress)
+    if progress is not None:
+        progress.update(0, total=DEPLOY_STEPS if settings.wait else DEPLOY_STEPS - 1)
 
     bucket = ensure_bucket(s3, names)
-    out(f"  bucket        {bucket} (public access blocked, encrypted, TLS only)")
+    steps.done(f"  bucket        {bucket} (public access blocked, encrypted, TLS only)")
     if wheelhouse is None:
         out("  dependencies  fetching wheels with pip (once per version and architecture)")
+        steps.waiting("fetching wheels")
         wheelhouse = fetch_dependencies(arch, cache_dir / f"{__version__}-{arch}")
+    steps.done()
     bundle_key = upload_bundle(s3, names, arch, wheelhouse)
     deny_insecure_transport(s3, names)
-    out(f"  bundle        s3://{bucket}/{bundle_key}")
+    steps.done(f"  bundle        s3://{bucket}/{bundle_key}")
 
     groups = security_groups(ec2, vpc, names, settings)
-    out(
+    steps.done(
         f"  firewall      {groups['coordinator']}: port {settings.port} from "
         f"{settings.allow_cidr}; {groups['node']}: port {settings.node_port} from the "
         "cluster only; no SSH (use Session Manager)"
@@ -177,9 +209,13 @@ def deploy(
         coordinator_policy(names, node_security_group=groups["node"], subnets=subnets),
     )
     ensure_role(iam, names, "node", node_policy(names))
-    out(f"  roles         {names.role('coordinator')}, {names.role('node')} (least privilege)")
+    steps.done(
+        f"  roles         {names.role('coordinator')}, {names.role('node')} (least privilege)"
+    )
     created = ensure_token(ssm, names)
-    out(f"  token         {names.token_parameter} (SecureString, {'new' if created else 'kept'})")
+    steps.done(
+        f"  token         {names.token_parameter} (SecureString, {'new' if created else 'kept'})"
+    )
 
     image, root_device, _ = resolve_image(
         ec2,
@@ -195,7 +231,7 @@ def deploy(
     existing = live_instances(ec2, names.cluster, "coordinator")
     if existing:
         instance = existing[0]
-        out(
+        steps.done(
             f"  coordinator   {instance['InstanceId']} already runs (its settings are kept; "
             "destroy and deploy again to change them)"
         )
@@ -225,18 +261,29 @@ def deploy(
             user_data=user_data,
             sleep=sleep,
         )
-        out(f"  coordinator   {instance['InstanceId']} ({settings.coordinator_instance_type})")
+        steps.done(
+            f"  coordinator   {instance['InstanceId']} ({settings.coordinator_instance_type})"
+        )
     instance = wait_running(
-        ec2, instance["InstanceId"], sleep=sleep, clock=clock, timeout=settings.wait_timeout
+        ec2,
+        instance["InstanceId"],
+        sleep=sleep,
+        clock=clock,
+        timeout=settings.wait_timeout,
+        polled=lambda state: steps.waiting(f"instance {state}"),
     )
+    steps.done()
     endpoint = endpoint_of(instance, settings.port)
     ok = False
     if settings.wait:
         out("waiting for the coordinator to install the package and start its nodes ...")
         deadline = clock() + settings.wait_timeout
         while not (ok := healthy(f"{endpoint}/healthz")) and clock() < deadline:
+            steps.waiting("installing and starting")
             sleep(10)
-        if not ok:
+        if ok:
+            steps.done()
+        else:
             out(f"the coordinator did not answer within {settings.wait_timeout:.0f}s")
     floor = coordinator_price + settings.min_nodes * node_price
     budget = settings.max_usd_per_hour
@@ -267,6 +314,7 @@ def destroy(
     session: Any,
     delete_data: bool = False,
     out: Out = print,
+    progress: Progress | None = None,
     sleep: Sleep = time.sleep,
     clock: Callable[[], float] = time.monotonic,
     timeout: float = 900.0,
@@ -274,7 +322,8 @@ def destroy(
     """Terminate every instance tagged with the cluster and delete what deploy created.
 
     The bucket (the cold tier's data and the bundles) is kept unless ``delete_data``.
-    Safe to run again: what is already gone is skipped.
+    Safe to run again: what is already gone is skipped. ``progress`` (counting
+    instances) follows the wait for termination.
 
     Returns:
         How many instances were terminated.
@@ -310,9 +359,13 @@ def destroy(
             )["Reservations"]
             for i in r["Instances"]
         ]:
+            if progress is not None:
+                progress.update(len(instances) - len(live), total=len(instances))
             if clock() > deadline:
                 raise ProvisionError(f"instances still not terminated: {', '.join(live)}")
             sleep(5)
+        if progress is not None:
+            progress.update(len(instances), total=len(instances))
     groups = aws_call(
         ec2,
         "DescribeSecurityGroups",

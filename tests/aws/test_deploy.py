@@ -15,6 +15,7 @@ from elastic_cache.awserrors import AwsPermissionDenied
 from elastic_cache.deploy import ClusterNotFound, DeploySettings, deploy, destroy, status_by_name
 from elastic_cache.deploy.bundle import wheel_name
 from elastic_cache.errors import ConfigError
+from elastic_cache.progress import Progress
 
 from .conftest import REGION, unique
 
@@ -43,9 +44,7 @@ def run_deploy(session: Any, tmp_path: Path, s: DeploySettings, **kw: Any) -> An
         session=session,
         wheelhouse=wheels,
         cache_dir=tmp_path / "cache",
-        out=quiet,
-        sleep=lambda _: None,
-        **kw,
+        **({"out": quiet, "sleep": lambda _: None} | kw),
     )
 
 
@@ -135,6 +134,50 @@ def test_deploy_waits_for_health_then_status_shows_the_coordinator(
     assert code == 0
     assert f"coordinator {result.endpoint} answered" in text
     assert "epoch 4" in text and "node-1" in text
+
+
+def test_deploy_and_destroy_report_progress(session: Any, tmp_path: Path) -> None:
+    stream = io.StringIO()
+    now = [0.0]
+
+    def sleep(seconds: float) -> None:
+        now[0] += seconds
+
+    bar = Progress(
+        "deploying", unit="steps", stream=stream, tty=False, interval=15, clock=lambda: now[0]
+    )
+    polls: list[str] = []
+
+    def healthy(url: str) -> bool:
+        polls.append(url)
+        return len(polls) >= 5
+
+    s = settings(wait=True, wait_timeout=600)
+    with bar:
+        run_deploy(
+            session,
+            tmp_path,
+            s,
+            healthy=healthy,
+            out=bar.note,
+            progress=bar,
+            sleep=sleep,
+            clock=lambda: now[0],
+        )
+    text = stream.getvalue()
+    assert bar.done == bar.total == 9
+    assert "  bucket " in text and "  roles " in text and "endpoint: http://" in text
+    # The health wait (4 polls, 10 s apart) kept the report alive with its note.
+    assert "deploying: 8/9 steps (89%) after 20.0 s; installing and starting" in text
+    assert text.splitlines()[-1].startswith("deploying: done, 9/9 steps in 40.0 s")
+
+    gone = Progress("destroying", unit="instances", stream=stream, tty=False)
+    with gone:
+        assert (
+            destroy(s.name, REGION, session=session, out=gone.note, progress=gone, sleep=sleep) == 1
+        )
+    assert gone.done == gone.total == 1
+    assert stream.getvalue().splitlines()[-1].startswith("destroying: done, 1/1 instances")
 
 
 def test_destroy_is_idempotent_and_status_of_nothing_is_an_error(
