@@ -37,8 +37,25 @@ test: lint browser
 run: $(STAMP)
 	$(BIN)/ecache up
 
+# Every benchmark in turn, each printing its figures against a baseline measured in the
+# same run and writing benchmarks/results/. bench_cluster needs wrk (installed like chromium
+# above; without it that benchmark is skipped with a note). Takes about half an hour; run
+# it on a quiet machine.
 bench: $(STAMP)
+	@command -v wrk >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk >/dev/null) \
+	      || echo "could not install wrk: bench_cluster will be skipped"; \
+	  else \
+	    echo "wrk is not installed (needs root and apt-get): bench_cluster will be skipped"; \
+	  fi; }
 	$(BIN)/python benchmarks/bench_indexes.py
+	$(BIN)/python benchmarks/bench_ehash_cbf.py --records 100000 1000000
+	$(BIN)/python benchmarks/bench_tiers.py
+	$(BIN)/python benchmarks/bench_metrics.py
+	$(BIN)/python benchmarks/bench_demo_origin.py
+	@if command -v wrk >/dev/null 2>&1; then $(BIN)/python benchmarks/bench_cluster.py; \
+	  else echo "bench_cluster skipped: wrk is not installed"; fi
 
 # The paper's figures (docs/results.md): every script at full size on the simulator, and at
 # reduced scale on real node processes (--real), into experiments/results/. Runs are cached
