@@ -14,7 +14,7 @@ from elastic_cache.config import ClusterSettings
 from elastic_cache.deploy.names import ClusterNames
 from elastic_cache.deploy.settings import DeploySettings
 from elastic_cache.errors import ProvisionError
-from elastic_cache.provisioner.ec2 import cluster_filters
+from elastic_cache.provisioner.ec2 import cluster_filters, instance_params
 
 __all__ = [
     "PORT_TAG",
@@ -135,36 +135,17 @@ def run_coordinator(
     sleep: Sleep,
 ) -> dict[str, Any]:
     tags = [*names.tags("coordinator"), {"Key": PORT_TAG, "Value": str(settings.port)}]
-    params = {
-        "ImageId": image,
-        "InstanceType": settings.coordinator_instance_type,
-        "MinCount": 1,
-        "MaxCount": 1,
-        "SubnetId": subnet,
-        "SecurityGroupIds": [group],
-        "IamInstanceProfile": {"Name": names.role("coordinator")},
-        "UserData": user_data,
-        "MetadataOptions": {
-            "HttpTokens": "required",
-            "HttpPutResponseHopLimit": 1,
-            "HttpEndpoint": "enabled",
-        },
-        "TagSpecifications": [
-            {"ResourceType": "instance", "Tags": tags},
-            {"ResourceType": "volume", "Tags": tags},
-        ],
-        "BlockDeviceMappings": [
-            {
-                "DeviceName": root_device,
-                "Ebs": {
-                    "VolumeSize": 8,
-                    "VolumeType": "gp3",
-                    "Encrypted": True,
-                    "DeleteOnTermination": True,
-                },
-            }
-        ],
-    }
+    params = instance_params(
+        image=image,
+        instance_type=settings.coordinator_instance_type,
+        user_data=user_data,
+        tags=tags,
+        root_device=root_device,
+        volume_gb=8,
+    )
+    params["SubnetId"] = subnet
+    params["SecurityGroupIds"] = [group]
+    params["IamInstanceProfile"] = {"Name": names.role("coordinator")}
     for attempt in range(12):
         try:
             reply = aws_call(ec2, "RunInstances", doing="launching the coordinator", **params)

@@ -30,14 +30,13 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
-import aiohttp
 from botocore.config import Config
 
 from elastic_cache import __version__
 from elastic_cache.awserrors import CAPACITY_CODES, AwsCapacityError, AwsError, aws_call
 from elastic_cache.config import Ec2Settings, NodeSettings
 from elastic_cache.errors import ConfigError, ProvisionError
-from elastic_cache.provisioner.base import NodeHandle
+from elastic_cache.provisioner.base import NodeHandle, wait_healthy
 from elastic_cache.provisioner.local import node_arguments
 from elastic_cache.userdata import node_user_data
 
@@ -49,6 +48,7 @@ __all__ = [
     "InstanceRunner",
     "PrivateAddress",
     "cluster_filters",
+    "instance_params",
     "node_args",
     "resolve_image",
 ]
@@ -148,6 +148,47 @@ class PrivateAddress:
 
     async def close(self) -> None:
         return None
+
+
+def instance_params(
+    *,
+    image: str,
+    instance_type: str,
+    user_data: str,
+    tags: list[dict[str, str]],
+    root_device: str,
+    volume_gb: int,
+) -> dict[str, Any]:
+    """``run_instances`` parameters every instance of a cluster shares: one instance,
+    IMDSv2 only with a hop limit of 1, the tags on the instance and its volume at launch,
+    an encrypted gp3 root volume that goes with the instance."""
+    return {
+        "ImageId": image,
+        "InstanceType": instance_type,
+        "MinCount": 1,
+        "MaxCount": 1,
+        "UserData": user_data,
+        "MetadataOptions": {
+            "HttpTokens": "required",
+            "HttpPutResponseHopLimit": 1,
+            "HttpEndpoint": "enabled",
+        },
+        "TagSpecifications": [
+            {"ResourceType": "instance", "Tags": tags},
+            {"ResourceType": "volume", "Tags": tags},
+        ],
+        "BlockDeviceMappings": [
+            {
+                "DeviceName": root_device,
+                "Ebs": {
+                    "VolumeSize": volume_gb,
+                    "VolumeType": "gp3",
+                    "Encrypted": True,
+                    "DeleteOnTermination": True,
+                },
+            }
+        ],
+    }
 
 
 class Ec2Provisioner:
@@ -250,35 +291,15 @@ class Ec2Provisioner:
         self, node_id: str, *, image: str, root_device: str, instance_type: str, subnet: str | None
     ) -> dict[str, Any]:
         """The ``run_instances`` parameters for one attempt."""
-        tags = self.tags(node_id)
-        params: dict[str, Any] = {
-            "ImageId": image,
-            "InstanceType": instance_type,
-            "MinCount": 1,
-            "MaxCount": 1,
-            "UserData": self.user_data(node_id),
-            "MetadataOptions": {
-                "HttpTokens": "required",
-                "HttpPutResponseHopLimit": 1,
-                "HttpEndpoint": "enabled",
-            },
-            "TagSpecifications": [
-                {"ResourceType": "instance", "Tags": tags},
-                {"ResourceType": "volume", "Tags": tags},
-            ],
-            "BlockDeviceMappings": [
-                {
-                    "DeviceName": root_device,
-                    "Ebs": {
-                        "VolumeSize": self.settings.root_volume_gb,
-                        "VolumeType": "gp3",
-                        "Encrypted": True,
-                        "DeleteOnTermination": True,
-                    },
-                }
-            ],
-            "InstanceInitiatedShutdownBehavior": "terminate",
-        }
+        params = instance_params(
+            image=image,
+            instance_type=instance_type,
+            user_data=self.user_data(node_id),
+            tags=self.tags(node_id),
+            root_device=root_device,
+            volume_gb=self.settings.root_volume_gb,
+        )
+        params["InstanceInitiatedShutdownBehavior"] = "terminate"
         if self.settings.security_groups:
             params["SecurityGroupIds"] = list(self.settings.security_groups)
         if subnet is not None:
@@ -356,20 +377,6 @@ class Ec2Provisioner:
                 raise ProvisionError(f"instance {instance_id} was not running in time ({state})")
             await self._sleep(self.settings.poll_interval)
 
-    async def _wait_healthy(self, address: str, deadline: float) -> None:
-        timeout = aiohttp.ClientTimeout(total=3)
-        async with aiohttp.ClientSession(timeout=timeout) as http:
-            while True:
-                try:
-                    async with http.get(f"{address}/healthz") as resp:
-                        if resp.status == 200:
-                            return
-                except (aiohttp.ClientError, TimeoutError):
-                    pass
-                if self._clock() > deadline:
-                    raise ProvisionError(f"{address}/healthz did not answer 200 in time")
-                await self._sleep(min(self.settings.poll_interval, 1.0))
-
     async def launch(self, node_id: str) -> NodeHandle:
         """Run an instance for ``node_id`` and wait until its node answers ``/healthz``.
 
@@ -386,7 +393,13 @@ class Ec2Provisioner:
         try:
             instance = await self._wait_running(instance_id, deadline)
             address = await self.runner.address(node_id, instance)
-            await self._wait_healthy(address, deadline)
+            await wait_healthy(
+                address,
+                deadline=deadline,
+                interval=min(self.settings.poll_interval, 1.0),
+                clock=self._clock,
+                sleep=self._sleep,
+            )
         except BaseException as exc:
             await self._terminate_quietly(node_id, instance_id)
             if isinstance(exc, ProvisionError):

@@ -18,12 +18,10 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-import aiohttp
-
 from elastic_cache.config import NodeSettings
 from elastic_cache.errors import ProvisionError
 from elastic_cache.logs import current_format
-from elastic_cache.provisioner.base import NodeHandle
+from elastic_cache.provisioner.base import NodeHandle, wait_healthy
 
 __all__ = ["LocalProvisioner", "node_arguments", "node_command"]
 
@@ -173,7 +171,9 @@ class LocalProvisioner:
         self._procs[node_id] = proc
         try:
             address = await asyncio.wait_for(self._announced(proc), self.health_timeout)
-            await self._wait_healthy(address, started)
+            await wait_healthy(
+                address, deadline=started + self.boot_delay + self.health_timeout, interval=0.05
+            )
         except (TimeoutError, ProvisionError) as exc:
             await self._stop(node_id)
             raise ProvisionError(f"node {node_id} did not start: {exc or 'timed out'}") from exc
@@ -198,21 +198,6 @@ class LocalProvisioner:
             return str(info["address"])
         except (ValueError, KeyError) as exc:
             raise ProvisionError(f"unexpected first line from node: {line[:200]!r}") from exc
-
-    async def _wait_healthy(self, address: str, started: float) -> None:
-        deadline = started + self.boot_delay + self.health_timeout
-        timeout = aiohttp.ClientTimeout(total=2)
-        async with aiohttp.ClientSession(timeout=timeout) as session:
-            while True:
-                try:
-                    async with session.get(f"{address}/healthz") as resp:
-                        if resp.status == 200:
-                            return
-                except (aiohttp.ClientError, TimeoutError):
-                    pass
-                if time.monotonic() > deadline:
-                    raise ProvisionError(f"{address}/healthz never answered 200")
-                await asyncio.sleep(0.05)
 
     async def _stop(self, node_id: str, grace: float = 5.0) -> None:
         proc = self._procs.pop(node_id, None)
