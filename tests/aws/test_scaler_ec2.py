@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import random
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from elastic_cache.cost import instance_price
 from elastic_cache.errors import StoreFull
 from elastic_cache.provisioner.ec2 import Ec2Provisioner, cluster_filters
 
+from ..checked_load import CheckedLoad
 from ..integration.conftest import free_port
 from ..integration.test_cluster_processes import pid_alive
 from .conftest import REGION, LocalInstances, unique
@@ -140,48 +140,13 @@ async def test_scale_out_then_down_over_ec2_under_load_loses_nothing(
         # Scale down under a model-checked load: the bulk goes away, the fill drops under
         # the low watermark, and the scaler removes nodes one at a time while five
         # clients keep writing, deleting and reading.
-        keys = [f"user:{i}" for i in range(50)]
         clients = 5
-        acked: dict[str, int] = {}
-        failures: list[str] = []
+        load = CheckedLoad([f"user:{i}" for i in range(50)], clients)
         done = asyncio.Event()
-        ops = 0
 
         async def run(n: int) -> None:
-            nonlocal ops
-            rng = random.Random(n)
-            mine = keys[n::clients]
-            seq = 0
             async with AsyncClient(cluster.url, timeout=120) as client:
-                while not done.is_set():
-                    ops += 1
-                    op = rng.random()
-                    if op < 0.5:
-                        key = rng.choice(mine)
-                        seq += 1
-                        await client.put(key, f"{key}#{seq}".encode())
-                        acked[key] = seq
-                    elif op < 0.6:
-                        key = rng.choice(mine)
-                        await client.delete(key)
-                        acked[key] = -1
-                    else:
-                        key = rng.choice(keys)
-                        floor = acked.get(key)
-                        got = await client.get(key)
-                        if floor is None:
-                            continue
-                        if floor == -1:
-                            if got is not None and acked.get(key) == -1:
-                                failures.append(f"{key}: deleted but read {got!r}")
-                            continue
-                        if got is None:
-                            if acked.get(key) != -1:
-                                failures.append(f"{key}: acknowledged write #{floor} lost")
-                            continue
-                        got_seq = int(got.decode().rsplit("#", 1)[1])
-                        if got_seq < floor:
-                            failures.append(f"{key}: read #{got_seq} after #{floor} was acked")
+                await load.client_ops(client, n, stop=done)
 
         async def shrink() -> None:
             try:
@@ -200,8 +165,8 @@ async def test_scale_out_then_down_over_ec2_under_load_loses_nothing(
                 done.set()
 
         await asyncio.gather(shrink(), *(run(n) for n in range(clients)))
-        assert failures == []
-        assert ops > 500
+        assert load.failures == []
+        assert load.ops > 500
         assert list(coord.cluster.nodes) == ["node-1"], "the primary stays, the rest go"
         assert coord.scaler.removals == len(grown) - 1
         # Every removed node's instance is terminated, and its process is gone.
@@ -212,9 +177,7 @@ async def test_scale_out_then_down_over_ec2_under_load_loses_nothing(
         # No launch was set off by the removals (the hysteresis).
         assert coord.scaler.launches == len(grown) - 1
         async with AsyncClient(cluster.url) as client:
-            for key, seq in acked.items():
-                want = None if seq == -1 else f"{key}#{seq}".encode()
-                assert await client.get(key) == want, key
+            assert await load.final_mismatches(client) == []
         stats = await coord.cluster.nodes["node-1"].client.stats()
         assert stats.evictions == 0
 

@@ -10,7 +10,6 @@ import asyncio
 import contextlib
 import json
 import os
-import random
 import signal
 import sys
 from collections.abc import AsyncIterator
@@ -27,6 +26,7 @@ from elastic_cache.coordinator.cluster import MoveFailed
 from elastic_cache.coordinator.service import Coordinator
 from elastic_cache.provisioner.local import LocalProvisioner
 
+from ..checked_load import CheckedLoad
 from .conftest import free_port
 
 pytestmark = pytest.mark.slow
@@ -81,58 +81,17 @@ async def test_mixed_load_while_scaling_out_loses_nothing(tmp_path: Path) -> Non
         "scaler": {"max_nodes": 8, "d_low": 50, "d_high": 250},
     }
     async with process_cluster(tmp_path, data) as cluster:
-        keys = [f"user:{i}" for i in range(5000)]
         clients = 5
-        ops_per_client = 4000  # 20,000 in all
-        # Each key has one writer (its client), so "the last acknowledged write" is exact;
-        # reads of any key must return a value at least as new as the last write that was
-        # acknowledged before the read started.
-        acked: dict[str, int] = {}  # key -> seq of last acknowledged write (-1: deleted)
-        failures: list[str] = []
+        load = CheckedLoad([f"user:{i}" for i in range(5000)], clients, put=0.55, delete=0.1)
 
         async def run(n: int) -> None:
-            rng = random.Random(n)
-            mine = keys[n::clients]
-            seq = 0
             async with AsyncClient(cluster.url, timeout=120) as client:
-                for _ in range(ops_per_client):
-                    op = rng.random()
-                    if op < 0.55:
-                        key = rng.choice(mine)
-                        seq += 1
-                        await client.put(key, f"{key}#{seq}".encode())
-                        acked[key] = seq
-                    elif op < 0.65:
-                        key = rng.choice(mine)
-                        await client.delete(key)
-                        acked[key] = -1
-                    else:
-                        key = rng.choice(keys)
-                        floor = acked.get(key)
-                        got = await client.get(key)
-                        if floor is None:
-                            continue
-                        if floor == -1:
-                            # Deleted and not rewritten since: only a newer write may show.
-                            if got is not None and acked.get(key) == -1:
-                                failures.append(f"{key}: deleted but read {got!r}")
-                            continue
-                        if got is None:
-                            if acked.get(key) != -1:
-                                failures.append(f"{key}: acknowledged write #{floor} lost")
-                            continue
-                        got_seq = int(got.decode().rsplit("#", 1)[1])
-                        if got_seq < floor:
-                            failures.append(f"{key}: read #{got_seq} after #{floor} was acked")
+                await load.client_ops(client, n, count=4000)  # 20,000 in all
 
         await asyncio.gather(*(run(n) for n in range(clients)))
-        assert failures == []
-        # Every key ends as its model says.
+        assert load.failures == []
         async with AsyncClient(cluster.url) as client:
-            for key, seq in acked.items():
-                got = await client.get(key)
-                want = None if seq == -1 else f"{key}#{seq}".encode()
-                assert got == want, key
+            assert await load.final_mismatches(client) == []
         nodes = cluster.coord.cluster.nodes
         assert len(nodes) >= 4, f"the scaler added {len(nodes) - 1} node(s)"
         moves = [m for m in cluster.coord.cluster.migrations if m.state == "done"]
