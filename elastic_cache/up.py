@@ -23,7 +23,7 @@ from elastic_cache.config import ClusterSettings, OriginSettings
 from elastic_cache.coordinator.runner import serve_coordinator
 from elastic_cache.coordinator.service import Coordinator
 from elastic_cache.errors import ConfigError
-from elastic_cache.provisioner.local import LocalProvisioner
+from elastic_cache.provisioner.local import LocalProvisioner, stop_process
 from elastic_cache.tiers.spec import parse_tier_spec
 
 __all__ = ["run_up"]
@@ -53,7 +53,7 @@ async def _start_demo_origin(port: int) -> asyncio.subprocess.Process:
                     if resp.status == 200:
                         return proc
             await asyncio.sleep(0.1)
-    await _stop(proc)
+    await stop_process(proc)
     raise ConfigError(
         f"the demo origin could not start on 127.0.0.1:{port} (port in use?); "
         "pass --demo-origin-port or --no-demo-origin"
@@ -111,24 +111,10 @@ async def _start_local_s3(port: int, bucket: str) -> asyncio.subprocess.Process:
                     if resp.status in (200, 409):
                         return proc
             await asyncio.sleep(0.1)
-    await _stop(proc)
+    await stop_process(proc)
     raise ConfigError(
         f"the local S3 could not start on 127.0.0.1:{port} (port in use?); pass --local-s3-port"
     )
-
-
-async def _stop(proc: asyncio.subprocess.Process) -> None:
-    if proc.returncode is None:
-        with contextlib.suppress(ProcessLookupError):
-            proc.terminate()
-        try:
-            await asyncio.wait_for(proc.wait(), 5)
-        except TimeoutError:
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
-            await proc.wait()
-    if proc.stdin is not None:
-        proc.stdin.close()
 
 
 def _banner(settings: ClusterSettings, url: str, coord: Coordinator, demo: bool) -> str:
@@ -193,7 +179,7 @@ async def run_up(
             proc = await _start_demo_origin(demo_origin_port)
         except BaseException:
             if s3_proc is not None:
-                await _stop(s3_proc)
+                await stop_process(s3_proc)
             raise
         origin = OriginSettings(name=DEMO_ORIGIN, url=f"http://127.0.0.1:{demo_origin_port}")
         settings = settings.replace(origins=(*settings.origins, origin))
@@ -206,8 +192,8 @@ async def run_up(
         await serve_coordinator(settings, provisioner=provisioner, on_ready=ready)
     finally:
         if proc is not None:
-            await _stop(proc)
+            await stop_process(proc)
         if s3_proc is not None:
-            await _stop(s3_proc)
+            await stop_process(s3_proc)
     print("elastic-cache stopped.", flush=True)
     return 0

@@ -23,7 +23,7 @@ from elastic_cache.errors import ProvisionError
 from elastic_cache.logs import current_format
 from elastic_cache.provisioner.base import NodeHandle, wait_healthy
 
-__all__ = ["LocalProvisioner", "node_arguments", "node_command"]
+__all__ = ["LocalProvisioner", "node_arguments", "node_command", "stop_process"]
 
 log = logging.getLogger("elastic_cache.provisioner.local")
 
@@ -85,6 +85,21 @@ def node_command(
         "node",
         *node_arguments(settings, node_id=node_id, host=host, port=port),
     ]
+
+
+async def stop_process(proc: asyncio.subprocess.Process, grace: float = 5.0) -> None:
+    """SIGTERM ``proc``, SIGKILL it after ``grace`` seconds, wait for it; idempotent."""
+    if proc.returncode is None:
+        with contextlib.suppress(ProcessLookupError):
+            proc.terminate()
+        try:
+            await asyncio.wait_for(proc.wait(), grace)
+        except TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            await proc.wait()
+    if proc.stdin is not None:
+        proc.stdin.close()
 
 
 class LocalProvisioner:
@@ -204,17 +219,7 @@ class LocalProvisioner:
         self._handles.pop(node_id, None)
         if proc is None:
             return
-        if proc.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                proc.terminate()
-            try:
-                await asyncio.wait_for(proc.wait(), grace)
-            except TimeoutError:
-                with contextlib.suppress(ProcessLookupError):
-                    proc.kill()
-                await proc.wait()
-        if proc.stdin is not None:
-            proc.stdin.close()
+        await stop_process(proc, grace)
         log.info("node %s stopped (pid %d, status %s)", node_id, proc.pid, proc.returncode)
 
     async def terminate(self, handle: NodeHandle) -> None:
