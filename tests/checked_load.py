@@ -1,17 +1,38 @@
 """A checked key-value load for tests that move data while clients work.
 
-Each key has one writer (the client it belongs to), so "the last acknowledged write" of a
-key is exact: a read must return a value at least as new as the last write acknowledged
-before the read started, a deleted key must stay deleted until written again, and at the
-end every key holds what the model says.
+Each key has one writer (the client it belongs to), so the history of a key is a
+sequence of operations with no two in flight at once. A read is checked against that
+history the way a linearizable register is: it may return the state left by the last
+operation acknowledged before the read started, or the outcome of any operation of
+the key that overlapped it (in flight when the read started, or started before the
+read returned). Anything else -- a lost acknowledged write, a value older than the last
+acknowledged write, a deleted value coming back -- is a failure. At the end every key
+must hold what the model says.
 """
 
 from __future__ import annotations
 
 import asyncio
 import random
+from dataclasses import dataclass, field
 
 from elastic_cache.client import AsyncClient
+
+#: The model's state of a key after a delete.
+DELETED = -1
+
+
+@dataclass(slots=True)
+class KeyHistory:
+    """One key's operations: ``(seq, in flight)``; seq ``DELETED`` for a delete."""
+
+    ops: list[int] = field(default_factory=list)
+    acked: int | None = None  # state after the last acknowledged operation
+    in_flight: bool = False
+
+    def window_start(self) -> int:
+        """Index of the first operation that can overlap a read starting now."""
+        return len(self.ops) - 1 if self.in_flight else len(self.ops)
 
 
 class CheckedLoad:
@@ -31,9 +52,15 @@ class CheckedLoad:
         self.clients = clients
         self.put = put
         self.delete = delete
-        self.acked: dict[str, int] = {}  # key -> seq of its last acknowledged write, -1 deleted
+        self.history: dict[str, KeyHistory] = {k: KeyHistory() for k in keys}
         self.failures: list[str] = []
         self.ops = 0
+        self.overlapped_reads = 0
+
+    @property
+    def acked(self) -> dict[str, int]:
+        """key -> seq of its last acknowledged write, ``DELETED`` if deleted since."""
+        return {k: h.acked for k, h in self.history.items() if h.acked is not None}
 
     async def client_ops(
         self,
@@ -52,41 +79,72 @@ class CheckedLoad:
             done += 1
             self.ops += 1
             op = rng.random()
-            if op < self.put:
+            if op < self.put + self.delete:
                 key = rng.choice(mine)
-                seq += 1
-                await client.put(key, f"{key}#{seq}".encode())
-                self.acked[key] = seq
-            elif op < self.put + self.delete:
-                key = rng.choice(mine)
-                await client.delete(key)
-                self.acked[key] = -1
+                h = self.history[key]
+                if op < self.put:
+                    seq += 1
+                    h.ops.append(seq)
+                    h.in_flight = True
+                    await client.put(key, f"{key}#{seq}".encode())
+                    h.acked = seq
+                else:
+                    h.ops.append(DELETED)
+                    h.in_flight = True
+                    await client.delete(key)
+                    h.acked = DELETED
+                h.in_flight = False
             else:
                 await self._read(client, rng.choice(self.keys))
 
     async def _read(self, client: AsyncClient, key: str) -> None:
-        floor = self.acked.get(key)
+        h = self.history[key]
+        floor = h.acked
+        first = h.window_start()
         got = await client.get(key)
-        if floor is None:
-            return
-        if floor == -1:
-            # Deleted and not rewritten since: only a newer write may show.
-            if got is not None and self.acked.get(key) == -1:
-                self.failures.append(f"{key}: deleted but read {got!r}")
-            return
-        if got is None:
-            if self.acked.get(key) != -1:
-                self.failures.append(f"{key}: acknowledged write #{floor} lost")
-            return
-        got_seq = int(got.decode().rsplit("#", 1)[1])
-        if got_seq < floor:
-            self.failures.append(f"{key}: read #{got_seq} after #{floor} was acked")
+        overlapping = h.ops[first:]
+        if overlapping:
+            self.overlapped_reads += 1
+        failure = judge(key, floor, overlapping, got)
+        if failure is not None:
+            self.failures.append(failure)
 
     async def final_mismatches(self, client: AsyncClient) -> list[str]:
         """Keys whose stored value is not what the model says."""
         wrong = []
-        for key, seq in self.acked.items():
-            want = None if seq == -1 else f"{key}#{seq}".encode()
+        for key, h in self.history.items():
+            if h.acked is None:
+                continue
+            want = None if h.acked == DELETED else f"{key}#{h.acked}".encode()
             if await client.get(key) != want:
                 wrong.append(key)
         return wrong
+
+
+def judge(key: str, floor: int | None, overlapping: list[int], got: bytes | None) -> str | None:
+    """Why a read of ``key`` that returned ``got`` is wrong, or None when it is legal.
+
+    Args:
+        key: the key read.
+        floor: the key's state after the last operation acknowledged before the read
+            started (None: never written).
+        overlapping: the operations of the key that overlapped the read (their seqs,
+            ``DELETED`` for a delete), in order.
+        got: what the read returned.
+    """
+    if got is None:
+        if floor is None or floor == DELETED or DELETED in overlapping:
+            return None
+        return f"{key}: acknowledged write #{floor} lost"
+    got_seq = int(got.decode().rsplit("#", 1)[1])
+    if got_seq in overlapping:
+        return None
+    if floor is None:
+        return f"{key}: read #{got_seq}, which was never written"
+    if floor == DELETED:
+        return f"{key}: deleted but read #{got_seq}"
+    if got_seq != floor:
+        # Seqs only grow, and a value newer than the floor must come from an
+        # overlapping write: anything else is stale (or invented).
+        return f"{key}: read #{got_seq} after #{floor} was acked"
+    return None
