@@ -47,7 +47,12 @@ from elastic_cache.deploy.storage import (
 )
 from elastic_cache.errors import ConfigError, ProvisionError
 from elastic_cache.progress import Progress
-from elastic_cache.provisioner.ec2 import CLUSTER_TAG, resolve_image
+from elastic_cache.provisioner.ec2 import (
+    CLUSTER_TAG,
+    UNTERMINATED_STATES,
+    cluster_filters,
+    resolve_image,
+)
 from elastic_cache.userdata import coordinator_user_data
 
 __all__ = ["deploy", "destroy", "hourly_prices", "identity"]
@@ -307,6 +312,30 @@ def deploy(
     )
 
 
+def _tagged_ids(ec2: Any, name: str, states: tuple[str, ...]) -> list[str]:
+    reply = aws_call(
+        ec2,
+        "DescribeInstances",
+        doing=f"listing the instances of {name}",
+        Filters=cluster_filters(name, states=states),
+    )
+    return [i["InstanceId"] for r in reply["Reservations"] for i in r["Instances"]]
+
+
+def _terminate_tagged(ec2: Any, name: str) -> list[str]:
+    """Ask AWS to terminate every tagged instance that is not ending yet (stopped ones
+    included: their network interfaces keep the security groups in use)."""
+    ids = _tagged_ids(ec2, name, UNTERMINATED_STATES)
+    if ids:
+        try:
+            aws_call(ec2, "TerminateInstances", doing="terminating the cluster", InstanceIds=ids)
+        except AwsError as exc:
+            # An instance between states (stopping) may refuse; the caller asks again.
+            if exc.aws_code != "IncorrectInstanceState":
+                raise
+    return ids
+
+
 def destroy(
     name: str,
     region: str,
@@ -338,32 +367,22 @@ def destroy(
     iam = session.client("iam", region_name=region)
     s3 = s3_client(session, region)
 
-    instances = [i["InstanceId"] for i in live_instances(ec2, name)]
+    instances = _terminate_tagged(ec2, name)
     if instances:
-        aws_call(ec2, "TerminateInstances", doing="terminating the cluster", InstanceIds=instances)
         out(f"terminating {len(instances)} instance(s): {', '.join(instances)}")
         deadline = clock() + timeout
-        while live := [
-            i["InstanceId"]
-            for r in aws_call(
-                ec2,
-                "DescribeInstances",
-                doing="waiting for termination",
-                Filters=[
-                    {"Name": f"tag:{CLUSTER_TAG}", "Values": [name]},
-                    {
-                        "Name": "instance-state-name",
-                        "Values": ["pending", "running", "stopping", "shutting-down", "stopped"],
-                    },
-                ],
-            )["Reservations"]
-            for i in r["Instances"]
-        ]:
+        while live := _tagged_ids(ec2, name, (*UNTERMINATED_STATES, "shutting-down")):
             if progress is not None:
                 progress.update(len(instances) - len(live), total=len(instances))
             if clock() > deadline:
                 raise ProvisionError(f"instances still not terminated: {', '.join(live)}")
             sleep(5)
+            # Again: a stopping instance may have refused, and a coordinator that was
+            # still running may have launched a node after the first listing.
+            for extra in _terminate_tagged(ec2, name):
+                if extra not in instances:
+                    instances.append(extra)
+                    out(f"terminating {extra} too")
         if progress is not None:
             progress.update(len(instances), total=len(instances))
     groups = aws_call(

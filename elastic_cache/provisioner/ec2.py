@@ -44,6 +44,7 @@ __all__ = [
     "CLUSTER_TAG",
     "NODE_TAG",
     "ROLE_TAG",
+    "UNTERMINATED_STATES",
     "Ec2Provisioner",
     "InstanceRunner",
     "PrivateAddress",
@@ -60,14 +61,21 @@ CLUSTER_TAG = "ecache:cluster"
 ROLE_TAG = "ecache:role"
 NODE_TAG = "ecache:node"
 
-_LIVE_STATES = ["pending", "running"]
+_LIVE_STATES = ("pending", "running")
+
+#: Every state an instance can be terminated from: a stopped instance bills its volume
+#: and keeps its network interface, which keeps its security groups in use.
+UNTERMINATED_STATES = ("pending", "running", "stopping", "stopped")
 
 
-def cluster_filters(cluster: str, role: str | None = None) -> list[dict[str, Any]]:
-    """``describe_instances`` filters for a cluster's live instances (of one role)."""
+def cluster_filters(
+    cluster: str, role: str | None = None, *, states: tuple[str, ...] = _LIVE_STATES
+) -> list[dict[str, Any]]:
+    """``describe_instances`` filters for a cluster's instances in ``states`` (default:
+    pending or running), of one role or all."""
     filters: list[dict[str, Any]] = [
         {"Name": f"tag:{CLUSTER_TAG}", "Values": [cluster]},
-        {"Name": "instance-state-name", "Values": _LIVE_STATES},
+        {"Name": "instance-state-name", "Values": list(states)},
     ]
     if role is not None:
         filters.append({"Name": f"tag:{ROLE_TAG}", "Values": [role]})

@@ -214,3 +214,47 @@ def test_destroy_is_idempotent_and_status_of_nothing_is_an_error(
 def test_bad_deploy_settings(overrides: dict[str, Any], fragment: str) -> None:
     with pytest.raises(ConfigError, match=fragment):
         settings(**overrides)
+
+
+def test_destroy_terminates_a_stopped_coordinator(session: Any, tmp_path: Path) -> None:
+    """A stopped instance still holds its network interface, so its security group
+    cannot go: destroy terminates instances in every state short of terminated."""
+    s = settings()
+    result = run_deploy(session, tmp_path, s)
+    ec2 = session.client("ec2")
+    ec2.stop_instances(InstanceIds=[result.coordinator_instance])
+    assert destroy(s.name, REGION, session=session, out=quiet, sleep=lambda _: None) == 1
+    tagged = ec2.describe_instances(Filters=[{"Name": "tag:ecache:cluster", "Values": [s.name]}])
+    states = {i["State"]["Name"] for r in tagged["Reservations"] for i in r["Instances"]}
+    assert states == {"terminated"}
+    groups = ec2.describe_security_groups(
+        Filters=[{"Name": "tag:ecache:cluster", "Values": [s.name]}]
+    )
+    assert groups["SecurityGroups"] == []
+
+
+def test_destroy_asks_again_when_an_instance_is_between_states(
+    session: Any, tmp_path: Path
+) -> None:
+    """AWS may refuse to terminate an instance that is stopping (IncorrectInstanceState,
+    injected here since moto stops at once): destroy asks again while it waits."""
+    s = settings()
+    result = run_deploy(session, tmp_path, s)
+    asked: list[str] = []
+
+    class Refused:
+        status_code = 400
+        headers: dict[str, str] = {}  # noqa: RUF012
+
+    def refuse_first(**_: Any) -> Any:
+        asked.append("TerminateInstances")
+        if len(asked) > 1:
+            return None
+        error = {"Code": "IncorrectInstanceState", "Message": "the instance is stopping"}
+        return Refused(), {"Error": error}
+
+    session.events.register("before-call.ec2.TerminateInstances", refuse_first)
+    assert destroy(s.name, REGION, session=session, out=quiet, sleep=lambda _: None) == 1
+    assert len(asked) == 2
+    reply = session.client("ec2").describe_instances(InstanceIds=[result.coordinator_instance])
+    assert reply["Reservations"][0]["Instances"][0]["State"]["Name"] == "terminated"
