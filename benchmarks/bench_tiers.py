@@ -211,27 +211,41 @@ def write_csv(rows: list[dict[str, object]]) -> Path:
     return out
 
 
-async def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--repeats", type=int, default=0, help="GETs per cell (default by size)")
-    parser.add_argument("--sizes", default=",".join(SIZES), help="comma-separated sizes")
-    parser.add_argument("--tiers", default="memory,disk,s3", help="comma-separated tiers")
-    parser.add_argument("--quick", action="store_true", help="5 GETs per cell")
-    args = parser.parse_args()
-    labels = args.sizes.split(",")
-    tiers = args.tiers.split(",")
-    default = {"1KB": 200, "1MB": 40, "5MB": 20, "50MB": 6}
-    rows = []
+#: GETs per cell by default: fewer for the large values, which take longest.
+DEFAULT_REPEATS = {"1KB": 200, "1MB": 40, "5MB": 20, "50MB": 6}
+
+
+async def measure_tiers(
+    labels: list[str], tiers: list[str], repeats: dict[str, int], *, echo: bool = True
+) -> list[dict[str, object]]:
+    """Time GETs for every size label and tier; one row per cell (times in ms).
+
+    This is also what ``experiments/hit_time.py`` (the paper's Figure 6) runs.
+
+    Args:
+        labels: size labels of `SIZES`.
+        tiers: ``memory``, ``disk``, ``s3``; the first is the ratios' baseline.
+        repeats: GETs per cell, by size label.
+        echo: print each row as JSON as it is measured.
+    """
+    unknown = [x for x in labels if x not in SIZES] + [
+        t for t in tiers if t not in ("memory", "disk", "s3")
+    ]
+    if unknown:
+        raise SystemExit(f"unknown size or tier: {', '.join(unknown)}")
+    rows: list[dict[str, object]] = []
     workdir = Path(tempfile.mkdtemp(prefix="ecache-bench-"))
     try:
         async with moto_server() as s3_url:
             for label in labels:
-                repeats = 5 if args.quick else args.repeats or default[label]
                 base = None
                 for tier in tiers:
-                    times = [t * 1000 for t in await measure(tier, label, repeats, workdir, s3_url)]
+                    times = [
+                        t * 1000
+                        for t in await measure(tier, label, repeats[label], workdir, s3_url)
+                    ]
                     med = statistics.median(times)
-                    if tier == "memory":
+                    if base is None:
                         base = med
                     row = {
                         "size": label,
@@ -241,12 +255,28 @@ async def main() -> None:
                         "median_ms": round(med, 3),
                         "max_ms": round(max(times), 3),
                         "mean_ms": round(statistics.fmean(times), 3),
-                        "x_memory": round(med / base, 2) if base else "",
+                        "x_memory": round(med / base, 2),
                     }
                     rows.append(row)
-                    print(json.dumps(row), flush=True)
+                    if echo:
+                        print(json.dumps(row), flush=True)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+    return rows
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeats", type=int, default=0, help="GETs per cell (default by size)")
+    parser.add_argument("--sizes", default=",".join(SIZES), help="comma-separated sizes")
+    parser.add_argument("--tiers", default="memory,disk,s3", help="comma-separated tiers")
+    parser.add_argument("--quick", action="store_true", help="5 GETs per cell")
+    args = parser.parse_args()
+    labels = args.sizes.split(",")
+    repeats = {
+        label: 5 if args.quick else args.repeats or DEFAULT_REPEATS[label] for label in SIZES
+    }
+    rows = await measure_tiers(labels, args.tiers.split(","), repeats)
     out = write_csv(rows)
     print(f"\n{machine()}\n")
     print("| size | tier | n | min ms | median ms | max ms | mean ms | × memory |")
