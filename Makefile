@@ -60,7 +60,7 @@ bench: $(STAMP)
 # The paper's figures (docs/results.md): every script at full size on the simulator, and at
 # reduced scale on real node processes (--real), into experiments/results/. Runs are cached
 # in experiments/results/.cache while the figures are made; the cache is cleared first.
-EXPERIMENTS := miss_rate index_time migration_time prelaunch cost
+EXPERIMENTS := miss_rate index_time migration_time prelaunch hit_time cost hybrid
 
 experiments: $(STAMP)
 	rm -rf experiments/results/.cache
@@ -71,7 +71,7 @@ experiments-quick: $(STAMP)
 	rm -rf experiments/results/quick
 	for e in $(EXPERIMENTS); do \
 	  $(BIN)/python -m experiments.$$e --quick --out experiments/results/quick \
-	    $$( [ $$e = miss_rate ] && echo --real ) || exit 1; \
+	    $$( [ $$e = miss_rate ] || [ $$e = hybrid ] && echo --real ) || exit 1; \
 	done
 
 clean:

@@ -1,6 +1,6 @@
 """The quick results every experiment test reads: each figure script run once with
-``--quick`` (Figure 2 with ``--real`` too, so the real-process path runs in every
-``make test``) into a session-wide temporary directory."""
+``--quick`` (Figures 2 and 8 with ``--real`` too, so the real-process paths run in
+every ``make test``) into a session-wide temporary directory."""
 
 from __future__ import annotations
 
@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-SCRIPTS = ("miss_rate", "index_time", "migration_time", "prelaunch", "cost")
+SCRIPTS = ("miss_rate", "index_time", "migration_time", "prelaunch", "hit_time", "cost", "hybrid")
+#: Scripts the tests also run with ``--real`` (real node processes).
+REAL = ("miss_rate", "hybrid")
 
 
 def run_script(name: str, out: Path, *extra: str) -> str:
@@ -38,5 +40,5 @@ def run_experiment() -> Callable[..., str]:
 def quick_results(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("quick-results")
     for name in SCRIPTS:
-        run_script(name, out, *(["--real"] if name == "miss_rate" else []))
+        run_script(name, out, *(["--real"] if name in REAL else []))
     return out

@@ -21,7 +21,9 @@ OUTPUTS = {
     "index_time": ["fig3_index_time.csv", "fig3_index_time.png"],
     "migration_time": ["fig4_migration_time.csv", "fig4_migrations.csv", "fig4_migration_time.png"],
     "prelaunch": ["fig5_prelaunch.csv", "fig5_prelaunch.png"],
+    "hit_time": ["fig6_hit_time.csv", "fig6_hit_time.png"],
     "cost": ["fig7_cost.csv", "fig7_cost.png"],
+    "hybrid": ["fig8_hybrid.csv", "fig8_summary.csv", "fig8_hybrid.png", "fig8_real.csv"],
 }
 
 
@@ -85,3 +87,38 @@ def test_figure7_matches_the_cost_model(quick_results: Path) -> None:
     assert got[("paper-2011", "2000", "s3", "")] == pytest.approx(3.76, abs=0.005)
     assert got[("paper-2011", "200000", "ebs", "m1.small")] == pytest.approx(72.57, abs=0.005)
     assert got[("current", "2000", "memory", "r7g.large")] == pytest.approx(156.37, abs=0.005)
+
+
+@pytest.mark.slow
+def test_figure6_times_every_tier(quick_results: Path) -> None:
+    got = {(r["configuration"], r["size"]): r for r in rows(quick_results / "fig6_hit_time.csv")}
+    assert set(got) == {(t, s) for t in ("memory", "disk", "s3") for s in ("1KB", "1MB")}
+    for r in got.values():
+        assert int(r["gets"]) == 5
+        assert 0 < float(r["min_s"]) <= float(r["median_s"]) <= float(r["max_s"])
+    assert float(got[("memory", "1KB")]["x_memory"]) == 1.0
+
+
+@pytest.mark.slow
+def test_figure8_the_hybrid_cache_loses_nothing(quick_results: Path) -> None:
+    summary = {(r["case"], r["config"]): r for r in rows(quick_results / "fig8_summary.csv")}
+    assert set(summary) == {(c, k) for c in ("5 MB", "25 MB") for k in ("hybrid", "memory-only")}
+    for case in ("5 MB", "25 MB"):
+        hybrid, memory = summary[(case, "hybrid")], summary[(case, "memory-only")]
+        requests = int(hybrid["requests"])
+        # Every value computed once stays in memory or S3: a miss is a first request.
+        assert round(float(hybrid["miss_rate"]) * requests) == int(hybrid["distinct_keys"])
+        assert int(hybrid["evicted"]) == 0
+        assert int(hybrid["to_s3"]) > 0 and int(hybrid["s3_writes"]) <= int(hybrid["to_s3"])
+        # The same memory alone drops what the hybrid moves to S3, and misses more.
+        assert int(memory["evicted"]) == int(hybrid["to_s3"])
+        assert float(memory["miss_rate"]) > float(hybrid["miss_rate"])
+        # No miss asked S3: the Bloom filter of cold keys answered them.
+        assert int(hybrid["filter_skips"]) == int(hybrid["distinct_keys"])
+    # A real node process over HTTP does exactly what the in-process node does.
+    by = {(r["mode"], r["case"], r["config"]): r for r in rows(quick_results / "fig8_real.csv")}
+    for case, config in summary:
+        process, local = by[("process", case, config)], by[("in-process", case, config)]
+        assert {k: v for k, v in process.items() if k != "mode"} == {
+            k: v for k, v in local.items() if k != "mode"
+        }

@@ -1,0 +1,416 @@
+"""Figure 8: miss rate and S3 evictions of the hybrid cache.
+
+The paper's hybrid cache is one node whose memory keeps the hot values and whose cold
+ones go to S3. Two workloads: 5 MB values, requests for 3000 keys drawn at random over
+5000 requests; 25 MB values, 500 keys over 1000 requests. A request that hits (memory or
+S3) is served; a miss computes the value and stores it.
+
+What runs is the product's code: a `NodeService` built by `build_node_service` with
+``on_full = demote`` and an `S3Tier` (boto3 against moto's S3, in this process), driven
+request by request. Beside it, the same node with no tier and ``on_full = evict`` (a
+memory-only LRU cache of the same size) shows what S3 saves. Memory is that of the
+paper's instance, an m1.small (1.7 GiB): 348 values of 5 MB, 69 of 25 MB.
+
+Scale: which request misses, and what leaves memory, depends only on how many values
+fit in memory, not on their bytes. So the node's capacity is set in records (1.7 GiB
+divided by the value size) and each value is stored at 1/1024 of its size (5 KiB, 25
+KiB), which keeps moto's in-memory S3 small. Times are not measured here: a hit's time
+per tier and size is Figure 6. After each request the run waits until the tier has
+finished its writes, so a run is exactly reproducible.
+
+Outputs (in ``--out``, default ``experiments/results``):
+
+* ``fig8_hybrid.csv``: per case, configuration and window of requests, the window's
+  miss rate and cold (S3) hit rate, and the running totals of values moved from memory
+  to S3, S3 writes, S3 reads skipped by the Bloom filter, and values lost to LRU eviction;
+* ``fig8_summary.csv``: per case and configuration, the totals;
+* ``fig8_hybrid.png``;
+* with ``--real``: ``fig8_real.csv``, the same runs against a real ``ecache node``
+  process over HTTP (started by the `LocalProvisioner`) with its S3 tier on moto's
+  server, beside the in-process runs.
+
+``--quick`` divides keys, requests and memory by 10.
+
+Run: ``python -m experiments.hybrid [--quick] [--real]``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from elastic_cache.config import NodeSettings, OnFull
+from elastic_cache.errors import KeyNotFound
+from elastic_cache.node import NodeService, build_node_service
+from experiments.common import (
+    Options,
+    figure_path,
+    figure_progress,
+    options,
+    pyplot,
+    save_figure,
+    write_csv,
+)
+
+#: The paper's instance for the hybrid cache: an m1.small, 1.7 GiB of memory.
+MEMORY_BYTES = int(1.7 * 2**30)
+#: Values are stored at this fraction of their size (see the module docstring).
+BYTES_SCALE = 1024
+#: Points per curve.
+WINDOWS = 50
+#: The two configurations: the hybrid cache, and the same memory without a tier.
+CONFIGS = ("hybrid", "memory-only")
+#: Fake credentials for moto (never real ones).
+FAKE_AWS = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_DEFAULT_REGION": "us-east-1",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Case:
+    """One workload of Figure 8."""
+
+    label: str
+    value_bytes: int
+    keys: int
+    requests: int
+    memory_bytes: int = MEMORY_BYTES
+
+    @property
+    def capacity(self) -> int:
+        """Values that fit in memory."""
+        return max(1, self.memory_bytes // self.value_bytes)
+
+    @property
+    def stored_bytes(self) -> int:
+        return max(1, self.value_bytes // BYTES_SCALE)
+
+    def reduced(self, factor: int) -> Case:
+        return replace(
+            self,
+            keys=self.keys // factor,
+            requests=self.requests // factor,
+            memory_bytes=self.memory_bytes // factor,
+        )
+
+
+CASES = (
+    Case(label="5 MB", value_bytes=5 << 20, keys=3000, requests=5000),
+    Case(label="25 MB", value_bytes=25 << 20, keys=500, requests=1000),
+)
+
+
+@dataclass(slots=True)
+class Counters:
+    """What a run has counted so far."""
+
+    requests: int = 0
+    hits: int = 0
+    cold_hits: int = 0
+    misses: int = 0
+    to_s3: int = 0  # values moved from memory to S3 (written, or already there)
+    s3_writes: int = 0
+    filter_skips: int = 0  # misses answered without asking S3
+    evicted: int = 0  # values dropped from memory and lost
+
+
+#: One request: the key, then what happened ("hit", "cold", "miss") and the counters.
+Request = Callable[[str], Awaitable[str]]
+Snapshot = Callable[[], Awaitable[Counters]]
+
+
+async def play(case: Case, seed: int, request: Request, snapshot: Snapshot) -> list[dict[str, Any]]:
+    """Send the case's seeded requests; one row per window of requests."""
+    rng = random.Random(f"hybrid:{case.label}:{seed}")
+    window = max(1, case.requests // WINDOWS)
+    rows: list[dict[str, Any]] = []
+    w_misses = w_cold = w_requests = 0
+    seen: set[str] = set()
+    for i in range(case.requests):
+        key = str(rng.randrange(case.keys))
+        seen.add(key)
+        outcome = await request(key)
+        w_requests += 1
+        w_misses += outcome == "miss"
+        w_cold += outcome == "cold"
+        if w_requests == window or i == case.requests - 1:
+            c = await snapshot()
+            rows.append(
+                {
+                    "request": i + 1,
+                    "distinct_keys": len(seen),
+                    "miss_rate": w_misses / w_requests,
+                    "cold_hit_rate": w_cold / w_requests,
+                    "to_s3": c.to_s3,
+                    "s3_writes": c.s3_writes,
+                    "filter_skips": c.filter_skips,
+                    "evicted": c.evicted,
+                }
+            )
+            w_misses = w_cold = w_requests = 0
+    return rows
+
+
+def node_settings(case: Case, config: str, tier: str | None) -> NodeSettings:
+    return NodeSettings(
+        index="sorted",
+        capacity_records=case.capacity,
+        on_full=OnFull.DEMOTE if config == "hybrid" else OnFull.EVICT,
+        tier=tier if config == "hybrid" else None,
+    )
+
+
+def counters_of(stats: dict[str, Any]) -> Counters:
+    """`Counters` from a node's stats (`NodeService.stats`, ``GET /v1/stats``)."""
+    cold = stats.get("cold") or {}
+    return Counters(
+        to_s3=int(cold.get("demoted", 0)) + int(cold.get("clean_skips", 0)),
+        s3_writes=int(cold.get("demoted", 0)),
+        filter_skips=int(cold.get("filter_skips", 0)),
+        evicted=int(stats.get("evictions", 0)),
+    )
+
+
+async def _settled(service: NodeService) -> None:
+    if service.cold is not None:
+        await service.cold.io.idle()
+
+
+def run_in_process(case: Case, config: str, seed: int) -> list[dict[str, Any]]:
+    """One run of the node's code in this process, its S3 tier on moto (in-process)."""
+    import boto3
+    from moto import mock_aws
+
+    from elastic_cache.tiers.s3 import S3Tier
+
+    os.environ.update({k: os.environ.get(k, v) for k, v in FAKE_AWS.items()})
+    with mock_aws():
+        s3 = boto3.client("s3", region_name="us-east-1")
+        s3.create_bucket(Bucket="fig8")
+        tier = S3Tier(s3, "fig8", f"{config}-{seed}")  # a fresh moto account per run
+        return asyncio.run(_run_service(case, config, seed, tier))
+
+
+async def _run_service(case: Case, config: str, seed: int, tier: Any) -> list[dict[str, Any]]:
+    settings = node_settings(case, config, "s3://fig8/run")
+    service = build_node_service(
+        settings, node_id="node-1", tier=tier if config == "hybrid" else None
+    )
+    value = b"v" * case.stored_bytes
+    if service.cold is not None:
+        await service.cold.start()
+        await service.cold.listed()
+
+    async def request(key: str) -> str:
+        try:
+            got = await service.lookup(key)
+            outcome = "hit" if hasattr(got, "version") else "cold"
+        except KeyNotFound:
+            await service.put(key, value, "application/octet-stream", None)
+            outcome = "miss"
+        await _settled(service)
+        return outcome
+
+    async def snapshot() -> Counters:
+        return counters_of(service.stats())
+
+    try:
+        return await play(case, seed, request, snapshot)
+    finally:
+        await service.close()
+
+
+async def run_processes(case: Case, config: str, seed: int, s3_url: str) -> list[dict[str, Any]]:
+    """The same run against a real ``ecache node`` process over HTTP (`LocalProvisioner`),
+    its S3 tier on moto's server at ``s3_url``."""
+    import aiohttp
+
+    from elastic_cache.provisioner.local import LocalProvisioner
+
+    settings = replace(
+        node_settings(
+            case, config, f"s3://fig8/{case.label.replace(' ', '')}-{config}-{seed}-real"
+        ),
+        s3_endpoint_url=s3_url if config == "hybrid" else None,
+    )
+    provisioner = LocalProvisioner(settings, env=FAKE_AWS, log_format="text")
+    value = b"v" * case.stored_bytes
+    try:
+        handle = await provisioner.launch("node-1")
+        base = handle.address
+        async with aiohttp.ClientSession() as http:
+
+            async def stats() -> dict[str, Any]:
+                async with http.get(f"{base}/v1/stats") as r:
+                    data: dict[str, Any] = await r.json()
+                    return data
+
+            async def settled() -> None:
+                for _ in range(2000):
+                    cold = (await stats()).get("cold")
+                    if cold is None or (cold["pending"] == 0 and not cold["listing"]):
+                        return
+                    await asyncio.sleep(0.005)
+                raise RuntimeError("the node's tier never settled")
+
+            async def request(key: str) -> str:
+                async with http.get(f"{base}/v1/kv/{key}") as r:
+                    await r.read()
+                    status, cache = r.status, r.headers.get("X-Cache", "HIT")
+                if status == 404:
+                    async with http.put(f"{base}/v1/kv/{key}", data=value) as r:
+                        if r.status != 204:
+                            raise RuntimeError(f"PUT {key}: {r.status} {await r.text()}")
+                    outcome = "miss"
+                elif status == 200:
+                    outcome = "cold" if cache == "HIT-COLD" else "hit"
+                else:
+                    raise RuntimeError(f"GET {key}: {status}")
+                await settled()
+                return outcome
+
+            async def snapshot() -> Counters:
+                return counters_of(await stats())
+
+            await settled()
+            return await play(case, seed, request, snapshot)
+    finally:
+        await provisioner.close()
+
+
+async def _with_moto_server(
+    work: Callable[[str], Awaitable[list[list[dict[str, Any]]]]],
+) -> list[list[dict[str, Any]]]:
+    from benchmarks.bench_tiers import moto_server
+
+    os.environ.update({k: os.environ.get(k, v) for k, v in FAKE_AWS.items()})
+    async with moto_server() as url:
+        import boto3
+
+        s3 = boto3.client("s3", endpoint_url=url, region_name="us-east-1")
+        await asyncio.to_thread(s3.create_bucket, Bucket="fig8")
+        return await work(url)
+
+
+def summary(case: Case, config: str, mode: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    window = max(1, case.requests // WINDOWS)
+    sizes = [min(window, case.requests - (r["request"] - 1) // window * window) for r in rows]
+    misses = sum(r["miss_rate"] * n for r, n in zip(rows, sizes, strict=True))
+    cold = sum(r["cold_hit_rate"] * n for r, n in zip(rows, sizes, strict=True))
+    last = rows[-1]
+    return {
+        "mode": mode,
+        "case": case.label,
+        "config": config,
+        "keys": case.keys,
+        "requests": case.requests,
+        "memory_values": case.capacity,
+        "distinct_keys": last["distinct_keys"],
+        "miss_rate": round(misses) / case.requests,
+        "cold_hit_rate": round(cold) / case.requests,
+        "to_s3": last["to_s3"],
+        "s3_writes": last["s3_writes"],
+        "filter_skips": last["filter_skips"],
+        "evicted": last["evicted"],
+    }
+
+
+def plot(
+    path: Path, cases: Sequence[Case], curves: dict[tuple[str, str], list[dict[str, Any]]]
+) -> None:
+    plt = pyplot()
+    fig, axes = plt.subplots(2, len(cases), figsize=(6.5 * len(cases), 7.5), squeeze=False)
+    for col, case in enumerate(cases):
+        top, bottom = axes[0][col], axes[1][col]
+        for config, style in zip(CONFIGS, ("-", "--"), strict=True):
+            rows = curves[(case.label, config)]
+            xs = [r["request"] for r in rows]
+            top.plot(xs, [r["miss_rate"] for r in rows], style, label=f"{config}: misses")
+        hybrid = curves[(case.label, "hybrid")]
+        xs = [r["request"] for r in hybrid]
+        top.plot(xs, [r["cold_hit_rate"] for r in hybrid], ":", label="hybrid: hits from S3")
+        top.set_ylim(0, 1)
+        top.set_ylabel("share of the window's requests")
+        top.set_title(
+            f"{case.label} values, {case.keys} keys, {case.requests} requests, "
+            f"{case.capacity} in memory"
+        )
+        top.legend(fontsize=8)
+        bottom.plot(xs, [r["to_s3"] for r in hybrid], label="hybrid: values moved to S3")
+        bottom.plot(xs, [r["s3_writes"] for r in hybrid], "--", label="hybrid: S3 writes")
+        memory = curves[(case.label, "memory-only")]
+        bottom.plot(
+            [r["request"] for r in memory],
+            [r["evicted"] for r in memory],
+            ":",
+            label="memory-only: values evicted, lost (the same count)",
+        )
+        bottom.set_xlabel("requests")
+        bottom.set_ylabel("values (running total)")
+        bottom.legend(fontsize=8)
+    fig.suptitle("Figure 8: the hybrid cache (memory + S3) against memory alone")
+    fig.tight_layout()
+    save_figure(fig, path)
+
+
+def cases_for(opts: Options) -> list[Case]:
+    return [c.reduced(10) if opts.quick else c for c in CASES]
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    opts = options(__doc__.splitlines()[0], argv)
+    cases = cases_for(opts)
+    rows: list[dict[str, Any]] = []
+    summaries: list[dict[str, Any]] = []
+    curves: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    runs = [(case, config) for case in cases for config in CONFIGS]
+    with figure_progress("Figure 8") as bar:
+        bar.update(0, total=len(runs) * (2 if opts.real else 1))
+        for case, config in runs:
+            bar.update(bar.done, note=f"in-process {case.label} {config}")
+            curve = run_in_process(case, config, opts.seed)
+            curves[(case.label, config)] = curve
+            rows += [{"case": case.label, "config": config, **r} for r in curve]
+            summaries.append(summary(case, config, "in-process", curve))
+            bar.advance()
+        real: list[dict[str, Any]] = []
+        if opts.real:
+
+            async def every_run(url: str) -> list[list[dict[str, Any]]]:
+                out = []
+                for case, config in runs:
+                    bar.update(bar.done, note=f"process {case.label} {config}")
+                    out.append(await run_processes(case, config, opts.seed, url))
+                    bar.advance()
+                return out
+
+            for (case, config), curve in zip(
+                runs, asyncio.run(_with_moto_server(every_run)), strict=True
+            ):
+                real.append(summary(case, config, "process", curve))
+                real.append(
+                    next(s for s in summaries if (s["case"], s["config"]) == (case.label, config))
+                )
+    write_csv(figure_path(opts, "fig8_hybrid", "csv"), rows)
+    write_csv(figure_path(opts, "fig8_summary", "csv"), summaries)
+    plot(figure_path(opts, "fig8_hybrid", "png"), cases, curves)
+    if real:
+        write_csv(figure_path(opts, "fig8_real", "csv"), real)
+    print("Figure 8: the hybrid cache")
+    for s in summaries + [r for r in real if r["mode"] == "process"]:
+        print(
+            f"  {s['mode']:10} {s['case']:5} {s['config']:11} miss {s['miss_rate']:.3f}, "
+            f"from S3 {s['cold_hit_rate']:.3f}, moved to S3 {s['to_s3']}, "
+            f"S3 writes {s['s3_writes']}, evicted {s['evicted']}"
+        )
+
+
+if __name__ == "__main__":
+    main()
