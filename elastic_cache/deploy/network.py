@@ -3,6 +3,7 @@ port only from ``--allow-cidr``; the node port only from the cluster; no SSH).""
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Sequence
 from typing import Any
 
@@ -77,6 +78,37 @@ def _tcp(port: int, **source: Any) -> dict[str, Any]:
     return {"IpProtocol": "tcp", "FromPort": port, "ToPort": port, **source}
 
 
+def _public_source(cidr: str) -> dict[str, Any]:
+    """The ``IpPermissions`` source for ``cidr``: ``IpRanges`` for an IPv4 network,
+    ``Ipv6Ranges`` for an IPv6 one (EC2 refuses an IPv6 ``CidrIp``)."""
+    about = "ecache deploy --allow-cidr"
+    if ipaddress.ip_network(cidr, strict=False).version == 6:
+        return {"Ipv6Ranges": [{"CidrIpv6": cidr, "Description": about}]}
+    return {"IpRanges": [{"CidrIp": cidr, "Description": about}]}
+
+
+def _stale_sources(perm: dict[str, Any], port: int, cidr: str) -> dict[str, Any] | None:
+    """The part of a described rule that is not "tcp ``port`` from ``cidr``", to revoke
+    (None: nothing). Both address families count: a new --allow-cidr of one family
+    replaces an old one of the other."""
+    ours = (perm.get("IpProtocol"), perm.get("FromPort"), perm.get("ToPort")) == (
+        "tcp",
+        port,
+        port,
+    )
+    sources: dict[str, Any] = {}
+    for key, field in (("IpRanges", "CidrIp"), ("Ipv6Ranges", "CidrIpv6")):
+        others = [r for r in perm.get(key, []) if not ours or r.get(field) != cidr]
+        if others:
+            sources[key] = others
+    for key in ("UserIdGroupPairs", "PrefixListIds"):
+        if perm.get(key):
+            sources[key] = perm[key]
+    if not sources:
+        return None
+    return {k: perm[k] for k in ("IpProtocol", "FromPort", "ToPort") if k in perm} | sources
+
+
 def _authorize(ec2: Any, group: str, rule: dict[str, Any]) -> None:
     try:
         aws_call(
@@ -107,23 +139,16 @@ def security_groups(
         ec2, "DescribeSecurityGroups", doing="reading the coordinator's rules", GroupIds=[coord]
     )["SecurityGroups"]
     for perm in groups[0].get("IpPermissions", []):
-        stale = [r for r in perm.get("IpRanges", []) if r.get("CidrIp") != settings.allow_cidr]
-        if stale or perm.get("FromPort") != settings.port:
+        stale = _stale_sources(perm, settings.port, settings.allow_cidr)
+        if stale is not None:
             aws_call(
                 ec2,
                 "RevokeSecurityGroupIngress",
                 doing="removing an old rule of the coordinator's group",
                 GroupId=coord,
-                IpPermissions=[perm],
+                IpPermissions=[stale],
             )
-    _authorize(
-        ec2,
-        coord,
-        _tcp(
-            settings.port,
-            IpRanges=[{"CidrIp": settings.allow_cidr, "Description": "ecache deploy --allow-cidr"}],
-        ),
-    )
+    _authorize(ec2, coord, _tcp(settings.port, **_public_source(settings.allow_cidr)))
     for source, why in ((coord, "the coordinator"), (node, "peer nodes (migrations)")):
         _authorize(
             ec2,

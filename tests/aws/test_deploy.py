@@ -258,3 +258,34 @@ def test_destroy_asks_again_when_an_instance_is_between_states(
     assert len(asked) == 2
     reply = session.client("ec2").describe_instances(InstanceIds=[result.coordinator_instance])
     assert reply["Reservations"][0]["Instances"][0]["State"]["Name"] == "terminated"
+
+
+def public_sources(session: Any, group: str) -> list[tuple[int, str]]:
+    perms = session.client("ec2").describe_security_groups(GroupIds=[group])["SecurityGroups"][0]
+    return sorted(
+        [(p["FromPort"], r["CidrIp"]) for p in perms["IpPermissions"] for r in p["IpRanges"]]
+        + [
+            (p["FromPort"], r["CidrIpv6"])
+            for p in perms["IpPermissions"]
+            for r in p.get("Ipv6Ranges", [])
+        ]
+    )
+
+
+def test_an_ipv6_allow_cidr_opens_the_port_to_that_network_only(
+    session: Any, tmp_path: Path
+) -> None:
+    s = settings(allow_cidr="2001:db8::7/128")
+    result = run_deploy(session, tmp_path, s)
+    group = result.security_groups["coordinator"]
+    perms = session.client("ec2").describe_security_groups(GroupIds=[group])["SecurityGroups"]
+    (perm,) = perms[0]["IpPermissions"]
+    assert perm["IpRanges"] == []
+    assert [r["CidrIpv6"] for r in perm["Ipv6Ranges"]] == ["2001:db8::7/128"]
+    # A new --allow-cidr replaces the old one, from either family to the other.
+    run_deploy(session, tmp_path, settings(name=s.name, allow_cidr="203.0.113.0/24"))
+    assert public_sources(session, group) == [(8080, "203.0.113.0/24")]
+    run_deploy(session, tmp_path, settings(name=s.name, allow_cidr="2001:db8:1::/48"))
+    assert public_sources(session, group) == [(8080, "2001:db8:1::/48")]
+    run_deploy(session, tmp_path, settings(name=s.name, allow_cidr="2001:db8:1::/48", port=9090))
+    assert public_sources(session, group) == [(9090, "2001:db8:1::/48")]
