@@ -16,7 +16,7 @@ The counter bytes live in a ``bytearray``, exposed as a numpy ``uint8`` array ov
 same memory. Point operations index the bytearray (a numpy scalar access costs several
 times more); bulk operations — rebuilds, range pops, recounts — use numpy.
 
-Design notes and measurements: ``docs/indexes-ehash-cbf.md``.
+Design notes and measurements: ``docs/indexes.md``.
 """
 
 from __future__ import annotations

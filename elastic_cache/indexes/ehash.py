@@ -8,7 +8,7 @@ token range, so their tokens agree in the high bits and would pile into a few bu
 Each bucket has a local depth ``d`` and holds the records whose hash ends in its ``d``
 bits, in plain lists scanned linearly (``list.index``: a C loop, but still one comparison
 per record), so a lookup costs ``O(bucket_size)``, which is what makes the paper's bucket
-size matter. Design notes and measurements: ``docs/indexes-ehash-cbf.md``.
+size matter. Design notes and measurements: ``docs/indexes.md``.
 """
 
 from __future__ import annotations
