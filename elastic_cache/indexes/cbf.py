@@ -80,8 +80,11 @@ class CountingBloomFilter:
     """A counting Bloom filter with 4-bit saturating counters.
 
     Positions come from one 128-bit MurmurHash3 of the key (seed `CBF_SEED`) by double
-    hashing: with ``h1`` its low and ``h2`` its high 64 bits, ``pos_i = (h1 + i*h2) mod m``
-    for ``i`` in ``0..k-1`` (Kirsch and Mitzenmacher).
+    hashing (Kirsch and Mitzenmacher): ``pos_i = (h1 + i*step) mod m`` for ``i`` in
+    ``0..k-1``, with ``h1`` the low 64 bits mod ``m`` and ``step = 1 + high 64 bits mod
+    (m - 1)``. The step lies in ``[1, m - 1]``: a step of 0 mod ``m`` would put all ``k``
+    positions on one counter, and a key (chance ``1/m``, or crafted) would be filtered
+    by a single counter.
 
     Args:
         capacity: keys the filter is sized for.
@@ -91,13 +94,25 @@ class CountingBloomFilter:
         ConfigError: ``capacity < 1`` or ``error`` not in ``(0, 1)``.
     """
 
-    __slots__ = ("_buf", "_capacity", "_counters", "_error", "_half", "_k", "_m", "_rounds")
+    __slots__ = (
+        "_buf",
+        "_capacity",
+        "_counters",
+        "_error",
+        "_half",
+        "_k",
+        "_m",
+        "_rounds",
+        "_steps",
+    )
 
     def __init__(self, capacity: int, error: float = 0.01) -> None:
         self._m, self._k = bloom_parameters(capacity, error)
         self._capacity = capacity
         self._error = error
         self._rounds = range(self._k)
+        # Number of possible steps (1..m-1); a one-counter filter has the one step 1 ≡ 0.
+        self._steps = max(1, self._m - 1)
         self._half = (self._m + 1) // 2
         self._buf = bytearray(self._half)
         self._counters: npt.NDArray[np.uint8] = np.frombuffer(self._buf, dtype=np.uint8)
@@ -164,15 +179,15 @@ class CountingBloomFilter:
         """The ``k`` counter positions of ``key`` (repeats possible). Runtime: O(k)."""
         h = _hash128(key, CBF_SEED)
         m = self._m
-        h1, h2 = (h & _U64) % m, (h >> 64) % m
-        return [(h1 + i * h2) % m for i in self._rounds]
+        h1, step = (h & _U64) % m, (h >> 64) % self._steps + 1
+        return [(h1 + i * step) % m for i in self._rounds]
 
     def might_contain(self, key: str) -> bool:
         """False when ``key`` is certainly absent. Runtime complexity: O(k)."""
         h = _hash128(key, CBF_SEED)
         m = self._m
         pos = (h & _U64) % m
-        step = (h >> 64) % m
+        step = (h >> 64) % self._steps + 1
         half = self._half
         buf = self._buf
         for _ in self._rounds:
@@ -193,7 +208,7 @@ class CountingBloomFilter:
         h = _hash128(key, CBF_SEED)
         m = self._m
         pos = (h & _U64) % m
-        step = (h >> 64) % m
+        step = (h >> 64) % self._steps + 1
         half = self._half
         buf = self._buf
         for _ in self._rounds:
@@ -219,7 +234,7 @@ class CountingBloomFilter:
         h = _hash128(key, CBF_SEED)
         m = self._m
         pos = (h & _U64) % m
-        step = (h >> 64) % m
+        step = (h >> 64) % self._steps + 1
         half = self._half
         buf = self._buf
         positions = []
@@ -247,7 +262,7 @@ class CountingBloomFilter:
         """Positions of many keys, one row of ``k`` per key. Runtime complexity: O(n k).
 
         Same positions as `positions`: ``hash_bytes`` is the 128-bit hash in little-endian
-        order, so its two 8-byte words are ``h1`` and ``h2``.
+        order, so its two 8-byte words are the low and high halves.
         """
         m = np.uint64(self._m)
         if not keys:
@@ -255,10 +270,10 @@ class CountingBloomFilter:
         blob = b"".join([_hash_bytes(key, CBF_SEED) for key in keys])
         words = np.frombuffer(blob, dtype="<u8").reshape(-1, 2)
         h1 = words[:, 0] % m
-        h2 = words[:, 1] % m
-        # h1, h2 < m, so h1 + i*h2 < k*m: no overflow for any m and k a filter can have.
-        steps = np.arange(self._k, dtype=np.uint64)
-        positions = (h1[:, None] + steps * h2[:, None]) % m
+        step = words[:, 1] % np.uint64(self._steps) + np.uint64(1)
+        # h1 < m and step <= m, so h1 + i*step < k*m: no overflow for any filter we build.
+        rounds = np.arange(self._k, dtype=np.uint64)
+        positions = (h1[:, None] + rounds * step[:, None]) % m
         return positions.astype(np.int64)
 
     def contains_many(self, keys: Sequence[str]) -> npt.NDArray[np.bool_]:

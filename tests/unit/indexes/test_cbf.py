@@ -10,16 +10,16 @@ import numpy as np
 import pytest
 
 from elastic_cache.errors import ConfigError, IndexSpecError
-from elastic_cache.indexes import CountingBloomFilter, CountingBloomIndex, make_index
+from elastic_cache.indexes import CountingBloomFilter, CountingBloomIndex, cbf, make_index
 from elastic_cache.indexes.cbf import CBF_SEED, SATURATED, bloom_parameters
 from elastic_cache.ring import in_range
 
 # Pinned: filter positions for capacity 1000 at 1% (m = 9586, k = 7).
 POSITIONS_GOLDEN = {
-    "": [6989, 9027, 1479, 3517, 5555, 7593, 45],
-    "a": [6528, 741, 4540, 8339, 2552, 6351, 564],
-    "hello": [5537, 7774, 425, 2662, 4899, 7136, 9373],
-    "65535": [458, 4844, 9230, 4030, 8416, 3216, 7602],
+    "": [6989, 6745, 6501, 6257, 6013, 5769, 5525],
+    "a": [6528, 2093, 7244, 2809, 7960, 3525, 8676],
+    "hello": [5537, 1393, 6835, 2691, 8133, 3989, 9431],
+    "65535": [458, 3817, 7176, 949, 4308, 7667, 1440],
 }
 
 
@@ -86,10 +86,43 @@ def test_spec_parameters() -> None:
 def test_positions_golden(key: str, positions: list[int]) -> None:
     bloom = CountingBloomFilter(1000, 0.01)
     assert bloom.positions(key) == positions
-    # Double hashing from the two 64-bit halves of one 128-bit MurmurHash3.
+    # Double hashing from the two 64-bit halves of one 128-bit MurmurHash3; the step
+    # is taken in [1, m - 1] so that it is never 0.
     h = mmh3.hash128(key.encode(), CBF_SEED, signed=False)
-    h1, h2 = h & (2**64 - 1), h >> 64
-    assert positions == [(h1 + i * h2) % 9586 for i in range(7)]
+    h1, step = h & (2**64 - 1), 1 + (h >> 64) % 9585
+    assert positions == [(h1 + i * step) % 9586 for i in range(7)]
+
+
+@pytest.mark.parametrize("high", [0, 9586, 9586 * 12345, 9585])
+def test_step_is_never_zero(monkeypatch: pytest.MonkeyPatch, high: int) -> None:
+    """A hash whose high half is 0 mod m would, with step = high mod m, put all k
+    positions on one counter; every path must spread them instead."""
+    h = high << 64 | 4321
+    monkeypatch.setattr(cbf, "_hash128", lambda key, seed: h)
+    monkeypatch.setattr(cbf, "_hash_bytes", lambda key, seed: h.to_bytes(16, "little"))
+    bloom = CountingBloomFilter(1000, 0.01)
+    assert bloom.m == 9586
+    positions = bloom.positions("crafted")
+    assert len(set(positions)) == bloom.k
+    assert bloom.positions_many(["crafted"]).tolist() == [positions]
+    bloom.add("crafted")
+    assert np.count_nonzero(bloom.counts()) == bloom.k
+    assert [int(c) for c in bloom.counts()[positions]] == [1] * bloom.k
+    assert bloom.might_contain("crafted")
+    assert bloom.contains_many(["crafted"]).tolist() == [True]
+    bloom.remove("crafted")
+    assert np.count_nonzero(bloom.counts()) == 0
+    bloom.add_many(["crafted"])
+    assert sorted(np.flatnonzero(bloom.counts()).tolist()) == sorted(positions)
+
+
+def test_one_counter_filter_still_works() -> None:
+    bloom = CountingBloomFilter(1, 0.9)  # m = 1: every step is 1 ≡ 0, and that is fine
+    assert bloom.m == 1
+    assert bloom.positions("x") == [0] * bloom.k
+    bloom.add("x")
+    assert bloom.might_contain("x")
+    assert bloom.positions_many(["x", "y"]).tolist() == [[0] * bloom.k] * 2
 
 
 def test_bulk_and_point_paths_agree() -> None:
