@@ -1,0 +1,29 @@
+"""The public face of elastic_cache: a pinned, sorted ``__all__`` (STYLE: a small public face)."""
+
+from __future__ import annotations
+
+import elastic_cache
+
+
+def test_public_names_are_pinned() -> None:
+    assert elastic_cache.__all__ == [
+        "Bucket",
+        "ElasticCacheError",
+        "HashRing",
+        "Index",
+        "__version__",
+        "make_hasher",
+        "make_index",
+    ]
+
+
+def test_public_names_are_sorted_and_exist() -> None:
+    assert elastic_cache.__all__ == sorted(elastic_cache.__all__)
+    for name in elastic_cache.__all__:
+        assert hasattr(elastic_cache, name), name
+
+
+def test_star_import_gives_exactly_the_public_names() -> None:
+    namespace: dict[str, object] = {}
+    exec("from elastic_cache import *", namespace)
+    assert sorted(k for k in namespace if k != "__builtins__") == elastic_cache.__all__
