@@ -103,6 +103,16 @@ def _read_trailer(fh: BinaryIO, size: int, token: int) -> ColdEntry | None:
     return entry
 
 
+def _read_whole(fh: BinaryIO, entry: ColdEntry, path: Path) -> tuple[ColdEntry, bytes]:
+    with fh:
+        try:
+            fh.seek(0)
+            value = fh.read(entry.length)
+        except OSError as exc:
+            raise _fail(exc, "read", path) from exc
+    return entry, value
+
+
 class _FileReader:
     """An open value file, read in chunks up to the trailer."""
 
@@ -115,7 +125,10 @@ class _FileReader:
     def read(self, size: int) -> bytes:
         if self._left <= 0:
             return b""
-        chunk = self._fh.read(min(size, self._left))
+        try:
+            chunk = self._fh.read(min(size, self._left))
+        except OSError as exc:
+            raise _fail(exc, "read", self._fh.name) from exc
         self._left -= len(chunk)
         return chunk
 
@@ -133,12 +146,17 @@ class _FileWriter:
         self._tmp = tier._tmp_path(self._final)
         self._length = 0
         try:
-            self._fh: BinaryIO | None = open(self._tmp, "wb")  # noqa: SIM115 - closed in commit/abort
-        except FileNotFoundError:
-            self._final.parent.mkdir(parents=True, exist_ok=True)
-            self._fh = open(self._tmp, "wb")  # noqa: SIM115
-        except OSError as exc:
+            self._fh: BinaryIO | None = self._create()
+        except OSError as exc:  # the mkdir and the second open too: ENOSPC is ColdTierFull
             raise _fail(exc, "create", self._tmp) from exc
+
+    def _create(self) -> BinaryIO:
+        try:
+            return open(self._tmp, "wb")  # closed in commit/abort
+        except FileNotFoundError:
+            # The first value under this top byte: its subdirectory does not exist yet.
+            self._final.parent.mkdir(parents=True, exist_ok=True)
+            return open(self._tmp, "wb")
 
     def write(self, chunk: bytes) -> None:
         assert self._fh is not None, "write after commit or abort"
@@ -259,14 +277,11 @@ class DiskTier:
 
     def get(self, key: str, token: int) -> tuple[ColdEntry, bytes] | None:
         """The entry and whole value. Cost: open, three reads."""
-        opened = self._open(self.path_of(key, token), key, token)
+        path = self.path_of(key, token)
+        opened = self._open(path, key, token)
         if opened is None:
             return None
-        fh, entry = opened
-        with fh:
-            fh.seek(0)
-            value = fh.read(entry.length)
-        return entry, value
+        return _read_whole(*opened, path)
 
     def head(self, key: str, token: int) -> ColdEntry | None:
         opened = self._open(self.path_of(key, token), key, token)
@@ -282,14 +297,11 @@ class DiskTier:
         return _FileReader(*opened)
 
     def read_name(self, name: str) -> tuple[ColdEntry, bytes] | None:
-        opened = self._open(self._path_of_name(name), None, self.token_of_name(name))
+        path = self._path_of_name(name)
+        opened = self._open(path, None, self.token_of_name(name))
         if opened is None:
             return None
-        fh, entry = opened
-        with fh:
-            fh.seek(0)
-            value = fh.read(entry.length)
-        return entry, value
+        return _read_whole(*opened, path)
 
     def delete(self, key: str, token: int) -> None:
         path = self.path_of(key, token)
@@ -355,6 +367,8 @@ class DiskTier:
                         removed += 1
                     except FileNotFoundError:
                         pass
+                    except OSError as exc:
+                        raise _fail(exc, "delete", sub / name) from exc
         return removed
 
     def close(self) -> None:

@@ -80,3 +80,75 @@ def test_small_token_space_uses_one_subdirectory(tmp_path: Path) -> None:
         tier.put(ColdEntry(f"k{t}", t, 1, "t", 0.0, 1), b"v")
     assert {p.name for p in tmp_path.iterdir()} == {"00"}
     assert len(list(tier.names(4095, 8192))) == 2  # 4096 and 8192
+
+
+def _failing(err: int) -> OSError:
+    return OSError(err, os.strerror(err))
+
+
+@pytest.mark.parametrize(
+    ("mkdir_err", "open_err", "expected"),
+    [
+        (errno.ENOSPC, None, ColdTierFull),  # no room for the new subdirectory
+        (errno.EDQUOT, None, ColdTierFull),
+        (errno.EACCES, None, ColdTierError),
+        (None, errno.ENOSPC, ColdTierFull),  # the directory was made, the file was not
+        (None, errno.EIO, ColdTierError),
+    ],
+)
+def test_a_new_subdirectory_failing_is_a_typed_error(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    mkdir_err: int | None,
+    open_err: int | None,
+    expected: type[ColdTierError],
+) -> None:
+    tier = DiskTier(tmp_path, fsync=False)
+    entry = ColdEntry("k", 0x7F00000000000001, 1, "t", 0.0, 1)
+    assert not (tmp_path / "7f").exists()  # the first value of this top byte
+    real_mkdir = Path.mkdir
+    real_open = open
+    opens = 0
+
+    def mkdir(self: Path, *args: object, **kwargs: object) -> None:
+        if mkdir_err is not None:
+            raise _failing(mkdir_err)
+        real_mkdir(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    def open_(path: object, mode: str = "r", *args: object) -> object:
+        nonlocal opens
+        opens += 1
+        if opens == 2 and open_err is not None:
+            raise _failing(open_err)
+        return real_open(path, mode, *args)  # type: ignore[call-overload]
+
+    monkeypatch.setattr(Path, "mkdir", mkdir)
+    monkeypatch.setattr("elastic_cache.tiers.disk.open", open_, raising=False)
+    with pytest.raises(expected) as info:
+        tier.put(entry, b"v")
+    assert type(info.value) is expected
+    assert info.value.to_json()["tier"] == "disk"
+    monkeypatch.undo()
+    assert tier.get("k", entry.token) is None
+    tier.put(entry, b"v")  # with room again, the same write works
+    assert tier.get("k", entry.token) == (entry, b"v")
+
+
+def test_read_errors_are_typed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tier = DiskTier(tmp_path, fsync=False)
+    entry = ColdEntry("k", 5, 1, "t", 0.0, 5)
+    tier.put(entry, b"value")
+    reader = tier.open("k", 5)
+    assert reader is not None
+
+    class BrokenFile:
+        name = "broken"
+
+        def read(self, size: int = -1) -> bytes:
+            raise _failing(errno.EIO)
+
+    real = reader._fh
+    reader._fh = BrokenFile()  # type: ignore[assignment]
+    with pytest.raises(ColdTierError):
+        reader.read(10)
+    real.close()
