@@ -9,6 +9,7 @@ script that silently does something else. Nothing secret goes in: see docs/aws.m
 
 from __future__ import annotations
 
+import posixpath
 import re
 import shlex
 from collections.abc import Mapping, Sequence
@@ -16,13 +17,24 @@ from importlib import resources
 
 from elastic_cache.errors import ConfigError
 
-__all__ = ["MAX_USER_DATA_BYTES", "VENV_BIN", "coordinator_user_data", "node_user_data", "render"]
+__all__ = [
+    "MAX_USER_DATA_BYTES",
+    "NODE_STATE_DIR",
+    "VENV_BIN",
+    "coordinator_user_data",
+    "node_user_data",
+    "node_writable_dir",
+    "render",
+]
 
 #: EC2 refuses user data larger than this (before base64).
 MAX_USER_DATA_BYTES = 16 * 1024
 
 #: Where the scripts install the package's virtualenv.
 VENV_BIN = "/opt/ecache/venv/bin"
+
+#: The node service's working and state directory (systemd ``StateDirectory=ecache``).
+NODE_STATE_DIR = "/var/lib/ecache"
 
 _PLACEHOLDER = re.compile(r"__([A-Z][A-Z0-9_]*)__")
 
@@ -74,6 +86,21 @@ def _install(role: str, bundle_url: str, package: str) -> str:
     )
 
 
+def node_writable_dir(node_args: Sequence[str]) -> str:
+    """The one directory the node service may write to: its disk tier's (``--tier
+    disk:PATH``; a relative PATH lies in `NODE_STATE_DIR`, the service's working
+    directory), else `NODE_STATE_DIR`."""
+    tier = ""
+    for i, arg in enumerate(node_args):
+        if arg == "--tier" and i + 1 < len(node_args):
+            tier = node_args[i + 1]
+        elif arg.startswith("--tier="):
+            tier = arg[len("--tier=") :]
+    if not tier.startswith("disk:"):
+        return NODE_STATE_DIR
+    return posixpath.normpath(posixpath.join(NODE_STATE_DIR, tier[len("disk:") :]))
+
+
 def node_user_data(*, bundle_url: str, package: str, node_args: Sequence[str]) -> str:
     """The boot script of a node instance.
 
@@ -83,7 +110,10 @@ def node_user_data(*, bundle_url: str, package: str, node_args: Sequence[str]) -
         node_args: the arguments of ``ecache node`` (after ``node``).
     """
     command = [f"{VENV_BIN}/ecache", "node", *node_args]
-    node = render(_template("node.sh"), {"NODE_COMMAND": command})
+    node = render(
+        _template("node.sh"),
+        {"NODE_COMMAND": command, "WRITABLE_DIR": node_writable_dir(node_args)},
+    )
     return _join(_install("node", bundle_url, package), node)
 
 

@@ -1,6 +1,10 @@
 # The node serves until the coordinator terminates the instance. It is not restarted
 # when it dies: an empty node coming back would claim the whole ring; the coordinator
 # notices the dead node and hands its ranges to their successors instead.
+
+# ProtectSystem=strict leaves the node one writable directory: its disk tier's when it
+# has one (a disk: cold tier, docs/tiers.md), else its state directory.
+install -d -o ecache -g ecache -m 0750 __WRITABLE_DIR__
 cat >/etc/systemd/system/ecache-node.service <<'UNIT'
 [Unit]
 Description=elastic-cache node
@@ -11,6 +15,9 @@ Wants=network-online.target
 User=ecache
 ExecStart=__NODE_COMMAND__
 Restart=no
+WorkingDirectory=/var/lib/ecache
+StateDirectory=ecache
+ReadWritePaths=__WRITABLE_DIR__
 LimitNOFILE=65536
 NoNewPrivileges=yes
 ProtectSystem=strict

@@ -57,3 +57,34 @@ def test_render_refuses_gaps_and_leftovers() -> None:
 def test_render_refuses_oversized_user_data() -> None:
     with pytest.raises(ConfigError, match="16 KiB"):
         render("__A__", {"A": "x" * 17000})
+
+
+def unit_lines(script: str) -> list[str]:
+    """The lines of the systemd unit the script writes (between the UNIT heredoc marks)."""
+    body = script.split("<<'UNIT'\n", 1)[1].split("\nUNIT\n", 1)[0]
+    return body.splitlines()
+
+
+@pytest.mark.parametrize(
+    ("tier", "writable"),
+    [
+        ("disk:/var/cache/ecache", "/var/cache/ecache/node-7"),
+        # A relative path resolves in the unit's working directory, its state directory.
+        ("disk:tier", "/var/lib/ecache/tier/node-7"),
+        ("s3://bucket/tier", "/var/lib/ecache"),
+        (None, "/var/lib/ecache"),
+    ],
+)
+def test_the_node_unit_may_write_its_disk_tier(tier: str | None, writable: str) -> None:
+    """ProtectSystem=strict makes the file system read-only to the node: the script makes
+    its directory (owned by the service user) and the unit lets it write there."""
+    nodes = NodeSettings(capacity_bytes=1 << 30, tier=tier)
+    args = node_args(nodes, node_id="node-7", port=8500)
+    script = node_user_data(bundle_url=URL, package="elastic-cache==0.1.0", node_args=args)
+    bash_syntax_ok(script)
+    unit = unit_lines(script)
+    assert "ProtectSystem=strict" in unit
+    assert f"ReadWritePaths={writable}" in unit
+    assert "WorkingDirectory=/var/lib/ecache" in unit and "StateDirectory=ecache" in unit
+    setup = script.split("cat >/etc/systemd/system/ecache-node.service", 1)[0]
+    assert f"install -d -o ecache -g ecache -m 0750 {writable}\n" in setup
