@@ -3,8 +3,9 @@
 ``ecache up`` runs as a subprocess (coordinator and node processes on 127.0.0.1, small
 nodes so that a few hundred writes fill one); Debian's Chromium, driven by Playwright
 with ``executable_path`` (``playwright install`` is never needed), opens the dashboard;
-the test writes until the cluster scales out and waits for the page to show the new
-node and the migration. A screenshot lands in ``tests/e2e/artifacts/`` for people.
+the test writes until the cluster scales out and watches the page show the launch while
+the new node boots, the migration with its progress while it runs, then the new node and
+the finished migration. Screenshots land in ``tests/e2e/artifacts/`` for people.
 
 Skipped, with the reason, only when the browser is not there: ``make test`` installs
 Debian's ``chromium`` when it runs as root with apt-get.
@@ -58,16 +59,26 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+#: A launch takes this long (a stand-in for an instance's boot) and a move sends this
+#: many records a second, so both stay in flight for a few of the page's 1 s polls.
+BOOT_DELAY = 3.0
+MIGRATION_RATE = 40
+
+
 @contextlib.asynccontextmanager
 async def local_cluster(tmp_path: Path) -> AsyncIterator[str]:
     """``ecache up`` with 300-record nodes; yields its URL; stops it by its PID."""
     port = free_port()
+    config = tmp_path / "ecache.toml"
+    config.write_text(f"[nodes]\nboot_delay = {BOOT_DELAY}\n")
     log = await asyncio.to_thread(open, tmp_path / "up.log", "wb")
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
         "elastic_cache",
         "up",
+        "--config",
+        str(config),
         "--no-demo-origin",
         "--port",
         str(port),
@@ -79,6 +90,8 @@ async def local_cluster(tmp_path: Path) -> AsyncIterator[str]:
         "300",
         "--max-nodes",
         "3",
+        "--migration-max-rate",
+        str(MIGRATION_RATE),
         stdin=asyncio.subprocess.DEVNULL,
         stdout=log,
         stderr=log,
@@ -86,7 +99,7 @@ async def local_cluster(tmp_path: Path) -> AsyncIterator[str]:
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 30 + BOOT_DELAY
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2)) as http:
             while True:
                 assert proc.returncode is None, (tmp_path / "up.log").read_text()
@@ -154,21 +167,33 @@ async def test_the_dashboard_shows_a_scale_out(tmp_path: Path) -> None:
             stop = asyncio.Event()
             writer = asyncio.create_task(write_until(url, stop))
             try:
-                # The scaler launches node-2 and moves half of node-1's bucket to it; the
-                # page polls once a second.
+                # The scaler launches node-2 (the page shows the launch while it boots)
+                # and moves half of node-1's bucket to it (shown with its progress while
+                # it runs, then as done); the page polls once a second.
+                await page.wait_for_selector('#launches li[data-node="node-2"]', timeout=60_000)
+                await page.wait_for_selector(
+                    '#nodes tbody tr[data-node="node-2"][data-state="launching"]', timeout=5_000
+                )
+                running = page.locator('#migrations li[data-state="running"]').first
+                await running.wait_for(timeout=60_000)
+                moving = await running.text_content()
+                assert moving is not None and "node-1 → node-2" in moving, moving
+                assert await running.locator(".progress").count() == 1
+                await page.screenshot(
+                    path=str(ARTIFACTS / "dashboard-migrating.png"), full_page=True
+                )
                 new_row = '#nodes tbody tr[data-node="node-2"][data-state="active"]'
                 await page.wait_for_selector(new_row, timeout=60_000)
                 await page.wait_for_selector(
-                    '#events li[data-kind="migration_done"]', timeout=15_000
+                    '#events li[data-kind="migration_done"]', timeout=30_000
                 )
             finally:
                 stop.set()
                 written = await writer
             assert written > 0
-            migration = page.locator("#migrations li[data-migration]").first
-            await migration.wait_for(timeout=5_000)
-            text = await migration.text_content()
-            assert text is not None and "node-1 → node-2" in text
+            # Finished moves are listed too (a later one, to node-3, may be under way).
+            done = page.locator('#migrations li[data-state="done"]', has_text="node-1 → node-2")
+            await done.first.wait_for(timeout=5_000)
             assert await page.locator('#events li[data-kind="launched"]').count() >= 2
             ring_paths = await page.locator('#ring path[data-node="node-2"]').count()
             assert ring_paths >= 1
