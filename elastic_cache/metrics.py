@@ -285,15 +285,22 @@ class NodeCollector:
             "ecache_node_capacity", "Capacity in its unit (records or bytes).", store.capacity.limit
         )
         yield _gauge("ecache_node_fill_ratio", "used / capacity.", store.fill)
-        yield _counter("ecache_node_hits_total", "GETs answered from memory.", service.hits)
+        yield _counter(
+            "ecache_node_hits_total",
+            "GETs answered with a value, from memory or from the cold tier.",
+            service.hits,
+        )
         yield _counter(
             "ecache_node_misses_total", "GETs of a key the node does not hold.", service.misses
         )
         yield _counter(
             "ecache_node_cold_hits_total",
-            "GETs answered from the cold tier (disk or S3) and promoted back to memory.",
+            "GETs answered from the cold tier (disk or S3): part of the hits.",
             float(stats.get("cold_hits", 0)),
         )
+        cold = stats.get("cold")
+        if cold is not None:
+            yield from _cold_metrics(cold)
         yield _counter(
             "ecache_node_evictions_total", "Records evicted to make room.", store.evictions
         )
@@ -318,6 +325,44 @@ class NodeCollector:
         for out in service.outgoing.values():
             sent.add_metric([out.id], out.sent)
         yield sent
+
+
+#: A node's cold-tier counters (its ``stats()["cold"]``): metric name, stat, help.
+_COLD_COUNTERS = (
+    ("demotions", "demoted", "Values written to the cold tier to make room in memory."),
+    (
+        "clean_demotions",
+        "clean_skips",
+        "Values pushed out of memory whose cold copy was still current: nothing written.",
+    ),
+    (
+        "demotion_failures",
+        "demote_failures",
+        "Demotions whose write failed (the value was lost, as an eviction).",
+    ),
+    ("promotions", "promotions", "Cold hits put back into memory."),
+    (
+        "filter_skips",
+        "filter_skips",
+        "Misses answered without asking the tier (its Bloom filter of cold keys).",
+    ),
+    ("errors", "errors", "Cold-tier calls that failed (S3 or disk errors)."),
+)
+
+
+def _cold_metrics(cold: dict[str, Any]) -> Iterator[Metric]:
+    for name, stat, doc in _COLD_COUNTERS:
+        yield _counter(f"ecache_node_cold_{name}_total", doc, float(cold.get(stat, 0)))
+    yield _gauge(
+        "ecache_node_cold_pending_bytes",
+        "Bytes of values on their way to the cold tier (still readable from memory).",
+        float(cold.get("pending_bytes", 0)),
+    )
+    yield _gauge(
+        "ecache_node_cold_demotion_paused",
+        "1 while demotion is paused after a tier failure (full nodes evict meanwhile).",
+        1.0 if cold.get("demotion_paused") else 0.0,
+    )
 
 
 def node_registry(service: NodeService, meter: RequestMeter) -> CollectorRegistry:
@@ -380,7 +425,7 @@ class CoordinatorCollector:
             "ring_share": "Fraction of the token space a node owns.",
         }
         counters = {
-            "hits_total": "GETs a node answered from memory.",
+            "hits_total": "GETs a node answered with a value (memory or cold tier).",
             "misses_total": "GETs of a key a node did not hold.",
         }
         families: dict[str, GaugeMetricFamily | CounterMetricFamily] = {}
