@@ -7,7 +7,7 @@ import io
 import json
 import logging
 import math
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from aiohttp import web
@@ -17,6 +17,8 @@ from elastic_cache.errors import ElasticCacheError, InvalidBody, InvalidTTL, Val
 
 __all__ = [
     "DEFAULT_CONTENT_TYPE",
+    "SEND_CHUNK",
+    "STREAM_ABOVE",
     "BufferPool",
     "body_payload",
     "error_middleware",
@@ -27,6 +29,7 @@ __all__ = [
     "parse_ttl",
     "ranges_field",
     "read_limited",
+    "send_value",
     "str_field",
 ]
 
@@ -42,6 +45,39 @@ _HTTP_CODES = {
 }
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+#: Values larger than this are sent in slices of `SEND_CHUNK` bytes (`send_value`).
+STREAM_ABOVE = 1 << 20
+
+#: Bytes per write of a value sent in slices.
+SEND_CHUNK = 1 << 20
+
+
+async def send_value(
+    request: web.Request, value: bytes, headers: Mapping[str, str]
+) -> web.StreamResponse:
+    """Answer 200 with ``value`` as the body.
+
+    A value up to `STREAM_ABOVE` bytes goes out as one ``web.Response`` (the fast path
+    of small values); a larger one as a ``web.StreamResponse`` with a Content-Length,
+    written in `SEND_CHUNK`-byte ``memoryview`` slices (no copy of the value), each
+    write waiting for the socket to drain. Handing aiohttp a 50 MB body in one piece
+    took 3.5 times as long (docs/tiers.md, "Measurements").
+    """
+    if len(value) <= STREAM_ABOVE:
+        return web.Response(body=value, headers=headers)
+    response = web.StreamResponse(headers=headers)
+    response.content_length = len(value)
+    await response.prepare(request)
+    view = memoryview(value)
+    try:
+        for start in range(0, len(view), SEND_CHUNK):
+            await response.write(view[start : start + SEND_CHUNK])
+        await response.write_eof()
+    except ConnectionError:
+        pass  # the client went away mid-answer: nobody is left to answer
+    return response
 
 
 def error_response(err: ElasticCacheError, headers: dict[str, str] | None = None) -> web.Response:

@@ -39,6 +39,7 @@ from aiohttp.streams import StreamReader
 
 from elastic_cache.errors import Conflict, ElasticCacheError, InvalidBody
 from elastic_cache.httpio import (
+    STREAM_ABOVE,
     BufferPool,
     error_response,
     int_field,
@@ -49,6 +50,7 @@ from elastic_cache.httpio import (
     ranges_field,
     read_buffer,
     read_limited,
+    send_value,
     str_field,
 )
 from elastic_cache.metrics import RequestMeter, metered, metrics_response, node_registry
@@ -96,10 +98,10 @@ async def get_kv(request: web.Request) -> web.StreamResponse:
                 "X-Ecache-Epoch": str(service.epoch),
             }
         )
-    return web.Response(
-        body=rec.value,
-        headers={"Content-Type": rec.content_type, "X-Ecache-Epoch": str(service.epoch)},
-    )
+    headers = {"Content-Type": rec.content_type, "X-Ecache-Epoch": str(service.epoch)}
+    if len(rec.value) <= STREAM_ABOVE:
+        return web.Response(body=rec.value, headers=headers)
+    return await send_value(request, rec.value, headers)
 
 
 def _miss_or_error(service: NodeService, err: ElasticCacheError) -> web.Response:
@@ -132,16 +134,17 @@ async def _get_tiered(request: web.Request, service: NodeService) -> web.StreamR
     except ElasticCacheError as err:
         return _miss_or_error(service, err)
     if not isinstance(hit, ColdHit):
-        return web.Response(
-            body=hit.value, headers={"Content-Type": hit.content_type, "X-Ecache-Epoch": epoch}
-        )
+        headers = {"Content-Type": hit.content_type, "X-Ecache-Epoch": epoch}
+        if len(hit.value) <= STREAM_ABOVE:
+            return web.Response(body=hit.value, headers=headers)
+        return await send_value(request, hit.value, headers)
     headers = {
         "Content-Type": hit.entry.content_type,
         "X-Ecache-Epoch": epoch,
         "X-Cache": "HIT-COLD",
     }
     if hit.value is not None:
-        return web.Response(body=hit.value, headers=headers)
+        return await send_value(request, hit.value, headers)
     assert hit.reader is not None and service.cold is not None
     # Too large for memory: stream it, one chunk in memory at a time.
     response = web.StreamResponse(headers=headers)

@@ -18,6 +18,7 @@ from aiohttp.test_utils import TestClient
 from moto import mock_aws
 
 from elastic_cache.config import NodeSettings
+from elastic_cache.httpio import STREAM_ABOVE, body_payload
 from elastic_cache.node import build_node_service, make_node_app
 from elastic_cache.tiers.s3 import S3Tier
 
@@ -178,3 +179,38 @@ async def test_coordinator_passes_hit_cold_on(tmp_path: Path) -> None:
     finally:
         await h.http.close()
         await runner.cleanup()
+
+
+@pytest.mark.parametrize("tiered", [False, True])
+async def test_large_memory_hit_is_sent_in_slices(
+    aiohttp_client: ClientFactory, tmp_path: Path, tiered: bool
+) -> None:
+    """A memory hit above STREAM_ABOVE goes out as a StreamResponse with its length;
+    a small one as one Response (the fast path). Both read back byte for byte."""
+    limit = 4 * STREAM_ABOVE
+    node_settings = NodeSettings(
+        index="sorted",
+        capacity_records=10,
+        max_value_bytes=limit,
+        on_full="demote" if tiered else "evict",  # type: ignore[arg-type]
+        tier=f"disk:{tmp_path}" if tiered else None,
+    )
+    app = make_node_app(build_node_service(node_settings, node_id="n"), max_value_bytes=limit)
+    sent: list[type[web.StreamResponse]] = []
+
+    async def spy(request: web.Request, handler: Any) -> web.StreamResponse:
+        response: web.StreamResponse = await handler(request)
+        sent.append(type(response))
+        return response
+
+    app.middlewares.append(web.middleware(spy))
+    node = await aiohttp_client(app)
+    big = _blob(3 * STREAM_ABOVE + 5)
+    for key, value in (("big", big), ("small", b"tiny")):
+        assert (await node.put(f"/v1/kv/{key}", data=body_payload(value))).status == 204
+        sent.clear()
+        r = await node.get(f"/v1/kv/{key}")
+        assert r.status == 200 and "X-Cache" not in r.headers  # a memory hit
+        assert r.headers["Content-Length"] == str(len(value))
+        assert await r.read() == value
+        assert sent == [web.StreamResponse if value is big else web.Response]
