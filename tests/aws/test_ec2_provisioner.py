@@ -4,10 +4,14 @@ errors, and the life cycle of a node (a local process stands in for the instance
 from __future__ import annotations
 
 import base64
+import re
+import tomllib
+import urllib.parse
 from pathlib import Path
 from typing import Any
 
 import aiohttp
+import boto3
 import pytest
 
 from elastic_cache.awserrors import (
@@ -15,10 +19,16 @@ from elastic_cache.awserrors import (
     AwsLimitExceeded,
     AwsPermissionDenied,
 )
-from elastic_cache.config import Ec2Settings, NodeSettings
+from elastic_cache.config import ClusterSettings, Ec2Settings, NodeSettings
+from elastic_cache.coordinator.runner import build_provisioner
+from elastic_cache.deploy.coordinator import coordinator_config
+from elastic_cache.deploy.names import ClusterNames
+from elastic_cache.deploy.settings import DeploySettings
 from elastic_cache.errors import ConfigError, ProvisionError
 from elastic_cache.provisioner.ec2 import CLUSTER_TAG, Ec2Provisioner
+from elastic_cache.userdata import MAX_USER_DATA_BYTES
 
+from ..unit.test_userdata import bash_syntax_ok
 from .conftest import REGION, LocalInstances, fail_call, unique
 
 pytestmark = pytest.mark.slow
@@ -173,3 +183,74 @@ def test_no_bundle_no_provisioner(session: Any) -> None:
     settings = fast_sleep_settings(session, bundle_bucket="", bundle_key="")
     with pytest.raises(ConfigError, match="bundle_bucket"):
         Ec2Provisioner(settings, NODES, session=session)
+
+
+def test_node_user_data_holds_no_secret(session: Any) -> None:
+    """What a deployed coordinator sends as a node's user data (docs/aws.md, "No secret is
+    in user data"): no cluster token, no secret key, and one presigned GET of the bundle
+    that expires in ``bundle_url_seconds``. The URL carries the signer's access key id and,
+    for role credentials, the session token: both useless without the secret key."""
+    access_key, secret_key, session_token = (
+        "ASIAROLEKEYFORTESTS0",
+        "role-secret-key-that-must-never-reach-user-data",
+        "role-session-token-for-tests",
+    )
+    role = boto3.Session(
+        aws_access_key_id=access_key,
+        aws_secret_access_key=secret_key,
+        aws_session_token=session_token,
+        region_name=REGION,
+    )
+    name = unique("c")
+    names = ClusterNames(cluster=name, account="123456789012", region=REGION)
+    token = "cluster-token-that-must-never-reach-user-data"
+    session.client("ssm").put_parameter(
+        Name=names.token_parameter, Value=token, Type="SecureString"
+    )
+    config = coordinator_config(
+        DeploySettings(name=name, region=REGION, allow_cidr="203.0.113.7/32"),
+        names,
+        subnets=["subnet-0123456789abcdef0"],
+        node_group="sg-0123456789abcdef0",
+        image="ami-0123456789abcdef0",
+        bundle_key=f"{name}/bundles/elastic_cache-0.1.0-abc-x86_64.tar.gz",
+        capacity_bytes=1 << 30,
+    )
+    settings = ClusterSettings.from_mapping(tomllib.loads(config))
+    assert settings.ec2 is not None
+    prov = build_provisioner(settings, session=role)
+    assert isinstance(prov, Ec2Provisioner)
+    script = prov.run_params(
+        "node-2",
+        image="ami-0123456789abcdef0",
+        root_device="/dev/xvda",
+        instance_type="t3.small",
+        subnet="subnet-0123456789abcdef0",
+    )["UserData"]
+    bash_syntax_ok(script)
+    assert len(script.encode()) <= MAX_USER_DATA_BYTES
+    for secret in (token, secret_key):
+        assert secret not in script
+        assert urllib.parse.quote(secret, safe="") not in script
+    assert names.token_parameter not in script  # a node has no business with the token
+
+    # Exactly one URL: a presigned GET of the bundle object, for bundle_url_seconds.
+    (url,) = re.findall(r"https?://[^\s']+", script)
+    parts = urllib.parse.urlsplit(url)
+    assert settings.ec2.bundle_bucket in parts.netloc + parts.path
+    assert parts.path.endswith("/" + settings.ec2.bundle_key)
+    query = dict(urllib.parse.parse_qsl(parts.query, strict_parsing=True))
+    assert set(query) == {
+        "X-Amz-Algorithm",
+        "X-Amz-Credential",
+        "X-Amz-Date",
+        "X-Amz-Expires",
+        "X-Amz-SignedHeaders",
+        "X-Amz-Security-Token",
+        "X-Amz-Signature",
+    }
+    assert int(query["X-Amz-Expires"]) == settings.ec2.bundle_url_seconds <= 3600
+    assert query["X-Amz-Credential"].startswith(f"{access_key}/")
+    assert query["X-Amz-Security-Token"] == session_token
+    # No other AWS access key id anywhere in the script.
+    assert re.findall(r"(?:AKIA|ASIA)[A-Z0-9]{16}", script) == [access_key]
