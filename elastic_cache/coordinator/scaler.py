@@ -1,12 +1,12 @@
 """Speculative scaling: the paper's Algorithm 1.
 
-After each write the router reports the node's fill; when ``fill + value`` crosses the
-speculative threshold T(n) (`speculative_threshold`), a node is pre-launched in the
-background, and once it is healthy half of the fullest bucket of the fullest node moves
-to it. At most ``max_launches_in_flight`` launches run at once, plus one for a node that
-is already full; ``max_nodes`` and ``max_usd_per_hour`` cap the cluster. At the cap the
-scaler launches nothing and the node's ``on_full`` policy decides what a write to a full
-node does.
+After each write the router reports the node's fill; when the fill before the write plus
+the value's size crosses the speculative threshold T(n) (`speculative_threshold`), a node
+is pre-launched in the background, and once it is healthy half of the fullest bucket of
+the fullest node moves to it. At most ``max_launches_in_flight`` launches run at once,
+plus one for a node that is already full; ``max_nodes`` and ``max_usd_per_hour`` cap the
+cluster. At the cap the scaler launches nothing and the node's ``on_full`` policy decides
+what a write to a full node does.
 
 Scale-down (ElasCass's decommissioning; the paper's future work): when the cluster's fill
 has stayed under ``low_watermark`` for ``scale_down_cooldown`` seconds, and as long again
@@ -321,7 +321,14 @@ class Scaler:
         )
 
     def observe_write(self, node_id: str, used: int, capacity: int, size: int) -> None:
-        """Algorithm 1 after a write: maybe pre-launch a node for ``node_id``."""
+        """Algorithm 1 after a write: maybe pre-launch a node for ``node_id``.
+
+        Args:
+            node_id: the node written to.
+            used: its fill *after* the write, as the node reports it (records or bytes).
+            capacity: its capacity, in the same unit.
+            size: the value's size in bytes; 0 when no write happened (the stats poll).
+        """
         if not self.settings.enabled or used < 0:
             return
         self.cluster.note_fill(node_id, used, capacity)
@@ -330,8 +337,13 @@ class Scaler:
         by_bytes = self.cluster.settings.nodes.capacity_bytes is not None
         cost = size if by_bytes else 1
         info = self.cluster.nodes[node_id]
+        # Algorithm 1 compares the fill before the write plus the value's size with T(n).
+        # The node reports the fill after the write, which already holds the value: take
+        # it back out rather than count it twice. (For an overwrite the result is the
+        # fill the node really has, which is what the threshold is about.)
+        before = max(used - cost, 0)
         if not wants_launch(
-            used=used,
+            used=before,
             cost=cost,
             capacity=capacity,
             nodes=len(self.cluster.nodes),

@@ -1,11 +1,24 @@
-"""Scaler decisions (pure) and the request-rate meter."""
+"""Scaler decisions (pure), the request-rate meter, and the scaler over a real cluster."""
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import AsyncIterator
+
 import pytest
 
-from elastic_cache.config import ScalerSettings
-from elastic_cache.coordinator.scaler import RateMeter, may_launch, wants_launch
+from elastic_cache.config import ClusterSettings, ScalerSettings
+from elastic_cache.coordinator.cluster import Cluster
+from elastic_cache.coordinator.scaler import (
+    RateMeter,
+    Scaler,
+    may_launch,
+    wants_launch,
+)
+from elastic_cache.node.local import LocalNetwork, LocalNodeClient
+from elastic_cache.provisioner.base import NodeHandle
+from elastic_cache.sim.metered import CpuMeter
+from elastic_cache.sim.provisioner import SimProvisioner
 
 PAPER = ScalerSettings(d_low=50, d_high=250, max_nodes=8)
 
@@ -82,3 +95,69 @@ def test_without_speculation_launches_only_when_full() -> None:
     assert not wants_launch(used=2250, **common)  # type: ignore[arg-type]
     assert not wants_launch(used=4999, **common)  # type: ignore[arg-type]
     assert wants_launch(used=5000, **common)  # type: ignore[arg-type]
+
+
+class FixedRate(RateMeter):
+    """R held at a constant, so T(n) is the paper's number."""
+
+    def __init__(self, value: float) -> None:
+        super().__init__(half_life=1.0)
+        self.value = value
+
+    @property
+    def rate(self) -> float:
+        return self.value
+
+
+class GatedProvisioner(SimProvisioner):
+    """In-process nodes whose launches wait until the test opens the gate."""
+
+    def __init__(self, cluster_settings: ClusterSettings, network: LocalNetwork) -> None:
+        super().__init__(cluster_settings.nodes, network, CpuMeter(), lambda: 0.0)
+        self.booting = False
+        self.gate = asyncio.Event()
+        self.gate.set()
+        self.asked = 0
+        self.entered = asyncio.Event()
+
+    async def launch(self, node_id: str) -> NodeHandle:
+        self.asked += 1
+        self.entered.set()
+        await self.gate.wait()
+        return await super().launch(node_id)
+
+
+@pytest.fixture
+async def paper_cluster() -> AsyncIterator[tuple[Cluster, GatedProvisioner]]:
+    """One in-process node of 5000 records; dL = 50, dH = 250 (the paper's example)."""
+    settings = ClusterSettings.from_mapping(
+        {
+            "nodes": {"index": "sorted", "capacity_records": 5000},
+            "scaler": {"d_low": 50, "d_high": 250, "max_nodes": 2, "scale_down": False},
+        }
+    )
+    network = LocalNetwork()
+    provisioner = GatedProvisioner(settings, network)
+    cluster = Cluster(
+        settings, provisioner, lambda h: LocalNodeClient(h.node_id, h.address, network)
+    )
+    await cluster.start()
+    yield cluster, provisioner
+    provisioner.gate.set()
+    await cluster.shutdown()
+
+
+async def test_a_write_that_fills_the_node_to_t_does_not_launch(
+    paper_cluster: tuple[Cluster, GatedProvisioner],
+) -> None:
+    # T(1 node) = 2250 at R = 100. The node reports its fill after the write: a write
+    # that takes it from 2249 to 2250 is "fill 2249 + 1 record", not over T; the next
+    # one (2250 + 1) is. Counting the value twice launched one write early.
+    cluster, _ = paper_cluster
+    scaler = Scaler(cluster.settings.scaler, cluster, FixedRate(100.0))
+    assert scaler.threshold("node-1") == 2250
+    scaler.observe_write("node-1", 2250, 5000, 1024)
+    assert scaler.in_flight == 0
+    scaler.observe_write("node-1", 2251, 5000, 1024)
+    assert scaler.in_flight == 1
+    await scaler.close()
