@@ -32,6 +32,7 @@ from elastic_cache.demo_origin.shoreline import (
     location_seed,
     shoreline_json,
 )
+from elastic_cache.progress import Progress
 
 SEED = 20240601
 RESULTS = Path(__file__).parent / "results" / "demo_origin.txt"
@@ -81,13 +82,15 @@ def cost_profile(n: int, out: list[str]) -> None:
     wall_ms: list[float] = []
     sizes: list[int] = []
     resolutions: list[int] = []
-    for lat, lon, t in requests:
-        c0, w0 = time.thread_time(), time.perf_counter()
-        body = _compute(lat, lon, t, None)
-        cpu_ms.append((time.thread_time() - c0) * 1e3)
-        wall_ms.append((time.perf_counter() - w0) * 1e3)
-        sizes.append(len(body))
-        resolutions.append(auto_resolution(location_seed(lat, lon)))
+    with Progress("cost profile", total=n, unit="requests") as bar:
+        for lat, lon, t in requests:
+            c0, w0 = time.thread_time(), time.perf_counter()
+            body = _compute(lat, lon, t, None)
+            cpu_ms.append((time.thread_time() - c0) * 1e3)
+            wall_ms.append((time.perf_counter() - w0) * 1e3)
+            sizes.append(len(body))
+            resolutions.append(auto_resolution(location_seed(lat, lon)))
+            bar.advance()
     out.append(f"## cost of one request, {n} random locations (ms)")
     out.append(f"cpu   {percentiles(cpu_ms)}")
     out.append(f"wall  {percentiles(wall_ms)}")
@@ -153,7 +156,9 @@ async def executor_comparison(batch_size: int, repeats: int, out: list[str]) -> 
     }
     out.append(f"## {batch_size} concurrent requests, {repeats} repeats, {workers} CPUs")
     baseline = 0.0
+    bar = Progress("executors", total=len(pools) * repeats, unit="batches")
     for name, pool in pools.items():
+        bar.update(bar.done, note=name)
         await run_batch(pool, batch[: workers * 2])  # warm-up: start workers, import numpy
         walls, p99s, maxes = [], [], []
         for _ in range(repeats):
@@ -161,6 +166,7 @@ async def executor_comparison(batch_size: int, repeats: int, out: list[str]) -> 
             walls.append(wall)
             p99s.append(p99)
             maxes.append(worst)
+            bar.advance()
         med = statistics.median(walls)
         baseline = baseline or med
         out.append(
@@ -170,6 +176,7 @@ async def executor_comparison(batch_size: int, repeats: int, out: list[str]) -> 
         )
         if pool is not None:
             pool.shutdown()
+    bar.finish()
 
 
 def main() -> None:

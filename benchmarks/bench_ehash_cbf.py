@@ -29,6 +29,7 @@ from typing import Any
 
 from elastic_cache.hashing import Murmur3Hasher
 from elastic_cache.indexes import Index, make_index
+from elastic_cache.progress import Progress
 
 DEFAULT_SPECS = [
     "sorted",
@@ -146,9 +147,12 @@ def main() -> None:
             one_round(spec.format(n=warm_n), warm_n, warm)
         per_spec: dict[str, list[dict[str, float]]] = {spec: [] for spec in specs}
         # Interleave the specs round by round so a noisy neighbour hits them all alike.
-        for _ in range(args.repeat):
-            for spec in specs:
-                per_spec[spec].append(one_round(spec, n, data))
+        with Progress(f"{n} records", total=args.repeat * len(specs), unit="rounds") as bar:
+            for i in range(args.repeat):
+                for spec in specs:
+                    bar.update(bar.done, note=f"repeat {i + 1}: {spec}")
+                    per_spec[spec].append(one_round(spec, n, data))
+                    bar.advance()
         base = summarise(per_spec["sorted"]) if "sorted" in per_spec else None
         print(f"\n{n} records, {args.value_size} B values, {args.repeat} rounds")
         print(f"{'spec':34} {'figure':16} {'min':>10} {'median':>10} {'max':>10} {'vs sorted':>9}")

@@ -36,6 +36,7 @@ from elastic_cache.config import NodeSettings
 from elastic_cache.metrics import LATENCY_BUCKETS, RequestMeter, metered
 from elastic_cache.node import build_node_service
 from elastic_cache.node.app import MAX_VALUE, SERVICE, get_kv
+from elastic_cache.progress import Progress
 
 
 def per_call_us(action: Callable[[], object], calls: int) -> float:
@@ -61,12 +62,14 @@ async def handler_figures(repeats: int, calls: int) -> dict[str, list[float]]:
         "GET handler, metered": metered(get_kv, "kv", RequestMeter()),
     }
     out: dict[str, list[float]] = {name: [] for name in handlers}
-    for _ in range(repeats):
-        for name, handler in handlers.items():
-            started = time.perf_counter()
-            for i in range(calls):
-                await handler(requests[i % len(requests)])
-            out[name].append((time.perf_counter() - started) / calls * 1e6)
+    with Progress("handlers", total=repeats, unit="repeats") as bar:
+        for _ in range(repeats):
+            for name, handler in handlers.items():
+                started = time.perf_counter()
+                for i in range(calls):
+                    await handler(requests[i % len(requests)])
+                out[name].append((time.perf_counter() - started) / calls * 1e6)
+            bar.advance()
     return out
 
 
@@ -88,9 +91,11 @@ def recorder_figures(repeats: int, calls: int) -> dict[str, list[float]]:
         "prometheus_client children": prometheus_children,
     }
     out: dict[str, list[float]] = {name: [] for name in actions}
-    for _ in range(repeats):
-        for name, action in actions.items():
-            out[name].append(per_call_us(action, calls * 10))
+    with Progress("recorders", total=repeats, unit="repeats") as bar:
+        for _ in range(repeats):
+            for name, action in actions.items():
+                out[name].append(per_call_us(action, calls * 10))
+            bar.advance()
     return out
 
 
