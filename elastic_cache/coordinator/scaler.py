@@ -5,8 +5,9 @@ the value's size crosses the speculative threshold T(n) (`speculative_threshold`
 is pre-launched in the background, and once it is healthy half of the fullest bucket of
 the fullest node moves to it. At most ``max_launches_in_flight`` launches run at once,
 plus one for a node that is already full; ``max_nodes`` and ``max_usd_per_hour`` cap the
-cluster. At the cap the scaler launches nothing and the node's ``on_full`` policy decides
-what a write to a full node does.
+cluster, counting every launch under way (the admin API's too). At the cap the scaler
+launches nothing and the node's ``on_full`` policy decides what a write to a full node
+does.
 
 Scale-down (ElasCass's decommissioning; the paper's future work): when the cluster's fill
 has stayed under ``low_watermark`` for ``scale_down_cooldown`` seconds, and as long again
@@ -121,16 +122,21 @@ def launch_blocker(
     *,
     node_full: bool,
     settings: ScalerSettings,
+    launching: int | None = None,
     cost_per_hour: float = 0.0,
     node_cost_per_hour: float = 0.0,
 ) -> str | None:
     """What stops one more launch now, or None when it is allowed.
 
     Args:
-        in_flight: launches under way.
+        in_flight: the scaler's own (speculative) launches under way, which
+            ``max_launches_in_flight`` limits.
         nodes: nodes running.
         node_full: the node asking for help is already full (allows one extra launch).
         settings: the limits.
+        launching: every launch under way that is not yet a running node, whoever
+            started it (the scaler or the admin API); it counts against ``max_nodes`` and
+            the budget. Default: ``in_flight``.
         cost_per_hour: what the running cluster costs.
         node_cost_per_hour: what one more node would add.
 
@@ -138,14 +144,15 @@ def launch_blocker(
         ``"in_flight"`` (enough launches under way: help is coming), ``"max_nodes"`` or
         ``"max_usd_per_hour"`` (the cap: no help will come), or None.
     """
+    pending = in_flight if launching is None else launching
     limit = settings.max_launches_in_flight + (1 if node_full else 0)
     if in_flight >= limit:
         return "in_flight"
-    if nodes + in_flight >= settings.max_nodes:
+    if nodes + pending >= settings.max_nodes:
         return "max_nodes"
     budget = settings.max_usd_per_hour
     # A tiny tolerance so that a budget of exactly n nodes' price allows n nodes.
-    if budget is not None and cost_per_hour + node_cost_per_hour * (in_flight + 1) > budget + 1e-9:
+    if budget is not None and cost_per_hour + node_cost_per_hour * (pending + 1) > budget + 1e-9:
         return "max_usd_per_hour"
     return None
 
@@ -156,6 +163,7 @@ def may_launch(
     *,
     node_full: bool,
     settings: ScalerSettings,
+    launching: int | None = None,
     cost_per_hour: float = 0.0,
     node_cost_per_hour: float = 0.0,
 ) -> bool:
@@ -166,6 +174,7 @@ def may_launch(
             nodes,
             node_full=node_full,
             settings=settings,
+            launching=launching,
             cost_per_hour=cost_per_hour,
             node_cost_per_hour=node_cost_per_hour,
         )
@@ -298,6 +307,10 @@ class Scaler:
         self._node_cost = node_cost_per_hour
         self._cluster_cost = cluster_cost_per_hour
         self.in_flight = 0
+        # Launches asked for whose task has not yet reached `Cluster.launch_node` (which
+        # enters them in `Cluster.launching`): counted so that two requests for help in
+        # the same turn of the event loop cannot both pass the cap.
+        self._starting = 0
         self._helping: set[str] = set()
         self._tasks: set[asyncio.Task[None]] = set()
         self.launches = 0
@@ -363,6 +376,7 @@ class Scaler:
             len(self.cluster.nodes),
             node_full=full,
             settings=self.settings,
+            launching=self.launches_under_way(),
             cost_per_hour=self._cluster_cost(),
             node_cost_per_hour=self._node_cost(),
         )
@@ -374,6 +388,7 @@ class Scaler:
         self.cap = None
         self._helping.add(node_id)
         self.in_flight += 1
+        self._starting += 1
         task = asyncio.create_task(self._grow(node_id))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -400,9 +415,18 @@ class Scaler:
         refused by the cap (no help will come), else None."""
         return self.cap
 
+    def launches_under_way(self) -> int:
+        """Launches that are not yet running nodes, the admin API's included: the same
+        count `Cluster.add_node` holds against ``max_nodes``, plus the scaler's launches
+        that have not reached `Cluster.launch_node` yet."""
+        return len(self.cluster.launching) + self._starting
+
     async def _grow(self, node_id: str) -> None:
         try:
             try:
+                # launch_node enters the launch in cluster.launching before its first
+                # await, so from here on the launch is counted there.
+                self._starting -= 1
                 info = await self.cluster.launch_node()
             finally:
                 self.in_flight -= 1

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 
@@ -12,6 +13,7 @@ from elastic_cache.coordinator.cluster import Cluster
 from elastic_cache.coordinator.scaler import (
     RateMeter,
     Scaler,
+    launch_blocker,
     may_launch,
     wants_launch,
 )
@@ -97,6 +99,20 @@ def test_without_speculation_launches_only_when_full() -> None:
     assert wants_launch(used=5000, **common)  # type: ignore[arg-type]
 
 
+def test_launches_from_the_admin_api_count_against_max_nodes() -> None:
+    cap2 = ScalerSettings(max_nodes=2)
+    # One node running, no launch of the scaler's own, one launch from the admin API.
+    assert launch_blocker(0, 1, node_full=True, settings=cap2, launching=1) == "max_nodes"
+    assert launch_blocker(0, 1, node_full=True, settings=cap2, launching=0) is None
+    # The in-flight limit is about the scaler's own launches only.
+    assert launch_blocker(0, 1, node_full=False, settings=PAPER, launching=5) is None
+    assert launch_blocker(2, 1, node_full=False, settings=PAPER, launching=2) == "in_flight"
+    budget = ScalerSettings(max_usd_per_hour=1.0)
+    common: dict[str, Any] = {"node_full": False, "settings": budget, "node_cost_per_hour": 0.4}
+    assert launch_blocker(0, 1, cost_per_hour=0.5, launching=0, **common) is None
+    assert launch_blocker(0, 1, cost_per_hour=0.5, launching=1, **common) == "max_usd_per_hour"
+
+
 class FixedRate(RateMeter):
     """R held at a constant, so T(n) is the paper's number."""
 
@@ -160,4 +176,41 @@ async def test_a_write_that_fills_the_node_to_t_does_not_launch(
     assert scaler.in_flight == 0
     scaler.observe_write("node-1", 2251, 5000, 1024)
     assert scaler.in_flight == 1
+    await scaler.close()
+
+
+async def test_the_scaler_counts_a_launch_of_the_admin_api(
+    paper_cluster: tuple[Cluster, GatedProvisioner],
+) -> None:
+    cluster, provisioner = paper_cluster
+    scaler = Scaler(cluster.settings.scaler, cluster, FixedRate(100.0))
+    provisioner.gate.clear()
+    provisioner.entered.clear()
+    adding = asyncio.create_task(cluster.add_node())  # POST /v1/cluster/nodes
+    await asyncio.wait_for(provisioner.entered.wait(), 5)
+    assert len(cluster.launching) == 1
+    # max_nodes = 2: one node running plus the admin's launch. A full node asks for
+    # help; without counting cluster.launching this made a third node.
+    assert not scaler.request_help("node-1", full=True)
+    assert scaler.at_cap() == "max_nodes" and scaler.in_flight == 0
+    provisioner.gate.set()
+    await adding
+    assert len(cluster.nodes) == 2 and provisioner.asked == 2
+    await scaler.close()
+
+
+async def test_two_requests_for_help_in_one_turn_respect_the_cap(
+    paper_cluster: tuple[Cluster, GatedProvisioner],
+) -> None:
+    # The scaler's own launch is counted before its task reaches Cluster.launch_node.
+    cluster, provisioner = paper_cluster
+    scaler = Scaler(cluster.settings.scaler, cluster, FixedRate(100.0))
+    provisioner.gate.clear()
+    assert scaler.request_help("node-1", full=True)
+    assert scaler.launches_under_way() == 1
+    assert not scaler.request_help("node-x", full=True)
+    assert scaler.at_cap() == "max_nodes"
+    provisioner.entered.clear()
+    await asyncio.wait_for(provisioner.entered.wait(), 5)  # the task is in launch_node
+    assert scaler.launches_under_way() == 1 and len(cluster.launching) == 1
     await scaler.close()
