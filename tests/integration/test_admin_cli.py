@@ -62,3 +62,33 @@ async def test_fill_command_reports_an_absent_coordinator(
 ) -> None:
     assert await asyncio.to_thread(main, ["fill", "--url", "http://127.0.0.1:1"]) == 2
     assert "did not answer" in capsys.readouterr().err
+
+
+async def test_status_prints_the_cluster_as_a_table_or_json(
+    harness: CoordinatorHarness, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for i in range(40):
+        assert (await harness.call("PUT", f"/v1/kv/s:{i}", data=b"x" * 100))[0] == 204
+    assert await asyncio.to_thread(main, ["nodes", "add", "--url", harness.url]) == 0
+    capsys.readouterr()
+
+    assert await asyncio.to_thread(main, ["status", "--url", harness.url]) == 0
+    table = capsys.readouterr().out
+    header = next(line for line in table.splitlines() if "node" in line.lower())
+    for column in ("address", "index", "records", "bytes", "fill", "T", "state"):
+        assert column.lower() in header.lower(), (column, header)
+    for node in ("node-1", "node-2"):
+        assert node in table
+    epoch = harness.coord.cluster.ring.epoch
+    assert f"epoch {epoch}" in table or f"epoch: {epoch}" in table, table
+
+    assert await asyncio.to_thread(main, ["status", "--url", harness.url, "--json"]) == 0
+    view = json.loads(capsys.readouterr().out)
+    assert view["epoch"] == epoch
+    assert sorted(n["id"] for n in view["nodes"]) == ["node-1", "node-2"]
+    assert sum(n["records"] for n in view["nodes"]) == 40
+
+
+async def test_status_reports_an_absent_coordinator(capsys: pytest.CaptureFixture[str]) -> None:
+    assert await asyncio.to_thread(main, ["status", "--url", "http://127.0.0.1:1"]) == 2
+    assert "did not answer" in capsys.readouterr().err
