@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import ipaddress
 import json
 import logging
 import os
@@ -16,7 +17,7 @@ import sys
 import tomllib
 import urllib.error
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -324,16 +325,38 @@ def cmd_fill(args: argparse.Namespace) -> int:
     return 0 if report.failed == 0 else 1
 
 
-def _caller_cidr() -> str:
-    """This machine's public address as a /32 (or /128), for ``--allow-cidr``."""
+#: Where ``ecache deploy`` asks for this machine's public address (default --allow-cidr).
+CHECKIP_URL = "https://checkip.amazonaws.com"
+
+
+def _public_address() -> str:
+    """What `CHECKIP_URL` sees this machine as (the one network call of the default)."""
+    with urllib.request.urlopen(CHECKIP_URL, timeout=10) as resp:
+        return str(resp.read().decode("ascii").strip())
+
+
+def _caller_cidr(lookup: Callable[[], str] | None = None) -> str:
+    """This machine's public address as a /32 (or /128), for ``--allow-cidr``.
+
+    Args:
+        lookup: returns the address as text; default `_public_address`.
+
+    Raises:
+        ConfigError: the lookup failed, or did not answer an IP address.
+    """
     try:
-        with urllib.request.urlopen("https://checkip.amazonaws.com", timeout=10) as resp:
-            ip = resp.read().decode().strip()
-    except (urllib.error.URLError, OSError) as exc:
+        text = (lookup or _public_address)().strip()
+    except (urllib.error.URLError, OSError, UnicodeDecodeError) as exc:
         raise ConfigError(
             f"could not find your public address ({exc}); pass --allow-cidr CIDR"
         ) from exc
-    return f"{ip}/128" if ":" in ip else f"{ip}/32"
+    try:
+        ip = ipaddress.ip_address(text)
+    except ValueError:
+        raise ConfigError(
+            f"{CHECKIP_URL} answered {text[:60]!r}, not an IP address; pass --allow-cidr CIDR"
+        ) from None
+    return f"{ip}/{ip.max_prefixlen}"
 
 
 def _region(args: argparse.Namespace, session: Any) -> str:

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
+from elastic_cache import cli
 from elastic_cache.awserrors import AwsPermissionDenied
 from elastic_cache.deploy import ClusterNotFound, DeploySettings, deploy, destroy, status_by_name
 from elastic_cache.deploy.bundle import wheel_name
@@ -289,3 +290,49 @@ def test_an_ipv6_allow_cidr_opens_the_port_to_that_network_only(
     assert public_sources(session, group) == [(8080, "2001:db8:1::/48")]
     run_deploy(session, tmp_path, settings(name=s.name, allow_cidr="2001:db8:1::/48", port=9090))
     assert public_sources(session, group) == [(9090, "2001:db8:1::/48")]
+
+
+@pytest.mark.parametrize(
+    ("address", "source"),
+    [
+        ("198.51.100.23", ("IpRanges", "CidrIp", "198.51.100.23/32")),
+        ("2001:db8::23", ("Ipv6Ranges", "CidrIpv6", "2001:db8::23/128")),
+    ],
+)
+def test_deploy_without_allow_cidr_opens_the_port_to_the_caller_only(
+    session: Any,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    address: str,
+    source: tuple[str, str, str],
+) -> None:
+    """``ecache deploy`` with no ``--allow-cidr``: the public port admits the address the
+    lookup (stubbed at its seam, no network) reports, as a single-host network."""
+    asked: list[str] = []
+
+    def lookup() -> str:
+        asked.append("checkip")
+        return address + "\n"
+
+    monkeypatch.setattr(cli, "_public_address", lookup)
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    (wheels / "dep-1.0-py3-none-any.whl").write_bytes(b"dep")
+    name = unique("t")
+    argv = ["deploy", "--name", name, "--region", REGION, "--wheelhouse", str(wheels)]
+    assert cli.main([*argv, "--no-wait"]) == 0, capsys.readouterr().err
+    assert asked == ["checkip"]
+    assert f"from {source[2]}" in capsys.readouterr().out
+    ec2 = session.client("ec2")
+    (group,) = ec2.describe_security_groups(
+        Filters=[{"Name": "group-name", "Values": [f"ecache-{name}-coordinator"]}]
+    )["SecurityGroups"]
+    (perm,) = group["IpPermissions"]
+    key, field, cidr = source
+    assert [r[field] for r in perm[key]] == [cidr]
+    other = "Ipv6Ranges" if key == "IpRanges" else "IpRanges"
+    assert perm.get(other, []) == []
+    # An explicit --allow-cidr is used as given, without a lookup.
+    assert cli.main([*argv, "--no-wait", "--allow-cidr", "192.0.2.0/24"]) == 0
+    assert asked == ["checkip"]
