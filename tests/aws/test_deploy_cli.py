@@ -4,6 +4,7 @@ the mocked account."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import logging
@@ -17,6 +18,7 @@ from typing import Any
 
 import boto3
 import pytest
+from aiohttp import web
 from botocore.exceptions import ClientError
 from moto.server import ThreadedMotoServer
 
@@ -45,7 +47,7 @@ def moto_server(aws_credentials: None) -> Iterator[str]:
         server.stop()
 
 
-def run(endpoint: str, *args: str) -> subprocess.CompletedProcess[str]:
+def run(endpoint: str, *args: str, proxy: str | None = None) -> subprocess.CompletedProcess[str]:
     env = {
         k: v
         for k, v in os.environ.items()
@@ -57,9 +59,9 @@ def run(endpoint: str, *args: str) -> subprocess.CompletedProcess[str]:
         AWS_SECRET_ACCESS_KEY=SECRET_KEY,
         AWS_DEFAULT_REGION=REGION,
         # The coordinator's address under moto is a made-up public IP: send `ecache
-        # status`'s request for it to a closed local port instead of the network;
-        # moto itself is reached directly.
-        http_proxy=f"http://127.0.0.1:{free_port()}",
+        # status`'s request for it to `proxy` (default: a closed local port) instead of
+        # the network; moto itself is reached directly.
+        http_proxy=proxy or f"http://127.0.0.1:{free_port()}",
         no_proxy="127.0.0.1,localhost",
     )
     return subprocess.run(
@@ -295,3 +297,93 @@ def test_deploy_status_destroy(moto_server: str, tmp_path: Path) -> None:
     # And status says there is no such cluster.
     after = run(moto_server, "status", "--name", name, "--region", REGION)
     assert after.returncode == 2 and f"no cluster named {name}" in after.stderr
+
+
+async def test_status_shows_what_an_answering_coordinator_says(
+    moto_server: str, tmp_path: Path, aiohttp_server: Any
+) -> None:
+    """``ecache status --name`` when the coordinator answers: a real HTTP server on
+    127.0.0.1 stands in for it (the status request for the coordinator's made-up public
+    address reaches it as the HTTP proxy), and the tables show nodes, fill, epoch and
+    cost."""
+    name = unique("t")
+    wheelhouse = tmp_path / "wheels"
+    wheelhouse.mkdir()
+    (wheelhouse / "dep-1.0-py3-none-any.whl").write_bytes(b"a dependency wheel")
+    deployed = await asyncio.to_thread(
+        run,
+        moto_server,
+        *("deploy", "--name", name, "--region", REGION, "--allow-cidr", "203.0.113.7/32"),
+        *("--wheelhouse", str(wheelhouse), "--no-wait"),
+    )
+    assert deployed.returncode == 0, deployed.stderr
+    endpoint = next(
+        ln.split()[-1] for ln in deployed.stdout.splitlines() if ln.startswith("endpoint:")
+    )
+
+    asked: list[str] = []
+
+    async def cluster(request: web.Request) -> web.Response:
+        asked.append(str(request.url))
+        return web.json_response(
+            {
+                "epoch": 7,
+                "nodes": [
+                    {
+                        "id": "node-1",
+                        "address": "http://10.0.1.11:8500",
+                        "index": "bptree:order=64",
+                        "records": 120000,
+                        "bytes": 1610612736,
+                        "capacity": 2147483648,
+                        "fill": 0.75,
+                        "threshold": 1717986918,
+                        "state": "active",
+                    },
+                    {
+                        "id": "node-2",
+                        "address": "http://10.0.1.12:8500",
+                        "index": "bptree:order=64",
+                        "records": 40000,
+                        "bytes": 536870912,
+                        "capacity": 2147483648,
+                        "fill": 0.25,
+                        "threshold": 1717986918,
+                        "state": "active",
+                    },
+                ],
+                "launching": [],
+                "migrations": [],
+                "hit_rate": 0.9,
+                "request_rate": 250.0,
+                "cost_per_hour": 0.0624,
+                "price_region": REGION,
+            }
+        )
+
+    app = web.Application()
+    app.router.add_get("/v1/cluster", cluster)
+    coordinator = await aiohttp_server(app, host="127.0.0.1")
+    proxy = f"http://127.0.0.1:{coordinator.port}"
+
+    status = await asyncio.to_thread(
+        run, moto_server, "status", "--name", name, "--region", REGION, proxy=proxy
+    )
+    assert status.returncode == 0, status.stderr
+    assert asked == [f"{endpoint}/v1/cluster"]
+    out = status.stdout
+    assert f"coordinator {endpoint} answered:" in out
+    node_rows = {ln.split()[0]: ln.split() for ln in out.splitlines() if ln.startswith("node-")}
+    assert set(node_rows) == {"node-1", "node-2"}
+    assert "75.0%" in node_rows["node-1"] and "25.0%" in node_rows["node-2"]
+    assert "epoch 7   nodes 2" in out
+    assert f"cost $0.0624/h ({REGION})" in out
+    # And the AWS table before it: the coordinator instance and its price.
+    assert f"${instance_price('t3.small', REGION):.4f}/h by the current" in out
+
+    as_json = await asyncio.to_thread(
+        run, moto_server, "status", "--name", name, "--region", REGION, "--json", proxy=proxy
+    )
+    view = json.loads(as_json.stdout)
+    assert view["coordinator"] == {"url": endpoint, "answered": True}
+    assert view["cluster"]["epoch"] == 7 and len(view["cluster"]["nodes"]) == 2
