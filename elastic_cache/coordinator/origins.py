@@ -1,8 +1,9 @@
 """Read-through: ``GET /v1/svc/{origin}/{path}?{query}`` in front of slow web services.
 
 A hit is served from the cache. A miss calls the origin once, however many clients ask
-for the same thing at the same moment (request coalescing: later askers wait for the
-first call), caches a 200 answer with its content type and the origin's TTL, and passes
+for the same thing at the same moment (request coalescing: the first asker looks in the
+cache and, on a miss, calls the origin; askers arriving meanwhile share its answer, hit
+or miss), caches a 200 answer with its content type and the origin's TTL, and passes
 errors on as 502 (or 504 on timeout) without caching them.
 """
 
@@ -89,6 +90,45 @@ class ReadThrough:
             known = ", ".join(sorted(self.origins)) or "none"
             raise UnknownOrigin(f"origin {name!r} is not configured; known: {known}")
         key = validate_key(cache_key(name, raw_path, raw_query))
+        pending = self._inflight.get(key)
+        if pending is not None:
+            return await self._join(pending)
+        # Registered before the cache lookup, not after a miss: a request whose lookup
+        # came back after the first caller had stored the value and left would otherwise
+        # find nobody in flight and call the origin a second time.
+        future: asyncio.Future[OriginAnswer] = asyncio.get_running_loop().create_future()
+        self._inflight[key] = future
+        try:
+            result = await self._lookup_or_call(origin, key, raw_path, raw_query)
+            future.set_result(result)
+        except BaseException as exc:
+            future.set_exception(exc)
+            future.exception()  # mark retrieved: waiters re-raise it, nobody else must
+            raise
+        finally:
+            del self._inflight[key]
+        return result
+
+    async def _join(self, pending: asyncio.Future[OriginAnswer]) -> OriginAnswer:
+        """Share the answer of a request for the same key that is under way: its cache
+        hit, or its one origin call (then this request counts as a coalesced miss)."""
+        try:
+            answer = await asyncio.shield(pending)
+        except BaseException:
+            self.misses += 1
+            self.coalesced += 1
+            raise
+        if answer.cache == "HIT":
+            self.hits += 1
+        else:
+            self.misses += 1
+            self.coalesced += 1
+        return answer
+
+    async def _lookup_or_call(
+        self, origin: OriginSettings, key: str, raw_path: str, raw_query: str
+    ) -> OriginAnswer:
+        """The cached answer, or the origin's, cached for the next request."""
         try:
             answer = await self.router.get(key)
             if answer.status == 200:
@@ -98,28 +138,14 @@ class ReadThrough:
             # The cache is unwell; the origin still answers. Log and carry on.
             log.warning("cache read for %s failed: %s", key, exc)
         self.misses += 1
-        pending = self._inflight.get(key)
-        if pending is not None:
-            self.coalesced += 1
-            return await asyncio.shield(pending)
-        future: asyncio.Future[OriginAnswer] = asyncio.get_running_loop().create_future()
-        self._inflight[key] = future
-        try:
-            result = await self._call(origin, raw_path, raw_query)
-            # Cache before releasing the waiters, so a request arriving right after them
-            # finds the value instead of calling the origin again.
-            if len(result.body) <= self.max_value_bytes:
-                try:
-                    await self.router.put(key, result.body, result.content_type, origin.ttl)
-                except ElasticCacheError as exc:
-                    log.warning("could not cache %s: %s", key, exc)
-            future.set_result(result)
-        except BaseException as exc:
-            future.set_exception(exc)
-            future.exception()  # mark retrieved: waiters re-raise it, nobody else must
-            raise
-        finally:
-            del self._inflight[key]
+        result = await self._call(origin, raw_path, raw_query)
+        # Cache before releasing the waiters, so a request arriving right after them
+        # finds the value instead of calling the origin again.
+        if len(result.body) <= self.max_value_bytes:
+            try:
+                await self.router.put(key, result.body, result.content_type, origin.ttl)
+            except ElasticCacheError as exc:
+                log.warning("could not cache %s: %s", key, exc)
         return result
 
     async def _call(self, origin: OriginSettings, raw_path: str, raw_query: str) -> OriginAnswer:
