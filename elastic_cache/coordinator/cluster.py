@@ -25,6 +25,7 @@ from typing import Any
 
 from elastic_cache.config import ClusterSettings
 from elastic_cache.coordinator.nodeclient import NodeClient
+from elastic_cache.coordinator.scaler import RateMeter
 from elastic_cache.errors import (
     Conflict,
     ElasticCacheError,
@@ -49,10 +50,15 @@ class MoveFailed(ElasticCacheError):
 
 @dataclass(slots=True)
 class NodeInfo:
-    """A member of the cluster and what we last heard from it."""
+    """A member of the cluster and what we last heard from it.
+
+    ``requests`` meters the requests the router sends it (a moving average, like the
+    coordinator's R); direct clients that bypass the coordinator are not counted.
+    """
 
     handle: NodeHandle
     client: NodeClient
+    requests: RateMeter
     state: str = "active"
     used: int = 0
     capacity: int = 1
@@ -150,6 +156,7 @@ class Cluster:
         provisioner: starts and stops nodes.
         client_factory: builds a `NodeClient` for a node handle.
         state_path: where the state is persisted (None: not persisted).
+        clock: seconds (monotonic), for the nodes' request rates.
     """
 
     def __init__(
@@ -159,8 +166,10 @@ class Cluster:
         client_factory: ClientFactory,
         *,
         state_path: Path | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.settings = settings
+        self._clock = clock
         self.provisioner = provisioner
         self._client_factory = client_factory
         self.state_path = state_path
@@ -245,7 +254,9 @@ class Cluster:
             return False
         self.ring = ring
         for handle, client in zip(handles, clients, strict=True):
-            self.nodes[handle.node_id] = NodeInfo(handle=handle, client=client)
+            self.nodes[handle.node_id] = NodeInfo(
+                handle=handle, client=client, requests=self._request_meter()
+            )
         self._next_id = int(state.get("next_id", len(handles) + 1))
         await self._push_ownership(list(self.nodes))
         self.events.add("resumed", f"resumed {len(handles)} node(s) at epoch {ring.epoch}")
@@ -294,7 +305,11 @@ class Cluster:
             raise
         finally:
             self.launching.pop(node_id, None)
-        info = NodeInfo(handle=handle, client=self._client_factory(handle))
+        info = NodeInfo(
+            handle=handle,
+            client=self._client_factory(handle),
+            requests=self._request_meter(),
+        )
         self.nodes[node_id] = info
         self._launch_seconds.append(handle.boot_seconds)
         try:
@@ -338,10 +353,14 @@ class Cluster:
         results = await asyncio.gather(*(self._refresh(i) for i in infos), return_exceptions=True)
         failed = []
         for info, result in zip(infos, results, strict=True):
+            _ = info.requests.rate  # fold the last poll period into the moving average
             if isinstance(result, BaseException):
                 info.failures += 1
                 failed.append(info.node_id)
         return failed
+
+    def _request_meter(self) -> RateMeter:
+        return RateMeter(self.settings.scaler.rate_half_life, self._clock)
 
     def note_fill(self, node_id: str, used: int, capacity: int) -> None:
         """Record a fill reported with a write answer."""
@@ -692,6 +711,7 @@ class Cluster:
                     "fill": round(info.fill, 6),
                     "hits": info.hits,
                     "misses": info.misses,
+                    "request_rate": round(info.requests.rate, 3),
                     "instance_type": info.handle.instance_type,
                     "boot_seconds": info.handle.boot_seconds,
                     "buckets": len(ring.buckets_of(info.node_id)),

@@ -23,7 +23,8 @@ class Router:
 
     A node answers 421 when the ring moved under a request (a migration committed
     between the routing decision and the node's check); the router then routes again on
-    the current ring, a few times, with a short pause.
+    the current ring, a few times, with a short pause. Each attempt counts towards the
+    request rate of the node it goes to (`NodeInfo.requests`).
     """
 
     def __init__(self, cluster: Cluster, scaler: Scaler, rate: RateMeter) -> None:
@@ -42,8 +43,10 @@ class Router:
         token = cluster.ring.token_of(key)
         for attempt in range(_ATTEMPTS):
             node = cluster.ring.node_for_token(token)
+            info = cluster.nodes[node]
+            info.requests.hit()  # the node's request rate: one counter bump, nothing made
             try:
-                answer = await op(cluster.nodes[node].client)
+                answer = await op(info.client)
             except NodeUnavailable:
                 # The owner did not answer. If it is really gone, its ranges move to
                 # their successors (its records are lost: a cache) and we route again.

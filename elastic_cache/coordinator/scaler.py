@@ -32,12 +32,16 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from elastic_cache.config import ScalerSettings
-from elastic_cache.coordinator.cluster import Cluster
 from elastic_cache.errors import ElasticCacheError
 from elastic_cache.provisioner.threshold import speculative_threshold
 from elastic_cache.ring import HashRing
+
+if TYPE_CHECKING:
+    # The cluster meters its nodes' request rates with `RateMeter` from here.
+    from elastic_cache.coordinator.cluster import Cluster
 
 __all__ = [
     "NodeLoad",

@@ -132,7 +132,25 @@ async def test_cluster_view(harness: CoordinatorHarness) -> None:
     assert view["epoch"] >= 1 and len(view["nodes"]) == 1
     node = view["nodes"][0]
     assert {"id", "address", "fill", "capacity", "index", "threshold", "records"} <= set(node)
+    assert node["request_rate"] >= 0
     assert view["ring"]["buckets"] and view["request_rate"] >= 0
+
+
+async def test_cluster_view_shows_each_nodes_request_rate(harness: CoordinatorHarness) -> None:
+    await harness.call("POST", "/v1/cluster/nodes", json={})
+    ring = harness.coord.cluster.ring
+    keys = [f"k{i}" for i in range(200)]
+    on_two = [k for k in keys if ring.lookup(k).node == "node-2"]
+    assert on_two
+    for key in on_two:
+        await harness.call("PUT", f"/v1/kv/{key}", data=b"v")
+        await harness.call("GET", f"/v1/kv/{key}")
+    await asyncio.sleep(0.6)  # a few stats polls (every 0.2 s) fold the counts in
+    view = json.loads((await harness.call("GET", "/v1/cluster"))[1])
+    rates = {n["id"]: n["request_rate"] for n in view["nodes"]}
+    assert rates["node-2"] > 0
+    assert rates["node-1"] == 0  # every request went to node-2
+    assert view["request_rate"] > 0
 
 
 async def test_add_and_remove_nodes_keep_every_key(harness: CoordinatorHarness) -> None:
