@@ -183,6 +183,9 @@ class Cluster:
         self._room: dict[str, asyncio.Event] = {}
         self._launch_seconds: list[float] = []
         self._suspects: dict[str, asyncio.Task[bool]] = {}
+        #: Instances whose termination failed, by ``ref``: they may still run (and bill),
+        #: so `retry_terminations` tries again and the cost counts them until then.
+        self.unterminated: dict[str, NodeHandle] = {}
         # Concurrent launches persist concurrently; the writes share one temp file name.
         self._persist_lock = asyncio.Lock()
 
@@ -328,13 +331,59 @@ class Cluster:
         await self.persist()
         return info
 
-    async def _forget(self, node_id: str) -> None:
+    async def _forget(self, node_id: str) -> bool:
+        """Drop a member and terminate its instance; whether that succeeded (a failure
+        is retried, see `terminate`)."""
         info = self.nodes.pop(node_id, None)
         self._room.pop(node_id, None)
-        if info is not None:
-            await info.client.close()
-            with contextlib.suppress(ElasticCacheError):
-                await self.provisioner.terminate(info.handle)
+        if info is None:
+            return True
+        await info.client.close()
+        return await self.terminate(info.handle)
+
+    async def terminate(self, handle: NodeHandle) -> bool:
+        """Terminate a node's instance, which is no member (any more).
+
+        A failure is not raised: the node has left the cluster either way. It is logged
+        and recorded as an event, and the handle is kept in `unterminated` for
+        `retry_terminations`, so a stray instance is neither forgotten nor left out of
+        the cost.
+
+        Returns:
+            Whether the provisioner terminated it.
+        """
+        try:
+            await self.provisioner.terminate(handle)
+        except ElasticCacheError as exc:
+            log.warning("could not terminate %s (%s): %s", handle.node_id, handle.ref, exc)
+            if handle.ref not in self.unterminated:
+                self.unterminated[handle.ref] = handle
+                self.events.add(
+                    "terminate_failed",
+                    f"could not terminate {handle.node_id} ({handle.ref}): {exc}; retrying, "
+                    "and counting it in the cost until it is gone",
+                    node=handle.node_id,
+                    ref=handle.ref,
+                )
+            return False
+        if self.unterminated.pop(handle.ref, None) is not None:
+            self.events.add(
+                "terminated",
+                f"{handle.node_id} ({handle.ref}) terminated on a retry",
+                node=handle.node_id,
+                ref=handle.ref,
+            )
+        return True
+
+    async def retry_terminations(self) -> int:
+        """Try again to terminate every instance in `unterminated`, one at a time.
+
+        Returns:
+            How many are still not terminated.
+        """
+        for handle in list(self.unterminated.values()):
+            await self.terminate(handle)
+        return len(self.unterminated)
 
     # -- stats -------------------------------------------------------------------------
 
@@ -629,9 +678,15 @@ class Cluster:
         except ElasticCacheError:
             info.state = "active"
             raise
-        await self._forget(node_id)
+        stopped = await self._forget(node_id)
         await self.persist()
-        self.events.add("removed", f"{node_id} removed and stopped", node=node_id)
+        self.events.add(
+            "removed",
+            f"{node_id} removed and stopped"
+            if stopped
+            else f"{node_id} removed; its instance is not terminated yet",
+            node=node_id,
+        )
         return moves
 
     def suspect(self, node_id: str) -> asyncio.Task[bool] | None:
@@ -727,6 +782,10 @@ class Cluster:
             ],
             "nodes": nodes,
             "launching": sorted(self.launching),
+            "unterminated": [
+                {"node": h.node_id, "ref": h.ref, "instance_type": h.instance_type}
+                for h in self.unterminated.values()
+            ],
             "migrations": [m.to_json() for m in self.migrations],
             "events": self.events.since(0)[-50:],
         }

@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,9 @@ class Coordinator:
         state_path: where the cluster state is persisted; default ``state_dir/cluster.json``.
         poll_period: seconds between stats polls of every node (health and fill).
         dead_after: failed polls in a row after which a node is declared dead.
+        termination_retry: seconds between the poll's retries of failed terminations
+            (`Cluster.retry_terminations`).
+        clock: seconds, monotonic (paces the termination retries).
     """
 
     def __init__(
@@ -51,11 +55,16 @@ class Coordinator:
         state_path: Path | None = None,
         poll_period: float = 1.0,
         dead_after: int = 3,
+        termination_retry: float = 30.0,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.settings = settings
         self.provisioner = provisioner
         self.poll_period = poll_period
         self.dead_after = dead_after
+        self.termination_retry = termination_retry
+        self._clock = clock
+        self._next_termination_retry = 0.0
         if state_path is None:
             state_path = Path(settings.coordinator.state_dir) / "cluster.json"
         self._session: aiohttp.ClientSession | None = None
@@ -145,9 +154,12 @@ class Coordinator:
 
     def cost_per_hour(self) -> float:
         """What the running nodes (and on EC2 the coordinator's instance) cost per hour,
-        from `elastic_cache.cost` prices (``[cost]`` in the configuration)."""
+        from `elastic_cache.cost` prices (``[cost]`` in the configuration). Instances
+        whose termination failed (`Cluster.unterminated`) count until they are gone: they
+        may still run, and the budget must not undercount."""
         nodes = sum(self.node_price(n.handle.instance_type) for n in self.cluster.nodes.values())
-        return self.fixed_cost_per_hour() + nodes
+        strays = sum(self.node_price(h.instance_type) for h in self.cluster.unterminated.values())
+        return self.fixed_cost_per_hour() + nodes + strays
 
     def _client_for(self, handle: NodeHandle) -> NodeClient:
         return HttpNodeClient(handle.node_id, handle.address, self.session)
@@ -173,10 +185,7 @@ class Coordinator:
             self.cluster.events.add(
                 "stray", f"terminating {handle.node_id} ({handle.ref}): not a member"
             )
-            try:
-                await self.provisioner.terminate(handle)
-            except ElasticCacheError as exc:
-                log.warning("could not terminate stray %s: %s", handle.ref, exc)
+            await self.cluster.terminate(handle)  # a failure is retried by the poll
 
     async def stop(self) -> None:
         """Stop polling and scaling, stop every node, close connections."""
@@ -206,12 +215,21 @@ class Coordinator:
                         await self.cluster.drop_dead_node(node_id)
                 if not failed:
                     self.scaler.maybe_scale_down()
+                await self._retry_terminations()
                 _ = self.rate.rate  # fold the last second into the moving average
                 self.sample_history()
             except ElasticCacheError as exc:
                 log.warning("poll failed: %s", exc)
             except Exception:
                 log.exception("poll crashed; polling goes on")
+
+    async def _retry_terminations(self) -> None:
+        """Retry failed terminations, at most every `termination_retry` seconds (each
+        retry is an AWS call per instance; a refusal will not clear within a second)."""
+        if not self.cluster.unterminated or self._clock() < self._next_termination_retry:
+            return
+        self._next_termination_retry = self._clock() + self.termination_retry
+        await self.cluster.retry_terminations()
 
     def sample_history(self, now: float | None = None) -> dict[str, Any]:
         """Add a sample to `history` (the stats poll does it after every poll)."""
