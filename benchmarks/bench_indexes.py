@@ -89,7 +89,14 @@ class DataSet:
         tokens = [rng.getrandbits(64) for _ in range(records)]
         pool = [rng.randbytes(VALUE_SIZE) for _ in range(VALUE_POOL)]
         values = [pool[i % VALUE_POOL] for i in range(records)]
-        pairs = list(zip(keys, tokens, strict=True))
+        # Samples are drawn as indices (random.sample picks the same positions from a
+        # range as from a list of that length): a temporary list of a million (key, token)
+        # tuples, freed here, would leave ~43 B per record of free pymalloc memory in the
+        # process for the structure to reuse, and its RSS growth would read that much low.
+        size = min(get_sample, records)
+        get_pairs = [(keys[i], tokens[i]) for i in rng.sample(range(records), size)]
+        size = min(delete_sample, records)
+        delete_pairs = [(keys[i], tokens[i]) for i in rng.sample(range(records), size)]
         ordered = sorted(tokens)
         quarter, half = records // 4, records // 2
         # (lo, hi] holds exactly the records from rank `quarter` to `quarter + half - 1`.
@@ -98,8 +105,8 @@ class DataSet:
             keys=keys,
             tokens=tokens,
             values=values,
-            get_sample=rng.sample(pairs, min(get_sample, records)),
-            delete_sample=rng.sample(pairs, min(delete_sample, records)),
+            get_sample=get_pairs,
+            delete_sample=delete_pairs,
             lo=lo,
             hi=ordered[quarter + half - 1],
             half=half,
