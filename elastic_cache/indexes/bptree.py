@@ -4,7 +4,8 @@ Records live in leaves ordered by ``(token, key)``; each leaf links to the next 
 range is one descent plus a leaf sweep. Internal nodes keep the number of records under
 each child, which makes `BPlusTreeIndex.count_range` and `BPlusTreeIndex.median_token`
 logarithmic (an order-statistics B+-tree). The node layout and the split / borrow / merge
-edits live in `elastic_cache.indexes.bptree_nodes`.
+edits live in `elastic_cache.indexes.bptree_nodes`, range removal in
+`elastic_cache.indexes.bptree_pop`.
 
 Order convention: ``order`` is the most children an internal node holds and the most
 records a leaf holds. Every node but the root holds at least ``ceil(order / 2)`` children
@@ -29,31 +30,31 @@ from elastic_cache.indexes.bptree_nodes import (
     borrow_left,
     borrow_right,
     check_subtree,
-    count_inners,
     first_leaf,
-    last_leaf,
     merge_children,
     split_child,
     split_wide,
 )
+from elastic_cache.indexes.bptree_pop import RangePop
 
 __all__ = ["BPlusTreeIndex"]
 
 
-def _order_key(entry: tuple[int, str, Any]) -> tuple[int, str]:
+def _order_key(entry: Entry[Any]) -> tuple[int, str]:
     return entry[0], entry[1]
 
 
 class BPlusTreeIndex(Index[V]):
-    """A B+-tree of records ordered by ``(token, key)``, with a ``key → (token, leaf)`` dict.
+    """A B+-tree of records ordered by ``(token, key)``, beside a ``key → Entry`` dict.
 
-    Values live only in the leaves. The dict gives each key's token and a *hint*: the
-    leaf the record was last seen in. A point lookup checks the hint (a bisect in that
-    leaf) and descends the tree on ``(token, key)`` only when the record has moved since
-    (a split or a borrow); the descent then refreshes the hint. A hint is sound because
-    a leaf that leaves the tree by a merge is emptied, and the records of a leaf cut out
-    by `pop_range` lose their dict entries. Range operations seek with one descent and
-    sweep the leaf chain; `pop_range` detaches fully covered subtrees whole.
+    The dict is a covering index: it maps each key to the record's `Entry` tuple
+    ``(token, key, value)``, so a point read is one dict lookup and never enters the
+    tree. The leaves hold the same records as parallel token / key / value lists, in
+    order, for range operations: they seek with one descent and sweep the leaf chain,
+    and `pop_range` detaches fully covered subtrees whole, handing out the dict's own
+    tuples. Writes keep the two in step (put and delete descend the tree anyway, to
+    update subtree counts); splits, borrows and merges move records between leaves
+    without touching the dict.
 
     Args:
         order: most children of an internal node and most records of a leaf (>= 4).
@@ -72,7 +73,7 @@ class BPlusTreeIndex(Index[V]):
         super().__init__(sizeof=sizeof)
         self._order = order
         self._min = (order + 1) // 2
-        self._where: dict[str, tuple[int, Leaf[V]]] = {}
+        self._entries: dict[str, Entry[V]] = {}
         self._root: Any = Leaf([], [], [], 0)
         self._height = 0  # internal levels above the leaves
         self._leaves = 1
@@ -105,37 +106,20 @@ class BPlusTreeIndex(Index[V]):
     # -- point operations ----------------------------------------------------------------
 
     def get(self, key: str) -> V | None:
-        """The value of ``key``: from its hinted leaf, or by a descent when it moved.
-
-        Measured on 1M records: the descent alone (four levels of pointer chasing) cost
-        five times what the hint check does, so the hint makes a hit about 2.5× faster.
-
-        Runtime complexity: O(log order) with a valid hint, O(log n) otherwise.
-        """
-        entry = self._where.get(key)
-        if entry is None:
-            return None
-        token, leaf = entry
-        i = bisect_left(leaf.toks, token)
-        keys = leaf.keys
-        if i < len(keys) and keys[i] == key:
-            value: V = leaf.vals[i]
-            return value
-        leaf, i = self._locate(token, key)
-        self._where[key] = (token, leaf)
-        value = leaf.vals[i]
-        return value
+        """The value of ``key``, from the key dict's `Entry`. Runtime complexity: O(1)."""
+        entry = self._entries.get(key)
+        return None if entry is None else entry[2]
 
     def existing(self, keys: Iterable[str]) -> set[str]:
         """Which of ``keys`` are present: one set intersection with the key dict, in C.
 
         Runtime complexity: O(m) for m keys.
         """
-        return self._where.keys() & set(keys)
+        return self._entries.keys() & set(keys)
 
     def token_of(self, key: str) -> int | None:
         """Runtime complexity: O(1)."""
-        entry = self._where.get(key)
+        entry = self._entries.get(key)
         return None if entry is None else entry[0]
 
     def put(self, key: str, token: int, value: V) -> None:
@@ -144,15 +128,14 @@ class BPlusTreeIndex(Index[V]):
         Runtime complexity: O(log n) (a split costs O(order) and happens once in about
         ``order / 2`` inserts).
         """
-        where = self._where
-        old = where.get(key)
-        size = len(key) + self._sizeof(value)
+        old = self._entries.get(key)
+        entry = (token, key, value)
         if old is not None:
             if old[0] == token:
-                where[key] = (token, self._replace(token, key, value, size))
+                self._replace(old, entry)
                 return
-            self._remove(old[0], key)
-        self._insert(token, key, value, size)
+            self._remove(old)
+        self._insert(entry)
 
     def put_many(self, entries: Iterable[tuple[str, int, V]]) -> None:
         """Insert a batch (a migration's frame): one descent per leaf it lands in.
@@ -166,12 +149,12 @@ class BPlusTreeIndex(Index[V]):
         Runtime complexity: O(m log m + leaves touched * (log n + order)) for m records,
         against O(m log n) descents for m puts.
         """
-        where = self._where
-        fresh: list[tuple[int, str, V]] = []
+        present = self._entries
+        fresh: list[Entry[V]] = []
         seen: set[str] = set()
         later: list[tuple[str, int, V]] = []
         for key, token, value in entries:
-            if key in where or key in seen:
+            if key in present or key in seen:
                 later.append((key, token, value))
             else:
                 seen.add(key)
@@ -182,10 +165,13 @@ class BPlusTreeIndex(Index[V]):
         for key, token, value in later:
             self.put(key, token, value)
 
-    def _bulk_insert(self, fresh: list[tuple[int, str, V]]) -> None:
-        """Insert new records sorted by ``(token, key)``. Runtime: see `put_many`."""
+    def _bulk_insert(self, fresh: list[Entry[V]]) -> None:
+        """Insert new records sorted by ``(token, key)``; the tuples become dict entries.
+
+        Runtime complexity: see `put_many`.
+        """
         self._version += 1
-        where = self._where
+        entries = self._entries
         sizeof = self._sizeof
         n = len(fresh)
         pos = 0
@@ -228,7 +214,7 @@ class BPlusTreeIndex(Index[V]):
             leaf.nbytes += size
             self._bytes += size
             for e in run:
-                where[e[1]] = (e[0], leaf)
+                entries[e[1]] = e
             added = end - pos
             for parent, i in path:
                 parent.counts[i] += added
@@ -254,8 +240,6 @@ class BPlusTreeIndex(Index[V]):
                     new = split_wide(parent, i, leaves, order, self._sizeof)
                     if leaves:
                         self._leaves += len(new)
-                        for piece in new:
-                            self._rehint(piece)
                     else:
                         self._inners += len(new)
                 leaves = False
@@ -276,22 +260,22 @@ class BPlusTreeIndex(Index[V]):
 
         Runtime complexity: O(log n).
         """
-        entry = self._where.pop(key, None)
+        entry = self._entries.pop(key, None)
         if entry is None:
             return False
-        self._remove(entry[0], key)
+        self._remove(entry)
         return True
 
     def __len__(self) -> int:
         """Runtime complexity: O(1)."""
-        return len(self._where)
+        return len(self._entries)
 
     @property
     def nbytes(self) -> int:
         """Keys and values plus per-record and per-node overhead. Runtime complexity: O(1)."""
         return (
             self._bytes
-            + len(self._where) * PER_RECORD
+            + len(self._entries) * PER_RECORD
             + self._leaves * PER_LEAF
             + self._inners * PER_INNER
         )
@@ -381,7 +365,7 @@ class BPlusTreeIndex(Index[V]):
         """Two rank descents over the subtree counts. Runtime complexity: O(log n)."""
         if lo < hi:
             return self._rank(hi + 1) - self._rank(lo + 1)
-        return len(self._where) - self._rank(lo + 1) + self._rank(hi + 1)
+        return len(self._entries) - self._rank(lo + 1) + self._rank(hi + 1)
 
     def median_token(self, lo: int, hi: int) -> int | None:
         """Rank descents plus one select descent. Runtime complexity: O(log n)."""
@@ -389,7 +373,7 @@ class BPlusTreeIndex(Index[V]):
         if count == 0:
             return None
         start = self._rank(lo + 1)
-        return self._select((start + (count - 1) // 2) % len(self._where))
+        return self._select((start + (count - 1) // 2) % len(self._entries))
 
     # -- range removal -------------------------------------------------------------------
 
@@ -398,7 +382,8 @@ class BPlusTreeIndex(Index[V]):
 
         One descent along the two boundary paths; the subtrees between them are detached
         whole and their records collected through the leaf chain; underflow is repaired
-        along the boundary paths only. A wrapping range is two such spans.
+        along the boundary paths only (`RangePop`). A wrapping range is two such spans.
+        The returned tuples are the key dict's own entries, popped from it.
 
         Runtime complexity: O(log n * order + m) for m records.
         """
@@ -417,165 +402,15 @@ class BPlusTreeIndex(Index[V]):
 
         Runtime complexity: O(log n * order + m) for m records.
         """
-        if not self._where:
+        if not self._entries:
             return
         self._version += 1
-        self._pop_node(self._root, self._height, start, stop, before=None, out=out)
+        pop = RangePop(self._entries, self._order, self._sizeof, out)
+        pop.node(self._root, self._height, start, stop, before=None)
+        self._leaves += pop.leaves
+        self._inners += pop.inners
+        self._bytes -= pop.freed
         self._collapse_root()
-
-    def _pop_node(
-        self,
-        node: Any,
-        level: int,
-        start: int | None,
-        stop: int | None,
-        *,
-        before: Leaf[V] | None,
-        out: list[Entry[V]],
-    ) -> int:
-        """Remove the span from the subtree of ``node`` at ``level``; return how many.
-
-        A None bound means the whole subtree lies inside the span on that side, so the
-        children on that side are detached whole; only the children holding ``start`` or
-        ``stop`` are entered. ``before`` is the leaf just before this subtree in the chain
-        (None at the left edge of the tree); it is needed only when ``start`` is None.
-
-        On return every node of the subtree has its minimum fill except ``node`` itself and
-        a chain of only children below it; the parent repairs those.
-
-        Runtime complexity: O(level * order + m) for m records.
-        """
-        if level == 0:
-            return self._pop_leaf(node, start, stop, out)
-        stoks = node.stoks
-        kids = node.kids
-        counts = node.counts
-        removed = 0
-        if start is None:
-            whole_from = 0
-        else:
-            first = bisect_left(stoks, start)
-            last = len(stoks) if stop is None else bisect_left(stoks, stop)
-            if first == last:
-                removed = self._pop_node(kids[first], level - 1, start, stop, before=None, out=out)
-                counts[first] -= removed
-                if removed:
-                    self._repair(node, level)
-                return removed
-            removed = self._pop_node(kids[first], level - 1, start, None, before=None, out=out)
-            counts[first] -= removed
-            whole_from = first + 1
-        whole_to = len(kids) if stop is None else bisect_left(stoks, stop)
-        if whole_to > whole_from:
-            removed += self._detach(node, level, whole_from, whole_to, before=before, out=out)
-        if stop is not None:
-            i = whole_from  # the child holding ``stop`` slid left over the detached ones
-            if i:
-                before = last_leaf(kids[i - 1], level - 1)
-            right = self._pop_node(kids[i], level - 1, None, stop, before=before, out=out)
-            counts[i] -= right
-            removed += right
-        if removed:
-            self._repair(node, level)
-        return removed
-
-    def _pop_leaf(
-        self, leaf: Leaf[V], start: int | None, stop: int | None, out: list[Entry[V]]
-    ) -> int:
-        """Remove the span from one leaf. Runtime complexity: O(order)."""
-        toks = leaf.toks
-        i = 0 if start is None else bisect_left(toks, start)
-        j = len(toks) if stop is None else bisect_left(toks, stop, i)
-        if i >= j:
-            return 0
-        keys = leaf.keys[i:j]
-        vals = leaf.vals[i:j]
-        out.extend(zip(toks[i:j], keys, vals, strict=True))
-        del toks[i:j], leaf.keys[i:j], leaf.vals[i:j]
-        where = self._where
-        for key in keys:
-            del where[key]
-        freed = sum(map(len, keys)) + sum(map(self._sizeof, vals))
-        leaf.nbytes -= freed
-        self._bytes -= freed
-        return j - i
-
-    def _detach(
-        self,
-        node: Inner,
-        level: int,
-        first: int,
-        stop: int,
-        *,
-        before: Leaf[V] | None,
-        out: list[Entry[V]],
-    ) -> int:
-        """Cut ``node.kids[first:stop]`` out whole, collecting records via the leaf chain.
-
-        ``before`` is the leaf preceding ``node``'s subtree, used when ``first`` is 0.
-
-        Runtime complexity: O(m + leaves + internal nodes) of the detached subtrees.
-        """
-        kids = node.kids
-        head = first_leaf(kids[first], level - 1)
-        tail = last_leaf(kids[stop - 1], level - 1)
-        if first:
-            before = last_leaf(kids[first - 1], level - 1)
-        if before is not None:
-            before.next = tail.next
-        if level > 1:
-            self._inners -= sum(count_inners(kid, level - 1) for kid in kids[first:stop])
-        where = self._where
-        extend = out.extend
-        freed = 0
-        leaves = 0
-        leaf = head
-        while True:
-            keys = leaf.keys
-            extend(zip(leaf.toks, keys, leaf.vals, strict=True))
-            for key in keys:
-                del where[key]
-            freed += leaf.nbytes
-            leaves += 1
-            if leaf is tail:
-                break
-            leaf = leaf.next
-        self._leaves -= leaves
-        self._bytes -= freed
-        counts = node.counts
-        removed = sum(counts[first:stop])
-        # Drop the separator left of each detached child, or right of each at the far left.
-        cut = slice(first - 1, stop - 1) if first else slice(0, stop)
-        del node.stoks[cut], node.skeys[cut]
-        del kids[first:stop], counts[first:stop]
-        return removed
-
-    def _repair(self, node: Inner, level: int) -> None:
-        """Give every child of ``node`` its minimum fill, if ``node`` has two or more.
-
-        A deficient child is merged with a neighbour (then split evenly if the result
-        overflows), and the merged node's own children are repaired in turn, which fixes a
-        chain of only children left behind by a range removal.
-
-        Runtime complexity: O(level * order) per deficient child.
-        """
-        kids = node.kids
-        least = self._min
-        leaves = level == 1
-        while len(kids) > 1:
-            for i, kid in enumerate(kids):  # noqa: B007 (i is used after the break)
-                if len(kid.toks if leaves else kid.kids) < least:
-                    break
-            else:
-                return
-            if i + 1 == len(kids):
-                i -= 1
-            self._merge(node, i, leaves)
-            merged = kids[i]
-            if not leaves:
-                self._repair(merged, level - 1)
-            if len(merged.toks if leaves else merged.kids) > self._order:
-                self._split(node, i, leaves)
 
     def _collapse_root(self) -> None:
         """Replace an internal root with a single child by that child. Runtime: O(height)."""
@@ -602,24 +437,27 @@ class BPlusTreeIndex(Index[V]):
             i = bisect_left(keys, key, i, bisect_right(toks, token, i))
         return node, i
 
-    def _replace(self, token: int, key: str, value: V, size: int) -> Leaf[V]:
-        """Overwrite the value of a record that keeps its token; returns its leaf.
+    def _replace(self, old: Entry[V], entry: Entry[V]) -> None:
+        """Overwrite the value of a record that keeps its token: in its leaf and the dict.
 
         Runtime complexity: O(log n).
         """
+        token, key, value = entry
         leaf, i = self._locate(token, key)
-        delta = size - len(key) - self._sizeof(leaf.vals[i])
+        delta = self._sizeof(value) - self._sizeof(old[2])
         leaf.vals[i] = value
         leaf.nbytes += delta
         self._bytes += delta
-        return leaf
+        self._entries[key] = entry
 
-    def _insert(self, token: int, key: str, value: V, size: int) -> None:
-        """Insert a new record and its hint, splitting full nodes bottom-up.
+    def _insert(self, entry: Entry[V]) -> None:
+        """Insert a new record in its leaf and the dict, splitting full nodes bottom-up.
 
         Runtime complexity: O(log n).
         """
         self._version += 1
+        token, key, value = entry
+        size = len(key) + self._sizeof(value)
         node = self._root
         path: list[tuple[Inner, int]] = []
         for _ in range(self._height):
@@ -639,7 +477,7 @@ class BPlusTreeIndex(Index[V]):
         node.vals.insert(i, value)
         node.nbytes += size
         self._bytes += size
-        self._where[key] = (token, node)  # a split below re-points it if it moves
+        self._entries[key] = entry
         if len(toks) <= self._order:
             return
         leaves = True
@@ -662,36 +500,26 @@ class BPlusTreeIndex(Index[V]):
         split_child(parent, i, leaf, self._sizeof)
         if leaf:
             self._leaves += 1
-            self._rehint(parent.kids[i + 1])
         else:
             self._inners += 1
-
-    def _rehint(self, leaf: Leaf[V]) -> None:
-        """Point the hints of every record of ``leaf`` at it (they just moved in).
-
-        Runtime complexity: O(order).
-        """
-        where = self._where
-        for token, key in zip(leaf.toks, leaf.keys, strict=True):
-            where[key] = (token, leaf)
 
     def _merge(self, parent: Inner, i: int, leaf: bool) -> None:
         """Merge child ``i + 1`` of ``parent`` into child ``i``. Runtime: O(order)."""
         merge_children(parent, i, leaf)
         if leaf:
             self._leaves -= 1
-            self._rehint(parent.kids[i])
         else:
             self._inners -= 1
 
     # -- deletion ------------------------------------------------------------------------
 
-    def _remove(self, token: int, key: str) -> None:
-        """Remove a record known to be present (its dict entry is already handled).
+    def _remove(self, entry: Entry[V]) -> None:
+        """Remove a record from its leaf (the caller has taken it out of the dict).
 
         Runtime complexity: O(log n).
         """
         self._version += 1
+        token, key, value = entry
         node = self._root
         path: list[tuple[Inner, int]] = []
         for _ in range(self._height):
@@ -707,7 +535,7 @@ class BPlusTreeIndex(Index[V]):
         i = bisect_left(toks, token)
         if keys[i] != key:
             i = bisect_left(keys, key, i, bisect_right(toks, token, i))
-        size = len(key) + self._sizeof(node.vals[i])
+        size = len(key) + self._sizeof(value)
         del toks[i], keys[i], node.vals[i]
         node.nbytes -= size
         self._bytes -= size
@@ -735,14 +563,8 @@ class BPlusTreeIndex(Index[V]):
         least = self._min
         if i > 0 and len(kids[i - 1].toks if leaf else kids[i - 1].kids) > least:
             borrow_left(parent, i, leaf, self._sizeof)
-            if leaf:
-                node = kids[i]
-                self._where[node.keys[0]] = (node.toks[0], node)
         elif i + 1 < len(kids) and len(kids[i + 1].toks if leaf else kids[i + 1].kids) > least:
             borrow_right(parent, i, leaf, self._sizeof)
-            if leaf:
-                node = kids[i]
-                self._where[node.keys[-1]] = (node.toks[-1], node)
         else:
             self._merge(parent, i - 1 if i > 0 else i, leaf)
 
@@ -753,13 +575,16 @@ class BPlusTreeIndex(Index[V]):
 
         Runtime complexity: O(n).
         """
-        tokens = {key: entry[0] for key, entry in self._where.items()}
+        entries = self._entries
+        tokens = {key: entry[0] for key, entry in entries.items()}
         leaves, inners = check_subtree(self._root, self._height, self._order, tokens, self._sizeof)
-        # Every hint names the leaf that holds the record (splits, borrows and merges
-        # re-point the hints of the records they move).
+        # check_subtree matched every leaf record's token with the dict; the dict's entry
+        # must also name the same key and the very value the leaf holds.
         for leaf in leaves:
-            for key in leaf.keys:
-                assert self._where[key][1] is leaf, ("stale hint", key)
+            for key, value in zip(leaf.keys, leaf.vals, strict=True):
+                entry = entries[key]
+                assert entry[1] == key, ("dict entry names another key", key, entry[1])
+                assert entry[2] is value, ("dict entry and leaf hold different values", key)
         assert sum(len(leaf.toks) for leaf in leaves) == len(tokens), "dict holds extra keys"
         assert (len(leaves), inners) == (self._leaves, self._inners), "node counters"
         assert self._bytes == sum(leaf.nbytes for leaf in leaves), "byte counter"

@@ -3,9 +3,10 @@
 A leaf holds records as three parallel lists (tokens, keys, values) in ``(token, key)``
 order and links to the next leaf. An internal node holds its children, the number of
 records under each child, and the separators between them as two parallel lists
-(separator tokens, separator keys). Parallel lists rather than a list of tuples: a lookup
-bisects a list of plain ints, and a range pop builds its output tuples straight from the
-lists with ``zip``.
+(separator tokens, separator keys). Parallel lists rather than a list of tuples: a descent
+bisects a list of plain ints, a range pop walks a leaf's key list to take the records out
+of the tree's key dict, and a range scan builds its tuples straight from the lists with
+``zip``.
 
 The functions here edit one parent and two neighbouring children: split, borrow, merge.
 The tree decides when to call them and keeps its own node counters.
@@ -38,9 +39,10 @@ __all__ = [
 # Memory estimate, CPython 3.11 on 64 bits (sys.getsizeof; docs/indexes.md compares the
 # total with tracemalloc). Per record: the key's str header (49, ASCII keys), the token
 # int (36 for a 64-bit token), three list slots in the leaf (24) plus list
-# over-allocation (~4), the key's dict entry (~32 averaged over dict fill) and its
-# (token, leaf hint) tuple (56).
-PER_RECORD = 49 + 36 + 24 + 4 + 32 + 56
+# over-allocation (~4), the key's dict entry (~32 averaged over dict fill) and the
+# (token, key, value) Entry tuple it maps to (64); the leaf and the tuple share the
+# token, key and value objects.
+PER_RECORD = 49 + 36 + 24 + 4 + 32 + 64
 # Per leaf: the slotted object (72), three list headers (3 * 56), its byte-count int (32),
 # and its slot in the parent: separator token and key, child and count slots (4 * 8) plus
 # the count int (28).
@@ -151,9 +153,9 @@ def split_wide(parent: Inner, i: int, leaf: bool, order: int, sizeof: SizeOf[Any
     """Split ``parent.kids[i]``, of ``k > order`` entries, into its final pieces at once.
 
     A bulk insert can leave a node far over ``order``; halving it again and again would
-    move (and re-hint) each entry several times. The pieces aim at three quarters full,
-    which leaves room for later inserts, and each holds between ``ceil(order / 2)`` and
-    ``order`` entries.
+    move each entry several times. The pieces aim at three quarters full, which leaves
+    room for later inserts, and each holds between ``ceil(order / 2)`` and ``order``
+    entries.
 
     Returns:
         The new nodes (the pieces after the first, which stays ``parent.kids[i]``).
@@ -269,10 +271,6 @@ def merge_children(parent: Inner, i: int, leaf: bool) -> None:
         left.vals += right.vals
         left.nbytes += right.nbytes
         left.next = right.next
-        # Empty the absorbed leaf: a lookup hint that still names it must not find
-        # its records there (see BPlusTreeIndex.get).
-        right.toks, right.keys, right.vals = [], [], []
-        right.nbytes = 0
     else:
         left.stoks.append(parent.stoks[i])
         left.skeys.append(parent.skeys[i])

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from elastic_cache.errors import ConfigError, IndexSpecError
-from elastic_cache.indexes import BPlusTreeIndex, bptree, make_index
+from elastic_cache.indexes import BPlusTreeIndex, bptree, bptree_pop, make_index
+from elastic_cache.indexes.bptree_pop import RangePop
 from elastic_cache.ring import in_range
 
 
@@ -38,22 +39,25 @@ def filled(order: int, tokens: list[int]) -> BPlusTreeIndex[bytes]:
 def calls(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
     """Counts the tree's structural edits (by leaf / inner level) and range-pop steps."""
     seen: Counter[str] = Counter()
-    for name in ("borrow_left", "borrow_right", "merge_children", "split_child"):
-        original = getattr(bptree, name)
+    for module, name in [
+        *((bptree, name) for name in ("borrow_left", "borrow_right")),
+        *((m, name) for m in (bptree, bptree_pop) for name in ("merge_children", "split_child")),
+    ]:
+        original = getattr(module, name)
 
         def edit(parent: Any, i: int, leaf: bool, *rest: Any, _f: Any = original, _n: str = name):
             seen[f"{_n}:{'leaf' if leaf else 'inner'}"] += 1
             return _f(parent, i, leaf, *rest)
 
-        monkeypatch.setattr(bptree, name, edit)
-    for name in ("_pop_leaf", "_detach"):
-        original = getattr(BPlusTreeIndex, name)
+        monkeypatch.setattr(module, name, edit)
+    for name in ("leaf", "detach"):
+        original = getattr(RangePop, name)
 
         def step(self: Any, *args: Any, _f: Any = original, _n: str = name, **kw: Any) -> Any:
-            seen[_n] += 1
+            seen[f"pop.{_n}"] += 1
             return _f(self, *args, **kw)
 
-        monkeypatch.setattr(BPlusTreeIndex, name, step)
+        monkeypatch.setattr(RangePop, name, step)
     return seen
 
 
@@ -187,8 +191,8 @@ def test_pop_range_detaches_whole_subtrees(calls: Counter[str]) -> None:
     assert [t for t, _, _ in popped] == ordered[10_000:40_000]
     assert len(tree) == 20_000
     # One descent: at most two partially covered leaves; everything else went whole.
-    assert calls["_pop_leaf"] <= 2
-    assert 1 <= calls["_detach"] <= 2 * (tree.height + 1)
+    assert calls["pop.leaf"] <= 2
+    assert 1 <= calls["pop.detach"] <= 2 * (tree.height + 1)
     assert calls["split_child:leaf"] + calls["merge_children:leaf"] <= 2 * (tree.height + 2)
     leaf_count, inner_count, nbytes = tree.leaf_count, tree.inner_count, tree.nbytes
     assert leaf_count < before[0] * 0.5
@@ -333,3 +337,33 @@ def test_nbytes_counts_records_and_nodes() -> None:
     assert per_record < 100 + 4 + 600  # the overhead is an estimate, not a fantasy
     tree.pop_range(0, 0)
     assert tree.nbytes == empty
+
+
+# -- the covering key dict ---------------------------------------------------------------
+
+
+def test_pop_range_hands_out_the_dicts_own_entries() -> None:
+    tree = filled(4, list(range(0, 300, 3)))
+    held = {key: tree._entries[key] for key in tree}
+    popped = tree.pop_range(30, 240)
+    assert popped
+    assert all(entry is held[entry[1]] for entry in popped)
+    assert not any(entry[1] in tree._entries for entry in popped)
+
+
+def test_overwrite_keeps_dict_and_leaf_in_step() -> None:
+    tree = filled(4, list(range(50)))
+    tree.put("k7", 7, b"new")  # same token: the value changes in place
+    tree.put("k9", 900, b"moved")  # new token: the record moves
+    tree.put_many([("k11", 11, b"batch"), ("fresh", 5, b"f")])
+    tree._check()
+    assert tree._entries["k7"] == (7, "k7", b"new")
+    assert tree._entries["k9"] == (900, "k9", b"moved")
+    assert (tree.get("k11"), tree.get("fresh")) == (b"batch", b"f")
+
+
+def test_check_catches_a_dict_entry_that_disagrees_with_its_leaf() -> None:
+    tree = filled(4, list(range(50)))
+    tree._entries["k7"] = (7, "k7", b"stale")
+    with pytest.raises(AssertionError, match="different values"):
+        tree._check()
