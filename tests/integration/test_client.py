@@ -1,0 +1,245 @@
+"""`AsyncClient` and the blocking `Client` against a running cluster on 127.0.0.1.
+
+The coordinator and its nodes are aiohttp servers on real ports (`start_harness`); the
+origin is a real server too (`FakeOrigin`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from elastic_cache import errors
+from elastic_cache.client import AsyncClient, Client, Fetched, Item
+
+from .conftest import CoordinatorHarness, FakeOrigin, cluster_settings, start_harness
+
+
+@pytest.fixture
+async def harness(tmp_path: Path, origin: FakeOrigin) -> AsyncIterator[CoordinatorHarness]:
+    settings = cluster_settings(
+        origins={
+            "svc": {"url": origin.url + "/ok", "timeout": 2.0, "ttl": 60},
+            "bad": {"url": origin.url, "timeout": 1.0},
+        },
+        scaler={"enabled": False},
+    )
+    h, runner = await start_harness(settings, tmp_path)
+    yield h
+    await h.http.close()
+    await runner.cleanup()
+
+
+def kv_requests(harness: CoordinatorHarness) -> int:
+    """Key requests the coordinator has answered so far."""
+    return harness.coord.metrics.requests.total(["kv"])
+
+
+async def test_put_get_delete(harness: CoordinatorHarness) -> None:
+    async with AsyncClient(harness.url) as client:
+        await client.put("text", "héllo")
+        await client.put("blob", b"\x00\x01", content_type="application/x-demo")
+        assert await client.get("text") == "héllo".encode()
+        assert await client.get_item("text") == Item("héllo".encode(), "text/plain; charset=utf-8")
+        assert await client.get_item("blob") == Item(b"\x00\x01", "application/x-demo")
+        assert await client.delete("text") is True
+        assert await client.delete("text") is False
+        assert await client.get("text") is None
+        assert await client.get_item("never") is None
+
+
+async def test_put_with_ttl_expires(harness: CoordinatorHarness) -> None:
+    async with AsyncClient(harness.url) as client:
+        await client.put("short", b"v", ttl=0.3)
+        await client.put("long", b"v", ttl=60)
+        assert await client.get("short") == b"v"
+        await asyncio.sleep(0.5)
+        assert await client.get("short") is None
+        assert await client.get("long") == b"v"
+        with pytest.raises(errors.InvalidTTL):
+            await client.put("k", b"v", ttl=-1)
+        with pytest.raises(errors.InvalidTTL):
+            await client.put("k", b"v", ttl=0)
+        assert await client.get("k") is None
+
+
+async def test_direct_mode_goes_straight_to_the_owning_node(
+    harness: CoordinatorHarness,
+) -> None:
+    await harness.call("POST", "/v1/cluster/nodes", json={"count": 2})
+    before = kv_requests(harness)
+    async with AsyncClient(harness.url, direct=True) as client:
+        for i in range(60):
+            await client.put(f"k{i}", f"v{i}", ttl=60)
+        for i in range(60):
+            assert await client.get(f"k{i}") == f"v{i}".encode()
+        assert await client.delete("k0") is True
+    # Not one key request passed through the coordinator (the client only read the ring).
+    assert kv_requests(harness) == before
+    # Each node holds exactly the keys the ring gives it.
+    ring = harness.coord.cluster.ring
+    for node_id, service in harness.provisioner.services.items():
+        held = {k for k in (f"k{i}" for i in range(1, 60)) if service.store.get(k) is not None}
+        assert held == {f"k{i}" for i in range(1, 60) if ring.lookup(f"k{i}").node == node_id}
+    assert all(service.store.used > 0 for service in harness.provisioner.services.values())
+    # And the coordinator sees what the direct client wrote.
+    async with AsyncClient(harness.url) as client:
+        assert await client.get("k7") == b"v7"
+        assert await client.get("k0") is None
+
+
+async def test_direct_mode_follows_a_range_that_moved_under_it(
+    harness: CoordinatorHarness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with AsyncClient(harness.url, direct=True) as client:
+        keys = [f"user:{i}" for i in range(300)]
+        for key in keys:
+            await client.put(key, key.upper())
+        refreshes = 0
+        refresh = client.refresh
+
+        async def counted() -> Any:
+            nonlocal refreshes
+            refreshes += 1
+            return await refresh()
+
+        monkeypatch.setattr(client, "refresh", counted)
+        # Half of node-1's bucket moves to a new node between two requests; the client
+        # still holds the old ring, so node-1 answers 421 for a moved key.
+        async with AsyncClient(harness.url) as admin:
+            added = await admin.add_nodes(1)
+        assert added["added"][0]["migration"]["records"] > 0
+        ring = harness.coord.cluster.ring
+        moved = [k for k in keys if ring.lookup(k).node == "node-2"]
+        stayed = [k for k in keys if ring.lookup(k).node == "node-1"]
+        assert moved and stayed
+        before = kv_requests(harness)
+        assert await client.get(moved[0]) == moved[0].upper().encode()
+        assert refreshes == 1  # one 421, one refresh, then the right node
+        for key in moved + stayed:
+            assert await client.get(key) == key.upper().encode()
+        await client.put(moved[1], "again")
+        assert await client.get(moved[1]) == b"again"
+        assert refreshes == 1  # the refreshed ring is right for every key
+        assert kv_requests(harness) == before
+        # The moved key was written to its new owner, not left on node-1.
+        services = harness.provisioner.services
+        assert services["node-2"].store.get(moved[1]) is not None
+        assert services["node-1"].store.get(moved[1]) is None
+
+
+async def test_typed_errors(harness: CoordinatorHarness) -> None:
+    async with AsyncClient(harness.url) as client:
+        await client.put("keep", b"safe")
+        for bad in ("", "a\x01b", "k" * 1025, "é" * 513):
+            with pytest.raises(errors.InvalidKey):
+                await client.get(bad)
+            with pytest.raises(errors.InvalidKey):
+                await client.put(bad, b"v")
+        with pytest.raises(errors.ValueTooLarge) as too_large:
+            await client.put("huge", b"x" * (9 << 20))
+        assert too_large.value.status == 413
+        assert isinstance(too_large.value, ValueError)  # InvalidRequest is a ValueError
+        with pytest.raises(errors.UnknownOrigin) as unknown:
+            await client.read_through("nope", "x")
+        assert isinstance(unknown.value, KeyError)  # NotFound is a KeyError
+        with pytest.raises(errors.UnknownNode):
+            await client.remove_node("node-99")
+        with pytest.raises(errors.Conflict):
+            await client.remove_node("node-1")  # the last node
+        with pytest.raises(errors.InvalidBody):
+            await client.add_nodes(0)
+        assert await client.get("keep") == b"safe"
+        assert await client.get("huge") is None
+    async with AsyncClient("http://127.0.0.1:1", timeout=2) as nowhere:
+        with pytest.raises(errors.NodeUnavailable) as down:
+            await nowhere.get("k")
+        assert isinstance(down.value, ConnectionError)
+
+
+async def test_origin_errors_are_typed_and_not_cached(
+    harness: CoordinatorHarness, origin: FakeOrigin
+) -> None:
+    async with AsyncClient(harness.url) as client:
+        with pytest.raises(errors.UpstreamError) as failed:
+            await client.read_through("bad", "fail")
+        assert failed.value.status == 502 and failed.value.details["origin_status"] == 500
+        with pytest.raises(errors.UpstreamTimeout) as late:
+            await client.read_through("bad", "slow")
+        assert isinstance(late.value, TimeoutError)
+        with pytest.raises(errors.UpstreamError):
+            await client.read_through("bad", "fail")
+    assert origin.calls == 3  # errors are not cached
+
+
+async def test_read_through_miss_then_hit(harness: CoordinatorHarness, origin: FakeOrigin) -> None:
+    async with AsyncClient(harness.url) as client:
+        first = await client.read_through("svc", "tide/now", {"lat": "36.6", "lon": "-121.9"})
+        assert first == Fetched(
+            b"answer to tide/now?lat=36.6&lon=-121.9", "text/x-answer; charset=utf-8", "MISS"
+        )
+        # The same question with its parameters in another order is the same key.
+        again = await client.read_through("svc", "/tide/now", {"lon": "-121.9", "lat": "36.6"})
+        assert (again.body, again.cache) == (first.body, "HIT")
+        many = await asyncio.gather(
+            *(client.read_through("svc", "other", {"q": "1"}) for _ in range(20))
+        )
+        assert {m.body for m in many} == {b"answer to other?q=1"}
+    assert origin.calls == 2
+
+
+async def test_blocking_client_from_a_thread(
+    harness: CoordinatorHarness, origin: FakeOrigin
+) -> None:
+    url = harness.url
+
+    def work() -> dict[str, Any]:
+        seen: dict[str, Any] = {"thread": threading.current_thread().name}
+        with Client(url) as cache:
+            cache.put("greeting", "hello", ttl=60)
+            seen["get"] = cache.get("greeting")
+            seen["item"] = cache.get_item("greeting")
+            seen["missing"] = cache.get("nobody")
+            seen["read"] = [cache.read_through("svc", "x", {"a": "1"}).cache for _ in range(2)]
+            seen["nodes"] = len(cache.cluster()["nodes"])
+            seen["added"] = [a["id"] for a in cache.add_nodes(1)["added"]]
+            try:
+                cache.put("bad\x00key", b"v")
+            except errors.InvalidKey as exc:
+                seen["error"] = type(exc).__name__
+            seen["deleted"] = cache.delete("greeting")
+        with Client(url, direct=True) as direct:
+            # Shared between threads: the client runs its own event loop thread.
+            def put(i: int) -> None:
+                direct.put(f"t{i}", str(i))
+
+            threads = [threading.Thread(target=put, args=(i,)) for i in range(8)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            seen["direct"] = [direct.get(f"t{i}") for i in range(8)]
+        try:
+            direct.get("t0")
+        except RuntimeError as exc:
+            seen["closed"] = str(exc)
+        return seen
+
+    seen = await asyncio.to_thread(work)
+    assert seen["thread"] != threading.current_thread().name
+    assert seen["get"] == b"hello"
+    assert seen["item"] == Item(b"hello", "text/plain; charset=utf-8")
+    assert seen["missing"] is None
+    assert seen["read"] == ["MISS", "HIT"]
+    assert seen["nodes"] == 1 and seen["added"] == ["node-2"]
+    assert seen["error"] == "InvalidKey"
+    assert seen["deleted"] is True
+    assert seen["direct"] == [str(i).encode() for i in range(8)]
+    assert seen["closed"] == "the client is closed"
+    assert origin.calls == 1
+    assert not any(t.name == "ecache-client" for t in threading.enumerate())
