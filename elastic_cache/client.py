@@ -79,7 +79,8 @@ class AsyncClient:
         direct: route key requests straight to the owning node.
         timeout: seconds per request.
         retries: attempts for a request that meets 421 (the ring moved) or, in direct
-            mode, a node that does not answer.
+            mode, a node that does not answer or answers 503 (a move of the key's range
+            failed and is being resolved).
     """
 
     def __init__(
@@ -176,18 +177,25 @@ class AsyncClient:
             except NodeUnavailable as exc:
                 if not self.direct:
                     raise
-                last = exc
-                await self._backoff(attempt)
-                continue
-            if status != 421:
-                return status, body, resp_headers
-            last = _error(status, body)
-            await self._backoff(attempt)
+                last, pause = exc, 0.01
+            else:
+                if status == 421:
+                    last, pause = _error(status, body), 0.01
+                elif status == 503 and self.direct:
+                    # A node refuses a write it could not forward to the destination of
+                    # a move, and writes to a range whose move failed, until the
+                    # coordinator has resolved the move. The coordinator's router retries
+                    # these; a direct client must do the same, a little more patiently.
+                    last, pause = _error(status, body), 0.05
+                else:
+                    return status, body, resp_headers
+            if attempt < self.retries - 1:
+                await self._backoff(pause * 2**attempt)
         assert last is not None
         raise last
 
-    async def _backoff(self, attempt: int) -> None:
-        await asyncio.sleep(0.01 * (2**attempt))
+    async def _backoff(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
         if self.direct:
             with contextlib.suppress(ElasticCacheError):
                 await self.refresh()

@@ -17,6 +17,7 @@ import pytest
 from elastic_cache import errors
 from elastic_cache.client import AsyncClient, Client, Fetched, Item
 
+from ..checked_load import CheckedLoad
 from .conftest import CoordinatorHarness, FakeOrigin, cluster_settings, start_harness
 
 
@@ -131,6 +132,48 @@ async def test_direct_mode_follows_a_range_that_moved_under_it(
         services = harness.provisioner.services
         assert services["node-2"].store.get(moved[1]) is not None
         assert services["node-1"].store.get(moved[1]) is None
+
+
+async def test_direct_clients_lose_nothing_while_nodes_come_and_go(
+    harness: CoordinatorHarness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Every move commits a new epoch under clients that route by an older ring: their
+    # requests meet 421 (or a node that left, or a 503 while a move is resolved) and are
+    # retried on a refreshed ring.
+    refreshes = 0
+    refresh = AsyncClient.refresh
+
+    async def counted(self: AsyncClient) -> Any:
+        nonlocal refreshes
+        refreshes += 1
+        return await refresh(self)
+
+    monkeypatch.setattr(AsyncClient, "refresh", counted)
+    clients = 4
+    load = CheckedLoad([f"key:{i}" for i in range(600)], clients, put=0.5, delete=0.1)
+    stop = asyncio.Event()
+
+    async def run(n: int) -> None:
+        async with AsyncClient(harness.url, direct=True) as client:
+            await load.client_ops(client, n, stop=stop)
+
+    async def churn() -> None:
+        async with AsyncClient(harness.url) as admin:
+            await asyncio.sleep(0.2)
+            await admin.add_nodes(2)
+            await admin.add_nodes(1)
+            await admin.remove_node("node-2")
+        stop.set()
+
+    before = kv_requests(harness)
+    await asyncio.wait_for(asyncio.gather(churn(), *(run(n) for n in range(clients))), 60)
+    assert load.failures == []
+    assert load.ops > 100
+    assert refreshes > clients  # more than each client's first look at the ring
+    async with AsyncClient(harness.url, direct=True) as client:
+        assert await load.final_mismatches(client) == []
+    assert kv_requests(harness) == before
+    assert sorted(harness.coord.cluster.nodes) == ["node-1", "node-3", "node-4"]
 
 
 async def test_typed_errors(harness: CoordinatorHarness) -> None:
