@@ -147,9 +147,134 @@ async def test_sigkill_destination_mid_migration_abandons_the_move(tmp_path: Pat
         assert mig.state == "abandoned"
 
 
+def start_time(pid: int) -> int | None:
+    """The kernel's start time of ``pid`` (clock ticks since boot), or None when there
+    is no such process: with the pid it names one process, even if the pid is reused."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return int(fh.read().rsplit(")", 1)[1].split()[19])
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+
+
+def children_of(parent: int) -> dict[int, int]:
+    """Living processes whose parent is ``parent``, with their start times."""
+    found = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        if int(fields[1]) == parent and fields[0] != "Z":
+            found[int(entry)] = int(fields[19])
+    return found
+
+
+def still_running(processes: dict[int, int]) -> list[int]:
+    """Those of ``processes`` (pid -> start time) that still run (zombies do not)."""
+    return [p for p, started in processes.items() if start_time(p) == started and pid_alive(p)]
+
+
+def cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return fh.read().replace(b"\0", b" ").decode()
+    except FileNotFoundError:
+        return ""
+
+
+async def collect(
+    stream: asyncio.StreamReader, lines: list[str], ready: asyncio.Future[str] | None = None
+) -> None:
+    """Keep ``stream``'s lines (so the child never blocks on a full pipe); resolve
+    ``ready`` with the coordinator's URL from the ready line ``ecache up`` writes."""
+    async for raw in stream:
+        line = raw.decode("utf-8", "replace")
+        lines.append(line)
+        if ready is not None and not ready.done() and '"event": "ready"' in line:
+            ready.set_result(str(json.loads(line)["url"]))
+    if ready is not None and not ready.done():
+        ready.set_exception(AssertionError("ecache up exited early:\n" + "".join(lines[-40:])))
+
+
+async def test_sigterm_stops_every_process_ecache_up_started(tmp_path: Path) -> None:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "elastic_cache",
+        "up",
+        "--port",
+        "0",
+        "--demo-origin-port",
+        str(free_port()),
+        "--nodes",
+        "2",
+        "--max-nodes",
+        "3",
+        "--index",
+        "sorted",
+        "--capacity-records",
+        "200",
+        "--state-dir",
+        str(tmp_path / "state"),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    out: list[str] = []
+    err: list[str] = []
+    ready: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+    readers = [
+        asyncio.create_task(collect(proc.stdout, out)),
+        asyncio.create_task(collect(proc.stderr, err, ready)),
+    ]
+    try:
+        url = await asyncio.wait_for(ready, 120)  # a deadline: the machine may be busy
+        assert "elastic-cache is running" in "".join(out)
+        async with AsyncClient(url) as client:
+            # It serves: keys, and the demo origin through the cache.
+            params = {"lat": "36.6", "lon": "-121.9", "t": "3"}
+            assert (await client.read_through("shoreline", "shoreline", params)).cache == "MISS"
+            assert (await client.read_through("shoreline", "shoreline", params)).cache == "HIT"
+            # Fill the two nodes past T(n) so that the scaler launches a third.
+            for i in range(0, 500, 50):
+                await asyncio.gather(*(client.put(f"k{j}", b"v") for j in range(i, i + 50)))
+            for _ in range(600):
+                view = await client.cluster()
+                if len(view["nodes"]) == 3 and not view["launching"]:
+                    break
+                await asyncio.sleep(0.1)
+            else:
+                pytest.fail(f"the scaler did not add a node: {len(view['nodes'])} node(s)")
+        children = children_of(proc.pid)
+        node_pids = {int(n["ref"]) for n in view["nodes"]}
+        assert node_pids <= set(children), (node_pids, children)
+        origins = [p for p in children if "demo-origin" in cmdline(p)]
+        assert len(origins) == 1, {p: cmdline(p) for p in children}
+        assert len(children) == 4  # three nodes and the demo origin, nothing else
+
+        proc.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(proc.wait(), 60) == 0
+        await asyncio.wait_for(asyncio.gather(*readers), 10)
+        assert "elastic-cache stopped." in "".join(out)
+        # Stopped and reaped before ecache up exited, not left to die later.
+        assert still_running(children) == [], {p: cmdline(p) for p in children}
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+        for reader in readers:
+            reader.cancel()
+
+
 async def test_killed_coordinator_leaves_no_orphan(tmp_path: Path) -> None:
     proc = await asyncio.create_subprocess_exec(
-        os.path.join(os.path.dirname(sys.executable), "ecache"),
+        sys.executable,
+        "-m",
+        "elastic_cache",
         "up",
         "--no-demo-origin",
         "--port",
