@@ -44,7 +44,7 @@ class Router:
         for attempt in range(_ATTEMPTS):
             node = cluster.ring.node_for_token(token)
             info = cluster.nodes[node]
-            info.requests.hit()  # the node's request rate: one counter bump, nothing made
+            info.requests.hit()  # the node's request rate: one counter bump
             try:
                 answer = await op(info.client)
             except NodeUnavailable:
