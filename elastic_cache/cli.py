@@ -22,7 +22,13 @@ from pathlib import Path
 from typing import Any
 
 from elastic_cache import __version__
-from elastic_cache.config import DEFAULT_INDEX, ClusterSettings, OnFull, ProvisionerKind
+from elastic_cache.config import (
+    DEFAULT_INDEX,
+    ClusterSettings,
+    CostSettings,
+    OnFull,
+    ProvisionerKind,
+)
 from elastic_cache.errors import ConfigError, ElasticCacheError
 from elastic_cache.progress import Progress
 
@@ -371,6 +377,20 @@ def _cache_dir() -> Path:
     return Path(base) / "ecache" / "wheelhouse"
 
 
+def _deploy_prices(path: str | None) -> CostSettings:
+    """The ``[cost]`` table of ``ecache deploy --prices FILE``, validated as the
+    coordinator validates its configuration's (deploy hands it on to the coordinator)."""
+    if path is None:
+        return CostSettings()
+    data = _load_toml(path)
+    if set(data) != {"cost"}:
+        raise ConfigError(
+            f"--prices {path} must hold a [cost] table and nothing else, "
+            f"found {', '.join(sorted(data)) or 'nothing'}"
+        )
+    return ClusterSettings.from_mapping({"cost": data["cost"]}).cost
+
+
 def cmd_deploy(args: argparse.Namespace) -> int:
     from elastic_cache.deploy import DeploySettings, deploy
 
@@ -392,6 +412,7 @@ def cmd_deploy(args: argparse.Namespace) -> int:
         on_full=OnFull(args.on_full),
         wait=not args.no_wait,
         wait_timeout=args.wait_timeout,
+        cost=_deploy_prices(args.prices),
     )
     wheelhouse = Path(args.wheelhouse) if args.wheelhouse else None
     if wheelhouse is not None and not wheelhouse.is_dir():
@@ -566,6 +587,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     dep.add_argument(
         "--allow-cidr", help="who may reach the API (default: your public address, /32)"
+    )
+    dep.add_argument(
+        "--prices",
+        metavar="FILE",
+        help="TOML file with a [cost] table (price table, overrides) for the budget, as in "
+        "a coordinator configuration (default: the built-in current table)",
     )
     dep.add_argument("--port", type=int, default=8080, help="public API port (default 8080)")
     dep.add_argument("--ami", help="image id (default: the latest Amazon Linux 2023)")

@@ -35,7 +35,8 @@ Sleep = Callable[[float], None]
 
 
 def to_toml(data: Mapping[str, Mapping[str, Any]]) -> str:
-    """Tables of scalars and lists of strings as TOML (the only shapes the config uses)."""
+    """Tables of scalars, lists and nested tables (written inline, as ``[cost] prices``
+    needs) as TOML: the only shapes the config uses."""
 
     def value(v: Any) -> str:
         if isinstance(v, bool):
@@ -46,6 +47,8 @@ def to_toml(data: Mapping[str, Mapping[str, Any]]) -> str:
             return json.dumps(v)
         if isinstance(v, list | tuple):
             return "[" + ", ".join(value(x) for x in v) + "]"
+        if isinstance(v, Mapping):
+            return "{" + ", ".join(f"{json.dumps(str(k))} = {value(x)}" for k, x in v.items()) + "}"
         raise TypeError(f"cannot write {v!r} as TOML")
 
     lines = []
@@ -105,6 +108,9 @@ def coordinator_config(
                 "bundle_key": bundle_key,
                 "coordinator_instance_type": settings.coordinator_instance_type,
             },
+            # The prices deploy checked the budget with, for the coordinator's cost and
+            # budget, and for `ecache status` (it reads them back from the user data).
+            "cost": {"table": settings.cost.table, "prices": settings.cost.prices},
         }
     )
     ClusterSettings.from_mapping(tomllib.loads(text))

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from elastic_cache.config import (
     DEFAULT_INDEX,
     ClusterSettings,
+    CostSettings,
     Ec2Settings,
     OnFull,
     check_cluster_name,
@@ -42,6 +43,8 @@ class DeploySettings:
         on_full: what a write to a full node does when no help comes.
         wait: wait until the coordinator answers ``/healthz``.
         wait_timeout: seconds to wait for that.
+        cost: the prices (a built-in table and overrides, ``[cost]`` of a configuration)
+            for the budget floor, and the coordinator's for its cost and budget.
     """
 
     name: str
@@ -62,6 +65,7 @@ class DeploySettings:
     on_full: OnFull = OnFull.DEMOTE
     wait: bool = True
     wait_timeout: float = 900.0
+    cost: CostSettings = field(default_factory=CostSettings)
 
     def __post_init__(self) -> None:
         check_cluster_name(self.name)

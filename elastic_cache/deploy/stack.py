@@ -22,7 +22,7 @@ from typing import Any
 from elastic_cache import __version__
 from elastic_cache.awserrors import AwsError, aws_call, ignoring
 from elastic_cache.config import Ec2Settings
-from elastic_cache.cost import CURRENT_PRICES
+from elastic_cache.cost import instance_price
 from elastic_cache.deploy.access import delete_role, ensure_role, ensure_token
 from elastic_cache.deploy.bundle import fetch_dependencies
 from elastic_cache.deploy.coordinator import (
@@ -115,15 +115,17 @@ def _architecture(ec2: Any, types: Sequence[str]) -> str:
 
 
 def hourly_prices(settings: DeploySettings) -> tuple[float, float]:
-    """``(coordinator, dearest node type)`` in USD per hour, from the current table.
+    """``(coordinator, dearest node type)`` in USD per hour, by ``settings.cost`` (the
+    built-in table with any overrides), as the coordinator prices them.
 
     Raises:
         ConfigError: the budget cannot pay for the coordinator and ``min_nodes`` nodes,
             or a type has no price (`UnknownPrice`).
     """
     region = settings.region
-    coordinator = CURRENT_PRICES.instance(settings.coordinator_instance_type, region).usd_per_hour
-    node = max(CURRENT_PRICES.instance(t, region).usd_per_hour for t in settings.instance_types)
+    table = settings.cost.price_table()
+    coordinator = instance_price(settings.coordinator_instance_type, region, table)
+    node = max(instance_price(t, region, table) for t in settings.instance_types)
     budget = settings.max_usd_per_hour
     floor = coordinator + settings.min_nodes * node
     if budget is not None and floor > budget + 1e-9:
@@ -137,9 +139,8 @@ def hourly_prices(settings: DeploySettings) -> tuple[float, float]:
 def _capacity(settings: DeploySettings) -> int:
     if settings.capacity_bytes is not None:
         return settings.capacity_bytes
-    memory = min(
-        CURRENT_PRICES.instance(t, settings.region).memory_gb for t in settings.instance_types
-    )
+    table = settings.cost.price_table()
+    memory = min(table.instance(t, settings.region).memory_gb for t in settings.instance_types)
     return int(memory * (1 << 30) * settings.memory_fraction)
 
 

@@ -3,19 +3,22 @@ coordinator says when it answers."""
 
 from __future__ import annotations
 
+import base64
 import json
+import tomllib
 from collections.abc import Callable
 from typing import Any
 
-from elastic_cache.awserrors import aws_call
-from elastic_cache.config import check_cluster_name
-from elastic_cache.cost import CURRENT_PRICES, UnknownPrice
+from elastic_cache.awserrors import AwsError, aws_call
+from elastic_cache.config import ClusterSettings, CostSettings, check_cluster_name
+from elastic_cache.cost import PriceTable, UnknownPrice, instance_price
 from elastic_cache.deploy.coordinator import PORT_TAG, endpoint_of
-from elastic_cache.errors import NodeUnavailable, NotFound
+from elastic_cache.errors import ConfigError, NodeUnavailable, NotFound
 from elastic_cache.provisioner.ec2 import CLUSTER_TAG, NODE_TAG, ROLE_TAG
 from elastic_cache.status import fetch_cluster, render_status
+from elastic_cache.userdata import coordinator_config_of
 
-__all__ = ["ClusterNotFound", "aws_view", "status_by_name"]
+__all__ = ["ClusterNotFound", "aws_view", "coordinator_prices", "status_by_name"]
 
 _SHOWN_STATES = ["pending", "running", "stopping", "stopped", "shutting-down"]
 _BILLED_STATES = ("pending", "running")
@@ -29,8 +32,32 @@ class ClusterNotFound(NotFound):
     code = "cluster_not_found"
 
 
+def coordinator_prices(ec2: Any, instance_id: str) -> tuple[PriceTable, str]:
+    """The prices the coordinator instance was configured with (``[cost]`` of the
+    configuration in its user data) and where they came from; the built-in table, with
+    the reason, when they cannot be read."""
+    try:
+        reply = aws_call(
+            ec2,
+            "DescribeInstanceAttribute",
+            doing="reading the coordinator's configuration",
+            InstanceId=instance_id,
+            Attribute="userData",
+        )
+        encoded = reply.get("UserData", {}).get("Value", "")
+        config = coordinator_config_of(base64.b64decode(encoded).decode("utf-8"))
+        if config is None:
+            raise ConfigError(f"{instance_id} has no coordinator configuration in its user data")
+        cost = ClusterSettings.from_mapping(tomllib.loads(config)).cost
+    except (AwsError, ConfigError, ValueError, UnicodeDecodeError) as exc:
+        return CostSettings().price_table(), f"built in; the coordinator's are unknown: {exc}"
+    overrides = " with overrides" if cost.prices else ""
+    return cost.price_table(), f"the coordinator's configuration{overrides}"
+
+
 def aws_view(ec2: Any, name: str, region: str) -> dict[str, Any]:
-    """The cluster's instances as AWS lists them, with their price per hour."""
+    """The cluster's instances as AWS lists them, with their price per hour by the
+    coordinator's prices (`coordinator_prices`)."""
     reply = aws_call(
         ec2,
         "DescribeInstances",
@@ -40,37 +67,47 @@ def aws_view(ec2: Any, name: str, region: str) -> dict[str, Any]:
             {"Name": "instance-state-name", "Values": _SHOWN_STATES},
         ],
     )
+    instances = [i for r in reply["Reservations"] for i in r["Instances"]]
+    tags_of = {
+        i["InstanceId"]: {t["Key"]: t["Value"] for t in i.get("Tags", [])} for i in instances
+    }
+    # The running coordinator's prices, else a stopped one's: it would use them again.
+    coordinators = sorted(
+        (i for i in instances if tags_of[i["InstanceId"]].get(ROLE_TAG) == "coordinator"),
+        key=lambda i: i["State"]["Name"] not in _BILLED_STATES,
+    )
+    if coordinators:
+        table, source = coordinator_prices(ec2, coordinators[0]["InstanceId"])
+    else:
+        table, source = CostSettings().price_table(), "built in; no coordinator instance"
     rows = []
     cost = 0.0
     unpriced = []
     coordinator = None
-    for reservation in reply["Reservations"]:
-        for inst in reservation["Instances"]:
-            tags = {t["Key"]: t["Value"] for t in inst.get("Tags", [])}
-            state = inst["State"]["Name"]
-            try:
-                price: float | None = CURRENT_PRICES.instance(
-                    inst["InstanceType"], region
-                ).usd_per_hour
-            except UnknownPrice:
-                price = None
-                unpriced.append(inst["InstanceType"])
-            if state in _BILLED_STATES and price is not None:
-                cost += price
-            row = {
-                "role": tags.get(ROLE_TAG, "?"),
-                "node": tags.get(NODE_TAG, ""),
-                "instance": inst["InstanceId"],
-                "type": inst["InstanceType"],
-                "state": state,
-                "private_ip": inst.get("PrivateIpAddress"),
-                "public_ip": inst.get("PublicIpAddress"),
-                "usd_per_hour": price,
-            }
-            rows.append(row)
-            if row["role"] == "coordinator" and state in _BILLED_STATES:
-                port = int(tags.get(PORT_TAG, "8080"))
-                coordinator = endpoint_of(inst, port)
+    for inst in instances:
+        tags = tags_of[inst["InstanceId"]]
+        state = inst["State"]["Name"]
+        try:
+            price: float | None = instance_price(inst["InstanceType"], region, table)
+        except UnknownPrice:
+            price = None
+            unpriced.append(inst["InstanceType"])
+        if state in _BILLED_STATES and price is not None:
+            cost += price
+        row = {
+            "role": tags.get(ROLE_TAG, "?"),
+            "node": tags.get(NODE_TAG, ""),
+            "instance": inst["InstanceId"],
+            "type": inst["InstanceType"],
+            "state": state,
+            "private_ip": inst.get("PrivateIpAddress"),
+            "public_ip": inst.get("PublicIpAddress"),
+            "usd_per_hour": price,
+        }
+        rows.append(row)
+        if row["role"] == "coordinator" and state in _BILLED_STATES:
+            port = int(tags.get(PORT_TAG, "8080"))
+            coordinator = endpoint_of(inst, port)
     rows.sort(key=lambda r: (r["role"] != "coordinator", r["node"], r["instance"]))
     return {
         "name": name,
@@ -78,7 +115,8 @@ def aws_view(ec2: Any, name: str, region: str) -> dict[str, Any]:
         "instances": rows,
         "cost_per_hour": round(cost, 6),
         "unpriced_types": sorted(set(unpriced)),
-        "price_table": f"{CURRENT_PRICES.name} ({CURRENT_PRICES.as_of.isoformat()})",
+        "price_table": f"{table.name} ({table.as_of.isoformat()})",
+        "price_source": source,
         "endpoint": coordinator,
     }
 
@@ -108,7 +146,8 @@ def render_aws_view(view: dict[str, Any]) -> str:
     note = f" (no price for {', '.join(view['unpriced_types'])})" if view["unpriced_types"] else ""
     lines.append(
         f"cluster {view['name']} in {view['region']}: {len(rows)} instance(s), "
-        f"${view['cost_per_hour']:.4f}/h by the {view['price_table']} price table{note}"
+        f"${view['cost_per_hour']:.4f}/h by the {view['price_table']} price table "
+        f"({view['price_source']}){note}"
     )
     return "\n".join(lines)
 

@@ -9,6 +9,7 @@ script that silently does something else. Nothing secret goes in: see docs/aws.m
 
 from __future__ import annotations
 
+import base64
 import posixpath
 import re
 import shlex
@@ -21,6 +22,7 @@ __all__ = [
     "MAX_USER_DATA_BYTES",
     "NODE_STATE_DIR",
     "VENV_BIN",
+    "coordinator_config_of",
     "coordinator_user_data",
     "node_user_data",
     "node_writable_dir",
@@ -129,6 +131,23 @@ def coordinator_user_data(*, bundle_url: str, package: str, config_b64: str) -> 
         raise ConfigError("config_b64 must be base64")
     coordinator = render(_template("coordinator.sh"), {"CONFIG_B64": config_b64})
     return _join(_install("coordinator", bundle_url, package), coordinator)
+
+
+def coordinator_config_of(script: str) -> str | None:
+    """The configuration a coordinator's user data carries (what `coordinator_user_data`
+    was given, decoded), or None when ``script`` is not such user data.
+
+    ``ecache status --name`` reads the coordinator's prices this way, with no local state.
+    """
+    line = next(ln for ln in _template("coordinator.sh").splitlines() if "__CONFIG_B64__" in ln)
+    before, after = (re.escape(part) for part in line.split("__CONFIG_B64__"))
+    found = re.search(f"^{before}([A-Za-z0-9+/=]+){after}$", script, re.MULTILINE)
+    if found is None:
+        return None
+    try:
+        return base64.b64decode(found.group(1), validate=True).decode("utf-8")
+    except (ValueError, UnicodeDecodeError):
+        return None
 
 
 def _join(*parts: str) -> str:

@@ -3,8 +3,10 @@ resource, negative paths with their AWS error codes, and the health wait."""
 
 from __future__ import annotations
 
+import base64
 import io
 import tarfile
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -13,15 +15,19 @@ from botocore.exceptions import ClientError
 
 from elastic_cache import cli
 from elastic_cache.awserrors import AwsPermissionDenied
+from elastic_cache.config import ClusterSettings, CostSettings
+from elastic_cache.cost import instance_price
 from elastic_cache.deploy import ClusterNotFound, DeploySettings, deploy, destroy, status_by_name
 from elastic_cache.deploy.bundle import wheel_name
 from elastic_cache.deploy.names import ClusterNames
 from elastic_cache.deploy.network import find_network, security_groups
 from elastic_cache.deploy.stack import identity
+from elastic_cache.deploy.status import aws_view
 from elastic_cache.errors import ConfigError
 from elastic_cache.progress import Progress
+from elastic_cache.userdata import coordinator_config_of
 
-from .conftest import REGION, unique
+from .conftest import REGION, fail_call, unique
 
 
 def settings(**overrides: Any) -> DeploySettings:
@@ -344,3 +350,48 @@ def test_deploy_without_allow_cidr_opens_the_port_to_the_caller_only(
     assert [r[field] for r in perm[key]] == [cidr]
     other = "Ipv6Ranges" if key == "IpRanges" else "IpRanges"
     assert perm.get(other, []) == []
+
+
+#: t3.small at three times its list price in the test region (an operator's override).
+DEAR = CostSettings(prices={REGION: {"instances": {"t3.small": {"usd_per_hour": 0.0624}}}})
+
+
+def test_the_budget_floor_uses_the_price_overrides(session: Any, tmp_path: Path) -> None:
+    # By the built-in table, coordinator + 1 node cost $0.0416/h: within $0.10.
+    with pytest.raises(ConfigError, match=r"cannot pay.*\$0\.0624/h"):
+        run_deploy(session, tmp_path, settings(max_usd_per_hour=0.10, cost=DEAR))
+    assert session.client("s3").list_buckets()["Buckets"] == []
+
+
+def test_the_coordinator_and_status_use_the_prices_deploy_was_given(
+    session: Any, tmp_path: Path
+) -> None:
+    s = settings(cost=DEAR, max_usd_per_hour=0.2)
+    result = run_deploy(session, tmp_path, s)
+    # The coordinator's configuration carries them, for its own cost and budget.
+    raw = session.client("ec2").describe_instance_attribute(
+        InstanceId=result.coordinator_instance, Attribute="userData"
+    )["UserData"]["Value"]
+    config = coordinator_config_of(base64.b64decode(raw).decode())
+    assert config is not None
+    coordinator = ClusterSettings.from_mapping(tomllib.loads(config))
+    assert coordinator.cost == DEAR
+    # Status reads them back from there (no local state), and prices by them.
+    view = aws_view(session.client("ec2"), s.name, REGION)
+    assert view["cost_per_hour"] == pytest.approx(0.0624)
+    assert view["instances"][0]["usd_per_hour"] == pytest.approx(0.0624)
+    assert view["price_table"] == "current (2026-11-22)"
+    assert view["price_source"] == "the coordinator's configuration with overrides"
+
+
+def test_status_says_when_it_cannot_read_the_coordinators_prices(
+    session: Any, tmp_path: Path
+) -> None:
+    s = settings(cost=DEAR)
+    run_deploy(session, tmp_path, s)
+    ec2 = session.client("ec2")
+    fail_call(ec2, "DescribeInstanceAttribute", "UnauthorizedOperation")
+    view = aws_view(ec2, s.name, REGION)
+    assert view["cost_per_hour"] == pytest.approx(instance_price("t3.small", REGION))
+    assert view["price_source"].startswith("built in; the coordinator's are unknown: ")
+    assert "ec2:DescribeInstanceAttribute" in view["price_source"]

@@ -310,11 +310,14 @@ async def test_status_shows_what_an_answering_coordinator_says(
     wheelhouse = tmp_path / "wheels"
     wheelhouse.mkdir()
     (wheelhouse / "dep-1.0-py3-none-any.whl").write_bytes(b"a dependency wheel")
+    # The operator's prices reach the coordinator's configuration, and status uses them.
+    prices = tmp_path / "prices.toml"
+    prices.write_text(f'[cost.prices."{REGION}".instances."t3.small"]\nusd_per_hour = 0.0312\n')
     deployed = await asyncio.to_thread(
         run,
         moto_server,
         *("deploy", "--name", name, "--region", REGION, "--allow-cidr", "203.0.113.7/32"),
-        *("--wheelhouse", str(wheelhouse), "--no-wait"),
+        *("--wheelhouse", str(wheelhouse), "--prices", str(prices), "--no-wait"),
     )
     assert deployed.returncode == 0, deployed.stderr
     endpoint = next(
@@ -378,8 +381,11 @@ async def test_status_shows_what_an_answering_coordinator_says(
     assert "75.0%" in node_rows["node-1"] and "25.0%" in node_rows["node-2"]
     assert "epoch 7   nodes 2" in out
     assert f"cost $0.0624/h ({REGION})" in out
-    # And the AWS table before it: the coordinator instance and its price.
-    assert f"${instance_price('t3.small', REGION):.4f}/h by the current" in out
+    # And the AWS table before it: the coordinator instance at the overridden price.
+    assert (
+        "1 instance(s), $0.0312/h by the current (2026-11-22) price table (the "
+        "coordinator's configuration with overrides)" in out
+    )
 
     as_json = await asyncio.to_thread(
         run, moto_server, "status", "--name", name, "--region", REGION, "--json", proxy=proxy

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import shutil
 import subprocess
 
@@ -10,7 +11,12 @@ import pytest
 from elastic_cache.config import NodeSettings
 from elastic_cache.errors import ConfigError
 from elastic_cache.provisioner.ec2 import node_args
-from elastic_cache.userdata import coordinator_user_data, node_user_data, render
+from elastic_cache.userdata import (
+    coordinator_config_of,
+    coordinator_user_data,
+    node_user_data,
+    render,
+)
 
 URL = "https://b.s3.amazonaws.com/k?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Signature=ab12"
 
@@ -88,3 +94,18 @@ def test_the_node_unit_may_write_its_disk_tier(tier: str | None, writable: str) 
     assert "WorkingDirectory=/var/lib/ecache" in unit and "StateDirectory=ecache" in unit
     setup = script.split("cat >/etc/systemd/system/ecache-node.service", 1)[0]
     assert f"install -d -o ecache -g ecache -m 0750 {writable}\n" in setup
+
+
+def test_the_coordinator_configuration_reads_back_from_its_user_data() -> None:
+    """``ecache status --name`` reads the coordinator's prices this way."""
+    config = '[cost]\ntable = "current"\nprices = {"us-east-1" = {}}\n'
+    script = coordinator_user_data(
+        bundle_url=URL,
+        package="elastic-cache==0.1.0",
+        config_b64=base64.b64encode(config.encode()).decode(),
+    )
+    assert coordinator_config_of(script) == config
+    args = node_args(NodeSettings(capacity_bytes=1 << 30), node_id="node-7", port=8500)
+    node = node_user_data(bundle_url=URL, package="elastic-cache==0.1.0", node_args=args)
+    assert coordinator_config_of(node) is None
+    assert coordinator_config_of("#!/bin/bash\necho hi\n") is None
