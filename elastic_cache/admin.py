@@ -28,9 +28,22 @@ __all__ = ["ClusterWatcher", "add_nodes", "admin_call", "remove_node", "watch_ca
 
 
 def admin_call(
-    method: str, url: str, body: dict[str, Any] | None = None, *, timeout: float = 3600.0
+    method: str,
+    url: str,
+    body: dict[str, Any] | None = None,
+    *,
+    timeout: float = 3600.0,
+    token: str | None = None,
 ) -> dict[str, Any]:
     """One admin API request; returns the JSON answer.
+
+    Args:
+        method: the HTTP method.
+        url: the whole URL.
+        body: a JSON body, if any.
+        timeout: seconds.
+        token: the cluster token (a deployed cluster's admin API needs it); sent as
+            ``Authorization: Bearer TOKEN``.
 
     Raises:
         NodeUnavailable: the coordinator did not answer.
@@ -40,6 +53,8 @@ def admin_call(
     request = urllib.request.Request(url, data=data, method=method)
     if data is not None:
         request.add_header("Content-Type", "application/json")
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
     try:
         with urllib.request.urlopen(request, timeout=timeout) as resp:
             answer: dict[str, Any] = json.load(resp)
@@ -180,7 +195,13 @@ def _watcher(url: str, stream: TextIO, tty: bool | None) -> ClusterWatcher:
 
 
 def add_nodes(
-    url: str, count: int = 1, *, stream: TextIO, tty: bool | None = None, period: float = 0.5
+    url: str,
+    count: int = 1,
+    *,
+    stream: TextIO,
+    tty: bool | None = None,
+    period: float = 0.5,
+    token: str | None = None,
 ) -> dict[str, Any]:
     """``POST /v1/cluster/nodes`` while reporting the launches and migrations.
 
@@ -190,7 +211,7 @@ def add_nodes(
     base = url.rstrip("/")
     stream.write(f"adding {count} node(s) to {base}\n")
     answer = watch_call(
-        lambda: admin_call("POST", f"{base}/v1/cluster/nodes", {"count": count}),
+        lambda: admin_call("POST", f"{base}/v1/cluster/nodes", {"count": count}, token=token),
         _watcher(base, stream, tty),
         period=period,
     )
@@ -207,7 +228,13 @@ def add_nodes(
 
 
 def remove_node(
-    url: str, node_id: str, *, stream: TextIO, tty: bool | None = None, period: float = 0.5
+    url: str,
+    node_id: str,
+    *,
+    stream: TextIO,
+    tty: bool | None = None,
+    period: float = 0.5,
+    token: str | None = None,
 ) -> dict[str, Any]:
     """``DELETE /v1/cluster/nodes/{id}`` while reporting the migrations.
 
@@ -217,7 +244,7 @@ def remove_node(
     base = url.rstrip("/")
     stream.write(f"removing {node_id} from {base}\n")
     answer = watch_call(
-        lambda: admin_call("DELETE", f"{base}/v1/cluster/nodes/{node_id}"),
+        lambda: admin_call("DELETE", f"{base}/v1/cluster/nodes/{node_id}", token=token),
         _watcher(base, stream, tty),
         period=period,
     )

@@ -299,10 +299,12 @@ def cmd_status(args: argparse.Namespace) -> int:
 def cmd_nodes(args: argparse.Namespace) -> int:
     from elastic_cache.admin import add_nodes, remove_node
 
+    # A deployed cluster's admin API needs its token (docs/aws.md); locally there is none.
+    token = args.token or os.environ.get("ECACHE_TOKEN") or None
     if args.nodes_command == "add":
-        answer = add_nodes(args.url, args.count, stream=sys.stderr)
+        answer = add_nodes(args.url, args.count, stream=sys.stderr, token=token)
     else:
-        answer = remove_node(args.url, args.node_id, stream=sys.stderr)
+        answer = remove_node(args.url, args.node_id, stream=sys.stderr, token=token)
     if args.json:
         print(json.dumps(answer, indent=2))
     return 0
@@ -546,6 +548,10 @@ def build_parser() -> argparse.ArgumentParser:
             "--url", default="http://127.0.0.1:8080", help="the coordinator (default local)"
         )
         action.add_argument("--json", action="store_true", help="print the API's answer")
+        action.add_argument(
+            "--token",
+            help="a deployed cluster's token (default: $ECACHE_TOKEN; none locally)",
+        )
     nodes.set_defaults(func=cmd_nodes)
 
     filler = sub.add_parser(

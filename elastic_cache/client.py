@@ -81,6 +81,8 @@ class AsyncClient:
         retries: attempts for a request that meets 421 (the ring moved) or, in direct
             mode, a node that does not answer or answers 503 (a move of the key's range
             failed and is being resolved).
+        token: the cluster token, for `add_nodes` and `remove_node` on a deployed
+            cluster (sent as ``Authorization: Bearer TOKEN``; docs/aws.md).
     """
 
     def __init__(
@@ -90,8 +92,10 @@ class AsyncClient:
         direct: bool = False,
         timeout: float = 30.0,
         retries: int = 4,
+        token: str | None = None,
     ) -> None:
         self.url = url.rstrip("/")
+        self._admin_headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.direct = direct
         self.retries = retries
         self._timeout = aiohttp.ClientTimeout(total=timeout)
@@ -282,7 +286,7 @@ class AsyncClient:
             "POST",
             URL(self.url + "/v1/cluster/nodes"),
             data=json.dumps({"count": count}).encode(),
-            headers={"Content-Type": "application/json"},
+            headers={"Content-Type": "application/json", **self._admin_headers},
         )
         if status != 201:
             raise _error(status, body)
@@ -292,7 +296,9 @@ class AsyncClient:
     async def remove_node(self, node_id: str) -> dict[str, Any]:
         """``DELETE /v1/cluster/nodes/{id}``: move its buckets away, then stop it."""
         status, body, _ = await self._request(
-            "DELETE", URL(self.url + "/v1/cluster/nodes/" + quote(node_id, safe=""), encoded=True)
+            "DELETE",
+            URL(self.url + "/v1/cluster/nodes/" + quote(node_id, safe=""), encoded=True),
+            headers=self._admin_headers,
         )
         if status != 200:
             raise _error(status, body)
@@ -314,13 +320,14 @@ class Client:
         direct: bool = False,
         timeout: float = 30.0,
         retries: int = 4,
+        token: str | None = None,
     ) -> None:
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(
             target=self._loop.run_forever, name="ecache-client", daemon=True
         )
         self._thread.start()
-        self._async = AsyncClient(url, direct=direct, timeout=timeout, retries=retries)
+        self._async = AsyncClient(url, direct=direct, timeout=timeout, retries=retries, token=token)
         self._closed = False
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:

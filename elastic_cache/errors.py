@@ -18,6 +18,7 @@ middleware turns any of them into a JSON body ``{"error": code, "message": ...}`
     │   ├── UnknownOrigin                  404 unknown_origin
     │   ├── UnknownNode                    404 unknown_node
     │   └── UnknownBucket                  404 unknown_bucket
+    ├── Unauthorized(PermissionError)      401 unauthorized     (no or a wrong cluster token)
     ├── Conflict                           409 conflict         (state forbids it now)
     ├── Misdirected                        421 misdirected      (the caller's ring is old)
     ├── Unavailable                        503 unavailable      (try again later)
@@ -53,6 +54,7 @@ __all__ = [
     "NotFound",
     "ProvisionError",
     "StoreFull",
+    "Unauthorized",
     "Unavailable",
     "UnknownBucket",
     "UnknownNode",
@@ -179,6 +181,14 @@ class UnknownBucket(NotFound):
     """No ring bucket has that token."""
 
     code = "unknown_bucket"
+
+
+class Unauthorized(ElasticCacheError, PermissionError):
+    """An admin call (adding or removing nodes) without the cluster's token, or with a
+    wrong one: the caller's fault (docs/aws.md, "the cluster token")."""
+
+    status = 401
+    code = "unauthorized"
 
 
 class Conflict(ElasticCacheError):

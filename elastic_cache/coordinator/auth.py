@@ -17,6 +17,7 @@ from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
 
 from elastic_cache.awserrors import aws_call
+from elastic_cache.errors import Unauthorized
 
 __all__ = ["admin_token_middleware", "fetch_admin_token"]
 
@@ -52,14 +53,12 @@ def admin_token_middleware(token: str) -> Middleware:
         if guarded:
             given = request.headers.get("Authorization", "").encode()
             if not hmac.compare_digest(given, expected):
+                err = Unauthorized(
+                    "adding or removing nodes needs Authorization: Bearer <the cluster "
+                    "token in SSM> (ecache nodes --token, or ECACHE_TOKEN)"
+                )
                 return web.json_response(
-                    {
-                        "error": "unauthorized",
-                        "message": "adding or removing nodes needs Authorization: Bearer "
-                        "<the cluster token in SSM>",
-                    },
-                    status=401,
-                    headers={"WWW-Authenticate": "Bearer"},
+                    err.to_json(), status=err.status, headers={"WWW-Authenticate": "Bearer"}
                 )
         return await handler(request)
 

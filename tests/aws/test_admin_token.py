@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient
 
+from elastic_cache.admin import admin_call
 from elastic_cache.awserrors import AwsError
+from elastic_cache.client import AsyncClient
 from elastic_cache.config import ClusterSettings
 from elastic_cache.coordinator.auth import admin_token_middleware, fetch_admin_token
 from elastic_cache.coordinator.runner import build_provisioner
-from elastic_cache.errors import ConfigError
+from elastic_cache.errors import ConfigError, Unauthorized
 from elastic_cache.provisioner.ec2 import Ec2Provisioner
 from elastic_cache.provisioner.local import LocalProvisioner
 
@@ -63,3 +66,32 @@ def test_build_provisioner(session: Any) -> None:
     assert isinstance(build_provisioner(settings, session=session), Ec2Provisioner)
     with pytest.raises(ConfigError, match="boto3 session"):
         build_provisioner(settings)
+
+
+async def test_the_clients_send_the_token(aiohttp_client: Any) -> None:
+    async def add(request: web.Request) -> web.Response:
+        return web.json_response({"added": [], "epoch": 1}, status=201)
+
+    async def remove(request: web.Request) -> web.Response:
+        return web.json_response({"migrations": [], "epoch": 2})
+
+    app = web.Application(middlewares=[admin_token_middleware("tok")])
+    app.router.add_post("/v1/cluster/nodes", add)
+    app.router.add_delete("/v1/cluster/nodes/{id}", remove)
+    client: TestClient[Any, Any] = await aiohttp_client(app)
+    url = str(client.make_url("")).rstrip("/")
+
+    async with AsyncClient(url) as anonymous:
+        with pytest.raises(Unauthorized, match="cluster token"):
+            await anonymous.add_nodes()
+    async with AsyncClient(url, token="tok") as cache:
+        assert (await cache.add_nodes())["epoch"] == 1
+        assert (await cache.remove_node("node-2"))["epoch"] == 2
+
+    # ecache nodes add|remove go through admin_call (blocking: run it off the loop).
+    with pytest.raises(Unauthorized):
+        await asyncio.to_thread(admin_call, "POST", f"{url}/v1/cluster/nodes", {"count": 1})
+    answer = await asyncio.to_thread(
+        admin_call, "POST", f"{url}/v1/cluster/nodes", {"count": 1}, token="tok"
+    )
+    assert answer["epoch"] == 1
