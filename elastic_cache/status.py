@@ -37,7 +37,7 @@ def _size(n: float) -> str:
 
 def render_status(view: dict[str, Any]) -> str:
     """A cluster view (``GET /v1/cluster``) as a human-readable table."""
-    header = ("NODE", "ADDRESS", "INDEX", "RECORDS", "BYTES", "FILL", "T", "STATE")
+    header = ("NODE", "ADDRESS", "INDEX", "RECORDS", "BYTES", "FILL", "T", "REQ/S", "STATE")
     rows = []
     for n in view["nodes"]:
         threshold = n.get("threshold")
@@ -51,11 +51,12 @@ def render_status(view: dict[str, Any]) -> str:
                 _size(n.get("bytes", 0)),
                 f"{100 * n.get('fill', 0):.1f}%",
                 "-" if threshold is None else f"{100 * threshold / cap:.0f}%",
+                f"{n.get('request_rate', 0):.1f}",
                 n.get("state", ""),
             )
         )
     for node_id in view.get("launching", []):
-        rows.append((node_id, "-", "-", "-", "-", "-", "-", "launching"))
+        rows.append((node_id, "-", "-", "-", "-", "-", "-", "-", "launching"))
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
     lines = [
         "  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True))
@@ -75,4 +76,9 @@ def render_status(view: dict[str, Any]) -> str:
         lines.append(f"moving {m['source']} -> {m['destination']}: {sent:,}/{m['total']:,} records")
     for launch in view.get("launches_in_flight", []):
         lines.append(f"launching {launch['node']} for {launch['seconds']:.1f} s")
+    for stray in view.get("unterminated", []):
+        lines.append(
+            f"still to terminate: {stray['node']} ({stray['ref']}); its termination failed "
+            "and is retried, and it counts in the cost until it succeeds"
+        )
     return "\n".join(lines)

@@ -15,6 +15,7 @@ def test_table_shows_nodes_moves_and_launches() -> None:
         "capacity": 2000,
         "fill": 0.75,
         "threshold": 1000.0,
+        "request_rate": 3.5,
         "state": "active",
     }
     view = {
@@ -22,6 +23,7 @@ def test_table_shows_nodes_moves_and_launches() -> None:
         "nodes": [node],
         "launching": ["node-2"],
         "launches_in_flight": [{"node": "node-2", "seconds": 2.5}],
+        "unterminated": [{"node": "node-5", "ref": "i-0abc", "instance_type": "t3.small"}],
         "migrations": [
             {
                 "source": "node-1",
@@ -54,6 +56,7 @@ def test_table_shows_nodes_moves_and_launches() -> None:
         "BYTES",
         "FILL",
         "T",
+        "REQ/S",
         "STATE",
     ]
     assert lines[1].split() == [
@@ -65,10 +68,12 @@ def test_table_shows_nodes_moves_and_launches() -> None:
         "MiB",
         "75.0%",
         "50%",
+        "3.5",
         "active",
     ]
     assert lines[2].split()[0] == "node-2" and lines[2].split()[-1] == "launching"
     assert "epoch 4" in lines[4] and "hit rate 50.0%" in lines[4] and "$0.0416/h" in lines[4]
     assert "moving node-1 -> node-3: 400/1,000 records" in lines
     assert "launching node-2 for 2.5 s" in lines
+    assert any(line.startswith("still to terminate: node-5 (i-0abc)") for line in lines)
     assert not any("node-4" in line for line in lines)
