@@ -14,15 +14,16 @@ from elastic_cache.config import ClusterSettings
 from elastic_cache.deploy.names import ClusterNames
 from elastic_cache.deploy.settings import DeploySettings
 from elastic_cache.errors import ProvisionError
-from elastic_cache.provisioner.ec2 import cluster_filters, instance_params
+from elastic_cache.provisioner.ec2 import UNTERMINATED_STATES, cluster_filters, instance_params
 
 __all__ = [
     "PORT_TAG",
     "coordinator_config",
+    "coordinator_instances",
     "endpoint_of",
     "http_ok",
-    "live_instances",
     "run_coordinator",
+    "start_again",
     "to_toml",
     "wait_running",
 ]
@@ -117,15 +118,81 @@ def coordinator_config(
     return text
 
 
-def live_instances(ec2: Any, cluster: str, role: str | None = None) -> list[dict[str, Any]]:
-    """The cluster's pending or running instances (of one role)."""
+def coordinator_instances(ec2: Any, cluster: str) -> list[dict[str, Any]]:
+    """The cluster's coordinator instances that are not ending: running ones first, then
+    pending, stopping, stopped.
+
+    A stopped coordinator counts: its shutdown behaviour is ``stop`` (docs/aws.md) so that
+    it can be started again with its state, and deploy does that rather than launch a
+    second one. A shutting-down or terminated one does not. More than one is found only
+    when something other than deploy launched one.
+    """
+    order = ("running", "pending", "stopping", "stopped")
     reply = aws_call(
         ec2,
         "DescribeInstances",
-        doing=f"listing the instances of {cluster}",
-        Filters=cluster_filters(cluster, role),
+        doing=f"looking for the coordinator of {cluster}",
+        Filters=cluster_filters(cluster, "coordinator", states=UNTERMINATED_STATES),
     )
-    return [i for r in reply["Reservations"] for i in r["Instances"]]
+    found = [i for r in reply["Reservations"] for i in r["Instances"]]
+    return sorted(found, key=lambda i: (order.index(i["State"]["Name"]), i["InstanceId"]))
+
+
+def _state_of(ec2: Any, instance_id: str) -> dict[str, Any]:
+    reply = aws_call(
+        ec2, "DescribeInstances", doing="waiting for the coordinator", InstanceIds=[instance_id]
+    )
+    instance: dict[str, Any] = reply["Reservations"][0]["Instances"][0]
+    return instance
+
+
+def start_again(
+    ec2: Any,
+    instance_id: str,
+    *,
+    sleep: Sleep,
+    clock: Callable[[], float],
+    timeout: float,
+    polled: Callable[[str], None] = lambda state: None,
+) -> None:
+    """Start a stopped or stopping coordinator instance again; returns once AWS has taken
+    the start (then `wait_running` waits for it to run, as for a new instance).
+
+    A stopping instance cannot be started (``IncorrectInstanceState``), so this waits
+    until it has stopped. An instance that runs already is left alone.
+
+    Raises:
+        ProvisionError: the instance did not stop within ``timeout``.
+        AwsError: AWS refused the start (for example no capacity for its type).
+    """
+    deadline = clock() + timeout
+    while True:
+        state = _state_of(ec2, instance_id)["State"]["Name"]
+        if state not in ("stopping", "stopped"):
+            return  # running, pending, or ending: wait_running tells which
+        if state == "stopped":
+            try:
+                aws_call(
+                    ec2,
+                    "StartInstances",
+                    doing="starting the stopped coordinator",
+                    InstanceIds=[instance_id],
+                )
+                break
+            except AwsError as exc:
+                # Between states as AWS sees it (it was stopping a moment ago): ask again.
+                if exc.aws_code != "IncorrectInstanceState":
+                    raise
+        if clock() > deadline:
+            raise ProvisionError(f"the coordinator instance {instance_id} is still {state}")
+        polled(state)
+        sleep(5)
+    # DescribeInstances is eventually consistent: it may still say "stopped" for a moment
+    # after the start, which wait_running would take for a failed start.
+    grace = clock() + 30
+    while _state_of(ec2, instance_id)["State"]["Name"] == "stopped" and clock() < grace:
+        polled("stopped")
+        sleep(5)
 
 
 def run_coordinator(

@@ -27,10 +27,11 @@ from elastic_cache.deploy.access import delete_role, ensure_role, ensure_token
 from elastic_cache.deploy.bundle import fetch_dependencies
 from elastic_cache.deploy.coordinator import (
     coordinator_config,
+    coordinator_instances,
     endpoint_of,
     http_ok,
-    live_instances,
     run_coordinator,
+    start_again,
     wait_running,
 )
 from elastic_cache.deploy.names import ClusterNames
@@ -234,13 +235,32 @@ def deploy(
         ),
         doing="looking up the image",
     )
-    existing = live_instances(ec2, names.cluster, "coordinator")
+    existing = coordinator_instances(ec2, names.cluster)
+    for other in existing[1:]:
+        out(
+            f"  note          another coordinator instance {other['InstanceId']} is "
+            f"{other['State']['Name']}; destroy terminates it"
+        )
     if existing:
         instance = existing[0]
-        steps.done(
-            f"  coordinator   {instance['InstanceId']} already runs (its settings are kept; "
-            "destroy and deploy again to change them)"
-        )
+        state = instance["State"]["Name"]
+        kept = "its settings are kept; destroy and deploy again to change them"
+        if state in ("stopping", "stopped"):
+            # Never a second coordinator: the stopped one holds the cluster's state
+            # (cluster.json on its root volume) and resumes its nodes when it boots.
+            start_again(
+                ec2,
+                instance["InstanceId"],
+                sleep=sleep,
+                clock=clock,
+                timeout=settings.wait_timeout,
+                polled=lambda state: steps.waiting(f"instance {state}"),
+            )
+            steps.done(
+                f"  coordinator   {instance['InstanceId']} was {state}; started it again ({kept})"
+            )
+        else:
+            steps.done(f"  coordinator   {instance['InstanceId']} already runs ({kept})")
     else:
         config = coordinator_config(
             settings,

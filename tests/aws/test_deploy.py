@@ -395,3 +395,54 @@ def test_status_says_when_it_cannot_read_the_coordinators_prices(
     assert view["cost_per_hour"] == pytest.approx(instance_price("t3.small", REGION))
     assert view["price_source"].startswith("built in; the coordinator's are unknown: ")
     assert "ec2:DescribeInstanceAttribute" in view["price_source"]
+
+
+def coordinators_of(session: Any, name: str) -> list[tuple[str, str]]:
+    """``(instance id, state)`` of every coordinator instance tagged with the cluster."""
+    reply = session.client("ec2").describe_instances(
+        Filters=[
+            {"Name": "tag:ecache:cluster", "Values": [name]},
+            {"Name": "tag:ecache:role", "Values": ["coordinator"]},
+        ]
+    )
+    return [
+        (i["InstanceId"], i["State"]["Name"]) for r in reply["Reservations"] for i in r["Instances"]
+    ]
+
+
+def test_deploy_again_starts_a_stopped_coordinator_instead_of_launching_one(
+    session: Any, tmp_path: Path
+) -> None:
+    """The coordinator's shutdown behaviour is stop (docs/aws.md): deploy finds the stopped
+    instance, starts it again and waits for it to answer, as for a new one (issue 4:
+    deploy is idempotent)."""
+    s = settings(wait=True, wait_timeout=60)
+    first = run_deploy(session, tmp_path, s, healthy=lambda url: True)
+    ec2 = session.client("ec2")
+    ec2.stop_instances(InstanceIds=[first.coordinator_instance])
+    assert coordinators_of(session, s.name) == [(first.coordinator_instance, "stopped")]
+    lines: list[str] = []
+    asked: list[str] = []
+
+    def healthy(url: str) -> bool:
+        asked.append(url)
+        return True
+
+    again = run_deploy(session, tmp_path, s, healthy=healthy, out=lines.append)
+    assert coordinators_of(session, s.name) == [(first.coordinator_instance, "running")]
+    assert again.coordinator_instance == first.coordinator_instance
+    assert again.healthy and asked == [f"{again.endpoint}/healthz"]
+    assert any("was stopped; started it again" in line for line in lines)
+
+
+def test_deploy_launches_a_new_coordinator_when_the_old_one_is_terminated(
+    session: Any, tmp_path: Path
+) -> None:
+    s = settings()
+    first = run_deploy(session, tmp_path, s)
+    session.client("ec2").terminate_instances(InstanceIds=[first.coordinator_instance])
+    again = run_deploy(session, tmp_path, s)
+    assert again.coordinator_instance != first.coordinator_instance
+    assert sorted(coordinators_of(session, s.name)) == sorted(
+        [(first.coordinator_instance, "terminated"), (again.coordinator_instance, "running")]
+    )
