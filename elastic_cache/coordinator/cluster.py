@@ -203,6 +203,14 @@ class Cluster:
         except KeyError:
             raise UnknownNode(f"no node {node_id!r} in the cluster") from None
 
+    def is_member(self, handle: NodeHandle) -> bool:
+        """Whether ``handle`` (as a provisioner lists it) is a member's own node: the
+        same node id and the same ``ref``. An instance that carries a member's node id but
+        is another instance (a leftover of an earlier coordinator life whose id the
+        cluster reused) is not."""
+        info = self.nodes.get(handle.node_id)
+        return info is not None and info.handle.ref == handle.ref
+
     @property
     def active_migration(self) -> MigrationInfo | None:
         for m in self.migrations:

@@ -180,10 +180,10 @@ class Coordinator:
             log.warning("could not list the provisioner's nodes: %s", exc)
             return
         for handle in running:
-            if handle.node_id in self.cluster.nodes:
+            if self.cluster.is_member(handle):
                 continue
             self.cluster.events.add(
-                "stray", f"terminating {handle.node_id} ({handle.ref}): not a member"
+                "stray", f"terminating {handle.node_id} ({handle.ref}): not a member's instance"
             )
             await self.cluster.terminate(handle)  # a failure is retried by the poll
 

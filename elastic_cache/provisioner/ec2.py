@@ -447,7 +447,11 @@ class Ec2Provisioner:
         except AwsError as exc:
             if exc.aws_code != "InvalidInstanceID.NotFound":
                 raise
-        self._handles.pop(node_id, None)
+        # Only the node's own instance: a leftover tagged with the same node id (from an
+        # earlier coordinator life) is not the node this provisioner launched.
+        known = self._handles.get(node_id)
+        if known is not None and known.ref == instance_id:
+            del self._handles[node_id]
         await self.runner.terminated(node_id, instance_id)
 
     async def terminate(self, handle: NodeHandle) -> None:
@@ -459,7 +463,13 @@ class Ec2Provisioner:
         await self._terminate(handle.node_id, handle.ref)
 
     async def list(self) -> list[NodeHandle]:
-        """The cluster's node instances that are pending or running, by tag."""
+        """The cluster's node instances that are pending or running, by tag: one handle
+        per instance, whose ``ref`` is that instance's id.
+
+        Two instances may carry one node id (a leftover of an earlier coordinator life
+        and the node that reuses its id); each is listed as itself, so the coordinator's
+        sweep can tell the member's instance from the leftover by ``ref``.
+        """
         reply = await self._call(
             self.ec2,
             "DescribeInstances",
@@ -472,7 +482,7 @@ class Ec2Provisioner:
                 tags = {t["Key"]: t["Value"] for t in instance.get("Tags", [])}
                 node_id = tags.get(NODE_TAG, instance["InstanceId"])
                 known = self._handles.get(node_id)
-                if known is not None:
+                if known is not None and known.ref == instance["InstanceId"]:
                     handles.append(known)
                     continue
                 ip = instance.get("PrivateIpAddress", "")

@@ -65,6 +65,9 @@ class LocalInstances:
         return handle.address
 
     async def terminated(self, node_id: str, instance_id: str) -> None:
+        if self.instances.get(node_id) != instance_id:
+            return  # another instance with this node id (a leftover): not this process
+        del self.instances[node_id]
         handle = self.handles.pop(node_id, None)
         if handle is not None:
             await self.local.terminate(handle)

@@ -111,6 +111,44 @@ async def test_launch_runs_a_tagged_imdsv2_instance_and_a_healthy_node(
         await prov.close()
 
 
+async def run_leftover(session: Any, prov: Ec2Provisioner, node_id: str) -> str:
+    """An instance tagged as ``node_id`` of the cluster that this provisioner did not
+    launch (a leftover of an earlier coordinator life); its instance id."""
+    image, _, _ = await prov.image()
+    reply = session.client("ec2").run_instances(
+        ImageId=image,
+        InstanceType="t3.small",
+        MinCount=1,
+        MaxCount=1,
+        TagSpecifications=[{"ResourceType": "instance", "Tags": prov.tags(node_id)}],
+    )
+    return str(reply["Instances"][0]["InstanceId"])
+
+
+async def test_a_leftover_with_a_members_node_id_is_listed_as_itself(
+    session: Any, tmp_path: Path
+) -> None:
+    """list() used to give the member's handle for every instance tagged with its id, so
+    the coordinator's sweep never saw the leftover; terminating it must not forget the
+    member's instance or stop the member's node either."""
+    prov, runner = provisioner(session, tmp_path)
+    try:
+        handle = await prov.launch("node-1")
+        leftover = await run_leftover(session, prov, "node-1")
+        listed = {h.ref: h for h in await prov.list()}
+        assert set(listed) == {handle.ref, leftover}
+        assert listed[handle.ref] is handle
+        assert listed[leftover].node_id == "node-1"
+        await prov.terminate(listed[leftover])
+        assert describe(session, leftover)["State"]["Name"] in ("shutting-down", "terminated")
+        assert await prov.list() == [handle]
+        assert "node-1" in runner.handles and len(runner.pids()) == 1
+        async with aiohttp.ClientSession() as http, http.get(f"{handle.address}/healthz") as r:
+            assert r.status == 200
+    finally:
+        await prov.close()
+
+
 async def test_no_capacity_tries_the_next_subnet_then_the_next_type(
     session: Any, tmp_path: Path
 ) -> None:

@@ -1,0 +1,69 @@
+"""The coordinator's start-up sweep over EC2 (boto3 against moto): a node instance of an
+earlier coordinator life is terminated, also when the new cluster reuses its node id."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from elastic_cache.config import ClusterSettings
+from elastic_cache.coordinator.service import Coordinator
+from elastic_cache.provisioner.ec2 import Ec2Provisioner
+
+from .conftest import REGION, LocalInstances, unique
+from .test_ec2_provisioner import run_leftover
+
+pytestmark = pytest.mark.slow
+
+
+def state_of(session: Any, instance_id: str) -> str:
+    reply = session.client("ec2").describe_instances(InstanceIds=[instance_id])
+    return str(reply["Reservations"][0]["Instances"][0]["State"]["Name"])
+
+
+async def test_the_sweep_terminates_a_leftover_that_carries_a_members_node_id(
+    session: Any, tmp_path: Path
+) -> None:
+    """A coordinator that starts afresh (no state to resume) names its first node node-1
+    again, while an instance tagged node-1 from its earlier life still runs: that one is
+    not the member's instance, so the sweep terminates it, and only it."""
+    settings = ClusterSettings.from_mapping(
+        {
+            "coordinator": {"provisioner": "ec2", "initial_nodes": 1, "price_region": REGION},
+            "nodes": {"index": "sorted", "capacity_records": 1000},
+            "scaler": {"max_nodes": 2, "scale_down": False},
+            "ec2": {
+                "cluster": unique("c"),
+                "region": REGION,
+                "instance_types": ["t3.small"],
+                "bundle_bucket": unique("b-"),
+                "bundle_key": "bundles/b.tar.gz",
+                "poll_interval": 0.05,
+                "boot_timeout": 60,
+            },
+        }
+    )
+    assert settings.ec2 is not None
+    runner = LocalInstances(settings.nodes, tmp_path / "logs")
+    provisioner = Ec2Provisioner(settings.ec2, settings.nodes, session=session, runner=runner)
+    leftover = await run_leftover(session, provisioner, "node-1")
+    other = await run_leftover(session, provisioner, "node-7")  # not a member at all
+    coord = Coordinator(settings, provisioner, state_path=tmp_path / "cluster.json")
+    await coord.start()
+    try:
+        member = coord.cluster.node("node-1").handle.ref
+        assert member not in (leftover, other)
+        assert state_of(session, leftover) in ("shutting-down", "terminated")
+        assert state_of(session, other) in ("shutting-down", "terminated")
+        assert state_of(session, member) == "running"
+        assert coord.cluster.unterminated == {}
+        strays = [e["message"] for e in coord.cluster.events.since(0) if e["kind"] == "stray"]
+        assert len(strays) == 2 and any(leftover in m for m in strays)
+        # The member's node was not taken for the leftover: it still runs and answers.
+        assert "node-1" in runner.handles
+        assert await coord.cluster.client_for("node-1").healthy()
+        assert [h.ref for h in await provisioner.list()] == [member]
+    finally:
+        await coord.stop()
