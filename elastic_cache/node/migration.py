@@ -10,6 +10,7 @@ protocol itself is described in ``node/service.py`` and docs/architecture.md.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import time
 from collections.abc import Iterator, Sequence
@@ -47,6 +48,12 @@ class PeerLink(Protocol):
         """Release connections."""
 
 
+def _set_event() -> asyncio.Event:
+    event = asyncio.Event()
+    event.set()
+    return event
+
+
 @dataclass(slots=True)
 class Outgoing:
     """A range this node is sending away."""
@@ -61,6 +68,21 @@ class Outgoing:
     forwarded: int = 0
     failed: str | None = None
     started: float = field(default_factory=time.monotonic)
+    #: Writes of the range under way (past the ownership check, not yet answered): the
+    #: commit waits for them before it closes the link to the destination.
+    writing: int = 0
+    idle: asyncio.Event = field(default_factory=_set_event)
+
+    def hold(self) -> None:
+        """A write of the range starts (it may forward to the destination)."""
+        self.writing += 1
+        self.idle.clear()
+
+    def release(self) -> None:
+        """That write is answered."""
+        self.writing -= 1
+        if self.writing == 0:
+            self.idle.set()
 
     def describe(self) -> dict[str, Any]:
         return {

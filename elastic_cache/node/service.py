@@ -241,12 +241,18 @@ class NodeService:
         cold = self.cold
         # Victims must be readable (pending) before anything awaits.
         victims = self._demote() if cold is not None else []
-        if cold is not None:
-            await cold.invalidate(key, token)
         if out is not None:
-            ttl_ms = -1 if not ttl else int(ttl * 1000)
-            wire = WireRecord(key, token, outcome.version, value, content_type, ttl_ms)
-            await self._forward(out, wire)
+            out.hold()
+        try:
+            if cold is not None:
+                await cold.invalidate(key, token)
+            if out is not None:
+                ttl_ms = -1 if not ttl else int(ttl * 1000)
+                wire = WireRecord(key, token, outcome.version, value, content_type, ttl_ms)
+                await self._forward(out, wire)
+        finally:
+            if out is not None:
+                out.release()
         await self._after_store(victims)
         return outcome
 
@@ -313,14 +319,21 @@ class NodeService:
         token = self.token(key)
         out = self._outgoing_for(token) if self.outgoing else None
         existed = self.store.delete(key)
-        if self.cold is not None:
-            existed = await self.cold.remove(key, token) or existed
         if out is not None:
-            version = self.store.next_version()
-            await self._forward(out, WireRecord(key, token, version, deleted=True))
+            out.hold()
+        try:
+            if self.cold is not None:
+                existed = await self.cold.remove(key, token) or existed
+            if out is not None:
+                version = self.store.next_version()
+                await self._forward(out, WireRecord(key, token, version, deleted=True))
+        finally:
+            if out is not None:
+                out.release()
         return existed
 
     async def _forward(self, out: Outgoing, record: WireRecord) -> None:
+        out.hold()
         try:
             await out.peer.forward(out.id, record)
             out.forwarded += 1
@@ -333,6 +346,8 @@ class NodeService:
                 f"node {self.node_id} could not forward the write to the migration's "
                 f"destination; retry"
             ) from exc
+        finally:
+            out.release()
 
     # -- destination side --------------------------------------------------------------
 
@@ -573,6 +588,10 @@ class NodeService:
             raise Conflict(f"migration {migration} cannot commit: {out.failed}")
         self.set_ownership(epoch, ranges)
         del self.outgoing[migration]
+        # Writes that passed the ownership check before it changed may still be on
+        # their way to the destination: closing the link under them would fail them
+        # (a 503 for a write the destination may well have). New ones get 421 now.
+        await out.idle.wait()
         await out.peer.close()
         return await self.drop_range(out.lo, out.hi)
 

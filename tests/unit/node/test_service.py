@@ -294,3 +294,46 @@ async def test_late_forward_after_destination_commit_lands() -> None:
     await src.put("k", b"v1", "t", None)  # routed to src before the ring switched
     assert dst.get("k").value == b"v1"
     await src.commit_outgoing("m1", 2, [])
+
+
+class HeldPeer(LocalPeerLink):
+    """A local peer whose forwards wait for ``release``, and that records its closing."""
+
+    def __init__(self, network: LocalNetwork, address: str) -> None:
+        super().__init__(network, address)
+        self.release = asyncio.Event()
+        self.closed = False
+
+    async def forward(self, migration: str, record: WireRecord) -> None:
+        await self.release.wait()
+        assert not self.closed, "a forward ran on a closed link"
+        await super().forward(migration, record)
+
+    async def close(self) -> None:
+        self.closed = True
+
+
+async def test_commit_waits_for_forwards_in_flight() -> None:
+    net, src, dst = make_pair()
+    peers: list[HeldPeer] = []
+
+    def held(address: str) -> HeldPeer:
+        peers.append(HeldPeer(net, address))
+        return peers[-1]
+
+    src._peer_factory = held
+    await src.put("k", b"v0", "t", None)
+    await move(net, src, dst, 0, 0)
+    put = asyncio.create_task(src.put("k", b"v1", "t", None))
+    await asyncio.sleep(0)  # the write is forwarding, held at the link
+    dst.commit_incoming("m1", 2, [[0, 0]])
+    commit = asyncio.create_task(src.commit_outgoing("m1", 2, []))
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert not commit.done() and not peers[0].closed
+    with pytest.raises(Misdirected):
+        await src.put("k", b"v2", "t", None)  # a new write is refused: the range left
+    peers[0].release.set()
+    await put  # acknowledged, not a 503
+    await commit
+    assert peers[0].closed and dst.get("k").value == b"v1"
