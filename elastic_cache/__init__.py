@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from elastic_cache.client import AsyncClient, Client
 from elastic_cache.errors import ElasticCacheError
 from elastic_cache.hashing import make_hasher
 from elastic_cache.indexes import Index, make_index
@@ -10,7 +11,9 @@ from elastic_cache.ring import Bucket, HashRing
 __version__ = "0.1.0"
 
 __all__ = [
+    "AsyncClient",
     "Bucket",
+    "Client",
     "ElasticCacheError",
     "HashRing",
     "Index",

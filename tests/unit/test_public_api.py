@@ -7,7 +7,9 @@ import elastic_cache
 
 def test_public_names_are_pinned() -> None:
     assert elastic_cache.__all__ == [
+        "AsyncClient",
         "Bucket",
+        "Client",
         "ElasticCacheError",
         "HashRing",
         "Index",
@@ -27,3 +29,9 @@ def test_star_import_gives_exactly_the_public_names() -> None:
     namespace: dict[str, object] = {}
     exec("from elastic_cache import *", namespace)
     assert sorted(k for k in namespace if k != "__builtins__") == elastic_cache.__all__
+
+
+def test_the_readme_example_imports() -> None:
+    from elastic_cache import AsyncClient, Client  # README.md, "Python client"
+
+    assert Client.__module__ == AsyncClient.__module__ == "elastic_cache.client"
