@@ -11,6 +11,11 @@ the pool runs many keys at once: a demotion write, then an overwrite's invalidat
 then a read of the same key reach the tier in that order, so the tier's final state is
 the state of the last operation. Callers await through ``asyncio.shield``: a client
 that goes away never cuts a chain short.
+
+A *hold* (`TierIO.hold`) takes a key's place in that order without running anything:
+calls submitted after it wait until it is released. The cold layer holds a key whose
+cold copy it could not remove, until a retry removes it, so nothing newer reaches the
+tier before that removal (docs/tiers.md, "When the tier fails").
 """
 
 from __future__ import annotations
@@ -21,9 +26,33 @@ from collections.abc import Callable
 from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import Any, TypeVar
 
-__all__ = ["TierIO"]
+__all__ = ["Hold", "TierIO"]
 
 T = TypeVar("T")
+
+
+class Hold:
+    """A key's place in the order of its calls, held until `release`.
+
+    Attributes:
+        ready: done once every call submitted for the key before the hold finished;
+            from then until `release`, no other call on the key runs.
+    """
+
+    __slots__ = ("_tail", "ready")
+
+    def __init__(self, ready: asyncio.Future[None], tail: asyncio.Future[None]) -> None:
+        self.ready = ready
+        self._tail = tail
+
+    @property
+    def released(self) -> bool:
+        return self._tail.done()
+
+    def release(self) -> None:
+        """Let the calls submitted after the hold run (idempotent)."""
+        if not self._tail.done():
+            self._tail.set_result(None)
 
 
 class TierIO:
@@ -87,6 +116,35 @@ class TierIO:
         else:
             prev.add_done_callback(start)
         return result
+
+    def hold(self, key: str) -> Hold:
+        """Take ``key``'s next place in the order without running anything.
+
+        Calls submitted for ``key`` after this wait until the hold is released;
+        `idle` waits for it too. Cost: O(1) on the loop.
+        """
+        loop = asyncio.get_running_loop()
+        tail: asyncio.Future[None] = loop.create_future()
+        ready: asyncio.Future[None] = loop.create_future()
+        prev = self._tails.get(key)
+        self._tails[key] = tail
+        self._inflight += 1
+
+        def start(_: object = None) -> None:
+            if not ready.done():
+                ready.set_result(None)
+
+        def done(_: object) -> None:
+            self._inflight -= 1
+            if self._tails.get(key) is tail:
+                del self._tails[key]
+
+        tail.add_done_callback(done)
+        if prev is None or prev.done():
+            start()
+        else:
+            prev.add_done_callback(start)
+        return Hold(ready, tail)
 
     async def ordered(self, key: str, fn: Callable[..., T], *args: Any) -> T:
         """`submit` and wait for the result."""

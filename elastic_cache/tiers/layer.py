@@ -15,7 +15,13 @@ Rules that keep a cold value from ever resurrecting a deleted or overwritten key
   ordered after any write of an older value of that key. So a cold copy is never older
   than an acknowledged write, and a memory value that later expires or is evicted
   cannot uncover an older cold one.
-- DELETE removes the cold copy (ordered the same way) before it is acknowledged.
+- When that delete fails (the tier is down), the key is *held* instead
+  (`elastic_cache.tiers.deferred`): its place in the order of its tier calls is kept
+  until a background retry removes the copy, nothing newer reaches the tier before
+  that, and the key is never answered from the tier meanwhile. The write is
+  acknowledged; memory keeps taking writes while the tier fails.
+- DELETE removes the cold copy (ordered the same way) before it is acknowledged. A
+  held key's cold copy is stale by definition, so a DELETE of it needs no request.
 - A cold read that overlapped a write or a delete of its key is answered but not
   promoted (``_watch``), so a promotion never writes an old value over a new one.
 - The Bloom filter of cold names (`ColdNames`) only saves requests: a name is added
@@ -30,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable
@@ -42,6 +49,7 @@ from elastic_cache.ring import in_range
 from elastic_cache.store import Record, Store, Victim, key_nbytes
 from elastic_cache.tiers.base import ColdEntry, ColdReader, ColdTier, ColdTierError
 from elastic_cache.tiers.bloom import ColdNames
+from elastic_cache.tiers.deferred import DeferredRemovals
 from elastic_cache.tiers.io import TierIO
 
 __all__ = ["READ_CHUNK", "ColdHit", "ColdLayer"]
@@ -86,6 +94,10 @@ class ColdLayer:
         max_pending_bytes: bytes of victims waiting for their write past which writes
             wait (`backpressure`).
         retry_after: seconds demotion stays paused after the tier failed a write.
+        max_deferred_bytes: bound on the keys held while their cold copy waits for
+            removal (`DeferredRemovals`); past it a write whose invalidation fails is
+            not acknowledged.
+        deferred_retry: first pause, in seconds, before those removals are retried.
     """
 
     def __init__(
@@ -99,6 +111,8 @@ class ColdLayer:
         names: ColdNames | None = None,
         max_pending_bytes: int = 64 << 20,
         retry_after: float = 30.0,
+        max_deferred_bytes: int = 16 << 20,
+        deferred_retry: float = 1.0,
     ) -> None:
         self.tier = tier
         self.store = store
@@ -118,6 +132,14 @@ class ColdLayer:
         self._purges: set[asyncio.Task[Any]] = set()
         self._resume: asyncio.TimerHandle | None = None
         self._listed_waiters: list[asyncio.Future[None]] = []
+        self.deferred = DeferredRemovals(
+            tier,
+            self.io,
+            on_error=self._failed,
+            may_be_cold=self.maybe,
+            max_bytes=max_deferred_bytes,
+            retry=deferred_retry,
+        )
         # Counters (see `stats`).
         self.demoted = 0
         self.clean_skips = 0
@@ -126,6 +148,7 @@ class ColdLayer:
         self.hits = 0
         self.misses = 0
         self.filter_skips = 0
+        self.held_skips = 0
         self.large_puts = 0
         self.errors = 0
         self.last_error: str | None = None
@@ -230,6 +253,7 @@ class ColdLayer:
         for task in list(self._tasks) + list(self._purges):
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+        await self.deferred.close()
         await self.io.close()
         self.tier.close()
 
@@ -259,6 +283,15 @@ class ColdLayer:
             return
         if rec.expires_at and rec.expires_at <= self.store._clock():
             return
+        if key in self.deferred:
+            if self.deferred.failing:
+                # The write would wait behind the removal of the key's older copy,
+                # which waits for the tier: drop the victim now (an eviction), as a
+                # failed write would, rather than pile it up in pending.
+                self._drop_pending(key)
+                self.store.evictions += 1
+                return
+            self.deferred.wake()
         self._drop_pending(key)
         self._pending[key] = victim
         self._pending_bytes += rec.size
@@ -273,6 +306,7 @@ class ColdLayer:
         exc = None if future.cancelled() else future.exception()
         if exc is None and not future.cancelled():
             self.demoted += 1
+            self.deferred.answered()
             return
         # The victim is lost (this is a cache): count it as an eviction.
         self.demote_failures += 1
@@ -351,6 +385,9 @@ class ColdLayer:
         Raises:
             ColdTierError: the tier failed (the caller answers 5xx; memory still serves).
         """
+        if key in self.deferred:
+            self.held_skips += 1  # any cold copy is older than what we acknowledged
+            return None
         if not self.maybe(key, token):
             self.filter_skips += 1
             return None
@@ -368,6 +405,7 @@ class ColdLayer:
             dirty = watch[1]
             if watch[0] == 0:
                 self._watch.pop(key, None)
+        self.deferred.answered()
         if found is None:
             self.misses += 1
             return None
@@ -386,7 +424,7 @@ class ColdLayer:
 
     async def head(self, key: str, token: int) -> ColdEntry | None:
         """The cold entry of ``key`` if live (for HEAD)."""
-        if not self.maybe(key, token):
+        if key in self.deferred or not self.maybe(key, token):
             return None
         entry = await self.io.ordered(key, self.tier.head, key, token)
         if entry is None or entry.expired(self._wall()):
@@ -429,27 +467,33 @@ class ColdLayer:
 
     async def invalidate(self, key: str, token: int) -> None:
         """A newer value of ``key`` is in memory: remove any cold copy, ordered after
-        writes of older ones. Cost: nothing unless the key may be cold.
+        writes of older ones. When the tier fails, the key is held and the removal
+        retried in the background (`DeferredRemovals`). Cost: nothing unless the key
+        may be cold; nothing either while it is held, or while the tier is failing.
 
         Raises:
-            ColdTierError: the tier failed; the write must not be acknowledged.
+            ColdTierError: the tier failed and no more keys can be held; the write
+                must not be acknowledged.
         """
         self._clean.pop(key, None)
         self._dirty(key)
         maybe = self.maybe(key, token)
         self._drop_pending(key)
-        if maybe:
-            try:
-                await self.io.ordered(key, self.tier.delete, key, token)
-            except ColdTierError as exc:
-                self._failed(exc, f"invalidation of {key[:80]!r}")
+        if not maybe or key in self.deferred:
+            return  # a held key's removal comes before anything newer reaches the tier
+        try:
+            await self.deferred.remove(key, token, functools.partial(self.tier.delete, key, token))
+        except ColdTierError:
+            if key not in self.deferred:
                 raise
 
     async def remove(self, key: str, token: int) -> bool:
         """DELETE: remove ``key``'s cold copy; True when a live one was there.
 
         Raises:
-            ColdTierError: the tier failed; the delete must not be acknowledged.
+            ColdTierError: the tier failed (or is failing); the delete must not be
+                acknowledged. The key is held unless no more keys can be, so the cold
+                copy still goes once the tier answers and is never read meanwhile.
         """
         self._clean.pop(key, None)
         self._dirty(key)
@@ -458,17 +502,17 @@ class ColdLayer:
         self._drop_pending(key)
         if not maybe:
             return False
+        if key in self.deferred:
+            return had  # its cold copy is stale, and its removal is on its way
 
         def head_and_delete() -> ColdEntry | None:
             entry = self.tier.head(key, token)
             self.tier.delete(key, token)
             return entry
 
-        try:
-            entry = await self.io.ordered(key, head_and_delete)
-        except ColdTierError as exc:
-            self._failed(exc, f"delete of {key[:80]!r}")
-            raise
+        # On failure the key stays held, so the delete takes effect once the tier
+        # answers; it is not acknowledged, so the client retries it meanwhile.
+        entry = await self.deferred.remove(key, token, head_and_delete)
         return had or (entry is not None and not entry.expired(self._wall()))
 
     async def remove_older(self, key: str, token: int, version: int) -> None:
@@ -529,6 +573,7 @@ class ColdLayer:
                     buf.clear()
             if buf:
                 await self.io.call(writer.write, bytes(buf))
+            self.deferred.answered()  # the tier took the value: it works
             check()
         except BaseException:
             await asyncio.shield(self.io.call(writer.abort))
@@ -537,6 +582,7 @@ class ColdLayer:
         version = next_version()
         self._clean.pop(key, None)
         self._dirty(key)
+        self.deferred.wake()  # a held key publishes after its older copy is removed
         try:
             await self.io.ordered(key, writer.commit, version)
         except ColdTierError as exc:
@@ -555,6 +601,7 @@ class ColdLayer:
         self._dirty(key)
         self._drop_pending(key)
         self.names.add(self.tier.name_of(key, token))
+        self.deferred.wake()
         await self.io.ordered(key, self.tier.put, self.entry_of(key, token, rec), rec.value)
 
     # -- ranges (migration) --------------------------------------------------------------
@@ -571,7 +618,11 @@ class ColdLayer:
             now = self._wall()
             chunk: list[Entry[Record]] = []
             for entry, value in found:
-                if entry.expired(now) or self.store.peek(entry.key) is not None:
+                if (
+                    entry.expired(now)
+                    or self.store.peek(entry.key) is not None
+                    or entry.key in self.deferred  # stale: older than an acknowledged write
+                ):
                     continue
                 chunk.append((entry.token, entry.key, self.record_of(entry, value)))
             if chunk:
@@ -637,6 +688,7 @@ class ColdLayer:
                 self._failed(exc, "listing")
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 60.0)
+        self.deferred.answered()
         for name in names:
             self.names.add(name)
         with contextlib.suppress(ValueError):
@@ -677,12 +729,14 @@ class ColdLayer:
             "hits": self.hits,
             "misses": self.misses,
             "filter_skips": self.filter_skips,
+            "held_skips": self.held_skips,
             "filter_names": len(self.names),
             "filter_bytes": self.names.nbytes,
             "listing": self.listing,
             "large_puts": self.large_puts,
             "errors": self.errors,
             "last_error": self.last_error,
+            **self.deferred.stats(),
         }
 
 

@@ -86,3 +86,27 @@ async def test_idle_is_a_barrier_that_later_calls_cannot_starve() -> None:
     assert first.done() and not late.done()
     await late
     await io.close()
+
+
+async def test_a_hold_keeps_its_place_until_released() -> None:
+    io = TierIO(workers=2)
+    release = threading.Event()
+    seen: list[str] = []
+    first = io.submit("k", lambda: (release.wait(5), seen.append("first")))
+    hold = io.hold("k")
+    later = io.submit("k", seen.append, "later")
+    other = await io.ordered("other", lambda: "not held")
+    assert other == "not held" and not hold.ready.done()
+    release.set()
+    await first
+    await asyncio.wait_for(asyncio.shield(hold.ready), 5)  # the earlier call is done
+    await asyncio.sleep(0.05)
+    assert seen == ["first"] and not later.done()  # the later call waits for the hold
+    idle = asyncio.ensure_future(io.idle())
+    await asyncio.sleep(0.01)
+    assert not idle.done()  # idle waits for holds too
+    hold.release()
+    await later
+    await idle
+    assert seen == ["first", "later"] and io.inflight == 0
+    await io.close()

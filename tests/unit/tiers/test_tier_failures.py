@@ -1,0 +1,401 @@
+"""An S3 tier (moto, in-process) whose client fails on demand: writes keep being
+acknowledged from memory, the failure is logged with its AWS error code, and no older
+cold copy ever comes back, during the outage or after S3 recovers."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+from botocore.exceptions import ClientError
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, rule
+from moto import mock_aws
+
+from elastic_cache.errors import KeyNotFound
+from elastic_cache.node.local import LocalNetwork
+from elastic_cache.node.service import NodeService
+from elastic_cache.store import Record
+from elastic_cache.tiers import deferred as deferred_module
+from elastic_cache.tiers.base import ColdTierError, ColdTierUnavailable
+from elastic_cache.tiers.layer import ColdLayer
+from elastic_cache.tiers.s3 import S3Tier
+
+from .helpers import FakeClock, tiered_service
+
+#: HTTP status S3 answers with each injected error code.
+_STATUS = {"ServiceUnavailable": 503, "SlowDown": 503, "AccessDenied": 403}
+
+
+class FlakyS3:
+    """A boto3 S3 client that fails every call with ``down``'s error code while set."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self.down: str | None = None
+        self.calls: Counter[str] = Counter()
+
+    def _error(self, op: str) -> ClientError:
+        code = self.down or "ServiceUnavailable"
+        return ClientError(
+            {
+                "Error": {"Code": code, "Message": "injected by the test"},
+                "ResponseMetadata": {"HTTPStatusCode": _STATUS.get(code, 500)},
+            },
+            op,
+        )
+
+    def __getattr__(self, name: str) -> Any:
+        real = getattr(self._client, name)
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            self.calls[name] += 1
+            if self.down:
+                raise self._error(name)
+            return real(*args, **kwargs)
+
+        return call
+
+    def get_paginator(self, name: str) -> Any:
+        real = self._client.get_paginator(name)
+        flaky = self
+
+        class Pages:
+            def paginate(self, **kwargs: Any) -> Iterator[dict[str, Any]]:
+                flaky.calls[name] += 1
+                if flaky.down:
+                    raise flaky._error(name)
+                yield from real.paginate(**kwargs)
+
+        return Pages()
+
+
+def cold_of(svc: NodeService) -> ColdLayer:
+    assert svc.cold is not None
+    return svc.cold
+
+
+async def read(svc: NodeService, key: str) -> bytes | None:
+    try:
+        found = await svc.lookup(key)
+    except KeyNotFound:
+        return None
+    if isinstance(found, Record):
+        return found.value
+    assert found.value is not None
+    return found.value
+
+
+async def until(predicate: Any, timeout: float = 10.0) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not predicate():
+        assert loop.time() < deadline, "timed out"
+        await asyncio.sleep(0.01)
+
+
+@pytest.fixture
+def flaky(s3_client: Any) -> FlakyS3:
+    return FlakyS3(s3_client)
+
+
+@pytest.fixture
+async def node(flaky: FlakyS3, bucket: str) -> Any:
+    svc = tiered_service(S3Tier(flaky, bucket, "c"), capacity=1)
+    cold = cold_of(svc)
+    cold.deferred.retry = 0.01
+    cold.retry_after = 0.05  # demotion pauses that long after a failed write
+    await cold.start()
+    await cold.listed()
+    yield svc
+    await svc.close()
+
+
+def objects(s3_client: Any, bucket: str) -> list[str]:
+    return [o["Key"] for o in s3_client.list_objects_v2(Bucket=bucket).get("Contents", [])]
+
+
+async def test_writes_are_acknowledged_while_s3_fails_and_the_old_copy_never_returns(
+    node: NodeService,
+    flaky: FlakyS3,
+    s3_client: Any,
+    bucket: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    cold = cold_of(node)
+    await node.put("a", b"a1", "t", None)
+    await node.put("b", b"b1", "t", None)  # a1 -> S3
+    await cold.io.idle()
+    assert len(objects(s3_client, bucket)) == 1
+    flaky.down = "ServiceUnavailable"
+    with caplog.at_level(logging.WARNING, logger="elastic_cache.tiers"):
+        await node.put("a", b"a2", "t", None)  # the invalidation fails: held, acknowledged
+    assert "a" in cold.deferred and cold.deferred.failing
+    failures = [r.getMessage() for r in caplog.records if "removal of 'a'" in r.getMessage()]
+    assert failures, caplog.text
+    assert "s3://" in failures[0] and "(AWS error code ServiceUnavailable)" in failures[0]
+    assert any("is failing: writes are acknowledged" in r.getMessage() for r in caplog.records)
+    calls = sum(flaky.calls.values())
+    for i in range(3, 6):  # while S3 fails, writes do not even try it
+        await node.put("a", f"a{i}".encode(), "t", None)
+    assert sum(flaky.calls.values()) == calls
+    assert await read(node, "a") == b"a5"
+    # a5 leaves memory: its demotion would wait behind a1's removal, so it is dropped.
+    await node.put("c", b"c1", "t", None)
+    await asyncio.sleep(0.05)
+    assert await read(node, "a") is None  # a miss, never a1
+    a_name = S3Tier(s3_client, bucket, "c").name_of("a", node.hasher("a"))
+    assert a_name in objects(s3_client, bucket)  # a1 is still there, and never served
+    flaky.down = None
+    await until(lambda: "a" not in cold.deferred)
+    assert a_name not in objects(s3_client, bucket)
+    assert await read(node, "a") is None
+    assert not cold.deferred.failing
+    await until(lambda: not node.store.demotion_paused)
+    await node.put("a", b"a6", "t", None)
+    await node.put("d", b"d1", "t", None)  # a6 -> S3, written after a1's removal
+    await cold.io.idle()
+    assert await read(node, "a") == b"a6"
+
+
+async def test_a_node_starting_while_s3_is_down_takes_writes(
+    flaky: FlakyS3, bucket: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # An earlier life of the node left a value in S3.
+    before = tiered_service(S3Tier(flaky, bucket, "c"), capacity=1)
+    for key, value in (("k", b"old"), ("x", b"x"), ("y", b"y")):
+        await before.put(key, value, "t", None)  # k and x leave memory for S3
+    await cold_of(before).io.idle()
+    await before.close()
+    flaky.down = "SlowDown"
+    svc = tiered_service(S3Tier(flaky, bucket, "c"), capacity=2)
+    cold = cold_of(svc)
+    cold.deferred.retry = 0.01
+    with caplog.at_level(logging.WARNING, logger="elastic_cache.tiers"):
+        await cold.start()
+        await asyncio.sleep(0.05)
+        assert cold.listing  # the start-up listing keeps failing
+        await svc.put("k", b"new", "t", None)  # unlisted range: may be cold, held
+        await svc.put("j", b"j", "t", None)
+    assert "(AWS error code SlowDown)" in caplog.text
+    assert await read(svc, "k") == b"new"
+    with pytest.raises(ColdTierUnavailable) as info:
+        await read(svc, "never-written")  # a miss in an unlisted range asks S3: 503
+    assert info.value.status == 503 and info.value.to_json()["aws_code"] == "SlowDown"
+    svc.store.delete("k")  # as if evicted: only the old cold copy is left
+    assert await read(svc, "k") is None
+    flaky.down = None
+    await cold.listed()
+    await until(lambda: len(cold.deferred) == 0)
+    assert await read(svc, "k") is None  # "old" was removed, never served
+    assert await read(svc, "x") == b"x"  # what S3 held of other keys is served again
+    await svc.close()
+
+
+async def test_held_keys_are_bounded(flaky: FlakyS3, bucket: str) -> None:
+    svc = tiered_service(S3Tier(flaky, bucket, "c"), capacity=10)
+    cold = cold_of(svc)
+    await cold.start()
+    await cold.listed()
+    cold.deferred.max_bytes = 2 * (deferred_module.ENTRY_OVERHEAD + 2)
+    flaky.down = "ServiceUnavailable"
+    cold.relist([(0, 0)])  # every key may be cold again
+    await svc.put("k1", b"v", "t", None)
+    await svc.put("k2", b"v", "t", None)
+    assert len(cold.deferred) == 2
+    with pytest.raises(ColdTierUnavailable):
+        await svc.put("k3", b"v", "t", None)  # no room to hold it: not acknowledged
+    assert cold.deferred.stats()["deferred_refused"] == 1
+    flaky.down = None
+    await until(lambda: len(cold.deferred) == 0)
+    await svc.put("k3", b"v", "t", None)
+    await svc.close()
+
+
+async def test_delete_while_s3_fails_is_refused_and_still_takes_effect(
+    node: NodeService, flaky: FlakyS3, s3_client: Any, bucket: str
+) -> None:
+    cold = cold_of(node)
+    await node.put("a", b"a1", "t", None)
+    await node.put("b", b"b1", "t", None)  # a1 -> S3
+    await cold.io.idle()
+    flaky.down = "AccessDenied"
+    with pytest.raises(ColdTierError) as info:
+        await node.delete("a")
+    assert info.value.status == 500 and info.value.to_json()["aws_code"] == "AccessDenied"
+    assert await read(node, "a") is None  # not acknowledged, and yet never served again
+    assert not await node.delete("a")  # a held key's cold copy is stale: no request
+    flaky.down = None
+    await until(lambda: len(cold.deferred) == 0)
+    assert objects(s3_client, bucket) == []
+    assert await read(node, "a") is None
+
+
+async def test_a_move_waits_for_held_keys(s3_client: Any, bucket: str) -> None:
+    """The destination of a shared-tier move lists the range after it: the source must
+    not finish its snapshot while an old copy it owes a removal is still there."""
+    net = LocalNetwork()
+    flaky = FlakyS3(s3_client)
+    src = tiered_service(S3Tier(flaky, bucket, "c"), node_id="src", peer_factory=net.peer)
+    dst = tiered_service(S3Tier(s3_client, bucket, "c"), node_id="dst", peer_factory=net.peer)
+    net.add(src)
+    net.add(dst)
+    dst.set_ownership(1, [])
+    cold = cold_of(src)
+    cold.deferred.retry = 0.01
+    await src.put("a", b"a1", "t", None)
+    src.store.demote_lru(1)
+    await src._after_store(src._demote())  # a1 -> S3
+    await cold.io.idle()
+    flaky.down = "ServiceUnavailable"
+    await src.put("a", b"a2", "t", None)  # held
+    dst.begin_incoming("m", 0, 0)
+    src.begin_outgoing("m", 0, 0, net.address_of("dst"))
+    send = asyncio.create_task(src.send("m"))
+    await asyncio.sleep(0.2)
+    assert not send.done()  # waiting for a1's removal
+    flaky.down = None
+    await asyncio.wait_for(send, 10)
+    dst.commit_incoming("m", 2, [[0, 0]])
+    await src.commit_outgoing("m", 2, [])
+    await cold_of(dst).listed()
+    assert objects(s3_client, bucket) == []
+    assert await read(dst, "a") == b"a2"
+    dst.store.delete("a")  # as if evicted at the destination
+    assert await read(dst, "a") is None  # never a1
+    await src.close()
+    await dst.close()
+
+
+KEYS = ["k0", "k1", "k2"]
+_FAKE_AWS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
+
+
+class FlakyS3Machine(RuleBasedStateMachine):
+    """A one-record memory over an S3 tier that goes down and comes back, against the
+    set of values each read may return: the latest acknowledged one, a value whose
+    write or delete was refused (it may or may not have happened), or a miss (a value
+    can be lost while the tier fails). An older acknowledged value is never allowed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._env = {k: os.environ.get(k) for k in _FAKE_AWS}
+        os.environ.update(_FAKE_AWS)
+        self._pause = deferred_module.MAX_PAUSE
+        deferred_module.MAX_PAUSE = 0.05
+        self._aws = mock_aws()
+        self._aws.start()
+        client = boto3.client("s3", region_name="us-east-1")
+        bucket = f"ecache-flaky-{uuid.uuid4().hex[:12]}"
+        client.create_bucket(Bucket=bucket)
+        self.flaky = FlakyS3(client)
+        self.loop = asyncio.new_event_loop()
+        self.clock = FakeClock()
+        # One record of memory: every write of another key sends the last one cold.
+        self.svc = tiered_service(S3Tier(self.flaky, bucket, "m"), clock=self.clock, capacity=1)
+        self.cold = cold_of(self.svc)
+        self.cold.deferred.retry = 0.005
+        self.cold.retry_after = 0.05
+        self.run(self.cold.start())
+        self.run(self.cold.listed())
+        self.allowed: dict[str, set[bytes | None]] = {k: {None} for k in KEYS}
+        self.writes = 0
+
+    def run(self, coro: Any) -> Any:
+        return self.loop.run_until_complete(coro)
+
+    def teardown(self) -> None:
+        self.run(self.svc.close())
+        self.loop.close()
+        self._aws.stop()
+        deferred_module.MAX_PAUSE = self._pause
+        for name, value in self._env.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+    @initialize()
+    def some_values_are_cold(self) -> None:
+        """Start with old copies in S3, the ones an outage could bring back."""
+        for key in KEYS:
+            self.put(key)
+        self.run(self.cold.io.idle())
+
+    @rule(key=st.sampled_from(KEYS))
+    def put(self, key: str) -> None:
+        self.writes += 1
+        value = f"{key}#{self.writes}".encode()
+        try:
+            self.run(self.svc.put(key, value, "t", None))
+        except ColdTierError:
+            self.allowed[key].add(value)  # refused: it may or may not have happened
+        else:
+            self.allowed[key] = {value, None}
+
+    @rule(key=st.sampled_from(KEYS))
+    def get(self, key: str) -> None:
+        try:
+            got = self.run(read(self.svc, key))
+        except ColdTierError:
+            assert self.flaky.down, "a tier error while the tier works"
+            return
+        assert got in self.allowed[key], (key, got, self.allowed[key])
+
+    @rule(key=st.sampled_from(KEYS))
+    def delete(self, key: str) -> None:
+        try:
+            self.run(self.svc.delete(key))
+        except ColdTierError:
+            self.allowed[key].add(None)
+        else:
+            self.allowed[key] = {None}
+
+    @rule(count=st.integers(1, 2))
+    def demote(self, count: int) -> None:
+        async def demote_now() -> None:
+            self.svc.store.demote_lru(count)
+            await self.svc._after_store(self.svc._demote())
+
+        self.run(demote_now())
+
+    @rule(code=st.sampled_from(["ServiceUnavailable", "SlowDown", "AccessDenied"]))
+    def s3_down(self, code: str) -> None:
+        if not self.flaky.down:
+            # S3 goes down between requests: the writes started so far reached it
+            # (otherwise the old copies this machine looks for would rarely exist).
+            self.run(asyncio.wait_for(self.cold.io.idle(), 5))
+        self.flaky.down = code
+
+    @rule()
+    def s3_up_and_settle(self) -> None:
+        self.flaky.down = None
+
+        async def settle() -> None:
+            await until(lambda: len(self.cold.deferred) == 0, timeout=3.0)
+            await self.cold.io.idle()
+
+        self.run(settle())
+        for key in KEYS:  # after recovery, every key reads as allowed
+            self.get(key)
+
+    @rule()
+    def relist(self) -> None:
+        """A range just acquired: every miss and write in it asks the tier again."""
+
+        async def relist_now() -> None:
+            self.cold.relist([(0, 0)])
+
+        self.run(relist_now())
+
+
+TestFlakyS3Machine = FlakyS3Machine.TestCase
+TestFlakyS3Machine.settings = settings(max_examples=60, stateful_step_count=30, deadline=None)
