@@ -7,10 +7,12 @@ import io
 import json
 import logging
 import math
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
 from aiohttp import web
+from aiohttp.http import HttpVersion11
+from aiohttp.streams import StreamReader
 
 from elastic_cache.config import MAX_TTL_SECONDS
 from elastic_cache.errors import ElasticCacheError, InvalidBody, InvalidTTL, ValueTooLarge
@@ -23,12 +25,15 @@ __all__ = [
     "body_payload",
     "error_middleware",
     "error_response",
+    "expect_continue",
     "int_field",
     "json_body",
     "parse_content_type",
     "parse_ttl",
     "ranges_field",
     "read_limited",
+    "read_or_stream",
+    "refuse_before_body",
     "send_value",
     "str_field",
 ]
@@ -159,6 +164,69 @@ async def read_limited(request: web.Request, limit: int) -> bytes:
             raise ValueTooLarge(f"body exceeds the limit of {limit} bytes")
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+async def read_or_stream(
+    request: web.Request, limit: int
+) -> tuple[bytes | None, AsyncIterator[bytes] | None]:
+    """The body whole when it is at most ``limit`` bytes, else a stream of its chunks
+    (what was read already first). Never holds more than ``limit`` bytes.
+
+    Returns:
+        ``(body, None)`` or ``(None, chunks)``.
+    """
+    length = request.content_length
+    stream = request.content
+    if length is not None and length > limit:
+        return None, _chunks(stream, b"")
+    if length is not None:
+        return (await stream.readexactly(length) if length else b""), None
+    parts: list[bytes] = []
+    total = 0
+    while chunk := await stream.readany():
+        parts.append(chunk)
+        total += len(chunk)
+        if total > limit:
+            return None, _chunks(stream, b"".join(parts))
+    return b"".join(parts), None
+
+
+async def _chunks(stream: StreamReader, first: bytes) -> AsyncIterator[bytes]:
+    if first:
+        yield first
+    while chunk := await stream.readany():
+        yield chunk
+
+
+async def expect_continue(request: web.Request) -> None:
+    """Answer ``Expect: 100-continue`` with ``100 Continue`` (what aiohttp's default
+    expect handler does), for an expect handler that found nothing to refuse.
+
+    Raises:
+        web.HTTPExpectationFailed: an ``Expect`` other than ``100-continue``.
+    """
+    expect = request.headers.get("Expect", "")
+    if request.version == HttpVersion11:
+        if expect.lower() != "100-continue":
+            raise web.HTTPExpectationFailed(text=f"Unknown Expect: {expect}")
+        await request.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+        request.writer.output_size = 0  # the answer's own bytes have not started
+
+
+async def refuse_before_body(request: web.Request, refusal: web.Response) -> web.Response:
+    """Send ``refusal`` to a request whose body will never come (an expect handler
+    refused ``Expect: 100-continue``), then close the connection.
+
+    aiohttp would otherwise keep the connection for up to its lingering time (10 s),
+    waiting for the unread body, even when the answer says ``Connection: close``
+    (aio-libs/aiohttp#13245); closing the transport once the answer is out ends that.
+    """
+    refusal.force_close()
+    await refusal.prepare(request)
+    await refusal.write_eof()
+    if request.transport is not None:
+        request.transport.close()
+    return refusal
 
 
 class BufferPool:

@@ -14,31 +14,49 @@ Admin::
     GET    /healthz
     GET    /metrics                         Prometheus metrics (docs/operations.md)
     GET    /                                the live dashboard (elastic_cache.dashboard)
+
+Values up to the nodes' ``max_value_bytes`` take the hot path: read whole, sent through
+the router's pooled raw client. When the nodes have a cold tier, a larger PUT (or one of
+unknown length that turns out larger) is streamed to its owner as it arrives, and a GET
+answer above 1 MiB is streamed back to the client, so the coordinator never holds a
+large value whole (docs/tiers.md, "Large values"). Without a tier a larger PUT is 413.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import time
+from collections.abc import AsyncIterator
 from typing import Any
 
 from aiohttp import web
 
-from elastic_cache.coordinator.nodeclient import Answer
+from elastic_cache.coordinator.nodeclient import STREAM_ANSWERS_ABOVE, Answer, HttpNodeClient
+from elastic_cache.coordinator.pool import PoolError
 from elastic_cache.coordinator.service import Coordinator
 from elastic_cache.dashboard import add_dashboard_routes
-from elastic_cache.errors import InvalidBody
+from elastic_cache.errors import ElasticCacheError, InvalidBody, Misdirected, ValueTooLarge
+from elastic_cache.hashing import validate_key
 from elastic_cache.httpio import (
+    STREAM_ABOVE,
     error_middleware,
+    error_response,
+    expect_continue,
     json_body,
     parse_content_type,
     parse_ttl,
     read_limited,
+    read_or_stream,
+    refuse_before_body,
 )
 from elastic_cache.metrics import metered, metrics_response
 
 __all__ = ["COORDINATOR", "make_coordinator_app"]
 
 COORDINATOR: web.AppKey[Coordinator] = web.AppKey("coordinator", Coordinator)
+
+log = logging.getLogger("elastic_cache.coordinator")
 
 
 def _respond(answer: Answer) -> web.Response:
@@ -52,11 +70,48 @@ def _respond(answer: Answer) -> web.Response:
 
 async def get_kv(request: web.Request) -> web.StreamResponse:
     coord = request.app[COORDINATOR]
-    head = request.method == "HEAD"
-    answer = await coord.router.get(request.match_info["key"], head=head)
-    if head:
+    if request.method == "HEAD":
+        answer = await coord.router.get(request.match_info["key"], head=True)
         return web.Response(status=answer.status, headers={"Content-Type": answer.content_type})
-    return _respond(answer)
+    # A large answer comes back as a stream (read-through, which caches what it reads,
+    # never sets this).
+    streaming = STREAM_ANSWERS_ABOVE.set(STREAM_ABOVE)
+    try:
+        answer = await coord.router.get(request.match_info["key"])
+    finally:
+        STREAM_ANSWERS_ABOVE.reset(streaming)
+    if answer.stream is None:
+        return _respond(answer)
+    return await _relay(request, answer)
+
+
+async def _relay(request: web.Request, answer: Answer) -> web.StreamResponse:
+    """Pass a streamed answer on chunk by chunk; the node's connection is given back
+    (or closed, if the client went away first)."""
+    stream = answer.stream
+    assert stream is not None
+    try:
+        headers = {"Content-Type": answer.content_type, "X-Ecache-Epoch": str(answer.epoch)}
+        if answer.cache:
+            headers["X-Cache"] = answer.cache
+        response = web.StreamResponse(status=answer.status, headers=headers)
+        response.content_length = stream.length
+        await response.prepare(request)
+        try:
+            while chunk := await stream.read():
+                await response.write(chunk)
+            await response.write_eof()
+        except PoolError as exc:  # first: a PoolError is a ConnectionError too
+            # The node failed mid-answer, after the status line went out: cut the
+            # connection, so the client sees a body shorter than its Content-Length.
+            log.warning("GET %s: the node's answer broke off: %s", request.path[:200], exc)
+            if request.transport is not None:
+                request.transport.close()
+        except ConnectionError:
+            pass  # the client went away mid-answer: nobody is left to answer
+        return response
+    finally:
+        stream.close()
 
 
 async def put_kv(request: web.Request) -> web.StreamResponse:
@@ -64,8 +119,82 @@ async def put_kv(request: web.Request) -> web.StreamResponse:
     key = request.match_info["key"]
     ttl = parse_ttl(request.query.get("ttl"))
     ctype = parse_content_type(request.headers.get("Content-Type"))
-    value = await read_limited(request, coord.settings.nodes.max_value_bytes)
+    nodes = coord.settings.nodes
+    limit = nodes.max_value_bytes
+    length = request.content_length
+    if nodes.tier is None or (length is not None and length <= limit):
+        value = await read_limited(request, limit)
+    else:
+        # The nodes take values past the limit straight into their cold tier.
+        whole, chunks = await read_or_stream(request, limit)
+        if chunks is not None:
+            try:
+                response = _respond(await _put_large(coord, key, chunks, ctype, ttl, length))
+            except ElasticCacheError as err:
+                response = error_response(err)
+            if not request.content.is_eof():
+                # Refused before the body was read: close rather than wait for it.
+                response.force_close()
+            return response
+        assert whole is not None
+        value = whole
     return _respond(await coord.router.put(key, value, ctype, ttl))
+
+
+#: Attempts of a large PUT that nodes refuse before its body is sent (421, 503).
+_LARGE_ATTEMPTS = 5
+
+
+async def _put_large(
+    coord: Coordinator,
+    key: str,
+    chunks: AsyncIterator[bytes],
+    content_type: str,
+    ttl: float | None,
+    length: int | None,
+) -> Answer:
+    """Stream a value larger than ``max_value_bytes`` to the owner of ``key``.
+
+    The body passes through in the chunks it arrives in. A node that is not the owner
+    any more (421) or whose range is moving (503) says so before the body is sent
+    (``Expect: 100-continue``), and the write is routed again on the current ring; once
+    the body has been sent, the node's answer is final (the body cannot be sent twice).
+    """
+    validate_key(key)
+    coord.rate.hit()
+    cluster = coord.cluster
+    token = cluster.ring.token_of(key)
+    for attempt in range(_LARGE_ATTEMPTS):
+        node = cluster.ring.node_for_token(token)
+        client = cluster.nodes[node].client
+        if not isinstance(client, HttpNodeClient):
+            raise ValueTooLarge(
+                f"value exceeds max_value_bytes ({coord.settings.nodes.max_value_bytes}), "
+                "and this cluster's nodes take large values only over HTTP"
+            )
+        answer, sent = await client.put_stream(key, chunks, content_type, ttl, length)
+        if sent or answer.status not in (421, 503) or attempt == _LARGE_ATTEMPTS - 1:
+            break
+        await asyncio.sleep(0.05 * 2**attempt)  # the ring is changing: route again
+    if answer.status == 421:
+        raise Misdirected("the ring changed under this write; retry", epoch=cluster.ring.epoch)
+    if answer.status < 300:
+        coord.scaler.observe_write(node, answer.used, answer.capacity, 0)
+    return answer
+
+
+async def expect_put(request: web.Request) -> web.StreamResponse | None:
+    """Before a PUT body is sent (``Expect: 100-continue``, which curl sends for large
+    bodies): refuse a value the nodes cannot take, so it is not uploaded for nothing."""
+    nodes = request.app[COORDINATOR].settings.nodes
+    length = request.content_length
+    if nodes.tier is None and length is not None and length > nodes.max_value_bytes:
+        too_large = ValueTooLarge(
+            f"body of {length} bytes exceeds the limit of {nodes.max_value_bytes} bytes"
+        )
+        return await refuse_before_body(request, error_response(too_large))
+    await expect_continue(request)
+    return None
 
 
 async def delete_kv(request: web.Request) -> web.StreamResponse:
@@ -228,7 +357,7 @@ def make_coordinator_app(coord: Coordinator, *, manage_lifecycle: bool = True) -
     meter = coord.metrics.requests
     kv = "/v1/kv/{key:[\\s\\S]+}"  # any character, newlines too (rejected by validation)
     app.router.add_get(kv, metered(get_kv, "kv", meter))
-    app.router.add_put(kv, metered(put_kv, "kv", meter))
+    app.router.add_put(kv, metered(put_kv, "kv", meter), expect_handler=expect_put)
     app.router.add_delete(kv, metered(delete_kv, "kv", meter))
     app.router.add_get("/v1/svc/{origin}/{path:.*}", metered(read_through, "svc", meter))
     app.router.add_get("/v1/cluster", metered(get_cluster, "cluster", meter))

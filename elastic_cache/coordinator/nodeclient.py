@@ -6,11 +6,17 @@ in-process implementation and run the same code on a virtual clock.
 `HttpNodeClient` shares one pooled ``aiohttp.ClientSession`` for every node: routing a
 request costs no new connection and no client object (a per-request session kept only
 ~0.25× of direct throughput).
+
+Values larger than the memory tier's limit (docs/tiers.md, "Large values") pass through
+without being held whole: `HttpNodeClient.put_stream` sends a body as it arrives, and a
+GET made while `STREAM_ANSWERS_ABOVE` is set returns a large answer as a `BodyStream`.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 from urllib.parse import quote
@@ -18,10 +24,30 @@ from urllib.parse import quote
 import aiohttp
 from yarl import URL
 
-from elastic_cache.coordinator.pool import ConnectionPool, PoolError
-from elastic_cache.errors import ConfigError, ElasticCacheError, NodeUnavailable, error_from_json
+from elastic_cache.coordinator.pool import BodyStream, ConnectionPool, PoolError
+from elastic_cache.errors import (
+    ConfigError,
+    ElasticCacheError,
+    InvalidBody,
+    NodeUnavailable,
+    error_from_json,
+)
 
-__all__ = ["Answer", "HttpNodeClient", "NodeClient", "NodeStats"]
+__all__ = [
+    "STREAM_ANSWERS_ABOVE",
+    "Answer",
+    "BodyStream",
+    "HttpNodeClient",
+    "NodeClient",
+    "NodeStats",
+]
+
+#: While set (to a byte count), `HttpNodeClient.get` answers a 200 whose body is larger
+#: than this with a `BodyStream` in ``Answer.stream`` instead of the whole body; -1
+#: (the default) reads every body whole. Only the coordinator's public GET sets it,
+#: around its call of ``Router.get``: read-through must hold the values it caches, and
+#: the router's signature stays the same for every `NodeClient`.
+STREAM_ANSWERS_ABOVE: ContextVar[int] = ContextVar("stream_answers_above", default=-1)
 
 
 class Answer(NamedTuple):
@@ -36,6 +62,8 @@ class Answer(NamedTuple):
         capacity: capacity (-1 when not reported).
         cache: the node's ``X-Cache`` header ("HIT-COLD" for a value from its cold
             tier; "" when absent).
+        stream: the body, when it is streamed (see `STREAM_ANSWERS_ABOVE`; ``body``
+            is then empty); whoever takes the answer reads it and closes it.
     """
 
     status: int
@@ -45,6 +73,7 @@ class Answer(NamedTuple):
     used: int = -1
     capacity: int = -1
     cache: str = ""
+    stream: BodyStream | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,6 +189,8 @@ class HttpNodeClient:
         self._pool = ConnectionPool(host, port, timeout=kv_timeout)
         self._control = aiohttp.ClientTimeout(total=control_timeout)
         self._migration = aiohttp.ClientTimeout(total=migration_timeout)
+        # A large upload takes as long as its sender does; only silence is an error.
+        self._stream = aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=kv_timeout)
 
     def __repr__(self) -> str:
         return f"HttpNodeClient({self.node_id!r}, {self.address!r})"
@@ -176,12 +207,15 @@ class HttpNodeClient:
         body: bytes = b"",
         headers: dict[str, str] | None = None,
         query: str = "",
+        stream_above: int = -1,
     ) -> Answer:
         # Percent-encode every reserved character ("/" too), so a key reaches the node
         # exactly as it was given.
         target = "/v1/kv/" + quote(key, safe="") + query
         try:
-            raw = await self._pool.request(method, target, body=body, headers=headers)
+            raw = await self._pool.request(
+                method, target, body=body, headers=headers, stream_above=stream_above
+            )
         except PoolError as exc:
             raise NodeUnavailable(f"node {self.node_id} at {self.address}: {exc}") from exc
         h = raw.headers
@@ -194,16 +228,85 @@ class HttpNodeClient:
             used,
             cap,
             h.get(b"x-cache", b"").decode("latin-1"),
+            raw.stream,
         )
 
     async def get(self, key: str, *, head: bool = False) -> Answer:
-        return await self._kv("HEAD" if head else "GET", key)
+        if head:
+            return await self._kv("HEAD", key)
+        return await self._kv("GET", key, stream_above=STREAM_ANSWERS_ABOVE.get())
 
     async def put(self, key: str, value: bytes, content_type: str, ttl: float | None) -> Answer:
         query = f"?ttl={ttl!r}" if ttl is not None else ""
         return await self._kv(
             "PUT", key, body=value, headers={"Content-Type": content_type}, query=query
         )
+
+    async def put_stream(
+        self,
+        key: str,
+        chunks: AsyncIterator[bytes],
+        content_type: str,
+        ttl: float | None,
+        length: int | None,
+    ) -> tuple[Answer, bool]:
+        """PUT a value as its chunks arrive, never holding it whole.
+
+        The request carries ``Expect: 100-continue``: a node that refuses the key
+        (421: not its own; 413: no cold tier) answers before any of the body is sent,
+        and ``chunks`` is then untouched, so the caller may route again.
+
+        Args:
+            chunks: the body.
+            length: its length, when known (sent as Content-Length; else chunked).
+
+        Returns:
+            The node's answer, and whether any of the body was taken from ``chunks``.
+
+        Raises:
+            NodeUnavailable: the node could not be reached or failed mid-request.
+            InvalidBody: ``chunks`` failed (the client sending the value went away).
+        """
+        started = False
+        failed: BaseException | None = None
+
+        async def body() -> AsyncIterator[bytes]:
+            nonlocal started, failed
+            started = True
+            try:
+                async for chunk in chunks:
+                    yield chunk
+            except Exception as exc:
+                failed = exc  # the upload to us broke: the node's copy must not publish
+                raise
+
+        headers = {"Content-Type": content_type}
+        if length is not None:
+            headers["Content-Length"] = str(length)
+        url = URL(self.address + "/v1/kv/" + quote(key, safe=""), encoded=True)
+        if ttl is not None:
+            url = url.with_query(ttl=repr(ttl))
+        try:
+            async with self._session.put(
+                url, data=body(), headers=headers, expect100=True, timeout=self._stream
+            ) as resp:
+                raw = await resp.read()
+                status, h = resp.status, resp.headers
+        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+            if failed is not None:
+                raise InvalidBody(f"the value's upload broke off: {failed!r}") from failed
+            raise NodeUnavailable(f"node {self.node_id} at {self.address}: {exc!r}") from exc
+        used, cap = _parse_fill(h.get("X-Ecache-Fill", "").encode("latin-1"))
+        answer = Answer(
+            status,
+            raw,
+            h.get("Content-Type", "application/octet-stream"),
+            int(h.get("X-Ecache-Epoch", "0")),
+            used,
+            cap,
+            h.get("X-Cache", ""),
+        )
+        return answer, started
 
     async def delete(self, key: str) -> Answer:
         return await self._kv("DELETE", key)

@@ -11,17 +11,30 @@ answer. It speaks only to our own aiohttp nodes; control-plane calls still use a
 A request that fails on a *reused* connection before any answer byte arrived (the node
 closed the idle connection meanwhile) is retried once on a fresh connection; every
 request the coordinator routes is idempotent (GET, HEAD, PUT of a whole value, DELETE).
+
+An answer whose body is larger than the caller's ``stream_above`` is not read whole: the
+caller gets its headers and a `BodyStream` that reads the body as it arrives (the
+coordinator passes a 50 MB cold value on without holding it). The connection stays
+with the stream, reading paused while the caller is behind, and returns to the pool
+when the body has been read to its end.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import socket
 from collections import deque
+from collections.abc import Callable
 from typing import NamedTuple
 
-__all__ = ["ConnectionPool", "PoolError", "RawAnswer"]
+__all__ = ["BodyStream", "ConnectionPool", "PoolError", "RawAnswer"]
+
+#: Bytes a `BodyStream` buffers before it stops reading from the socket, and below
+#: which it reads again.
+_HIGH_WATER = 4 << 20
+_LOW_WATER = 1 << 20
 
 
 class PoolError(ConnectionError):
@@ -29,11 +42,105 @@ class PoolError(ConnectionError):
 
 
 class RawAnswer(NamedTuple):
-    """A node's answer: status, the few headers we read (lower-case names), body."""
+    """A node's answer: status, the few headers we read (lower-case names), body.
+
+    ``stream`` is set (and ``body`` empty) for a body larger than the request's
+    ``stream_above``: read it from the stream, then close the stream.
+    """
 
     status: int
     headers: dict[bytes, bytes]
     body: bytes
+    stream: BodyStream | None = None
+
+
+class BodyStream:
+    """The body of one answer, read in chunks as it arrives.
+
+    The connection belongs to the stream until `close`: it goes back to the pool when
+    the body was read to its end, and is closed otherwise.
+
+    Attributes:
+        length: bytes of the body (its Content-Length).
+    """
+
+    def __init__(self, conn: _Conn, length: int) -> None:
+        self.length = length
+        self._conn = conn
+        self._left = length  # bytes not yet received
+        self._chunks: deque[bytes] = deque()
+        self._buffered = 0
+        self._paused = False
+        self._error: Exception | None = None
+        self._waiter: asyncio.Future[None] | None = None
+        self._on_close: Callable[[bool], None] | None = None
+        self._closed = False
+
+    # -- fed by the connection ---------------------------------------------------------------
+
+    def feed(self, data: bytes) -> None:
+        if len(data) > self._left:
+            self._conn.reusable = False  # bytes past the body: do not reuse
+            data = data[: self._left]
+        if data:
+            self._left -= len(data)
+            self._chunks.append(data)
+            self._buffered += len(data)
+            if self._buffered > _HIGH_WATER and not self._paused:
+                transport = self._conn.transport
+                if transport is not None:
+                    transport.pause_reading()
+                    self._paused = True
+        self._wake()
+
+    def fail(self, exc: Exception) -> None:
+        if self._error is None:
+            self._error = exc
+        self._wake()
+
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    # -- read by the caller ------------------------------------------------------------------
+
+    async def read(self) -> bytes:
+        """The next chunk of the body; ``b""`` at its end.
+
+        Raises:
+            PoolError: the node closed the connection or stopped sending (timeout).
+        """
+        while not self._chunks:
+            if self._left == 0:
+                return b""
+            if self._error is not None:
+                raise self._error
+            self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                await self._waiter
+            finally:
+                self._waiter = None
+        chunk = self._chunks.popleft()
+        self._buffered -= len(chunk)
+        conn = self._conn
+        conn.deadline = asyncio.get_running_loop().time() + conn.timeout
+        if self._paused and self._buffered < _LOW_WATER and conn.transport is not None:
+            conn.transport.resume_reading()
+            self._paused = False
+        return chunk
+
+    def close(self) -> None:
+        """Give the connection back (or close it, if the body was not read to its end)."""
+        if self._closed:
+            return
+        self._closed = True
+        whole = self._left == 0 and not self._chunks and self._error is None
+        if self._paused and self._conn.transport is not None and whole:
+            self._conn.transport.resume_reading()
+        self._conn.stream = None
+        if self._on_close is not None:
+            self._on_close(whole)
 
 
 class _Conn(asyncio.Protocol):
@@ -51,6 +158,9 @@ class _Conn(asyncio.Protocol):
         self.received_any = False
         self.closed = False
         self.deadline = 0.0
+        self.timeout = 0.0
+        self.stream: BodyStream | None = None
+        self._stream_above = -1
 
     # -- asyncio.Protocol ------------------------------------------------------------------
 
@@ -66,12 +176,17 @@ class _Conn(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        if self.stream is not None:
+            self.stream.fail(PoolError(f"connection closed by the node: {exc!r}"))
         waiter = self._waiter
         if waiter is not None and not waiter.done():
             waiter.set_exception(PoolError(f"connection closed by the node: {exc!r}"))
 
     def data_received(self, data: bytes) -> None:
         self.received_any = True
+        if self.stream is not None:
+            self.stream.feed(data)
+            return
         self._buf += data
         waiter = self._waiter
         if waiter is None or waiter.done():
@@ -120,6 +235,14 @@ class _Conn(asyncio.Protocol):
             else:
                 raise PoolError("answer has neither Content-Length nor chunked encoding")
         status, headers = self._head
+        if 0 <= self._stream_above < self._body_len and status == 200:
+            # Too large to hold: hand what arrived so far to a stream, and the rest
+            # as it comes (data_received).
+            stream = self.stream = BodyStream(self, self._body_len)
+            if buf:
+                stream.feed(bytes(buf))
+                buf.clear()
+            return RawAnswer(status, headers, b"", stream)
         if self._chunked:
             body = self._dechunk()
             if body is None:
@@ -159,13 +282,16 @@ class _Conn(asyncio.Protocol):
 
     # -- one exchange ----------------------------------------------------------------------
 
-    def send(self, request: bytes, *, head: bool) -> asyncio.Future[RawAnswer]:
+    def send(
+        self, request: bytes, *, head: bool, stream_above: int = -1
+    ) -> asyncio.Future[RawAnswer]:
         assert self.transport is not None
         self._buf.clear()
         self._head = None
         self._chunked = False
         self._body_len = -1
         self._no_body = head
+        self._stream_above = stream_above
         self.received_any = False
         self._waiter = asyncio.get_running_loop().create_future()
         self.transport.write(request)
@@ -175,6 +301,8 @@ class _Conn(asyncio.Protocol):
         """Fail the request under way: it ran past its deadline."""
         waiter = self._waiter
         self.reusable = False
+        if self.stream is not None:
+            self.stream.fail(PoolError("the node stopped sending the answer's body"))
         if waiter is not None and not waiter.done():
             waiter.set_exception(TimeoutError())
 
@@ -241,6 +369,7 @@ class ConnectionPool:
         *,
         body: bytes = b"",
         headers: dict[str, str] | None = None,
+        stream_above: int = -1,
     ) -> RawAnswer:
         """Send one request and read its answer.
 
@@ -249,6 +378,9 @@ class ConnectionPool:
             target: the already percent-encoded path and query.
             body: request body.
             headers: extra headers.
+            stream_above: a 200 answer with a Content-Length above this comes back as a
+                `BodyStream` (``RawAnswer.stream``) that the caller must close; -1:
+                always read whole.
 
         Raises:
             PoolError: the node is unreachable, closed the connection, or timed out.
@@ -266,7 +398,9 @@ class ConnectionPool:
         loop = asyncio.get_running_loop()
         if self._watchdog is None:
             self._watchdog = loop.create_task(self._watch())
-        async with self._slots:
+        await self._slots.acquire()
+        streaming = False  # a streamed answer keeps its slot until the stream closes
+        try:
             for attempt in (0, 1):
                 reused = False
                 conn: _Conn | None = None
@@ -282,7 +416,7 @@ class ConnectionPool:
                 conn.deadline = loop.time() + self.timeout
                 self._busy.add(conn)
                 try:
-                    answer = await conn.send(request, head=head)
+                    answer = await conn.send(request, head=head, stream_above=stream_above)
                 except PoolError:
                     retry = reused and not conn.received_any and attempt == 0
                     self._discard(conn)
@@ -298,13 +432,29 @@ class ConnectionPool:
                     self._discard(conn)
                     raise
                 finally:
-                    self._busy.discard(conn)
-                if conn.reusable and not conn.closed:
+                    if conn.stream is None:
+                        self._busy.discard(conn)
+                if answer.stream is not None:
+                    conn.timeout = self.timeout
+                    answer.stream._on_close = functools.partial(self._stream_closed, conn)
+                    streaming = True
+                elif conn.reusable and not conn.closed:
                     self._idle.append(conn)
                 else:
                     self._discard(conn)
                 return answer
+        finally:
+            if not streaming:
+                self._slots.release()
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _stream_closed(self, conn: _Conn, whole: bool) -> None:
+        self._busy.discard(conn)
+        if whole and conn.reusable and not conn.closed and not self._closed:
+            self._idle.append(conn)
+        else:
+            self._discard(conn)
+        self._slots.release()
 
     async def close(self) -> None:
         """Close every idle connection; requests under way finish on theirs."""

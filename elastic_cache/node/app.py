@@ -35,13 +35,13 @@ import contextlib
 from collections.abc import AsyncIterator
 
 from aiohttp import web
-from aiohttp.streams import StreamReader
 
-from elastic_cache.errors import Conflict, ElasticCacheError, InvalidBody
+from elastic_cache.errors import Conflict, ElasticCacheError, InvalidBody, ValueTooLarge
 from elastic_cache.httpio import (
     STREAM_ABOVE,
     BufferPool,
     error_response,
+    expect_continue,
     int_field,
     json_body,
     not_found,
@@ -50,6 +50,8 @@ from elastic_cache.httpio import (
     ranges_field,
     read_buffer,
     read_limited,
+    read_or_stream,
+    refuse_before_body,
     send_value,
     str_field,
 )
@@ -160,34 +162,6 @@ async def _get_tiered(request: web.Request, service: NodeService) -> web.StreamR
     return response
 
 
-async def _body_or_stream(
-    request: web.Request, limit: int
-) -> tuple[bytes | None, AsyncIterator[bytes] | None]:
-    """The body whole when it is at most ``limit`` bytes, else a stream of its chunks
-    (what was read already first). Never holds more than ``limit`` bytes."""
-    length = request.content_length
-    stream = request.content
-    if length is not None and length > limit:
-        return None, _chunks(stream, b"")
-    if length is not None:
-        return (await stream.readexactly(length) if length else b""), None
-    parts: list[bytes] = []
-    total = 0
-    while chunk := await stream.readany():
-        parts.append(chunk)
-        total += len(chunk)
-        if total > limit:
-            return None, _chunks(stream, b"".join(parts))
-    return b"".join(parts), None
-
-
-async def _chunks(stream: StreamReader, first: bytes) -> AsyncIterator[bytes]:
-    if first:
-        yield first
-    while chunk := await stream.readany():
-        yield chunk
-
-
 def _fill_header(service: NodeService) -> dict[str, str]:
     store = service.store
     return {
@@ -207,7 +181,7 @@ async def put_kv(request: web.Request) -> web.StreamResponse:
         if service.cold is None:
             value: bytes | None = await read_limited(request, limit)
         else:
-            value, stream = await _body_or_stream(request, limit)
+            value, stream = await read_or_stream(request, limit)
             if stream is not None:
                 # Too large for memory: straight to the cold tier as it streams in.
                 await service.put_stream(key, ctype, ttl, stream)
@@ -222,6 +196,23 @@ async def put_kv(request: web.Request) -> web.StreamResponse:
     if outcome.evicted:
         headers["X-Ecache-Evicted"] = str(len(outcome.evicted))
     return web.Response(status=204, headers=headers)
+
+
+async def expect_put(request: web.Request) -> web.StreamResponse | None:
+    """Before a PUT body is sent (``Expect: 100-continue``): refuse a key this node does
+    not own (421) or a value too large for a node without a cold tier (413), so the
+    sender learns it without uploading the body (the coordinator then routes again)."""
+    service = request.app[SERVICE]
+    try:
+        service.token(_key(request))
+        length = request.content_length
+        limit = request.app[MAX_VALUE]
+        if service.cold is None and length is not None and length > limit:
+            raise ValueTooLarge(f"body of {length} bytes exceeds the limit of {limit} bytes")
+    except ElasticCacheError as err:
+        return await refuse_before_body(request, error_response(err, _fill_header(service)))
+    await expect_continue(request)
+    return None
 
 
 async def delete_kv(request: web.Request) -> web.StreamResponse:
@@ -368,7 +359,7 @@ def make_node_app(
 
     kv = "/v1/kv/{key:[\\s\\S]+}"  # any character, newlines too (rejected by validation)
     app.router.add_get(kv, metered(get_kv, "kv", meter))  # also answers HEAD
-    app.router.add_put(kv, metered(put_kv, "kv", meter))
+    app.router.add_put(kv, metered(put_kv, "kv", meter), expect_handler=expect_put)
     app.router.add_delete(kv, metered(delete_kv, "kv", meter))
     app.router.add_get("/v1/stats", metered(stats, "stats", meter))
     app.router.add_get("/healthz", metered(healthz, "healthz", meter))

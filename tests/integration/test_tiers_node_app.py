@@ -214,3 +214,25 @@ async def test_large_memory_hit_is_sent_in_slices(
         assert r.headers["Content-Length"] == str(len(value))
         assert await r.read() == value
         assert sent == [web.StreamResponse if value is big else web.Response]
+
+
+@pytest.mark.parametrize("owned", [True, False])
+async def test_a_node_refuses_a_large_put_before_its_body(
+    aiohttp_client: ClientFactory, owned: bool
+) -> None:
+    """``Expect: 100-continue``: a key the node does not own is 421, a value too large
+    for a node without a tier 413, both before a byte of the body is sent."""
+    plain = NodeSettings(index="sorted", capacity_records=10, max_value_bytes=LIMIT)
+    service = build_node_service(plain, node_id="n")
+    if not owned:
+        service.set_ownership(1, [])
+    node = await aiohttp_client(make_node_app(service, max_value_bytes=LIMIT))
+    reader, writer = await asyncio.open_connection(node.host, node.port)
+    writer.write(
+        f"PUT /v1/kv/big HTTP/1.1\r\nHost: x\r\nContent-Length: {10 * LIMIT}\r\n"
+        "Expect: 100-continue\r\n\r\n".encode()
+    )
+    await writer.drain()
+    status_line = await asyncio.wait_for(reader.readline(), 5)
+    assert status_line.startswith(b"HTTP/1.1 413" if owned else b"HTTP/1.1 421"), status_line
+    writer.close()
