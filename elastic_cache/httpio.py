@@ -131,7 +131,28 @@ def exception_response(request: web.Request, exc: Exception) -> web.Response | N
 
 
 async def not_found(request: web.Request) -> web.StreamResponse:
-    """The JSON 404 of a path no route serves (registered last, as a catch-all)."""
+    """The JSON answer of a request no route serves (registered last, as a catch-all):
+    405 with ``Allow`` when the path has routes for other methods, else 404.
+
+    Runs only for such requests, so the app needs no error middleware on its hot path.
+    """
+    allowed: set[str] = set()
+    for resource in request.app.router.resources():
+        if resource is request.match_info.route.resource:
+            continue  # the catch-all itself
+        _, methods = await resource.resolve(request)
+        allowed |= methods
+    if allowed:
+        body = {
+            "error": "method_not_allowed",
+            "message": f"{request.method} is not allowed on {request.path}",
+        }
+        return web.Response(
+            status=405,
+            body=json.dumps(body).encode(),
+            content_type="application/json",
+            headers={"Allow": ", ".join(sorted(allowed))},
+        )
     body = {"error": "not_found", "message": f"no such endpoint: {request.method} {request.path}"}
     return web.Response(status=404, body=json.dumps(body).encode(), content_type="application/json")
 

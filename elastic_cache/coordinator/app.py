@@ -40,10 +40,10 @@ from elastic_cache.errors import ElasticCacheError, InvalidBody, Misdirected, Va
 from elastic_cache.hashing import validate_key
 from elastic_cache.httpio import (
     STREAM_ABOVE,
-    error_middleware,
     error_response,
     expect_continue,
     json_body,
+    not_found,
     parse_content_type,
     parse_ttl,
     read_limited,
@@ -349,10 +349,10 @@ def make_coordinator_app(coord: Coordinator, *, manage_lifecycle: bool = True) -
         manage_lifecycle: start the coordinator with the app and stop it (and every node)
             when the app shuts down.
     """
-    app = web.Application(
-        middlewares=[error_middleware],
-        client_max_size=coord.settings.nodes.max_value_bytes + 1,
-    )
+    # No error middleware: every route is `metered`, which turns errors into their JSON
+    # answers, and a catch-all route answers unknown paths; a middleware layer would
+    # cost a coroutine on every request (as on the node).
+    app = web.Application(client_max_size=coord.settings.nodes.max_value_bytes + 1)
     app[COORDINATOR] = coord
     meter = coord.metrics.requests
     kv = "/v1/kv/{key:[\\s\\S]+}"  # any character, newlines too (rejected by validation)
@@ -367,6 +367,7 @@ def make_coordinator_app(coord: Coordinator, *, manage_lifecycle: bool = True) -
     app.router.add_get("/healthz", metered(healthz, "healthz", meter))
     app.router.add_get("/metrics", metered(get_metrics, "metrics", meter))
     add_dashboard_routes(app, meter)
+    app.router.add_route("*", "/{tail:.*}", metered(not_found, "other", meter))
     if manage_lifecycle:
 
         async def on_startup(app: web.Application) -> None:

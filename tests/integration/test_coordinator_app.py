@@ -220,3 +220,21 @@ async def test_ecache_status(
     assert view["nodes"][0]["id"] == "node-1" and view["cost_per_hour"] == 0
     assert await asyncio.to_thread(main, ["status", "--url", "http://127.0.0.1:1"]) == 2
     assert "did not answer" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "status", "code", "allow"),
+    [
+        ("POST", "/v1/kv/x", 405, "method_not_allowed", "DELETE, GET, HEAD, PUT"),
+        ("PATCH", "/v1/cluster", 405, "method_not_allowed", "GET, HEAD"),
+        ("GET", "/v2/nothing", 404, "not_found", None),
+        ("GET", "/dashboard/nope.js", 404, "not_found", None),
+    ],
+)
+async def test_unknown_routes_and_methods_are_json(
+    harness: CoordinatorHarness, method: str, path: str, status: int, code: str, allow: str | None
+) -> None:
+    got, body, headers = await harness.call(method, path)
+    assert got == status
+    assert json.loads(body)["error"] == code
+    assert headers.get("Allow") == allow

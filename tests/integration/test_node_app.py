@@ -174,3 +174,11 @@ async def test_ingest_and_forward_frames(node: TestClient[Any, Any]) -> None:
     assert await r.read() == b"snap" and r.headers["Content-Type"] == "t/p"
     stats = await (await node.get("/v1/stats")).json()
     assert stats["migrations"] == [] and json.dumps(stats)
+
+
+async def test_unknown_routes_and_methods_are_json(node: TestClient[Any, Any]) -> None:
+    resp = await node.post("/v1/kv/x", data=b"v")
+    assert resp.status == 405 and resp.headers["Allow"] == "DELETE, GET, HEAD, PUT"
+    assert (await resp.json())["error"] == "method_not_allowed"
+    resp = await node.get("/v1/nothing")
+    assert resp.status == 404 and (await resp.json())["error"] == "not_found"
