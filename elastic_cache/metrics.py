@@ -347,6 +347,16 @@ _COLD_COUNTERS = (
         "Misses answered without asking the tier (its Bloom filter of cold keys).",
     ),
     ("errors", "errors", "Cold-tier calls that failed (S3 or disk errors)."),
+    (
+        "deferred_removals",
+        "deferred_total",
+        "Writes acknowledged while the tier could not remove the key's old cold copy.",
+    ),
+    (
+        "deferred_refusals",
+        "deferred_refused",
+        "Writes refused because the keys held for a removal reached their memory cap.",
+    ),
 )
 
 
@@ -357,6 +367,16 @@ def _cold_metrics(cold: dict[str, Any]) -> Iterator[Metric]:
         "ecache_node_cold_pending_bytes",
         "Bytes of values on their way to the cold tier (still readable from memory).",
         float(cold.get("pending_bytes", 0)),
+    )
+    yield _gauge(
+        "ecache_node_cold_held_keys",
+        "Keys whose old cold copy still has to be removed (never served meanwhile).",
+        float(cold.get("deferred_removals", 0)),
+    )
+    yield _gauge(
+        "ecache_node_cold_tier_failing",
+        "1 while the tier answers with errors (writes then skip it).",
+        1.0 if cold.get("tier_failing") else 0.0,
     )
     yield _gauge(
         "ecache_node_cold_demotion_paused",

@@ -152,6 +152,10 @@ async def test_node_collector_reports_the_cold_tier(tmp_path: Path) -> None:
     assert got[("ecache_node_cold_errors_total", ())] == 0
     assert got[("ecache_node_cold_pending_bytes", ())] == 0
     assert got[("ecache_node_cold_demotion_paused", ())] == 0
+    assert got[("ecache_node_cold_held_keys", ())] == 0
+    assert got[("ecache_node_cold_tier_failing", ())] == 0
+    assert got[("ecache_node_cold_deferred_removals_total", ())] == 0
+    assert got[("ecache_node_cold_deferred_refusals_total", ())] == 0
     await service.close()
 
 
