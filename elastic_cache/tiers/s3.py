@@ -339,7 +339,13 @@ class S3Tier:
             raise translate_error(exc, "DeleteObject") from exc
 
     def delete_names(self, names: list[str]) -> int:
-        """``DeleteObjects``, a thousand names per request."""
+        """``DeleteObjects``, a thousand names per request.
+
+        Raises:
+            ColdTierError: the request failed, or S3 refused some of the objects (it
+                answers 200 and lists them under ``Errors``): a name that may still be
+                there must not be reported removed.
+        """
         removed = 0
         for start in range(0, len(names), 1000):
             batch = [{"Key": n} for n in names[start : start + 1000]]
@@ -350,6 +356,16 @@ class S3Tier:
             except (ClientError, BotoCoreError) as exc:
                 raise translate_error(exc, "DeleteObjects") from exc
             removed += len(answer.get("Deleted", []))
+            errors = answer.get("Errors") or []
+            if errors:
+                first = errors[0]
+                code = str(first.get("Code", "Unknown"))
+                cls = ColdTierUnavailable if code in RETRYABLE_CODES else ColdTierError
+                raise cls(
+                    f"S3 DeleteObjects refused {len(errors)} of {len(batch)} objects "
+                    f"(first {first.get('Key')!r}: {code}: {first.get('Message', '')})",
+                    **error_details("s3", aws_code=code),
+                )
         return removed
 
     # -- listing ---------------------------------------------------------------------

@@ -115,3 +115,23 @@ def test_errors_carry_status_and_code(
             call()
         assert info.value.status == status
         assert info.value.to_json()["aws_code"] == code
+
+
+def test_delete_names_reports_objects_s3_refused(s3_client: Any, bucket: str) -> None:
+    tier = S3Tier(s3_client, bucket, "p")
+    tier.put(ColdEntry("a", 42, 1, "t", 0.0, 1), b"1")
+    names = list(tier.names(0, 0))
+    assert tier.delete_names(names) == 1
+    # S3 answers 200 and lists what it could not delete under Errors.
+    client = mock.Mock()
+    client.delete_objects.return_value = {
+        "Deleted": [{"Key": "p/1"}],
+        "Errors": [{"Key": "p/2", "Code": "AccessDenied", "Message": "no"}],
+    }
+    with pytest.raises(ColdTierError) as info:
+        S3Tier(client, bucket, "p").delete_names(["p/1", "p/2"])
+    assert info.value.to_json()["aws_code"] == "AccessDenied"
+    assert "refused 1 of 2" in str(info.value)
+    client.delete_objects.return_value = {"Errors": [{"Key": "p/1", "Code": "SlowDown"}]}
+    with pytest.raises(ColdTierUnavailable):
+        S3Tier(client, bucket, "p").delete_names(["p/1"])
