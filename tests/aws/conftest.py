@@ -41,6 +41,20 @@ def session(aws_credentials: None) -> Iterator[Any]:
         yield boto3.Session(region_name=REGION)
 
 
+def ec2_test_settings() -> dict[str, Any]:
+    """The ``[ec2]`` section of a test cluster on moto: a fresh cluster name and bundle
+    bucket, one instance type, fast polls."""
+    return {
+        "cluster": unique("c"),
+        "region": REGION,
+        "instance_types": ["t3.small"],
+        "bundle_bucket": unique("b-"),
+        "bundle_key": "bundles/b.tar.gz",
+        "poll_interval": 0.05,
+        "boot_timeout": 60,
+    }
+
+
 def unique(prefix: str) -> str:
     return f"{prefix}{uuid.uuid4().hex[:10]}"
 

@@ -25,7 +25,7 @@ from elastic_cache.provisioner.ec2 import Ec2Provisioner, cluster_filters
 from ..checked_load import CheckedLoad
 from ..integration.conftest import free_port
 from ..integration.test_cluster_processes import pid_alive
-from .conftest import REGION, LocalInstances, unique
+from .conftest import REGION, LocalInstances, ec2_test_settings
 
 pytestmark = pytest.mark.slow
 
@@ -58,15 +58,7 @@ async def ec2_cluster(
     data = {
         **data,
         "coordinator": {"provisioner": "ec2"},
-        "ec2": {
-            "cluster": unique("c"),
-            "region": REGION,
-            "instance_types": ["t3.small"],
-            "bundle_bucket": unique("b-"),
-            "bundle_key": "bundles/b.tar.gz",
-            "poll_interval": 0.05,
-            "boot_timeout": 60,
-        },
+        "ec2": ec2_test_settings(),
     }
     settings = ClusterSettings.from_mapping(data)
     assert settings.ec2 is not None

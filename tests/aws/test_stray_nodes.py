@@ -12,7 +12,7 @@ from elastic_cache.config import ClusterSettings
 from elastic_cache.coordinator.service import Coordinator
 from elastic_cache.provisioner.ec2 import Ec2Provisioner
 
-from .conftest import REGION, LocalInstances, unique
+from .conftest import REGION, LocalInstances, ec2_test_settings
 from .test_ec2_provisioner import run_leftover
 
 pytestmark = pytest.mark.slow
@@ -34,15 +34,7 @@ async def test_the_sweep_terminates_a_leftover_that_carries_a_members_node_id(
             "coordinator": {"provisioner": "ec2", "initial_nodes": 1, "price_region": REGION},
             "nodes": {"index": "sorted", "capacity_records": 1000},
             "scaler": {"max_nodes": 2, "scale_down": False},
-            "ec2": {
-                "cluster": unique("c"),
-                "region": REGION,
-                "instance_types": ["t3.small"],
-                "bundle_bucket": unique("b-"),
-                "bundle_key": "bundles/b.tar.gz",
-                "poll_interval": 0.05,
-                "boot_timeout": 60,
-            },
+            "ec2": ec2_test_settings(),
         }
     )
     assert settings.ec2 is not None

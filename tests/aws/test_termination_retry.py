@@ -16,7 +16,7 @@ from elastic_cache.coordinator.service import Coordinator
 from elastic_cache.cost import instance_price
 from elastic_cache.provisioner.ec2 import Ec2Provisioner
 
-from .conftest import REGION, LocalInstances, fail_call, unique
+from .conftest import REGION, LocalInstances, ec2_test_settings, fail_call
 
 pytestmark = pytest.mark.slow
 
@@ -34,15 +34,7 @@ async def test_a_failed_termination_counts_in_the_cost_until_a_retry_ends_it(
             "coordinator": {"provisioner": "ec2", "initial_nodes": 2, "price_region": REGION},
             "nodes": {"index": "sorted", "capacity_records": 1000},
             "scaler": {"max_nodes": 2, "scale_down": False},
-            "ec2": {
-                "cluster": unique("c"),
-                "region": REGION,
-                "instance_types": ["t3.small"],
-                "bundle_bucket": unique("b-"),
-                "bundle_key": "bundles/b.tar.gz",
-                "poll_interval": 0.05,
-                "boot_timeout": 60,
-            },
+            "ec2": ec2_test_settings(),
         }
     )
     assert settings.ec2 is not None
