@@ -6,6 +6,7 @@ import asyncio
 import socket
 import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -163,3 +164,20 @@ def cluster_settings(**sections: dict[str, Any]) -> ClusterSettings:
     for name, values in sections.items():
         data.setdefault(name, {}).update(values)
     return ClusterSettings.from_mapping(data)
+
+
+@pytest.fixture
+async def harness(tmp_path: Path, origin: FakeOrigin) -> AsyncIterator[CoordinatorHarness]:
+    """A coordinator with two read-through origins (``svc``, and ``bad`` without its
+    path) and one node, scaler off. Modules that need another cluster override it."""
+    settings = cluster_settings(
+        origins={
+            "svc": {"url": origin.url + "/ok", "timeout": 2.0, "ttl": 60},
+            "bad": {"url": origin.url, "timeout": 1.0},
+        },
+        scaler={"enabled": False},
+    )
+    h, runner = await start_harness(settings, tmp_path)
+    yield h
+    await h.http.close()
+    await runner.cleanup()

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,22 +16,7 @@ from elastic_cache import errors
 from elastic_cache.client import AsyncClient, Client, Fetched, Item
 
 from ..checked_load import CheckedLoad
-from .conftest import CoordinatorHarness, FakeOrigin, cluster_settings, start_harness
-
-
-@pytest.fixture
-async def harness(tmp_path: Path, origin: FakeOrigin) -> AsyncIterator[CoordinatorHarness]:
-    settings = cluster_settings(
-        origins={
-            "svc": {"url": origin.url + "/ok", "timeout": 2.0, "ttl": 60},
-            "bad": {"url": origin.url, "timeout": 1.0},
-        },
-        scaler={"enabled": False},
-    )
-    h, runner = await start_harness(settings, tmp_path)
-    yield h
-    await h.http.close()
-    await runner.cleanup()
+from .conftest import CoordinatorHarness, FakeOrigin
 
 
 def kv_requests(harness: CoordinatorHarness) -> int:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import io
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -14,24 +13,7 @@ import pytest
 from .conftest import (
     CoordinatorHarness,
     FakeOrigin,
-    cluster_settings,
-    start_harness,
 )
-
-
-@pytest.fixture
-async def harness(tmp_path: Path, origin: FakeOrigin) -> AsyncIterator[CoordinatorHarness]:
-    settings = cluster_settings(
-        origins={
-            "svc": {"url": origin.url + "/ok", "timeout": 2.0, "ttl": 60},
-            "bad": {"url": origin.url, "timeout": 1.0},
-        },
-        scaler={"enabled": False},
-    )
-    h, runner = await start_harness(settings, tmp_path)
-    yield h
-    await h.http.close()
-    await runner.cleanup()
 
 
 async def test_kv_round_trip(harness: CoordinatorHarness) -> None:
