@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from elastic_cache.config import CapacityUnit, OnFull
+from elastic_cache.errors import KeyNotFound
 from elastic_cache.hashing import Murmur3Hasher, TokenHasher
 from elastic_cache.indexes import make_index
 from elastic_cache.node.service import NodeService, PeerLink
-from elastic_cache.store import Capacity, Store, record_size
+from elastic_cache.store import Capacity, Record, Store, record_size
 from elastic_cache.tiers.base import ColdTier
 from elastic_cache.tiers.io import TierIO
 from elastic_cache.tiers.layer import ColdLayer
@@ -56,3 +57,28 @@ def tiered_service(
         cold=cold,
         batch_records=batch,
     )
+
+
+def cold_of(svc: NodeService) -> ColdLayer:
+    """The node's cold layer (asserting it has one)."""
+    assert svc.cold is not None
+    return svc.cold
+
+
+async def value_of(svc: NodeService, key: str) -> bytes | None:
+    """What a GET of ``key`` returns: from memory or from the tier (a large cold value
+    read whole from its reader), None on a miss."""
+    try:
+        found = await svc.lookup(key)
+    except KeyNotFound:
+        return None
+    if isinstance(found, Record):
+        return found.value
+    if found.value is not None:
+        return found.value
+    assert found.reader is not None
+    parts = []
+    while chunk := found.reader.read(1 << 20):
+        parts.append(chunk)
+    found.reader.close()
+    return b"".join(parts)

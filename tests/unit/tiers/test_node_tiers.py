@@ -17,35 +17,12 @@ from elastic_cache.config import NodeSettings
 from elastic_cache.errors import KeyNotFound, NodeUnavailable, ValueTooLarge
 from elastic_cache.node.local import LocalNetwork
 from elastic_cache.node.service import NodeService
-from elastic_cache.store import Record
 from elastic_cache.tiers.base import ColdEntry, ColdTierUnavailable
 from elastic_cache.tiers.disk import DiskTier
-from elastic_cache.tiers.layer import ColdHit, ColdLayer
+from elastic_cache.tiers.layer import ColdHit
 from elastic_cache.tiers.s3 import S3Tier
 
-from .helpers import FakeClock, tiered_service
-
-
-def cold_of(svc: NodeService) -> ColdLayer:
-    assert svc.cold is not None
-    return svc.cold
-
-
-async def value_of(svc: NodeService, key: str) -> bytes | None:
-    try:
-        found = await svc.lookup(key)
-    except KeyNotFound:
-        return None
-    if isinstance(found, Record):
-        return found.value
-    if found.value is not None:
-        return found.value
-    assert found.reader is not None
-    parts = []
-    while chunk := found.reader.read(1 << 20):
-        parts.append(chunk)
-    found.reader.close()
-    return b"".join(parts)
+from .helpers import FakeClock, cold_of, tiered_service, value_of
 
 
 async def chunks(*parts: bytes) -> AsyncIterator[bytes]:

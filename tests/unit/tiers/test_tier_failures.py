@@ -20,16 +20,13 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, rule
 from moto import mock_aws
 
-from elastic_cache.errors import KeyNotFound
 from elastic_cache.node.local import LocalNetwork
 from elastic_cache.node.service import NodeService
-from elastic_cache.store import Record
 from elastic_cache.tiers import deferred as deferred_module
 from elastic_cache.tiers.base import ColdTierError, ColdTierUnavailable
-from elastic_cache.tiers.layer import ColdLayer
 from elastic_cache.tiers.s3 import S3Tier
 
-from .helpers import FakeClock, tiered_service
+from .helpers import FakeClock, cold_of, tiered_service, value_of
 
 #: HTTP status S3 answers with each injected error code.
 _STATUS = {"ServiceUnavailable": 503, "SlowDown": 503, "AccessDenied": 403}
@@ -76,22 +73,6 @@ class FlakyS3:
                 yield from real.paginate(**kwargs)
 
         return Pages()
-
-
-def cold_of(svc: NodeService) -> ColdLayer:
-    assert svc.cold is not None
-    return svc.cold
-
-
-async def read(svc: NodeService, key: str) -> bytes | None:
-    try:
-        found = await svc.lookup(key)
-    except KeyNotFound:
-        return None
-    if isinstance(found, Record):
-        return found.value
-    assert found.value is not None
-    return found.value
 
 
 async def until(predicate: Any, timeout: float = 10.0) -> None:
@@ -147,23 +128,23 @@ async def test_writes_are_acknowledged_while_s3_fails_and_the_old_copy_never_ret
     for i in range(3, 6):  # while S3 fails, writes do not even try it
         await node.put("a", f"a{i}".encode(), "t", None)
     assert sum(flaky.calls.values()) == calls
-    assert await read(node, "a") == b"a5"
+    assert await value_of(node, "a") == b"a5"
     # a5 leaves memory: its demotion would wait behind a1's removal, so it is dropped.
     await node.put("c", b"c1", "t", None)
     await asyncio.sleep(0.05)
-    assert await read(node, "a") is None  # a miss, never a1
+    assert await value_of(node, "a") is None  # a miss, never a1
     a_name = S3Tier(s3_client, bucket, "c").name_of("a", node.hasher("a"))
     assert a_name in objects(s3_client, bucket)  # a1 is still there, and never served
     flaky.down = None
     await until(lambda: "a" not in cold.deferred)
     assert a_name not in objects(s3_client, bucket)
-    assert await read(node, "a") is None
+    assert await value_of(node, "a") is None
     assert not cold.deferred.failing
     await until(lambda: not node.store.demotion_paused)
     await node.put("a", b"a6", "t", None)
     await node.put("d", b"d1", "t", None)  # a6 -> S3, written after a1's removal
     await cold.io.idle()
-    assert await read(node, "a") == b"a6"
+    assert await value_of(node, "a") == b"a6"
 
 
 async def test_a_node_starting_while_s3_is_down_takes_writes(
@@ -186,17 +167,17 @@ async def test_a_node_starting_while_s3_is_down_takes_writes(
         await svc.put("k", b"new", "t", None)  # unlisted range: may be cold, held
         await svc.put("j", b"j", "t", None)
     assert "(AWS error code SlowDown)" in caplog.text
-    assert await read(svc, "k") == b"new"
+    assert await value_of(svc, "k") == b"new"
     with pytest.raises(ColdTierUnavailable) as info:
-        await read(svc, "never-written")  # a miss in an unlisted range asks S3: 503
+        await value_of(svc, "never-written")  # a miss in an unlisted range asks S3: 503
     assert info.value.status == 503 and info.value.to_json()["aws_code"] == "SlowDown"
     svc.store.delete("k")  # as if evicted: only the old cold copy is left
-    assert await read(svc, "k") is None
+    assert await value_of(svc, "k") is None
     flaky.down = None
     await cold.listed()
     await until(lambda: len(cold.deferred) == 0)
-    assert await read(svc, "k") is None  # "old" was removed, never served
-    assert await read(svc, "x") == b"x"  # what S3 held of other keys is served again
+    assert await value_of(svc, "k") is None  # "old" was removed, never served
+    assert await value_of(svc, "x") == b"x"  # what S3 held of other keys is served again
     await svc.close()
 
 
@@ -231,12 +212,12 @@ async def test_delete_while_s3_fails_is_refused_and_still_takes_effect(
     with pytest.raises(ColdTierError) as info:
         await node.delete("a")
     assert info.value.status == 500 and info.value.to_json()["aws_code"] == "AccessDenied"
-    assert await read(node, "a") is None  # not acknowledged, and yet never served again
+    assert await value_of(node, "a") is None  # not acknowledged, and yet never served again
     assert not await node.delete("a")  # a held key's cold copy is stale: no request
     flaky.down = None
     await until(lambda: len(cold.deferred) == 0)
     assert objects(s3_client, bucket) == []
-    assert await read(node, "a") is None
+    assert await value_of(node, "a") is None
 
 
 async def test_a_move_waits_for_held_keys(s3_client: Any, bucket: str) -> None:
@@ -268,9 +249,9 @@ async def test_a_move_waits_for_held_keys(s3_client: Any, bucket: str) -> None:
     await src.commit_outgoing("m", 2, [])
     await cold_of(dst).listed()
     assert objects(s3_client, bucket) == []
-    assert await read(dst, "a") == b"a2"
+    assert await value_of(dst, "a") == b"a2"
     dst.store.delete("a")  # as if evicted at the destination
-    assert await read(dst, "a") is None  # never a1
+    assert await value_of(dst, "a") is None  # never a1
     await src.close()
     await dst.close()
 
@@ -344,7 +325,7 @@ class FlakyS3Machine(RuleBasedStateMachine):
     @rule(key=st.sampled_from(KEYS))
     def get(self, key: str) -> None:
         try:
-            got = self.run(read(self.svc, key))
+            got = self.run(value_of(self.svc, key))
         except ColdTierError:
             assert self.flaky.down, "a tier error while the tier works"
             return
