@@ -108,6 +108,9 @@ class Membership:
         self.events = EventLog()
         self.migrations: deque[MigrationInfo] = deque(maxlen=50)
         self.launching: dict[str, float] = {}
+        #: Launches decided (by the scaler) that have not reached `launch_node` yet:
+        #: counted with `launching` against ``max_nodes`` by every path that launches.
+        self.starting = 0
         self._next_id = 1
         self._move_lock = asyncio.Lock()
         self._room: dict[str, asyncio.Event] = {}

@@ -312,9 +312,9 @@ class Scaler:
         self._cluster_cost = cluster_cost_per_hour
         self.in_flight = 0
         # Launches asked for whose task has not yet reached `Cluster.launch_node` (which
-        # enters them in `Cluster.launching`): counted so that two requests for help in
-        # the same turn of the event loop cannot both pass the cap.
-        self._starting = 0
+        # enters them in `Cluster.launching`) are counted in `Cluster.starting`, so that
+        # two requests for help in the same turn of the event loop, or one and an admin
+        # `add_node`, cannot both pass the cap.
         self._helping: set[str] = set()
         self._tasks: set[asyncio.Task[None]] = set()
         self.launches = 0
@@ -392,7 +392,7 @@ class Scaler:
         self.cap = None
         self._helping.add(node_id)
         self.in_flight += 1
-        self._starting += 1
+        self.cluster.starting += 1
         task = asyncio.create_task(self._grow(node_id))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -423,14 +423,14 @@ class Scaler:
         """Launches that are not yet running nodes, the admin API's included: the same
         count `Cluster.add_node` holds against ``max_nodes``, plus the scaler's launches
         that have not reached `Cluster.launch_node` yet."""
-        return len(self.cluster.launching) + self._starting
+        return len(self.cluster.launching) + self.cluster.starting
 
     async def _grow(self, node_id: str) -> None:
         try:
             try:
                 # launch_node enters the launch in cluster.launching before its first
                 # await, so from here on the launch is counted there.
-                self._starting -= 1
+                self.cluster.starting -= 1
                 info = await self.cluster.launch_node()
             finally:
                 self.in_flight -= 1

@@ -17,6 +17,7 @@ from elastic_cache.coordinator.scaler import (
     may_launch,
     wants_launch,
 )
+from elastic_cache.errors import Conflict
 from elastic_cache.node.local import LocalNetwork, LocalNodeClient
 from elastic_cache.provisioner.base import NodeHandle
 from elastic_cache.sim.metered import CpuMeter
@@ -214,3 +215,20 @@ async def test_two_requests_for_help_in_one_turn_respect_the_cap(
     await asyncio.wait_for(provisioner.entered.wait(), 5)  # the task is in launch_node
     assert scaler.launches_under_way() == 1 and len(cluster.launching) == 1
     await scaler.close()
+
+
+async def test_the_admin_api_counts_a_launch_the_scaler_just_decided(
+    paper_cluster: tuple[Cluster, GatedProvisioner],
+) -> None:
+    # The scaler's launch task has not reached Cluster.launch_node yet (same turn of the
+    # event loop), so it is not in cluster.launching: add_node must still see it.
+    cluster, provisioner = paper_cluster
+    scaler = Scaler(cluster.settings.scaler, cluster, FixedRate(100.0))
+    provisioner.gate.clear()
+    assert scaler.request_help("node-1", full=True)
+    assert not cluster.launching and cluster.starting == 1
+    with pytest.raises(Conflict, match="max_nodes"):
+        await cluster.add_node()  # max_nodes = 2: node-1 plus the scaler's launch
+    provisioner.gate.set()
+    await scaler.close()
+    assert provisioner.asked <= 1
