@@ -24,20 +24,17 @@ large value whole (docs/tiers.md, "Large values"). Without a tier a larger PUT i
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator
 from typing import Any
 
 from aiohttp import web
 
-from elastic_cache.coordinator.nodeclient import STREAM_ANSWERS_ABOVE, Answer, HttpNodeClient
+from elastic_cache.coordinator.nodeclient import Answer
 from elastic_cache.coordinator.pool import PoolError
 from elastic_cache.coordinator.service import Coordinator
 from elastic_cache.dashboard import add_dashboard_routes
-from elastic_cache.errors import ElasticCacheError, InvalidBody, Misdirected, ValueTooLarge
-from elastic_cache.hashing import validate_key
+from elastic_cache.errors import ElasticCacheError, InvalidBody, ValueTooLarge
 from elastic_cache.httpio import (
     STREAM_ABOVE,
     error_response,
@@ -74,12 +71,8 @@ async def get_kv(request: web.Request) -> web.StreamResponse:
         answer = await coord.router.get(request.match_info["key"], head=True)
         return web.Response(status=answer.status, headers={"Content-Type": answer.content_type})
     # A large answer comes back as a stream (read-through, which caches what it reads,
-    # never sets this).
-    streaming = STREAM_ANSWERS_ABOVE.set(STREAM_ABOVE)
-    try:
-        answer = await coord.router.get(request.match_info["key"])
-    finally:
-        STREAM_ANSWERS_ABOVE.reset(streaming)
+    # reads every answer whole).
+    answer = await coord.router.get(request.match_info["key"], stream_above=STREAM_ABOVE)
     if answer.stream is None:
         return _respond(answer)
     return await _relay(request, answer)
@@ -129,7 +122,7 @@ async def put_kv(request: web.Request) -> web.StreamResponse:
         whole, chunks = await read_or_stream(request, limit)
         if chunks is not None:
             try:
-                response = _respond(await _put_large(coord, key, chunks, ctype, ttl, length))
+                response = _respond(await coord.router.put_stream(key, chunks, ctype, ttl, length))
             except ElasticCacheError as err:
                 response = error_response(err)
             if not request.content.is_eof():
@@ -139,48 +132,6 @@ async def put_kv(request: web.Request) -> web.StreamResponse:
         assert whole is not None
         value = whole
     return _respond(await coord.router.put(key, value, ctype, ttl))
-
-
-#: Attempts of a large PUT that nodes refuse before its body is sent (421, 503).
-_LARGE_ATTEMPTS = 5
-
-
-async def _put_large(
-    coord: Coordinator,
-    key: str,
-    chunks: AsyncIterator[bytes],
-    content_type: str,
-    ttl: float | None,
-    length: int | None,
-) -> Answer:
-    """Stream a value larger than ``max_value_bytes`` to the owner of ``key``.
-
-    The body passes through in the chunks it arrives in. A node that is not the owner
-    any more (421) or whose range is moving (503) says so before the body is sent
-    (``Expect: 100-continue``), and the write is routed again on the current ring; once
-    the body has been sent, the node's answer is final (the body cannot be sent twice).
-    """
-    validate_key(key)
-    coord.rate.hit()
-    cluster = coord.cluster
-    token = cluster.ring.token_of(key)
-    for attempt in range(_LARGE_ATTEMPTS):
-        node = cluster.ring.node_for_token(token)
-        client = cluster.nodes[node].client
-        if not isinstance(client, HttpNodeClient):
-            raise ValueTooLarge(
-                f"value exceeds max_value_bytes ({coord.settings.nodes.max_value_bytes}), "
-                "and this cluster's nodes take large values only over HTTP"
-            )
-        answer, sent = await client.put_stream(key, chunks, content_type, ttl, length)
-        if sent or answer.status not in (421, 503) or attempt == _LARGE_ATTEMPTS - 1:
-            break
-        await asyncio.sleep(0.05 * 2**attempt)  # the ring is changing: route again
-    if answer.status == 421:
-        raise Misdirected("the ring changed under this write; retry", epoch=cluster.ring.epoch)
-    if answer.status < 300:
-        coord.scaler.observe_write(node, answer.used, answer.capacity, 0)
-    return answer
 
 
 async def expect_put(request: web.Request) -> web.StreamResponse | None:

@@ -9,14 +9,13 @@ request costs no new connection and no client object (a per-request session kept
 
 Values larger than the memory tier's limit (docs/tiers.md, "Large values") pass through
 without being held whole: `HttpNodeClient.put_stream` sends a body as it arrives, and a
-GET made while `STREAM_ANSWERS_ABOVE` is set returns a large answer as a `BodyStream`.
+GET with ``stream_above`` set returns a large answer as a `BodyStream`.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
-from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 from urllib.parse import quote
@@ -34,20 +33,12 @@ from elastic_cache.errors import (
 )
 
 __all__ = [
-    "STREAM_ANSWERS_ABOVE",
     "Answer",
     "BodyStream",
     "HttpNodeClient",
     "NodeClient",
     "NodeStats",
 ]
-
-#: While set (to a byte count), `HttpNodeClient.get` answers a 200 whose body is larger
-#: than this with a `BodyStream` in ``Answer.stream`` instead of the whole body; -1
-#: (the default) reads every body whole. Only the coordinator's public GET sets it,
-#: around its call of ``Router.get``: read-through must hold the values it caches, and
-#: the router's signature stays the same for every `NodeClient`.
-STREAM_ANSWERS_ABOVE: ContextVar[int] = ContextVar("stream_answers_above", default=-1)
 
 
 class Answer(NamedTuple):
@@ -62,7 +53,7 @@ class Answer(NamedTuple):
         capacity: capacity (-1 when not reported).
         cache: the node's ``X-Cache`` header ("HIT-COLD" for a value from its cold
             tier; "" when absent).
-        stream: the body, when it is streamed (see `STREAM_ANSWERS_ABOVE`; ``body``
+        stream: the body, when it is streamed (a GET with ``stream_above``; ``body``
             is then empty); whoever takes the answer reads it and closes it.
     """
 
@@ -115,7 +106,10 @@ class NodeClient(Protocol):
     node_id: str
     address: str
 
-    async def get(self, key: str, *, head: bool = False) -> Answer: ...
+    async def get(self, key: str, *, head: bool = False, stream_above: int = -1) -> Answer:
+        """The node's answer for ``key``. With ``stream_above`` >= 0 a 200 whose body is
+        larger comes back as ``Answer.stream`` (a client may read every body whole)."""
+        ...
 
     async def put(self, key: str, value: bytes, content_type: str, ttl: float | None) -> Answer: ...
 
@@ -231,10 +225,10 @@ class HttpNodeClient:
             raw.stream,
         )
 
-    async def get(self, key: str, *, head: bool = False) -> Answer:
+    async def get(self, key: str, *, head: bool = False, stream_above: int = -1) -> Answer:
         if head:
             return await self._kv("HEAD", key)
-        return await self._kv("GET", key, stream_above=STREAM_ANSWERS_ABOVE.get())
+        return await self._kv("GET", key, stream_above=stream_above)
 
     async def put(self, key: str, value: bytes, content_type: str, ttl: float | None) -> Answer:
         query = f"?ttl={ttl!r}" if ttl is not None else ""

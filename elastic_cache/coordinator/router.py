@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 from elastic_cache.config import OnFull
 from elastic_cache.coordinator.cluster import Cluster
-from elastic_cache.coordinator.nodeclient import Answer, NodeClient
+from elastic_cache.coordinator.nodeclient import Answer, HttpNodeClient, NodeClient
 from elastic_cache.coordinator.scaler import RateMeter, Scaler
-from elastic_cache.errors import Misdirected, NodeUnavailable, StoreFull
+from elastic_cache.errors import Misdirected, NodeUnavailable, StoreFull, ValueTooLarge
 from elastic_cache.hashing import validate_key
 
 __all__ = ["Router"]
@@ -76,10 +76,13 @@ class Router:
             )
         return node, answer
 
-    async def get(self, key: str, *, head: bool = False) -> Answer:
-        """Read ``key`` from its owner."""
+    async def get(self, key: str, *, head: bool = False, stream_above: int = -1) -> Answer:
+        """Read ``key`` from its owner; with ``stream_above`` >= 0 a larger 200 body comes
+        back as ``Answer.stream``, which the caller reads and closes."""
         self.rate.hit()
-        _, answer = await self._routed(key, lambda c: c.get(key, head=head))
+        _, answer = await self._routed(
+            key, lambda c: c.get(key, head=head, stream_above=stream_above)
+        )
         return answer
 
     async def put(self, key: str, value: bytes, content_type: str, ttl: float | None) -> Answer:
@@ -107,6 +110,50 @@ class Router:
                 raise StoreFull(
                     f"node {node} stayed full for {self.block_timeout:.0f}s (on_full = block)"
                 )
+
+    async def put_stream(
+        self,
+        key: str,
+        chunks: AsyncIterator[bytes],
+        content_type: str,
+        ttl: float | None,
+        length: int | None,
+    ) -> Answer:
+        """Stream a value larger than ``max_value_bytes`` to the owner of ``key``.
+
+        The body passes through in the chunks it arrives in. A node that is not the owner
+        any more (421) or whose range is moving (503) says so before the body is sent
+        (``Expect: 100-continue``), and the write is routed again on the current ring;
+        once the body has been sent, the node's answer is final (the body cannot be sent
+        twice).
+
+        Raises:
+            ValueTooLarge: the owner is not reached over HTTP (in-process nodes).
+            Misdirected: the ring kept changing under the write.
+        """
+        validate_key(key)
+        self.rate.hit()
+        cluster = self.cluster
+        token = cluster.ring.token_of(key)
+        for attempt in range(_ATTEMPTS):
+            node = cluster.ring.node_for_token(token)
+            info = cluster.nodes[node]
+            info.requests.hit()
+            client = info.client
+            if not isinstance(client, HttpNodeClient):
+                raise ValueTooLarge(
+                    f"value exceeds max_value_bytes ({cluster.settings.nodes.max_value_bytes}), "
+                    "and this cluster's nodes take large values only over HTTP"
+                )
+            answer, sent = await client.put_stream(key, chunks, content_type, ttl, length)
+            if sent or answer.status not in (421, 503) or attempt == _ATTEMPTS - 1:
+                break
+            await asyncio.sleep(0.05 * 2**attempt)  # the ring is changing: route again
+        if answer.status == 421:
+            raise Misdirected("the ring changed under this write; retry", epoch=cluster.ring.epoch)
+        if answer.status < 300:
+            self.scaler.observe_write(node, answer.used, answer.capacity, 0)
+        return answer
 
     async def delete(self, key: str) -> Answer:
         """Delete ``key`` at its owner."""

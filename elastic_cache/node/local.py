@@ -87,7 +87,8 @@ class LocalNodeClient:
     def _svc(self) -> NodeService:
         return self._network.service(self.address)
 
-    async def get(self, key: str, *, head: bool = False) -> Answer:
+    async def get(self, key: str, *, head: bool = False, stream_above: int = -1) -> Answer:
+        # In-process, every body is read whole (``stream_above`` is a wish, not a rule).
         svc = self._svc
         try:
             found = svc.get(key) if svc.cold is None else await svc.lookup(key)
