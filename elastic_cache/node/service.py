@@ -179,14 +179,12 @@ class NodeService:
         rec = self.store.get(key)
         cold = self.cold
         if rec is None and cold is not None:
-            rec = cold.pending(key)
-            if rec is None:
-                hit = await cold.fetch(key, token)
-                if hit is not None:
-                    self.hits += 1
-                    if hit.promoted:
-                        await self._after_store(self._demote())
-                    return hit
+            hit = cold.pending_hit(key, token) or await cold.fetch(key, token)
+            if hit is not None:
+                self.hits += 1
+                if hit.promoted:
+                    await self._after_store(self._demote())
+                return hit
         if rec is None:
             self.misses += 1
             raise KeyNotFound(f"no value for key {key[:80]!r}")
@@ -207,7 +205,7 @@ class NodeService:
         if cold is not None:
             rec = cold.pending(key)
             if rec is not None:
-                return rec
+                return cold.entry_of(key, token, rec)  # it has left memory: a cold hit
             entry = await cold.head(key, token)
             if entry is not None:
                 return entry

@@ -176,6 +176,15 @@ class ColdLayer:
             return None
         return rec
 
+    def pending_hit(self, key: str, token: int) -> ColdHit | None:
+        """A live victim of ``key`` still on its way to the tier, as a cold hit: it has
+        left memory, so it is answered ``HIT-COLD`` whether or not its write finished."""
+        rec = self.pending(key)
+        if rec is None:
+            return None
+        self.hits += 1
+        return ColdHit(self.entry_of(key, token, rec), rec.value, None, False)
+
     def entry_of(self, key: str, token: int, rec: Record) -> ColdEntry:
         """A memory record as a cold entry (monotonic expiry to wall clock)."""
         expires = 0.0

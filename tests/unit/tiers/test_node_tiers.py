@@ -221,6 +221,39 @@ async def test_a_read_overlapping_a_delete_is_not_promoted(tmp_path: Path) -> No
     await svc.close()
 
 
+class GatedWrites(DiskTier):
+    """A disk tier whose writes wait for a signal, to read a victim in flight."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root, fsync=False)
+        self.gate = threading.Event()
+
+    def put(self, entry: ColdEntry, value: bytes) -> None:
+        self.gate.wait(5)
+        super().put(entry, value)
+
+
+async def test_a_victim_in_flight_is_a_cold_hit(tmp_path: Path) -> None:
+    # Whether the write of a demoted value has finished must not change the answer.
+    tier = GatedWrites(tmp_path)
+    svc = tiered_service(tier, capacity=1)
+    cold = cold_of(svc)
+    await svc.put("a", b"1", "text/plain", None)
+    await svc.put("b", b"2", "t", None)  # a -> tier, its write held at the gate
+    assert cold.stats()["pending"] == 1
+    hits = cold.hits
+    found = await svc.lookup("a")
+    assert isinstance(found, ColdHit) and found.value == b"1" and not found.promoted
+    assert found.entry.content_type == "text/plain" and cold.hits == hits + 1
+    head = await svc.head("a")
+    assert isinstance(head, ColdEntry) and head.length == 1
+    tier.gate.set()
+    await cold.io.idle()
+    found = await svc.lookup("a")
+    assert isinstance(found, ColdHit) and found.value == b"1"
+    await svc.close()
+
+
 def leave_partial_write(root: Path) -> None:
     stray = next(p for p in root.iterdir() if p.is_dir())
     (stray / ".0000000000000000-0000000000000000.1.2.tmp").write_bytes(b"torn")
