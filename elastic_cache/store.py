@@ -14,7 +14,7 @@ from __future__ import annotations
 import heapq
 import operator
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -53,6 +53,7 @@ class Record(NamedTuple):
 
 _EXPIRES = operator.itemgetter(2)  # Record.expires_at
 _VERSION = operator.itemgetter(3)  # Record.version
+_SIZE = operator.itemgetter(4)  # Record.size
 
 
 def record_size(rec: Record) -> int:
@@ -237,32 +238,43 @@ class Store:
         top = max(map(_VERSION, recs), default=0)
         if top > self._version:
             self._version = top
+        cap = self.capacity
+        batch = dict.fromkeys(keys)
+        if (
+            not floors
+            and len(batch) == len(keys)
+            and self._lru.keys().isdisjoint(batch)
+            and not any(map(_EXPIRES, recs))
+        ):
+            # The usual frame of a move: distinct keys this node does not hold, no TTL,
+            # nothing forwarded yet. Checked with C-level passes (the LRU holds every
+            # key), and inserted in bulk when it fits.
+            fresh_bytes = sum(map(_SIZE, recs))
+            cost = len(keys) if cap.unit is CapacityUnit.RECORDS else fresh_bytes
+            if self.used + cost <= cap.limit:
+                self._index.put_new(keys, tokens, recs)
+                self._lru.update(batch)
+                self._bytes += fresh_bytes
+                return len(keys), 0
         fresh: list[tuple[str, int, Record]] = []
         others: list[tuple[str, int, Record]] = []
         skipped = 0
-        if not floors and not any(map(_EXPIRES, recs)) and not self._index.existing(keys):
-            # The usual frame of a move: new keys, no TTL, nothing forwarded yet. Checked
-            # with C-level passes instead of a Python loop over the records.
-            fresh = list(zip(keys, tokens, recs, strict=True))
-            pairs: Iterable[tuple[str, int, Record]] = ()
-        else:
-            pairs = zip(keys, tokens, recs, strict=True)
         token_of = self._index.token_of
+        taken: set[str] = set()  # a key repeated in the frame is applied in turn
         now = self._clock()
-        for key, token, rec in pairs:
+        for key, token, rec in zip(keys, tokens, recs, strict=True):
             if (floors and rec.version <= floors.get(key, 0)) or (
                 rec.expires_at and rec.expires_at <= now
             ):
                 skipped += 1
-            elif token_of(key) is not None:
+            elif key in taken or token_of(key) is not None:
                 others.append((key, token, rec))
             else:
+                taken.add(key)
                 fresh.append((key, token, rec))
-        cap = self.capacity
         fresh_bytes = sum(e[2].size for e in fresh)
         cost = len(fresh) if cap.unit is CapacityUnit.RECORDS else fresh_bytes
         if self.used + cost <= cap.limit:
-            # Keys are distinct within a frame (one snapshot record per key).
             self._index.put_many(fresh)
             self._lru.update(dict.fromkeys([e[0] for e in fresh]))
             self._bytes += fresh_bytes

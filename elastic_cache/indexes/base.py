@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sys
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import ClassVar, Generic, TypeVar
 
 from elastic_cache.ring import in_range
@@ -119,6 +119,13 @@ class Index(ABC, Generic[V]):
         put = self.put
         for key, token, value in entries:
             put(key, token, value)
+
+    def put_new(self, keys: Sequence[str], tokens: Sequence[int], values: Sequence[V]) -> None:
+        """Insert records whose keys are all absent and distinct, in parallel columns
+        (the usual frame of a migration). The caller guarantees both; the index need
+        not check. Default: `put_many`.
+        """
+        self.put_many(zip(keys, tokens, values, strict=True))
 
     @abstractmethod
     def delete(self, key: str) -> bool:

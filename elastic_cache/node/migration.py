@@ -15,6 +15,7 @@ import itertools
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Any, Protocol
 
 from elastic_cache.errors import InvalidBody
@@ -210,19 +211,26 @@ def decode_snapshot(
     """
     batch = decode_batch(frame)
     lo, hi = inc.lo, inc.hi
+    # C-level range checks: (lo, hi] is range(lo + 1, hi + 1) when it does not wrap;
+    # a wrapping range (lo >= hi) is everything but range(hi + 1, lo + 1).
     if lo < hi:
-        outside = any(t <= lo or t > hi for t in batch.tokens)
+        outside = not all(map(range(lo + 1, hi + 1).__contains__, batch.tokens))
     else:
-        outside = any(hi < t <= lo for t in batch.tokens)
+        outside = any(map(range(hi + 1, lo + 1).__contains__, batch.tokens))
     if outside:
         raise InvalidBody(f"a record token is outside migration range ({lo}, {hi}]")
     if any(batch.deleted):
         raise InvalidBody("a snapshot frame cannot carry deletes")
-    expires = [0.0 if t < 0 else now + t / 1000.0 for t in batch.ttl_ms]
+    n = len(batch.keys)
+    if n and max(batch.ttl_ms) < 0:
+        expires: list[float] = [0.0] * n
+    else:
+        expires = [0.0 if t < 0 else now + t / 1000.0 for t in batch.ttl_ms]
     columns = zip(
-        batch.values, batch.content_types, expires, batch.versions, batch.sizes, strict=False
+        batch.values, batch.content_types, expires, batch.versions, batch.sizes, strict=True
     )
-    return batch.keys, batch.tokens, list(map(Record._make, columns))
+    # tuple.__new__ builds each Record in C (Record._make is a Python call per record).
+    return batch.keys, batch.tokens, list(map(tuple.__new__, repeat(Record), columns))
 
 
 def apply_wire(store: Store, inc: Incoming, wire: WireRecord, *, forwarded: bool) -> bool:

@@ -151,6 +151,49 @@ def test_apply_expired_record_is_dropped() -> None:
     assert store.get("k") is None
 
 
+def _frame(*items: tuple[str, int, int]) -> tuple[list[str], list[int], list[Record]]:
+    """Columns of a migration frame: (key, token, version) each, value = key."""
+    keys = [k for k, _, _ in items]
+    recs = [Record(k.encode(), "t", 0.0, v, 2 * len(k)) for k, _, v in items]
+    return keys, [t for _, t, _ in items], recs
+
+
+@pytest.mark.parametrize("spec", ["sorted", "bptree:order=4", "ehash:bucket_size=4", "cbf"])
+def test_apply_batch_of_new_keys_is_one_bulk_insert(spec: str) -> None:
+    store, _ = make_store(limit=100, spec=spec)
+    store.put("held", 500, b"h", "t")
+    items = [(f"k{i}", (i * 37) % 1000, 100 + i) for i in range(40)]
+    assert store.apply_batch(*_frame(*items), {}) == (40, 0)
+    store._check()
+    assert store.get("k7").value == b"k7"  # type: ignore[union-attr]
+    assert store.version >= 139 and len(store) == 41
+
+
+@pytest.mark.parametrize("spec", ["sorted", "bptree:order=4"])
+def test_apply_batch_with_a_key_twice_keeps_the_newest(spec: str) -> None:
+    # Not a frame a node sends, but one it must survive: the accounting stays exact.
+    store, _ = make_store(limit=100, spec=spec)
+    frame = _frame(("a", 5, 7), ("b", 6, 8), ("a", 5, 9), ("a", 5, 3))
+    assert store.apply_batch(*frame, {}) == (3, 1)
+    store._check()
+    assert store.get("a").version == 9  # type: ignore[union-attr]
+
+
+def test_apply_batch_against_present_keys_floors_and_capacity() -> None:
+    store, _ = make_store(limit=4, spec="bptree:order=4")
+    newer = store.put("a", 5, b"direct", "t").version
+    frame = _frame(("a", 5, newer - 1), ("b", 6, 50), ("c", 7, 51), ("d", 8, 52))
+    # "a" holds a newer direct write; "c" was deleted at version 60 during the move.
+    assert store.apply_batch(*frame, {"c": 60}) == (2, 2)
+    assert store.get("a").value == b"direct"  # type: ignore[union-attr]
+    assert store.get("c") is None
+    # A frame larger than the room left goes record by record, evicting the LRU.
+    more = _frame(*[(f"n{i}", 10 + i, 70 + i) for i in range(3)])
+    assert store.apply_batch(*more, {}) == (3, 0)
+    store._check()
+    assert len(store) == 4 and store.get("n2") is not None
+
+
 def test_ranges_keep_accounting() -> None:
     store, _ = make_store(limit=100, spec="sorted")
     for i in range(20):

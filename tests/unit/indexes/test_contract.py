@@ -170,6 +170,26 @@ def test_put_many_matches_put(case: tuple[Index[bytes], str], existing: int) -> 
         assert index.token_of(key) == data[key]
 
 
+@pytest.mark.parametrize("existing", [0, 100, 1000])
+def test_put_new_matches_put(case: tuple[Index[bytes], str], existing: int) -> None:
+    # put_new is put_many for keys the caller knows are absent and distinct, in columns;
+    # the new tokens fall between the present ones, so leaves take merged runs.
+    index, mode = case
+    data = keyed(mode, random.Random(existing + 1), existing + 800, space=1 << 20)
+    items = list(data.items())
+    for key, token in items[:existing]:
+        index.put(key, token, b"old")
+    batch = sorted(items[existing:], key=lambda kt: (kt[1], kt[0]))
+    index.put_new([k for k, _ in batch], [t for _, t in batch], [k.encode() for k, _ in batch])
+    index._check()
+    assert len(index) == len(items)
+    for key, token in items:
+        assert index.get(key) == (b"old" if (key, token) in items[:existing] else key.encode())
+        assert index.token_of(key) == token
+    index.put_new([], [], [])
+    assert len(index) == len(items)
+
+
 def test_existing(case: tuple[Index[bytes], str]) -> None:
     index, mode = case
     data = keyed(mode, random.Random(9), 40, space=1 << 20)

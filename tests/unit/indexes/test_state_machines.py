@@ -63,6 +63,16 @@ def machine_for(spec: str, keys_mode: str) -> type[RuleBasedStateMachine]:
                 self.model[key] = (token, value)
             self.index.put_many(entries)
 
+        @rule(batch=st.lists(st.tuples(key_tokens, values), max_size=30))
+        def put_new(self, batch: list[tuple[tuple[str, int], bytes]]) -> None:
+            fresh: dict[str, tuple[int, bytes]] = {}
+            for (key, token), value in batch:
+                if key not in self.model:  # absent and distinct, as the caller promises
+                    fresh.setdefault(key, (token, value))
+            keys = list(fresh)
+            self.index.put_new(keys, [fresh[k][0] for k in keys], [fresh[k][1] for k in keys])
+            self.model.update(fresh)
+
         @rule(kt=key_tokens)
         def delete(self, kt: tuple[str, int]) -> None:
             key = kt[0]
