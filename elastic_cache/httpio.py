@@ -305,7 +305,9 @@ async def read_buffer(
     stream = request.content
     off = 0
     while off < length:
-        chunk = await stream.readany()
+        # readchunk hands over one received chunk as it is; readany would first join
+        # every chunk waiting into a fresh bytes (one more copy of the whole frame).
+        chunk, _ = await stream.readchunk()
         if not chunk:
             raise InvalidBody(f"body ended after {off} of {length} bytes")
         end = off + len(chunk)
