@@ -508,8 +508,12 @@ def main() -> None:
             print()
             print("| migration | records/s | seconds | goal |")
             print("|---|---|---|---|")
+            # The goal (issue 3) is for the move while reads continue; the quiet move,
+            # into a fresh process, is printed beside it for what a scale-out meets.
             goal = "≥ 200,000 records/s"
-            print(f"| quiet (no reads) | {q['rate']:,.0f} | {q['wall_seconds']:.2f} | {goal} |")
+            print(
+                f"| quiet, into a fresh process | {q['rate']:,.0f} | {q['wall_seconds']:.2f} | — |"
+            )
             print(
                 f"| while reads continue | {ld['rate']:,.0f} | {ld['wall_seconds']:.2f} | {goal} |"
             )
