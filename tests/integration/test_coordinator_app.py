@@ -127,9 +127,12 @@ async def test_cluster_view_shows_each_nodes_request_rate(harness: CoordinatorHa
     for key in on_two:
         await harness.call("PUT", f"/v1/kv/{key}", data=b"v")
         await harness.call("GET", f"/v1/kv/{key}")
-    await asyncio.sleep(0.6)  # a few stats polls (every 0.2 s) fold the counts in
-    view = json.loads((await harness.call("GET", "/v1/cluster"))[1])
-    rates = {n["id"]: n["request_rate"] for n in view["nodes"]}
+    for _ in range(100):  # stats polls (every 0.2 s) fold the counts in
+        view = json.loads((await harness.call("GET", "/v1/cluster"))[1])
+        rates = {n["id"]: n["request_rate"] for n in view["nodes"]}
+        if rates["node-2"] > 0 and view["request_rate"] > 0:
+            break
+        await asyncio.sleep(0.1)
     assert rates["node-2"] > 0
     assert rates["node-1"] == 0  # every request went to node-2
     assert view["request_rate"] > 0

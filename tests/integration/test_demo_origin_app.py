@@ -158,6 +158,7 @@ async def test_process_pool_keeps_the_event_loop_free(aiohttp_client: Any) -> No
     client: Client = await aiohttp_client(make_app(DemoOriginSettings(workers=1)))
     warm = await client.get("/shoreline", params=SMALL)  # starts the worker process
     assert warm.status == 200
+    began = time.perf_counter()
     slow = asyncio.ensure_future(client.get("/shoreline", params={**SMALL, "resolution": "3000"}))
     await asyncio.sleep(0.05)
     latencies = []
@@ -168,8 +169,11 @@ async def test_process_pool_keeps_the_event_loop_free(aiohttp_client: Any) -> No
         latencies.append(time.perf_counter() - started)
         await asyncio.sleep(0.01)
     assert (await slow).status == 200
+    computing = time.perf_counter() - began
     assert len(latencies) >= 3
-    assert max(latencies) < 0.1
+    # A loop blocked by the computation would hold one health check for most of it;
+    # relative, so a loaded machine (slower everything) does not fail the test.
+    assert max(latencies) < computing / 3
     assert await stats(client) == {"calls": 2, "served": 2, "rejected": 0, "in_flight": 0}
 
 
