@@ -15,7 +15,7 @@ treats the index itself.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, cast
 
 from elastic_cache.indexes import Entry, Index
@@ -83,6 +83,14 @@ class MeteredIndex(Index[Any]):
         t0 = clock()
         try:
             self.inner.put_many(entries)
+        finally:
+            self._charge(clock() - t0)
+
+    def put_new(self, keys: Sequence[str], tokens: Sequence[int], values: Sequence[Any]) -> None:
+        clock = self.meter.clock
+        t0 = clock()
+        try:
+            self.inner.put_new(keys, tokens, values)
         finally:
             self._charge(clock() - t0)
 

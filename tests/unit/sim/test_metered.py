@@ -38,6 +38,8 @@ def test_metered_index_answers_like_the_index(spec: str) -> None:
     assert sorted(wrapped.entries_range(900, 50)) == sorted(plain.entries_range(900, 50))
     assert sorted(wrapped.pop_range(100, 600)) == sorted(plain.pop_range(100, 600))
     wrapped.put_many([("1001", 1, b"x")])
+    wrapped.put_new(["1002", "1003"], [2, 3], [b"y", b"z"])
+    assert wrapped.get("1003") == b"z" and wrapped.token_of("1002") == 2
     assert wrapped.delete("1001") and not wrapped.delete("1001")
     wrapped._check()
     assert meter.calls > 0 and meter.seconds >= 0
@@ -55,8 +57,9 @@ def test_only_range_operations_are_charged() -> None:
     index.median_token(0, 100)
     index.pop_range(0, 10)
     index.put_many([("x", 5, b"")])
-    assert meter.calls == 4
-    assert meter.seconds == pytest.approx(0.004)
+    index.put_new(["y"], [6], [b""])
+    assert meter.calls == 5
+    assert meter.seconds == pytest.approx(0.005)
     # 150 records read in chunks of 64: three timed chunks.
     assert len(list(index.entries_range(49, 199))) == 150
-    assert meter.calls == 7
+    assert meter.calls == 8
