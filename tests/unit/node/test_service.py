@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import random
+from collections.abc import Iterator
+from itertools import pairwise
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -25,6 +28,7 @@ from elastic_cache.errors import (
 )
 from elastic_cache.hashing import ModuloHasher, Murmur3Hasher, TokenHasher
 from elastic_cache.indexes import make_index
+from elastic_cache.node import service as service_module
 from elastic_cache.node.local import LocalNetwork, LocalPeerLink
 from elastic_cache.node.service import NodeService
 from elastic_cache.node.wire import WireRecord
@@ -224,6 +228,31 @@ async def test_chunked_walk_with_shared_tokens() -> None:
     dropped = await src.drop_range(3, 11)
     assert dropped == len(want)
     assert not (set(src.store.index) & want)
+
+
+async def test_the_source_serves_between_frames(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Reads on the source must not wait behind several frames built back to back (with
+    # free slots, nothing in the send loop used to yield between frames).
+    built = [0]
+    real = service_module.snapshot_frames
+
+    def counted(*args: Any, **kwargs: Any) -> Iterator[tuple[bytes, int]]:
+        for item in real(*args, **kwargs):
+            built[0] += 1
+            yield item
+
+    monkeypatch.setattr(service_module, "snapshot_frames", counted)
+    net, src, dst = make_pair(batch=5)
+    for i in range(100):
+        await src.put(f"k{i}", b"v", "t", None)
+    await move(net, src, dst, 0, 0)
+    seen: list[int] = []
+    sending = asyncio.ensure_future(src.send("m1"))
+    while not sending.done():
+        seen.append(built[0])  # what a request handled on this turn would see
+        await asyncio.sleep(0)
+    assert (await sending).records == 100 and built[0] == 20
+    assert max(b - a for a, b in pairwise(seen)) <= 1
 
 
 async def test_ttl_travels_as_time_left() -> None:
