@@ -92,7 +92,7 @@ def _add_node_shape(parser: argparse.ArgumentParser) -> None:
         "--migration-batch",
         dest="migration_batch_records",
         type=int,
-        help="records per frame when a node sends a range (default 1000)",
+        help="records per frame when a node sends a range (default 500)",
     )
     parser.add_argument(
         "--migration-parallel",

@@ -167,7 +167,7 @@ class NodeSettings:
     on_full: OnFull = OnFull.EVICT
     hash: str = "murmur3"
     boot_delay: float = 0.0
-    migration_batch_records: int = 1000
+    migration_batch_records: int = 500
     migration_parallel: int = 4
     migration_max_rate: float = 0.0
     tier: str | None = None
