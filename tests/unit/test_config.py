@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+import tomllib
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -86,3 +89,14 @@ def test_frozen() -> None:
     s = ScalerSettings()
     with pytest.raises(AttributeError):
         s.max_nodes = 3  # type: ignore[misc]
+
+
+def test_the_readme_config_example_is_a_valid_config() -> None:
+    # README.md's annotated config file must parse to the settings it documents.
+    readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
+    blocks = [b for b in re.findall(r"```toml\n(.*?)```", readme, re.S) if "[nodes]" in b]
+    assert blocks, "README.md has no config example"
+    settings = ClusterSettings.from_mapping(tomllib.loads(blocks[0]))
+    assert settings.nodes.migration_batch_records == 500
+    assert settings.nodes.migration_parallel == 4
+    assert settings.scaler.max_nodes == 8
