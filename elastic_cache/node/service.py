@@ -93,7 +93,7 @@ class NodeService:
         hasher: TokenHasher,
         peer_factory: Callable[[str], PeerLink],
         owned: RangeSet | None = None,
-        batch_records: int = 1000,
+        batch_records: int = 500,
         parallel: int = 4,
         drop_chunk: int = 4096,
         max_rate: float = 0.0,
