@@ -12,8 +12,9 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from elastic_cache.config import NodeSettings
+from elastic_cache.config import ClusterSettings, NodeSettings
 from elastic_cache.provisioner.base import NodeHandle
+from elastic_cache.provisioner.ec2 import Ec2Provisioner
 from elastic_cache.provisioner.local import LocalProvisioner
 
 REGION = "us-east-1"
@@ -53,6 +54,21 @@ def ec2_test_settings() -> dict[str, Any]:
         "poll_interval": 0.05,
         "boot_timeout": 60,
     }
+
+
+def ec2_cluster_settings(
+    session: Any, tmp_path: Path, data: Mapping[str, Any]
+) -> tuple[ClusterSettings, Ec2Provisioner, LocalInstances]:
+    """A test cluster on moto: ``data`` with the ec2 provisioner and `ec2_test_settings`,
+    its provisioner, and the local node processes its instances run as."""
+    coordinator = {**data.get("coordinator", {}), "provisioner": "ec2"}
+    settings = ClusterSettings.from_mapping(
+        {**data, "coordinator": coordinator, "ec2": ec2_test_settings()}
+    )
+    assert settings.ec2 is not None
+    runner = LocalInstances(settings.nodes, tmp_path / "logs")
+    provisioner = Ec2Provisioner(settings.ec2, settings.nodes, session=session, runner=runner)
+    return settings, provisioner, runner
 
 
 def unique(prefix: str) -> str:

@@ -15,17 +15,16 @@ import pytest
 from aiohttp import web
 
 from elastic_cache.client import AsyncClient
-from elastic_cache.config import ClusterSettings
 from elastic_cache.coordinator.app import make_coordinator_app
 from elastic_cache.coordinator.service import Coordinator
 from elastic_cache.cost import instance_price
 from elastic_cache.errors import StoreFull
-from elastic_cache.provisioner.ec2 import Ec2Provisioner, cluster_filters
+from elastic_cache.provisioner.ec2 import cluster_filters
 
 from ..checked_load import CheckedLoad
 from ..integration.conftest import free_port
 from ..integration.test_cluster_processes import pid_alive
-from .conftest import REGION, LocalInstances, ec2_test_settings
+from .conftest import REGION, LocalInstances, ec2_cluster_settings
 
 pytestmark = pytest.mark.slow
 
@@ -55,15 +54,7 @@ class Ec2Cluster:
 async def ec2_cluster(
     session: Any, tmp_path: Path, data: dict[str, Any]
 ) -> AsyncIterator[Ec2Cluster]:
-    data = {
-        **data,
-        "coordinator": {"provisioner": "ec2"},
-        "ec2": ec2_test_settings(),
-    }
-    settings = ClusterSettings.from_mapping(data)
-    assert settings.ec2 is not None
-    runner = LocalInstances(settings.nodes, tmp_path / "logs")
-    provisioner = Ec2Provisioner(settings.ec2, settings.nodes, session=session, runner=runner)
+    settings, provisioner, runner = ec2_cluster_settings(session, tmp_path, data)
     coord = Coordinator(
         settings, provisioner, state_path=tmp_path / "cluster.json", poll_period=0.2
     )

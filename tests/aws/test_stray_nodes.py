@@ -8,11 +8,9 @@ from typing import Any
 
 import pytest
 
-from elastic_cache.config import ClusterSettings
 from elastic_cache.coordinator.service import Coordinator
-from elastic_cache.provisioner.ec2 import Ec2Provisioner
 
-from .conftest import REGION, LocalInstances, ec2_test_settings
+from .conftest import REGION, ec2_cluster_settings
 from .test_ec2_provisioner import run_leftover
 
 pytestmark = pytest.mark.slow
@@ -29,17 +27,15 @@ async def test_the_sweep_terminates_a_leftover_that_carries_a_members_node_id(
     """A coordinator that starts afresh (no state to resume) names its first node node-1
     again, while an instance tagged node-1 from its earlier life still runs: that one is
     not the member's instance, so the sweep terminates it, and only it."""
-    settings = ClusterSettings.from_mapping(
+    settings, provisioner, runner = ec2_cluster_settings(
+        session,
+        tmp_path,
         {
-            "coordinator": {"provisioner": "ec2", "initial_nodes": 1, "price_region": REGION},
+            "coordinator": {"initial_nodes": 1, "price_region": REGION},
             "nodes": {"index": "sorted", "capacity_records": 1000},
             "scaler": {"max_nodes": 2, "scale_down": False},
-            "ec2": ec2_test_settings(),
-        }
+        },
     )
-    assert settings.ec2 is not None
-    runner = LocalInstances(settings.nodes, tmp_path / "logs")
-    provisioner = Ec2Provisioner(settings.ec2, settings.nodes, session=session, runner=runner)
     leftover = await run_leftover(session, provisioner, "node-1")
     other = await run_leftover(session, provisioner, "node-7")  # not a member at all
     coord = Coordinator(settings, provisioner, state_path=tmp_path / "cluster.json")

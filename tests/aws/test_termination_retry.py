@@ -11,12 +11,10 @@ from typing import Any
 
 import pytest
 
-from elastic_cache.config import ClusterSettings
 from elastic_cache.coordinator.service import Coordinator
 from elastic_cache.cost import instance_price
-from elastic_cache.provisioner.ec2 import Ec2Provisioner
 
-from .conftest import REGION, LocalInstances, ec2_test_settings, fail_call
+from .conftest import REGION, ec2_cluster_settings, fail_call
 
 pytestmark = pytest.mark.slow
 
@@ -29,17 +27,15 @@ def state_of(session: Any, instance_id: str) -> str:
 async def test_a_failed_termination_counts_in_the_cost_until_a_retry_ends_it(
     session: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    settings = ClusterSettings.from_mapping(
+    settings, provisioner, runner = ec2_cluster_settings(
+        session,
+        tmp_path,
         {
-            "coordinator": {"provisioner": "ec2", "initial_nodes": 2, "price_region": REGION},
+            "coordinator": {"initial_nodes": 2, "price_region": REGION},
             "nodes": {"index": "sorted", "capacity_records": 1000},
             "scaler": {"max_nodes": 2, "scale_down": False},
-            "ec2": ec2_test_settings(),
-        }
+        },
     )
-    assert settings.ec2 is not None
-    runner = LocalInstances(settings.nodes, tmp_path / "logs")
-    provisioner = Ec2Provisioner(settings.ec2, settings.nodes, session=session, runner=runner)
     refused = 0
 
     def first_only(body: dict[str, Any]) -> bool:
