@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 
@@ -144,9 +144,16 @@ class GatedProvisioner(SimProvisioner):
         return await super().launch(node_id)
 
 
+class PaperCluster(NamedTuple):
+    cluster: Cluster
+    provisioner: GatedProvisioner
+    scaler: Scaler
+
+
 @pytest.fixture
-async def paper_cluster() -> AsyncIterator[tuple[Cluster, GatedProvisioner]]:
-    """One in-process node of 5000 records; dL = 50, dH = 250 (the paper's example)."""
+async def paper_cluster() -> AsyncIterator[PaperCluster]:
+    """One in-process node of 5000 records; dL = 50, dH = 250 (the paper's example), and
+    a scaler that measures R = 100."""
     settings = ClusterSettings.from_mapping(
         {
             "nodes": {"index": "sorted", "capacity_records": 5000},
@@ -159,32 +166,31 @@ async def paper_cluster() -> AsyncIterator[tuple[Cluster, GatedProvisioner]]:
         settings, provisioner, lambda h: LocalNodeClient(h.node_id, h.address, network)
     )
     await cluster.start()
-    yield cluster, provisioner
+    scaler = Scaler(settings.scaler, cluster, FixedRate(100.0))
+    yield PaperCluster(cluster, provisioner, scaler)
+    await scaler.close()
     provisioner.gate.set()
     await cluster.shutdown()
 
 
 async def test_a_write_that_fills_the_node_to_t_does_not_launch(
-    paper_cluster: tuple[Cluster, GatedProvisioner],
+    paper_cluster: PaperCluster,
 ) -> None:
     # T(1 node) = 2250 at R = 100. The node reports its fill after the write: a write
     # that takes it from 2249 to 2250 is "fill 2249 + 1 record", not over T; the next
     # one (2250 + 1) is. Counting the value twice launched one write early.
-    cluster, _ = paper_cluster
-    scaler = Scaler(cluster.settings.scaler, cluster, FixedRate(100.0))
+    _, _, scaler = paper_cluster
     assert scaler.threshold("node-1") == 2250
     scaler.observe_write("node-1", 2250, 5000, 1024)
     assert scaler.in_flight == 0
     scaler.observe_write("node-1", 2251, 5000, 1024)
     assert scaler.in_flight == 1
-    await scaler.close()
 
 
 async def test_the_scaler_counts_a_launch_of_the_admin_api(
-    paper_cluster: tuple[Cluster, GatedProvisioner],
+    paper_cluster: PaperCluster,
 ) -> None:
-    cluster, provisioner = paper_cluster
-    scaler = Scaler(cluster.settings.scaler, cluster, FixedRate(100.0))
+    cluster, provisioner, scaler = paper_cluster
     provisioner.gate.clear()
     provisioner.entered.clear()
     adding = asyncio.create_task(cluster.add_node())  # POST /v1/cluster/nodes
@@ -197,15 +203,13 @@ async def test_the_scaler_counts_a_launch_of_the_admin_api(
     provisioner.gate.set()
     await adding
     assert len(cluster.nodes) == 2 and provisioner.asked == 2
-    await scaler.close()
 
 
 async def test_two_requests_for_help_in_one_turn_respect_the_cap(
-    paper_cluster: tuple[Cluster, GatedProvisioner],
+    paper_cluster: PaperCluster,
 ) -> None:
     # The scaler's own launch is counted before its task reaches Cluster.launch_node.
-    cluster, provisioner = paper_cluster
-    scaler = Scaler(cluster.settings.scaler, cluster, FixedRate(100.0))
+    cluster, provisioner, scaler = paper_cluster
     provisioner.gate.clear()
     assert scaler.request_help("node-1", full=True)
     assert scaler.launches_under_way() == 1
@@ -214,16 +218,14 @@ async def test_two_requests_for_help_in_one_turn_respect_the_cap(
     provisioner.entered.clear()
     await asyncio.wait_for(provisioner.entered.wait(), 5)  # the task is in launch_node
     assert scaler.launches_under_way() == 1 and len(cluster.launching) == 1
-    await scaler.close()
 
 
 async def test_the_admin_api_counts_a_launch_the_scaler_just_decided(
-    paper_cluster: tuple[Cluster, GatedProvisioner],
+    paper_cluster: PaperCluster,
 ) -> None:
     # The scaler's launch task has not reached Cluster.launch_node yet (same turn of the
     # event loop), so it is not in cluster.launching: add_node must still see it.
-    cluster, provisioner = paper_cluster
-    scaler = Scaler(cluster.settings.scaler, cluster, FixedRate(100.0))
+    cluster, provisioner, scaler = paper_cluster
     provisioner.gate.clear()
     assert scaler.request_help("node-1", full=True)
     assert not cluster.launching and cluster.starting == 1
