@@ -45,10 +45,6 @@ class Hold:
         self.ready = ready
         self._tail = tail
 
-    @property
-    def released(self) -> bool:
-        return self._tail.done()
-
     def release(self) -> None:
         """Let the calls submitted after the hold run (idempotent)."""
         if not self._tail.done():
@@ -85,9 +81,6 @@ class TierIO:
         """
         loop = asyncio.get_running_loop()
         result: asyncio.Future[T] = loop.create_future()
-        prev = self._tails.get(key)
-        self._tails[key] = result
-        self._inflight += 1
 
         def finish(inner: asyncio.Future[T]) -> None:
             if result.done():
@@ -105,16 +98,7 @@ class TierIO:
             inner = loop.run_in_executor(self._pool, fn, *args)
             inner.add_done_callback(finish)
 
-        def done(_: object) -> None:
-            self._inflight -= 1
-            if self._tails.get(key) is result:
-                del self._tails[key]
-
-        result.add_done_callback(done)
-        if prev is None or prev.done():
-            start()
-        else:
-            prev.add_done_callback(start)
+        self._chain(key, result, start)
         return result
 
     def hold(self, key: str) -> Hold:
@@ -126,13 +110,20 @@ class TierIO:
         loop = asyncio.get_running_loop()
         tail: asyncio.Future[None] = loop.create_future()
         ready: asyncio.Future[None] = loop.create_future()
-        prev = self._tails.get(key)
-        self._tails[key] = tail
-        self._inflight += 1
 
         def start(_: object = None) -> None:
             if not ready.done():
                 ready.set_result(None)
+
+        self._chain(key, tail, start)
+        return Hold(ready, tail)
+
+    def _chain(self, key: str, tail: asyncio.Future[Any], start: Callable[..., None]) -> None:
+        """Make ``tail`` the last place in ``key``'s order; ``start`` runs once the place
+        before it is done (now, when there is none)."""
+        prev = self._tails.get(key)
+        self._tails[key] = tail
+        self._inflight += 1
 
         def done(_: object) -> None:
             self._inflight -= 1
@@ -144,7 +135,6 @@ class TierIO:
             start()
         else:
             prev.add_done_callback(start)
-        return Hold(ready, tail)
 
     async def ordered(self, key: str, fn: Callable[..., T], *args: Any) -> T:
         """`submit` and wait for the result."""
