@@ -275,8 +275,10 @@ class Store:
         fresh_bytes = sum(e[2].size for e in fresh)
         cost = len(fresh) if cap.unit is CapacityUnit.RECORDS else fresh_bytes
         if self.used + cost <= cap.limit:
-            self._index.put_many(fresh)
-            self._lru.update(dict.fromkeys([e[0] for e in fresh]))
+            if fresh:
+                fresh_keys, fresh_tokens, fresh_recs = zip(*fresh, strict=True)
+                self._index.put_new(fresh_keys, fresh_tokens, fresh_recs)
+                self._lru.update(dict.fromkeys(fresh_keys))
             self._bytes += fresh_bytes
             heap = self._expiry
             for key, _, rec in fresh:
