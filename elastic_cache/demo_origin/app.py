@@ -21,7 +21,7 @@ import math
 import multiprocessing
 import os
 import signal
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from typing import Literal
@@ -35,7 +35,8 @@ from elastic_cache.demo_origin.shoreline import (
     shoreline_json,
     validate_location,
 )
-from elastic_cache.errors import ConfigError, ElasticCacheError, InvalidRequest
+from elastic_cache.errors import ConfigError, InvalidRequest
+from elastic_cache.httpio import error_middleware
 
 __all__ = [
     "DEMO_ORIGIN_STATS",
@@ -160,16 +161,6 @@ def _warm_up() -> None:
     """Nothing; submitting it makes a process pool start a worker and import numpy."""
 
 
-@web.middleware
-async def _error_middleware(
-    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
-) -> web.StreamResponse:
-    try:
-        return await handler(request)
-    except ElasticCacheError as exc:
-        return web.json_response(exc.to_json(), status=exc.status)
-
-
 async def _shoreline(request: web.Request) -> web.Response:
     app = request.app
     stats = app[DEMO_ORIGIN_STATS]
@@ -237,7 +228,7 @@ def make_app(settings: DemoOriginSettings | None = None) -> web.Application:
     Returns:
         The application; its executor starts with the app and shuts down with it.
     """
-    app = web.Application(middlewares=[_error_middleware])
+    app = web.Application(middlewares=[error_middleware])
     app[_SETTINGS] = settings or DemoOriginSettings()
     app[DEMO_ORIGIN_STATS] = OriginStats()
     app.cleanup_ctx.append(_executor_ctx)
