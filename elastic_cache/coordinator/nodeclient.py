@@ -113,6 +113,22 @@ class NodeClient(Protocol):
 
     async def put(self, key: str, value: bytes, content_type: str, ttl: float | None) -> Answer: ...
 
+    async def put_stream(
+        self,
+        key: str,
+        chunks: AsyncIterator[bytes],
+        content_type: str,
+        ttl: float | None,
+        length: int | None,
+    ) -> tuple[Answer, bool]:
+        """PUT a value larger than ``max_value_bytes`` as it arrives; returns the answer
+        and whether any of ``chunks`` was taken (see `HttpNodeClient.put_stream`).
+
+        Raises:
+            ValueTooLarge: this kind of node takes no streamed value.
+        """
+        ...
+
     async def delete(self, key: str) -> Answer: ...
 
     async def stats(self) -> NodeStats: ...

@@ -7,9 +7,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 from elastic_cache.config import OnFull
 from elastic_cache.coordinator.cluster import Cluster
-from elastic_cache.coordinator.nodeclient import Answer, HttpNodeClient, NodeClient
+from elastic_cache.coordinator.nodeclient import Answer, NodeClient
 from elastic_cache.coordinator.scaler import RateMeter, Scaler
-from elastic_cache.errors import Misdirected, NodeUnavailable, StoreFull, ValueTooLarge
+from elastic_cache.errors import Misdirected, NodeUnavailable, StoreFull
 from elastic_cache.hashing import validate_key
 
 __all__ = ["Router"]
@@ -139,13 +139,7 @@ class Router:
             node = cluster.ring.node_for_token(token)
             info = cluster.nodes[node]
             info.requests.hit()
-            client = info.client
-            if not isinstance(client, HttpNodeClient):
-                raise ValueTooLarge(
-                    f"value exceeds max_value_bytes ({cluster.settings.nodes.max_value_bytes}), "
-                    "and this cluster's nodes take large values only over HTTP"
-                )
-            answer, sent = await client.put_stream(key, chunks, content_type, ttl, length)
+            answer, sent = await info.client.put_stream(key, chunks, content_type, ttl, length)
             if sent or answer.status not in (421, 503) or attempt == _ATTEMPTS - 1:
                 break
             await asyncio.sleep(0.05 * 2**attempt)  # the ring is changing: route again

@@ -9,10 +9,11 @@ migration protocol run unchanged without sockets.
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from typing import Any
 
 from elastic_cache.coordinator.nodeclient import Answer, NodeStats
-from elastic_cache.errors import ElasticCacheError, NodeUnavailable
+from elastic_cache.errors import ElasticCacheError, NodeUnavailable, ValueTooLarge
 from elastic_cache.node.service import NodeService
 from elastic_cache.node.wire import WireRecord, decode_frame, encode_frame
 from elastic_cache.tiers.layer import ColdHit, read_chunks
@@ -113,6 +114,18 @@ class LocalNodeClient:
             return answer._replace(used=store.used, capacity=store.capacity.limit)
         store = svc.store
         return Answer(204, b"", "", svc.epoch, store.used, store.capacity.limit)
+
+    async def put_stream(
+        self,
+        key: str,
+        chunks: AsyncIterator[bytes],
+        content_type: str,
+        ttl: float | None,
+        length: int | None,
+    ) -> tuple[Answer, bool]:
+        raise ValueTooLarge(
+            "value exceeds max_value_bytes, and in-process nodes take large values only over HTTP"
+        )
 
     async def delete(self, key: str) -> Answer:
         svc = self._svc
