@@ -232,7 +232,7 @@ class Cluster(Membership):
             Conflict: the cluster is at ``max_nodes``.
             ProvisionError / MoveFailed: as for `launch_node` / `move`.
         """
-        if len(self.nodes) + len(self.launching) + self.starting >= self.settings.scaler.max_nodes:
+        if len(self.nodes) + self.launches_under_way() >= self.settings.scaler.max_nodes:
             raise Conflict(f"the cluster is at max_nodes = {self.settings.scaler.max_nodes}")
         info = await self.launch_node()
         try:

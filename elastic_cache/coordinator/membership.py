@@ -124,6 +124,11 @@ class Membership:
 
     # -- reading ---------------------------------------------------------------------
 
+    def launches_under_way(self) -> int:
+        """Launches that are not yet running nodes: entered in `launching`, or decided
+        by the scaler and not there yet (`starting`). Counted against ``max_nodes``."""
+        return len(self.launching) + self.starting
+
     def client_for(self, node_id: str) -> NodeClient:
         try:
             return self.nodes[node_id].client

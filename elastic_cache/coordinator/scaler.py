@@ -420,10 +420,9 @@ class Scaler:
         return self.cap
 
     def launches_under_way(self) -> int:
-        """Launches that are not yet running nodes, the admin API's included: the same
-        count `Cluster.add_node` holds against ``max_nodes``, plus the scaler's launches
-        that have not reached `Cluster.launch_node` yet."""
-        return len(self.cluster.launching) + self.cluster.starting
+        """Launches that are not yet running nodes, the admin API's included (the
+        cluster's count, `Membership.launches_under_way`)."""
+        return self.cluster.launches_under_way()
 
     async def _grow(self, node_id: str) -> None:
         try:
