@@ -56,13 +56,17 @@ COORDINATOR: web.AppKey[Coordinator] = web.AppKey("coordinator", Coordinator)
 log = logging.getLogger("elastic_cache.coordinator")
 
 
-def _respond(answer: Answer) -> web.Response:
+def _answer_headers(answer: Answer) -> dict[str, str]:
     headers = {"Content-Type": answer.content_type, "X-Ecache-Epoch": str(answer.epoch)}
     if answer.cache:
         headers["X-Cache"] = answer.cache  # HIT-COLD: the node answered from its cold tier
+    return headers
+
+
+def _respond(answer: Answer) -> web.Response:
     if answer.status == 204:
         return web.Response(status=204, headers={"X-Ecache-Epoch": str(answer.epoch)})
-    return web.Response(status=answer.status, body=answer.body, headers=headers)
+    return web.Response(status=answer.status, body=answer.body, headers=_answer_headers(answer))
 
 
 async def get_kv(request: web.Request) -> web.StreamResponse:
@@ -84,10 +88,7 @@ async def _relay(request: web.Request, answer: Answer) -> web.StreamResponse:
     stream = answer.stream
     assert stream is not None
     try:
-        headers = {"Content-Type": answer.content_type, "X-Ecache-Epoch": str(answer.epoch)}
-        if answer.cache:
-            headers["X-Cache"] = answer.cache
-        response = web.StreamResponse(status=answer.status, headers=headers)
+        response = web.StreamResponse(status=answer.status, headers=_answer_headers(answer))
         response.content_length = stream.length
         await response.prepare(request)
         try:
