@@ -23,6 +23,7 @@ __all__ = [
     "STREAM_ABOVE",
     "BufferPool",
     "body_payload",
+    "check_length",
     "error_middleware",
     "error_response",
     "expect_continue",
@@ -157,6 +158,17 @@ async def not_found(request: web.Request) -> web.StreamResponse:
     return web.Response(status=404, body=json.dumps(body).encode(), content_type="application/json")
 
 
+def check_length(request: web.Request, limit: int) -> None:
+    """Refuse a body whose Content-Length is over ``limit`` before reading any of it.
+
+    Raises:
+        ValueTooLarge: it is.
+    """
+    length = request.content_length
+    if length is not None and length > limit:
+        raise ValueTooLarge(f"body of {length} bytes exceeds the limit of {limit} bytes")
+
+
 async def read_limited(request: web.Request, limit: int) -> bytes:
     """Read a request body, refusing it as soon as it passes ``limit`` bytes.
 
@@ -167,9 +179,8 @@ async def read_limited(request: web.Request, limit: int) -> bytes:
     Raises:
         ValueTooLarge: the body is, or would be, longer than ``limit``.
     """
+    check_length(request, limit)
     length = request.content_length
-    if length is not None and length > limit:
-        raise ValueTooLarge(f"body of {length} bytes exceeds the limit of {limit} bytes")
     stream = request.content
     if length is not None:
         data = await stream.readexactly(length) if length else b""
@@ -298,8 +309,7 @@ async def read_buffer(
     if length is None:
         whole = bytearray(await read_limited(request, limit))
         return memoryview(whole), whole
-    if length > limit:
-        raise ValueTooLarge(f"body of {length} bytes exceeds the limit of {limit} bytes")
+    check_length(request, limit)
     buf = pool.take(length)
     view = memoryview(buf)
     stream = request.content

@@ -37,6 +37,7 @@ from elastic_cache.dashboard import add_dashboard_routes
 from elastic_cache.errors import ElasticCacheError, InvalidBody, ValueTooLarge
 from elastic_cache.httpio import (
     STREAM_ABOVE,
+    check_length,
     error_response,
     expect_continue,
     json_body,
@@ -139,12 +140,11 @@ async def expect_put(request: web.Request) -> web.StreamResponse | None:
     """Before a PUT body is sent (``Expect: 100-continue``, which curl sends for large
     bodies): refuse a value the nodes cannot take, so it is not uploaded for nothing."""
     nodes = request.app[COORDINATOR].settings.nodes
-    length = request.content_length
-    if nodes.tier is None and length is not None and length > nodes.max_value_bytes:
-        too_large = ValueTooLarge(
-            f"body of {length} bytes exceeds the limit of {nodes.max_value_bytes} bytes"
-        )
-        return await refuse_before_body(request, error_response(too_large))
+    if nodes.tier is None:
+        try:
+            check_length(request, nodes.max_value_bytes)
+        except ValueTooLarge as too_large:
+            return await refuse_before_body(request, error_response(too_large))
     await expect_continue(request)
     return None
 

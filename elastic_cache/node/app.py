@@ -36,10 +36,11 @@ from collections.abc import AsyncIterator
 
 from aiohttp import web
 
-from elastic_cache.errors import Conflict, ElasticCacheError, InvalidBody, ValueTooLarge
+from elastic_cache.errors import Conflict, ElasticCacheError, InvalidBody
 from elastic_cache.httpio import (
     STREAM_ABOVE,
     BufferPool,
+    check_length,
     error_response,
     expect_continue,
     int_field,
@@ -205,10 +206,8 @@ async def expect_put(request: web.Request) -> web.StreamResponse | None:
     service = request.app[SERVICE]
     try:
         service.token(_key(request))
-        length = request.content_length
-        limit = request.app[MAX_VALUE]
-        if service.cold is None and length is not None and length > limit:
-            raise ValueTooLarge(f"body of {length} bytes exceeds the limit of {limit} bytes")
+        if service.cold is None:
+            check_length(request, request.app[MAX_VALUE])
     except ElasticCacheError as err:
         return await refuse_before_body(request, error_response(err, _fill_header(service)))
     await expect_continue(request)
