@@ -245,10 +245,7 @@ def wait_running(
     """Wait until the instance runs; ``polled`` hears its state after every poll."""
     deadline = clock() + timeout
     while True:
-        reply = aws_call(
-            ec2, "DescribeInstances", doing="waiting for the coordinator", InstanceIds=[instance_id]
-        )
-        instance: dict[str, Any] = reply["Reservations"][0]["Instances"][0]
+        instance = _state_of(ec2, instance_id)
         state = instance["State"]["Name"]
         if state == "running":
             return instance
