@@ -73,6 +73,12 @@ FAKE_AWS = {
 }
 
 
+def _fake_aws_env() -> None:
+    """Fake credentials for moto, unless some are set (never real ones are needed)."""
+    for name, value in FAKE_AWS.items():
+        os.environ.setdefault(name, value)
+
+
 @dataclass(frozen=True, slots=True)
 class Case:
     """One workload of Figure 8."""
@@ -111,18 +117,15 @@ CASES = (
 class Counters:
     """What a run has counted so far."""
 
-    requests: int = 0
-    hits: int = 0
-    cold_hits: int = 0
-    misses: int = 0
     to_s3: int = 0  # values moved from memory to S3 (written, or already there)
     s3_writes: int = 0
     filter_skips: int = 0  # misses answered without asking S3
     evicted: int = 0  # values dropped from memory and lost
 
 
-#: One request: the key, then what happened ("hit", "cold", "miss") and the counters.
+#: One request: the key in, what happened out ("hit", "cold" or "miss").
 Request = Callable[[str], Awaitable[str]]
+#: The node's counters so far.
 Snapshot = Callable[[], Awaitable[Counters]]
 
 
@@ -190,7 +193,7 @@ def run_in_process(case: Case, config: str, seed: int) -> list[dict[str, Any]]:
 
     from elastic_cache.tiers.s3 import S3Tier
 
-    os.environ.update({k: os.environ.get(k, v) for k, v in FAKE_AWS.items()})
+    _fake_aws_env()
     with mock_aws():
         s3 = boto3.client("s3", region_name="us-east-1")
         s3.create_bucket(Bucket="fig8")
@@ -290,7 +293,7 @@ async def _with_moto_server(
 ) -> list[list[dict[str, Any]]]:
     from benchmarks.bench_tiers import moto_server
 
-    os.environ.update({k: os.environ.get(k, v) for k, v in FAKE_AWS.items()})
+    _fake_aws_env()
     async with moto_server() as url:
         import boto3
 
