@@ -14,13 +14,18 @@ from elastic_cache.config import ClusterSettings, CostSettings, check_cluster_na
 from elastic_cache.cost import PriceTable, UnknownPrice, instance_price
 from elastic_cache.deploy.coordinator import PORT_TAG, endpoint_of
 from elastic_cache.errors import ConfigError, NodeUnavailable, NotFound
-from elastic_cache.provisioner.ec2 import CLUSTER_TAG, NODE_TAG, ROLE_TAG
+from elastic_cache.provisioner.ec2 import (
+    NODE_TAG,
+    ROLE_TAG,
+    UNTERMINATED_STATES,
+    cluster_filters,
+)
 from elastic_cache.status import fetch_cluster, render_status
 from elastic_cache.userdata import coordinator_config_of
 
 __all__ = ["ClusterNotFound", "aws_view", "coordinator_prices", "status_by_name"]
 
-_SHOWN_STATES = ["pending", "running", "stopping", "stopped", "shutting-down"]
+_SHOWN_STATES = (*UNTERMINATED_STATES, "shutting-down")
 _BILLED_STATES = ("pending", "running")
 
 Fetch = Callable[[str], dict[str, Any]]
@@ -62,10 +67,7 @@ def aws_view(ec2: Any, name: str, region: str) -> dict[str, Any]:
         ec2,
         "DescribeInstances",
         doing=f"listing the instances of {name}",
-        Filters=[
-            {"Name": f"tag:{CLUSTER_TAG}", "Values": [name]},
-            {"Name": "instance-state-name", "Values": _SHOWN_STATES},
-        ],
+        Filters=cluster_filters(name, states=_SHOWN_STATES),
     )
     instances = [i for r in reply["Reservations"] for i in r["Instances"]]
     tags_of = {
