@@ -6,10 +6,11 @@ something), beside two baselines measured in the same run: a plain ``dict`` of
 ``(token, key)`` that pops a range by deleting its keys one by one. Ratios are against
 that SortedDict.
 
-Each process builds the same seeded data set: ``--records`` keys with random 64-bit
-tokens, each bound to one of a pool of distinct random 1 KiB ``bytes`` values (the pool
-is shared by all records, so values cost no memory per record but are real 1 KiB
-objects). After a warm-up on a small data set, each repeat
+Each process builds the same seeded data set: ``--records`` keys with their tokens under
+the cluster's default hash (MurmurHash3, 64 bits; each index is given that hasher, as a
+node gives it its own), each bound to one of a pool of distinct random 1 KiB ``bytes``
+values (the pool is shared by all records, so values cost no memory per record but are
+real 1 KiB objects). After a warm-up on a small data set, each repeat
 
 1. builds the structure by putting every record (put rate),
 2. gets a random sample of keys (get rate),
@@ -47,6 +48,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from elastic_cache.hashing import Murmur3Hasher
+
 if TYPE_CHECKING:
     from elastic_cache.progress import Progress
 
@@ -65,6 +68,7 @@ VALUE_SIZE = 1024
 VALUE_POOL = 1024
 WARMUP_RECORDS = 20_000
 RESULTS = Path(__file__).resolve().parent / "results"
+HASHER = Murmur3Hasher()
 
 # -- one structure, in its own process ----------------------------------------------------
 
@@ -86,7 +90,7 @@ class DataSet:
     def make(cls, records: int, seed: int, get_sample: int, delete_sample: int) -> DataSet:
         rng = random.Random(seed)
         keys = [f"key:{i:09d}" for i in range(records)]
-        tokens = [rng.getrandbits(64) for _ in range(records)]
+        tokens = list(map(HASHER, keys))
         pool = [rng.randbytes(VALUE_SIZE) for _ in range(VALUE_POOL)]
         values = [pool[i % VALUE_POOL] for i in range(records)]
         # Samples are drawn as indices (random.sample picks the same positions from a
@@ -130,7 +134,7 @@ class Subject:
         else:
             from elastic_cache.indexes import make_index
 
-            self.obj = make_index(self.name)
+            self.obj = make_index(self.name, hasher=HASHER)
 
     def put_all(self, keys: list[str], tokens: list[int], values: list[bytes]) -> None:
         obj = self.obj

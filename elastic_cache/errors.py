@@ -12,7 +12,8 @@ middleware turns any of them into a JSON body ``{"error": code, "message": ...}`
     │   ├── InvalidTTL                     400 bad_ttl
     │   ├── InvalidBody                    400 bad_body
     │   ├── ValueTooLarge                  413 value_too_large
-    │   └── InvalidSplit                   400 bad_split
+    │   ├── InvalidSplit                   400 bad_split
+    │   └── TokenMismatch                  400 bad_token
     ├── NotFound(KeyError)                 404 not_found
     │   ├── KeyNotFound                    404 key_not_found
     │   ├── UnknownOrigin                  404 unknown_origin
@@ -54,6 +55,7 @@ __all__ = [
     "NotFound",
     "ProvisionError",
     "StoreFull",
+    "TokenMismatch",
     "Unauthorized",
     "Unavailable",
     "UnknownBucket",
@@ -147,6 +149,12 @@ class InvalidSplit(InvalidRequest):
     """A ring split names a token outside the bucket's range, or the bucket's own token."""
 
     code = "bad_split"
+
+
+class TokenMismatch(InvalidRequest):
+    """A record's token is not its key's hash under the cluster's hash function."""
+
+    code = "bad_token"
 
 
 class NotFound(ElasticCacheError, KeyError):

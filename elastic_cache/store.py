@@ -187,7 +187,10 @@ class Store:
         Raises:
             ValueTooLarge: the record alone exceeds the capacity.
             StoreFull: ``on_full`` is ``block`` and there is no room.
+            TokenMismatch: the index holds the cluster's hasher and ``token`` is not the
+                key's hash (checked before anything is evicted).
         """
+        self._index.check_token(key, token)
         expires_at = self._clock() + ttl if ttl else 0.0
         self._version += 1
         rec = Record(value, content_type, expires_at, self._version, key_nbytes(key) + len(value))
@@ -206,8 +209,9 @@ class Store:
             Whether the record was stored.
 
         Raises:
-            ValueTooLarge / StoreFull: as for `put`.
+            ValueTooLarge / StoreFull / TokenMismatch: as for `put`.
         """
+        self._index.check_token(key, token)
         self._version = max(self._version, rec.version)
         if rec.version <= floor:
             return False

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from elastic_cache.errors import ConfigError, IndexSpecError
+from elastic_cache.hashing import TokenHasher
 from elastic_cache.indexes.base import Entry, Index, SizeOf, default_sizeof
 from elastic_cache.indexes.baseline import SortedIndex
 from elastic_cache.indexes.bptree import BPlusTreeIndex
@@ -34,7 +35,7 @@ __all__ = [
 
 #: Name → (class, {parameter: type}). Every index registers itself here.
 INDEXES: dict[str, tuple[type[Index[Any]], dict[str, type]]] = {
-    "bptree": (BPlusTreeIndex, {"order": int}),
+    "bptree": (BPlusTreeIndex, {"order": int, "shards": int}),
     "sorted": (SortedIndex, {}),
     "ehash": (ExtendibleHashIndex, {"bucket_size": int}),
     "cbf": (CountingBloomIndex, {"capacity": int, "error": float, "domain": int}),
@@ -78,12 +79,16 @@ def parse_index_spec(spec: str) -> tuple[str, dict[str, Any]]:
     return name, args
 
 
-def make_index(spec: str, *, sizeof: SizeOf[Any] | None = None) -> Index[Any]:
+def make_index(
+    spec: str, *, sizeof: SizeOf[Any] | None = None, hasher: TokenHasher | None = None
+) -> Index[Any]:
     """Build an index from a spec string.
 
     Args:
         spec: ``"sorted"``, ``"bptree:order=64"``, ``"ehash:bucket_size=300"``, ``"cbf"``...
         sizeof: bytes held by a value (see `default_sizeof`).
+        hasher: the cluster's key → token function (see `Index`); None lets any key carry
+            any token.
 
     Raises:
         IndexSpecError: the spec is malformed or a parameter is out of range.
@@ -91,7 +96,7 @@ def make_index(spec: str, *, sizeof: SizeOf[Any] | None = None) -> Index[Any]:
     name, args = parse_index_spec(spec)
     cls, _ = INDEXES[name]
     try:
-        return cls(sizeof=sizeof, **args)
+        return cls(sizeof=sizeof, hasher=hasher, **args)
     except IndexSpecError:
         raise
     except ConfigError as exc:

@@ -16,6 +16,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import ClassVar, Generic, TypeVar
 
+from elastic_cache.hashing import TokenHasher
 from elastic_cache.ring import in_range
 
 __all__ = [
@@ -88,6 +89,10 @@ class Index(ABC, Generic[V]):
 
     Args:
         sizeof: bytes held by a value, for `nbytes`.
+        hasher: the cluster's key → token function, or None when any key may carry any
+            token. An index that relies on it (the B+-tree finds a key's part of its key
+            map by token) rejects a record whose token is not ``hasher(key)`` with
+            `TokenMismatch`; the others ignore it.
     """
 
     #: Name used in spec strings (``"bptree"``, ``"ehash"``, ...).
@@ -97,8 +102,11 @@ class Index(ABC, Generic[V]):
     #: can be walked or popped in small pieces; False when every range operation scans.
     ordered: ClassVar[bool] = False
 
-    def __init__(self, *, sizeof: SizeOf[V] | None = None) -> None:
+    def __init__(
+        self, *, sizeof: SizeOf[V] | None = None, hasher: TokenHasher | None = None
+    ) -> None:
         self._sizeof: SizeOf[V] = sizeof if sizeof is not None else default_sizeof
+        self._hasher = hasher
 
     # -- point operations ------------------------------------------------------------
 
@@ -126,6 +134,18 @@ class Index(ABC, Generic[V]):
         not check. Default: `put_many`.
         """
         self.put_many(zip(keys, tokens, values, strict=True))
+
+    def check_token(self, key: str, token: int) -> None:
+        """Raise what `put` would raise for ``token``, without storing anything.
+
+        A caller that must do something before a put (a store evicting to make room)
+        checks first, so that a refused record costs nothing. Default: every token is
+        accepted.
+
+        Raises:
+            TokenMismatch: the index relies on its hasher and ``token`` is not
+                ``hasher(key)``.
+        """
 
     @abstractmethod
     def delete(self, key: str) -> bool:

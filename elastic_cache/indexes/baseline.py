@@ -6,6 +6,7 @@ from collections.abc import Iterable, Iterator
 
 from sortedcontainers import SortedList
 
+from elastic_cache.hashing import TokenHasher
 from elastic_cache.indexes.base import Entry, Index, SizeOf, V
 
 __all__ = ["SortedIndex"]
@@ -25,8 +26,10 @@ class SortedIndex(Index[V]):
     name = "sorted"
     ordered = True
 
-    def __init__(self, *, sizeof: SizeOf[V] | None = None) -> None:
-        super().__init__(sizeof=sizeof)
+    def __init__(
+        self, *, sizeof: SizeOf[V] | None = None, hasher: TokenHasher | None = None
+    ) -> None:
+        super().__init__(sizeof=sizeof, hasher=hasher)
         self._order: SortedList = SortedList()
         self._records: dict[str, tuple[int, V]] = {}
         self._nbytes = 0

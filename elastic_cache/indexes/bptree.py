@@ -17,9 +17,12 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Iterator, Sequence
+from itertools import islice
+from operator import itemgetter
 from typing import Any
 
-from elastic_cache.errors import ConfigError
+from elastic_cache.errors import ConfigError, TokenMismatch
+from elastic_cache.hashing import TokenHasher
 from elastic_cache.indexes.base import Entry, Index, SizeOf, V
 from elastic_cache.indexes.bptree_nodes import (
     PER_INNER,
@@ -30,6 +33,8 @@ from elastic_cache.indexes.bptree_nodes import (
     borrow_left,
     borrow_right,
     check_subtree,
+    entries_size,
+    entry_key,
     first_leaf,
     merge_children,
     split_child,
@@ -37,44 +42,88 @@ from elastic_cache.indexes.bptree_nodes import (
 )
 from elastic_cache.indexes.bptree_pop import RangePop
 
-__all__ = ["BPlusTreeIndex"]
+__all__ = ["DEFAULT_SHARDS", "MAX_SHARDS", "BPlusTreeIndex"]
 
+#: Dicts the key map is cut into by default: ~250 keys each at a million records, so a
+#: range pop deletes few keys one by one, while an empty index holds only a list of
+#: references to one shared empty dict (32 KiB).
+DEFAULT_SHARDS = 4096
+MAX_SHARDS = 1 << 16
 
-def _order_key(entry: Entry[Any]) -> tuple[int, str]:
-    return entry[0], entry[1]
+#: Bytes per shard in `BPlusTreeIndex.nbytes`: its slot in the list of shards. A shard's
+#: dict, when it has one, is counted per record (`PER_RECORD`).
+PER_SHARD = 8
+
+#: Stands for every shard that holds no key; never written (`BPlusTreeIndex._writable`).
+_EMPTY: dict[str, Any] = {}
+
+_order_key: Any = itemgetter(0, 1)
+_token_of: Any = itemgetter(0)
 
 
 class BPlusTreeIndex(Index[V]):
-    """A B+-tree of records ordered by ``(token, key)``, beside a ``key → Entry`` dict.
+    """A B+-tree of records ordered by ``(token, key)``, beside a ``key → Entry`` map.
 
-    The dict is a covering index: it maps each key to the record's `Entry` tuple
-    ``(token, key, value)``, so a point read is one dict lookup and never enters the
-    tree. The leaves hold the same records as parallel token / key / value lists, in
-    order, for range operations: they seek with one descent and sweep the leaf chain,
-    and `pop_range` detaches fully covered subtrees whole, handing out the dict's own
-    tuples. Writes keep the two in step (put and delete descend the tree anyway, to
-    update subtree counts); splits, borrows and merges move records between leaves
-    without touching the dict.
+    The map is a covering index: it maps each key to the record's `Entry` tuple
+    ``(token, key, value)``, so a point read is a dict lookup and never enters the tree.
+    Given the cluster's ``hasher``, the map is cut by token into ``shards`` dicts, each
+    owning an equal slice of the token space: a read hashes the key to find its dict, and
+    `pop_range` drops the dicts its range covers whole instead of deleting their keys one
+    by one. Without a hasher (any key may carry any token) the map is one dict.
+
+    The leaves hold the same tuples, in order, beside their tokens: a range seeks with one
+    descent and sweeps the leaf chain, and `pop_range` detaches fully covered subtrees
+    whole, handing out their entry lists. Writes keep the map and the leaves in step;
+    splits, borrows and merges move records between leaves without touching the map.
 
     Args:
         order: most children of an internal node and most records of a leaf (>= 4).
+        shards: dicts the key map is cut into when there is a hasher; a power of two from
+            1 to 65536, at most one per token.
         sizeof: bytes held by a value, for `nbytes`.
+        hasher: the cluster's key → token function (see `Index`). With it, a record whose
+            token is not ``hasher(key)`` is refused with `TokenMismatch`.
 
     Raises:
-        ConfigError: ``order`` is not an integer of at least 4.
+        ConfigError: ``order`` is not an integer of at least 4, or ``shards`` is not a
+            power of two from 1 to 65536.
     """
 
     name = "bptree"
     ordered = True
 
-    def __init__(self, order: int = 64, *, sizeof: SizeOf[V] | None = None) -> None:
+    def __init__(
+        self,
+        order: int = 64,
+        *,
+        shards: int = DEFAULT_SHARDS,
+        sizeof: SizeOf[V] | None = None,
+        hasher: TokenHasher | None = None,
+    ) -> None:
         if isinstance(order, bool) or not isinstance(order, int) or order < 4:
             raise ConfigError(f"B+-tree order must be an integer >= 4, got {order!r}")
-        super().__init__(sizeof=sizeof)
+        if (
+            isinstance(shards, bool)
+            or not isinstance(shards, int)
+            or not 1 <= shards <= MAX_SHARDS
+            or shards & (shards - 1)
+        ):
+            raise ConfigError(
+                f"B+-tree shards must be a power of two from 1 to {MAX_SHARDS}, got {shards!r}"
+            )
+        super().__init__(sizeof=sizeof, hasher=hasher)
         self._order = order
         self._min = (order + 1) // 2
-        self._entries: dict[str, Entry[V]] = {}
-        self._root: Any = Leaf([], [], [], 0)
+        # Shard i holds the keys whose token t has t >> shift == i.
+        if hasher is None:
+            self._shift = 0
+            self._maps: list[dict[str, Entry[V]]] = [{}]
+        else:
+            bits = (hasher.space - 1).bit_length()
+            self._shift = max(0, bits - (shards.bit_length() - 1))
+            self._maps = [_EMPTY] * (((hasher.space - 1) >> self._shift) + 1)
+        self._count = 0
+        self._root: Any = Leaf([], [], 0)
         self._height = 0  # internal levels above the leaves
         self._leaves = 1
         self._inners = 0
@@ -87,6 +136,11 @@ class BPlusTreeIndex(Index[V]):
     def order(self) -> int:
         """Most children of an internal node and most records of a leaf. Runtime: O(1)."""
         return self._order
+
+    @property
+    def shards(self) -> int:
+        """Dicts the key map is cut into (1 without a hasher). Runtime complexity: O(1)."""
+        return len(self._maps)
 
     @property
     def height(self) -> int:
@@ -103,39 +157,176 @@ class BPlusTreeIndex(Index[V]):
         """Number of internal nodes. Runtime complexity: O(1)."""
         return self._inners
 
+    # -- the key map ---------------------------------------------------------------------
+
+    def _shard_of(self, key: str) -> int | None:
+        """The shard of the key map that would hold ``key``; None when the hasher cannot
+        take it (a non-integer key under the modulo hash), so it cannot be present.
+
+        Runtime complexity: O(1).
+        """
+        hasher = self._hasher
+        if hasher is None:
+            return 0
+        try:
+            return hasher(key) >> self._shift
+        except ValueError:
+            return None
+
+    def _map_for(self, key: str, token: int) -> int:
+        """The shard of the key map for a record, checking its token against the hasher.
+
+        Raises:
+            TokenMismatch: ``token`` is not ``hasher(key)``.
+            InvalidKey: the hasher cannot take ``key``.
+
+        Runtime complexity: O(1).
+        """
+        hasher = self._hasher
+        if hasher is None:
+            return 0
+        if hasher(key) != token:
+            raise TokenMismatch(
+                f"key {key[:60]!r} has token {hasher(key)} under {hasher.spec}, not {token}"
+            )
+        return token >> self._shift
+
+    def _writable(self, shard: int) -> dict[str, Entry[V]]:
+        """Shard ``shard`` of the key map, given a dict of its own if it had none."""
+        mapping = self._maps[shard]
+        if mapping is _EMPTY:
+            mapping = self._maps[shard] = {}
+        return mapping
+
+    def _check_tokens(self, keys: Sequence[str], tokens: Sequence[int]) -> None:
+        """Refuse a batch in which some token is not its key's hash (nothing is stored).
+
+        Raises:
+            TokenMismatch / InvalidKey: as `_map_for`, for the first bad record.
+
+        Runtime complexity: O(m) hashes for m records.
+        """
+        hasher = self._hasher
+        if hasher is not None and list(map(hasher, keys)) != list(tokens):
+            for key, token in zip(keys, tokens, strict=True):
+                self._map_for(key, token)
+
+    def _map_run(self, run: list[Entry[V]]) -> None:
+        """Add ``run`` (new records sorted by token) to the key map, shard by shard.
+
+        Runtime complexity: O(m + shards touched * log m) for m records.
+        """
+        if self._hasher is None:
+            self._writable(0).update(zip(map(entry_key, run), run, strict=True))
+            return
+        shift = self._shift
+        start, n = 0, len(run)
+        while start < n:
+            shard = run[start][0] >> shift
+            end = bisect_left(run, (shard + 1) << shift, start + 1, n, key=_token_of)
+            piece = run[start:end]
+            self._writable(shard).update(zip(map(entry_key, piece), piece, strict=True))
+            start = end
+
+    def _unmap(
+        self, popped: list[Entry[V]], begin: int, start: int | None, stop: int | None
+    ) -> None:
+        """Take ``popped[begin:]`` out of the key map: the records a span removal returned.
+
+        They are in token order and are every record with ``start <= token < stop`` (a None
+        bound is open). Shards whose whole slice of the token space lies in the span held
+        nothing else and are dropped whole; the records of the (at most two) shards the
+        span cuts through leave one by one, from the two ends of the run.
+
+        Runtime complexity: O(shards dropped + records of cut shards); freeing a dropped
+        shard costs its records' reference counts, in C.
+        """
+        count = len(popped) - begin
+        if not count:
+            return
+        self._count -= count
+        maps = self._maps
+        if self._hasher is None:
+            if len(maps[0]) == count:
+                maps[0] = _EMPTY
+            else:
+                for entry in islice(popped, begin, None):
+                    self._unmap_one(entry)
+            return
+        shift = self._shift
+        whole_from = 0 if start is None else -(-start >> shift)  # ceil(start / 2**shift)
+        whole_to = len(maps) if stop is None else min(len(maps), stop >> shift)
+        if whole_to > whole_from:
+            maps[whole_from:whole_to] = [_EMPTY] * (whole_to - whole_from)
+        i, j = begin, len(popped)
+        while i < j and popped[i][0] >> shift < whole_from:
+            self._unmap_one(popped[i])
+            i += 1
+        while j > i and popped[j - 1][0] >> shift >= whole_to:
+            self._unmap_one(popped[j - 1])
+            j -= 1
+
+    def _unmap_one(self, entry: Entry[V]) -> None:
+        """Take one record out of its shard; an emptied shard gives its dict back.
+
+        Runtime complexity: O(1).
+        """
+        shard = entry[0] >> self._shift if self._hasher is not None else 0
+        mapping = self._maps[shard]
+        del mapping[entry[1]]
+        if not mapping:
+            self._maps[shard] = _EMPTY
+
     # -- point operations ----------------------------------------------------------------
 
     def get(self, key: str) -> V | None:
-        """The value of ``key``, from the key dict's `Entry`. Runtime complexity: O(1)."""
-        entry = self._entries.get(key)
+        """The value of ``key``, from the key map's `Entry`. Runtime complexity: O(1)."""
+        hasher = self._hasher
+        if hasher is None:
+            entry = self._maps[0].get(key)
+        else:
+            try:
+                entry = self._maps[hasher(key) >> self._shift].get(key)
+            except ValueError:  # a key the hash cannot take is absent
+                return None
         return None if entry is None else entry[2]
-
-    def existing(self, keys: Iterable[str]) -> set[str]:
-        """Which of ``keys`` are present: one set intersection with the key dict, in C.
-
-        Runtime complexity: O(m) for m keys.
-        """
-        return self._entries.keys() & set(keys)
 
     def token_of(self, key: str) -> int | None:
         """Runtime complexity: O(1)."""
-        entry = self._entries.get(key)
+        shard = self._shard_of(key)
+        entry = None if shard is None else self._maps[shard].get(key)
         return None if entry is None else entry[0]
+
+    def check_token(self, key: str, token: int) -> None:
+        """Refuse a token that is not the key's hash (with a hasher). Runtime: O(1).
+
+        Raises:
+            TokenMismatch / InvalidKey: as `put`.
+        """
+        self._map_for(key, token)
 
     def put(self, key: str, token: int, value: V) -> None:
         """Insert or overwrite; an overwrite with a new token moves the record.
 
+        Raises:
+            TokenMismatch: there is a hasher and ``token`` is not ``hasher(key)``.
+            InvalidKey: the hasher cannot take ``key``.
+
         Runtime complexity: O(log n) (a split costs O(order) and happens once in about
         ``order / 2`` inserts).
         """
-        old = self._entries.get(key)
+        shard = self._map_for(key, token)
+        old = self._maps[shard].get(key)
         entry = (token, key, value)
         if old is not None:
             if old[0] == token:
-                self._replace(old, entry)
+                self._replace(old, entry, shard)
                 return
+            # Only without a hasher can a key change token: its shard is then the one map.
+            self._unmap_one(old)
+            self._count -= 1
             self._remove(old)
-        self._insert(entry)
+        self._insert(entry, shard)
 
     def put_many(self, entries: Iterable[tuple[str, int, V]]) -> None:
         """Insert a batch (a migration's frame): one descent per leaf it lands in.
@@ -144,17 +335,20 @@ class BPlusTreeIndex(Index[V]):
         separator that bounds it on the right, and every following record below that
         bound is merged into the leaf at once. Overflowing nodes are then split in halves
         bottom-up until they fit. Keys already present (and keys repeated within the batch)
-        take the ordinary `put` path.
+        take the ordinary `put` path. Every token is checked before anything is stored.
+
+        Raises:
+            TokenMismatch: there is a hasher and some token is not its key's hash.
 
         Runtime complexity: O(m log m + leaves touched * (log n + order)) for m records,
         against O(m log n) descents for m puts.
         """
-        present = self._entries
+        maps = self._maps
         fresh: list[Entry[V]] = []
         seen: set[str] = set()
         later: list[tuple[str, int, V]] = []
         for key, token, value in entries:
-            if key in present or key in seen:
+            if key in maps[self._map_for(key, token)] or key in seen:
                 later.append((key, token, value))
             else:
                 seen.add(key)
@@ -166,22 +360,26 @@ class BPlusTreeIndex(Index[V]):
             self.put(key, token, value)
 
     def put_new(self, keys: Sequence[str], tokens: Sequence[int], values: Sequence[V]) -> None:
-        """`put_many` for keys the caller knows are absent and distinct: no checks.
+        """`put_many` for keys the caller knows are absent and distinct: no presence checks.
+
+        Raises:
+            TokenMismatch: there is a hasher and some token is not its key's hash (nothing
+                is stored).
 
         Runtime complexity: as `put_many`.
         """
+        self._check_tokens(keys, tokens)
         fresh = list(zip(tokens, keys, values, strict=True))
         if fresh:
             fresh.sort(key=_order_key)  # a frame arrives sorted: one linear pass
             self._bulk_insert(fresh)
 
     def _bulk_insert(self, fresh: list[Entry[V]]) -> None:
-        """Insert new records sorted by ``(token, key)``; the tuples become dict entries.
+        """Insert new records sorted by ``(token, key)``; the tuples become map entries.
 
         Runtime complexity: see `put_many`.
         """
         self._version += 1
-        entries = self._entries
         sizeof = self._sizeof
         n = len(fresh)
         pos = 0
@@ -202,29 +400,24 @@ class BPlusTreeIndex(Index[V]):
             # The records below the leaf's right bound all land in it.
             end = n if bound is None else bisect_left(fresh, bound, pos + 1, n, key=_order_key)
             run = fresh[pos:end]
-            run_toks, run_keys, run_vals = zip(*run, strict=True)
             leaf: Leaf[V] = node
-            if leaf.toks and (leaf.toks[-1], leaf.keys[-1]) > (run[0][0], run[0][1]):
-                merged = sorted(
-                    [*zip(leaf.toks, leaf.keys, leaf.vals, strict=True), *run], key=_order_key
-                )
-                toks, ks, vals = zip(*merged, strict=True)
-                leaf.toks[:] = toks
-                leaf.keys[:] = ks
-                leaf.vals[:] = vals
+            if leaf.toks and (leaf.toks[-1], leaf.ents[-1][1]) > (token, key):
+                merged = sorted([*leaf.ents, *run], key=_order_key)
+                leaf.toks[:] = map(_token_of, merged)
+                leaf.ents[:] = merged
             else:  # the run goes after the leaf's records (always, into an empty range)
-                leaf.toks.extend(run_toks)
-                leaf.keys.extend(run_keys)
-                leaf.vals.extend(run_vals)
-            size = sum(map(len, run_keys)) + sum(map(sizeof, run_vals))
+                leaf.toks.extend(map(_token_of, run))
+                leaf.ents.extend(run)
+            size = entries_size(run, sizeof)
             leaf.nbytes += size
             self._bytes += size
-            entries.update(zip(run_keys, run, strict=True))
             added = end - pos
             for parent, i in path:
                 parent.counts[i] += added
             self._split_overflow(path)
             pos = end
+        self._map_run(fresh)
+        self._count += n
 
     def _split_overflow(self, path: list[tuple[Inner, int]]) -> None:
         """Split, bottom-up along ``path``, every node that holds more than ``order``.
@@ -265,22 +458,28 @@ class BPlusTreeIndex(Index[V]):
 
         Runtime complexity: O(log n).
         """
-        entry = self._entries.pop(key, None)
+        shard = self._shard_of(key)
+        if shard is None:
+            return False
+        entry = self._maps[shard].get(key)
         if entry is None:
             return False
+        self._unmap_one(entry)
+        self._count -= 1
         self._remove(entry)
         return True
 
     def __len__(self) -> int:
         """Runtime complexity: O(1)."""
-        return len(self._entries)
+        return self._count
 
     @property
     def nbytes(self) -> int:
         """Keys and values plus per-record and per-node overhead. Runtime complexity: O(1)."""
         return (
             self._bytes
-            + len(self._entries) * PER_RECORD
+            + self._count * PER_RECORD
+            + len(self._maps) * PER_SHARD
             + self._leaves * PER_LEAF
             + self._inners * PER_INNER
         )
@@ -332,7 +531,7 @@ class BPlusTreeIndex(Index[V]):
         while leaf is not None:
             toks = leaf.toks
             j = len(toks) if stop is None else bisect_left(toks, stop, i)
-            yield from zip(toks[i:j], leaf.keys[i:j], leaf.vals[i:j], strict=True)
+            yield from leaf.ents[i:j]
             if self._version != version:
                 raise RuntimeError("the B+-tree index changed during iteration")
             if j < len(toks):
@@ -370,7 +569,7 @@ class BPlusTreeIndex(Index[V]):
         """Two rank descents over the subtree counts. Runtime complexity: O(log n)."""
         if lo < hi:
             return self._rank(hi + 1) - self._rank(lo + 1)
-        return len(self._entries) - self._rank(lo + 1) + self._rank(hi + 1)
+        return self._count - self._rank(lo + 1) + self._rank(hi + 1)
 
     def median_token(self, lo: int, hi: int) -> int | None:
         """Rank descents plus one select descent. Runtime complexity: O(log n)."""
@@ -378,7 +577,7 @@ class BPlusTreeIndex(Index[V]):
         if count == 0:
             return None
         start = self._rank(lo + 1)
-        return self._select((start + (count - 1) // 2) % len(self._entries))
+        return self._select((start + (count - 1) // 2) % self._count)
 
     # -- range removal -------------------------------------------------------------------
 
@@ -388,7 +587,8 @@ class BPlusTreeIndex(Index[V]):
         One descent along the two boundary paths; the subtrees between them are detached
         whole and their records collected through the leaf chain; underflow is repaired
         along the boundary paths only (`RangePop`). A wrapping range is two such spans.
-        The returned tuples are the key dict's own entries, popped from it.
+        The returned tuples are the key map's own entries; the shards of the map that a
+        span covers are dropped whole (`_unmap`).
 
         Runtime complexity: O(log n * order + m) for m records.
         """
@@ -407,15 +607,17 @@ class BPlusTreeIndex(Index[V]):
 
         Runtime complexity: O(log n * order + m) for m records.
         """
-        if not self._entries:
+        if not self._count:
             return
         self._version += 1
-        pop = RangePop(self._entries, self._order, self._sizeof, out)
+        begin = len(out)
+        pop = RangePop(self._order, self._sizeof, out)
         pop.node(self._root, self._height, start, stop, before=None)
         self._leaves += pop.leaves
         self._inners += pop.inners
         self._bytes -= pop.freed
         self._collapse_root()
+        self._unmap(out, begin, start, stop)
 
     def _collapse_root(self) -> None:
         """Replace an internal root with a single child by that child. Runtime: O(height)."""
@@ -436,27 +638,27 @@ class BPlusTreeIndex(Index[V]):
                 i = bisect_right(node.skeys, key, bisect_left(stoks, token, 0, i), i)
             node = node.kids[i]
         toks = node.toks
-        keys = node.keys
+        ents = node.ents
         i = bisect_left(toks, token)
-        if keys[i] != key:
-            i = bisect_left(keys, key, i, bisect_right(toks, token, i))
+        if ents[i][1] != key:
+            i = bisect_left(ents, key, i, bisect_right(toks, token, i), key=entry_key)
         return node, i
 
-    def _replace(self, old: Entry[V], entry: Entry[V]) -> None:
-        """Overwrite the value of a record that keeps its token: in its leaf and the dict.
+    def _replace(self, old: Entry[V], entry: Entry[V], shard: int) -> None:
+        """Overwrite the value of a record that keeps its token: in its leaf and the map.
 
         Runtime complexity: O(log n).
         """
         token, key, value = entry
         leaf, i = self._locate(token, key)
         delta = self._sizeof(value) - self._sizeof(old[2])
-        leaf.vals[i] = value
+        leaf.ents[i] = entry
         leaf.nbytes += delta
         self._bytes += delta
-        self._entries[key] = entry
+        self._maps[shard][key] = entry
 
-    def _insert(self, entry: Entry[V]) -> None:
-        """Insert a new record in its leaf and the dict, splitting full nodes bottom-up.
+    def _insert(self, entry: Entry[V], shard: int) -> None:
+        """Insert a new record in its leaf and the map, splitting full nodes bottom-up.
 
         Runtime complexity: O(log n).
         """
@@ -476,13 +678,13 @@ class BPlusTreeIndex(Index[V]):
         toks = node.toks
         i = bisect_right(toks, token)
         if i and toks[i - 1] == token:
-            i = bisect_right(node.keys, key, bisect_left(toks, token, 0, i), i)
+            i = bisect_right(node.ents, key, bisect_left(toks, token, 0, i), i, key=entry_key)
         toks.insert(i, token)
-        node.keys.insert(i, key)
-        node.vals.insert(i, value)
+        node.ents.insert(i, entry)
         node.nbytes += size
         self._bytes += size
-        self._entries[key] = entry
+        self._writable(shard)[key] = entry
+        self._count += 1
         if len(toks) <= self._order:
             return
         leaves = True
@@ -519,7 +721,7 @@ class BPlusTreeIndex(Index[V]):
     # -- deletion ------------------------------------------------------------------------
 
     def _remove(self, entry: Entry[V]) -> None:
-        """Remove a record from its leaf (the caller has taken it out of the dict).
+        """Remove a record from its leaf (the caller has taken it out of the map).
 
         Runtime complexity: O(log n).
         """
@@ -536,12 +738,12 @@ class BPlusTreeIndex(Index[V]):
             path.append((node, i))
             node = node.kids[i]
         toks = node.toks
-        keys = node.keys
+        ents = node.ents
         i = bisect_left(toks, token)
-        if keys[i] != key:
-            i = bisect_left(keys, key, i, bisect_right(toks, token, i))
+        if ents[i][1] != key:
+            i = bisect_left(ents, key, i, bisect_right(toks, token, i), key=entry_key)
         size = len(key) + self._sizeof(value)
-        del toks[i], keys[i], node.vals[i]
+        del toks[i], ents[i]
         node.nbytes -= size
         self._bytes -= size
         least = self._min
@@ -576,26 +778,37 @@ class BPlusTreeIndex(Index[V]):
     # -- invariants ----------------------------------------------------------------------
 
     def _check(self) -> None:
-        """Assert every invariant of the tree (see `check_subtree`), the dict and counters.
+        """Assert every invariant of the tree (see `check_subtree`), the key map, counters.
 
         Runtime complexity: O(n).
         """
-        entries = self._entries
-        tokens = {key: entry[0] for key, entry in entries.items()}
-        leaves, inners = check_subtree(self._root, self._height, self._order, tokens, self._sizeof)
-        # check_subtree matched every leaf record's token with the dict; the dict's entry
-        # must also name the same key and the very value the leaf holds.
-        for leaf in leaves:
-            for key, value in zip(leaf.keys, leaf.vals, strict=True):
-                entry = entries[key]
-                assert entry[1] == key, ("dict entry names another key", key, entry[1])
-                assert entry[2] is value, ("dict entry and leaf hold different values", key)
-        assert sum(len(leaf.toks) for leaf in leaves) == len(tokens), "dict holds extra keys"
+        maps = self._maps
+        assert not _EMPTY, "the shared empty shard was written to"
+        hasher = self._hasher
+        mapped: dict[str, Entry[V]] = {}
+        for shard, mapping in enumerate(maps):
+            for key, entry in mapping.items():
+                assert entry[1] == key, ("map entry names another key", key, entry[1])
+                if hasher is not None:
+                    assert entry[0] == hasher(key), ("token is not the key's hash", key)
+                    assert entry[0] >> self._shift == shard, ("key in the wrong shard", key)
+            assert hasher is None or mapping or mapping is _EMPTY, "empty shard keeps a dict"
+            mapped.update(mapping)
+        assert self._count == len(mapped), ("record count", self._count, len(mapped))
+        leaves, inners = check_subtree(
+            self._root, self._height, self._order, mapped.get, self._sizeof
+        )
+        held = sum(len(leaf.toks) for leaf in leaves)
+        assert held == self._count, ("key map holds keys the leaves do not", held)
         assert (len(leaves), inners) == (self._leaves, self._inners), "node counters"
         assert self._bytes == sum(leaf.nbytes for leaf in leaves), "byte counter"
         chained = [(t, k) for t, k, _ in self.entries()]
         assert chained == sorted(chained), "leaf chain out of order"
         expected = (
-            self._bytes + len(tokens) * PER_RECORD + len(leaves) * PER_LEAF + inners * PER_INNER
+            self._bytes
+            + self._count * PER_RECORD
+            + len(maps) * PER_SHARD
+            + len(leaves) * PER_LEAF
+            + inners * PER_INNER
         )
         assert self.nbytes == expected, (self.nbytes, expected)

@@ -1,12 +1,12 @@
 """The nodes of `BPlusTreeIndex`, the edits that keep them balanced, and their invariants.
 
-A leaf holds records as three parallel lists (tokens, keys, values) in ``(token, key)``
-order and links to the next leaf. An internal node holds its children, the number of
-records under each child, and the separators between them as two parallel lists
-(separator tokens, separator keys). Parallel lists rather than a list of tuples: a descent
-bisects a list of plain ints, a range pop walks a leaf's key list to take the records out
-of the tree's key dict, and a range scan builds its tuples straight from the lists with
-``zip``.
+A leaf holds its records as two parallel lists in ``(token, key)`` order — the tokens, and
+the `Entry` tuples ``(token, key, value)`` that the tree's key map also holds — and links
+to the next leaf. A descent bisects the list of plain ints; a range scan or pop hands out
+slices of the entry list, the very tuples the index gives out, so no tuple is built or
+freed per record. An internal node holds its children, the number of records under each
+child, and the separators between them as two parallel lists (separator tokens, separator
+keys).
 
 The functions here edit one parent and two neighbouring children: split, borrow, merge.
 The tree decides when to call them and keeps its own node counters.
@@ -14,10 +14,12 @@ The tree decides when to call them and keeps its own node counters.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from itertools import pairwise
+from operator import itemgetter
 from typing import Any, Generic
 
-from elastic_cache.indexes.base import SizeOf, V
+from elastic_cache.indexes.base import Entry, SizeOf, V
 
 __all__ = [
     "PER_INNER",
@@ -29,6 +31,8 @@ __all__ = [
     "borrow_right",
     "check_subtree",
     "count_inners",
+    "entries_size",
+    "entry_key",
     "first_leaf",
     "last_leaf",
     "merge_children",
@@ -38,32 +42,40 @@ __all__ = [
 
 # Memory estimate, CPython 3.11 on 64 bits (sys.getsizeof; docs/indexes.md compares the
 # total with tracemalloc). Per record: the key's str header (49, ASCII keys), the token
-# int (36 for a 64-bit token), three list slots in the leaf (24) plus list
-# over-allocation (~4), the key's dict entry (~32 averaged over dict fill) and the
-# (token, key, value) Entry tuple it maps to (64); the leaf and the tuple share the
-# token, key and value objects.
-PER_RECORD = 49 + 36 + 24 + 4 + 32 + 64
-# Per leaf: the slotted object (72), three list headers (3 * 56), its byte-count int (32),
+# int (36 for a 64-bit token), two list slots in the leaf (16) plus list
+# over-allocation (~2), the key's slot in the key map (~27: a str-keyed dict's 16 B entry
+# and its index, averaged over dict fill) and the (token, key, value) Entry tuple (64)
+# that the map and the leaf share.
+PER_RECORD = 49 + 36 + 16 + 2 + 27 + 64
+# Per leaf: the slotted object (64), two list headers (2 * 56), its byte-count int (32),
 # and its slot in the parent: separator token and key, child and count slots (4 * 8) plus
 # the count int (28).
-PER_LEAF = 72 + 3 * 56 + 32 + 4 * 8 + 28
+PER_LEAF = 64 + 2 * 56 + 32 + 4 * 8 + 28
 # Per internal node: the slotted object (64), four list headers (4 * 56), its parent slot.
 PER_INNER = 64 + 4 * 56 + 4 * 8 + 28
 
 
+#: The key of an `Entry`: the sort key that bisects a leaf's entries among equal tokens.
+entry_key: Callable[[Entry[Any]], str] = itemgetter(1)
+
+
+def entries_size(ents: list[Entry[V]], sizeof: SizeOf[V]) -> int:
+    """Key lengths plus value sizes of ``ents``. Runtime complexity: O(len(ents))."""
+    return sum(len(key) + sizeof(value) for _, key, value in ents)
+
+
 class Leaf(Generic[V]):
-    """Records ``(toks[i], keys[i], vals[i])`` in ``(token, key)`` order, and a next link.
+    """Records ``ents[i]`` with token ``toks[i]`` in ``(token, key)`` order, and a next link.
 
     ``nbytes`` is the sum of key lengths and value sizes held, so that a range pop can
     account for a whole detached leaf without sizing each value again.
     """
 
-    __slots__ = ("keys", "nbytes", "next", "toks", "vals")
+    __slots__ = ("ents", "nbytes", "next", "toks")
 
-    def __init__(self, toks: list[int], keys: list[str], vals: list[V], nbytes: int) -> None:
+    def __init__(self, toks: list[int], ents: list[Entry[V]], nbytes: int) -> None:
         self.toks = toks
-        self.keys = keys
-        self.vals = vals
+        self.ents = ents
         self.nbytes = nbytes
         self.next: Leaf[V] | None = None
 
@@ -123,17 +135,16 @@ def split_child(parent: Inner, i: int, leaf: bool, sizeof: SizeOf[Any]) -> None:
     node = parent.kids[i]
     right: Any
     if leaf:
-        toks, keys, vals = node.toks, node.keys, node.vals
+        toks, ents = node.toks, node.ents
         half = len(toks) // 2
-        moved_keys = keys[half:]
-        moved_vals = vals[half:]
-        size = sum(map(len, moved_keys)) + sum(map(sizeof, moved_vals))
-        right = Leaf(toks[half:], moved_keys, moved_vals, size)
-        del toks[half:], keys[half:], vals[half:]
+        moved_ents = ents[half:]
+        size = entries_size(moved_ents, sizeof)
+        right = Leaf(toks[half:], moved_ents, size)
+        del toks[half:], ents[half:]
         node.nbytes -= size
         right.next = node.next
         node.next = right
-        sep_token, sep_key = right.toks[0], right.keys[0]
+        sep_token, sep_key = right.toks[0], moved_ents[0][1]
         moved = len(right.toks)
     else:
         half = len(node.kids) // 2
@@ -170,22 +181,22 @@ def split_wide(parent: Inner, i: int, leaf: bool, order: int, sizeof: SizeOf[Any
     seps: list[tuple[int, str]] = []
     counts: list[int] = []
     if leaf:
-        toks, keys, vals = node.toks, node.keys, node.vals
+        toks, ents = node.toks, node.ents
         after = node.next
         prev = node
         for a, b in pairwise(bounds[1:]):
-            piece_keys, piece_vals = keys[a:b], vals[a:b]
-            size = sum(map(len, piece_keys)) + sum(map(sizeof, piece_vals))
-            piece = Leaf(toks[a:b], piece_keys, piece_vals, size)
+            piece_ents = ents[a:b]
+            size = entries_size(piece_ents, sizeof)
+            piece = Leaf(toks[a:b], piece_ents, size)
             prev.next = piece
             prev = piece
             new.append(piece)
-            seps.append((toks[a], keys[a]))
+            seps.append((toks[a], ents[a][1]))
             counts.append(b - a)
             node.nbytes -= size
         prev.next = after
         cut = bounds[1]
-        del toks[cut:], keys[cut:], vals[cut:]
+        del toks[cut:], ents[cut:]
         counts.insert(0, cut)
     else:
         stoks, skeys, kids, kcounts = node.stoks, node.skeys, node.kids, node.counts
@@ -211,11 +222,11 @@ def borrow_left(parent: Inner, i: int, leaf: bool, sizeof: SizeOf[Any]) -> None:
     """
     left, node = parent.kids[i - 1], parent.kids[i]
     if leaf:
-        token, key, value = left.toks.pop(), left.keys.pop(), left.vals.pop()
+        token, entry = left.toks.pop(), left.ents.pop()
         node.toks.insert(0, token)
-        node.keys.insert(0, key)
-        node.vals.insert(0, value)
-        size = len(key) + sizeof(value)
+        node.ents.insert(0, entry)
+        key = entry[1]
+        size = len(key) + sizeof(entry[2])
         left.nbytes -= size
         node.nbytes += size
         parent.stoks[i - 1], parent.skeys[i - 1] = token, key
@@ -239,14 +250,14 @@ def borrow_right(parent: Inner, i: int, leaf: bool, sizeof: SizeOf[Any]) -> None
     """
     node, right = parent.kids[i], parent.kids[i + 1]
     if leaf:
-        token, key, value = right.toks.pop(0), right.keys.pop(0), right.vals.pop(0)
-        node.toks.append(token)
-        node.keys.append(key)
-        node.vals.append(value)
-        size = len(key) + sizeof(value)
+        entry = right.ents.pop(0)
+        right.toks.pop(0)
+        node.toks.append(entry[0])
+        node.ents.append(entry)
+        size = len(entry[1]) + sizeof(entry[2])
         right.nbytes -= size
         node.nbytes += size
-        parent.stoks[i], parent.skeys[i] = right.toks[0], right.keys[0]
+        parent.stoks[i], parent.skeys[i] = right.toks[0], right.ents[0][1]
         moved = 1
     else:
         node.stoks.append(parent.stoks[i])
@@ -267,8 +278,7 @@ def merge_children(parent: Inner, i: int, leaf: bool) -> None:
     left, right = parent.kids[i], parent.kids[i + 1]
     if leaf:
         left.toks += right.toks
-        left.keys += right.keys
-        left.vals += right.vals
+        left.ents += right.ents
         left.nbytes += right.nbytes
         left.next = right.next
     else:
@@ -291,20 +301,25 @@ class _Census(Generic[V]):
 
 
 def check_subtree(
-    root: Any, height: int, order: int, tokens: dict[str, int], sizeof: SizeOf[V]
+    root: Any,
+    height: int,
+    order: int,
+    mapped: Callable[[str], Entry[V] | None],
+    sizeof: SizeOf[V],
 ) -> tuple[list[Leaf[V]], int]:
     """Assert the invariants of the tree under ``root``; return its leaves and inner count.
 
     Checked: records and separators strictly increasing; separators bound their subtrees;
     every leaf ``height`` levels down; fill between ``ceil(order / 2)`` (``2`` children
     for an internal root, nothing for a leaf root) and ``order``; subtree counts; each
-    leaf's byte total; each record's token as ``tokens`` has it; the leaf chain linking
-    exactly the leaves in order.
+    leaf's byte total; each leaf token that of its entry; each entry the very tuple the key
+    map holds for its key (``mapped(key)``); the leaf chain linking exactly the leaves in
+    order.
 
     Runtime complexity: O(n).
     """
     census: _Census[V] = _Census()
-    _check_node(root, height, None, None, order, tokens, sizeof, census, root=True)
+    _check_node(root, height, None, None, order, mapped, sizeof, census, root=True)
     leaves = census.leaves
     for leaf, following in pairwise(leaves):
         assert leaf.next is following, "leaf chain skips or reorders a leaf"
@@ -318,7 +333,7 @@ def _check_node(
     low: tuple[int, str] | None,
     high: tuple[int, str] | None,
     order: int,
-    tokens: dict[str, int],
+    mapped: Callable[[str], Entry[V] | None],
     sizeof: SizeOf[V],
     census: _Census[V],
     *,
@@ -332,17 +347,18 @@ def _check_node(
     if level == 0:
         assert isinstance(node, Leaf), "a leaf where an internal node should be"
         size = len(node.toks)
-        assert len(node.keys) == len(node.vals) == size
+        assert len(node.ents) == size
         assert size <= order, "leaf overflow"
         assert root or size >= least, "leaf underflow"
-        records = list(zip(node.toks, node.keys, strict=True))
+        records = [(token, key) for token, key, _ in node.ents]
+        assert [token for token, _ in records] == node.toks, "leaf tokens disagree with entries"
         assert all(a < b for a, b in pairwise(records)), "leaf out of order"
         if records:
             assert low is None or records[0] >= low, "record below its separator"
             assert high is None or records[-1] < high, "record at or above its separator"
-        for token, key in records:
-            assert tokens.get(key) == token, ("dict disagrees with leaf", key, token)
-        held = sum(len(k) + sizeof(v) for k, v in zip(node.keys, node.vals, strict=True))
+        for entry in node.ents:
+            assert mapped(entry[1]) is entry, ("key map disagrees with leaf", entry[:2])
+        held = entries_size(node.ents, sizeof)
         assert node.nbytes == held, ("leaf byte total", node.nbytes, held)
         census.leaves.append(node)
         return size
@@ -360,7 +376,7 @@ def _check_node(
     total = 0
     for i, kid in enumerate(node.kids):
         count = _check_node(
-            kid, level - 1, bounds[i], bounds[i + 1], order, tokens, sizeof, census, root=False
+            kid, level - 1, bounds[i], bounds[i + 1], order, mapped, sizeof, census, root=False
         )
         assert node.counts[i] == count, ("subtree count", node.counts[i], count)
         total += count

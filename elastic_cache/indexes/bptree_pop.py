@@ -3,9 +3,10 @@
 `RangePop` removes the records with ``start <= token < stop`` from a tree in one descent
 that splits into the two boundary paths of the span. The children strictly between the
 paths are detached whole: their leaves are a contiguous run of the leaf chain, and each
-record's `Entry` is taken straight out of the tree's key map (``dict.pop`` hands over the
-very tuple the map held, so nothing is allocated or freed per record). Underflow is
-repaired along the boundary paths only. ``docs/indexes.md`` ("Range pop") explains it.
+leaf's list of `Entry` tuples is appended to the output at once (the very tuples the
+tree's key map holds, so nothing is allocated per record). Underflow is repaired along
+the boundary paths only. Taking the records out of the key map is the tree's part
+(`BPlusTreeIndex`), after the walk. ``docs/indexes.md`` ("Range pop") explains it.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from elastic_cache.indexes.bptree_nodes import (
     Inner,
     Leaf,
     count_inners,
+    entries_size,
     first_leaf,
     last_leaf,
     merge_children,
@@ -35,18 +37,14 @@ class RangePop(Generic[V]):
     removed) to its own counters and collapses a root left with one child.
 
     Args:
-        entries: the tree's key map; popped records leave it.
         order: the tree's order (most children or records per node).
         sizeof: bytes held by a value.
         out: where the removed records go, in ``(token, key)`` order.
     """
 
-    __slots__ = ("entries", "freed", "inners", "least", "leaves", "order", "out", "sizeof")
+    __slots__ = ("freed", "inners", "least", "leaves", "order", "out", "sizeof")
 
-    def __init__(
-        self, entries: dict[str, Entry[V]], order: int, sizeof: SizeOf[V], out: list[Entry[V]]
-    ) -> None:
-        self.entries = entries
+    def __init__(self, order: int, sizeof: SizeOf[V], out: list[Entry[V]]) -> None:
         self.order = order
         self.least = (order + 1) // 2
         self.sizeof = sizeof
@@ -111,10 +109,10 @@ class RangePop(Generic[V]):
         j = len(toks) if stop is None else bisect_left(toks, stop, i)
         if i >= j:
             return 0
-        keys = leaf.keys[i:j]
-        self.out.extend(map(self.entries.pop, keys))
-        freed = sum(map(len, keys)) + sum(map(self.sizeof, leaf.vals[i:j]))
-        del toks[i:j], leaf.keys[i:j], leaf.vals[i:j]
+        ents = leaf.ents[i:j]
+        self.out.extend(ents)
+        freed = entries_size(ents, self.sizeof)
+        del toks[i:j], leaf.ents[i:j]
         leaf.nbytes -= freed
         self.freed += freed
         return j - i
@@ -138,12 +136,11 @@ class RangePop(Generic[V]):
         if level > 1:
             self.inners -= sum(count_inners(kid, level - 1) for kid in kids[first:stop])
         extend = self.out.extend
-        pop = self.entries.pop
         freed = 0
         leaves = 0
         leaf = head
         while True:
-            extend(map(pop, leaf.keys))
+            extend(leaf.ents)
             freed += leaf.nbytes
             leaves += 1
             if leaf is tail:

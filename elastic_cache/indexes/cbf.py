@@ -29,6 +29,7 @@ import numpy as np
 import numpy.typing as npt
 
 from elastic_cache.errors import ConfigError
+from elastic_cache.hashing import TokenHasher
 from elastic_cache.indexes.base import Entry, Index, SizeOf, V, median_of_tokens
 
 __all__ = ["CBF_SEED", "CountingBloomFilter", "CountingBloomIndex", "bloom_parameters"]
@@ -380,8 +381,9 @@ class CountingBloomIndex(Index[V]):
         domain: int = 0,
         *,
         sizeof: SizeOf[V] | None = None,
+        hasher: TokenHasher | None = None,
     ) -> None:
-        super().__init__(sizeof=sizeof)
+        super().__init__(sizeof=sizeof, hasher=hasher)
         if domain < 0:
             raise ConfigError(f"cbf domain must be >= 0, got {domain}")
         self._filter = CountingBloomFilter(capacity, error)

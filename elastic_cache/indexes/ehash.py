@@ -20,6 +20,7 @@ from typing import Generic
 import mmh3
 
 from elastic_cache.errors import ConfigError
+from elastic_cache.hashing import TokenHasher
 from elastic_cache.indexes.base import Entry, Index, SizeOf, V, median_of_tokens
 
 __all__ = ["DEFAULT_MAX_DEPTH", "DIRECTORY_SEED", "ExtendibleHashIndex", "directory_hash"]
@@ -112,8 +113,9 @@ class ExtendibleHashIndex(Index[V]):
         sizeof: SizeOf[V] | None = None,
         max_depth: int = DEFAULT_MAX_DEPTH,
         key_hash: Callable[[str], int] | None = None,
+        hasher: TokenHasher | None = None,
     ) -> None:
-        super().__init__(sizeof=sizeof)
+        super().__init__(sizeof=sizeof, hasher=hasher)
         if bucket_size < 1:
             raise ConfigError(f"ehash bucket_size must be >= 1, got {bucket_size}")
         if not 0 <= max_depth <= HASH_BITS:

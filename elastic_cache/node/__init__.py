@@ -37,7 +37,8 @@ def build_node_service(
             gets a boto3 client from the default credential chain), or none.
         wall_clock: seconds since the epoch (cold values' expiry).
     """
-    index = make_index(settings.index, sizeof=record_size)
+    hasher = make_hasher(settings.hash)
+    index = make_index(settings.index, sizeof=record_size, hasher=hasher)
     store = Store(
         index,
         Capacity(settings.capacity_unit, settings.capacity),
@@ -55,7 +56,7 @@ def build_node_service(
         node_id=node_id,
         store=store,
         cold=cold,
-        hasher=make_hasher(settings.hash),
+        hasher=hasher,
         peer_factory=HttpPeerLink,
         batch_records=settings.migration_batch_records,
         parallel=settings.migration_parallel,

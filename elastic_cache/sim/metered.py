@@ -122,6 +122,9 @@ class MeteredIndex(Index[Any]):
     def put(self, key: str, token: int, value: Any) -> None:
         self.inner.put(key, token, value)
 
+    def check_token(self, key: str, token: int) -> None:
+        self.inner.check_token(key, token)
+
     def delete(self, key: str) -> bool:
         return self.inner.delete(key)
 

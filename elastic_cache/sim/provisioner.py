@@ -78,8 +78,9 @@ class SimProvisioner:
         if delay:
             await asyncio.sleep(delay)
         s = self.settings
+        hasher = make_hasher(s.hash)
         store = Store(
-            metered(make_index(s.index, sizeof=record_size), self.meter),
+            metered(make_index(s.index, sizeof=record_size, hasher=hasher), self.meter),
             Capacity(s.capacity_unit, s.capacity),
             on_full=s.on_full,
             clock=loop.time,
@@ -87,7 +88,7 @@ class SimProvisioner:
         service = NodeService(
             node_id=node_id,
             store=store,
-            hasher=make_hasher(s.hash),
+            hasher=hasher,
             peer_factory=self.network.peer,
             batch_records=s.migration_batch_records,
             parallel=s.migration_parallel,

@@ -176,6 +176,28 @@ async def test_ingest_and_forward_frames(node: TestClient[Any, Any]) -> None:
     assert stats["migrations"] == [] and json.dumps(stats)
 
 
+async def test_a_frame_whose_token_is_not_the_keys_hash_is_refused(
+    aiohttp_client: ClientFactory,
+) -> None:
+    # The default index, a B+-tree, files keys by their hash and refuses a record whose
+    # token is another: a peer with another hash setting cannot plant unreachable keys.
+    service = build_node_service(NodeSettings(capacity_records=1000), node_id="n1")
+    node = await aiohttp_client(make_node_app(service, max_value_bytes=1024))
+    await node.put("/v1/ownership", json={"epoch": 1, "ranges": []})
+    r = await node.post("/v1/migrations", json={"id": "m", "role": "destination", "lo": 0, "hi": 0})
+    assert r.status == 201
+    token = service.hasher("a")
+    wrong = encode_frame([WireRecord("a", (token + 1) % service.hasher.space, 3, b"x", "t")])
+    r = await node.post("/v1/migrations/m/ingest", data=wrong)
+    assert r.status == 400
+    body = await r.json()
+    assert body["error"] == "bad_token" and "'a'" in body["message"]
+    right = encode_frame([WireRecord("a", token, 3, b"snap", "t")])
+    r = await node.post("/v1/migrations/m/ingest", data=right)
+    assert await r.json() == {"applied": 1, "skipped": 0}
+    service.store._check()
+
+
 async def test_unknown_routes_and_methods_are_json(node: TestClient[Any, Any]) -> None:
     resp = await node.post("/v1/kv/x", data=b"v")
     assert resp.status == 405 and resp.headers["Allow"] == "DELETE, GET, HEAD, PUT"

@@ -8,7 +8,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from elastic_cache.config import CapacityUnit, OnFull
-from elastic_cache.errors import StoreFull, ValueTooLarge
+from elastic_cache.errors import StoreFull, TokenMismatch, ValueTooLarge
+from elastic_cache.hashing import Murmur3Hasher
 from elastic_cache.indexes import make_index
 from elastic_cache.store import Capacity, Record, Store, record_size
 
@@ -32,6 +33,29 @@ def make_store(
         make_index(spec, sizeof=record_size), Capacity(unit, limit), on_full=on_full, clock=clock
     )
     return store, clock
+
+
+@pytest.mark.parametrize("on_full", [OnFull.EVICT, OnFull.DEMOTE])
+def test_a_refused_token_evicts_nothing(on_full: OnFull) -> None:
+    # The index checks tokens against the cluster's hash; the store asks it before it
+    # makes room, so a record refused at the last step has pushed nothing out.
+    hasher = Murmur3Hasher()
+    store = Store(
+        make_index("bptree:order=4", sizeof=record_size, hasher=hasher),
+        Capacity(CapacityUnit.RECORDS, 3),
+        on_full=on_full,
+        clock=FakeClock(),
+    )
+    for key in "abc":
+        store.put(key, hasher(key), key.encode(), "t")
+    bad = (hasher("d") + 1) % hasher.space
+    with pytest.raises(TokenMismatch):
+        store.put("d", bad, b"d", "t")
+    with pytest.raises(TokenMismatch):
+        store.apply("d", bad, Record(b"d", "t", 0.0, 99, 2))
+    assert [key for key in "abcd" if store.peek(key) is not None] == ["a", "b", "c"]
+    assert store.take_victims() == []
+    store._check()
 
 
 def test_put_get_overwrite_delete() -> None:

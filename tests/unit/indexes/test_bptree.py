@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from elastic_cache.errors import ConfigError, IndexSpecError
+from elastic_cache.errors import ConfigError, IndexSpecError, InvalidKey, TokenMismatch
+from elastic_cache.hashing import ModuloHasher, Murmur3Hasher, TokenHasher
 from elastic_cache.indexes import BPlusTreeIndex, bptree, bptree_pop, make_index
 from elastic_cache.indexes.bptree_pop import RangePop
 from elastic_cache.ring import in_range
@@ -342,13 +343,19 @@ def test_nbytes_counts_records_and_nodes() -> None:
 # -- the covering key dict ---------------------------------------------------------------
 
 
-def test_pop_range_hands_out_the_dicts_own_entries() -> None:
+def mapped(tree: BPlusTreeIndex[Any], key: str) -> Any:
+    """The key map's entry for ``key`` (None when absent)."""
+    shard = tree._shard_of(key)
+    return None if shard is None else tree._maps[shard].get(key)
+
+
+def test_pop_range_hands_out_the_maps_own_entries() -> None:
     tree = filled(4, list(range(0, 300, 3)))
-    held = {key: tree._entries[key] for key in tree}
+    held = {key: mapped(tree, key) for key in tree}
     popped = tree.pop_range(30, 240)
     assert popped
     assert all(entry is held[entry[1]] for entry in popped)
-    assert not any(entry[1] in tree._entries for entry in popped)
+    assert not any(mapped(tree, entry[1]) for entry in popped)
 
 
 def test_overwrite_keeps_dict_and_leaf_in_step() -> None:
@@ -357,13 +364,127 @@ def test_overwrite_keeps_dict_and_leaf_in_step() -> None:
     tree.put("k9", 900, b"moved")  # new token: the record moves
     tree.put_many([("k11", 11, b"batch"), ("fresh", 5, b"f")])
     tree._check()
-    assert tree._entries["k7"] == (7, "k7", b"new")
-    assert tree._entries["k9"] == (900, "k9", b"moved")
+    assert mapped(tree, "k7") == (7, "k7", b"new")
+    assert mapped(tree, "k9") == (900, "k9", b"moved")
     assert (tree.get("k11"), tree.get("fresh")) == (b"batch", b"f")
 
 
 def test_check_catches_a_dict_entry_that_disagrees_with_its_leaf() -> None:
     tree = filled(4, list(range(50)))
-    tree._entries["k7"] = (7, "k7", b"stale")
-    with pytest.raises(AssertionError, match="different values"):
+    tree._maps[0]["k7"] = (7, "k7", b"stale")
+    with pytest.raises(AssertionError, match="key map disagrees with leaf"):
         tree._check()
+
+
+# -- the key map in shards, given the cluster's hasher -----------------------------------
+
+
+@pytest.mark.parametrize(
+    ("hasher", "shards", "want"),
+    [
+        (None, 4096, 1),  # no hasher: one dict
+        (Murmur3Hasher(), 4096, 4096),
+        (ModuloHasher(65536), 4096, 4096),
+        (ModuloHasher(64), 4096, 64),  # never more shards than tokens
+        (ModuloHasher(100), 8, 7),  # 16 tokens each: the last covers 96..99
+        (Murmur3Hasher(), 1, 1),
+    ],
+)
+def test_shards_cut_the_token_space_evenly(
+    hasher: TokenHasher | None, shards: int, want: int
+) -> None:
+    tree: BPlusTreeIndex[bytes] = BPlusTreeIndex(4, shards=shards, hasher=hasher)
+    assert tree.shards == want
+    assert all(m is bptree._EMPTY for m in tree._maps[1:])
+    tree._check()
+
+
+def modulo_tree(keys: int, shards: int) -> BPlusTreeIndex[bytes]:
+    tree: BPlusTreeIndex[bytes] = BPlusTreeIndex(4, shards=shards, hasher=ModuloHasher(keys))
+    tree.put_many([(str(t), t, b"v") for t in range(keys)])
+    tree._check()
+    return tree
+
+
+def test_pop_range_drops_the_shards_it_covers_whole(monkeypatch: pytest.MonkeyPatch) -> None:
+    tree = modulo_tree(1024, 16)  # 64 tokens per shard
+    one_by_one: list[str] = []
+    unmap_one = BPlusTreeIndex._unmap_one
+
+    def counted(self: Any, entry: Any) -> None:
+        one_by_one.append(entry[1])
+        unmap_one(self, entry)
+
+    monkeypatch.setattr(BPlusTreeIndex, "_unmap_one", counted)
+    popped = tree.pop_range(100, 900)  # tokens 101..900
+    tree._check()
+    assert [t for t, _, _ in popped] == list(range(101, 901))
+    # Shards 2..13 (tokens 128..895) went whole; 1 and 14 were cut, key by key.
+    assert all(tree._maps[s] is bptree._EMPTY for s in range(2, 14))
+    assert sorted(int(k) for k in one_by_one) == [*range(101, 128), *range(896, 901)]
+    assert sorted(int(k) for k in tree._maps[1]) == list(range(64, 101))
+    assert sorted(int(k) for k in tree._maps[14]) == list(range(901, 960))
+    assert tree.get("100") == b"v" and tree.get("101") is None
+
+
+def test_pop_range_within_one_shard_and_wrapping() -> None:
+    tree = modulo_tree(1024, 16)
+    assert [t for t, _, _ in tree.pop_range(70, 80)] == list(range(71, 81))
+    tree._check()
+    assert len(tree._maps[1]) == 54
+    wrapped = tree.pop_range(1000, 10)  # 1001..1023, then 0..10
+    assert [t for t, _, _ in wrapped] == [*range(1001, 1024), *range(11)]
+    tree._check()
+    assert len(tree.pop_range(5, 5)) == 1024 - 10 - 34
+    assert all(m is bptree._EMPTY for m in tree._maps)
+    tree._check()
+
+
+def test_an_emptied_shard_gives_its_dict_back() -> None:
+    tree: BPlusTreeIndex[bytes] = BPlusTreeIndex(4, hasher=Murmur3Hasher())
+    tree.put("a", Murmur3Hasher()("a"), b"v")
+    assert sum(m is not bptree._EMPTY for m in tree._maps) == 1
+    assert tree.delete("a")
+    assert all(m is bptree._EMPTY for m in tree._maps)
+    tree._check()
+
+
+def test_a_token_that_is_not_the_keys_hash_is_refused_and_nothing_stored() -> None:
+    tree = modulo_tree(64, 8)
+    before = list(tree.entries())
+    with pytest.raises(TokenMismatch, match="'5' has token 5 under modulo:64, not 6"):
+        tree.put("5", 6, b"x")
+    with pytest.raises(TokenMismatch):
+        tree.put_many([("1", 1, b"x"), ("70", 7, b"x")])  # 70 mod 64 is 6
+    with pytest.raises(TokenMismatch):
+        tree.put_new(["100", "101"], [36, 38], [b"x", b"x"])  # 101 mod 64 is 37
+    with pytest.raises(InvalidKey):
+        tree.put("x", 1, b"x")  # the modulo hash takes integer keys only
+    assert list(tree.entries()) == before
+    tree._check()
+    tree.put_new(["100", "101"], [36, 37], [b"y", b"y"])
+    assert (tree.get("100"), tree.get("101")) == (b"y", b"y")
+    tree._check()
+
+
+def test_keys_the_hash_cannot_take_are_absent() -> None:
+    tree = modulo_tree(64, 8)
+    assert tree.get("x") is None
+    assert tree.token_of("x") is None
+    assert not tree.delete("x")
+    assert "x" not in tree
+    assert len(tree) == 64
+
+
+@pytest.mark.parametrize("shards", [0, 3, 1 << 17, True, 2.0])
+def test_shards_must_be_a_power_of_two(shards: Any) -> None:
+    with pytest.raises(ConfigError, match="power of two"):
+        BPlusTreeIndex(shards=shards)
+
+
+def test_shards_from_a_spec() -> None:
+    tree = make_index("bptree:order=16,shards=64", hasher=Murmur3Hasher())
+    assert isinstance(tree, BPlusTreeIndex)
+    assert (tree.order, tree.shards) == (16, 64)
+    with pytest.raises(IndexSpecError, match="power of two"):
+        make_index("bptree:shards=100")

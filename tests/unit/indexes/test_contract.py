@@ -6,10 +6,13 @@ import random
 
 import pytest
 
+from elastic_cache.hashing import Murmur3Hasher
 from elastic_cache.indexes import Index, make_index
 from elastic_cache.ring import in_range
 
-from .specs import SPEC_IDS, SPECS
+from .specs import SPEC_IDS, SPECS, hasher_for
+
+MURMUR3 = Murmur3Hasher()
 
 
 def keyed(keys_mode: str, rng: random.Random, n: int, space: int = 1 << 16) -> dict[str, int]:
@@ -18,13 +21,16 @@ def keyed(keys_mode: str, rng: random.Random, n: int, space: int = 1 << 16) -> d
         domain = int(keys_mode.partition(":")[2])
         tokens = rng.sample(range(domain), min(n, domain))
         return {str(t): t for t in tokens}
-    return {f"key-{i}-{rng.random():.6f}": rng.randrange(space) for i in range(n)}
+    keys = [f"key-{i}-{rng.random():.6f}" for i in range(n)]
+    if keys_mode == "murmur3":
+        return {key: MURMUR3(key) for key in keys}
+    return {key: rng.randrange(space) for key in keys}
 
 
 @pytest.fixture(params=SPECS, ids=SPEC_IDS)
 def case(request: pytest.FixtureRequest) -> tuple[Index[bytes], str]:
     spec, keys_mode = request.param
-    return make_index(spec), keys_mode
+    return make_index(spec, hasher=hasher_for(keys_mode)), keys_mode
 
 
 def test_empty(case: tuple[Index[bytes], str]) -> None:
@@ -91,6 +97,8 @@ def test_range_operations(case: tuple[Index[bytes], str], bounds: tuple[int, int
     data = keyed(mode, random.Random(3), 64, space=1024)
     if mode.startswith("modulo:"):
         lo, hi = lo % 64, hi % 64
+    elif mode == "murmur3":  # the same fractions of the 64-bit ring as of a 1024 ring
+        lo, hi = (lo % 1024) << 54, (hi % 1024) << 54
     for key, token in data.items():
         index.put(key, token, key.encode())
     inside = {k: t for k, t in data.items() if in_range(t, lo, hi)}
@@ -127,7 +135,7 @@ def test_pop_everything_then_reuse(case: tuple[Index[bytes], str]) -> None:
 def test_same_token_many_keys(case: tuple[Index[bytes], str]) -> None:
     index, mode = case
     if mode != "free":
-        pytest.skip("tokens are the keys themselves in the modulo key mode")
+        pytest.skip("a key's token is its hash in this key mode")
     for i in range(40):
         index.put(f"k{i}", 5, b"v")
     assert index.count_range(4, 5) == 40
@@ -139,7 +147,7 @@ def test_same_token_many_keys(case: tuple[Index[bytes], str]) -> None:
 def test_token_changes_on_overwrite(case: tuple[Index[bytes], str]) -> None:
     index, mode = case
     if mode != "free":
-        pytest.skip("a key's token is fixed in the modulo key mode")
+        pytest.skip("a key's token is its hash in this key mode")
     index.put("k", 10, b"a")
     index.put("k", 20, b"b")
     assert index.token_of("k") == 20

@@ -12,31 +12,41 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
+from elastic_cache.errors import TokenMismatch
 from elastic_cache.indexes import Index, make_index
 from elastic_cache.ring import in_range
 
-from .specs import SPECS
+from .specs import SPECS, hasher_for
 
 TOKEN_SPACE = 64
+KEYS = [f"k{i}" for i in range(40)] + ["", "é", "a/b", "z" * 50]
 
 
 def machine_for(spec: str, keys_mode: str) -> type[RuleBasedStateMachine]:
-    modulo = keys_mode.startswith("modulo:")
-    space = int(keys_mode.partition(":")[2]) if modulo else TOKEN_SPACE
-    if modulo:
+    hasher = hasher_for(keys_mode)
+    fixed = hasher is not None  # a key's token is its hash, never drawn
+    if keys_mode.startswith("modulo:"):
+        space = int(keys_mode.partition(":")[2])
         key_tokens = st.integers(0, space - 1).map(lambda t: (str(t), t))
-    else:
-        key_tokens = st.tuples(
-            st.sampled_from([f"k{i}" for i in range(40)] + ["", "é", "a/b", "z" * 50]),
-            st.integers(0, space - 1),
+        tokens = st.integers(0, space - 1)
+    elif hasher is not None:
+        hashed = [(key, hasher(key)) for key in KEYS]
+        key_tokens = st.sampled_from(hashed)
+        # Range bounds at, next to and between the keys' tokens, so that ranges cut
+        # through the shards of a B+-tree's key map as well as cover them.
+        near = st.sampled_from([t for _, t in hashed]).flatmap(
+            lambda t: st.integers(max(0, t - 1), min(hasher.space - 1, t + 1))
         )
-    tokens = st.integers(0, space - 1)
+        tokens = st.one_of(near, st.integers(0, hasher.space - 1))
+    else:
+        key_tokens = st.tuples(st.sampled_from(KEYS), st.integers(0, TOKEN_SPACE - 1))
+        tokens = st.integers(0, TOKEN_SPACE - 1)
     values = st.binary(max_size=20)
 
     class IndexMachine(RuleBasedStateMachine):
         def __init__(self) -> None:
             super().__init__()
-            self.index: Index[bytes] = make_index(spec)
+            self.index: Index[bytes] = make_index(spec, hasher=hasher)
             self.model: dict[str, tuple[int, bytes]] = {}
 
         @rule(kt=key_tokens, value=values)
@@ -50,7 +60,7 @@ def machine_for(spec: str, keys_mode: str) -> type[RuleBasedStateMachine]:
             if not self.model:
                 return
             key = sorted(self.model)[kt[1] % len(self.model)]
-            token = self.model[key][0] if modulo else kt[1]
+            token = self.model[key][0] if fixed else kt[1]
             self.index.put(key, token, value)
             self.model[key] = (token, value)
 
@@ -58,7 +68,7 @@ def machine_for(spec: str, keys_mode: str) -> type[RuleBasedStateMachine]:
         def put_many(self, batch: list[tuple[tuple[str, int], bytes]]) -> None:
             entries = []
             for (key, drawn), value in batch:
-                token = self.model[key][0] if modulo and key in self.model else drawn
+                token = self.model[key][0] if fixed and key in self.model else drawn
                 entries.append((key, token, value))
                 self.model[key] = (token, value)
             self.index.put_many(entries)
@@ -72,6 +82,18 @@ def machine_for(spec: str, keys_mode: str) -> type[RuleBasedStateMachine]:
             keys = list(fresh)
             self.index.put_new(keys, [fresh[k][0] for k in keys], [fresh[k][1] for k in keys])
             self.model.update(fresh)
+
+        @rule(kt=key_tokens, value=values)
+        def put_with_a_wrong_token(self, kt: tuple[str, int], value: bytes) -> None:
+            # With a hasher, an index that relies on it refuses the record and keeps
+            # what it held; the others ignore the hasher and take it.
+            if not fixed or not spec.startswith("bptree"):
+                return
+            key, token = kt
+            with pytest.raises(TokenMismatch):
+                self.index.put(key, (token + 1) % hasher.space, value)
+            with pytest.raises(TokenMismatch):
+                self.index.put_new([key], [(token + 1) % hasher.space], [value])
 
         @rule(kt=key_tokens)
         def delete(self, kt: tuple[str, int]) -> None:

@@ -25,6 +25,7 @@ from elastic_cache.errors import (
     Misdirected,
     NodeUnavailable,
     NotFound,
+    TokenMismatch,
 )
 from elastic_cache.hashing import ModuloHasher, Murmur3Hasher, TokenHasher
 from elastic_cache.indexes import make_index
@@ -68,7 +69,7 @@ def make_pair(
 
     def build(node_id: str) -> NodeService:
         store = Store(
-            make_index(spec, sizeof=record_size),
+            make_index(spec, sizeof=record_size, hasher=hasher),
             Capacity(CapacityUnit.RECORDS, 10**6),
             on_full=OnFull.EVICT,
             clock=lambda: 0.0,
@@ -102,7 +103,11 @@ def owner(svc_src: NodeService, svc_dst: NodeService, key: str) -> NodeService:
 
 
 @settings(max_examples=40, deadline=None)
-@given(seed=st.integers(0, 2**32), spec=st.sampled_from(["sorted"]), batch=st.integers(1, 20))
+@given(
+    seed=st.integers(0, 2**32),
+    spec=st.sampled_from(["sorted", "bptree:order=4"]),
+    batch=st.integers(1, 20),
+)
 async def test_concurrent_writes_during_move_end_up_right(seed: int, spec: str, batch: int) -> None:
     rng = random.Random(seed)
     net, src, dst = make_pair(spec=spec, batch=batch, rng=rng)
@@ -150,6 +155,24 @@ async def test_snapshot_never_resurrects_a_delete() -> None:
     applied, skipped = dst.ingest("m1", _frame(WireRecord("k", 1, 5, b"old", "t")))
     assert (applied, skipped) == (0, 1)
     assert dst.store.peek("k") is None
+
+
+async def test_a_record_whose_token_is_not_its_keys_hash_is_refused() -> None:
+    # The B+-tree files keys by their hash; a peer that sends another token (a cluster
+    # with two hash settings) is refused and the record is not stored.
+    net, src, dst = make_pair(spec="bptree:order=4")
+    await move(net, src, dst, 0, 0)  # the whole ring: every token is in range
+    space = dst.hasher.space
+    dst.ingest("m1", _frame(WireRecord("j", dst.hasher("j"), 3, b"ok", "t")))
+    wrong = (dst.hasher("k") + 1) % space
+    with pytest.raises(TokenMismatch):
+        dst.ingest("m1", _frame(WireRecord("k", wrong, 5, b"bad", "t")))
+    with pytest.raises(TokenMismatch):
+        dst.apply_forwarded("m1", WireRecord("k", wrong, 6, b"bad", "t"))
+    assert dst.store.peek("k") is None
+    ok = dst.store.peek("j")
+    assert ok is not None and ok.value == b"ok"
+    dst.store._check()
 
 
 async def test_out_of_order_forwards_keep_the_newest() -> None:
