@@ -106,7 +106,15 @@ class Murmur3Hasher:
         # mmh3 hashes a str as its UTF-8 bytes, so this equals hashing key.encode().
         # The mask makes the token unsigned: mmh3 5.x ignores `signed` when it is passed
         # positionally (pinned by test_mmh3_positional_signed_quirk), so we never rely on it.
-        return mmh3.hash64(key, self.seed)[0] & _U64
+        if key.isascii():
+            return mmh3.hash64(key, self.seed)[0] & _U64
+        # mmh3 5.3 crashes the process (SIGSEGV) on a str holding a lone surrogate, so a
+        # non-ASCII key is encoded here, where that is a clean error.
+        try:
+            data = key.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise InvalidKey("key is not valid UTF-8 (lone surrogate)") from exc
+        return mmh3.hash64(data, self.seed)[0] & _U64
 
 
 @dataclass(frozen=True, slots=True)

@@ -93,3 +93,10 @@ def test_mmh3_positional_signed_quirk() -> None:
     by_keyword = mmh3.hash64("hello", seed=TOKEN_SEED, signed=False)[0]
     assert by_keyword >= 0
     assert Murmur3Hasher()("hello") == by_keyword
+
+
+def test_murmur3_refuses_a_key_with_no_utf8_bytes() -> None:
+    # A lone surrogate is a str but not text: the hash names the key's fault, as the
+    # modulo hash does for a non-integer.
+    with pytest.raises(InvalidKey, match="surrogate"):
+        Murmur3Hasher()("a\udc80b")
