@@ -237,8 +237,14 @@ class Store:
 
         The common case of a migration, keys this node does not hold yet and room for
         all of them, is one bulk index insert; anything else falls back to `apply` per
-        record.
+        record. Every token is checked first, so a refused batch changes nothing.
+
+        Raises:
+            ValueTooLarge / StoreFull: as for `put` (records before the one that raised
+                are applied).
+            TokenMismatch: some token is not its key's hash (nothing is applied).
         """
+        self._index.check_tokens(keys, tokens)
         top = max(map(_VERSION, recs), default=0)
         if top > self._version:
             self._version = top

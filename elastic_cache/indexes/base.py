@@ -130,8 +130,8 @@ class Index(ABC, Generic[V]):
 
     def put_new(self, keys: Sequence[str], tokens: Sequence[int], values: Sequence[V]) -> None:
         """Insert records whose keys are all absent and distinct, in parallel columns
-        (the usual frame of a migration). The caller guarantees both; the index need
-        not check. Default: `put_many`.
+        (the usual frame of a migration). The caller guarantees both, and that the batch
+        passed `check_tokens`; the index need not check. Default: `put_many`.
         """
         self.put_many(zip(keys, tokens, values, strict=True))
 
@@ -146,6 +146,18 @@ class Index(ABC, Generic[V]):
             TokenMismatch: the index relies on its hasher and ``token`` is not
                 ``hasher(key)``.
         """
+
+    def check_tokens(self, keys: Sequence[str], tokens: Sequence[int]) -> None:
+        """`check_token` for a batch in parallel columns, before any of it is stored.
+
+        Default: `check_token` for each record.
+
+        Raises:
+            TokenMismatch: as `check_token`, for some record of the batch.
+        """
+        check = self.check_token
+        for key, token in zip(keys, tokens, strict=True):
+            check(key, token)
 
     @abstractmethod
     def delete(self, key: str) -> bool:

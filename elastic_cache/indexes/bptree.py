@@ -66,8 +66,9 @@ class BPlusTreeIndex(Index[V]):
 
     The map is a covering index: it maps each key to the record's `Entry` tuple
     ``(token, key, value)``, so a point read is a dict lookup and never enters the tree.
-    Given the cluster's ``hasher``, the map is cut by token into ``shards`` dicts, each
-    owning an equal slice of the token space: a read hashes the key to find its dict, and
+    Given the cluster's ``hasher``, the map is cut by token into at most ``shards`` dicts,
+    each owning ``2**k`` consecutive tokens (the last may own fewer when the token space
+    is not a power of two): a read hashes the key to find its dict, and
     `pop_range` drops the dicts its range covers whole instead of deleting their keys one
     by one. Without a hasher (any key may carry any token) the map is one dict.
 
@@ -129,6 +130,19 @@ class BPlusTreeIndex(Index[V]):
         self._inners = 0
         self._bytes = 0  # key lengths + value sizes
         self._version = 0  # bumped by every structural change, for safe iteration
+
+    # -- copying -------------------------------------------------------------------------
+
+    def __getstate__(self) -> dict[str, Any]:
+        """State for `copy` and `pickle`: empty shards as None, since a copy of the shared
+        empty dict would be a dict of its own, shared by every empty shard of the copy."""
+        state = dict(self.__dict__)
+        state["_maps"] = [None if mapping is _EMPTY else mapping for mapping in self._maps]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        state["_maps"] = [_EMPTY if mapping is None else mapping for mapping in state["_maps"]]
+        self.__dict__.update(state)
 
     # -- shape ---------------------------------------------------------------------------
 
@@ -197,19 +211,6 @@ class BPlusTreeIndex(Index[V]):
         if mapping is _EMPTY:
             mapping = self._maps[shard] = {}
         return mapping
-
-    def _check_tokens(self, keys: Sequence[str], tokens: Sequence[int]) -> None:
-        """Refuse a batch in which some token is not its key's hash (nothing is stored).
-
-        Raises:
-            TokenMismatch / InvalidKey: as `_map_for`, for the first bad record.
-
-        Runtime complexity: O(m) hashes for m records.
-        """
-        hasher = self._hasher
-        if hasher is not None and list(map(hasher, keys)) != list(tokens):
-            for key, token in zip(keys, tokens, strict=True):
-                self._map_for(key, token)
 
     def _map_run(self, run: list[Entry[V]]) -> None:
         """Add ``run`` (new records sorted by token) to the key map, shard by shard.
@@ -305,6 +306,19 @@ class BPlusTreeIndex(Index[V]):
         """
         self._map_for(key, token)
 
+    def check_tokens(self, keys: Sequence[str], tokens: Sequence[int]) -> None:
+        """Refuse a batch in which some token is not its key's hash: one pass of hashes.
+
+        Raises:
+            TokenMismatch / InvalidKey: as `put`, for the first bad record.
+
+        Runtime complexity: O(m) hashes for m records.
+        """
+        hasher = self._hasher
+        if hasher is not None and list(map(hasher, keys)) != list(tokens):
+            for key, token in zip(keys, tokens, strict=True):
+                self._map_for(key, token)
+
     def put(self, key: str, token: int, value: V) -> None:
         """Insert or overwrite; an overwrite with a new token moves the record.
 
@@ -360,15 +374,12 @@ class BPlusTreeIndex(Index[V]):
             self.put(key, token, value)
 
     def put_new(self, keys: Sequence[str], tokens: Sequence[int], values: Sequence[V]) -> None:
-        """`put_many` for keys the caller knows are absent and distinct: no presence checks.
-
-        Raises:
-            TokenMismatch: there is a hasher and some token is not its key's hash (nothing
-                is stored).
+        """`put_many` for keys the caller knows are absent and distinct, with tokens that
+        passed `check_tokens` (the store checks a frame once, before it changes anything):
+        no checks at all.
 
         Runtime complexity: as `put_many`.
         """
-        self._check_tokens(keys, tokens)
         fresh = list(zip(tokens, keys, values, strict=True))
         if fresh:
             fresh.sort(key=_order_key)  # a frame arrives sorted: one linear pass

@@ -400,6 +400,9 @@ class NodeService:
         keys, tokens, recs = decode_snapshot(inc, frame, self.store._clock())
         applied = skipped = 0
         if any(len(r.value) > cold.max_value_bytes for r in recs):
+            # Large values go to the tier before the rest reaches the store, which checks
+            # tokens first: check them all here, so a refused frame writes nothing.
+            self.store.index.check_tokens(keys, tokens)
             small: list[int] = []
             for i, rec in enumerate(recs):
                 if len(rec.value) <= cold.max_value_bytes:

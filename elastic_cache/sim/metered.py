@@ -125,6 +125,9 @@ class MeteredIndex(Index[Any]):
     def check_token(self, key: str, token: int) -> None:
         self.inner.check_token(key, token)
 
+    def check_tokens(self, keys: Sequence[str], tokens: Sequence[int]) -> None:
+        self.inner.check_tokens(keys, tokens)
+
     def delete(self, key: str) -> bool:
         return self.inner.delete(key)
 

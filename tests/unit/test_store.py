@@ -58,6 +58,28 @@ def test_a_refused_token_evicts_nothing(on_full: OnFull) -> None:
     store._check()
 
 
+def test_a_batch_with_one_wrong_token_applies_nothing() -> None:
+    hasher = Murmur3Hasher()
+    store = Store(
+        make_index("bptree:order=4", sizeof=record_size, hasher=hasher),
+        Capacity(CapacityUnit.RECORDS, 10),
+        on_full=OnFull.EVICT,
+        clock=FakeClock(),
+    )
+    store.put("a", hasher("a"), b"old", "t")
+    version = store.next_version()
+    keys = ["b", "a", "c"]  # a fresh key, a present one (the slow path), a bad token
+    tokens = [hasher("b"), hasher("a"), (hasher("c") + 1) % hasher.space]
+    recs = [Record(b"new", "t", 0.0, 50, 4) for _ in keys]
+    with pytest.raises(TokenMismatch):
+        store.apply_batch(keys, tokens, recs, {})
+    assert store.peek("b") is None and store.peek("c") is None
+    old = store.peek("a")
+    assert old is not None and old.value == b"old"
+    assert store.next_version() == version + 1  # the frame's versions were not taken
+    store._check()
+
+
 def test_put_get_overwrite_delete() -> None:
     store, _ = make_store()
     v1 = store.put("a", 1, b"x", "text/plain").version

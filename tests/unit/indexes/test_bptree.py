@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import pickle
 import random
 from collections import Counter
 from collections.abc import Iterator
@@ -457,14 +459,28 @@ def test_a_token_that_is_not_the_keys_hash_is_refused_and_nothing_stored() -> No
     with pytest.raises(TokenMismatch):
         tree.put_many([("1", 1, b"x"), ("70", 7, b"x")])  # 70 mod 64 is 6
     with pytest.raises(TokenMismatch):
-        tree.put_new(["100", "101"], [36, 38], [b"x", b"x"])  # 101 mod 64 is 37
+        tree.check_tokens(["100", "101"], [36, 38])  # 101 mod 64 is 37: put_new's guard
     with pytest.raises(InvalidKey):
         tree.put("x", 1, b"x")  # the modulo hash takes integer keys only
     assert list(tree.entries()) == before
     tree._check()
+    tree.check_tokens(["100", "101"], [36, 37])
     tree.put_new(["100", "101"], [36, 37], [b"y", b"y"])
     assert (tree.get("100"), tree.get("101")) == (b"y", b"y")
     tree._check()
+
+
+@pytest.mark.parametrize("how", ["deepcopy", "pickle"])
+def test_a_copy_keeps_its_empty_shards_apart(how: str) -> None:
+    tree = modulo_tree(64, 8)
+    tree.pop_range(10, 40)  # shards 2 and 3 (tokens 16..31) are empty again
+    copied = copy.deepcopy(tree) if how == "deepcopy" else pickle.loads(pickle.dumps(tree))
+    copied._check()
+    assert copied._maps[2] is bptree._EMPTY and copied._maps[3] is bptree._EMPTY
+    copied.put("20", 20, b"new")
+    copied._check()
+    assert copied.get("20") == b"new" and tree.get("20") is None
+    assert sorted(copied) == sorted([*tree, "20"])
 
 
 def test_keys_the_hash_cannot_take_are_absent() -> None:

@@ -93,7 +93,7 @@ def machine_for(spec: str, keys_mode: str) -> type[RuleBasedStateMachine]:
             with pytest.raises(TokenMismatch):
                 self.index.put(key, (token + 1) % hasher.space, value)
             with pytest.raises(TokenMismatch):
-                self.index.put_new([key], [(token + 1) % hasher.space], [value])
+                self.index.check_tokens([key], [(token + 1) % hasher.space])
 
         @rule(kt=key_tokens)
         def delete(self, kt: tuple[str, int]) -> None:

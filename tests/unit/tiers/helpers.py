@@ -34,10 +34,12 @@ def tiered_service(
     hasher: TokenHasher | None = None,
     peer_factory: Callable[[str], PeerLink] | None = None,
     batch: int = 1000,
+    index: str = "sorted",
 ) -> NodeService:
     clock = clock or FakeClock()
+    hasher = hasher or Murmur3Hasher()
     store = Store(
-        make_index("sorted", sizeof=record_size),
+        make_index(index, sizeof=record_size, hasher=hasher),
         Capacity(CapacityUnit.RECORDS, capacity),
         on_full=on_full,
         clock=clock,
@@ -52,7 +54,7 @@ def tiered_service(
     return NodeService(
         node_id=node_id,
         store=store,
-        hasher=hasher or Murmur3Hasher(),
+        hasher=hasher,
         peer_factory=peer_factory or no_peers,
         cold=cold,
         batch_records=batch,

@@ -14,9 +14,10 @@ from typing import Any
 import pytest
 
 from elastic_cache.config import NodeSettings
-from elastic_cache.errors import KeyNotFound, NodeUnavailable, ValueTooLarge
+from elastic_cache.errors import KeyNotFound, NodeUnavailable, TokenMismatch, ValueTooLarge
 from elastic_cache.node.local import LocalNetwork
 from elastic_cache.node.service import NodeService
+from elastic_cache.node.wire import WireRecord, encode_frame
 from elastic_cache.tiers.base import ColdEntry, ColdTierUnavailable
 from elastic_cache.tiers.disk import DiskTier
 from elastic_cache.tiers.layer import ColdHit
@@ -362,6 +363,27 @@ async def test_victims_of_a_moving_range_are_forwarded(tmp_path: Path) -> None:
     for i in range(6):
         assert await value_of(dst, f"k{i}") == b"v"
     await src.close()
+    await dst.close()
+
+
+async def test_a_frame_with_a_wrong_token_writes_nothing_to_the_tier(tmp_path: Path) -> None:
+    # A frame's large values go to the tier before the rest reaches the store: a wrong
+    # token anywhere in it must be caught before the first of them is written.
+    dst = tiered_service(DiskTier(tmp_path / "d"), index="bptree:order=4")
+    dst.set_ownership(1, [])
+    dst.begin_incoming("m", 0, 0)
+    h = dst.hasher
+    frame = encode_frame(
+        [
+            WireRecord("big", h("big"), 3, b"x" * 5000, "t"),
+            WireRecord("small", (h("small") + 1) % h.space, 3, b"s", "t"),
+        ]
+    )
+    with pytest.raises(TokenMismatch):
+        await dst.receive_frame("m", frame)
+    await cold_of(dst).io.idle()
+    assert dst.store.peek("big") is None and dst.store.peek("small") is None
+    assert [p for p in (tmp_path / "d").rglob("*") if p.is_file()] == []
     await dst.close()
 
 
