@@ -419,11 +419,24 @@ class NodeService:
             keys = [keys[i] for i in small]
             tokens = [tokens[i] for i in small]
             recs = [recs[i] for i in small]
+        # Keys with a floor were forwarded or demoted here during the move; only they can
+        # have a cold copy older than their snapshot record (the range's older local
+        # files were dropped when the move began, and a shared tier's copies are never
+        # older than the source's acknowledged writes).
+        touched = [i for i, key in enumerate(keys) if key in inc.floor] if inc.floor else []
         done, left = self.store.apply_batch(keys, tokens, recs, inc.floor)
         applied += done
         skipped += left
         inc.applied += applied
         inc.skipped += skipped
+        for i in touched:
+            key, rec = keys[i], recs[i]
+            now = self.store.peek(key)
+            if now is not None and now.version == rec.version:
+                # The snapshot record took the place of an older one, which may be on
+                # its way to the tier or there: remove it, as a forward or a PUT does.
+                # Strictly older only, so a copy the source counts as clean survives.
+                await cold.remove_older(key, tokens[i], rec.version)
         await self._after_store(self._demote())
         return applied, skipped
 

@@ -387,6 +387,33 @@ async def test_a_frame_with_a_wrong_token_writes_nothing_to_the_tier(tmp_path: P
     await dst.close()
 
 
+async def test_a_snapshot_record_removes_an_older_copy_demoted_during_the_move(
+    tmp_path: Path,
+) -> None:
+    # The destination takes a forwarded write (v2), demotes it to its tier, then the
+    # snapshot brings v5 of the same key: the v2 file must go, or v5 expiring or being
+    # evicted would uncover it.
+    dst = tiered_service(DiskTier(tmp_path / "d"), capacity=2)
+    dst.set_ownership(1, [])
+    dst.begin_incoming("m", 0, 0)
+    h = dst.hasher
+    tier = cold_of(dst).tier
+    await dst.receive_forward("m", WireRecord("k", h("k"), 2, b"v2", "t"))
+    await dst.receive_forward("m", WireRecord("a", h("a"), 3, b"a", "t"))
+    await dst.receive_forward("m", WireRecord("b", h("b"), 4, b"b", "t"))  # k is demoted
+    await cold_of(dst).io.idle()
+    demoted = tier.head("k", h("k"))
+    assert demoted is not None and demoted.version == 2
+    frame = encode_frame([WireRecord("k", h("k"), 5, b"v5", "t", 60_000)])
+    assert await dst.receive_frame("m", frame) == (1, 0)
+    await cold_of(dst).io.idle()
+    left = tier.head("k", h("k"))
+    assert left is None or left.version == 5
+    dst.commit_incoming("m", 2, [[0, 0]])
+    assert await value_of(dst, "k") == b"v5"
+    await dst.close()
+
+
 async def test_large_write_to_a_moving_range_is_refused(tmp_path: Path) -> None:
     net, src, dst = pair(DiskTier(tmp_path / "s"), DiskTier(tmp_path / "d"))
     dst.begin_incoming("m", 0, 0)
