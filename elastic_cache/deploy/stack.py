@@ -333,28 +333,27 @@ def deploy(
     )
 
 
-def _tagged_ids(ec2: Any, name: str, states: tuple[str, ...]) -> list[str]:
+def _tagged_states(ec2: Any, name: str, states: tuple[str, ...]) -> dict[str, str]:
+    """The cluster's instances in ``states``: instance id → state name."""
     reply = aws_call(
         ec2,
         "DescribeInstances",
         doing=f"listing the instances of {name}",
         Filters=cluster_filters(name, states=states),
     )
-    return [i["InstanceId"] for r in reply["Reservations"] for i in r["Instances"]]
+    return {
+        i["InstanceId"]: i["State"]["Name"] for r in reply["Reservations"] for i in r["Instances"]
+    }
 
 
-def _terminate_tagged(ec2: Any, name: str) -> list[str]:
-    """Ask AWS to terminate every tagged instance that is not ending yet (stopped ones
-    included: their network interfaces keep the security groups in use)."""
-    ids = _tagged_ids(ec2, name, UNTERMINATED_STATES)
-    if ids:
-        try:
-            aws_call(ec2, "TerminateInstances", doing="terminating the cluster", InstanceIds=ids)
-        except AwsError as exc:
-            # An instance between states (stopping) may refuse; the caller asks again.
-            if exc.aws_code != "IncorrectInstanceState":
-                raise
-    return ids
+def _terminate(ec2: Any, ids: list[str]) -> None:
+    """Ask AWS to terminate ``ids``; an instance between states (stopping) may refuse,
+    and the caller asks again on its next look."""
+    try:
+        aws_call(ec2, "TerminateInstances", doing="terminating the cluster", InstanceIds=ids)
+    except AwsError as exc:
+        if exc.aws_code != "IncorrectInstanceState":
+            raise
 
 
 def destroy(
@@ -388,22 +387,33 @@ def destroy(
     iam = session.client("iam", region_name=region)
     s3 = s3_client(session, region)
 
-    instances = _terminate_tagged(ec2, name)
+    # Every instance not terminated yet, stopped ones included (their network interfaces
+    # keep the security groups in use); one listing per look.
+    live = _tagged_states(ec2, name, (*UNTERMINATED_STATES, "shutting-down"))
+    instances = [i for i, state in live.items() if state in UNTERMINATED_STATES]
     if instances:
+        _terminate(ec2, instances)
         out(f"terminating {len(instances)} instance(s): {', '.join(instances)}")
         deadline = clock() + timeout
-        while live := _tagged_ids(ec2, name, (*UNTERMINATED_STATES, "shutting-down")):
+        while True:
+            live = _tagged_states(ec2, name, (*UNTERMINATED_STATES, "shutting-down"))
+            if not live:
+                break
             if progress is not None:
-                progress.update(len(instances) - len(live), total=len(instances))
+                done = sum(1 for i in instances if i not in live)
+                progress.update(done, total=len(instances))
             if clock() > deadline:
                 raise ProvisionError(f"instances still not terminated: {', '.join(live)}")
-            sleep(5)
             # Again: a stopping instance may have refused, and a coordinator that was
             # still running may have launched a node after the first listing.
-            for extra in _terminate_tagged(ec2, name):
+            again = [i for i, state in live.items() if state in UNTERMINATED_STATES]
+            for extra in again:
                 if extra not in instances:
                     instances.append(extra)
                     out(f"terminating {extra} too")
+            if again:
+                _terminate(ec2, again)
+            sleep(5)
         if progress is not None:
             progress.update(len(instances), total=len(instances))
     groups = aws_call(

@@ -264,8 +264,15 @@ def test_destroy_asks_again_when_an_instance_is_between_states(
         return Refused(), {"Error": error}
 
     session.events.register("before-call.ec2.TerminateInstances", refuse_first)
+    listings: list[str] = []
+    session.events.register(
+        "before-call.ec2.DescribeInstances", lambda **_: listings.append("DescribeInstances")
+    )
     assert destroy(s.name, REGION, session=session, out=quiet, sleep=lambda _: None) == 1
     assert len(asked) == 2
+    # One listing per look: the first, the one that finds the refused instance (and asks
+    # again), the one that finds nothing left.
+    assert len(listings) == 3
     reply = session.client("ec2").describe_instances(InstanceIds=[result.coordinator_instance])
     assert reply["Reservations"][0]["Instances"][0]["State"]["Name"] == "terminated"
 
