@@ -167,11 +167,6 @@ class Index(ABC, Generic[V]):
     def token_of(self, key: str) -> int | None:
         """The token stored with ``key``, or None."""
 
-    def existing(self, keys: Iterable[str]) -> set[str]:
-        """Which of ``keys`` are present. Default: one `token_of` each."""
-        token_of = self.token_of
-        return {key for key in keys if token_of(key) is not None}
-
     def __contains__(self, key: object) -> bool:
         return isinstance(key, str) and self.get(key) is not None
 

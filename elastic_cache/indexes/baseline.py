@@ -46,10 +46,6 @@ class SortedIndex(Index[V]):
         rec = self._records.get(key)
         return None if rec is None else rec[1]
 
-    def existing(self, keys: Iterable[str]) -> set[str]:
-        """One set intersection with the record dict. Runtime complexity: O(m)."""
-        return self._records.keys() & set(keys)
-
     def token_of(self, key: str) -> int | None:
         """Runtime complexity: O(1)."""
         rec = self._records.get(key)

@@ -196,14 +196,3 @@ def test_put_new_matches_put(case: tuple[Index[bytes], str], existing: int) -> N
         assert index.token_of(key) == token
     index.put_new([], [], [])
     assert len(index) == len(items)
-
-
-def test_existing(case: tuple[Index[bytes], str]) -> None:
-    index, mode = case
-    data = keyed(mode, random.Random(9), 40, space=1 << 20)
-    items = list(data.items())
-    for key, token in items[:20]:
-        index.put(key, token, b"v")
-    probe = [k for k, _ in items[10:30]]
-    assert index.existing(probe) == {k for k, _ in items[10:20]}
-    assert index.existing([]) == set()
