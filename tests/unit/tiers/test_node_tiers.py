@@ -387,28 +387,39 @@ async def test_a_frame_with_a_wrong_token_writes_nothing_to_the_tier(tmp_path: P
     await dst.close()
 
 
+@pytest.mark.parametrize("in_flight", [False, True])
 async def test_a_snapshot_record_removes_an_older_copy_demoted_during_the_move(
-    tmp_path: Path,
+    tmp_path: Path, in_flight: bool
 ) -> None:
     # The destination takes a forwarded write (v2), demotes it to its tier, then the
-    # snapshot brings v5 of the same key: the v2 file must go, or v5 expiring or being
-    # evicted would uncover it.
-    dst = tiered_service(DiskTier(tmp_path / "d"), capacity=2)
+    # snapshot brings v5 of the same key: the v2 file must go (or its write in flight
+    # be undone), or v5 expiring or being evicted would uncover it.
+    tier = GatedWrites(tmp_path / "d")
+    if not in_flight:
+        tier.gate.set()
+    dst = tiered_service(tier, capacity=2)
     dst.set_ownership(1, [])
     dst.begin_incoming("m", 0, 0)
     h = dst.hasher
-    tier = cold_of(dst).tier
     await dst.receive_forward("m", WireRecord("k", h("k"), 2, b"v2", "t"))
     await dst.receive_forward("m", WireRecord("a", h("a"), 3, b"a", "t"))
     await dst.receive_forward("m", WireRecord("b", h("b"), 4, b"b", "t"))  # k is demoted
-    await cold_of(dst).io.idle()
-    demoted = tier.head("k", h("k"))
-    assert demoted is not None and demoted.version == 2
+    if in_flight:
+        assert cold_of(dst).pending("k") is not None
+    else:
+        await cold_of(dst).io.idle()
+        demoted = tier.head("k", h("k"))
+        assert demoted is not None and demoted.version == 2
     frame = encode_frame([WireRecord("k", h("k"), 5, b"v5", "t", 60_000)])
-    assert await dst.receive_frame("m", frame) == (1, 0)
+    receiving = asyncio.ensure_future(dst.receive_frame("m", frame))
+    await asyncio.sleep(0.05)
+    tier.gate.set()  # the v2 write lands now, if it was held
+    assert await receiving == (1, 0)
     await cold_of(dst).io.idle()
     left = tier.head("k", h("k"))
     assert left is None or left.version == 5
+    pending = cold_of(dst).pending("k")
+    assert pending is None or pending.version == 5
     dst.commit_incoming("m", 2, [[0, 0]])
     assert await value_of(dst, "k") == b"v5"
     await dst.close()
