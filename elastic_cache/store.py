@@ -190,11 +190,10 @@ class Store:
             TokenMismatch: the index holds the cluster's hasher and ``token`` is not the
                 key's hash (checked before anything is evicted).
         """
-        self._index.check_token(key, token)
         expires_at = self._clock() + ttl if ttl else 0.0
         self._version += 1
         rec = Record(value, content_type, expires_at, self._version, key_nbytes(key) + len(value))
-        evicted = self._make_room(key, rec.size)
+        evicted = self._make_room(key, token, rec.size)
         self._store(key, token, rec)
         return PutOutcome(rec.version, evicted)
 
@@ -211,7 +210,6 @@ class Store:
         Raises:
             ValueTooLarge / StoreFull / TokenMismatch: as for `put`.
         """
-        self._index.check_token(key, token)
         self._version = max(self._version, rec.version)
         if rec.version <= floor:
             return False
@@ -222,7 +220,7 @@ class Store:
             if old is not None:
                 self._remove(key, old)
             return False
-        self._make_room(key, rec.size)
+        self._make_room(key, token, rec.size)
         self._store(key, token, rec)
         return True
 
@@ -327,7 +325,13 @@ class Store:
         self._remove(key, rec)
         return True
 
-    def _make_room(self, key: str, size: int) -> tuple[str, ...]:
+    def _make_room(self, key: str, token: int, size: int) -> tuple[str, ...]:
+        """Evict (or demote) least-recently-used records until ``size`` more bytes fit.
+
+        The index refuses a bad token only when the record is stored, after this; so
+        before anything leaves, the token is checked here (`Index.check_token`), and a
+        refused record has pushed nothing out.
+        """
         cap = self.capacity
         cost = cap.cost(size)
         if cost > cap.limit:
@@ -339,6 +343,7 @@ class Store:
         need = self.used - freed + cost - cap.limit
         if need <= 0:
             return ()
+        self._index.check_token(key, token)
         if self.on_full is OnFull.BLOCK:
             raise StoreFull(f"node is full ({self.used}/{cap.limit} {cap.unit})")
         demote = self.on_full is OnFull.DEMOTE and not self.demotion_paused
@@ -354,9 +359,9 @@ class Store:
             vrec = self._index.get(victim)
             assert vrec is not None
             if demote:
-                token = self._index.token_of(victim)
-                assert token is not None
-                self._victims.append((victim, token, vrec))
+                vtoken = self._index.token_of(victim)
+                assert vtoken is not None
+                self._victims.append((victim, vtoken, vrec))
                 self.demotions += 1
             else:
                 evicted.append(victim)

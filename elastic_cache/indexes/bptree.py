@@ -116,13 +116,13 @@ class BPlusTreeIndex(Index[V]):
         self._order = order
         self._min = (order + 1) // 2
         # Shard i holds the keys whose token t has t >> shift == i.
-        if hasher is None:
-            self._shift = 0
-            self._maps: list[dict[str, Entry[V]]] = [{}]
-        else:
+        self._shift = 0
+        shard_count = 1
+        if hasher is not None:
             bits = (hasher.space - 1).bit_length()
             self._shift = max(0, bits - (shards.bit_length() - 1))
-            self._maps = [_EMPTY] * (((hasher.space - 1) >> self._shift) + 1)
+            shard_count = ((hasher.space - 1) >> self._shift) + 1
+        self._maps: list[dict[str, Entry[V]]] = [_EMPTY] * shard_count
         self._count = 0
         self._root: Any = Leaf([], [], 0)
         self._height = 0  # internal levels above the leaves
@@ -803,7 +803,7 @@ class BPlusTreeIndex(Index[V]):
                 if hasher is not None:
                     assert entry[0] == hasher(key), ("token is not the key's hash", key)
                     assert entry[0] >> self._shift == shard, ("key in the wrong shard", key)
-            assert hasher is None or mapping or mapping is _EMPTY, "empty shard keeps a dict"
+            assert mapping or mapping is _EMPTY, "empty shard keeps a dict"
             mapped.update(mapping)
         assert self._count == len(mapped), ("record count", self._count, len(mapped))
         leaves, inners = check_subtree(
