@@ -13,7 +13,10 @@ middleware turns any of them into a JSON body ``{"error": code, "message": ...}`
     │   ├── InvalidBody                    400 bad_body
     │   ├── ValueTooLarge                  413 value_too_large
     │   ├── InvalidSplit                   400 bad_split
-    │   └── TokenMismatch                  400 bad_token
+    │   ├── TokenMismatch                  400 bad_token
+    │   ├── BadPath                        400 bad_path        (read-through)
+    │   ├── UriTooLong                     414 uri_too_long    (read-through)
+    │   └── MethodNotAllowed               405 method_not_allowed (read-through)
     ├── NotFound(KeyError)                 404 not_found
     │   ├── KeyNotFound                    404 key_not_found
     │   ├── UnknownOrigin                  404 unknown_origin
@@ -27,7 +30,8 @@ middleware turns any of them into a JSON body ``{"error": code, "message": ...}`
     │   ├── NodeUnavailable(ConnectionError) 503 node_unavailable
     │   └── StoreFull                      507 store_full
     ├── UpstreamError                      502 origin_error     (the origin's fault)
-    │   └── UpstreamTimeout(TimeoutError)  504 origin_timeout
+    │   ├── UpstreamTimeout(TimeoutError)  504 origin_timeout
+    │   └── UpstreamTooLarge               502 origin_too_large
     └── ProvisionError                     503 provision_failed (the cloud's or the host's)
 
 Raise with ``raise ... from exc`` so the cause is kept.
@@ -38,6 +42,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 __all__ = [
+    "BadPath",
     "CacheError",
     "ConfigError",
     "Conflict",
@@ -50,6 +55,7 @@ __all__ = [
     "InvalidSplit",
     "InvalidTTL",
     "KeyNotFound",
+    "MethodNotAllowed",
     "Misdirected",
     "NodeUnavailable",
     "NotFound",
@@ -64,6 +70,8 @@ __all__ = [
     "UnknownPrice",
     "UpstreamError",
     "UpstreamTimeout",
+    "UpstreamTooLarge",
+    "UriTooLong",
     "ValueTooLarge",
     "error_from_json",
 ]
@@ -155,6 +163,26 @@ class TokenMismatch(InvalidRequest):
     """A record's token is not its key's hash under the cluster's hash function."""
 
     code = "bad_token"
+
+
+class BadPath(InvalidRequest):
+    """A read-through path holds a dot segment or an encoded dot, slash or backslash."""
+
+    code = "bad_path"
+
+
+class UriTooLong(InvalidRequest):
+    """A read-through request's URL is longer than the cache accepts."""
+
+    status = 414
+    code = "uri_too_long"
+
+
+class MethodNotAllowed(InvalidRequest):
+    """The origin is configured to refuse this method through the cache."""
+
+    status = 405
+    code = "method_not_allowed"
 
 
 class NotFound(ElasticCacheError, KeyError):
@@ -255,6 +283,12 @@ class UpstreamTimeout(UpstreamError, TimeoutError):
 
     status = 504
     code = "origin_timeout"
+
+
+class UpstreamTooLarge(UpstreamError):
+    """A read-through origin's answer is larger than the origin's ``max_answer_bytes``."""
+
+    code = "origin_too_large"
 
 
 class ProvisionError(ElasticCacheError):

@@ -1,0 +1,67 @@
+"""Cache keys of read-through requests, and the checks that keep them meaningful."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+from elastic_cache.errors import BadPath
+from elastic_cache.hashing import MAX_KEY_BYTES
+
+__all__ = ["cache_key", "canonical_query", "check_path", "variant_key"]
+
+# An encoded dot, slash or backslash: decoded by some servers, so a path holding one may
+# mean a different resource (or leave the origin's base path) there.
+_ENCODED = re.compile(r"%(2e|2f|5c)", re.IGNORECASE)
+
+
+def check_path(raw_path: str) -> None:
+    """Refuse a ``{path}`` that could leave the origin's base path or mean another path.
+
+    Args:
+        raw_path: the path after ``/v1/svc/{origin}/``, as the client sent it (encoded).
+
+    Raises:
+        BadPath: a ``.`` or ``..`` segment, an encoded dot, slash or backslash, or a
+            backslash.
+    """
+    if "\\" in raw_path or _ENCODED.search(raw_path):
+        raise BadPath("the path must not hold a backslash or an encoded '.', '/' or '\\'")
+    for segment in raw_path.split("/"):
+        if segment in (".", ".."):
+            raise BadPath("the path must not hold '.' or '..' segments")
+
+
+def canonical_query(raw_query: str) -> str:
+    """The query with its parameters sorted by name, as sent (not decoded).
+
+    Parameters with the same name keep their order (``a=1&a=2`` differs from
+    ``a=2&a=1``), ``flag`` differs from ``flag=``, and empty members are dropped.
+    """
+    members = [m for m in raw_query.split("&") if m]
+    members.sort(key=lambda m: m.partition("=")[0])  # stable: repeated names keep order
+    return "&".join(members)
+
+
+def cache_key(origin: str, raw_path: str, raw_query: str, *, sort_query: bool = True) -> str:
+    """The cache key of an origin request.
+
+    A key that would pass the key limit is the SHA-256 of the long form instead (the
+    request still goes to the origin with its full URL).
+    """
+    query = canonical_query(raw_query) if sort_query else raw_query
+    key = f"svc:{origin}:/{raw_path}" + (f"?{query}" if query else "")
+    if len(key) <= MAX_KEY_BYTES and (key.isascii() or len(key.encode()) <= MAX_KEY_BYTES):
+        return key
+    digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
+    return f"svc:{origin}:#{digest}"
+
+
+def variant_key(key: str, generation: str, selected: tuple[tuple[str, str], ...]) -> str:
+    """The key of the variant of ``key`` that the request headers ``selected`` choose."""
+    h = hashlib.sha256(key.encode("utf-8", "surrogatepass"))
+    h.update(b"\0" + generation.encode())
+    for name, value in selected:
+        h.update(b"\0" + name.encode() + b"\0" + value.encode("utf-8", "surrogatepass"))
+    origin = key.split(":", 2)[1]
+    return f"svc:{origin}:~{h.hexdigest()}"
