@@ -33,6 +33,7 @@ from yarl import URL
 from elastic_cache.errors import (
     ElasticCacheError,
     NodeUnavailable,
+    UpstreamError,
     error_from_json,
 )
 from elastic_cache.hashing import validate_key
@@ -54,11 +55,14 @@ class Item:
 
 @dataclass(frozen=True, slots=True)
 class Fetched:
-    """A read-through answer: the body, its content type, and ``HIT`` or ``MISS``."""
+    """A read-through answer: the body, its content type, how the cache answered
+    (``HIT``, ``MISS``, ``PASS``, ``STALE`` or ``REVALIDATED``) and the origin's status
+    (200, or a 3xx/4xx the origin gave, which passes through)."""
 
     body: bytes
     content_type: str
     cache: str
+    status: int = 200
 
 
 def _error(status: int, body: bytes) -> ElasticCacheError:
@@ -135,7 +139,9 @@ class AsyncClient:
     ) -> tuple[int, bytes, Mapping[str, str]]:
         try:
             body = None if data is None else body_payload(data)
-            async with self._http().request(method, url, data=body, headers=headers) as resp:
+            async with self._http().request(
+                method, url, data=body, headers=headers, allow_redirects=False
+            ) as resp:
                 return resp.status, await resp.read(), resp.headers
         except (aiohttp.ClientError, TimeoutError) as exc:
             raise NodeUnavailable(f"{url.origin()} did not answer: {exc!r}") from exc
@@ -262,13 +268,18 @@ class AsyncClient:
             encoded=True,
         )
         status, body, headers = await self._request("GET", url)
-        if status != 200:
-            raise _error(status, body)
-        return Fetched(
-            body,
-            headers.get("Content-Type", "application/octet-stream"),
-            headers.get("X-Cache", ""),
-        )
+        cache = headers.get("X-Cache")
+        if cache is None:
+            raise _error(status, body)  # the cache's own error (a JSON body)
+        if status >= 500:
+            raise UpstreamError(
+                f"origin {origin!r} answered {status}",
+                origin=origin,
+                origin_status=status,
+                origin_body=body[:500].decode("utf-8", "replace"),
+                retry_after=headers.get("Retry-After"),
+            )
+        return Fetched(body, headers.get("Content-Type", "application/octet-stream"), cache, status)
 
     # -- admin -------------------------------------------------------------------------
 

@@ -478,11 +478,16 @@ class CoordinatorCollector:
         rt = coord.readthrough_started
         lookups = CounterMetricFamily(
             "ecache_readthrough_requests_total",
-            "Read-through requests, by whether the cache had the answer.",
+            "Read-through requests by result: hit, miss (fetched and stored), pass (fetched, "
+            "not stored), stale (a stale answer served), revalidated (refreshed by a 304).",
             labels=["result"],
         )
-        lookups.add_metric(["hit"], rt.hits if rt else 0)
-        lookups.add_metric(["miss"], rt.misses if rt else 0)
+        counts = rt.counts if rt else None
+        lookups.add_metric(["hit"], counts.hits if counts else 0)
+        lookups.add_metric(["miss"], counts.misses if counts else 0)
+        lookups.add_metric(["pass"], counts.passes if counts else 0)
+        lookups.add_metric(["stale"], counts.stale if counts else 0)
+        lookups.add_metric(["revalidated"], counts.revalidated if counts else 0)
         yield lookups
         yield _counter(
             "ecache_origin_calls_total",

@@ -27,14 +27,24 @@ from __future__ import annotations
 import logging
 import time
 from typing import Any
+from urllib.parse import unquote
 
 from aiohttp import web
+from multidict import CIMultiDict
 
 from elastic_cache.coordinator.nodeclient import Answer
+from elastic_cache.coordinator.origins import ClientRequest, Reply
 from elastic_cache.coordinator.pool import PoolError
 from elastic_cache.coordinator.service import Coordinator
 from elastic_cache.dashboard import add_dashboard_routes
-from elastic_cache.errors import ElasticCacheError, InvalidBody, ValueTooLarge
+from elastic_cache.errors import (
+    BadPath,
+    ElasticCacheError,
+    InvalidBody,
+    MethodNotAllowed,
+    UpstreamError,
+    ValueTooLarge,
+)
 from elastic_cache.httpio import (
     STREAM_ABOVE,
     check_length,
@@ -155,17 +165,74 @@ async def delete_kv(request: web.Request) -> web.StreamResponse:
 
 
 async def read_through(request: web.Request) -> web.StreamResponse:
+    """``/v1/svc/{origin}/{path}``: the shared HTTP cache (`coordinator.origins`)."""
     coord = request.app[COORDINATOR]
-    origin = request.match_info["origin"]
-    prefix = f"/v1/svc/{origin}/"
-    raw = request.rel_url.raw_path
-    raw_path = raw[len(prefix) :] if raw.startswith(prefix) else request.match_info["path"]
-    answer = await coord.readthrough.fetch(origin, raw_path, request.rel_url.raw_query_string)
-    return web.Response(
-        status=answer.status,
-        body=answer.body,
-        headers={"Content-Type": answer.content_type, "X-Cache": answer.cache},
-    )
+    # The target as the client sent it: aiohttp's routing sees a normalised path, in
+    # which ``api/../admin`` is already ``admin``; the cache must refuse it instead.
+    target, _, query = request.raw_path.partition("?")
+    parts = target.split("/", 4)
+    if len(parts) < 5 or parts[1:3] != ["v1", "svc"]:
+        raise BadPath("read-through paths are /v1/svc/{origin}/{path}")
+    method = request.method
+    body = request.content if method not in ("GET", "HEAD") and request.body_exists else None
+    peer = request.transport.get_extra_info("peername") if request.transport else None
+    try:
+        reply = await coord.readthrough.handle(
+            ClientRequest(
+                method,
+                unquote(parts[3]),
+                parts[4],
+                query,
+                request.headers.items(),
+                remote=peer[0] if isinstance(peer, tuple) else None,
+                body=body,
+            )
+        )
+    except MethodNotAllowed as err:
+        return error_response(err, {"Allow": str(err.details.get("allow", "GET, HEAD"))})
+    headers = CIMultiDict(reply.headers)
+    headers["X-Cache"] = reply.cache
+    if reply.stream is not None:
+        return await _relay_origin(request, reply, headers)
+    if method == "HEAD":
+        return _head_response(reply, headers)
+    return web.Response(status=reply.status, body=reply.body, headers=headers)
+
+
+def _head_response(reply: Reply, headers: CIMultiDict[str]) -> web.Response:
+    """A HEAD answer: the GET's headers, its length, no body."""
+    response = web.Response(status=reply.status, headers=headers)
+    if reply.status not in (204, 304):
+        response.headers["Content-Length"] = str(len(reply.body))
+    return response
+
+
+async def _relay_origin(
+    request: web.Request, reply: Reply, headers: CIMultiDict[str]
+) -> web.StreamResponse:
+    """Pass an origin's answer on as it arrives (too large to store, or an unsafe
+    method's answer); a body that breaks off or passes the cap cuts the connection."""
+    stream = reply.stream
+    assert stream is not None
+    try:
+        response = web.StreamResponse(status=reply.status, headers=headers)
+        if stream.length is not None and reply.status not in (204, 304):
+            response.content_length = stream.length
+        await response.prepare(request)
+        try:
+            if request.method != "HEAD":
+                async for chunk in stream.chunks():
+                    await response.write(chunk)
+            await response.write_eof()
+        except UpstreamError as exc:
+            log.warning("read-through %s: %s", request.path[:200], exc)
+            if request.transport is not None:
+                request.transport.close()
+        except ConnectionError:
+            pass  # the client went away mid-answer
+        return response
+    finally:
+        stream.close()
 
 
 def cluster_view(coord: Coordinator) -> dict[str, Any]:
@@ -193,6 +260,11 @@ def cluster_view(coord: Coordinator) -> dict[str, Any]:
         "misses": rt.misses,
         "origin_calls": rt.origin_calls,
         "coalesced": rt.coalesced,
+        "passes": rt.counts.passes,
+        "stale": rt.counts.stale,
+        "revalidated": rt.counts.revalidated,
+        "not_modified": rt.counts.not_modified,
+        "invalidations": rt.counts.invalidations,
     }
     view["cost_per_hour"] = round(coord.cost_per_hour(), 6)
     view["price_region"] = coord.settings.coordinator.price_region
@@ -304,14 +376,19 @@ def make_coordinator_app(coord: Coordinator, *, manage_lifecycle: bool = True) -
     # No error middleware: every route is `metered`, which turns errors into their JSON
     # answers, and a catch-all route answers unknown paths; a middleware layer would
     # cost a coroutine on every request (as on the node).
-    app = web.Application(client_max_size=coord.settings.nodes.max_value_bytes + 1)
+    # Request lines up to 64 KiB reach the handlers, so read-through can answer a URL
+    # past its own limit with a JSON 414 (aiohttp's own limit answers a bare 400).
+    app = web.Application(
+        client_max_size=coord.settings.nodes.max_value_bytes + 1,
+        handler_args={"max_line_size": 65536},
+    )
     app[COORDINATOR] = coord
     meter = coord.metrics.requests
     kv = "/v1/kv/{key:[\\s\\S]+}"  # any character, newlines too (rejected by validation)
     app.router.add_get(kv, metered(get_kv, "kv", meter))
     app.router.add_put(kv, metered(put_kv, "kv", meter), expect_handler=expect_put)
     app.router.add_delete(kv, metered(delete_kv, "kv", meter))
-    app.router.add_get("/v1/svc/{origin}/{path:.*}", metered(read_through, "svc", meter))
+    app.router.add_route("*", "/v1/svc/{origin}/{path:.*}", metered(read_through, "svc", meter))
     app.router.add_get("/v1/cluster", metered(get_cluster, "cluster", meter))
     app.router.add_get("/v1/cluster/history", metered(get_history, "cluster", meter))
     app.router.add_post("/v1/cluster/nodes", metered(add_nodes, "nodes", meter))

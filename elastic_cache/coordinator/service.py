@@ -194,6 +194,8 @@ class Coordinator:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._monitor
         await self.scaler.close()
+        if self._readthrough is not None:
+            await self._readthrough.close()
         await self.cluster.shutdown()
         if self._session is not None:
             await self._session.close()

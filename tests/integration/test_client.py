@@ -269,3 +269,13 @@ async def test_blocking_client_from_a_thread(
     assert seen["closed"] == "the client is closed"
     assert origin.calls == 1
     assert not any(t.name == "ecache-client" for t in threading.enumerate())
+
+
+async def test_read_through_passes_the_origins_4xx_on(
+    harness: CoordinatorHarness, origin: FakeOrigin
+) -> None:
+    async with AsyncClient(harness.url) as client:
+        missing = await client.read_through("bad", "no/such/page")
+        assert (missing.status, missing.cache) == (404, "PASS")
+        with pytest.raises(errors.UnknownOrigin):
+            await client.read_through("nope", "x")

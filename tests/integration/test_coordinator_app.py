@@ -39,7 +39,8 @@ async def test_kv_round_trip(harness: CoordinatorHarness) -> None:
         ("GET", "/v1/kv/a%01", {}, 400, "bad_key"),
         ("PUT", "/v1/kv/k", {"data": io.BytesIO(b"x" * (9 << 20))}, 413, "value_too_large"),
         ("GET", "/v1/svc/nope/x", {}, 404, "unknown_origin"),
-        ("GET", "/v1/svc/svc/" + "p" * 1100, {}, 400, "bad_key"),
+        ("GET", "/v1/svc/svc/" + "p" * 8200, {}, 414, "uri_too_long"),
+        ("TRACE", "/v1/svc/svc/x", {}, 405, "method_not_allowed"),
         ("POST", "/v1/cluster/nodes", {"data": b"{oops"}, 400, "bad_body"),
         ("POST", "/v1/cluster/nodes", {"json": {"count": 0}}, 400, "bad_body"),
         ("POST", "/v1/cluster/nodes", {"json": {"count": "2"}}, 400, "bad_body"),
@@ -87,15 +88,19 @@ async def test_hundred_concurrent_misses_call_the_origin_once(
     assert harness.coord.readthrough.coalesced >= 1
 
 
-async def test_origin_error_is_502_and_not_cached(
+async def test_origin_error_status_passes_through_and_is_not_cached(
     harness: CoordinatorHarness, origin: FakeOrigin
 ) -> None:
     for _ in range(2):
-        s, body, _ = await harness.call("GET", "/v1/svc/bad/fail")
-        assert s == 502
-        data = json.loads(body)
-        assert data["error"] == "origin_error" and data["origin_status"] == 500
+        s, body, headers = await harness.call("GET", "/v1/svc/bad/fail")
+        assert (s, body, headers["X-Cache"]) == (500, b"boom", "PASS")
     assert origin.calls == 2  # not cached
+
+
+async def test_unreachable_origin_is_502(harness: CoordinatorHarness, origin: FakeOrigin) -> None:
+    await origin.stop()
+    s, body, _ = await harness.call("GET", "/v1/svc/bad/fail")
+    assert s == 502 and json.loads(body)["error"] == "origin_error"
 
 
 async def test_origin_timeout_is_504_and_not_cached(

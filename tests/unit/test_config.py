@@ -100,3 +100,33 @@ def test_the_readme_config_example_is_a_valid_config() -> None:
     assert settings.nodes.migration_batch_records == 500
     assert settings.nodes.migration_parallel == 4
     assert settings.scaler.max_nodes == 8
+
+
+def test_the_readme_example_sets_the_http_caching_settings() -> None:
+    readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
+    block = next(b for b in re.findall(r"```toml\n(.*?)```", readme, re.S) if "[nodes]" in b)
+    (origin,) = ClusterSettings.from_mapping(tomllib.loads(block)).origins
+    assert (origin.grace, origin.keep, origin.unsafe_methods) == (10.0, 300.0, "pass")
+    assert origin.default_ttl is None and origin.forward_credentials
+
+
+@pytest.mark.parametrize(
+    ("setting", "value", "named"),
+    [
+        ("unsafe_methods", "sometimes", "unsafe_methods"),
+        ("grace", -1, "grace"),
+        ("keep", float("inf"), "keep"),
+        ("default_ttl", -5, "default_ttl"),
+        ("negative_ttl", -5, "negative_ttl"),
+        ("forward_headers", ["ok", "bad header"], "forward_headers"),
+        ("max_answer_bytes", 0, "max_answer_bytes"),
+        ("forward_credentials", "yes", "forward_credentials"),
+        ("sort_queries", True, "sort_queries"),
+    ],
+)
+def test_bad_origin_settings_are_errors_that_name_the_setting(
+    setting: str, value: object, named: str
+) -> None:
+    data = {"origins": {"o": {"url": "http://127.0.0.1:1", setting: value}}}
+    with pytest.raises(ConfigError, match=named):
+        ClusterSettings.from_mapping(data)

@@ -17,8 +17,9 @@ from aiohttp.test_utils import TestServer
 
 from elastic_cache.config import OriginSettings
 from elastic_cache.coordinator.nodeclient import Answer
-from elastic_cache.coordinator.origins import ReadThrough, cache_key
+from elastic_cache.coordinator.origins import ReadThrough
 from elastic_cache.errors import UpstreamError
+from elastic_cache.httpcache import cache_key, decode_record
 
 MISS = Answer(404, b'{"error": "key_not_found"}', "application/json", 1)
 
@@ -33,7 +34,7 @@ class ScriptedCache:
     """
 
     def __init__(self, held: Callable[[int], bool] = lambda n: False) -> None:
-        self.values: dict[str, bytes] = {}
+        self.values: dict[str, tuple[bytes, str]] = {}
         self.gets = 0
         self.stored = asyncio.Event()
         self.held = held
@@ -45,11 +46,12 @@ class ScriptedCache:
             return MISS
         await asyncio.sleep(0)  # a lookup is a round trip to a node
         if key in self.values:
-            return Answer(200, self.values[key], "text/plain", 1)
+            value, content_type = self.values[key]
+            return Answer(200, value, content_type, 1)
         return MISS
 
     async def put(self, key: str, value: bytes, content_type: str, ttl: float | None) -> Answer:
-        self.values[key] = value
+        self.values[key] = (value, content_type)
         self.stored.set()
         return Answer(204, b"", "", 1)
 
@@ -119,7 +121,9 @@ async def test_a_late_cache_miss_does_not_call_the_origin_again(
     assert origin.calls == 1 and rt.origin_calls == 1
     assert (a.cache, b.cache) == ("MISS", "MISS")
     assert (rt.misses, rt.coalesced, rt.hits) == (2, 1, 0)
-    assert cache.values == {cache_key("demo", "shoreline", "lat=1&lon=2"): a.body}
+    (key,) = cache.values
+    assert key == cache_key("demo", "shoreline", "lat=1&lon=2")
+    assert decode_record(*cache.values[key], now=0).body == a.body
 
 
 async def test_askers_during_a_slow_lookup_share_it(
@@ -144,7 +148,8 @@ async def test_concurrent_hits_share_one_lookup_and_count_as_hits(
     origin: GatedOrigin, session: aiohttp.ClientSession
 ) -> None:
     cache = ScriptedCache()
-    cache.values[cache_key("demo", "shoreline", "q=1")] = b"cached"
+    # A bare value, as read-through stored answers before it kept their headers.
+    cache.values[cache_key("demo", "shoreline", "q=1")] = (b"cached", "text/plain")
     rt = read_through(origin, cache, session)
     answers = await asyncio.gather(*(rt.fetch("demo", "shoreline", "q=1") for _ in range(10)))
     assert {(a.body, a.cache) for a in answers} == {(b"cached", "HIT")}

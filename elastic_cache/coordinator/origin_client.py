@@ -1,0 +1,251 @@
+"""Calls from read-through to an origin: which request headers go, and how the answer
+is read (whole when it can be stored, as a stream when it is too large).
+
+The session asks for no decoding (``auto_decompress=False``): a body is passed on and
+stored exactly as the origin sent it, with its ``Content-Encoding``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from dataclasses import dataclass
+
+import aiohttp
+from multidict import CIMultiDict
+from yarl import URL
+
+from elastic_cache.config import OriginSettings
+from elastic_cache.errors import UpstreamError, UpstreamTimeout, UpstreamTooLarge
+from elastic_cache.httpcache.policy import HOP_BY_HOP, OriginResponse, normalise_accept_encoding
+
+__all__ = ["Fetched", "OriginCall", "OriginStream", "forwarded_headers"]
+
+VIA = "1.1 elastic-cache"
+_CREDENTIALS = frozenset({"authorization", "cookie"})
+_CONDITIONALS = frozenset(
+    {"if-none-match", "if-modified-since", "if-match", "if-unmodified-since", "if-range"}
+)
+# Set by the cache itself, whatever the client sent.
+_OWN = HOP_BY_HOP | {
+    "host",
+    "content-length",
+    "accept-encoding",
+    "via",
+    "x-forwarded-for",
+    "expect",
+}
+_CHUNK = 64 * 1024
+
+
+def forwarded_headers(
+    origin: OriginSettings,
+    request: Iterable[tuple[str, str]],
+    *,
+    remote: str | None,
+    conditionals: bool,
+) -> CIMultiDict[str]:
+    """The headers read-through sends to ``origin`` for a client's request.
+
+    Args:
+        origin: the origin's settings (its allowlist and credential policy).
+        request: the client's headers, in order.
+        remote: the client's address, appended to ``X-Forwarded-For``.
+        conditionals: pass the client's ``If-*`` headers (unsafe methods; a cacheable
+            GET asks for the whole answer so it can be stored).
+    """
+    request = tuple(request)
+    allow = {h.lower() for h in origin.forward_headers}
+    every = "*" in allow
+    connection = {
+        t.strip().lower() for k, v in request if k.lower() == "connection" for t in v.split(",")
+    }
+    out: CIMultiDict[str] = CIMultiDict()
+    forwarded_for = []
+    accept_encoding = None
+    for name, value in request:
+        low = name.lower()
+        if low == "x-forwarded-for":
+            forwarded_for.append(value)
+        elif low == "accept-encoding":
+            accept_encoding = value if accept_encoding is None else f"{accept_encoding}, {value}"
+        elif low in _OWN or low in connection:
+            continue
+        elif low in _CREDENTIALS:
+            if origin.forward_credentials:
+                out.add(name, value)
+        elif low in _CONDITIONALS:
+            if conditionals:
+                out.add(name, value)
+        elif every or low in allow:
+            out.add(name, value)
+    out["Accept-Encoding"] = normalise_accept_encoding(accept_encoding)
+    if remote:
+        forwarded_for.append(remote)
+    if forwarded_for:
+        out["X-Forwarded-For"] = ", ".join(forwarded_for)
+    out["Via"] = VIA
+    return out
+
+
+class OriginStream:
+    """The rest of an origin's answer, passed on chunk by chunk, never held whole.
+
+    Args:
+        response: the origin's open answer (closed by `close`).
+        prefix: body bytes already read.
+        cap: the most bytes the whole body may have.
+    """
+
+    def __init__(self, response: aiohttp.ClientResponse, prefix: bytes, cap: int) -> None:
+        self._response = response
+        self._prefix = prefix
+        self._cap = cap
+        self.length = response.content_length
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        """The body's chunks.
+
+        Raises:
+            UpstreamTooLarge: the body passed the cap (the caller cuts the answer).
+            UpstreamError: the origin's connection broke.
+        """
+        sent = len(self._prefix)
+        if self._prefix:
+            yield self._prefix
+        try:
+            async for chunk in self._response.content.iter_chunked(_CHUNK):
+                sent += len(chunk)
+                if sent > self._cap:
+                    raise UpstreamTooLarge(f"the origin's answer passed {self._cap} bytes")
+                yield chunk
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise UpstreamError(f"the origin's answer broke off: {exc!r}") from exc
+
+    def close(self) -> None:
+        self._response.close()
+
+
+@dataclass(slots=True)
+class Fetched:
+    """An origin's answer: its head, and its body whole or as a stream."""
+
+    response: OriginResponse
+    body: bytes
+    stream: OriginStream | None = None
+
+
+class OriginCall:
+    """Makes calls to origins over one pooled session.
+
+    Args:
+        session: the pooled client (``auto_decompress=False``).
+        clock: seconds since the epoch (request and response times for Age).
+    """
+
+    def __init__(
+        self, session: aiohttp.ClientSession, clock: Callable[[], float] = time.time
+    ) -> None:
+        self.session = session
+        self.clock = clock
+        self.calls = 0
+
+    @staticmethod
+    def url(origin: OriginSettings, raw_path: str, raw_query: str) -> URL:
+        base = origin.url.rstrip("/")
+        return URL(f"{base}/{raw_path}" + (f"?{raw_query}" if raw_query else ""), encoded=True)
+
+    async def call(
+        self,
+        origin: OriginSettings,
+        method: str,
+        url: URL,
+        headers: Mapping[str, str],
+        *,
+        store_limit: int,
+        data: aiohttp.StreamReader | bytes | None = None,
+    ) -> Fetched:
+        """Send a request and read its answer: whole when it is at most ``store_limit``
+        bytes, otherwise as a stream (up to the origin's ``max_answer_bytes``).
+
+        Raises:
+            UpstreamTimeout: no answer (or no whole body) within the origin's timeout.
+            UpstreamTooLarge: the answer says it is larger than ``max_answer_bytes``.
+            UpstreamError: the origin could not be reached or broke off.
+        """
+        self.calls += 1
+        limit = origin.timeout
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=limit, sock_read=limit)
+        requested = self.clock()
+        response: aiohttp.ClientResponse | None = None
+        try:
+            async with asyncio.timeout(limit):
+                response = await self.session.request(
+                    method,
+                    url,
+                    headers=headers,
+                    data=data,
+                    allow_redirects=False,
+                    timeout=timeout,
+                    skip_auto_headers=("User-Agent", "Accept", "Accept-Encoding", "Content-Type"),
+                )
+                arrived = self.clock()
+                head = OriginResponse(
+                    status=response.status,
+                    headers=tuple(
+                        (k.decode("latin-1"), v.decode("latin-1")) for k, v in response.raw_headers
+                    ),
+                    request_time=requested,
+                    response_time=arrived,
+                )
+                length = response.content_length
+                if length is not None and length > origin.max_answer_bytes:
+                    raise UpstreamTooLarge(
+                        f"origin {origin.name!r} answered {length} bytes; the limit is "
+                        f"{origin.max_answer_bytes}",
+                        origin=origin.name,
+                    )
+                if method == "HEAD" or response.status in (204, 304):
+                    body = b""
+                elif length is not None and length > store_limit:
+                    stream = OriginStream(response, b"", origin.max_answer_bytes)
+                    response = None  # the stream owns it now
+                    return Fetched(head, b"", stream)
+                else:
+                    cap = origin.max_answer_bytes
+                    body = await self._read_up_to(response, min(store_limit, cap))
+                    if len(body) > cap:
+                        raise UpstreamTooLarge(
+                            f"origin {origin.name!r} answered more than {cap} bytes",
+                            origin=origin.name,
+                        )
+                    if len(body) > store_limit:
+                        stream = OriginStream(response, body, origin.max_answer_bytes)
+                        response = None
+                        return Fetched(head, b"", stream)
+                return Fetched(head, body)
+        except TimeoutError as exc:
+            raise UpstreamTimeout(
+                f"origin {origin.name!r} did not answer within {limit:g}s", origin=origin.name
+            ) from exc
+        except aiohttp.ClientError as exc:
+            raise UpstreamError(
+                f"origin {origin.name!r} unreachable: {exc!r}", origin=origin.name
+            ) from exc
+        finally:
+            if response is not None:
+                response.release()
+
+    @staticmethod
+    async def _read_up_to(response: aiohttp.ClientResponse, limit: int) -> bytes:
+        """The body, or its first ``limit + 1``-odd bytes when it is longer."""
+        parts: list[bytes] = []
+        size = 0
+        while size <= limit:
+            chunk = await response.content.read(_CHUNK)
+            if not chunk:
+                break
+            parts.append(chunk)
+            size += len(chunk)
+        return b"".join(parts)

@@ -1,0 +1,806 @@
+"""Read-through as a shared HTTP cache (RFC 9111), over real HTTP.
+
+A real origin on 127.0.0.1 answers each case from its own route and counts its calls; a
+real coordinator with an in-process node sits in front of it. Each test asserts the
+origin's call count and the exact status, headers and body bytes every client receives.
+Time is moved forward through the read-through's clock, never slept.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import json
+import time
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable
+from email.utils import formatdate
+from pathlib import Path
+
+import aiohttp
+import pytest
+from aiohttp import web
+from multidict import CIMultiDict
+from yarl import URL
+
+from .conftest import CoordinatorHarness, cluster_settings, free_port, start_harness
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+class Clock:
+    """Real time plus an offset the test moves forward."""
+
+    def __init__(self) -> None:
+        self.offset = 0.0
+
+    def __call__(self) -> float:
+        return time.time() + self.offset
+
+    def advance(self, seconds: float) -> None:
+        self.offset += seconds
+
+
+class CaseOrigin:
+    """An origin with one route per case; counts calls and keeps request headers."""
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self.calls: Counter[str] = Counter()
+        self.seen: list[tuple[str, CIMultiDict[str]]] = []
+        self.routes: dict[str, Handler] = {}
+        self.runner: web.AppRunner | None = None
+        self.url = ""
+        self.down = False
+
+    def route(self, name: str, handler: Handler) -> None:
+        self.routes[name] = handler
+
+    async def dispatch(self, request: web.Request) -> web.StreamResponse:
+        name = request.match_info["name"]
+        self.calls[name] += 1
+        self.seen.append((request.method, CIMultiDict(request.headers)))
+        response = await self.routes[name](request)
+        if not response.prepared:
+            # The origin's clock is the test's, as it would be on a synchronised host.
+            response.headers.setdefault("Date", formatdate(self.clock(), usegmt=True))
+        return response
+
+    async def start(self) -> None:
+        app = web.Application()
+        app.router.add_route("*", "/base/{name}", self.dispatch)
+        app.router.add_route("*", "/base/{name}/{rest:.*}", self.dispatch)
+        self.runner = web.AppRunner(app)
+        await self.runner.setup()
+        port = free_port()
+        await web.TCPSite(self.runner, "127.0.0.1", port).start()
+        self.url = f"http://127.0.0.1:{port}"
+
+    async def stop(self) -> None:
+        if self.runner is not None:
+            await self.runner.cleanup()
+            self.runner = None
+
+
+def answer(
+    body: bytes = b"body", status: int = 200, **headers: str
+) -> Callable[[web.Request], Awaitable[web.Response]]:
+    """A handler that always gives the same answer (header names: '_' becomes '-')."""
+
+    async def handle(request: web.Request) -> web.Response:
+        hdrs = {k.replace("_", "-"): v for k, v in headers.items()}
+        return web.Response(status=status, body=body, headers=hdrs)
+
+    return handle
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+async def case_origin(clock: Clock) -> AsyncIterator[CaseOrigin]:
+    origin = CaseOrigin(clock)
+    await origin.start()
+    yield origin
+    await origin.stop()
+
+
+@pytest.fixture
+async def cache(
+    tmp_path: Path, case_origin: CaseOrigin, clock: Clock
+) -> AsyncIterator[CoordinatorHarness]:
+    """A coordinator with origin ``web`` (only what the origin marks cacheable; no
+    grace), ``graced`` (30 s grace, 404s for 5 s), ``strict`` (unsafe methods refused,
+    credentials not forwarded) and ``small`` (answers over 2 MiB refused)."""
+    base = case_origin.url + "/base"
+    settings = cluster_settings(
+        origins={
+            "web": {"url": base, "timeout": 2.0, "default_ttl": 0, "grace": 0},
+            "graced": {"url": base, "timeout": 2.0, "grace": 30, "negative_ttl": 5},
+            "strict": {
+                "url": base,
+                "timeout": 2.0,
+                "unsafe_methods": "refuse",
+                "forward_credentials": False,
+            },
+            "small": {"url": base, "timeout": 2.0, "max_answer_bytes": 2 << 20},
+        },
+        nodes={"max_value_bytes": 1 << 20},
+        scaler={"enabled": False},
+    )
+    h, runner = await start_harness(settings, tmp_path)
+    rt = h.coord.readthrough
+    rt.clock = clock
+    rt.client.clock = clock
+    yield h
+    await h.http.close()
+    await runner.cleanup()
+
+
+async def get(
+    cache: CoordinatorHarness, path: str, **headers: str
+) -> tuple[int, bytes, CIMultiDict[str], list[tuple[str, str]]]:
+    """GET ``/v1/svc/{path}`` sent exactly as written (no normalisation, no decoding of
+    the answer); returns status, body, headers (last value wins) and every header line."""
+    url = URL(cache.url + "/v1/svc/" + path, encoded=True)
+    sent = {k.replace("_", "-"): v for k, v in headers.items()}
+    async with cache.http.get(
+        url,
+        headers=sent,
+        auto_decompress=False,
+        allow_redirects=False,
+        skip_auto_headers=("Accept-Encoding",),
+    ) as r:
+        return r.status, await r.read(), CIMultiDict(r.headers), list(r.headers.items())
+
+
+# -- storage policy (the issue's first four rows: safety) ------------------------------
+
+
+async def test_no_store_is_never_stored(cache: CoordinatorHarness, case_origin: CaseOrigin) -> None:
+    case_origin.route("ns", answer(b"secret", Cache_Control="no-store, max-age=60"))
+    for _ in range(3):
+        s, body, h, _ = await get(cache, "web/ns")
+        assert (s, body, h["X-Cache"]) == (200, b"secret", "PASS")
+    assert case_origin.calls["ns"] == 3
+
+
+async def test_private_answer_never_reaches_another_client(
+    cache: CoordinatorHarness, case_origin: CaseOrigin
+) -> None:
+    async def personal(request: web.Request) -> web.Response:
+        who = request.headers.get("X-Client", "?")
+        return web.Response(
+            text=f"account of {who}", headers={"Cache-Control": "private, max-age=60"}
+        )
+
+    case_origin.route("me", personal)
+    for client in ("A", "B", "C"):
+        # X-Client is not forwarded by default: the origin cannot tell them apart, yet
+        # each still gets an answer of its own (the origin is asked every time).
+        s, _body, h, _ = await get(cache, "graced/me", X_Client=client)
+        assert (s, h["X-Cache"]) == (200, "PASS")
+    assert case_origin.calls["me"] == 3
+
+
+async def test_concurrent_clients_never_share_a_private_answer(
+    cache: CoordinatorHarness, case_origin: CaseOrigin
+) -> None:
+    gate = asyncio.Event()
+    counter = iter(range(1000))
+
+    entered = asyncio.Event()
+
+    async def personal(request: web.Request) -> web.Response:
+        n = next(counter)
+        entered.set()
+        await gate.wait()
+        return web.Response(text=f"private {n}", headers={"Cache-Control": "private"})
+
+    case_origin.route("p", personal)
+    tasks = [asyncio.create_task(get(cache, "graced/p")) for _ in range(10)]
+    await asyncio.wait_for(entered.wait(), 5)
+    await asyncio.sleep(0.05)  # let the other nine arrive and queue behind the first
+    gate.set()
+    results = await asyncio.gather(*tasks)
+    bodies = [r[1] for r in results]
+    assert len(set(bodies)) == 10  # every client got an answer made for it alone
+    assert case_origin.calls["p"] == 10
+
+
+async def test_set_cookie_answer_is_passed_with_its_cookie_and_not_stored(
+    cache: CoordinatorHarness, case_origin: CaseOrigin
+) -> None:
+    counter = iter(range(1000))
+
+    async def login(request: web.Request) -> web.Response:
+        n = next(counter)
+        resp = web.Response(text=f"welcome {n}", headers={"Cache-Control": "max-age=600"})
+        resp.set_cookie("session", f"s{n}")
+        return resp
+
+    case_origin.route("login", login)
+    seen = []
+    for _ in range(2):
+        s, body, h, lines = await get(cache, "graced/login")
+        assert s == 200 and h["X-Cache"] == "PASS"
+        seen.append((body, [v for k, v in lines if k.lower() == "set-cookie"]))
+    assert seen[0] == (b"welcome 0", ["session=s0; Path=/"])
+    assert seen[1] == (b"welcome 1", ["session=s1; Path=/"])
+    assert case_origin.calls["login"] == 2
+
+
+async def test_gzip_body_keeps_its_encoding_and_a_variant_per_encoding(
+    cache: CoordinatorHarness, case_origin: CaseOrigin
+) -> None:
+    plain = b"hello " * 100
+    packed = gzip.compress(plain)
+
+    async def negotiated(request: web.Request) -> web.Response:
+        if "gzip" in request.headers.get("Accept-Encoding", ""):
+            return web.Response(
+                body=packed,
+                headers={"Content-Encoding": "gzip", "Cache-Control": "max-age=60"},
+            )
+        return web.Response(body=plain, headers={"Cache-Control": "max-age=60"})
+
+    case_origin.route("z", negotiated)
+    for _ in range(2):
+        s, body, h, _ = await get(cache, "web/z", Accept_Encoding="gzip, deflate")
+        assert (s, body, h.get("Content-Encoding")) == (200, packed, "gzip")
+        assert gzip.decompress(body) == plain
+        s, body, h, _ = await get(cache, "web/z")  # a client that takes no gzip
+        assert (s, body, h.get("Content-Encoding")) == (200, plain, None)
+    assert case_origin.calls["z"] == 2  # one per encoding, then hits
+    asked = [h.get("Accept-Encoding") for m, h in case_origin.seen]
+    assert asked == ["gzip", "identity"]
+
+
+# -- freshness ---------------------------------------------------------------------------
+
+
+async def test_max_age_expires_and_is_refetched(
+    cache: CoordinatorHarness, case_origin: CaseOrigin, clock: Clock
+) -> None:
+    case_origin.route("m", answer(b"short", Cache_Control="max-age=1"))
+    assert (await get(cache, "web/m"))[2]["X-Cache"] == "MISS"
+    s, body, h, _ = await get(cache, "web/m")
+    assert (s, body, h["X-Cache"]) == (200, b"short", "HIT")
+    clock.advance(2)
+    assert (await get(cache, "web/m"))[2]["X-Cache"] in ("MISS", "PASS")
+    assert case_origin.calls["m"] == 2
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"Vary": "*", "Cache-Control": "max-age=60"},
+        {"Expires": "Thu, 01 Jan 1970 00:00:00 GMT"},
+        {"Expires": "0"},
+        {"Cache-Control": "max-age=0"},
+        {},  # no freshness at all, and default_ttl = 0
+    ],
+)
+async def test_answers_without_reusable_freshness_are_not_reused(
+    cache: CoordinatorHarness, case_origin: CaseOrigin, headers: dict[str, str]
+) -> None:
+    case_origin.route("x", answer(b"now", **{k.replace("-", "_"): v for k, v in headers.items()}))
+    for _ in range(2):
+        s, body, h, _ = await get(cache, "web/x")
+        assert (s, body, h["X-Cache"]) == (200, b"now", "PASS")
+    assert case_origin.calls["x"] == 2
+
+
+async def test_no_cache_is_revalidated_every_time(
+    cache: CoordinatorHarness, case_origin: CaseOrigin
+) -> None:
+    async def tagged(request: web.Request) -> web.Response:
+        if request.headers.get("If-None-Match") == '"v1"':
+            return web.Response(status=304, headers={"ETag": '"v1"'})
+        return web.Response(text="doc", headers={"Cache-Control": "no-cache", "ETag": '"v1"'})
+
+    case_origin.route("nc", tagged)
+    first = await get(cache, "web/nc")
+    assert first[2]["X-Cache"] == "MISS"
+    for _ in range(2):
+        s, body, h, _ = await get(cache, "web/nc")
+        assert (s, body, h["X-Cache"], h["ETag"]) == (200, b"doc", "REVALIDATED", '"v1"')
+    assert case_origin.calls["nc"] == 3
+    conditionals = [h.get("If-None-Match") for _, h in case_origin.seen]
+    assert conditionals == [None, '"v1"', '"v1"']
+
+
+async def test_headers_are_replayed_with_age(
+    cache: CoordinatorHarness, case_origin: CaseOrigin, clock: Clock
+) -> None:
+    case_origin.route(
+        "doc",
+        answer(
+            b"{}",
+            Content_Type="application/json",
+            Cache_Control="max-age=600",
+            ETag='"abc"',
+            Last_Modified="Tue, 01 Jan 2030 00:00:00 GMT",
+            Content_Language="en",
+            Link="</style.css>; rel=preload",
+            X_Custom="kept",
+        ),
+    )
+    _, _, miss, _ = await get(cache, "web/doc")
+    clock.advance(7)
+    s, body, hit, _ = await get(cache, "web/doc")
+    assert (s, body, hit["X-Cache"]) == (200, b"{}", "HIT")
+    for name in (
+        "Content-Type",
+        "Cache-Control",
+        "ETag",
+        "Last-Modified",
+        "Content-Language",
+        "Link",
+        "X-Custom",
+        "Date",
+    ):
+        assert hit[name] == miss[name], name
+    assert int(hit["Age"]) in (7, 8)
+    assert case_origin.calls["doc"] == 1
+
+
+async def test_conditional_requests_get_304_from_the_cache(
+    cache: CoordinatorHarness, case_origin: CaseOrigin
+) -> None:
+    case_origin.route(
+        "v",
+        answer(
+            b"versioned",
+            Cache_Control="max-age=600",
+            ETag='W/"7"',
+            Last_Modified="Mon, 01 Jan 2024 00:00:00 GMT",
+        ),
+    )
+    await get(cache, "web/v")
+    s, body, h, _ = await get(cache, "web/v", If_None_Match='"7"')
+    assert (s, body, h["ETag"], h["X-Cache"]) == (304, b"", 'W/"7"', "HIT")
+    assert "Age" in h and "Cache-Control" in h
+    s, _, _, _ = await get(cache, "web/v", If_None_Match='"8"')
+    assert s == 200
+    s, _, _, _ = await get(cache, "web/v", If_Modified_Since="Tue, 02 Jan 2024 00:00:00 GMT")
+    assert s == 304
+    s, _, _, _ = await get(cache, "web/v", If_Modified_Since="Sun, 31 Dec 2023 00:00:00 GMT")
+    assert s == 200
+    assert case_origin.calls["v"] == 1
+
+
+async def test_expired_answer_is_revalidated_with_its_validators(
+    cache: CoordinatorHarness, case_origin: CaseOrigin, clock: Clock
+) -> None:
+    async def tagged(request: web.Request) -> web.Response:
+        if request.headers.get("If-None-Match") == '"1"':
+            return web.Response(status=304, headers={"Cache-Control": "max-age=100"})
+        return web.Response(
+            text="big answer", headers={"Cache-Control": "max-age=5", "ETag": '"1"'}
+        )
+
+    case_origin.route("r", tagged)
+    await get(cache, "web/r")
+    clock.advance(6)
+    s, body, h, _ = await get(cache, "web/r")
+    assert (s, body, h["X-Cache"], h["Cache-Control"]) == (
+        200,
+        b"big answer",
+        "REVALIDATED",
+        "max-age=100",
+    )
+    clock.advance(50)  # fresh again for 100 s from the 304
+    assert (await get(cache, "web/r"))[2]["X-Cache"] == "HIT"
+    assert case_origin.calls["r"] == 2
+
+
+# -- statuses ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("status", "headers", "stored"),
+    [
+        (301, {"Location": "/elsewhere"}, False),
+        (301, {"Location": "/elsewhere", "Cache-Control": "max-age=60"}, True),
+        (302, {"Location": "/elsewhere"}, False),
+        (404, {}, False),
+        (410, {"Cache-Control": "max-age=60"}, True),
+        (503, {"Retry-After": "120", "Cache-Control": "max-age=60"}, False),
+    ],
+)
+async def test_origin_statuses_pass_through(
+    cache: CoordinatorHarness,
+    case_origin: CaseOrigin,
+    status: int,
+    headers: dict[str, str],
+    stored: bool,
+) -> None:
+    case_origin.route(
+        "s", answer(b"origin says", status, **{k.replace("-", "_"): v for k, v in headers.items()})
+    )
+    for i in range(2):
+        s, body, h, _ = await get(cache, "web/s")
+        assert (s, body) == (status, b"origin says")
+        for name, value in headers.items():
+            assert h[name] == value
+        assert h["X-Cache"] == ("HIT" if stored and i else "MISS" if stored else "PASS")
+    assert case_origin.calls["s"] == (1 if stored else 2)
+
+
+async def test_negative_ttl_stores_404s(cache: CoordinatorHarness, case_origin: CaseOrigin) -> None:
+    case_origin.route("gone", answer(b"no such thing", 404))
+    await get(cache, "graced/gone")
+    s, body, h, _ = await get(cache, "graced/gone")
+    assert (s, body, h["X-Cache"]) == (404, b"no such thing", "HIT")
+    assert case_origin.calls["gone"] == 1
+
+
+async def test_stale_answer_stands_in_when_the_origin_fails(
+    cache: CoordinatorHarness, case_origin: CaseOrigin, clock: Clock
+) -> None:
+    healthy = True
+
+    async def flaky(request: web.Request) -> web.Response:
+        if not healthy:
+            return web.Response(status=500, text="down")
+        return web.Response(text="good", headers={"Cache-Control": "max-age=1, stale-if-error=60"})
+
+    case_origin.route("f", flaky)
+    await get(cache, "web/f")
+    healthy = False
+    clock.advance(2)
+    s, body, h, _ = await get(cache, "web/f")
+    assert (s, body, h["X-Cache"]) == (200, b"good", "STALE")
+    clock.advance(100)  # past stale-if-error: the error is passed on
+    s, body, h, _ = await get(cache, "web/f")
+    assert (s, body) == (500, b"down")
+
+
+async def test_grace_covers_a_refused_connection(
+    cache: CoordinatorHarness, case_origin: CaseOrigin, clock: Clock
+) -> None:
+    case_origin.route("g", answer(b"kept", Cache_Control="max-age=1"))
+    await get(cache, "graced/g")
+    await case_origin.stop()
+    clock.advance(5)
+    s, body, h, _ = await get(cache, "graced/g")
+    assert (s, body, h["X-Cache"]) == (200, b"kept", "STALE")
+    clock.advance(60)
+    s, body, _, _ = await get(cache, "graced/g")
+    assert s == 502 and json.loads(body)["error"] == "origin_error"
+
+
+async def test_must_revalidate_is_never_served_stale(
+    cache: CoordinatorHarness, case_origin: CaseOrigin, clock: Clock
+) -> None:
+    healthy = True
+
+    async def strict(request: web.Request) -> web.Response:
+        if not healthy:
+            return web.Response(status=503, text="busy")
+        return web.Response(text="exact", headers={"Cache-Control": "max-age=1, must-revalidate"})
+
+    case_origin.route("mr", strict)
+    await get(cache, "graced/mr")
+    healthy = False
+    clock.advance(2)
+    s, body, _, _ = await get(cache, "graced/mr")
+    assert (s, body) == (503, b"busy")
+
+
+async def test_stale_while_revalidate_answers_at_once_and_refreshes(
+    cache: CoordinatorHarness, case_origin: CaseOrigin, clock: Clock
+) -> None:
+    version = iter(range(100))
+
+    async def changing(request: web.Request) -> web.Response:
+        return web.Response(
+            text=f"v{next(version)}",
+            headers={"Cache-Control": "max-age=1, stale-while-revalidate=60"},
+        )
+
+    case_origin.route("swr", changing)
+    await get(cache, "web/swr")
+    clock.advance(2)
+    _, body, h, _ = await get(cache, "web/swr")
+    assert (body, h["X-Cache"]) == (b"v0", "STALE")
+    for _ in range(200):
+        if case_origin.calls["swr"] == 2 and not cache.coord.readthrough._background:
+            break
+        await asyncio.sleep(0.01)
+    _s, body, h, _ = await get(cache, "web/swr")
+    assert (body, h["X-Cache"]) == (b"v1", "HIT")
+
+
+# -- request headers and credentials -------------------------------------------------------
+
+
+async def test_only_allowed_request_headers_reach_the_origin(
+    cache: CoordinatorHarness, case_origin: CaseOrigin
+) -> None:
+    case_origin.route("h", answer(b"x", Cache_Control="no-store"))
+    await get(
+        cache,
+        "web/h",
+        Accept_Language="de",
+        X_Secret="nope",
+        If_None_Match='"x"',
+        X_Forwarded_For="10.9.9.9",
+        Accept_Encoding="br;q=1, gzip;q=0",
+    )
+    _, seen = case_origin.seen[-1]
+    assert seen["Accept-Language"] == "de"
+    assert "X-Secret" not in seen and "If-None-Match" not in seen
+    assert seen["Via"] == "1.1 elastic-cache"
+    assert seen["X-Forwarded-For"] == "10.9.9.9, 127.0.0.1"
+    assert seen["Accept-Encoding"] == "identity"
+
+
+async def test_credentialed_requests_bypass_the_cache_unless_public(
+    cache: CoordinatorHarness, case_origin: CaseOrigin
+) -> None:
+    async def account(request: web.Request) -> web.Response:
+        who = request.headers.get("Authorization", "anonymous")
+        return web.Response(text=f"for {who}", headers={"Cache-Control": "max-age=600"})
+
+    case_origin.route("acct", account)
+    _, body, h, _ = await get(cache, "graced/acct", Authorization="Bearer alice")
+    assert (body, h["X-Cache"]) == (b"for Bearer alice", "PASS")
+    _, body, h, _ = await get(cache, "graced/acct")  # nothing stored from alice's answer
+    assert (body, h["X-Cache"]) == (b"for anonymous", "MISS")
+    _, body, h, _ = await get(cache, "graced/acct", Cookie="session=bob")
+    assert body == b"for anonymous"  # bob has no Authorization: the origin says so
+    assert h["X-Cache"] == "PASS"  # the stored anonymous answer does not serve bob
+    assert case_origin.calls["acct"] == 3
+
+    case_origin.route("pub", answer(b"shared", Cache_Control="public, max-age=600"))
+    _, body, h, _ = await get(cache, "graced/pub", Authorization="Bearer alice")
+    assert (body, h["X-Cache"]) == (b"shared", "MISS")
+    _, body, h, _ = await get(cache, "graced/pub")
+    assert (body, h["X-Cache"]) == (b"shared", "HIT")
+    _s, body, h, _ = await get(cache, "graced/pub", Cookie="a=b")
+    assert (body, h["X-Cache"]) == (b"shared", "HIT")
+    assert case_origin.calls["pub"] == 1
+
+
+async def test_credentials_can_be_kept_from_the_origin(
+    cache: CoordinatorHarness, case_origin: CaseOrigin
+) -> None:
+    case_origin.route("anon", answer(b"same for all", Cache_Control="max-age=600"))
+    _s, _body, h, _ = await get(cache, "strict/anon", Authorization="Bearer x", Cookie="c=1")
+    assert h["X-Cache"] == "MISS"
+    _, seen = case_origin.seen[-1]
+    assert "Authorization" not in seen and "Cookie" not in seen
+    assert (await get(cache, "strict/anon", Cookie="c=2"))[2]["X-Cache"] == "HIT"
+
+
+# -- keys ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["web/api/../admin", "web/api/%2E%2E/admin", "web/..%2Fadmin", "web/a/./b", "web/a%2fb"],
+)
+async def test_paths_that_could_escape_the_base_are_refused(
+    cache: CoordinatorHarness, case_origin: CaseOrigin, path: str
+) -> None:
+    s, body, _, _ = await get(cache, path)
+    assert s == 400 and json.loads(body)["error"] == "bad_path"
+    assert sum(case_origin.calls.values()) == 0
+
+
+async def test_query_order_rules(cache: CoordinatorHarness, case_origin: CaseOrigin) -> None:
+    async def echo(request: web.Request) -> web.Response:
+        return web.Response(text=request.query_string, headers={"Cache-Control": "max-age=60"})
+
+    case_origin.route("q", echo)
+    pairs = [
+        ("a=1&a=2", "a=2&a=1", False),
+        ("flag", "flag=", False),
+        ("b=1&a=2", "a=2&b=1", True),
+    ]
+    for first, second, same in pairs:
+        _, body1, _, _ = await get(cache, f"web/q?{first}")
+        _, body2, h, _ = await get(cache, f"web/q?{second}")
+        assert body1 == first.encode()
+        assert body2 == (first if same else second).encode()
+        assert h["X-Cache"] == ("HIT" if same else "MISS")
+
+
+async def test_a_long_url_is_cached_under_a_hashed_key(
+    cache: CoordinatorHarness, case_origin: CaseOrigin
+) -> None:
+    async def echo(request: web.Request) -> web.Response:
+        return web.Response(text=request.path_qs, headers={"Cache-Control": "max-age=60"})
+
+    case_origin.route("long", echo)
+    tail = "x" * 2000
+    for expected in ("MISS", "HIT"):
+        s, body, h, _ = await get(cache, f"web/long/{tail}?q={tail}")
+        assert (s, h["X-Cache"]) == (200, expected)
+        assert body == f"/base/long/{tail}?q={tail}".encode()  # the full URL went out
+
+
+async def test_a_request_line_past_the_limit_is_414(cache: CoordinatorHarness) -> None:
+    s, body, _, _ = await get(cache, "web/" + "y" * 9000)
+    assert s == 414 and json.loads(body)["error"] == "uri_too_long"
+
+
+# -- large answers -----------------------------------------------------------------------------
+
+
+async def test_an_answer_over_the_value_limit_is_streamed_whole_and_not_stored(
+    cache: CoordinatorHarness, case_origin: CaseOrigin
+) -> None:
+    big = bytes(range(256)) * (20 * 4096)  # 20 MiB
+
+    async def large(request: web.Request) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={"Cache-Control": "max-age=60"})
+        if request.query.get("sized"):
+            resp.content_length = len(big)
+        await resp.prepare(request)
+        for i in range(0, len(big), 1 << 20):
+            await resp.write(big[i : i + (1 << 20)])
+        return resp
+
+    case_origin.route("big", large)
+    for query in ("?sized=1", ""):
+        s, body, h, _ = await get(cache, "web/big" + query)
+        assert (s, len(body), h["X-Cache"]) == (200, len(big), "PASS")
+        assert body == big
+    s, body, h, _ = await get(cache, "web/big?sized=1")
+    assert h["X-Cache"] == "PASS"  # never stored
+
+
+async def test_an_answer_over_the_hard_cap_is_refused_or_cut(
+    cache: CoordinatorHarness, case_origin: CaseOrigin
+) -> None:
+    async def huge(request: web.Request) -> web.StreamResponse:
+        resp = web.StreamResponse()
+        if request.query.get("sized"):
+            resp.content_length = 3_000_000
+        await resp.prepare(request)
+        for _ in range(30):
+            await resp.write(b"z" * 100_000)
+        return resp
+
+    case_origin.route("huge", huge)
+    s, body, _, _ = await get(cache, "small/huge?sized=1")
+    assert s == 502 and json.loads(body)["error"] == "origin_too_large"
+    with pytest.raises(aiohttp.ClientPayloadError):
+        await get(cache, "small/huge")
+
+
+# -- methods -------------------------------------------------------------------------------------
+
+
+async def test_unsafe_methods_pass_through_and_invalidate(
+    cache: CoordinatorHarness, case_origin: CaseOrigin
+) -> None:
+    version = iter(range(100))
+
+    async def resource(request: web.Request) -> web.Response:
+        if request.method == "POST":
+            body = await request.read()
+            return web.Response(
+                status=201,
+                text=f"made {body.decode()}",
+                headers={"Location": "/base/item/other"},
+            )
+        return web.Response(text=f"v{next(version)}", headers={"Cache-Control": "max-age=600"})
+
+    case_origin.route("item", resource)
+    for path in ("web/item/one", "web/item/other"):
+        await get(cache, path)
+        assert (await get(cache, path))[2]["X-Cache"] == "HIT"
+    async with cache.http.post(cache.url + "/v1/svc/web/item/one", data=b"payload") as r:
+        assert (r.status, await r.read(), r.headers["X-Cache"]) == (201, b"made payload", "PASS")
+    for path in ("web/item/one", "web/item/other"):  # the URL and its Location
+        assert (await get(cache, path))[2]["X-Cache"] == "MISS"
+
+
+async def test_an_origin_can_refuse_unsafe_methods(
+    cache: CoordinatorHarness, case_origin: CaseOrigin
+) -> None:
+    case_origin.route("ro", answer(b"ok"))
+    async with cache.http.delete(cache.url + "/v1/svc/strict/ro") as r:
+        assert r.status == 405 and r.headers["Allow"] == "GET, HEAD"
+        assert (await r.json())["error"] == "method_not_allowed"
+    assert case_origin.calls["ro"] == 0
+
+
+async def test_head_has_the_gets_headers_and_no_body(
+    cache: CoordinatorHarness, case_origin: CaseOrigin
+) -> None:
+    case_origin.route("hd", answer(b"12345", Cache_Control="max-age=60", ETag='"h"'))
+    for expected in ("MISS", "HIT"):
+        async with cache.http.head(cache.url + "/v1/svc/web/hd") as r:
+            assert (r.status, await r.read()) == (200, b"")
+            assert r.headers["Content-Length"] == "5" and r.headers["ETag"] == '"h"'
+            assert r.headers["X-Cache"] == expected
+    assert [m for m, _ in case_origin.seen] == ["GET"]
+
+
+# -- Vary and coalescing -----------------------------------------------------------------------
+
+
+async def test_vary_keeps_variants_apart_and_invalidation_drops_them_all(
+    cache: CoordinatorHarness, case_origin: CaseOrigin
+) -> None:
+    async def localised(request: web.Request) -> web.Response:
+        if request.method == "PUT":
+            return web.Response(status=204)
+        lang = request.headers.get("Accept-Language", "none")
+        return web.Response(
+            text=f"in {lang}", headers={"Vary": "Accept-Language", "Cache-Control": "max-age=600"}
+        )
+
+    case_origin.route("l", localised)
+    for lang in ("en", "de", "en", "de"):
+        _, body, h, _ = await get(cache, "web/l", Accept_Language=lang)
+        assert body == f"in {lang}".encode()
+    _, body, h, _ = await get(cache, "web/l")
+    assert body == b"in none"
+    assert case_origin.calls["l"] == 3
+    async with cache.http.put(cache.url + "/v1/svc/web/l", data=b"new") as r:
+        assert r.status == 204
+    for lang in ("en", "de"):
+        _, _, h, _ = await get(cache, "web/l", Accept_Language=lang)
+        assert h["X-Cache"] == "MISS"
+
+
+async def test_many_askers_of_a_cacheable_answer_call_the_origin_once(
+    cache: CoordinatorHarness, case_origin: CaseOrigin
+) -> None:
+    async def slow(request: web.Request) -> web.Response:
+        await asyncio.sleep(0.2)
+        return web.Response(text="once", headers={"Cache-Control": "max-age=60"})
+
+    case_origin.route("once", slow)
+    results = await asyncio.gather(*(get(cache, "web/once") for _ in range(30)))
+    assert {r[1] for r in results} == {b"once"}
+    assert case_origin.calls["once"] == 1
+
+
+async def test_a_value_stored_before_headers_were_kept_still_answers(
+    cache: CoordinatorHarness, case_origin: CaseOrigin
+) -> None:
+    # What read-through wrote before this format: the bare body under its key.
+    s, _, _ = await cache.call(
+        "PUT", "/v1/kv/svc:web:/old%3Fa=1", data=b"old body", headers={"Content-Type": "text/x"}
+    )
+    assert s == 204
+    s, body, h, _ = await get(cache, "web/old?a=1")
+    assert (s, body, h["Content-Type"], h["X-Cache"]) == (200, b"old body", "text/x", "HIT")
+    assert "Age" not in h
+    assert case_origin.calls["old"] == 0
+
+
+async def test_a_corrupt_record_is_a_miss_not_an_error(
+    cache: CoordinatorHarness, case_origin: CaseOrigin
+) -> None:
+    from elastic_cache.httpcache import RECORD_TYPE
+
+    s, _, _ = await cache.call(
+        "PUT", "/v1/kv/svc:web:/bad", data=b"garbage", headers={"Content-Type": RECORD_TYPE}
+    )
+    assert s == 204
+    case_origin.route("bad", answer(b"fresh", Cache_Control="max-age=60"))
+    s, body, h, _ = await get(cache, "web/bad")
+    assert (s, body, h["X-Cache"]) == (200, b"fresh", "MISS")
+
+
+async def test_raw_socket_dot_segments_never_reach_the_origin(
+    cache: CoordinatorHarness, case_origin: CaseOrigin
+) -> None:
+    port = int(cache.url.rsplit(":", 1)[1])
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(b"GET /v1/svc/web/x/../../admin HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+    await writer.drain()
+    raw = await reader.read()
+    writer.close()
+    assert raw.startswith(b"HTTP/1.1 400")
+    assert sum(case_origin.calls.values()) == 0
