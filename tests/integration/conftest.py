@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import socket
 import time
 from collections.abc import AsyncIterator
@@ -51,7 +52,12 @@ class ServerProvisioner:
         if self.fail_next:
             self.fail_next = False
             raise ProvisionError("injected launch failure")
-        service = build_node_service(self.settings, node_id=node_id)
+        settings = self.settings
+        if settings.tier is not None and settings.tier.startswith("disk:"):
+            # A disk tier is local to its node, as the local provisioner gives each
+            # node process its own directory.
+            settings = dataclasses.replace(settings, tier=f"{settings.tier}/{node_id}")
+        service = build_node_service(settings, node_id=node_id)
         runner = web.AppRunner(
             make_node_app(service, max_value_bytes=self.settings.max_value_bytes)
         )

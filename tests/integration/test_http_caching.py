@@ -804,3 +804,55 @@ async def test_raw_socket_dot_segments_never_reach_the_origin(
     writer.close()
     assert raw.startswith(b"HTTP/1.1 400")
     assert sum(case_origin.calls.values()) == 0
+
+
+async def test_stored_answers_keep_their_headers_through_the_disk_tier_and_a_move(
+    tmp_path: Path, case_origin: CaseOrigin
+) -> None:
+    # Five records fit in memory; the rest are demoted to a disk tier; then a second
+    # node takes part of the ring. Every answer still comes back whole, as stored.
+    settings = cluster_settings(
+        origins={"web": {"url": case_origin.url + "/base", "timeout": 2.0}},
+        nodes={
+            "capacity_records": 5,
+            "on_full": "demote",
+            "tier": f"disk:{tmp_path / 'tier'}",
+        },
+        scaler={"enabled": False, "max_nodes": 2},
+    )
+    h, runner = await start_harness(settings, tmp_path)
+    try:
+        case_origin.route(
+            "doc", answer(b"payload", Cache_Control="max-age=600", ETag='"e"', X_Kept="yes")
+        )
+        paths = [f"web/doc/{i}" for i in range(20)]
+        first = {p: (await get(h, p))[2] for p in paths}
+        assert {hdrs["X-Cache"] for hdrs in first.values()} == {"MISS"}
+
+        async def all_hits() -> None:
+            for p in paths:
+                s, body, hdrs, _ = await get(h, p)
+                assert (s, body, hdrs["X-Cache"]) == (200, b"payload", "HIT"), p
+                assert (hdrs["ETag"], hdrs["X-Kept"], hdrs["Date"]) == (
+                    '"e"',
+                    "yes",
+                    first[p]["Date"],
+                )
+                assert "Age" in hdrs
+
+        await all_hits()
+        s, _, _ = await h.call("POST", "/v1/cluster/nodes", json={"count": 1})
+        assert s == 201
+        for _ in range(500):
+            view = json.loads((await h.call("GET", "/v1/cluster"))[1])
+            if view["migrations"] and all(
+                m["state"] not in ("running", "pending") for m in view["migrations"]
+            ):
+                break
+            await asyncio.sleep(0.02)
+        assert len(view["nodes"]) == 2
+        await all_hits()
+        assert case_origin.calls["doc"] == 20
+    finally:
+        await h.http.close()
+        await runner.cleanup()
