@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-dev
 
-.PHONY: install run test lint bench clean browser experiments experiments-quick
+.PHONY: install run test lint bench clean browser cache-tests experiments experiments-quick
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -31,7 +31,30 @@ browser:
 	    echo "chromium is not installed (needs root and apt-get): the browser test will be skipped"; \
 	  fi; }
 
-test: lint browser
+# The public HTTP cache test suite (http-tests/cache-tests, npm package http-cache-tests),
+# pinned, into .cache-tests/ (see docs/http-cache-suite.md). Without node and npm, or when
+# the install fails, say so: tests/integration/test_http_cache_suite.py then skips.
+CACHE_TESTS_VERSION := 0.4.5
+CACHE_TESTS_DIR     := .cache-tests
+
+cache-tests:
+	@if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then \
+	  echo "node/npm not found: the HTTP cache test suite (http-cache-tests) will be skipped"; \
+	elif grep -qs '"version": "$(CACHE_TESTS_VERSION)"' \
+	    $(CACHE_TESTS_DIR)/node_modules/http-cache-tests/package.json; then :; \
+	else \
+	  mkdir -p $(CACHE_TESTS_DIR) && \
+	  if npm install --prefix $(CACHE_TESTS_DIR) --save-exact --no-audit --no-fund \
+	      --loglevel=error http-cache-tests@$(CACHE_TESTS_VERSION) \
+	      >$(CACHE_TESTS_DIR)/npm-install.log 2>&1; then \
+	    echo "installed http-cache-tests $(CACHE_TESTS_VERSION) in $(CACHE_TESTS_DIR)"; \
+	  else \
+	    echo "could not install http-cache-tests (see $(CACHE_TESTS_DIR)/npm-install.log):" \
+	      "the HTTP cache test suite will be skipped"; \
+	  fi; \
+	fi
+
+test: lint browser cache-tests
 	$(BIN)/pytest
 
 run: $(STAMP)
@@ -75,4 +98,4 @@ experiments-quick: $(STAMP)
 	done
 
 clean:
-	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache $(CACHE_TESTS_DIR)

@@ -187,3 +187,21 @@ async def harness(tmp_path: Path, origin: FakeOrigin) -> AsyncIterator[Coordinat
     yield h
     await h.http.close()
     await runner.cleanup()
+
+
+_TERMINAL_SUMMARY = pytest.StashKey[list[str]]()
+
+
+@pytest.fixture
+def terminal_summary(request: pytest.FixtureRequest) -> list[str]:
+    """Lines a test wants in the terminal summary of the run (shown without ``-s``, pass
+    or fail): append to the list."""
+    return request.config.stash.setdefault(_TERMINAL_SUMMARY, [])
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    lines = config.stash.get(_TERMINAL_SUMMARY, [])
+    if lines:
+        terminalreporter.section("integration results")
+        for line in lines:
+            terminalreporter.write_line(line)
