@@ -52,7 +52,13 @@ ORIGIN = "cachetests"
 #: Settings of that origin, applied only where `OriginSettings` has the field, so the same
 #: harness runs before and after a setting exists. ``default_ttl = 0``: heuristic freshness
 #: off, as the suite asks ("disabling default caching usually fixes this").
-SUITE_ORIGIN_SETTINGS: Mapping[str, Any] = {"timeout": 10.0, "default_ttl": 0}
+#: ``forward_headers = ["*"]``: the suite's client numbers its requests in a ``Req-Num``
+#: header its origin must see (as nginx and Varnish forward every header by default).
+SUITE_ORIGIN_SETTINGS: Mapping[str, Any] = {
+    "timeout": 10.0,
+    "default_ttl": 0,
+    "forward_headers": ["*"],
+}
 #: First path segments that are the suite's side channel, never the cache's business.
 SIDE_CHANNEL = frozenset({"config", "state"})
 
