@@ -454,9 +454,14 @@ class ReadThrough:
             return self._from_record(verdict.record, request, "MISS"), _Outcome(verdict.record)
         self._count_pass(verdict.reason or "not-stored")
         reply = self._passed(head.status, head.headers, request, fetched)
-        if verdict.reason == "status" and not credentialed and reply.stream is None:
-            # Nothing in it is one client's: concurrent askers may have it too, so a
-            # failing origin is not hit once per waiting client.
+        if (
+            verdict.reason == "status"
+            and not credentialed
+            and reply.stream is None
+            and not head.values("vary")
+        ):
+            # Nothing in it is one client's and it does not vary: concurrent askers may
+            # have it too, so a failing origin is not hit once per waiting client.
             return reply, _Outcome(passed=reply)
         return reply, _Outcome()
 

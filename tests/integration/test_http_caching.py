@@ -856,3 +856,25 @@ async def test_stored_answers_keep_their_headers_through_the_disk_tier_and_a_mov
     finally:
         await h.http.close()
         await runner.cleanup()
+
+
+async def test_waiters_share_a_failing_origins_answer_but_not_one_that_varies(
+    cache: CoordinatorHarness, case_origin: CaseOrigin
+) -> None:
+    gate = asyncio.Event()
+
+    async def failing(request: web.Request) -> web.Response:
+        await gate.wait()
+        headers = {"Vary": "Accept-Language"} if "vary" in request.path else {}
+        return web.Response(status=503, text="busy", headers=headers)
+
+    case_origin.route("down", failing)
+    for path, calls in (("web/down/plain", 1), ("web/down/vary", 5)):
+        tasks = [asyncio.create_task(get(cache, path)) for _ in range(5)]
+        await asyncio.sleep(0.1)
+        gate.set()
+        results = await asyncio.gather(*tasks)
+        gate.clear()
+        assert {(r[0], r[1]) for r in results} == {(503, b"busy")}
+        assert case_origin.calls["down"] == calls, path
+        case_origin.calls["down"] = 0
