@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from elastic_cache import __version__
+from elastic_cache import __version__, eventloop
 from elastic_cache.config import (
     DEFAULT_INDEX,
     ClusterSettings,
@@ -165,7 +165,7 @@ def cmd_node(args: argparse.Namespace) -> int:
 
     node_data = _node_overrides(args)
     settings = ClusterSettings.from_mapping({"nodes": node_data}).nodes
-    asyncio.run(
+    eventloop.run(
         serve_node(
             settings,
             host=args.host,
@@ -234,7 +234,7 @@ def cmd_coordinator(args: argparse.Namespace) -> int:
     def ready(coord: object, url: str) -> None:
         print(f"coordinator listening on {url}", flush=True)
 
-    asyncio.run(serve_coordinator(settings, on_ready=ready, session=session))
+    eventloop.run(serve_coordinator(settings, on_ready=ready, session=session))
     return 0
 
 
@@ -248,7 +248,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         and settings.nodes.tier == HYBRID_TIER
         and settings.nodes.s3_endpoint_url is None
     )
-    return asyncio.run(
+    return eventloop.run(
         run_up(
             settings,
             demo_origin=not args.no_demo_origin,
@@ -273,7 +273,7 @@ def cmd_demo_origin(args: argparse.Namespace) -> int:
             await server  # re-raises a start-up failure such as a port in use
         stopper.cancel()
 
-    asyncio.run(run())
+    eventloop.run(run())
     return 0
 
 

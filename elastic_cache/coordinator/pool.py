@@ -6,7 +6,8 @@ session, pooled connections) kept only about a quarter of a node's direct throug
 machinery (request and response objects, tracing hooks, cookie and redirect handling)
 that a proxy to its own nodes does not need. This client does one thing: send a request
 on an idle keep-alive connection to a node and read one ``Content-Length`` (or chunked)
-answer. It speaks only to our own aiohttp nodes; control-plane calls still use aiohttp.
+answer, parsed by httptools. It speaks only to our own nodes; control-plane calls still
+use aiohttp.
 
 A request that fails on a *reused* connection before any answer byte arrived (the node
 closed the idle connection meanwhile) is retried once on a fresh connection; every
@@ -27,7 +28,9 @@ import functools
 import socket
 from collections import deque
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import NamedTuple, cast
+
+import httptools
 
 __all__ = ["BodyStream", "ConnectionPool", "PoolError", "RawAnswer"]
 
@@ -144,16 +147,21 @@ class BodyStream:
 
 
 class _Conn(asyncio.Protocol):
-    """One connection; one request at a time (no pipelining)."""
+    """One connection; one request at a time (no pipelining).
+
+    Answers are parsed by httptools (llhttp, the parser of Node.js, uvicorn and sanic):
+    its callbacks below fill in the answer under way.
+    """
 
     def __init__(self) -> None:
         self.transport: asyncio.Transport | None = None
-        self._buf = bytearray()
+        self._parser = httptools.HttpResponseParser(self)
         self._waiter: asyncio.Future[RawAnswer] | None = None
-        self._head: tuple[int, dict[bytes, bytes]] | None = None
-        self._body_len = -1  # -1: chunked or unknown
-        self._chunked = False
-        self._no_body = False
+        self._status = 0
+        self._headers: dict[bytes, bytes] = {}
+        self._body: list[bytes] = []
+        self._head_only = False  # the request was HEAD: the answer ends with its headers
+        self._done = False  # the answer under way is complete
         self.reusable = True
         self.received_any = False
         self.closed = False
@@ -165,8 +173,8 @@ class _Conn(asyncio.Protocol):
     # -- asyncio.Protocol ------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # uvloop's transports implement asyncio.Transport without subclassing it.
+        self.transport = cast(asyncio.Transport, transport)
         # One write per request: never let Nagle's algorithm hold it back waiting for a
         # delayed ACK (asyncio sets this by default, other loops may not).
         sock = transport.get_extra_info("socket")
@@ -178,107 +186,88 @@ class _Conn(asyncio.Protocol):
         self.closed = True
         if self.stream is not None:
             self.stream.fail(PoolError(f"connection closed by the node: {exc!r}"))
-        waiter = self._waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_exception(PoolError(f"connection closed by the node: {exc!r}"))
+        self._fail(PoolError(f"connection closed by the node: {exc!r}"))
 
     def data_received(self, data: bytes) -> None:
         self.received_any = True
-        if self.stream is not None:
-            self.stream.feed(data)
-            return
-        self._buf += data
-        waiter = self._waiter
-        if waiter is None or waiter.done():
-            if waiter is None:
-                self.reusable = False  # bytes nobody asked for: do not reuse
+        if self._waiter is None and self.stream is None:
+            self.reusable = False  # bytes nobody asked for: do not reuse
             return
         try:
-            answer = self._parse()
-        except PoolError as exc:
+            self._parser.feed_data(data)
+        except httptools.HttpParserError as exc:
             self.reusable = False
+            error = PoolError(f"not an HTTP answer: {exc}")
+            if self.stream is not None:
+                self.stream.fail(error)
+            self._fail(error)
+        except PoolError as exc:  # raised by a callback below
+            self.reusable = False
+            self._fail(exc)
+        if self._head_only and self._done:
+            # llhttp cannot be told that an answer to HEAD has no body: start afresh.
+            self._parser = httptools.HttpResponseParser(self)
+
+    def _fail(self, exc: Exception) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
             waiter.set_exception(exc)
-            return
-        if answer is not None:
+
+    def _answer(self, answer: RawAnswer) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
             waiter.set_result(answer)
 
-    # -- parsing ---------------------------------------------------------------------------
+    # -- httptools callbacks ---------------------------------------------------------------
 
-    def _parse(self) -> RawAnswer | None:
-        buf = self._buf
-        if self._head is None:
-            end = buf.find(b"\r\n\r\n")
-            if end < 0:
-                if len(buf) > 65536:
-                    raise PoolError("answer headers longer than 64 KiB")
-                return None
-            lines = bytes(buf[:end]).split(b"\r\n")
-            del buf[: end + 4]
-            status_line = lines[0]
-            if not status_line.startswith(b"HTTP/1.") or len(status_line) < 12:
-                raise PoolError(f"not an HTTP answer: {status_line[:60]!r}")
-            status = int(status_line[9:12])
-            headers: dict[bytes, bytes] = {}
-            for line in lines[1:]:
-                name, sep, value = line.partition(b":")
-                if sep:
-                    headers[name.strip().lower()] = value.strip()
-            self._head = (status, headers)
-            if headers.get(b"connection", b"").lower() == b"close":
-                self.reusable = False
-            if self._no_body or status in (204, 304) or 100 <= status < 200:
-                self._body_len = 0
-            elif b"content-length" in headers:
-                self._body_len = int(headers[b"content-length"])
-            elif headers.get(b"transfer-encoding", b"").lower() == b"chunked":
-                self._chunked = True
-            else:
-                raise PoolError("answer has neither Content-Length nor chunked encoding")
-        status, headers = self._head
-        if 0 <= self._stream_above < self._body_len and status == 200:
-            # Too large to hold: hand what arrived so far to a stream, and the rest
-            # as it comes (data_received).
-            stream = self.stream = BodyStream(self, self._body_len)
-            if buf:
-                stream.feed(bytes(buf))
-                buf.clear()
-            return RawAnswer(status, headers, b"", stream)
-        if self._chunked:
-            body = self._dechunk()
-            if body is None:
-                return None
-        else:
-            if len(buf) < self._body_len:
-                return None
-            body = bytes(buf[: self._body_len])
-            del buf[: self._body_len]
-        if buf:
+    def on_message_begin(self) -> None:
+        if self._done:
+            self.reusable = False  # a second answer to one request: do not reuse
+        self._headers = {}
+        self._body = []
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._headers[name.lower()] = value
+
+    def on_headers_complete(self) -> None:
+        status = self._status = self._parser.get_status_code()
+        if status < 200:
+            return  # an interim answer (100 Continue): the real one follows
+        headers = self._headers
+        if not self._parser.should_keep_alive():
             self.reusable = False
-        return RawAnswer(status, headers, body)
+        if self._head_only:
+            self._done = True
+            self._answer(RawAnswer(status, headers, b""))
+            return
+        length = headers.get(b"content-length")
+        if length is None:
+            if status in (204, 304):
+                return
+            if headers.get(b"transfer-encoding", b"").lower() != b"chunked":
+                raise PoolError("answer has neither Content-Length nor chunked encoding")
+            return
+        size = int(length)  # llhttp has checked it is a number
+        if 0 <= self._stream_above < size and status == 200:
+            # Too large to hold: the caller reads the body from a stream as it arrives.
+            self.stream = BodyStream(self, size)
+            self._answer(RawAnswer(status, headers, b"", self.stream))
 
-    def _dechunk(self) -> bytes | None:
-        buf = self._buf
-        parts: list[bytes] = []
-        pos = 0
-        while True:
-            line_end = buf.find(b"\r\n", pos)
-            if line_end < 0:
-                return None
-            size = int(bytes(buf[pos:line_end]).split(b";")[0], 16)
-            start = line_end + 2
-            if size == 0:
-                trailer_end = buf.find(b"\r\n\r\n", line_end)
-                if trailer_end < 0:
-                    if buf[start : start + 2] == b"\r\n":
-                        trailer_end = line_end
-                    else:
-                        return None
-                del buf[: trailer_end + 4]
-                return b"".join(parts)
-            if len(buf) < start + size + 2:
-                return None
-            parts.append(bytes(buf[start : start + size]))
-            pos = start + size + 2
+    def on_body(self, body: bytes) -> None:
+        if self._head_only:
+            self.reusable = False  # a body after an answer to HEAD: do not reuse
+        elif self.stream is not None:
+            self.stream.feed(body)
+        else:
+            self._body.append(body)
+
+    def on_message_complete(self) -> None:
+        if self._status < 200 or self._head_only:
+            return
+        self._done = True
+        if self.stream is None:
+            body = self._body[0] if len(self._body) == 1 else b"".join(self._body)
+            self._answer(RawAnswer(self._status, self._headers, body))
 
     # -- one exchange ----------------------------------------------------------------------
 
@@ -286,11 +275,9 @@ class _Conn(asyncio.Protocol):
         self, request: bytes, *, head: bool, stream_above: int = -1
     ) -> asyncio.Future[RawAnswer]:
         assert self.transport is not None
-        self._buf.clear()
-        self._head = None
-        self._chunked = False
-        self._body_len = -1
-        self._no_body = head
+        self._status = 0
+        self._done = False
+        self._head_only = head
         self._stream_above = stream_above
         self.received_any = False
         self._waiter = asyncio.get_running_loop().create_future()
@@ -352,9 +339,12 @@ class ConnectionPool:
     async def _connect(self) -> _Conn:
         loop = asyncio.get_running_loop()
         try:
-            _, proto = await loop.create_connection(_Conn, self.host, self.port)
+            transport, proto = await loop.create_connection(_Conn, self.host, self.port)
         except OSError as exc:
             raise PoolError(f"cannot connect to {self.host}:{self.port}: {exc}") from exc
+        # uvloop calls connection_made only on the loop's next turn; the request may be
+        # sent before that.
+        proto.transport = transport
         self._open += 1
         return proto
 

@@ -28,6 +28,7 @@ from typing import Literal
 
 from aiohttp import web
 
+from elastic_cache import eventloop
 from elastic_cache.demo_origin.shoreline import (
     MAX_RESOLUTION,
     MIN_RESOLUTION,
@@ -285,4 +286,4 @@ def run_demo_origin(
         await serve(host, port, settings=settings)
 
     with contextlib.suppress(asyncio.CancelledError, KeyboardInterrupt):
-        asyncio.run(main())
+        eventloop.run(main())

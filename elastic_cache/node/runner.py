@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import json
 import logging
@@ -10,6 +11,7 @@ import sys
 
 from aiohttp import web
 
+from elastic_cache import eventloop
 from elastic_cache.config import NodeSettings
 from elastic_cache.lifecycle import wait_for_stop
 from elastic_cache.logs import set_log_context
@@ -70,7 +72,8 @@ async def serve_node(
     line = {"event": "listening", "node": node_id, "address": address, "pid": os.getpid()}
     sys.stdout.write(json.dumps(line) + "\n")
     sys.stdout.flush()
-    log.info("node %s listening on %s (index %s)", node_id, address, settings.index)
+    loop = eventloop.loop_name(asyncio.get_running_loop())
+    log.info("node %s listening on %s (index %s, %s)", node_id, address, settings.index, loop)
 
     try:
         await wait_for_stop(watch_stdin=watch_stdin)

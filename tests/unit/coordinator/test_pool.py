@@ -164,3 +164,107 @@ async def test_connection_close_header_is_honoured() -> None:
     assert connections == 3
     await pool.close()
     await stop(server)
+
+
+async def keep_alive_server(answers: list[bytes]) -> tuple[asyncio.Server, int, list[int]]:
+    """A server that answers the requests of one connection with ``answers`` in turn.
+
+    Returns the server, its port and a one-element list counting connections.
+    """
+    connections = [0]
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        connections[0] += 1
+        for answer in answers:
+            try:
+                await reader.readuntil(b"\r\n\r\n")
+            except asyncio.IncompleteReadError:
+                return
+            writer.write(answer)
+            await writer.drain()
+        await reader.read()
+
+    server, port = await raw_server(handler)
+    return server, port, connections
+
+
+async def test_answer_to_head_has_no_body_and_the_connection_is_reused() -> None:
+    server, port, connections = await keep_alive_server(
+        [
+            b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nX-Ecache-Length: 5\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello",
+        ]
+    )
+    pool = ConnectionPool("127.0.0.1", port)
+    head = await pool.request("HEAD", "/v1/kv/k")
+    assert (head.status, head.body, head.headers[b"x-ecache-length"]) == (200, b"", b"5")
+    assert (await pool.request("GET", "/v1/kv/k")).body == b"hello"
+    assert connections[0] == 1
+    await pool.close()
+    await stop(server)
+
+
+async def test_answer_arriving_byte_by_byte_after_an_interim_answer() -> None:
+    answer = (
+        b"HTTP/1.1 100 Continue\r\n\r\n"
+        b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\n\r\n"
+        b"3\r\nabc\r\n2;ext=1\r\nde\r\n0\r\nTrailer: x\r\n\r\n"
+    )
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        for i in range(len(answer)):
+            writer.write(answer[i : i + 1])
+            await writer.drain()
+        await reader.read()
+
+    server, port = await raw_server(handler)
+    pool = ConnectionPool("127.0.0.1", port)
+    got = await pool.request("GET", "/x")
+    assert (got.status, got.body, got.headers[b"content-type"]) == (200, b"abcde", b"text/plain")
+    await pool.close()
+    await stop(server)
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        b"HTTP/1.1 200 OK\r\nContent-Length: nine\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+        b"HTTP/1.1 200 OK\r\n\r\nno length at all",
+    ],
+    ids=["length-not-a-number", "two-lengths", "bad-chunk", "no-length"],
+)
+async def test_malformed_answers_fail_and_the_connection_is_dropped(answer: bytes) -> None:
+    server, port, _ = await keep_alive_server(
+        [answer, b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"]
+    )
+    pool = ConnectionPool("127.0.0.1", port)
+    with pytest.raises(PoolError):
+        await pool.request("GET", "/x")
+    assert pool.open_connections == 0
+    await pool.close()
+    await stop(server)
+
+
+async def test_large_answer_streams_then_the_connection_is_reused() -> None:
+    body = bytes(range(256)) * 4096  # 1 MiB
+    server, port, connections = await keep_alive_server(
+        [
+            b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body) + body,
+            b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
+        ]
+    )
+    pool = ConnectionPool("127.0.0.1", port)
+    answer = await pool.request("GET", "/big", stream_above=1000)
+    assert answer.stream is not None and answer.body == b""
+    chunks = []
+    while chunk := await answer.stream.read():
+        chunks.append(chunk)
+    answer.stream.close()
+    assert b"".join(chunks) == body
+    assert (await pool.request("GET", "/small", stream_above=1000)).body == b"ok"
+    assert connections[0] == 1
+    await pool.close()
+    await stop(server)
