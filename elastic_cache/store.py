@@ -55,6 +55,9 @@ _EXPIRES = operator.itemgetter(2)  # Record.expires_at
 _VERSION = operator.itemgetter(3)  # Record.version
 _SIZE = operator.itemgetter(4)  # Record.size
 
+#: Distinct content types a store shares one string object for (more are kept per record).
+_SHARED_TYPES = 256
+
 
 def record_size(rec: Record) -> int:
     """Bytes a record holds (the ``sizeof`` an index is given)."""
@@ -121,6 +124,8 @@ class Store:
         #: Under ``demote``: evict instead while the cold tier cannot take values.
         self.demotion_paused = False
         self._victims: list[Victim] = []
+        #: One string object per content type (see `put`).
+        self._types: dict[str, str] = {}
 
     # -- accounting ------------------------------------------------------------------
 
@@ -192,7 +197,14 @@ class Store:
         """
         expires_at = self._clock() + ttl if ttl else 0.0
         self._version += 1
-        rec = Record(value, content_type, expires_at, self._version, key_nbytes(key) + len(value))
+        # Every PUT parses its Content-Type into a new string (73 bytes for the default
+        # type); records with the same type share one object instead.
+        shared = self._types.get(content_type)
+        if shared is None:
+            shared = content_type
+            if len(self._types) < _SHARED_TYPES:
+                self._types[content_type] = content_type
+        rec = Record(value, shared, expires_at, self._version, key_nbytes(key) + len(value))
         evicted = self._make_room(key, token, rec.size)
         self._store(key, token, rec)
         return PutOutcome(rec.version, evicted)

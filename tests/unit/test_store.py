@@ -94,6 +94,19 @@ def test_put_get_overwrite_delete() -> None:
     store._check()
 
 
+def test_records_share_one_string_per_content_type() -> None:
+    store, _ = make_store(limit=600)
+    parts = ["application/", "json"]
+    for i in range(3):
+        store.put(f"k{i}", i, b"v", "".join(parts))  # equal strings, distinct objects
+    types = [store.get(f"k{i}").content_type for i in range(3)]
+    assert types == ["application/json"] * 3 and types[0] is types[1] is types[2]
+    # Past the bound, types are still stored as given, only not shared.
+    for i in range(300):
+        store.put(f"t{i}", 100 + i, b"v", f"text/x-{i}")
+    assert store.get("t299").content_type == "text/x-299"
+
+
 def test_lru_eviction_order() -> None:
     store, _ = make_store(limit=3)
     for k in "abc":
