@@ -68,6 +68,7 @@ class Coordinator:
         if state_path is None:
             state_path = Path(settings.coordinator.state_dir) / "cluster.json"
         self._session: aiohttp.ClientSession | None = None
+        self._origin_session: aiohttp.ClientSession | None = None
         # Metrics read the coordinator's state at scrape time; launches, terminations
         # and migrations are counted as they happen.
         self.metrics = CoordinatorMetrics(self)
@@ -106,13 +107,32 @@ class Coordinator:
             )
         return self._session
 
+    def _make_origin_session(self) -> aiohttp.ClientSession:
+        """The pooled client to origins: its own, because origins close idle connections.
+
+        Web servers close an idle keep-alive connection after a few seconds (Node.js,
+        Apache httpd and uvicorn after 5 s, gunicorn after 2 s). A request sent on such a
+        connection just as the origin closes it fails; aiohttp sends an idempotent one
+        again, but a POST or an unknown method (RFC 9112 §9.3.1.1) becomes a 502. So a
+        connection to an origin is not reused after 2 s idle; connections to our own
+        nodes (`session`) are kept for 60 s.
+        """
+        return aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(
+                limit=1024, limit_per_host=256, keepalive_timeout=2, ttl_dns_cache=None
+            ),
+            timeout=aiohttp.ClientTimeout(total=60),
+            auto_decompress=False,
+        )
+
     @property
     def readthrough(self) -> ReadThrough:
         if self._readthrough is None:
+            self._origin_session = self._make_origin_session()
             self._readthrough = ReadThrough(
                 self.settings.origins,
                 self.router,
-                self.session,
+                self._origin_session,
                 max_value_bytes=self.settings.nodes.max_value_bytes,
             )
         return self._readthrough
@@ -196,6 +216,9 @@ class Coordinator:
         await self.scaler.close()
         if self._readthrough is not None:
             await self._readthrough.close()
+        if self._origin_session is not None:
+            await self._origin_session.close()
+            self._origin_session = None
         await self.cluster.shutdown()
         if self._session is not None:
             await self._session.close()
