@@ -220,7 +220,14 @@ async def delete_kv(request: web.Request) -> web.StreamResponse:
         existed = await service.delete(_key(request))
     except ElasticCacheError as err:
         return error_response(err, _fill_header(service))
-    return web.Response(status=204 if existed else 404, headers=_fill_header(service))
+    if not existed:
+        # The JSON miss, as GET answers it: every error has a JSON body.
+        return web.Response(
+            status=404,
+            body=_MISS_BODY,
+            headers={"Content-Type": "application/json", **_fill_header(service)},
+        )
+    return web.Response(status=204, headers=_fill_header(service))
 
 
 async def stats(request: web.Request) -> web.StreamResponse:

@@ -29,6 +29,9 @@ async def test_kv_round_trip(harness: CoordinatorHarness) -> None:
     assert s == 204
     s, body, _ = await harness.call("GET", "/v1/kv/a%2Fb")
     assert s == 404 and json.loads(body)["error"] == "key_not_found"
+    s, body, headers = await harness.call("DELETE", "/v1/kv/a%2Fb")
+    assert s == 404 and json.loads(body)["error"] == "key_not_found"
+    assert headers["Content-Type"] == "application/json"
 
 
 @pytest.mark.parametrize(

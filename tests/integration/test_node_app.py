@@ -42,6 +42,8 @@ async def test_put_get_head_delete(node: TestClient[Any, Any]) -> None:
     assert (await r.json())["error"] == "key_not_found"
     r = await node.delete("/v1/kv/a%2Fb c")
     assert r.status == 404
+    assert (await r.json())["error"] == "key_not_found"  # a JSON body, as every error
+    assert r.headers["X-Ecache-Fill"] == "0 1000"
 
 
 async def test_default_content_type_and_ttl(node: TestClient[Any, Any]) -> None:
