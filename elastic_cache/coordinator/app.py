@@ -388,7 +388,8 @@ def make_coordinator_app(coord: Coordinator, *, manage_lifecycle: bool = True) -
     app.router.add_get(kv, metered(get_kv, "kv", meter))
     app.router.add_put(kv, metered(put_kv, "kv", meter), expect_handler=expect_put)
     app.router.add_delete(kv, metered(delete_kv, "kv", meter))
-    app.router.add_route("*", "/v1/svc/{origin}/{path:.*}", metered(read_through, "svc", meter))
+    svc = "/v1/svc/{origin}/{path:[\\s\\S]*}"  # any character: read-through checks the raw path
+    app.router.add_route("*", svc, metered(read_through, "svc", meter))
     app.router.add_get("/v1/cluster", metered(get_cluster, "cluster", meter))
     app.router.add_get("/v1/cluster/history", metered(get_history, "cluster", meter))
     app.router.add_post("/v1/cluster/nodes", metered(add_nodes, "nodes", meter))
@@ -396,7 +397,9 @@ def make_coordinator_app(coord: Coordinator, *, manage_lifecycle: bool = True) -
     app.router.add_get("/healthz", metered(healthz, "healthz", meter))
     app.router.add_get("/metrics", metered(get_metrics, "metrics", meter))
     add_dashboard_routes(app, meter)
-    app.router.add_route("*", "/{tail:.*}", metered(not_found, "other", meter))
+    # Any character, newlines too: with ``.*`` a path holding an encoded newline matched
+    # no route and got aiohttp's plain-text 404.
+    app.router.add_route("*", "/{tail:[\\s\\S]*}", metered(not_found, "other", meter))
     if manage_lifecycle:
 
         async def on_startup(app: web.Application) -> None:

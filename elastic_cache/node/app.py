@@ -383,7 +383,9 @@ def make_node_app(
         "/v1/migrations/{id}/commit", metered(commit_migration, "migrations", meter)
     )
     app.router.add_delete("/v1/migrations/{id}", metered(abort_migration, "migrations", meter))
-    app.router.add_route("*", "/{tail:.*}", metered(not_found, "other", meter))
+    # Any character, newlines too: with ``.*`` a path holding an encoded newline matched
+    # no route and got aiohttp's plain-text 404.
+    app.router.add_route("*", "/{tail:[\\s\\S]*}", metered(not_found, "other", meter))
 
     async def background(app: web.Application) -> AsyncIterator[None]:
         if service.cold is not None:

@@ -222,6 +222,9 @@ async def test_ecache_status(
         ("PATCH", "/v1/cluster", 405, "method_not_allowed", "GET, HEAD"),
         ("GET", "/v2/nothing", 404, "not_found", None),
         ("GET", "/dashboard/nope.js", 404, "not_found", None),
+        ("GET", "/v2/a%0Ab", 404, "not_found", None),
+        ("GET", "/v1/svc/nope/a%0Ab", 404, "unknown_origin", None),
+        ("TRACE", "/v1/svc/svc/a%0Ab", 405, "method_not_allowed", "GET, HEAD"),
     ],
 )
 async def test_unknown_routes_and_methods_are_json(

@@ -206,3 +206,6 @@ async def test_unknown_routes_and_methods_are_json(node: TestClient[Any, Any]) -
     assert (await resp.json())["error"] == "method_not_allowed"
     resp = await node.get("/v1/nothing")
     assert resp.status == 404 and (await resp.json())["error"] == "not_found"
+    # Paths with an encoded newline reach the catch-all too (not aiohttp's text 404).
+    resp = await node.get("/v1/no%0Athing")
+    assert resp.status == 404 and (await resp.json())["error"] == "not_found"
