@@ -353,7 +353,10 @@ def make_node_app(
         expiry_period: seconds between sweeps of expired records.
     """
     # No error middleware: every route is `metered`, which turns errors into JSON.
-    app = web.Application(client_max_size=MAX_FRAME_BYTES)
+    # Request lines up to 64 KiB reach the handlers (as on the coordinator), so a key too
+    # long once percent-encoded is a JSON ``400 bad_key``, not aiohttp's bare 400 for
+    # lines past 8 KiB (a 1,025-character key can take 12 KiB).
+    app = web.Application(client_max_size=MAX_FRAME_BYTES, handler_args={"max_line_size": 65536})
     app[SERVICE] = service
     app[MAX_VALUE] = max_value_bytes
     app[FRAME_BUFFERS] = BufferPool()

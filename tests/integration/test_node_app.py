@@ -209,3 +209,12 @@ async def test_unknown_routes_and_methods_are_json(node: TestClient[Any, Any]) -
     # Paths with an encoded newline reach the catch-all too (not aiohttp's text 404).
     resp = await node.get("/v1/no%0Athing")
     assert resp.status == 404 and (await resp.json())["error"] == "not_found"
+
+
+async def test_a_key_too_long_for_an_8_kib_request_line_is_a_json_bad_key(
+    node: TestClient[Any, Any],
+) -> None:
+    # 1,025 four-byte characters: 12 KiB once percent-encoded, past aiohttp's default
+    # request-line limit; the node takes lines up to 64 KiB, so validation answers.
+    resp = await node.get("/v1/kv/" + "%F0%9F%98%80" * 1025)
+    assert resp.status == 400 and (await resp.json())["error"] == "bad_key"
