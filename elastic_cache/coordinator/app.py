@@ -51,6 +51,7 @@ from elastic_cache.httpio import (
     error_response,
     expect_continue,
     json_body,
+    json_document,
     not_found,
     parse_content_type,
     parse_ttl,
@@ -396,6 +397,12 @@ def make_coordinator_app(coord: Coordinator, *, manage_lifecycle: bool = True) -
     app.router.add_delete("/v1/cluster/nodes/{id}", metered(remove_node, "nodes", meter))
     app.router.add_get("/healthz", metered(healthz, "healthz", meter))
     app.router.add_get("/metrics", metered(get_metrics, "metrics", meter))
+    # Imported here: the document names errors of modules in this package, whose
+    # ``__init__`` imports this module.
+    from elastic_cache.openapi.coordinator import coordinator_document
+
+    document = coordinator_document(sorted(o.name for o in coord.settings.origins))
+    app.router.add_get("/openapi.json", metered(json_document(document), "openapi", meter))
     add_dashboard_routes(app, meter)
     # Any character, newlines too: with ``.*`` a path holding an encoded newline matched
     # no route and got aiohttp's plain-text 404.

@@ -6,6 +6,7 @@ Data plane::
     GET /v1/stats                         JSON description of the node
     GET /healthz                          liveness
     GET /metrics                          Prometheus metrics (docs/operations.md)
+    GET /openapi.json                     this API as OpenAPI 3.1 (docs/api.md)
 
 Control plane (used by the coordinator and by peer nodes)::
 
@@ -45,6 +46,7 @@ from elastic_cache.httpio import (
     expect_continue,
     int_field,
     json_body,
+    json_document,
     not_found,
     parse_content_type,
     parse_ttl,
@@ -59,6 +61,7 @@ from elastic_cache.httpio import (
 from elastic_cache.metrics import RequestMeter, metered, metrics_response, node_registry
 from elastic_cache.node.service import NodeService
 from elastic_cache.node.wire import decode_frame
+from elastic_cache.openapi.node import node_document
 from elastic_cache.store import Record
 from elastic_cache.tiers.layer import ColdHit, read_chunks
 
@@ -373,6 +376,7 @@ def make_node_app(
     app.router.add_get("/v1/stats", metered(stats, "stats", meter))
     app.router.add_get("/healthz", metered(healthz, "healthz", meter))
     app.router.add_get("/metrics", metered(get_metrics, "metrics", meter))
+    app.router.add_get("/openapi.json", metered(json_document(node_document()), "openapi", meter))
     app.router.add_put("/v1/ownership", metered(put_ownership, "ownership", meter))
     app.router.add_post("/v1/ranges/count", metered(count_ranges, "ranges", meter))
     app.router.add_post("/v1/ranges/median", metered(median_range, "ranges", meter))

@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 
+from elastic_cache.openapi.coordinator import coordinator_document
+
 from .conftest import (
     CoordinatorHarness,
     FakeOrigin,
@@ -32,6 +34,15 @@ async def test_kv_round_trip(harness: CoordinatorHarness) -> None:
     s, body, headers = await harness.call("DELETE", "/v1/kv/a%2Fb")
     assert s == 404 and json.loads(body)["error"] == "key_not_found"
     assert headers["Content-Type"] == "application/json"
+
+
+async def test_the_coordinator_serves_its_openapi_document(harness: CoordinatorHarness) -> None:
+    s, body, headers = await harness.call("GET", "/openapi.json")
+    assert s == 200 and headers["Content-Type"] == "application/json"
+    doc = json.loads(body)
+    assert doc == coordinator_document(["bad", "svc"])
+    origin = doc["paths"]["/v1/svc/{origin}/{path}"]["parameters"][0]
+    assert origin["schema"]["enum"] == ["bad", "svc"]
 
 
 @pytest.mark.parametrize(

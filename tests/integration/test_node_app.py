@@ -13,6 +13,7 @@ from aiohttp.test_utils import TestClient
 from elastic_cache.config import NodeSettings
 from elastic_cache.node import build_node_service, make_node_app
 from elastic_cache.node.wire import WireRecord, encode_frame
+from elastic_cache.openapi.node import node_document
 
 ClientFactory = Callable[[web.Application], Awaitable[TestClient[Any, Any]]]
 
@@ -218,3 +219,9 @@ async def test_a_key_too_long_for_an_8_kib_request_line_is_a_json_bad_key(
     # request-line limit; the node takes lines up to 64 KiB, so validation answers.
     resp = await node.get("/v1/kv/" + "%F0%9F%98%80" * 1025)
     assert resp.status == 400 and (await resp.json())["error"] == "bad_key"
+
+
+async def test_the_node_serves_its_openapi_document(node: TestClient[Any, Any]) -> None:
+    resp = await node.get("/openapi.json")
+    assert resp.status == 200 and resp.content_type == "application/json"
+    assert await resp.json() == node_document()
