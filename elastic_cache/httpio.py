@@ -29,6 +29,7 @@ __all__ = [
     "expect_continue",
     "int_field",
     "json_body",
+    "json_document",
     "parse_content_type",
     "parse_ttl",
     "ranges_field",
@@ -156,6 +157,17 @@ async def not_found(request: web.Request) -> web.StreamResponse:
         )
     body = {"error": "not_found", "message": f"no such endpoint: {request.method} {request.path}"}
     return web.Response(status=404, body=json.dumps(body).encode(), content_type="application/json")
+
+
+def json_document(document: Mapping[str, Any]) -> Handler:
+    """A handler that answers ``document`` as JSON (``GET /openapi.json``), serialised
+    once, when the route is added."""
+    body = json.dumps(document, indent=1).encode()
+
+    async def answer(request: web.Request) -> web.StreamResponse:
+        return web.Response(body=body, content_type="application/json")
+
+    return answer
 
 
 def check_length(request: web.Request, limit: int) -> None:

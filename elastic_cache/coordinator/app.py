@@ -51,6 +51,7 @@ from elastic_cache.httpio import (
     error_response,
     expect_continue,
     json_body,
+    json_document,
     not_found,
     parse_content_type,
     parse_ttl,
@@ -388,15 +389,24 @@ def make_coordinator_app(coord: Coordinator, *, manage_lifecycle: bool = True) -
     app.router.add_get(kv, metered(get_kv, "kv", meter))
     app.router.add_put(kv, metered(put_kv, "kv", meter), expect_handler=expect_put)
     app.router.add_delete(kv, metered(delete_kv, "kv", meter))
-    app.router.add_route("*", "/v1/svc/{origin}/{path:.*}", metered(read_through, "svc", meter))
+    svc = "/v1/svc/{origin}/{path:[\\s\\S]*}"  # any character: read-through checks the raw path
+    app.router.add_route("*", svc, metered(read_through, "svc", meter))
     app.router.add_get("/v1/cluster", metered(get_cluster, "cluster", meter))
     app.router.add_get("/v1/cluster/history", metered(get_history, "cluster", meter))
     app.router.add_post("/v1/cluster/nodes", metered(add_nodes, "nodes", meter))
     app.router.add_delete("/v1/cluster/nodes/{id}", metered(remove_node, "nodes", meter))
     app.router.add_get("/healthz", metered(healthz, "healthz", meter))
     app.router.add_get("/metrics", metered(get_metrics, "metrics", meter))
+    # Imported here: the document names errors of modules in this package, whose
+    # ``__init__`` imports this module.
+    from elastic_cache.openapi.coordinator import coordinator_document
+
+    document = coordinator_document(sorted(o.name for o in coord.settings.origins))
+    app.router.add_get("/openapi.json", metered(json_document(document), "openapi", meter))
     add_dashboard_routes(app, meter)
-    app.router.add_route("*", "/{tail:.*}", metered(not_found, "other", meter))
+    # Any character, newlines too: with ``.*`` a path holding an encoded newline matched
+    # no route and got aiohttp's plain-text 404.
+    app.router.add_route("*", "/{tail:[\\s\\S]*}", metered(not_found, "other", meter))
     if manage_lifecycle:
 
         async def on_startup(app: web.Application) -> None:

@@ -6,6 +6,7 @@ Data plane::
     GET /v1/stats                         JSON description of the node
     GET /healthz                          liveness
     GET /metrics                          Prometheus metrics (docs/operations.md)
+    GET /openapi.json                     this API as OpenAPI 3.1 (docs/api.md)
 
 Control plane (used by the coordinator and by peer nodes)::
 
@@ -45,6 +46,7 @@ from elastic_cache.httpio import (
     expect_continue,
     int_field,
     json_body,
+    json_document,
     not_found,
     parse_content_type,
     parse_ttl,
@@ -59,6 +61,7 @@ from elastic_cache.httpio import (
 from elastic_cache.metrics import RequestMeter, metered, metrics_response, node_registry
 from elastic_cache.node.service import NodeService
 from elastic_cache.node.wire import decode_frame
+from elastic_cache.openapi.node import node_document
 from elastic_cache.store import Record
 from elastic_cache.tiers.layer import ColdHit, read_chunks
 
@@ -220,7 +223,14 @@ async def delete_kv(request: web.Request) -> web.StreamResponse:
         existed = await service.delete(_key(request))
     except ElasticCacheError as err:
         return error_response(err, _fill_header(service))
-    return web.Response(status=204 if existed else 404, headers=_fill_header(service))
+    if not existed:
+        # The JSON miss, as GET answers it: every error has a JSON body.
+        return web.Response(
+            status=404,
+            body=_MISS_BODY,
+            headers={"Content-Type": "application/json", **_fill_header(service)},
+        )
+    return web.Response(status=204, headers=_fill_header(service))
 
 
 async def stats(request: web.Request) -> web.StreamResponse:
@@ -346,7 +356,10 @@ def make_node_app(
         expiry_period: seconds between sweeps of expired records.
     """
     # No error middleware: every route is `metered`, which turns errors into JSON.
-    app = web.Application(client_max_size=MAX_FRAME_BYTES)
+    # Request lines up to 64 KiB reach the handlers (as on the coordinator), so a key too
+    # long once percent-encoded is a JSON ``400 bad_key``, not aiohttp's bare 400 for
+    # lines past 8 KiB (a 1,025-character key can take 12 KiB).
+    app = web.Application(client_max_size=MAX_FRAME_BYTES, handler_args={"max_line_size": 65536})
     app[SERVICE] = service
     app[MAX_VALUE] = max_value_bytes
     app[FRAME_BUFFERS] = BufferPool()
@@ -363,6 +376,7 @@ def make_node_app(
     app.router.add_get("/v1/stats", metered(stats, "stats", meter))
     app.router.add_get("/healthz", metered(healthz, "healthz", meter))
     app.router.add_get("/metrics", metered(get_metrics, "metrics", meter))
+    app.router.add_get("/openapi.json", metered(json_document(node_document()), "openapi", meter))
     app.router.add_put("/v1/ownership", metered(put_ownership, "ownership", meter))
     app.router.add_post("/v1/ranges/count", metered(count_ranges, "ranges", meter))
     app.router.add_post("/v1/ranges/median", metered(median_range, "ranges", meter))
@@ -376,7 +390,9 @@ def make_node_app(
         "/v1/migrations/{id}/commit", metered(commit_migration, "migrations", meter)
     )
     app.router.add_delete("/v1/migrations/{id}", metered(abort_migration, "migrations", meter))
-    app.router.add_route("*", "/{tail:.*}", metered(not_found, "other", meter))
+    # Any character, newlines too: with ``.*`` a path holding an encoded newline matched
+    # no route and got aiohttp's plain-text 404.
+    app.router.add_route("*", "/{tail:[\\s\\S]*}", metered(not_found, "other", meter))
 
     async def background(app: web.Application) -> AsyncIterator[None]:
         if service.cold is not None:

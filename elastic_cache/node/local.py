@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from elastic_cache.coordinator.nodeclient import Answer, NodeStats
-from elastic_cache.errors import ElasticCacheError, NodeUnavailable, ValueTooLarge
+from elastic_cache.errors import ElasticCacheError, KeyNotFound, NodeUnavailable, ValueTooLarge
 from elastic_cache.node.service import NodeService
 from elastic_cache.node.wire import WireRecord, decode_frame, encode_frame
 from elastic_cache.tiers.layer import ColdHit, read_chunks
@@ -133,8 +133,11 @@ class LocalNodeClient:
             existed = await svc.delete(key)
         except ElasticCacheError as err:
             return _error_answer(err, svc.epoch)
-        store = svc.store
-        return Answer(204 if existed else 404, b"", "", svc.epoch, store.used, store.capacity.limit)
+        used, limit = svc.store.used, svc.store.capacity.limit
+        if not existed:  # the JSON miss the HTTP node answers
+            miss = json.dumps(KeyNotFound("no value for this key").to_json()).encode()
+            return Answer(404, miss, "application/json", svc.epoch, used, limit)
+        return Answer(204, b"", "", svc.epoch, used, limit)
 
     async def stats(self) -> NodeStats:
         return NodeStats.from_json(self._svc.stats())

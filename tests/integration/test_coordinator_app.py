@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 
+from elastic_cache.openapi.coordinator import coordinator_document
+
 from .conftest import (
     CoordinatorHarness,
     FakeOrigin,
@@ -29,6 +31,18 @@ async def test_kv_round_trip(harness: CoordinatorHarness) -> None:
     assert s == 204
     s, body, _ = await harness.call("GET", "/v1/kv/a%2Fb")
     assert s == 404 and json.loads(body)["error"] == "key_not_found"
+    s, body, headers = await harness.call("DELETE", "/v1/kv/a%2Fb")
+    assert s == 404 and json.loads(body)["error"] == "key_not_found"
+    assert headers["Content-Type"] == "application/json"
+
+
+async def test_the_coordinator_serves_its_openapi_document(harness: CoordinatorHarness) -> None:
+    s, body, headers = await harness.call("GET", "/openapi.json")
+    assert s == 200 and headers["Content-Type"] == "application/json"
+    doc = json.loads(body)
+    assert doc == coordinator_document(["bad", "svc"])
+    origin = doc["paths"]["/v1/svc/{origin}/{path}"]["parameters"][0]
+    assert origin["schema"]["enum"] == ["bad", "svc"]
 
 
 @pytest.mark.parametrize(
@@ -219,6 +233,9 @@ async def test_ecache_status(
         ("PATCH", "/v1/cluster", 405, "method_not_allowed", "GET, HEAD"),
         ("GET", "/v2/nothing", 404, "not_found", None),
         ("GET", "/dashboard/nope.js", 404, "not_found", None),
+        ("GET", "/v2/a%0Ab", 404, "not_found", None),
+        ("GET", "/v1/svc/nope/a%0Ab", 404, "unknown_origin", None),
+        ("TRACE", "/v1/svc/svc/a%0Ab", 405, "method_not_allowed", "GET, HEAD"),
     ],
 )
 async def test_unknown_routes_and_methods_are_json(

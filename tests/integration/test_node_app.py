@@ -13,6 +13,7 @@ from aiohttp.test_utils import TestClient
 from elastic_cache.config import NodeSettings
 from elastic_cache.node import build_node_service, make_node_app
 from elastic_cache.node.wire import WireRecord, encode_frame
+from elastic_cache.openapi.node import node_document
 
 ClientFactory = Callable[[web.Application], Awaitable[TestClient[Any, Any]]]
 
@@ -42,6 +43,8 @@ async def test_put_get_head_delete(node: TestClient[Any, Any]) -> None:
     assert (await r.json())["error"] == "key_not_found"
     r = await node.delete("/v1/kv/a%2Fb c")
     assert r.status == 404
+    assert (await r.json())["error"] == "key_not_found"  # a JSON body, as every error
+    assert r.headers["X-Ecache-Fill"] == "0 1000"
 
 
 async def test_default_content_type_and_ttl(node: TestClient[Any, Any]) -> None:
@@ -204,3 +207,21 @@ async def test_unknown_routes_and_methods_are_json(node: TestClient[Any, Any]) -
     assert (await resp.json())["error"] == "method_not_allowed"
     resp = await node.get("/v1/nothing")
     assert resp.status == 404 and (await resp.json())["error"] == "not_found"
+    # Paths with an encoded newline reach the catch-all too (not aiohttp's text 404).
+    resp = await node.get("/v1/no%0Athing")
+    assert resp.status == 404 and (await resp.json())["error"] == "not_found"
+
+
+async def test_a_key_too_long_for_an_8_kib_request_line_is_a_json_bad_key(
+    node: TestClient[Any, Any],
+) -> None:
+    # 1,025 four-byte characters: 12 KiB once percent-encoded, past aiohttp's default
+    # request-line limit; the node takes lines up to 64 KiB, so validation answers.
+    resp = await node.get("/v1/kv/" + "%F0%9F%98%80" * 1025)
+    assert resp.status == 400 and (await resp.json())["error"] == "bad_key"
+
+
+async def test_the_node_serves_its_openapi_document(node: TestClient[Any, Any]) -> None:
+    resp = await node.get("/openapi.json")
+    assert resp.status == 200 and resp.content_type == "application/json"
+    assert await resp.json() == node_document()

@@ -1,0 +1,338 @@
+"""The coordinator's admin API in its OpenAPI document: the cluster view, its history, and
+adding and removing nodes (the dashboard and ``ecache`` use them)."""
+
+from __future__ import annotations
+
+from elastic_cache.awserrors import (
+    AwsCapacityError,
+    AwsCredentialsMissing,
+    AwsError,
+    AwsLimitExceeded,
+    AwsPermissionDenied,
+)
+from elastic_cache.coordinator.migration import MoveFailed
+from elastic_cache.errors import (
+    Conflict,
+    InvalidBody,
+    ProvisionError,
+    Unauthorized,
+    UnknownNode,
+)
+from elastic_cache.openapi.components import (
+    Errors,
+    Schema,
+    header,
+    json_body,
+    json_response,
+    operation,
+)
+
+__all__ = ["admin_paths", "admin_schemas"]
+
+_ADMIN_ERRORS: Errors = (Unauthorized, Conflict, MoveFailed)
+_ADMIN_HEADERS = {
+    401: {
+        "WWW-Authenticate": header(
+            "WWW-Authenticate",
+            spec={"description": "`Bearer`.", "schema": {"type": "string", "const": "Bearer"}},
+        )
+    }
+}
+
+
+def admin_schemas() -> dict[str, Schema]:
+    """The JSON the admin API answers with, for ``components.schemas``."""
+    integer = {"type": "integer"}
+    count = {"type": "integer", "minimum": 0}
+    number = {"type": "number"}
+    string = {"type": "string"}
+    migration: Schema = {
+        "type": "object",
+        "description": "A live move of a token range `(lo, hi]` from one node to another.",
+        "required": ["id", "kind", "source", "destination", "lo", "hi", "state", "records"],
+        "properties": {
+            "id": string,
+            "kind": string,
+            "source": string,
+            "destination": string,
+            "lo": count,
+            "hi": count,
+            "total": {"type": ["integer", "null"]},
+            "state": string,
+            "records": count,
+            "bytes": count,
+            "seconds": number,
+            "error": {"type": ["string", "null"]},
+            "lo_position": number,
+            "hi_position": number,
+            "sent": count,
+        },
+    }
+    node: Schema = {
+        "type": "object",
+        "required": ["id", "address", "state", "records", "used", "capacity", "fill"],
+        "properties": {
+            "id": string,
+            "address": string,
+            "ref": string,
+            "state": string,
+            "index": string,
+            "records": count,
+            "bytes": count,
+            "used": count,
+            "capacity": integer,
+            "fill": number,
+            "hits": count,
+            "misses": count,
+            "request_rate": number,
+            "instance_type": string,
+            "boot_seconds": number,
+            "buckets": count,
+            "share": number,
+            "threshold": {"type": ["number", "null"]},
+        },
+    }
+    cluster: Schema = {
+        "type": "object",
+        "description": (
+            "The whole cluster as the dashboard shows it (docs/operations.md); more fields "
+            "may be added."
+        ),
+        "required": [
+            "epoch",
+            "hash",
+            "space",
+            "buckets",
+            "nodes",
+            "migrations",
+            "events",
+            "ring",
+            "request_rate",
+            "scaler",
+            "read_through",
+            "cost_per_hour",
+            "hit_rate",
+            "time",
+        ],
+        "properties": {
+            "epoch": count,
+            "hash": string,
+            "space": count,
+            "buckets": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "required": ["token", "node", "position"],
+                    "properties": {"token": count, "node": string, "position": number},
+                },
+            },
+            "nodes": {"type": "array", "items": {"$ref": "#/components/schemas/ClusterNode"}},
+            "launching": {"type": "array", "items": string},
+            "unterminated": {"type": "array", "items": {"type": "object"}},
+            "migrations": {"type": "array", "items": {"$ref": "#/components/schemas/Migration"}},
+            "events": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "required": ["seq", "time", "kind", "message"],
+                    "properties": {"seq": count, "time": number, "kind": string, "message": string},
+                },
+            },
+            "ring": {
+                "type": "object",
+                "required": ["hash", "space", "epoch", "buckets"],
+                "properties": {
+                    "hash": string,
+                    "space": count,
+                    "epoch": count,
+                    "buckets": {
+                        "type": "array",
+                        "items": {"type": "array", "prefixItems": [count, string]},
+                    },
+                },
+            },
+            "request_rate": number,
+            "scaler": {"type": "object"},
+            "read_through": {
+                "type": "object",
+                "required": ["origins", "hits", "misses", "origin_calls"],
+                "properties": {"origins": {"type": "array", "items": string}},
+                "additionalProperties": count,
+            },
+            "cost_per_hour": number,
+            "price_region": string,
+            "hit_rate": {"type": ["number", "null"], "minimum": 0, "maximum": 1},
+            "time": number,
+            "launches_in_flight": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "required": ["node", "seconds"],
+                    "properties": {"node": string, "seconds": number},
+                },
+            },
+        },
+    }
+    history: Schema = {
+        "type": "object",
+        "required": ["span", "samples"],
+        "properties": {
+            "span": number,
+            "samples": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "required": ["t", "requests_per_s", "hit_rate", "nodes", "records"],
+                    "properties": {
+                        "t": number,
+                        "requests_per_s": {"type": ["number", "null"]},
+                        "hits": count,
+                        "misses": count,
+                        "hit_rate": {"type": ["number", "null"]},
+                        "nodes": count,
+                        "records": count,
+                        "cost_per_hour": number,
+                        "fill": {"type": "object", "additionalProperties": number},
+                    },
+                },
+            },
+        },
+    }
+    health: Schema = {
+        "type": "object",
+        "required": ["ok", "nodes", "epoch"],
+        "properties": {"ok": {"type": "boolean"}, "nodes": count, "epoch": count},
+    }
+    added: Schema = {
+        "type": "object",
+        "required": ["added", "epoch"],
+        "properties": {
+            "added": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "required": ["id", "address", "boot_seconds", "migration"],
+                    "properties": {
+                        "id": string,
+                        "address": string,
+                        "boot_seconds": number,
+                        "migration": {
+                            "oneOf": [{"$ref": "#/components/schemas/Migration"}, {"type": "null"}]
+                        },
+                    },
+                },
+            },
+            "epoch": count,
+        },
+    }
+    removed: Schema = {
+        "type": "object",
+        "required": ["removed", "epoch", "migrations"],
+        "properties": {
+            "removed": string,
+            "epoch": count,
+            "migrations": {"type": "array", "items": {"$ref": "#/components/schemas/Migration"}},
+        },
+    }
+    return {
+        "ClusterView": cluster,
+        "ClusterNode": node,
+        "Migration": migration,
+        "History": history,
+        "Health": health,
+        "NodesAdded": added,
+        "NodeRemoved": removed,
+    }
+
+
+def admin_paths() -> dict[str, Schema]:
+    """``/v1/cluster``, its history, and adding and removing nodes."""
+
+    def ref(name: str) -> Schema:
+        return {"$ref": f"#/components/schemas/{name}"}
+
+    return {
+        "/v1/cluster": {
+            "get": operation(
+                "getCluster",
+                "The cluster",
+                description="Epoch, ring, nodes (fill, capacity, threshold T, index), request "
+                "rate, hit rate, migrations, launches, events, cost per hour.",
+                tags=["cluster"],
+                responses={"200": json_response(ref("ClusterView"), "The cluster.")},
+            )
+        },
+        "/v1/cluster/history": {
+            "get": operation(
+                "getClusterHistory",
+                "Samples for the dashboard's charts",
+                tags=["cluster"],
+                parameters=[
+                    {
+                        "name": "since",
+                        "in": "query",
+                        "required": False,
+                        "description": "Only samples taken after this time (seconds since "
+                        "the epoch; default: all). Not a number: `400 bad_body`.",
+                        "schema": {"type": "number"},
+                    }
+                ],
+                responses={"200": json_response(ref("History"), "The samples, oldest first.")},
+                errors=(InvalidBody,),
+            )
+        },
+        "/v1/cluster/nodes": {
+            "post": operation(
+                "addNodes",
+                "Launch nodes now",
+                description=(
+                    "Each new node takes half of the fullest bucket of the fullest node. "
+                    "On AWS this needs `Authorization: Bearer <cluster token>` (401 "
+                    "without it); locally no token is configured."
+                ),
+                tags=["cluster"],
+                request_body=json_body(
+                    {
+                        "type": "object",
+                        "properties": {"count": {"type": "integer", "minimum": 1, "maximum": 64}},
+                        "additionalProperties": False,
+                    },
+                    "How many nodes (default 1). An empty body is `{}`.",
+                    required=False,
+                ),
+                responses={"201": json_response(ref("NodesAdded"), "Launched and joined.")},
+                errors=(
+                    *_ADMIN_ERRORS,
+                    InvalidBody,
+                    ProvisionError,
+                    AwsError,
+                    AwsCapacityError,
+                    AwsLimitExceeded,
+                    AwsPermissionDenied,
+                    AwsCredentialsMissing,
+                ),
+                status_headers=_ADMIN_HEADERS,
+            )
+        },
+        "/v1/cluster/nodes/{id}": {
+            "parameters": [
+                {
+                    "name": "id",
+                    "in": "path",
+                    "required": True,
+                    "description": "A node id, as `GET /v1/cluster` lists them.",
+                    "schema": {"type": "string", "minLength": 1},
+                }
+            ],
+            "delete": operation(
+                "removeNode",
+                "Remove a node",
+                description="Move the node's buckets to their successors, live, then stop it. "
+                "Needs the cluster token on AWS, as adding does.",
+                tags=["cluster"],
+                responses={"200": json_response(ref("NodeRemoved"), "Removed.")},
+                errors=(*_ADMIN_ERRORS, UnknownNode),
+                status_headers=_ADMIN_HEADERS,
+            ),
+        },
+    }

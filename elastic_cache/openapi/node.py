@@ -1,0 +1,574 @@
+"""A cache node's OpenAPI document: its key API, stats, health and metrics, and the control
+plane the coordinator and peer nodes use (tagged ``internal``), served at
+``GET /openapi.json`` (docs/api.md)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from elastic_cache.errors import (
+    Conflict,
+    InvalidBody,
+    InvalidKey,
+    InvalidTTL,
+    KeyNotFound,
+    Misdirected,
+    NodeUnavailable,
+    NotFound,
+    StoreFull,
+    TokenMismatch,
+    ValueTooLarge,
+)
+from elastic_cache.openapi.components import (
+    ANY,
+    BINARY,
+    KEY_PARAM,
+    OPENAPI_VERSION,
+    TTL_PARAM,
+    VALUE_BODY,
+    Errors,
+    Schema,
+    header,
+    json_body,
+    json_response,
+    operation,
+    shared_components,
+)
+from elastic_cache.tiers.base import ColdTierError, ColdTierFull, ColdTierUnavailable
+
+__all__ = ["node_document"]
+
+_COLD: Errors = (ColdTierError, ColdTierUnavailable)
+_READ: Errors = (InvalidKey, Misdirected, KeyNotFound, *_COLD)
+_WRITE: Errors = (
+    InvalidKey,
+    InvalidTTL,
+    InvalidBody,
+    ValueTooLarge,
+    Misdirected,
+    NodeUnavailable,
+    StoreFull,
+    *_COLD,
+    ColdTierFull,
+)
+_EPOCH = {"X-Ecache-Epoch": header("X-Ecache-Epoch")}
+_FILL = {**_EPOCH, "X-Ecache-Fill": header("X-Ecache-Fill")}
+_INTERNAL = ["internal"]
+
+_TOKEN: Schema = {
+    "type": "integer",
+    "minimum": 0,
+    "description": "A ring token, in [0, the hash's space).",
+}
+_RANGES: Schema = {
+    "type": "array",
+    "description": "Token ranges `(lo, hi]`; `lo == hi` is the whole ring.",
+    "items": {"type": "array", "prefixItems": [_TOKEN, _TOKEN], "minItems": 2, "maxItems": 2},
+}
+_FRAME_BODY: Schema = {
+    "description": "A binary frame of records (elastic_cache/node/wire.py), at most 256 MiB.",
+    "required": True,
+    "content": {"application/octet-stream": {"schema": BINARY}},
+}
+
+
+def _ref(name: str) -> Schema:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _kv_path() -> Schema:
+    tags = ["keys"]
+    epoch = header("X-Ecache-Epoch", required=True)
+    written = {
+        "X-Ecache-Epoch": epoch,
+        "X-Ecache-Fill": header("X-Ecache-Fill", required=True),
+    }
+    return {
+        "parameters": [KEY_PARAM],
+        "get": operation(
+            "nodeGetValue",
+            "Read a value this node owns",
+            tags=tags,
+            responses={
+                "200": {
+                    "description": "The value, with the Content-Type it was stored with.",
+                    "headers": {"X-Ecache-Epoch": epoch, "X-Cache": header("X-Cache")},
+                    "content": {ANY: {"schema": BINARY}},
+                }
+            },
+            errors=_READ,
+            error_headers=_EPOCH,
+        ),
+        "head": operation(
+            "nodeHeadValue",
+            "A value's type and length",
+            tags=tags,
+            responses={
+                "200": {
+                    "description": "It is there (no body).",
+                    "headers": {
+                        "X-Ecache-Epoch": epoch,
+                        "X-Ecache-Length": header(
+                            "X-Ecache-Length",
+                            spec={
+                                "description": "The value's length in bytes.",
+                                "schema": {"type": "integer", "minimum": 0},
+                            },
+                            required=True,
+                        ),
+                        "X-Cache": header("X-Cache"),
+                    },
+                }
+            },
+            errors=_READ,
+            error_headers=_EPOCH,
+        ),
+        "put": operation(
+            "nodePutValue",
+            "Store a value this node owns",
+            description=(
+                "A key the node does not own is refused with 421 (before the body is read, "
+                "with `Expect: 100-continue`). With a cold tier, a value above "
+                "`max_value_bytes` streams straight into the tier."
+            ),
+            tags=tags,
+            parameters=[TTL_PARAM],
+            request_body=VALUE_BODY,
+            responses={
+                "204": {
+                    "description": "Stored.",
+                    "headers": {
+                        **written,
+                        "X-Ecache-Evicted": header(
+                            "X-Ecache-Evicted",
+                            spec={
+                                "description": "How many records the write evicted.",
+                                "schema": {"type": "integer", "minimum": 1},
+                            },
+                        ),
+                        "X-Ecache-Stored": header(
+                            "X-Ecache-Stored",
+                            spec={
+                                "description": "`cold`: the value went straight to the tier.",
+                                "schema": {"type": "string", "enum": ["cold"]},
+                            },
+                        ),
+                    },
+                }
+            },
+            errors=_WRITE,
+            error_headers=_FILL,
+        ),
+        "delete": operation(
+            "nodeDeleteValue",
+            "Delete a value this node owns",
+            tags=tags,
+            responses={"204": {"description": "Deleted.", "headers": written}},
+            errors=(InvalidKey, Misdirected, KeyNotFound, NodeUnavailable, *_COLD),
+            error_headers=_FILL,
+        ),
+    }
+
+
+def _public_paths() -> dict[str, Schema]:
+    return {
+        "/v1/kv/{key}": _kv_path(),
+        "/v1/stats": {
+            "get": operation(
+                "nodeStats",
+                "What the node holds and did",
+                tags=["operations"],
+                responses={"200": json_response(_ref("NodeStats"), "The node.")},
+            )
+        },
+        "/healthz": {
+            "get": operation(
+                "nodeHealth",
+                "Liveness",
+                tags=["operations"],
+                responses={
+                    "200": json_response(
+                        {
+                            "type": "object",
+                            "required": ["ok", "node", "epoch"],
+                            "properties": {
+                                "ok": {"const": True},
+                                "node": {"type": "string"},
+                                "epoch": {"type": "integer", "minimum": 0},
+                            },
+                        },
+                        "Up.",
+                    )
+                },
+            )
+        },
+        "/metrics": {
+            "get": operation(
+                "nodeMetrics",
+                "Prometheus metrics",
+                description="The text exposition format 0.0.4 (docs/operations.md).",
+                tags=["operations"],
+                responses={
+                    "200": {
+                        "description": "The metrics.",
+                        "content": {"text/plain": {"schema": {"type": "string"}}},
+                    }
+                },
+            )
+        },
+        "/openapi.json": {
+            "get": operation(
+                "nodeOpenapi",
+                "This document",
+                tags=["operations"],
+                responses={"200": json_response({"type": "object"}, "OpenAPI 3.1.")},
+            )
+        },
+    }
+
+
+def _bounds_body(description: str) -> Schema:
+    return json_body(
+        {
+            "type": "object",
+            "required": ["lo", "hi"],
+            "properties": {"lo": _TOKEN, "hi": _TOKEN},
+        },
+        description,
+    )
+
+
+def _migration_param() -> Schema:
+    return {
+        "name": "id",
+        "in": "path",
+        "required": True,
+        "description": "The migration's id, as the coordinator named it.",
+        "schema": {"type": "string", "minLength": 1},
+    }
+
+
+def _internal_paths() -> dict[str, Schema]:
+    integer = {"type": "integer", "minimum": 0}
+    ranges_body = {"type": "object", "required": ["ranges"], "properties": {"ranges": _RANGES}}
+    epoch_ranges = {
+        "type": "object",
+        "required": ["epoch", "ranges"],
+        "properties": {"epoch": integer, "ranges": _RANGES},
+    }
+    return {
+        "/v1/ownership": {
+            "put": operation(
+                "setOwnership",
+                "Own these ranges from this epoch",
+                description="An epoch older than the node's is ignored (`changed` false).",
+                tags=_INTERNAL,
+                request_body=json_body(epoch_ranges, "The ranges and their epoch."),
+                responses={
+                    "200": json_response(
+                        {
+                            "type": "object",
+                            "required": ["changed", "epoch"],
+                            "properties": {"changed": {"type": "boolean"}, "epoch": integer},
+                        },
+                        "The node's epoch after.",
+                    )
+                },
+                errors=(InvalidBody,),
+            )
+        },
+        "/v1/ranges/count": {
+            "post": operation(
+                "countRanges",
+                "Records per range",
+                tags=_INTERNAL,
+                request_body=json_body(ranges_body, "The ranges."),
+                responses={
+                    "200": json_response(
+                        {
+                            "type": "object",
+                            "required": ["counts", "epoch"],
+                            "properties": {
+                                "counts": {"type": "array", "items": integer},
+                                "epoch": integer,
+                            },
+                        },
+                        "One count per range, in order.",
+                    )
+                },
+                errors=(InvalidBody,),
+            )
+        },
+        "/v1/ranges/median": {
+            "post": operation(
+                "medianToken",
+                "The median token of a range's records",
+                tags=_INTERNAL,
+                request_body=_bounds_body("The range `(lo, hi]`."),
+                responses={
+                    "200": json_response(
+                        {
+                            "type": "object",
+                            "required": ["token"],
+                            "properties": {"token": {"type": ["integer", "null"]}},
+                        },
+                        "The token, or null for an empty range.",
+                    )
+                },
+                errors=(InvalidBody,),
+            )
+        },
+        "/v1/ranges/drop": {
+            "post": operation(
+                "dropRange",
+                "Drop the records of a range the node no longer owns",
+                tags=_INTERNAL,
+                request_body=_bounds_body("The range `(lo, hi]`."),
+                responses={
+                    "200": json_response(
+                        {
+                            "type": "object",
+                            "required": ["dropped"],
+                            "properties": {"dropped": integer},
+                        },
+                        "How many records were dropped.",
+                    )
+                },
+                errors=(InvalidBody, Conflict, *_COLD),
+            )
+        },
+        "/v1/migrations": {
+            "post": operation(
+                "beginMigration",
+                "Begin sending or receiving a range",
+                tags=_INTERNAL,
+                request_body=json_body(
+                    {
+                        "type": "object",
+                        "required": ["id", "role", "lo", "hi"],
+                        "properties": {
+                            "id": {"type": "string", "minLength": 1},
+                            "role": {"enum": ["source", "destination"]},
+                            "lo": _TOKEN,
+                            "hi": _TOKEN,
+                            "peer": {
+                                "type": "string",
+                                "minLength": 1,
+                                "description": "The destination's address (source only).",
+                            },
+                        },
+                    },
+                    "The move.",
+                ),
+                responses={"201": json_response(_ref("NodeMigration"), "Begun.")},
+                errors=(InvalidBody, Conflict),
+            )
+        },
+        "/v1/migrations/{id}/send": {
+            "parameters": [_migration_param()],
+            "post": operation(
+                "sendMigration",
+                "Stream the range to the destination",
+                description="Returns when the destination has every record.",
+                tags=_INTERNAL,
+                responses={
+                    "200": json_response(
+                        {
+                            "type": "object",
+                            "required": ["records", "bytes", "seconds"],
+                            "properties": {
+                                "records": integer,
+                                "bytes": integer,
+                                "seconds": {"type": "number"},
+                            },
+                        },
+                        "What was sent.",
+                    )
+                },
+                errors=(NotFound, Conflict, *_COLD),
+            ),
+        },
+        "/v1/migrations/{id}/ingest": {
+            "parameters": [_migration_param()],
+            "post": operation(
+                "ingestFrame",
+                "Apply a frame of snapshot records",
+                tags=_INTERNAL,
+                request_body=_FRAME_BODY,
+                responses={
+                    "200": json_response(
+                        {
+                            "type": "object",
+                            "required": ["applied", "skipped"],
+                            "properties": {"applied": integer, "skipped": integer},
+                        },
+                        "Records applied, and skipped as older than what is here.",
+                    )
+                },
+                errors=(NotFound, InvalidBody, TokenMismatch, ValueTooLarge, StoreFull, *_COLD),
+            ),
+        },
+        "/v1/migrations/{id}/forward": {
+            "parameters": [_migration_param()],
+            "post": operation(
+                "forwardFrame",
+                "Apply writes forwarded during the move",
+                tags=_INTERNAL,
+                request_body=_FRAME_BODY,
+                responses={
+                    "200": json_response(
+                        {
+                            "type": "object",
+                            "required": ["applied"],
+                            "properties": {"applied": integer},
+                        },
+                        "Writes applied.",
+                    )
+                },
+                errors=(NotFound, InvalidBody, TokenMismatch, ValueTooLarge, StoreFull, *_COLD),
+            ),
+        },
+        "/v1/migrations/{id}/commit": {
+            "parameters": [_migration_param()],
+            "post": operation(
+                "commitMigration",
+                "Commit the move: own the new ranges",
+                tags=_INTERNAL,
+                request_body=json_body(epoch_ranges, "The node's ranges at the new epoch."),
+                responses={
+                    "200": json_response(
+                        {
+                            "type": "object",
+                            "required": ["role", "epoch"],
+                            "properties": {
+                                "role": {"enum": ["source", "destination"]},
+                                "epoch": integer,
+                                "dropped": integer,
+                            },
+                        },
+                        "Committed (a source also says how many records it dropped).",
+                    )
+                },
+                errors=(InvalidBody, NotFound, Conflict, *_COLD),
+            ),
+        },
+        "/v1/migrations/{id}": {
+            "parameters": [_migration_param()],
+            "delete": operation(
+                "abortMigration",
+                "Abandon the move",
+                description="Unknown ids are no-ops.",
+                tags=_INTERNAL,
+                responses={
+                    "200": json_response(
+                        {
+                            "type": "object",
+                            "required": ["aborted", "dropped"],
+                            "properties": {"aborted": {"type": "string"}, "dropped": integer},
+                        },
+                        "Aborted; a destination says how many records it dropped.",
+                    )
+                },
+            ),
+        },
+    }
+
+
+def _schemas() -> dict[str, Schema]:
+    integer = {"type": "integer", "minimum": 0}
+    number = {"type": "number"}
+    string = {"type": "string"}
+    return {
+        "NodeStats": {
+            "type": "object",
+            "description": "What the node holds and did; more fields may be added.",
+            "required": [
+                "node",
+                "epoch",
+                "records",
+                "bytes",
+                "used",
+                "capacity",
+                "unit",
+                "fill",
+                "index",
+                "hits",
+                "misses",
+                "evictions",
+                "ranges",
+                "migrations",
+            ],
+            "properties": {
+                "node": string,
+                "epoch": integer,
+                "records": integer,
+                "bytes": integer,
+                "index_bytes": integer,
+                "used": integer,
+                "capacity": integer,
+                "unit": {"enum": ["records", "bytes"]},
+                "fill": number,
+                "index": string,
+                "on_full": string,
+                "hits": integer,
+                "misses": integer,
+                "evictions": integer,
+                "expirations": integer,
+                "ranges": _RANGES,
+                "migration_settings": {"type": "object"},
+                "migrations": {"type": "array", "items": _ref("NodeMigration")},
+                "demotions": integer,
+                "cold": {"type": ["object", "null"]},
+                "cold_hits": integer,
+            },
+        },
+        "NodeMigration": {
+            "type": "object",
+            "description": "A move as one node sees it.",
+            "required": ["id", "role", "lo", "hi"],
+            "properties": {
+                "id": string,
+                "role": {"enum": ["source", "destination"]},
+                "lo": integer,
+                "hi": integer,
+                "total": {"type": ["integer", "null"]},
+                "sent": integer,
+                "sent_bytes": integer,
+                "forwarded": integer,
+                "failed": {"type": ["string", "null"]},
+                "seconds": number,
+                "applied": integer,
+                "skipped": integer,
+            },
+        },
+    }
+
+
+def node_document() -> dict[str, Any]:
+    """A node's OpenAPI 3.1 document, JSON-ready."""
+    from elastic_cache import __version__
+
+    components = shared_components()
+    components["schemas"].update(_schemas())
+    return {
+        "openapi": OPENAPI_VERSION,
+        "info": {
+            "title": "elastic-cache node",
+            "version": __version__,
+            "description": (
+                "One cache node. Clients use the coordinator, which routes each key to the "
+                "node that owns it; the operations tagged `internal` are the control plane "
+                "the coordinator and peer nodes use to move ranges. Every error is a "
+                'JSON body `{"error": code, "message": ...}`; a path no route serves is '
+                "`404 not_found`, a method a path does not take `405 method_not_allowed` "
+                "with `Allow`. docs/api.md says how this document is built and checked."
+            ),
+        },
+        "tags": [
+            {"name": "keys", "description": "The keys this node owns."},
+            {"name": "operations", "description": "Stats, health, metrics, this document."},
+            {"name": "internal", "description": "The control plane: ownership and moves."},
+        ],
+        "paths": {**_public_paths(), **_internal_paths()},
+        "components": components,
+    }
