@@ -105,8 +105,23 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(line, default=str)
 
 
+#: Control characters (and Unicode line separators) as escapes in a text log line.
+_ESCAPES = {i: f"\\x{i:02x}" for i in (*range(32), 127)} | {
+    9: "\\t",
+    10: "\\n",
+    13: "\\r",
+    0x2028: "\\u2028",
+    0x2029: "\\u2029",
+}
+
+
 class TextFormatter(logging.Formatter):
-    """``time level logger [node@epoch]: message``; the bracket only when the node is set."""
+    """``time level logger [node@epoch]: message``; the bracket only when the node is set.
+
+    A message is one line: control characters in it (a client's path or key holding a
+    decoded newline, say) are written as escapes, so no client can forge a log line.
+    Tracebacks still follow on their own lines.
+    """
 
     def __init__(self) -> None:
         super().__init__("%(asctime)s %(levelname)s %(name)s%(where)s: %(message)s")
@@ -119,6 +134,11 @@ class TextFormatter(logging.Formatter):
         else:
             record.where = f" [{node}@{epoch}]" if epoch is not None else f" [{node}]"
         return super().format(record)
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        if not record.message.isprintable():
+            record.message = record.message.translate(_ESCAPES)
+        return super().formatMessage(record)
 
 
 def make_handler(fmt: str = "text", stream: TextIO | None = None) -> logging.Handler:

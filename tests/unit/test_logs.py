@@ -78,6 +78,21 @@ def test_text_lines() -> None:
     assert framed.endswith(f"INFO {log.name} [coordinator@7]: with context")
 
 
+def test_text_lines_cannot_be_forged() -> None:
+    log, out = logger_to("text")
+    log.warning("read-through %s: failed", "/v1/svc/a/x\n2026-01-01 INFO forged\r\x1b[2J\u2028")
+    try:
+        raise RuntimeError("boom")
+    except RuntimeError:
+        log.exception("with a traceback, é ok")
+    lines = out.getvalue().splitlines()
+    assert lines[0].endswith(
+        "read-through /v1/svc/a/x\\n2026-01-01 INFO forged\\r\\x1b[2J\\u2028: failed"
+    )
+    assert lines[1].endswith("with a traceback, é ok")
+    assert lines[2] == "Traceback (most recent call last):"  # tracebacks keep their lines
+
+
 def test_bad_format_is_refused() -> None:
     with pytest.raises(ValueError, match="text, json"):
         make_handler("xml")
