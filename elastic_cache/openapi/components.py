@@ -31,6 +31,7 @@ __all__ = [
     "json_body",
     "json_response",
     "operation",
+    "operations_paths",
     "shared_components",
     "summary_of",
 ]
@@ -243,3 +244,40 @@ def operation(
         merged[status] = response
     op["responses"] = dict(sorted(merged.items()))
     return op
+
+
+def operations_paths(prefix: str = "") -> dict[str, Schema]:
+    """``/metrics`` and ``/openapi.json``, which every server answers alike.
+
+    Args:
+        prefix: put before the operation ids (``"node"``: ``nodeMetrics``), so that ids
+            stay unique when both documents are read together.
+    """
+
+    def op_id(name: str) -> str:
+        return prefix + name[0].upper() + name[1:] if prefix else name
+
+    return {
+        "/metrics": {
+            "get": operation(
+                op_id("metrics"),
+                "Prometheus metrics",
+                description="The text exposition format 0.0.4 (docs/operations.md).",
+                tags=["operations"],
+                responses={
+                    "200": {
+                        "description": "The metrics.",
+                        "content": {"text/plain": {"schema": {"type": "string"}}},
+                    }
+                },
+            )
+        },
+        "/openapi.json": {
+            "get": operation(
+                op_id("openapi"),
+                "This document",
+                tags=["operations"],
+                responses={"200": json_response({"type": "object"}, "OpenAPI 3.1.")},
+            )
+        },
+    }

@@ -41,6 +41,7 @@ from elastic_cache.openapi.components import (
     header,
     json_response,
     operation,
+    operations_paths,
     shared_components,
 )
 from elastic_cache.tiers.base import ColdTierError, ColdTierFull, ColdTierUnavailable
@@ -332,28 +333,7 @@ def _operations_paths() -> dict[str, Schema]:
                 },
             )
         },
-        "/metrics": {
-            "get": operation(
-                "metrics",
-                "Prometheus metrics",
-                description="The text exposition format 0.0.4 (docs/operations.md).",
-                tags=["operations"],
-                responses={
-                    "200": {
-                        "description": "The metrics.",
-                        "content": {"text/plain": {"schema": {"type": "string"}}},
-                    }
-                },
-            )
-        },
-        "/openapi.json": {
-            "get": operation(
-                "openapi",
-                "This document",
-                tags=["operations"],
-                responses={"200": json_response({"type": "object"}, "OpenAPI 3.1.")},
-            )
-        },
+        **operations_paths(),
         "/": {
             "get": operation(
                 "dashboard",

@@ -32,6 +32,7 @@ from elastic_cache.openapi.components import (
     json_body,
     json_response,
     operation,
+    operations_paths,
     shared_components,
 )
 from elastic_cache.tiers.base import ColdTierError, ColdTierFull, ColdTierUnavailable
@@ -202,28 +203,7 @@ def _public_paths() -> dict[str, Schema]:
                 },
             )
         },
-        "/metrics": {
-            "get": operation(
-                "nodeMetrics",
-                "Prometheus metrics",
-                description="The text exposition format 0.0.4 (docs/operations.md).",
-                tags=["operations"],
-                responses={
-                    "200": {
-                        "description": "The metrics.",
-                        "content": {"text/plain": {"schema": {"type": "string"}}},
-                    }
-                },
-            )
-        },
-        "/openapi.json": {
-            "get": operation(
-                "nodeOpenapi",
-                "This document",
-                tags=["operations"],
-                responses={"200": json_response({"type": "object"}, "OpenAPI 3.1.")},
-            )
-        },
+        **operations_paths("node"),
     }
 
 
