@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-dev
 
-.PHONY: install run test lint bench clean browser cache-tests experiments experiments-quick
+.PHONY: install run test lint bench bench-peers clean browser cache-tests experiments experiments-quick
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -79,6 +79,36 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_demo_origin.py
 	@if command -v wrk >/dev/null 2>&1; then $(BIN)/python benchmarks/bench_cluster.py; \
 	  else echo "bench_cluster skipped: wrk is not installed"; fi
+
+# elastic-cache side by side with Redis, nginx proxy_cache and Varnish, all on 127.0.0.1
+# (benchmarks/bench_peers.py; docs/operations.md, "Benchmarks against peers"). Programs
+# missing are installed like wrk above (Debian packages, as root), each on its own, with a
+# policy-rc.d in place so that the packages' own services are not started by the install;
+# a peer that still cannot run is skipped by the script with a line saying so. About 6
+# minutes; BENCH_PEERS_ARGS passes options (e.g. --quick, --memory).
+BENCH_PEERS_TOOLS := redis-server:redis-server redis-benchmark:redis-tools \
+                     redis-cli:redis-tools nginx:nginx varnishd:varnish wrk:wrk
+BENCH_PEERS_ARGS  ?=
+
+bench-peers: $(STAMP)
+	@export PATH="$$PATH:/usr/sbin:/sbin"; updated=; guard=; \
+	trap '[ -z "$$guard" ] || rm -f /usr/sbin/policy-rc.d' EXIT; \
+	for pair in $(BENCH_PEERS_TOOLS); do \
+	  cmd=$${pair%%:*}; pkg=$${pair##*:}; \
+	  command -v $$cmd >/dev/null 2>&1 && continue; \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    if [ ! -e /usr/sbin/policy-rc.d ]; then \
+	      printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d && \
+	      chmod +x /usr/sbin/policy-rc.d && guard=1; \
+	    fi; \
+	    [ -n "$$updated" ] || { apt-get update -qq >/dev/null 2>&1; updated=1; }; \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$pkg >/dev/null 2>&1 \
+	      || echo "could not install $$pkg: bench_peers skips what needs $$cmd"; \
+	  else \
+	    echo "$$cmd is not installed (needs root and apt-get): bench_peers skips what needs it"; \
+	  fi; \
+	done
+	PATH="$$PATH:/usr/sbin:/sbin" $(BIN)/python benchmarks/bench_peers.py $(BENCH_PEERS_ARGS)
 
 # The paper's figures (docs/results.md): every script at full size on the simulator, and at
 # reduced scale on real node processes (--real), into experiments/results/. Runs are cached
