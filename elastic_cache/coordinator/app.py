@@ -176,7 +176,6 @@ async def read_through(request: web.Request) -> web.StreamResponse:
         raise BadPath("read-through paths are /v1/svc/{origin}/{path}")
     method = request.method
     body = request.content if method not in ("GET", "HEAD") and request.body_exists else None
-    peer = request.transport.get_extra_info("peername") if request.transport else None
     try:
         reply = await coord.readthrough.handle(
             ClientRequest(
@@ -185,19 +184,23 @@ async def read_through(request: web.Request) -> web.StreamResponse:
                 parts[4],
                 query,
                 request.headers.items(),
-                remote=peer[0] if isinstance(peer, tuple) else None,
+                # aiohttp read the peer's address once, when the connection opened.
+                remote=request.remote,
                 body=body,
             )
         )
     except MethodNotAllowed as err:
         return error_response(err, {"Allow": str(err.details.get("allow", "GET, HEAD"))})
+    if reply.stream is None and method != "HEAD":
+        # The hot path, a hit: aiohttp makes its one header map from the list.
+        return web.Response(
+            status=reply.status, body=reply.body, headers=[*reply.headers, ("X-Cache", reply.cache)]
+        )
     headers = CIMultiDict(reply.headers)
     headers["X-Cache"] = reply.cache
     if reply.stream is not None:
         return await _relay_origin(request, reply, headers)
-    if method == "HEAD":
-        return _head_response(reply, headers)
-    return web.Response(status=reply.status, body=reply.body, headers=headers)
+    return _head_response(reply, headers)
 
 
 def _head_response(reply: Reply, headers: CIMultiDict[str]) -> web.Response:

@@ -15,6 +15,7 @@ GET with ``stream_above`` set returns a large answer as a `BodyStream`.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
@@ -39,6 +40,22 @@ __all__ = [
     "NodeClient",
     "NodeStats",
 ]
+
+#: Keys made of these characters only need ``/`` and ``:`` escaped (read-through keys).
+_PLAIN_KEY = re.compile(r"[A-Za-z0-9._~:/-]*\Z")
+
+
+def key_segment(key: str) -> str:
+    """``key`` percent-encoded as one path segment, every reserved character escaped
+    (``/`` too), so it reaches the node exactly as given.
+
+    `urllib.parse.quote` takes a slow path for any string with a character to escape,
+    which every read-through key (``svc:origin:/path``) has: 2 µs a call, against 0.4
+    for this fast path, and a hit makes one or two such calls.
+    """
+    if _PLAIN_KEY.match(key):
+        return key.replace("/", "%2F").replace(":", "%3A")
+    return quote(key, safe="")
 
 
 class Answer(NamedTuple):
@@ -221,7 +238,7 @@ class HttpNodeClient:
     ) -> Answer:
         # Percent-encode every reserved character ("/" too), so a key reaches the node
         # exactly as it was given.
-        target = "/v1/kv/" + quote(key, safe="") + query
+        target = "/v1/kv/" + key_segment(key) + query
         try:
             raw = await self._pool.request(
                 method, target, body=body, headers=headers, stream_above=stream_above
@@ -293,7 +310,7 @@ class HttpNodeClient:
         headers = {"Content-Type": content_type}
         if length is not None:
             headers["Content-Length"] = str(length)
-        url = URL(self.address + "/v1/kv/" + quote(key, safe=""), encoded=True)
+        url = URL(self.address + "/v1/kv/" + key_segment(key), encoded=True)
         if ttl is not None:
             url = url.with_query(ttl=repr(ttl))
         try:

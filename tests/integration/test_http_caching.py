@@ -23,6 +23,9 @@ from aiohttp import web
 from multidict import CIMultiDict
 from yarl import URL
 
+from elastic_cache.coordinator import origins
+from elastic_cache.httpcache.keys import cache_key
+
 from .conftest import CoordinatorHarness, cluster_settings, free_port, start_harness
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -750,6 +753,73 @@ async def test_vary_keeps_variants_apart_and_invalidation_drops_them_all(
     for lang in ("en", "de"):
         _, _, h, _ = await get(cache, "web/l", Accept_Language=lang)
         assert h["X-Cache"] == "MISS"
+
+
+def count_cache_reads(cache: CoordinatorHarness, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The keys read-through looks up in the cache from now on, in order."""
+    router = cache.coord.readthrough.router
+    reads: list[str] = []
+    lookup = router.get
+
+    async def counted(key: str, *args: object, **kwargs: object) -> object:
+        reads.append(key)
+        return await lookup(key, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(router, "get", counted)
+    return reads
+
+
+async def localised_route(case_origin: CaseOrigin, name: str) -> None:
+    async def localised(request: web.Request) -> web.Response:
+        if request.method == "PUT":
+            return web.Response(status=204)
+        lang = request.headers.get("Accept-Language", "none")
+        return web.Response(
+            text=f"{name} in {lang}",
+            headers={"Vary": "Accept-Language", "Cache-Control": "max-age=600"},
+        )
+
+    case_origin.route(name, localised)
+
+
+async def test_a_vary_hit_is_one_cache_read_even_when_the_node_lost_the_marker(
+    cache: CoordinatorHarness, case_origin: CaseOrigin, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await localised_route(case_origin, "lm")
+    reads = count_cache_reads(cache, monkeypatch)
+    assert (await get(cache, "web/lm", Accept_Language="en"))[2]["X-Cache"] == "MISS"
+    reads.clear()
+    _, body, h, _ = await get(cache, "web/lm", Accept_Language="en")
+    assert (body, h["X-Cache"], len(reads)) == (b"lm in en", "HIT", 1)
+    # The node loses the URL's marker (evicted, say): the variant is still found.
+    await cache.coord.readthrough.router.delete(cache_key("web", "lm", ""))
+    _, body, h, _ = await get(cache, "web/lm", Accept_Language="en")
+    assert (body, h["X-Cache"]) == (b"lm in en", "HIT")
+    _, body, h, _ = await get(cache, "web/lm", Accept_Language="de")
+    assert (body, h["X-Cache"]) == (b"lm in de", "MISS")
+    assert case_origin.calls["lm"] == 2
+    # An invalidation forgets the marker with the variants.
+    async with cache.http.put(cache.url + "/v1/svc/web/lm", data=b"new") as r:
+        assert r.status == 204
+    for lang in ("en", "de"):
+        _, body, h, _ = await get(cache, "web/lm", Accept_Language=lang)
+        assert (body, h["X-Cache"]) == (f"lm in {lang}".encode(), "MISS")
+
+
+async def test_remembered_vary_markers_are_bounded(
+    cache: CoordinatorHarness, case_origin: CaseOrigin, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(origins, "MARKERS_KEPT", 2)
+    for name in ("v1", "v2", "v3"):
+        await localised_route(case_origin, name)
+        await get(cache, f"web/{name}", Accept_Language="en")
+    reads = count_cache_reads(cache, monkeypatch)
+    for name, lookups in (("v1", 2), ("v3", 1), ("v1", 1)):
+        reads.clear()
+        _, body, h, _ = await get(cache, f"web/{name}", Accept_Language="en")
+        assert (body, h["X-Cache"]) == (f"{name} in en".encode(), "HIT")
+        assert len(reads) == lookups  # v1 was forgotten first: marker, then variant
+    assert [case_origin.calls[n] for n in ("v1", "v2", "v3")] == [1, 1, 1]
 
 
 async def test_many_askers_of_a_cacheable_answer_call_the_origin_once(
