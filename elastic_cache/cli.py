@@ -26,6 +26,7 @@ from elastic_cache.config import (
     DEFAULT_INDEX,
     ClusterSettings,
     CostSettings,
+    OnColdFull,
     OnFull,
     ProvisionerKind,
 )
@@ -86,6 +87,13 @@ def _add_node_shape(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="what a write to a full node does (default: evict)",
     )
+    parser.add_argument(
+        "--on-cold-full",
+        choices=[m.value for m in OnColdFull],
+        default=None,
+        help="with --on-full demote, what a full node does while its cold tier refuses "
+        "writes: refuse writes that need room with 507 (default), or evict",
+    )
     parser.add_argument("--max-value-bytes", type=int, help="largest value (default 8 MiB)")
     parser.add_argument("--hash", help="key hash: murmur3 (default) or modulo:R")
     parser.add_argument(
@@ -121,6 +129,7 @@ NODE_FLAGS = (
     "capacity_records",
     "capacity_bytes",
     "on_full",
+    "on_cold_full",
     "max_value_bytes",
     "hash",
     "migration_batch_records",

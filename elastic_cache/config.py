@@ -16,6 +16,7 @@ A config file looks like::
     capacity_records = 100000      # or capacity_bytes = 1073741824
     on_full = "evict"              # or "block", or "demote" (needs a tier)
     tier = "disk:/var/cache/ecache"  # or "s3://bucket/prefix" (optional)
+    on_cold_full = "refuse"        # or "evict": a demote node whose tier fails
 
     [scaler]
     d_low = 50
@@ -72,6 +73,7 @@ __all__ = [
     "CostSettings",
     "Ec2Settings",
     "NodeSettings",
+    "OnColdFull",
     "OnFull",
     "OriginSettings",
     "ProvisionerKind",
@@ -96,6 +98,18 @@ class OnFull(enum.StrEnum):
     BLOCK = "block"
     #: Move least-recently-used values to the node's cold tier (``tier``) to make room.
     DEMOTE = "demote"
+
+
+class OnColdFull(enum.StrEnum):
+    """What a full node under ``on_full = "demote"`` does while its cold tier refuses
+    writes (full, throttling, unreachable): demotion is paused, and retried later."""
+
+    #: Refuse writes that need room with ``507 store_full`` and ``Retry-After``; no
+    #: acknowledged value is lost (the default).
+    REFUSE = "refuse"
+    #: Evict least-recently-used values meanwhile, as ``on_full = "evict"`` does
+    #: (acknowledged values are lost; counted in ``demotions_lost``).
+    EVICT = "evict"
 
 
 class ProvisionerKind(enum.StrEnum):
@@ -158,6 +172,9 @@ class NodeSettings:
             ``max_value_bytes`` go straight to it (see docs/tiers.md).
         s3_endpoint_url: an S3-compatible endpoint for an ``s3://`` tier (moto's server
             for a local demo); None: AWS.
+        on_cold_full: under ``on_full = "demote"``, what a full node does while its
+            tier refuses writes: ``refuse`` writes that need room (507), or ``evict``
+            (see `OnColdFull` and docs/tiers.md).
     """
 
     index: str = DEFAULT_INDEX
@@ -172,6 +189,7 @@ class NodeSettings:
     migration_max_rate: float = 0.0
     tier: str | None = None
     s3_endpoint_url: str | None = None
+    on_cold_full: OnColdFull = OnColdFull.REFUSE
 
     def __post_init__(self) -> None:
         parse_index_spec(self.index)
@@ -189,6 +207,9 @@ class NodeSettings:
                 f"max_value_bytes must be a positive integer, got {self.max_value_bytes!r}"
             )
         object.__setattr__(self, "on_full", _enum(OnFull, "on_full", self.on_full))
+        object.__setattr__(
+            self, "on_cold_full", _enum(OnColdFull, "on_cold_full", self.on_cold_full)
+        )
         _non_negative("boot_delay", self.boot_delay)
         _non_negative("migration_max_rate", self.migration_max_rate)
         for name in ("migration_batch_records", "migration_parallel"):

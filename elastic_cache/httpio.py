@@ -88,7 +88,11 @@ async def send_value(
 
 
 def error_response(err: ElasticCacheError, headers: dict[str, str] | None = None) -> web.Response:
-    """The JSON answer for a typed error."""
+    """The JSON answer for a typed error; an error whose details carry ``retry_after``
+    (whole seconds) also says it in a ``Retry-After`` header."""
+    retry = err.details.get("retry_after")
+    if isinstance(retry, int) and not isinstance(retry, bool):
+        headers = {**(headers or {}), "Retry-After": str(retry)}
     return web.Response(
         status=err.status,
         body=json.dumps(err.to_json()).encode(),

@@ -338,7 +338,18 @@ _COLD_COUNTERS = (
     (
         "demotion_failures",
         "demote_failures",
-        "Demotions whose write failed (the value was lost, as an eviction).",
+        "Demotion writes that failed (retried under on_cold_full = refuse).",
+    ),
+    (
+        "demotions_lost",
+        "demotions_lost",
+        "Acknowledged values lost because their write to the tier failed "
+        "(on_cold_full = evict, or stranded values at a stop).",
+    ),
+    (
+        "demotion_pauses",
+        "demotion_pauses",
+        "Times demotion paused because the tier refused a write.",
     ),
     ("promotions", "promotions", "Cold hits put back into memory."),
     (
@@ -380,8 +391,14 @@ def _cold_metrics(cold: dict[str, Any]) -> Iterator[Metric]:
     )
     yield _gauge(
         "ecache_node_cold_demotion_paused",
-        "1 while demotion is paused after a tier failure (full nodes evict meanwhile).",
+        "1 while demotion is paused after a tier failure (full nodes refuse writes that "
+        "need room, or evict under on_cold_full = evict).",
         1.0 if cold.get("demotion_paused") else 0.0,
+    )
+    yield _gauge(
+        "ecache_node_cold_stranded_bytes",
+        "Bytes of values whose write to the tier failed, kept in memory for a retry.",
+        float(cold.get("stranded_bytes", 0)),
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 import urllib.error
 import urllib.request
 from typing import Any
@@ -10,6 +11,12 @@ from typing import Any
 from elastic_cache.errors import NodeUnavailable
 
 __all__ = ["fetch_cluster", "render_status"]
+
+#: Event kinds ``ecache status`` lists (the dashboard lists every event).
+STATUS_EVENTS = ("cold_tier_full", "cold_tier_resumed")
+
+#: How many of those it lists, newest last.
+STATUS_EVENT_COUNT = 5
 
 
 def fetch_cluster(url: str, *, timeout: float = 10.0) -> dict[str, Any]:
@@ -81,4 +88,30 @@ def render_status(view: dict[str, Any]) -> str:
             f"still to terminate: {stray['node']} ({stray['ref']}); its termination failed "
             "and is retried, and it counts in the cost until it succeeds"
         )
+    lines.extend(_cold_lines(view))
     return "\n".join(lines)
+
+
+def _cold_lines(view: dict[str, Any]) -> list[str]:
+    """Nodes whose cold tier refuses writes now, then the latest cold-tier events."""
+    lines = []
+    for n in view["nodes"]:
+        cold = n.get("cold") or {}
+        if not cold.get("demotion_paused"):
+            continue
+        if cold.get("on_cold_full") == "evict":
+            meanwhile = "the node evicts meanwhile (on_cold_full = evict)"
+        else:
+            meanwhile = "writes that need room get 507 (on_cold_full = refuse)"
+        retry = cold.get("demotion_retry_in")
+        when = "" if retry is None else f", retried in {retry:.0f} s"
+        lines.append(
+            f"COLD TIER FULL on {n['id']} ({cold.get('tier', '?')}): {meanwhile}{when}; "
+            f"{cold.get('stranded', 0)} value(s) wait in memory for it; "
+            f"{cold.get('demotion_error') or 'a write failed'}"
+        )
+    events = [e for e in view.get("events", []) if e.get("kind") in STATUS_EVENTS]
+    for e in events[-STATUS_EVENT_COUNT:]:
+        stamp = time.strftime("%H:%M:%S", time.localtime(e.get("time", 0)))
+        lines.append(f"{stamp} {e['kind']}: {e.get('message', '')}")
+    return lines

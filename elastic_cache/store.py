@@ -12,13 +12,14 @@ move: a snapshot record never overwrites a newer direct write (see `Store.apply`
 from __future__ import annotations
 
 import heapq
+import math
 import operator
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from elastic_cache.config import CapacityUnit, OnFull
+from elastic_cache.config import CapacityUnit, OnColdFull, OnFull
 from elastic_cache.errors import StoreFull, ValueTooLarge
 from elastic_cache.indexes import Entry, Index
 
@@ -100,6 +101,9 @@ class Store:
             ``demote`` removes them like ``evict`` but keeps them for the caller to
             write to a cold tier (`take_victims`). The store itself does no I/O.
         clock: seconds, monotonic within the process.
+        on_cold_full: under ``demote``, what a write that needs room does while the
+            caller has paused demotion (`demotion_paused`: the tier refuses writes):
+            ``refuse`` raises `StoreFull` and pushes nothing out; ``evict`` evicts.
     """
 
     def __init__(
@@ -109,10 +113,12 @@ class Store:
         *,
         on_full: OnFull = OnFull.EVICT,
         clock: Callable[[], float],
+        on_cold_full: OnColdFull = OnColdFull.REFUSE,
     ) -> None:
         self._index = index
         self.capacity = capacity
         self.on_full = on_full
+        self.on_cold_full = on_cold_full
         self._clock = clock
         self._lru: OrderedDict[str, None] = OrderedDict()
         self._expiry: list[tuple[float, str]] = []
@@ -121,8 +127,13 @@ class Store:
         self.evictions = 0
         self.expirations = 0
         self.demotions = 0
-        #: Under ``demote``: evict instead while the cold tier cannot take values.
+        #: Under ``demote``: set by the caller while the cold tier cannot take values;
+        #: a write that needs room is then refused (``on_cold_full = refuse``) or evicts.
         self.demotion_paused = False
+        #: While paused: clock time at which demotion is retried, and why it paused
+        #: (both only go into the `StoreFull` a refused write gets).
+        self.demotion_retry_at = 0.0
+        self.demotion_error = ""
         self._victims: list[Victim] = []
         #: One string object per content type (see `put`).
         self._types: dict[str, str] = {}
@@ -191,7 +202,9 @@ class Store:
 
         Raises:
             ValueTooLarge: the record alone exceeds the capacity.
-            StoreFull: ``on_full`` is ``block`` and there is no room.
+            StoreFull: there is no room and ``on_full`` is ``block``, or it is
+                ``demote`` while demotion is paused under ``on_cold_full = refuse``
+                (then with ``retry_after``, whole seconds, in its details).
             TokenMismatch: the index holds the cluster's hasher and ``token`` is not the
                 key's hash (checked before anything is evicted).
         """
@@ -358,6 +371,12 @@ class Store:
         self._index.check_token(key, token)
         if self.on_full is OnFull.BLOCK:
             raise StoreFull(f"node is full ({self.used}/{cap.limit} {cap.unit})")
+        if (
+            self.demotion_paused
+            and self.on_full is OnFull.DEMOTE
+            and self.on_cold_full is OnColdFull.REFUSE
+        ):
+            raise self._cold_full()
         demote = self.on_full is OnFull.DEMOTE and not self.demotion_paused
         evicted = []
         lru = self._lru
@@ -381,6 +400,18 @@ class Store:
             need -= cap.cost(vrec.size)
         self.evictions += len(evicted)
         return tuple(evicted)
+
+    def _cold_full(self) -> StoreFull:
+        """The refusal of a write that needs room while demotion is paused."""
+        cap = self.capacity
+        retry = max(1, math.ceil(self.demotion_retry_at - self._clock()))
+        why = f" ({self.demotion_error})" if self.demotion_error else ""
+        return StoreFull(
+            f"node is full ({self.used}/{cap.limit} {cap.unit}) and its cold tier is full "
+            f"or failing{why}: writes that need room are refused until demotion is "
+            f"retried, in about {retry} s (on_cold_full = refuse)",
+            retry_after=retry,
+        )
 
     def take_victims(self) -> list[Victim]:
         """Records that left memory for the cold tier since the last call (``demote``).

@@ -72,6 +72,8 @@ def _answer_headers(answer: Answer) -> dict[str, str]:
     headers = {"Content-Type": answer.content_type, "X-Ecache-Epoch": str(answer.epoch)}
     if answer.cache:
         headers["X-Cache"] = answer.cache  # HIT-COLD: the node answered from its cold tier
+    if answer.retry_after:
+        headers["Retry-After"] = answer.retry_after  # a 507 while a cold tier is full
     return headers
 
 

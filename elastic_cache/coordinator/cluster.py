@@ -389,6 +389,7 @@ class Cluster(Membership):
                     "boot_seconds": info.handle.boot_seconds,
                     "buckets": len(ring.buckets_of(info.node_id)),
                     "share": round(ring.ownership().get(info.node_id, 0.0), 6),
+                    "cold": _cold_summary(info.cold),
                 }
             )
         return {
@@ -407,3 +408,18 @@ class Cluster(Membership):
             "migrations": [m.to_json() for m in self.migrations],
             "events": self.events.since(0)[-50:],
         }
+
+
+def _cold_summary(cold: dict[str, Any] | None) -> dict[str, Any] | None:
+    """What ``/v1/cluster`` shows of a node's cold tier (None: it has none)."""
+    if cold is None:
+        return None
+    return {
+        "tier": cold.get("tier"),
+        "on_cold_full": cold.get("on_cold_full"),
+        "demotion_paused": bool(cold.get("demotion_paused")),
+        "demotion_retry_in": cold.get("demotion_retry_in"),
+        "demotion_error": cold.get("demotion_error"),
+        "stranded": cold.get("stranded", 0),
+        "demotions_lost": cold.get("demotions_lost", 0),
+    }

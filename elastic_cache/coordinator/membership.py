@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from elastic_cache.config import ClusterSettings
-from elastic_cache.coordinator.events import EventLog
+from elastic_cache.coordinator.events import EventLog, cold_tier_events
 from elastic_cache.coordinator.migration import MigrationInfo
 from elastic_cache.coordinator.nodeclient import NodeClient
 from elastic_cache.coordinator.scaler import RateMeter
@@ -58,6 +58,10 @@ class NodeInfo:
     joined_at: float = field(default_factory=time.time)
     failures: int = 0
     migrations: list[dict[str, Any]] = field(default_factory=list)
+    #: The node's cold tier (None: it has none), as last polled.
+    cold: dict[str, Any] | None = None
+    #: Its cold demotion pause count at the last poll (None: not polled yet).
+    cold_pauses: int | None = None
 
     @property
     def node_id(self) -> str:
@@ -341,6 +345,16 @@ class Membership:
         info.index = stats.index
         info.migrations = list(stats.raw.get("migrations", []))
         info.failures = 0
+        self._note_cold(info, stats.raw.get("cold"))
+
+    def _note_cold(self, info: NodeInfo, cold: dict[str, Any] | None) -> None:
+        """Log an event when the node's cold tier stops or starts taking demotions."""
+        was_paused = bool(info.cold and info.cold.get("demotion_paused"))
+        for kind, message in cold_tier_events(info.node_id, was_paused, info.cold_pauses, cold):
+            tier = None if cold is None else cold.get("tier")
+            self.events.add(kind, message, node=info.node_id, tier=tier)
+        info.cold = cold
+        info.cold_pauses = None if cold is None else int(cold.get("demotion_pauses", 0))
 
     async def refresh_stats(self) -> list[str]:
         """Poll every node's stats; returns the ids of nodes that did not answer."""

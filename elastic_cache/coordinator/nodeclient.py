@@ -72,6 +72,8 @@ class Answer(NamedTuple):
             tier; "" when absent).
         stream: the body, when it is streamed (a GET with ``stream_above``; ``body``
             is then empty); whoever takes the answer reads it and closes it.
+        retry_after: the node's ``Retry-After`` header ("" when absent): a node whose
+            cold tier refuses writes says when to retry a 507.
     """
 
     status: int
@@ -82,6 +84,7 @@ class Answer(NamedTuple):
     capacity: int = -1
     cache: str = ""
     stream: BodyStream | None = None
+    retry_after: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -256,6 +259,7 @@ class HttpNodeClient:
             cap,
             h.get(b"x-cache", b"").decode("latin-1"),
             raw.stream,
+            h.get(b"retry-after", b"").decode("latin-1"),
         )
 
     async def get(self, key: str, *, head: bool = False, stream_above: int = -1) -> Answer:
@@ -332,6 +336,7 @@ class HttpNodeClient:
             used,
             cap,
             h.get("X-Cache", ""),
+            retry_after=h.get("Retry-After", ""),
         )
         return answer, started
 

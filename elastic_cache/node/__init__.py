@@ -44,6 +44,7 @@ def build_node_service(
         Capacity(settings.capacity_unit, settings.capacity),
         on_full=settings.on_full,
         clock=clock,
+        on_cold_full=settings.on_cold_full,
     )
     if tier is None and settings.tier is not None:
         tier = open_tier(settings.tier, endpoint_url=settings.s3_endpoint_url)

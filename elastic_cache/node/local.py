@@ -73,7 +73,14 @@ class LocalPeerLink:
 
 
 def _error_answer(err: ElasticCacheError, epoch: int) -> Answer:
-    return Answer(err.status, json.dumps(err.to_json()).encode(), "application/json", epoch)
+    retry = err.details.get("retry_after")
+    return Answer(
+        err.status,
+        json.dumps(err.to_json()).encode(),
+        "application/json",
+        epoch,
+        retry_after="" if retry is None else str(retry),
+    )
 
 
 class LocalNodeClient:

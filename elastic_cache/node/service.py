@@ -497,6 +497,7 @@ class NodeService:
             return 0
         if self.cold is not None:
             self.cold.drop_range_soon(inc.lo, inc.hi)  # what it demoted of the range
+            self.cold.drop_stranded(inc.lo, inc.hi)
         return len(self.store.pop_range(inc.lo, inc.hi))
 
     # -- source side -------------------------------------------------------------------
@@ -536,12 +537,19 @@ class NodeService:
         cold = self.cold
         if cold is None:
             return
-        if cold.tier.shared:
-            # Only ownership moves; the destination lists the range after its commit,
-            # and sees every demotion started before this point.
-            await cold.io.idle()
-            return
-        async for chunk in cold.records(out.lo, out.hi, batch=self.batch_records):
+        # Victims whose write to the tier failed are in neither memory nor the tier:
+        # they go too. Taken after every demotion started so far has finished (a
+        # failure has stranded its victim by then) and before a local tier is listed,
+        # so a retry that writes one meanwhile cannot slip between the two.
+        await cold.io.idle()
+        stranded = cold.stranded_records(out.lo, out.hi)
+        if not cold.tier.shared:
+            async for chunk in cold.records(out.lo, out.hi, batch=self.batch_records):
+                yield encode_records(chunk, self.store._clock()), len(chunk)
+        # With a shared tier only ownership moves otherwise: the destination lists the
+        # range after its commit, and sees every demotion started before this point.
+        for start in range(0, len(stranded), self.batch_records):
+            chunk = stranded[start : start + self.batch_records]
             yield encode_records(chunk, self.store._clock()), len(chunk)
 
     async def send(self, migration: str) -> SendSummary:
@@ -626,9 +634,12 @@ class NodeService:
     async def drop_range(self, lo: int, hi: int) -> int:
         """Remove every record in ``(lo, hi]``, in pieces for ordered indexes (and, with
         a local cold tier, its files in the range)."""
-        if self.cold is not None and not self.cold.tier.shared:
+        cold = self.cold
+        if cold is not None:
+            cold.drop_stranded(lo, hi)  # the snapshot sent them
+        if cold is not None and not cold.tier.shared:
             dropped = await self._drop_memory(lo, hi)
-            return dropped + await self.cold.drop_range(lo, hi)
+            return dropped + await cold.drop_range(lo, hi)
         return await self._drop_memory(lo, hi)
 
     async def _drop_memory(self, lo: int, hi: int) -> int:

@@ -90,6 +90,23 @@ def admin_schemas() -> dict[str, Schema]:
             "buckets": count,
             "share": number,
             "threshold": {"type": ["number", "null"]},
+            "cold": {
+                "type": ["object", "null"],
+                "description": (
+                    "The node's cold tier (null: none). `demotion_paused`: the tier refused "
+                    "a write; under `on_cold_full = refuse` writes that need room get 507 "
+                    "until a retry succeeds (docs/tiers.md)."
+                ),
+                "properties": {
+                    "tier": string,
+                    "on_cold_full": {"type": "string", "enum": ["refuse", "evict"]},
+                    "demotion_paused": {"type": "boolean"},
+                    "demotion_retry_in": {"type": ["number", "null"]},
+                    "demotion_error": {"type": ["string", "null"]},
+                    "stranded": count,
+                    "demotions_lost": count,
+                },
+            },
         },
     }
     cluster: Schema = {

@@ -125,7 +125,17 @@ HEADERS: dict[str, Schema] = {
         "description": "The methods the path takes.",
         "schema": {"type": "string", "minLength": 1},
     },
+    "Retry-After": {
+        "description": (
+            "Seconds after which a write refused with 507 may succeed: the node's cold "
+            "tier refused a write and demotion is retried then (docs/tiers.md)."
+        ),
+        "schema": {"type": "string", "pattern": "^[0-9]+$"},
+    },
 }
+
+#: The extra header of a refused write's 507 (``on_cold_full = refuse``).
+RETRY_507: dict[int, dict[str, Schema]] = {507: {"Retry-After": HEADERS["Retry-After"]}}
 
 
 def header(name: str, *, required: bool = False, spec: Schema | None = None) -> Schema:

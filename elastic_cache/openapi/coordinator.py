@@ -34,6 +34,7 @@ from elastic_cache.openapi.components import (
     JSON,
     KEY_PARAM,
     OPENAPI_VERSION,
+    RETRY_507,
     TTL_PARAM,
     VALUE_BODY,
     Errors,
@@ -161,6 +162,7 @@ def _kv_path() -> Schema:
             },
             errors=_WRITE,
             error_headers=_KV_ERROR_HEADERS,
+            status_headers=RETRY_507,
         ),
         "delete": operation(
             "deleteValue",

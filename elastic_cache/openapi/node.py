@@ -24,6 +24,7 @@ from elastic_cache.openapi.components import (
     BINARY,
     KEY_PARAM,
     OPENAPI_VERSION,
+    RETRY_507,
     TTL_PARAM,
     VALUE_BODY,
     Errors,
@@ -159,6 +160,7 @@ def _kv_path() -> Schema:
             },
             errors=_WRITE,
             error_headers=_FILL,
+            status_headers=RETRY_507,
         ),
         "delete": operation(
             "nodeDeleteValue",

@@ -43,6 +43,8 @@ def node_arguments(settings: NodeSettings, *, node_id: str, host: str, port: int
         settings.hash,
         "--on-full",
         str(settings.on_full),
+        "--on-cold-full",
+        str(settings.on_cold_full),
         "--max-value-bytes",
         str(settings.max_value_bytes),
         "--migration-batch",

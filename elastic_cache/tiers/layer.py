@@ -9,7 +9,10 @@ deletes. Every tier call runs in `TierIO`'s thread pool, ordered per key.
 Rules that keep a cold value from ever resurrecting a deleted or overwritten key:
 
 - A victim stays readable (``pending``) until its write finished, so a value is never
-  missing between leaving memory and reaching the tier.
+  missing between leaving memory and reaching the tier. When the write fails, demotion
+  pauses; under ``on_cold_full = refuse`` the victim stays readable (*stranded*) and is
+  written again when the pause ends, and writes that need room are refused meanwhile
+  (`Store`), so no acknowledged value is lost while the node runs (docs/tiers.md).
 - A write that stores a record in memory (PUT, a migrated or forwarded record)
   *invalidates* the key's cold copy before it is acknowledged: the tier's delete is
   ordered after any write of an older value of that key. So a cold copy is never older
@@ -42,7 +45,7 @@ import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable
 from typing import Any, NamedTuple
 
-from elastic_cache.config import OnFull
+from elastic_cache.config import OnColdFull, OnFull
 from elastic_cache.errors import StoreFull, ValueTooLarge
 from elastic_cache.indexes import Entry
 from elastic_cache.ring import in_range
@@ -93,7 +96,10 @@ class ColdLayer:
         names: the Bloom filter of cold names (default: a fresh one).
         max_pending_bytes: bytes of victims waiting for their write past which writes
             wait (`backpressure`).
-        retry_after: seconds demotion stays paused after the tier failed a write.
+        retry_after: seconds demotion stays paused after the tier failed a write
+            (under ``on_cold_full = refuse``: the longest pause; see ``first_retry``).
+        first_retry: under ``on_cold_full = refuse``, the first pause in seconds; it
+            doubles, up to ``retry_after``, while retries keep failing.
         max_deferred_bytes: bound on the keys held while their cold copy waits for
             removal (`DeferredRemovals`); past it a write whose invalidation fails is
             not acknowledged.
@@ -113,6 +119,7 @@ class ColdLayer:
         retry_after: float = 30.0,
         max_deferred_bytes: int = 16 << 20,
         deferred_retry: float = 1.0,
+        first_retry: float = 1.0,
     ) -> None:
         self.tier = tier
         self.store = store
@@ -122,8 +129,17 @@ class ColdLayer:
         self.names = names or ColdNames()
         self.max_pending_bytes = max_pending_bytes
         self.retry_after = retry_after
+        self.first_retry = first_retry
+        # Victims not yet in the tier, by key: in flight, or stranded (their write
+        # failed; a subset, kept readable until a retry writes them), and of those the
+        # ones whose retry is in flight.
         self._pending: dict[str, Victim] = {}
         self._pending_bytes = 0
+        self._stranded: dict[str, Victim] = {}
+        self._stranded_bytes = 0
+        self._retrying: dict[str, Victim] = {}
+        self._backoff = 0
+        self._closed = False
         self._room_waiters: list[asyncio.Future[None]] = []
         self._clean: dict[str, int] = {}
         self._watch: dict[str, list[Any]] = {}
@@ -144,6 +160,8 @@ class ColdLayer:
         self.demoted = 0
         self.clean_skips = 0
         self.demote_failures = 0
+        self.demotions_lost = 0
+        self.pauses = 0
         self.promotions = 0
         self.hits = 0
         self.misses = 0
@@ -212,11 +230,19 @@ class ColdLayer:
         if victim is None:
             return False
         self._pending_bytes -= victim[2].size
+        if self._stranded.get(key) is victim:
+            del self._stranded[key]
+            self._stranded_bytes -= victim[2].size
         self._wake()
         return True
 
+    @property
+    def _in_flight_bytes(self) -> int:
+        """Bytes of victims on their way to the tier (the stranded ones wait for a retry)."""
+        return self._pending_bytes - self._stranded_bytes
+
     def _wake(self) -> None:
-        if self._pending_bytes <= self.max_pending_bytes and self._room_waiters:
+        if self._in_flight_bytes <= self.max_pending_bytes and self._room_waiters:
             waiters, self._room_waiters = self._room_waiters, []
             for waiter in waiters:
                 if not waiter.done():
@@ -245,18 +271,24 @@ class ColdLayer:
             )
 
     async def flush(self, timeout: float) -> int:
-        """Demote every memory record and wait (up to ``timeout``) for the writes: a clean
-        stop then loses nothing. Returns the records demoted."""
+        """Demote every memory record, retry the stranded ones, and wait (up to
+        ``timeout``) for the writes: a clean stop then loses nothing while the tier takes
+        writes. Returns the records demoted."""
         count = self.store.demote_lru(len(self.store))
         self.demote()
+        self._resubmit(limit=None)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.io.idle(), timeout)
         return count
 
     async def close(self) -> None:
-        """Stop background work, wait for writes in flight, release the pool and tier."""
+        """Stop background work, wait for writes in flight, release the pool and tier.
+        Stranded victims (their write failed) are lost with the node's memory: counted
+        in ``demotions_lost`` and logged."""
+        self._closed = True
         if self._resume is not None:
             self._resume.cancel()
+            self._resume = None
         for task in list(self._tasks) + list(self._purges):
             task.cancel()
         for task in list(self._tasks) + list(self._purges):
@@ -264,6 +296,16 @@ class ColdLayer:
                 await task
         await self.deferred.close()
         await self.io.close()
+        if self._stranded:
+            log.warning(
+                "%d value(s) (%d bytes) that %s did not take are lost with the node's memory",
+                len(self._stranded),
+                self._stranded_bytes,
+                self.tier.describe(),
+            )
+            self.demotions_lost += len(self._stranded)
+            for key in list(self._stranded):
+                self._drop_pending(key)
         self.tier.close()
 
     def _spawn(self, coro: Any, *, purge: bool = False) -> asyncio.Task[Any]:
@@ -285,43 +327,65 @@ class ColdLayer:
             self._prune_clean()
         return victims
 
+    @property
+    def _strands(self) -> bool:
+        """Whether a victim whose write failed is kept (``on_cold_full = refuse``)."""
+        store = self.store
+        return (
+            not self._closed
+            and store.on_full is OnFull.DEMOTE
+            and store.on_cold_full is OnColdFull.REFUSE
+        )
+
     def _write(self, victim: Victim) -> None:
-        key, token, rec = victim
+        key, _, rec = victim
         if self._clean.pop(key, None) == rec.version:
             self.clean_skips += 1  # the tier holds this very record already
             return
         if rec.expires_at and rec.expires_at <= self.store._clock():
             return
-        if key in self.deferred:
-            if self.deferred.failing:
-                # The write would wait behind the removal of the key's older copy,
-                # which waits for the tier: drop the victim now (an eviction), as a
-                # failed write would, rather than pile it up in pending.
-                self._drop_pending(key)
-                self.store.evictions += 1
-                return
-            self.deferred.wake()
         self._drop_pending(key)
         self._pending[key] = victim
         self._pending_bytes += rec.size
+        if key in self.deferred:
+            if self.deferred.failing:
+                # The write would wait behind the removal of the key's older copy,
+                # which waits for the tier: do not pile it up in flight; it is stranded
+                # (or, under on_cold_full = evict, dropped as a failed write would be).
+                self._not_written(victim)
+                if self._strands:
+                    self._pause(f"the tier is failing ({self.last_error})")
+                return
+            self.deferred.wake()
+        self._submit(victim)
+
+    def _submit(self, victim: Victim) -> None:
+        key, token, rec = victim
         self.names.add(self.tier.name_of(key, token))
         future = self.io.submit(key, self.tier.put, self.entry_of(key, token, rec), rec.value)
         future.add_done_callback(lambda f: self._written(victim, f))
 
     def _written(self, victim: Victim, future: asyncio.Future[None]) -> None:
         key = victim[0]
-        if self._pending.get(key) is victim:
-            self._drop_pending(key)
+        if self._retrying.get(key) is victim:
+            del self._retrying[key]
+        current = self._pending.get(key) is victim  # else overwritten or deleted since
         exc = None if future.cancelled() else future.exception()
         if exc is None and not future.cancelled():
+            if current:
+                self._drop_pending(key)
             self.demoted += 1
+            self._backoff = 0
             self.deferred.answered()
+            self._settle()
             return
-        # The victim is lost (this is a cache): count it as an eviction.
         self.demote_failures += 1
-        self.store.evictions += 1
-        self._failed(exc or asyncio.CancelledError(), "demotion")
-        self._pause()
+        failure = exc or asyncio.CancelledError()
+        self._failed(failure, "demotion")
+        if current:
+            self._not_written(victim)
+        code = getattr(failure, "code", type(failure).__name__)
+        self._pause(f"{code}: {failure}")
 
     def _failed(self, exc: BaseException, what: str) -> None:
         self.errors += 1
@@ -335,27 +399,98 @@ class ColdLayer:
             f" (AWS error code {code})" if code else "",
         )
 
-    def _pause(self) -> None:
-        """The tier failed a write: evict instead of demoting for ``retry_after`` s."""
-        if self.store.demotion_paused or self.store.on_full is not OnFull.DEMOTE:
+    def _not_written(self, victim: Victim) -> None:
+        """``victim``, still its key's latest value, did not reach the tier: keep it
+        readable for a retry (``refuse``), or lose it (``evict``, or the node stops)."""
+        key, _, rec = victim
+        if self._strands:
+            if self._stranded.get(key) is not victim:
+                self._stranded[key] = victim
+                self._stranded_bytes += rec.size
+                self._wake()  # no longer in flight
             return
-        self.store.demotion_paused = True
-        log.warning(
-            "demotion to %s paused for %.0fs; full nodes evict meanwhile",
-            self.tier.describe(),
-            self.retry_after,
-        )
+        self._drop_pending(key)
+        self.demotions_lost += 1
+        self.store.evictions += 1  # counted as an eviction, as it is one
 
-        def resume() -> None:
-            self._resume = None
-            self.store.demotion_paused = False
-            log.info("demotion to %s resumed", self.tier.describe())
+    def _pause(self, reason: str) -> None:
+        """The tier failed a write: pause demotion. Under ``on_cold_full = evict`` full
+        nodes evict for ``retry_after`` s; under ``refuse`` writes that need room are
+        refused (`Store`) until every stranded victim is written, retried after
+        ``first_retry`` s, doubling up to ``retry_after`` while retries fail."""
+        store = self.store
+        if self._closed or store.on_full is not OnFull.DEMOTE:
+            return
+        store.demotion_error = reason
+        if self._resume is not None:
+            return  # a retry is already scheduled
+        refuse = store.on_cold_full is OnColdFull.REFUSE
+        delay = self.retry_after
+        if refuse:
+            delay = min(self.retry_after, self.first_retry * 2 ** min(self._backoff, 16))
+            self._backoff += 1
+        if not store.demotion_paused:
+            store.demotion_paused = True
+            self.pauses += 1
+            log.warning(
+                "demotion to %s paused (%s); %s; retried in %.1fs",
+                self.tier.describe(),
+                reason,
+                "writes that need room are refused (507) meanwhile"
+                if refuse
+                else "full nodes evict meanwhile (on_cold_full = evict)",
+                delay,
+            )
+        store.demotion_retry_at = store._clock() + delay
+        self._resume = asyncio.get_running_loop().call_later(delay, self._retry)
 
-        self._resume = asyncio.get_running_loop().call_later(self.retry_after, resume)
+    def _retry(self) -> None:
+        """The pause is over: write one stranded victim as a probe (the others follow
+        once it is in the tier), or resume demotion when none is left."""
+        self._resume = None
+        self._resubmit(limit=1)
+        self._settle()
+
+    def _resubmit(self, limit: int | None) -> int:
+        """Write stranded victims again (at most ``limit``); returns how many went."""
+        sent = 0
+        now = self.store._clock()
+        for key, victim in list(self._stranded.items()):
+            if limit is not None and sent >= limit:
+                break
+            if self._retrying.get(key) is victim:
+                continue
+            rec = victim[2]
+            if rec.expires_at and rec.expires_at <= now:
+                self._drop_pending(key)  # gone anyway: nothing is lost
+                continue
+            if key in self.deferred:
+                if self.deferred.failing:
+                    continue  # it would wait behind the removal of the older copy
+                self.deferred.wake()
+            self._retrying[key] = victim
+            self._submit(victim)
+            sent += 1
+        return sent
+
+    def _settle(self) -> None:
+        """While paused with no retry scheduled or in flight: write the stranded
+        victims, or resume demotion when none is left."""
+        store = self.store
+        if not store.demotion_paused or self._resume is not None or self._retrying:
+            return
+        if self._stranded:
+            if not self._resubmit(limit=None):
+                self._pause(store.demotion_error)  # none can be written yet
+            return
+        store.demotion_paused = False
+        store.demotion_error = ""
+        log.info("demotion to %s resumed", self.tier.describe())
 
     async def backpressure(self) -> None:
-        """Wait while more than ``max_pending_bytes`` of victims wait for their write."""
-        while self._pending_bytes > self.max_pending_bytes:
+        """Wait while more than ``max_pending_bytes`` of victims are on their way to the
+        tier (stranded victims do not count: they wait for a retry, not for the tier)."""
+        while self._in_flight_bytes > self.max_pending_bytes:
             waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             self._room_waiters.append(waiter)
             await waiter
@@ -651,6 +786,26 @@ class ColdLayer:
                     break
         return out, used
 
+    def stranded_records(self, lo: int, hi: int) -> list[Entry[Record]]:
+        """Live stranded victims in ``(lo, hi]`` (in neither memory nor the tier: a move
+        of the range sends them with its snapshot). Cost: O(stranded)."""
+        now = self.store._clock()
+        return [
+            (token, key, rec)
+            for key, token, rec in self._stranded.values()
+            if in_range(token, lo, hi) and not (rec.expires_at and rec.expires_at <= now)
+        ]
+
+    def drop_stranded(self, lo: int, hi: int) -> int:
+        """Forget the stranded victims in ``(lo, hi]`` (a range given away, or an
+        arriving one abandoned); returns how many. Cost: O(stranded)."""
+        keys = [key for key, (_, token, _) in self._stranded.items() if in_range(token, lo, hi)]
+        for key in keys:
+            self._drop_pending(key)
+        if keys:
+            self._settle()
+        return len(keys)
+
     async def drop_range(self, lo: int, hi: int) -> int:
         """Delete a local tier's values in ``(lo, hi]`` (a range given away, or one that
         arrives and makes older local files stale). A shared tier is left alone."""
@@ -724,15 +879,27 @@ class ColdLayer:
 
     def stats(self) -> dict[str, Any]:
         """A JSON-ready description of the tier and what it did."""
+        store = self.store
         return {
             "tier": self.tier.describe(),
             "kind": self.tier.kind,
             "shared": self.tier.shared,
             "demoted": self.demoted,
             "demote_failures": self.demote_failures,
-            "demotion_paused": self.store.demotion_paused,
-            "pending": len(self._pending),
-            "pending_bytes": self._pending_bytes,
+            "demotions_lost": self.demotions_lost,
+            "on_cold_full": str(store.on_cold_full),
+            "demotion_paused": store.demotion_paused,
+            "demotion_pauses": self.pauses,
+            "demotion_retry_in": (
+                round(max(0.0, store.demotion_retry_at - store._clock()), 3)
+                if store.demotion_paused
+                else None
+            ),
+            "demotion_error": store.demotion_error or None,
+            "pending": len(self._pending) - len(self._stranded),
+            "pending_bytes": self._in_flight_bytes,
+            "stranded": len(self._stranded),
+            "stranded_bytes": self._stranded_bytes,
             "clean_skips": self.clean_skips,
             "promotions": self.promotions,
             "hits": self.hits,

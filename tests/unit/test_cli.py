@@ -108,6 +108,15 @@ def test_tier_flags_and_modes(tmp_path: pytest.TempPathFactory) -> None:
     assert s.nodes.tier == f"disk:{tmp_path}/disk"
     cmd = node_command(s.nodes, node_id="node-3", host="127.0.0.1")
     assert cmd[cmd.index("--tier") + 1] == f"disk:{tmp_path}/disk/node-3"
+    assert cmd[cmd.index("--on-cold-full") + 1] == "refuse"  # the default, passed on
+    args = build_parser().parse_args(
+        ["up", "--tier", "disk", "--on-full", "demote", "--on-cold-full", "evict"]
+    )
+    s = _cluster_settings(args)
+    assert str(s.nodes.on_cold_full) == "evict"
+    cmd = node_command(s.nodes, node_id="node-1", host="127.0.0.1")
+    node_args = build_parser().parse_args(cmd[cmd.index("node") :])
+    assert node_args.on_cold_full == "evict"  # what ecache node reads back
 
     s = _cluster_settings(build_parser().parse_args(["up", "--static", "4"]))
     assert (s.coordinator.initial_nodes, s.scaler.enabled, str(s.nodes.on_full)) == (
@@ -140,6 +149,7 @@ def test_tier_flags_and_modes(tmp_path: pytest.TempPathFactory) -> None:
         (["up", "--hybrid", "--tier", "disk:/x"], "s3://"),
         (["node", "--on-full", "demote"], "needs a cold tier"),
         (["node", "--tier", "ram:/x"], "tier spec"),
+        (["node", "--on-cold-full", "drop"], None),
         (["up", "--static", "2", "--hybrid"], None),
     ],
 )

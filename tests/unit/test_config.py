@@ -13,6 +13,7 @@ from elastic_cache.config import (
     CapacityUnit,
     ClusterSettings,
     NodeSettings,
+    OnColdFull,
     OnFull,
     OriginSettings,
     ScalerSettings,
@@ -27,6 +28,7 @@ def test_defaults() -> None:
     assert s.nodes.capacity == 100_000
     assert s.nodes.capacity_unit is CapacityUnit.RECORDS
     assert s.nodes.on_full is OnFull.EVICT
+    assert s.nodes.on_cold_full is OnColdFull.REFUSE
     assert s.scaler.max_nodes == 8
     assert (s.scaler.d_low, s.scaler.d_high) == (50, 250)
 
@@ -58,6 +60,11 @@ def test_from_mapping() -> None:
         ({"nodes": {"capacity_records": 0}}, "capacity_records must be a positive"),
         ({"nodes": {"capacity_records": 5, "capacity_bytes": 5}}, "not both"),
         ({"nodes": {"on_full": "explode"}}, "on_full must be one of"),
+        (
+            {"nodes": {"on_cold_full": "drop"}},
+            "nodes.on_cold_full must be one of 'refuse', 'evict', got 'drop'",
+        ),
+        ({"nodes": {"on_cold_full": 1}}, "nodes.on_cold_full must be one of"),
         ({"nodes": {"index": "btree"}}, "unknown index"),
         ({"nodes": {"hash": "md5"}}, "unknown hash"),
         ({"scaler": {"d_low": 0}}, "d_low"),
@@ -130,3 +137,10 @@ def test_bad_origin_settings_are_errors_that_name_the_setting(
     data = {"origins": {"o": {"url": "http://127.0.0.1:1", setting: value}}}
     with pytest.raises(ConfigError, match=named):
         ClusterSettings.from_mapping(data)
+
+
+def test_on_cold_full() -> None:
+    data = {"nodes": {"on_full": "demote", "tier": "disk:/x", "on_cold_full": "evict"}}
+    assert ClusterSettings.from_mapping(data).nodes.on_cold_full is OnColdFull.EVICT
+    with pytest.raises(ConfigError, match="on_cold_full must be one of"):
+        NodeSettings(on_cold_full="ignore")  # type: ignore[arg-type]

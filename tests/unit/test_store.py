@@ -7,7 +7,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from elastic_cache.config import CapacityUnit, OnFull
+from elastic_cache.config import CapacityUnit, OnColdFull, OnFull
 from elastic_cache.errors import StoreFull, TokenMismatch, ValueTooLarge
 from elastic_cache.hashing import Murmur3Hasher
 from elastic_cache.indexes import make_index
@@ -336,12 +336,55 @@ def test_demote_policy_hands_victims_over() -> None:
     store._check()
 
 
-def test_paused_demotion_evicts() -> None:
+def test_paused_demotion_evicts_under_on_cold_full_evict() -> None:
     store, _ = make_store(limit=1, on_full=OnFull.DEMOTE)
+    store.on_cold_full = OnColdFull.EVICT
     store.put("a", 1, b"v", "t")
     store.demotion_paused = True
     assert store.put("b", 2, b"v", "t").evicted == ("a",)
     assert store.take_victims() == []
+
+
+def test_paused_demotion_refuses_writes_that_need_room() -> None:
+    store, clock = make_store(limit=2, on_full=OnFull.DEMOTE)
+    assert store.on_cold_full is OnColdFull.REFUSE  # the default
+    store.put("a", 1, b"va", "t")
+    store.put("b", 2, b"vb", "t")
+    store.demotion_paused = True
+    store.demotion_retry_at = clock.now + 7.2
+    store.demotion_error = "cold_tier_full: disk tier is full: cannot create /x"
+    with pytest.raises(StoreFull) as info:
+        store.put("c", 3, b"vc", "t")
+    err = info.value
+    assert err.status == 507 and err.code == "store_full"
+    assert err.details == {"retry_after": 8}
+    assert "cold tier is full or failing" in err.message and "about 8 s" in err.message
+    assert "disk tier is full" in err.message and "(2/2 records)" in err.message
+    with pytest.raises(StoreFull):
+        store.apply("c", 3, Record(b"vc", "t", 0.0, 99, 3))
+    # Nothing was pushed out, and what fits still goes in: an overwrite of the same size.
+    assert store.take_victims() == [] and store.evictions == 0
+    assert set(store.index) == {"a", "b"}
+    store.put("b", 2, b"v2", "t")
+    assert store.peek("b") is not None and store.peek("b").value == b"v2"  # type: ignore[union-attr]
+    store.delete("a")
+    store.put("c", 3, b"vc", "t")  # room again: no refusal
+    clock.now += 60  # past the retry time but still paused: Retry-After is at least 1
+    with pytest.raises(StoreFull) as info:
+        store.put("d", 4, b"vd", "t")
+    assert info.value.details == {"retry_after": 1}
+    store.demotion_paused = False
+    store.put("d", 4, b"vd", "t")
+    assert [k for k, _, _ in store.take_victims()] == ["b"]
+    store._check()
+
+
+def test_refuse_needs_demote() -> None:
+    # Under evict, a paused flag (set by nobody but a cold layer) changes nothing.
+    store, _ = make_store(limit=1, on_full=OnFull.EVICT)
+    store.put("a", 1, b"v", "t")
+    store.demotion_paused = True
+    assert store.put("b", 2, b"v", "t").evicted == ("a",)
 
 
 def test_demote_lru_moves_records_now() -> None:

@@ -172,6 +172,15 @@
     return bar;
   }
 
+  // A node whose cold tier refuses writes (full disk, S3 down): demotion is paused.
+  function coldTag(n) {
+    if (!n.cold || !n.cold.demotion_paused) return "";
+    const refuse = n.cold.on_cold_full !== "evict";
+    const title = `${n.cold.tier}: ${n.cold.demotion_error || "a write failed"}; ` +
+      (refuse ? "writes that need room get 507 until a retry succeeds" : "the node evicts meanwhile");
+    return el("span", { class: "state coldfull", title }, refuse ? "cold tier full · 507" : "cold tier full · evicting");
+  }
+
   function renderNodes(view) {
     const body = $("#nodes tbody");
     const rows = [];
@@ -191,7 +200,7 @@
         el("td", { class: "num", title: n.threshold == null ? "" : `${fmtInt(n.threshold)} of ${fmtInt(cap)}` },
           n.threshold == null ? "–" : fmtPct(n.threshold / cap, 0)),
         el("td", { class: "num" }, lookups ? fmtPct(n.hits / lookups) : "–"),
-        el("td", {}, el("span", { class: "state " + n.state }, n.state)),
+        el("td", {}, el("span", { class: "state " + n.state }, n.state), coldTag(n)),
       );
       rows.push(tr);
     }

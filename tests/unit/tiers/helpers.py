@@ -1,16 +1,19 @@
-"""Node services with a cold tier, on fake clocks, for the layer tests."""
+"""Node services with a cold tier, on fake clocks, for the layer tests; a disk tier
+that can be made full."""
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Callable
 
-from elastic_cache.config import CapacityUnit, OnFull
+from elastic_cache.config import CapacityUnit, OnColdFull, OnFull
 from elastic_cache.errors import KeyNotFound
 from elastic_cache.hashing import Murmur3Hasher, TokenHasher
 from elastic_cache.indexes import make_index
 from elastic_cache.node.service import NodeService, PeerLink
 from elastic_cache.store import Capacity, Record, Store, record_size
-from elastic_cache.tiers.base import ColdTier
+from elastic_cache.tiers.base import ColdEntry, ColdTier, ColdTierFull
+from elastic_cache.tiers.disk import DiskTier
 from elastic_cache.tiers.io import TierIO
 from elastic_cache.tiers.layer import ColdLayer
 
@@ -23,6 +26,22 @@ class FakeClock:
         return self.now
 
 
+class FullDiskTier(DiskTier):
+    """A real disk tier whose writes fail as on a full disk while ``full`` is set
+    (reads, deletes and listings keep working, as on a full file system)."""
+
+    full = False
+
+    def put(self, entry: ColdEntry, value: bytes) -> None:
+        if self.full:
+            raise ColdTierFull(
+                f"disk tier is full: cannot create a file in {self.root}",
+                tier="disk",
+                errno=errno.ENOSPC,
+            )
+        super().put(entry, value)
+
+
 def tiered_service(
     tier: ColdTier,
     *,
@@ -30,6 +49,7 @@ def tiered_service(
     capacity: int = 4,
     clock: FakeClock | None = None,
     on_full: OnFull = OnFull.DEMOTE,
+    on_cold_full: OnColdFull = OnColdFull.REFUSE,
     max_value_bytes: int = 1024,
     hasher: TokenHasher | None = None,
     peer_factory: Callable[[str], PeerLink] | None = None,
@@ -43,6 +63,7 @@ def tiered_service(
         Capacity(CapacityUnit.RECORDS, capacity),
         on_full=on_full,
         clock=clock,
+        on_cold_full=on_cold_full,
     )
     cold = ColdLayer(
         tier, store, max_value_bytes=max_value_bytes, wall_clock=clock, io=TierIO(workers=4)

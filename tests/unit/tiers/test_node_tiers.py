@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from elastic_cache.config import NodeSettings
+from elastic_cache.config import NodeSettings, OnColdFull
 from elastic_cache.errors import KeyNotFound, NodeUnavailable, TokenMismatch, ValueTooLarge
 from elastic_cache.node.local import LocalNetwork
 from elastic_cache.node.service import NodeService
@@ -128,11 +128,12 @@ async def test_large_value_without_a_tier_is_refused() -> None:
         await plain.put_stream("k", "t", None, chunks(b"x"))
 
 
-async def test_disk_full_stops_demotion_not_serving(
+async def test_disk_full_stops_demotion_not_serving_and_evicts_under_evict(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # on_cold_full = "evict" (tests/unit/tiers/test_cold_full.py has the default, refuse).
     tier = DiskTier(tmp_path, fsync=False)
-    svc = tiered_service(tier, capacity=2)
+    svc = tiered_service(tier, capacity=2, on_cold_full=OnColdFull.EVICT)
     cold = cold_of(svc)
     cold.retry_after = 0.05
     real = os.replace
@@ -148,8 +149,10 @@ async def test_disk_full_stops_demotion_not_serving(
     # on its way to the tier (and failed too) or evicted outright.
     assert cold.demote_failures >= 1 and svc.store.demotion_paused
     assert svc.store.evictions == 2
+    assert cold.demotions_lost == 2 and cold.stats()["demotions_lost"] == 2
     assert await value_of(svc, "k3") == b"v"  # memory keeps serving
-    assert "cold_tier_full" not in str(cold.stats()) and cold.last_error
+    assert cold.last_error and "disk tier is full" in cold.last_error
+    assert cold.stats()["demotion_error"].startswith("cold_tier_full: disk tier is full")
     monkeypatch.setattr(os, "replace", real)
     for _ in range(100):
         if not svc.store.demotion_paused:

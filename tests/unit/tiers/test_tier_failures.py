@@ -20,6 +20,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, rule
 from moto import mock_aws
 
+from elastic_cache.config import OnColdFull
+from elastic_cache.errors import StoreFull
 from elastic_cache.node.local import LocalNetwork
 from elastic_cache.node.service import NodeService
 from elastic_cache.tiers import deferred as deferred_module
@@ -111,6 +113,8 @@ async def test_writes_are_acknowledged_while_s3_fails_and_the_old_copy_never_ret
     bucket: str,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
+    # Under on_cold_full = "evict"; test_cold_full.py has the default, "refuse".
+    node.store.on_cold_full = OnColdFull.EVICT
     cold = cold_of(node)
     await node.put("a", b"a1", "t", None)
     await node.put("b", b"b1", "t", None)  # a1 -> S3
@@ -263,8 +267,12 @@ _FAKE_AWS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
 class FlakyS3Machine(RuleBasedStateMachine):
     """A one-record memory over an S3 tier that goes down and comes back, against the
     set of values each read may return: the latest acknowledged one, a value whose
-    write or delete was refused (it may or may not have happened), or a miss (a value
-    can be lost while the tier fails). An older acknowledged value is never allowed."""
+    write or delete was refused (it may or may not have happened), or, under
+    ``on_cold_full = evict`` only, a miss (a value can be lost while the tier fails).
+    An older acknowledged value is never allowed. Under ``refuse`` (the default) a
+    write that needs room while the tier fails is refused (507) and changes nothing."""
+
+    on_cold_full = OnColdFull.REFUSE
 
     def __init__(self) -> None:
         super().__init__()
@@ -281,7 +289,12 @@ class FlakyS3Machine(RuleBasedStateMachine):
         self.loop = asyncio.new_event_loop()
         self.clock = FakeClock()
         # One record of memory: every write of another key sends the last one cold.
-        self.svc = tiered_service(S3Tier(self.flaky, bucket, "m"), clock=self.clock, capacity=1)
+        self.svc = tiered_service(
+            S3Tier(self.flaky, bucket, "m"),
+            clock=self.clock,
+            capacity=1,
+            on_cold_full=self.on_cold_full,
+        )
         self.cold = cold_of(self.svc)
         self.cold.deferred.retry = 0.005
         self.cold.retry_after = 0.05
@@ -317,10 +330,14 @@ class FlakyS3Machine(RuleBasedStateMachine):
         value = f"{key}#{self.writes}".encode()
         try:
             self.run(self.svc.put(key, value, "t", None))
+        except StoreFull:
+            assert self.on_cold_full is OnColdFull.REFUSE
+            assert self.svc.store.demotion_paused
         except ColdTierError:
             self.allowed[key].add(value)  # refused: it may or may not have happened
         else:
-            self.allowed[key] = {value, None}
+            lost = self.on_cold_full is OnColdFull.EVICT
+            self.allowed[key] = {value, None} if lost else {value}
 
     @rule(key=st.sampled_from(KEYS))
     def get(self, key: str) -> None:
@@ -378,5 +395,11 @@ class FlakyS3Machine(RuleBasedStateMachine):
         self.run(relist_now())
 
 
+class FlakyS3EvictMachine(FlakyS3Machine):
+    on_cold_full = OnColdFull.EVICT
+
+
 TestFlakyS3Machine = FlakyS3Machine.TestCase
 TestFlakyS3Machine.settings = settings(max_examples=60, stateful_step_count=30, deadline=None)
+TestFlakyS3EvictMachine = FlakyS3EvictMachine.TestCase
+TestFlakyS3EvictMachine.settings = settings(max_examples=30, stateful_step_count=30, deadline=None)
