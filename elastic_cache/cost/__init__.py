@@ -1,6 +1,6 @@
 """AWS price tables and the paper's cost formulas for keeping a cache on AWS.
 
-Two modules, one public face:
+Three modules, one public face:
 
 * `elastic_cache.cost.prices`: dated, immutable price tables (`PAPER_2011_PRICES`, the
   paper's Table I as far as we could confirm or reconstruct it, and `CURRENT_PRICES`),
@@ -8,14 +8,19 @@ Two modules, one public face:
   ``ecache status`` use (`instance_price`, `cluster_cost_per_hour`).
 * `elastic_cache.cost.model`: the paper's formulas ``C = C_alloc + C_io``,
   ``C_EBS = C_alloc + C_store + C_req + C_io``, ``C_S3 = C_store + C_req + C_io``, the
-  monthly cost of each configuration for a `Workload`, and `cheapest`.
+  monthly cost of each configuration for a `Workload` in an explicit `Transfer` setting,
+  and `cheapest`.
+* `elastic_cache.cost.speedup`: the paper's speedup S (`cache_speedup`) and cost per
+  unit of speedup (`cost_per_speedup`).
 
-Example: the paper's Figure 7 case, 50 MB values in a 25 GB cache read 2000 times a month::
+Example: the paper's Figure 7 case, 50 MB values in a 25 GB cache read 2000 times a month,
+every read transferred out of AWS (the paper's setting)::
 
-    >>> from elastic_cache.cost import PAPER_2011_PRICES, Workload, monthly_cost
-    >>> w = Workload(value_mb=50, cache_gb=25, requests_per_month=2000)
-    >>> round(monthly_cost("s3", w, PAPER_2011_PRICES).store, 2)
-    3.75
+    >>> from elastic_cache.cost import PAPER_2011_PRICES, Transfer, Workload, monthly_cost
+    >>> w = Workload(value_mb=50, cache_gb=25, requests_per_month=2000, transfer=Transfer.OUT)
+    >>> s3 = monthly_cost("s3", w, PAPER_2011_PRICES)
+    >>> round(s3.store, 2), round(s3.io, 2)
+    (3.75, 14.65)
 
 Nothing here imports aiohttp, asyncio or boto3; prices are data, never fetched.
 ``docs/cost.md`` has the tables, sources, assumptions and the Figure 7 numbers.
@@ -27,10 +32,10 @@ from elastic_cache.cost.model import (
     HOURS_PER_MONTH,
     Configuration,
     CostBreakdown,
+    Transfer,
     Workload,
     alloc_cost,
     cheapest,
-    cost_per_speedup,
     ebs_cache_cost,
     hybrid_cache_cost,
     instance_cache_cost,
@@ -54,6 +59,7 @@ from elastic_cache.cost.prices import (
     instance_price,
     price_table,
 )
+from elastic_cache.cost.speedup import cache_speedup, cost_per_speedup
 from elastic_cache.errors import UnknownPrice
 
 __all__ = [
@@ -67,9 +73,11 @@ __all__ = [
     "InstanceType",
     "PriceTable",
     "RegionPrices",
+    "Transfer",
     "UnknownPrice",
     "Workload",
     "alloc_cost",
+    "cache_speedup",
     "cheapest",
     "cluster_cost_per_hour",
     "cost_per_speedup",

@@ -17,10 +17,12 @@ plus the hybrid cache (one instance's memory, the overflow in S3), which has the
 C_EBS (`hybrid_cache_cost`). What a `Workload` turns into instance-hours, GB-months,
 requests and GB transferred is stated on each function; the assumptions in short:
 
-* Clients run in the cache's region (the paper's services run on EC2), and data moving
-  between EC2, EBS and S3 in one region is billed at ``transfer_intra_region_per_gb``,
-  which is 0 in both built-in tables (same zone). With ``clients_in_region=False``
-  reads are billed as transfer out to the internet and writes as transfer in.
+* Where the bytes go is every `Workload`'s explicit `Transfer` setting, never a default:
+  `Transfer.OUT` is the paper's worst case (§4.5: every value read leaves AWS, billed at
+  ``transfer_out_per_gb``, so C_io = R × d × c_out), `Transfer.IN_REGION` keeps clients
+  in the cache's region, and `Transfer.OUT_AND_IN` also bills writes as transfer in.
+  Data moving between EC2, EBS and S3 in one region is billed at
+  ``transfer_intra_region_per_gb``, which is 0 in both built-in tables (same zone).
 * An instance-based cache runs, all month, as many instances as it takes to hold it.
 * A read or a write moves one whole value; by default the cache is filled once a month.
 """
@@ -39,10 +41,10 @@ __all__ = [
     "HOURS_PER_MONTH",
     "Configuration",
     "CostBreakdown",
+    "Transfer",
     "Workload",
     "alloc_cost",
     "cheapest",
-    "cost_per_speedup",
     "ebs_cache_cost",
     "hybrid_cache_cost",
     "instance_cache_cost",
@@ -85,6 +87,31 @@ def _configuration(value: object) -> Configuration:
     raise ConfigError(f"unknown configuration {value!r}; known: {known}")
 
 
+class Transfer(StrEnum):
+    """Where the cache's clients are, and so what C_io bills. Every `Workload` must say:
+    with many reads of large values transfer out is most of the bill (docs/cost.md)."""
+
+    #: Clients, and the service that fills the cache, run in the cache's region: reads
+    #: and writes are billed at ``transfer_intra_region_per_gb`` (0 in the built-in tables).
+    IN_REGION = "in-region"
+    #: The paper's worst case (§4.5): every value read leaves AWS, billed at
+    #: ``transfer_out_per_gb``; values are written by the service, which runs in the region
+    #: (intra-region rate). C_io = R × d × c_out, the paper's formula.
+    OUT = "out"
+    #: As OUT, and the values are written from outside AWS too (``transfer_in_per_gb``).
+    OUT_AND_IN = "out-and-in"
+
+
+def _transfer(value: object) -> Transfer:
+    if isinstance(value, str):
+        try:
+            return Transfer(value)
+        except ValueError:
+            pass
+    known = ", ".join(t.value for t in Transfer)
+    raise ConfigError(f"unknown transfer setting {value!r}; known: {known}")
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Workload:
     """What the cache holds and serves in a month.
@@ -93,10 +120,11 @@ class Workload:
         value_mb: size of one value (the paper's unit-data size), MB.
         cache_gb: total size of the cache, GB.
         requests_per_month: R, reads of a value per month (0 is allowed).
+        transfer: where the clients are, so what C_io bills (`Transfer`, or its value
+            such as ``"out"``). Required: the paper's Figure 7 is `Transfer.OUT`.
         writes_per_month: values written per month; None means the cache is filled
             once, one write per value it holds (`values`).
         hours_per_month: hours an instance runs in the month.
-        clients_in_region: the clients run in the cache's AWS region (the paper's case).
         memory_usable_fraction: share of an instance's memory the cache may fill.
         ebs_io_kb: size of one EBS I/O request, KB; a value of 50 MB is 400 requests of
             128 KB. Our assumption: the paper does not say.
@@ -105,9 +133,9 @@ class Workload:
     value_mb: float
     cache_gb: float
     requests_per_month: float
+    transfer: Transfer
     writes_per_month: float | None = None
     hours_per_month: float = HOURS_PER_MONTH
-    clients_in_region: bool = True
     memory_usable_fraction: float = 1.0
     ebs_io_kb: float = 128.0
 
@@ -122,16 +150,13 @@ class Workload:
         usable = finite_number("memory_usable_fraction", self.memory_usable_fraction, positive=True)
         if usable > 1:
             raise ConfigError(f"memory_usable_fraction must be at most 1, got {usable}")
-        if not isinstance(self.clients_in_region, bool):
-            raise ConfigError(
-                f"clients_in_region must be true or false, got {self.clients_in_region!r}"
-            )
         requests = finite_number("requests_per_month", self.requests_per_month)
         writes = self.writes_per_month
         if writes is not None:
             writes = finite_number("writes_per_month", writes)
         io_kb = finite_number("ebs_io_kb", self.ebs_io_kb, positive=True)
-        normalised = {
+        normalised: dict[str, object] = {
+            "transfer": _transfer(self.transfer),
             "value_mb": value,
             "cache_gb": cache,
             "requests_per_month": requests,
@@ -245,15 +270,14 @@ def io_cost(*, gb_transferred: float, usd_per_gb: float) -> float:
 
 
 def _client_io(workload: Workload, prices: RegionPrices) -> float:
-    """C_io of the values clients read and write."""
+    """C_io of the values clients read and write, as the workload's `Transfer` says."""
     read_gb = workload.requests_per_month * workload.value_gb
     write_gb = workload.writes * workload.value_gb
-    if workload.clients_in_region:
-        return io_cost(
-            gb_transferred=read_gb + write_gb, usd_per_gb=prices.transfer_intra_region_per_gb
-        )
-    return io_cost(gb_transferred=read_gb, usd_per_gb=prices.transfer_out_per_gb) + io_cost(
-        gb_transferred=write_gb, usd_per_gb=prices.transfer_in_per_gb
+    inside = prices.transfer_intra_region_per_gb
+    read_rate = inside if workload.transfer is Transfer.IN_REGION else prices.transfer_out_per_gb
+    write_rate = prices.transfer_in_per_gb if workload.transfer is Transfer.OUT_AND_IN else inside
+    return io_cost(gb_transferred=read_gb, usd_per_gb=read_rate) + io_cost(
+        gb_transferred=write_gb, usd_per_gb=write_rate
     )
 
 
@@ -499,19 +523,3 @@ def cheapest(
     return ranked(
         workload, table, instance_types=instance_types, region=region, configurations=configurations
     )[0]
-
-
-def cost_per_speedup(monthly_usd: float, speedup: float) -> float:
-    """USD per month for each unit of speedup: ``monthly_usd / speedup``.
-
-    ``speedup`` is the time to answer without the cache over the time with it (the
-    hit-time experiments give it per configuration). Ours, not the paper's: we could not
-    confirm that the paper defines this ratio. It weighs a cheap but slow configuration
-    against a fast but dear one.
-
-    Raises:
-        ConfigError: ``monthly_usd`` is negative, or ``speedup`` is not positive.
-    """
-    return finite_number("monthly_usd", monthly_usd) / finite_number(
-        "speedup", speedup, positive=True
-    )

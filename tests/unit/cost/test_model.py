@@ -6,7 +6,7 @@ import math
 from typing import Any
 
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from elastic_cache.cost import (
@@ -16,10 +16,10 @@ from elastic_cache.cost import (
     Configuration,
     CostBreakdown,
     PriceTable,
+    Transfer,
     Workload,
     alloc_cost,
     cheapest,
-    cost_per_speedup,
     ebs_cache_cost,
     hybrid_cache_cost,
     instance_cache_cost,
@@ -39,9 +39,10 @@ SMALL = PAPER.instance("m1.small")
 XLARGE = PAPER.instance("m1.xlarge")
 
 
-def figure7(requests: int, **kw: Any) -> Workload:
-    """The paper's Figure 7 workload: 50 MB values, a 25 GB cache, R requests a month."""
-    return Workload(value_mb=50, cache_gb=25, requests_per_month=requests, **kw)
+def figure7(requests: int, transfer: Transfer = Transfer.IN_REGION, **kw: Any) -> Workload:
+    """The paper's Figure 7 workload: 50 MB values, a 25 GB cache, R requests a month
+    (clients in the region unless ``transfer`` says otherwise)."""
+    return Workload(value_mb=50, cache_gb=25, requests_per_month=requests, transfer=transfer, **kw)
 
 
 # -- the paper's worked figures ----------------------------------------------------------
@@ -152,18 +153,89 @@ def test_hybrid_cache() -> None:
     assert c.alloc == pytest.approx(496.40)
     assert c.store == pytest.approx(1.50)
     assert c.req == pytest.approx(0.4 * 512 * 1e-5 + 0.4 * 2000 * 1e-6)
-    big = Workload(value_mb=1, cache_gb=10, requests_per_month=1000)
+    big = Workload(value_mb=1, cache_gb=10, requests_per_month=1000, transfer=Transfer.OUT)
     all_in_memory = hybrid_cache_cost(big, XLARGE, PAPER)
     assert (all_in_memory.store, all_in_memory.req) == (0, 0)
 
 
 def test_clients_outside_the_region_pay_for_transfer() -> None:
-    # Reads go out at $0.15/GB, writes come in at $0.10/GB (2010 prices).
+    # Reads go out at $0.15/GB; with OUT_AND_IN writes also come in at $0.10/GB (2010).
     inside = s3_cache_cost(figure7(2000), PAPER)
-    outside = s3_cache_cost(figure7(2000, clients_in_region=False), PAPER)
+    out = s3_cache_cost(figure7(2000, Transfer.OUT), PAPER)
+    both = s3_cache_cost(figure7(2000, Transfer.OUT_AND_IN), PAPER)
     assert inside.io == 0
-    assert outside.io == pytest.approx(2000 * 50 / 1024 * 0.15 + 512 * 50 / 1024 * 0.10)
-    assert outside.total - inside.total == pytest.approx(outside.io)
+    assert out.io == pytest.approx(2000 * 50 / 1024 * 0.15)  # the paper's R × d × c_io
+    assert both.io == pytest.approx(2000 * 50 / 1024 * 0.15 + 512 * 50 / 1024 * 0.10)
+    assert out.total - inside.total == pytest.approx(out.io)
+
+
+def test_the_transfer_setting_is_required_and_checked() -> None:
+    with pytest.raises(TypeError, match="transfer"):
+        Workload(value_mb=50, cache_gb=25, requests_per_month=2000)  # type: ignore[call-arg]
+    by_name = Workload(value_mb=50, cache_gb=25, requests_per_month=2000, transfer="out")  # type: ignore[arg-type]
+    assert by_name.transfer is Transfer.OUT
+    for bad in ("outside", True, None):
+        with pytest.raises(ConfigError, match="transfer"):
+            Workload(value_mb=50, cache_gb=25, requests_per_month=2000, transfer=bad)  # type: ignore[arg-type]
+
+
+# The paper's Figure 7 (§4.5): its five configurations, 2010 prices (Table I), by hand.
+# 512 values of 50 MB (d = 50/1024 GB); a month of 730 h; writes fill the cache once.
+# R = 2000 reads out:    2000 × 50/1024 GB × $0.15 =   $14.6484375
+# R = 200000 reads out:  200000 × 50/1024 × $0.15  = $1,464.84375
+# m1.small 730 × 0.085 = 62.05; m1.xlarge 730 × 0.68 = 496.40
+# EBS: 25 GB × 0.10 = 2.50; (R + 512) × 400 I/Os of 128 KB × $0.10/10⁶ = 0.10048 / 8.02048
+# S3: 25 GB × 0.15 = 3.75; 512 PUTs × $0.01/1000 + R GETs × $0.01/10000 = 0.00712 / 0.20512
+FIGURE7_BILLS = {
+    # (label, configuration, instance): (alloc, store, req at 2000, req at 200000)
+    ("small-disk", "disk", "m1.small"): (62.05, 0.0, 0.0, 0.0),
+    ("xlarge-disk", "disk", "m1.xlarge"): (496.40, 0.0, 0.0, 0.0),
+    ("small-ebs", "ebs", "m1.small"): (62.05, 2.50, 0.10048, 8.02048),
+    ("xlarge-ebs", "ebs", "m1.xlarge"): (496.40, 2.50, 0.10048, 8.02048),
+    ("s3", "s3", None): (0.0, 3.75, 0.00712, 0.20512),
+}
+READS_OUT = {2000: 14.6484375, 200_000: 1464.84375}
+
+
+@pytest.mark.parametrize("transfer", [Transfer.OUT, Transfer.IN_REGION], ids=str)
+@pytest.mark.parametrize("requests", [2000, 200_000])
+@pytest.mark.parametrize("config", list(FIGURE7_BILLS), ids=lambda c: c[0])
+def test_figure7_bills_by_hand(
+    config: tuple[str, str, str | None], requests: int, transfer: Transfer
+) -> None:
+    _, configuration, instance_type = config
+    alloc, store, req_2000, req_200000 = FIGURE7_BILLS[config]
+    req = req_2000 if requests == 2000 else req_200000
+    io = READS_OUT[requests] if transfer is Transfer.OUT else 0.0
+    got = monthly_cost(
+        configuration, figure7(requests, transfer), PAPER_2011_PRICES, instance_type=instance_type
+    )
+    assert got.alloc == pytest.approx(alloc)
+    assert got.store == pytest.approx(store)
+    assert got.req == pytest.approx(req)
+    assert got.io == pytest.approx(io)
+    assert got.total == pytest.approx(alloc + store + req + io)
+
+
+def test_figure7_the_papers_findings_in_its_setting() -> None:
+    def bill(config: str, requests: int, transfer: Transfer, instance: str | None = None) -> Any:
+        return monthly_cost(
+            config, figure7(requests, transfer), PAPER_2011_PRICES, instance_type=instance
+        )
+
+    # 7(a): at R = 2000 allocation dominates; 7(b): at R = 200000 transfer out does.
+    small = bill("disk", 2000, Transfer.OUT, "m1.small")
+    assert small.total == pytest.approx(76.6984375) and small.alloc / small.total > 0.8
+    small = bill("disk", 200_000, Transfer.OUT, "m1.small")
+    assert small.total == pytest.approx(1526.89375)
+    assert small.io / small.total == pytest.approx(0.9594, abs=1e-4)
+    # In the region nothing is transferred: allocation dominates at any R.
+    assert bill("disk", 200_000, Transfer.IN_REGION, "m1.small").io == 0
+    # xlarge-ebs costs about $500 a month more than S3, in either setting.
+    for transfer in Transfer:
+        for requests, more in ((2000, 495.24336), (200_000, 502.96536)):
+            xl = bill("ebs", requests, transfer, "m1.xlarge").total
+            assert xl - bill("s3", requests, transfer).total == pytest.approx(more), transfer
 
 
 def test_explicit_writes_replace_the_fill_once_default() -> None:
@@ -310,14 +382,6 @@ def test_cheapest_errors() -> None:
     assert cheapest(w, CURRENT_PRICES, instance_types=[]).configuration is Configuration.S3
 
 
-def test_cost_per_speedup() -> None:
-    assert cost_per_speedup(100.0, 4.0) == 25.0
-    assert cost_per_speedup(0.0, 2.0) == 0.0
-    for bad in [(100.0, 0.0), (100.0, -2.0), (-1.0, 2.0), (1.0, math.nan)]:
-        with pytest.raises(ConfigError):
-            cost_per_speedup(*bad)
-
-
 # -- workload validation ---------------------------------------------------------------
 
 
@@ -326,7 +390,10 @@ def test_workload_defaults_and_derived_sizes() -> None:
     assert w.hours_per_month == HOURS_PER_MONTH == 730.0
     assert w.values == 512
     assert w.value_gb == pytest.approx(50 / 1024)
-    assert Workload(value_mb=0.3, cache_gb=1, requests_per_month=1).values == 3413
+    assert (
+        Workload(value_mb=0.3, cache_gb=1, requests_per_month=1, transfer=Transfer.IN_REGION).values
+        == 3413
+    )
 
 
 @pytest.mark.parametrize(
@@ -348,11 +415,18 @@ def test_workload_defaults_and_derived_sizes() -> None:
         {"memory_usable_fraction": 0},
         {"memory_usable_fraction": 1.5},
         {"ebs_io_kb": 0},
-        {"clients_in_region": 1},
+        {"transfer": 1},
+        {"transfer": "clients_in_region"},
     ],
 )
 def test_bad_workloads_are_config_errors(kwargs: dict[str, Any]) -> None:
-    args: dict[str, Any] = {"value_mb": 50, "cache_gb": 25, "requests_per_month": 2000, **kwargs}
+    args: dict[str, Any] = {
+        "value_mb": 50,
+        "cache_gb": 25,
+        "requests_per_month": 2000,
+        "transfer": Transfer.IN_REGION,
+        **kwargs,
+    }
     with pytest.raises(ConfigError):
         Workload(**args)
 
@@ -364,7 +438,7 @@ workloads = st.builds(
     value_mb=st.floats(0.001, 200),
     cache_gb=st.floats(0.5, 2000),
     requests_per_month=st.floats(0, 1e8),
-    clients_in_region=st.booleans(),
+    transfer=st.sampled_from(Transfer),
     memory_usable_fraction=st.floats(0.1, 1),
 )
 tables = st.sampled_from([PAPER_2011_PRICES, CURRENT_PRICES])
@@ -441,5 +515,7 @@ def test_cheapest_is_no_dearer_than_any_option(w: Workload, table: PriceTable) -
 @settings(max_examples=40, deadline=None)
 @given(workloads, tables)
 def test_clients_outside_the_region_never_cost_less(w: Workload, table: PriceTable) -> None:
-    assume(w.clients_in_region)
-    _never_cheaper(w, _with(w, clients_in_region=False), table, table)
+    # IN_REGION ≤ OUT ≤ OUT_AND_IN, option by option.
+    inside, out = _with(w, transfer=Transfer.IN_REGION), _with(w, transfer=Transfer.OUT)
+    _never_cheaper(inside, out, table, table)
+    _never_cheaper(out, _with(w, transfer=Transfer.OUT_AND_IN), table, table)
