@@ -2,8 +2,9 @@
 
 A launch runs one instance with the configured image (by default the latest Amazon
 Linux 2023, looked up through its public SSM parameter), instance type, subnet, security
-groups and instance profile; IMDSv2 is required (``HttpTokens=required``, hop limit 1) and
-the instance and its root volume carry the cluster's tags from the start. The user data
+groups and instance profile; IMDSv2 is required (``HttpTokens=required``, hop limit 1),
+a burstable (T-family) type runs in ``standard`` CPU-credit mode (`credit_specification`),
+and the instance and its root volume carry the cluster's tags from the start. The user data
 (`elastic_cache.userdata`) installs this exact version of the package from a bundle in
 S3, through a presigned URL made for that launch, and starts ``ecache node`` as a systemd
 service. `launch` returns once the instance runs and the node answers ``/healthz``.
@@ -41,6 +42,7 @@ from elastic_cache.provisioner.local import node_arguments
 from elastic_cache.userdata import node_user_data
 
 __all__ = [
+    "BURSTABLE_FAMILIES",
     "CLUSTER_TAG",
     "NODE_TAG",
     "ROLE_TAG",
@@ -49,6 +51,7 @@ __all__ = [
     "InstanceRunner",
     "PrivateAddress",
     "cluster_filters",
+    "credit_specification",
     "instance_params",
     "node_args",
     "resolve_image",
@@ -66,6 +69,25 @@ _LIVE_STATES = ("pending", "running")
 #: Every state an instance can be terminated from: a stopped instance bills its volume
 #: and keeps its network interface, which keeps its security groups in use.
 UNTERMINATED_STATES = ("pending", "running", "stopping", "stopped")
+
+
+#: Instance families that earn and spend CPU credits and accept ``CreditSpecification``
+#: (EC2 refuses the parameter for any other family, T1 included). A new T family must be
+#: added here, or it launches in its default mode (``unlimited`` for T3 and later).
+BURSTABLE_FAMILIES = frozenset({"t2", "t3", "t3a", "t4g"})
+
+
+def credit_specification(instance_type: str) -> dict[str, str] | None:
+    """The ``CreditSpecification`` a launch of ``instance_type`` carries: ``standard`` for a
+    burstable family, None (no parameter) for any other.
+
+    In ``unlimited`` mode, the default of T3, T3a and T4g, an instance that has spent its
+    credits keeps its full CPU and bills the surplus vCPU-hours, several times its list
+    price when busy; ``standard`` throttles it to its baseline instead, so the price the
+    budget counts is the price paid (docs/aws.md, "CPU credits").
+    """
+    family = instance_type.split(".", 1)[0]
+    return {"CpuCredits": "standard"} if family in BURSTABLE_FAMILIES else None
 
 
 def cluster_filters(
@@ -169,8 +191,9 @@ def instance_params(
 ) -> dict[str, Any]:
     """``run_instances`` parameters every instance of a cluster shares: one instance,
     IMDSv2 only with a hop limit of 1, the tags on the instance and its volume at launch,
-    an encrypted gp3 root volume that goes with the instance."""
-    return {
+    an encrypted gp3 root volume that goes with the instance, and ``standard`` CPU
+    credits for a burstable type (`credit_specification`)."""
+    params: dict[str, Any] = {
         "ImageId": image,
         "InstanceType": instance_type,
         "MinCount": 1,
@@ -197,6 +220,10 @@ def instance_params(
             }
         ],
     }
+    credits = credit_specification(instance_type)
+    if credits is not None:
+        params["CreditSpecification"] = credits
+    return params
 
 
 class Ec2Provisioner:

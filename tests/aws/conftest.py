@@ -109,6 +109,23 @@ class LocalInstances:
         return self.local.pids()
 
 
+def record_calls(events: Any, service: str, operation: str) -> list[dict[str, Any]]:
+    """The serialised parameters of every ``operation`` call made through ``events`` (a
+    client's ``meta.events``, or a session's ``events`` before its clients are made): what
+    reaches the wire, for parameters moto accepts but does not keep. The calls go on to
+    moto unchanged."""
+    calls: list[dict[str, Any]] = []
+
+    def handler(params: dict[str, Any], **_: Any) -> None:
+        # For EC2's query protocol the body holds the API parameters as form fields
+        # ("CreditSpecification.CpuCredits": "standard").
+        body = params.get("body")
+        calls.append(dict(body) if isinstance(body, dict) else {})
+
+    events.register(f"before-call.{service}.{operation}", handler)
+    return calls
+
+
 def fail_call(client: Any, operation: str, code: str, *, when: Any = None) -> list[dict[str, Any]]:
     """Make ``operation`` on ``client`` fail with AWS error ``code`` (when ``when(params)``
     is true) before it reaches moto; returns the list of parameters of every call."""

@@ -27,7 +27,7 @@ from elastic_cache.errors import ConfigError
 from elastic_cache.progress import Progress
 from elastic_cache.userdata import coordinator_config_of
 
-from .conftest import REGION, fail_call, unique
+from .conftest import REGION, fail_call, record_calls, unique
 
 
 def settings(**overrides: Any) -> DeploySettings:
@@ -207,6 +207,22 @@ def test_destroy_is_idempotent_and_status_of_nothing_is_an_error(
     assert session.client("s3").list_buckets()["Buckets"] == []
     with pytest.raises(ClusterNotFound):
         status_by_name(s.name, region=REGION, session=session, out=quiet)
+
+
+@pytest.mark.parametrize(
+    ("instance_type", "credits"), [("t3.small", "standard"), ("m6i.large", None)]
+)
+def test_the_coordinator_launches_with_standard_credits_on_a_t_type_only(
+    session: Any, tmp_path: Path, instance_type: str, credits: str | None
+) -> None:
+    """moto keeps no credit mode (it describes every instance as standard), so the
+    parameter is checked on the RunInstances request deploy sends, as botocore
+    serialised it."""
+    calls = record_calls(session.events, "ec2", "RunInstances")
+    run_deploy(session, tmp_path, settings(coordinator_instance_type=instance_type))
+    (call,) = calls
+    assert call["InstanceType"] == instance_type
+    assert call.get("CreditSpecification.CpuCredits") == credits
 
 
 @pytest.mark.parametrize(

@@ -25,7 +25,12 @@ from elastic_cache.deploy.coordinator import coordinator_config
 from elastic_cache.deploy.names import ClusterNames
 from elastic_cache.deploy.settings import DeploySettings
 from elastic_cache.errors import ConfigError, ProvisionError
-from elastic_cache.provisioner.ec2 import CLUSTER_TAG, Ec2Provisioner
+from elastic_cache.provisioner.ec2 import (
+    CLUSTER_TAG,
+    Ec2Provisioner,
+    credit_specification,
+    instance_params,
+)
 from elastic_cache.userdata import MAX_USER_DATA_BYTES
 
 from ..unit.test_userdata import bash_syntax_ok
@@ -292,3 +297,60 @@ def test_node_user_data_holds_no_secret(session: Any) -> None:
     assert query["X-Amz-Security-Token"] == session_token
     # No other AWS access key id anywhere in the script.
     assert re.findall(r"(?:AKIA|ASIA)[A-Z0-9]{16}", script) == [access_key]
+
+
+@pytest.mark.parametrize(
+    ("instance_type", "credits"),
+    [
+        ("t2.micro", "standard"),
+        ("t3.small", "standard"),
+        ("t3a.large", "standard"),
+        ("t4g.nano", "standard"),
+        ("m6i.large", None),
+        ("m7g.large", None),
+        ("c7i.large", None),
+        ("t1.micro", None),  # not a credit-based family: EC2 refuses the parameter
+        ("trn1.2xlarge", None),  # starts with "t", not a T family
+    ],
+)
+def test_burstable_types_launch_with_standard_credits_only(
+    instance_type: str, credits: str | None
+) -> None:
+    params = instance_params(
+        image="ami-0123456789abcdef0",
+        instance_type=instance_type,
+        user_data="#!/bin/bash",
+        tags=[],
+        root_device="/dev/xvda",
+        volume_gb=8,
+    )
+    assert params.get("CreditSpecification") == credit_specification(instance_type)
+    if credits is None:
+        assert "CreditSpecification" not in params
+    else:
+        assert params["CreditSpecification"] == {"CpuCredits": credits}
+
+
+async def test_node_launches_ask_for_standard_credits_on_t_types_only(
+    session: Any, tmp_path: Path
+) -> None:
+    """moto keeps no credit mode (it describes every instance as standard), so the
+    parameter is checked on the request itself, as serialised by botocore."""
+    prov, _ = provisioner(session, tmp_path, instance_types=("t3.small", "m6i.large"))
+    calls = fail_call(
+        prov.ec2,
+        "RunInstances",
+        "InsufficientInstanceCapacity",
+        when=lambda body: body.get("InstanceType") == "t3.small",
+    )
+    try:
+        handle = await prov.launch("node-1")
+        assert handle.instance_type == "m6i.large"
+        asked = [(c["InstanceType"], c.get("CreditSpecification.CpuCredits")) for c in calls]
+        assert asked == [
+            ("t3.small", "standard"),
+            ("t3.small", "standard"),  # the second subnet
+            ("m6i.large", None),
+        ]
+    finally:
+        await prov.close()
