@@ -410,6 +410,7 @@ def cmd_deploy(args: argparse.Namespace) -> int:
         name=args.name,
         region=_region(args, session),
         allow_cidr=args.allow_cidr or _caller_cidr(),
+        public=args.public,
         instance_types=tuple(args.instance_type or ["t3.small"]),
         coordinator_instance_type=args.coordinator_instance_type,
         max_nodes=args.max_nodes,
@@ -601,7 +602,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-usd-per-hour", type=float, help="budget for all instances, coordinator included"
     )
     dep.add_argument(
-        "--allow-cidr", help="who may reach the API (default: your public address, /32)"
+        "--allow-cidr",
+        metavar="CIDR",
+        help="who may reach the API (default: your public address, /32); the whole "
+        "internet (0.0.0.0/0, ::/0) or any CIDR broader than /8 (IPv4) or /16 (IPv6) is "
+        "refused without --public",
+    )
+    dep.add_argument(
+        "--public",
+        action="store_true",
+        help="allow an --allow-cidr that opens the API port to the whole internet or a large "
+        "part of it: anyone there can read and write the cache and make it scale (and "
+        "spend). Without it such a CIDR is refused before anything is created",
     )
     dep.add_argument(
         "--prices",

@@ -16,7 +16,46 @@ from elastic_cache.config import (
 )
 from elastic_cache.errors import ConfigError
 
-__all__ = ["DeployResult", "DeploySettings"]
+__all__ = ["BROADEST_WITHOUT_PUBLIC", "DeployResult", "DeploySettings", "check_allow_cidr"]
+
+#: The shortest prefix ``--allow-cidr`` may have without ``--public``, by IP version. No
+#: one network is broader than an IPv4 /8 (the largest block ever assigned), nor an IPv6
+#: /16 (IANA gives the regional registries /12s, which they cut into /32s or a little
+#: larger for operators): a broader CIDR, the whole internet (0.0.0.0/0, ::/0) above
+#: all, admits strangers.
+BROADEST_WITHOUT_PUBLIC = {4: 8, 6: 16}
+
+
+def check_allow_cidr(cidr: str, *, public: bool) -> str:
+    """``cidr`` normalised (``" ::0/0"`` becomes ``"::/0"``, host bits are dropped), and
+    refused when it is broader than `BROADEST_WITHOUT_PUBLIC` unless ``public``.
+
+    Raises:
+        ConfigError: not a CIDR, or too broad without ``public``; the user's to fix.
+    """
+    if not isinstance(cidr, str):
+        raise ConfigError(f"--allow-cidr must be a CIDR such as 203.0.113.7/32, got {cidr!r}")
+    try:
+        net = ipaddress.ip_network(cidr.strip(), strict=False)
+    except ValueError as exc:
+        raise ConfigError(f"--allow-cidr must be a CIDR such as 203.0.113.7/32: {exc}") from exc
+    broadest = BROADEST_WITHOUT_PUBLIC[net.version]
+    if net.prefixlen < broadest and not public:
+        what = (
+            "every address on the internet"
+            if net.prefixlen == 0
+            else f"2^{net.max_prefixlen - net.prefixlen} addresses (it is broader than "
+            f"/{broadest}, more than any one organisation's network)"
+        )
+        given = cidr.strip()
+        shown = given if given == str(net) else f"{given} ({net})"
+        raise ConfigError(
+            f"--allow-cidr {shown} admits {what}: anyone there could reach the cache's API "
+            "over plain HTTP, read and write it and drive its scaling. Pass only the "
+            "networks that need it (the default is your own address), or add --public to "
+            "open the API port this wide on purpose"
+        )
+    return str(net)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -26,7 +65,9 @@ class DeploySettings:
     Attributes:
         name: the cluster's name.
         region: the AWS region.
-        allow_cidr: who may reach the public API (the coordinator's port).
+        allow_cidr: who may reach the public API (the coordinator's port); no broader
+            than `BROADEST_WITHOUT_PUBLIC` unless ``public``.
+        public: allow an ``allow_cidr`` as broad as the whole internet.
         instance_types: node instance types, in order of preference.
         coordinator_instance_type: the coordinator's instance type.
         max_nodes: most nodes the scaler may run.
@@ -50,6 +91,7 @@ class DeploySettings:
     name: str
     region: str
     allow_cidr: str
+    public: bool = False
     instance_types: tuple[str, ...] = ("t3.small",)
     coordinator_instance_type: str = "t3.small"
     max_nodes: int = 4
@@ -69,11 +111,9 @@ class DeploySettings:
 
     def __post_init__(self) -> None:
         check_cluster_name(self.name)
-        try:
-            net = ipaddress.ip_network(self.allow_cidr, strict=False)
-        except ValueError as exc:
-            raise ConfigError(f"--allow-cidr must be a CIDR such as 203.0.113.7/32: {exc}") from exc
-        object.__setattr__(self, "allow_cidr", str(net))
+        object.__setattr__(
+            self, "allow_cidr", check_allow_cidr(self.allow_cidr, public=self.public)
+        )
         # Reuse the [ec2] validation of region, types, subnets, image and ports.
         Ec2Settings(
             cluster=self.name,

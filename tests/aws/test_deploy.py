@@ -375,6 +375,85 @@ def test_deploy_without_allow_cidr_opens_the_port_to_the_caller_only(
     assert perm.get(other, []) == []
 
 
+def what_exists(session: Any) -> dict[str, list[str]]:
+    """Everything of the kinds deploy creates, in the mocked account."""
+    ec2 = session.client("ec2")
+    return {
+        "buckets": [b["Name"] for b in session.client("s3").list_buckets()["Buckets"]],
+        "security groups": [
+            g["GroupName"]
+            for g in ec2.describe_security_groups()["SecurityGroups"]
+            if g["GroupName"] != "default"
+        ],
+        "instances": [
+            i["InstanceId"]
+            for r in ec2.describe_instances()["Reservations"]
+            for i in r["Instances"]
+        ],
+        "roles": [r["RoleName"] for r in session.client("iam").list_roles()["Roles"]],
+        "instance profiles": [
+            p["InstanceProfileName"]
+            for p in session.client("iam").list_instance_profiles()["InstanceProfiles"]
+        ],
+        "parameters": [
+            p["Name"]
+            for p in session.client("ssm").describe_parameters()["Parameters"]
+            if not p["Name"].startswith("/aws/")
+        ],
+    }
+
+
+NOTHING: dict[str, list[str]] = {
+    k: []
+    for k in ("buckets", "security groups", "instances", "roles", "instance profiles", "parameters")
+}
+
+
+@pytest.mark.parametrize("cidr", ["0.0.0.0/0", "::/0", "0.0.0.0/0 ", "::0/0", "0.0.0.0/1"])
+def test_deploy_open_to_the_internet_without_public_exits_having_created_nothing(
+    session: Any,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    cidr: str,
+) -> None:
+    """The guard runs before any AWS call: not one request leaves, and the account holds
+    nothing of the cluster afterwards."""
+    assert what_exists(session) == NOTHING
+    calls: list[str] = []
+    session.events.register("before-call", lambda model, **_: calls.append(model.name))
+    monkeypatch.setattr(cli, "_boto_session", lambda region: session)
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    argv = ["deploy", "--name", unique("t"), "--region", REGION, "--allow-cidr", cidr]
+    assert cli.main([*argv, "--wheelhouse", str(wheels), "--no-wait"]) == 2
+    err = capsys.readouterr().err
+    assert "--public" in err and "admits" in err
+    assert calls == []
+    assert what_exists(session) == NOTHING
+    assert "ListBuckets" in calls  # the hook does see the calls made through the session
+
+
+def test_public_opens_the_api_port_to_the_internet(
+    session: Any,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    (wheels / "dep-1.0-py3-none-any.whl").write_bytes(b"dep")
+    name = unique("t")
+    argv = ["deploy", "--name", name, "--region", REGION, "--allow-cidr", "0.0.0.0/0"]
+    argv += ["--public", "--wheelhouse", str(wheels), "--no-wait"]
+    assert cli.main(argv) == 0, capsys.readouterr().err
+    assert "port 8080 from 0.0.0.0/0" in capsys.readouterr().out
+    (group,) = session.client("ec2").describe_security_groups(
+        Filters=[{"Name": "group-name", "Values": [f"ecache-{name}-coordinator"]}]
+    )["SecurityGroups"]
+    assert public_sources(session, group["GroupId"]) == [(8080, "0.0.0.0/0")]
+
+
 #: t3.small at three times its list price in the test region (an operator's override).
 DEAR = CostSettings(prices={REGION: {"instances": {"t3.small": {"usd_per_hour": 0.0624}}}})
 

@@ -86,6 +86,29 @@ def test_bad_settings_exit_2_with_a_message(
     assert fragment in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("cidr", ["0.0.0.0/0", "::0/0"])
+def test_deploy_open_to_the_internet_needs_public(
+    cidr: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Refused while the settings are checked: before any AWS client exists."""
+    monkeypatch.delenv("AWS_PROFILE", raising=False)  # a missing profile fails earlier
+    argv = ["deploy", "--name", "demo", "--region", "us-east-1", "--allow-cidr", cidr]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("ecache: error: --allow-cidr ")
+    assert "every address on the internet" in err
+    assert "add --public to open the API port this wide on purpose" in err
+
+
+def test_deploy_help_explains_public(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as done:
+        main(["deploy", "--help"])
+    assert done.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "--public allow an --allow-cidr that opens the API port to the whole internet" in text
+    assert "refused without --public" in text
+
+
 def test_bad_toml(tmp_path: pytest.TempPathFactory, capsys: pytest.CaptureFixture[str]) -> None:
     config = tmp_path / "bad.toml"  # type: ignore[operator]
     config.write_text("[nodes\n")
