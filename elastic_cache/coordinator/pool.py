@@ -82,9 +82,7 @@ class BodyStream:
     # -- fed by the connection ---------------------------------------------------------------
 
     def feed(self, data: bytes) -> None:
-        if len(data) > self._left:
-            self._conn.reusable = False  # bytes past the body: do not reuse
-            data = data[: self._left]
+        # httptools hands over body bytes only: never more than the Content-Length.
         if data:
             self._left -= len(data)
             self._chunks.append(data)

@@ -181,7 +181,7 @@ def decode_record(value: bytes, content_type: str, *, now: float) -> StoredRespo
     (length,) = _LENGTH.unpack_from(value, len(_MAGIC))
     if _HEAD + length > len(value):
         raise RecordError("stored answer: metadata runs past the value")
-    fields = _read_meta(bytes(value[_HEAD : _HEAD + length]))
+    fields = _read_meta(value[_HEAD : _HEAD + length])
     return StoredResponse(body=value[_HEAD + length :], **fields)
 
 

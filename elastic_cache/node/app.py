@@ -89,13 +89,7 @@ async def get_kv(request: web.Request) -> web.StreamResponse:
     try:
         rec = service.get(request.match_info["key"])
     except ElasticCacheError as err:
-        if err.status == 404:
-            return web.Response(
-                status=404,
-                body=_MISS_BODY,
-                headers={"Content-Type": "application/json", "X-Ecache-Epoch": str(service.epoch)},
-            )
-        return error_response(err, {"X-Ecache-Epoch": str(service.epoch)})
+        return _miss_or_error(service, err)
     if request.method == "HEAD":
         return web.Response(
             headers={
@@ -110,12 +104,17 @@ async def get_kv(request: web.Request) -> web.StreamResponse:
     return await send_value(request, rec.value, headers)
 
 
+def _miss(headers: dict[str, str]) -> web.Response:
+    """The JSON 404 of a key with no value (built once: a miss is a hot answer)."""
+    return web.Response(
+        status=404, body=_MISS_BODY, headers={"Content-Type": "application/json", **headers}
+    )
+
+
 def _miss_or_error(service: NodeService, err: ElasticCacheError) -> web.Response:
     epoch = {"X-Ecache-Epoch": str(service.epoch)}
     if err.status == 404:
-        return web.Response(
-            status=404, body=_MISS_BODY, headers={"Content-Type": "application/json", **epoch}
-        )
+        return _miss(epoch)
     return error_response(err, epoch)
 
 
@@ -224,12 +223,7 @@ async def delete_kv(request: web.Request) -> web.StreamResponse:
     except ElasticCacheError as err:
         return error_response(err, _fill_header(service))
     if not existed:
-        # The JSON miss, as GET answers it: every error has a JSON body.
-        return web.Response(
-            status=404,
-            body=_MISS_BODY,
-            headers={"Content-Type": "application/json", **_fill_header(service)},
-        )
+        return _miss(_fill_header(service))  # the JSON miss, as GET answers it
     return web.Response(status=204, headers=_fill_header(service))
 
 

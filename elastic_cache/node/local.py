@@ -142,8 +142,8 @@ class LocalNodeClient:
             return _error_answer(err, svc.epoch)
         used, limit = svc.store.used, svc.store.capacity.limit
         if not existed:  # the JSON miss the HTTP node answers
-            miss = json.dumps(KeyNotFound("no value for this key").to_json()).encode()
-            return Answer(404, miss, "application/json", svc.epoch, used, limit)
+            miss = _error_answer(KeyNotFound("no value for this key"), svc.epoch)
+            return miss._replace(used=used, capacity=limit)
         return Answer(204, b"", "", svc.epoch, used, limit)
 
     async def stats(self) -> NodeStats:
