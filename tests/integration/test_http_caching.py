@@ -267,11 +267,12 @@ async def test_gzip_body_keeps_its_encoding_and_a_variant_per_encoding(
 async def test_max_age_expires_and_is_refetched(
     cache: CoordinatorHarness, case_origin: CaseOrigin, clock: Clock
 ) -> None:
-    case_origin.route("m", answer(b"short", Cache_Control="max-age=1"))
+    # max-age leaves room for the origin's whole-second Date (up to 1 s of age on arrival).
+    case_origin.route("m", answer(b"short", Cache_Control="max-age=5"))
     assert (await get(cache, "web/m"))[2]["X-Cache"] == "MISS"
     s, body, h, _ = await get(cache, "web/m")
     assert (s, body, h["X-Cache"]) == (200, b"short", "HIT")
-    clock.advance(2)
+    clock.advance(6)
     assert (await get(cache, "web/m"))[2]["X-Cache"] in ("MISS", "PASS")
     assert case_origin.calls["m"] == 2
 
@@ -500,9 +501,13 @@ async def test_stale_while_revalidate_answers_at_once_and_refreshes(
     version = iter(range(100))
 
     async def changing(request: web.Request) -> web.Response:
+        # The first answer goes stale after 1 s; the refreshed one stays fresh long enough
+        # for a slow machine to read it back (the origin's Date has whole seconds only, so
+        # an answer can be almost 1 s old when it arrives).
+        n = next(version)
         return web.Response(
-            text=f"v{next(version)}",
-            headers={"Cache-Control": "max-age=1, stale-while-revalidate=60"},
+            text=f"v{n}",
+            headers={"Cache-Control": f"max-age={1 if n == 0 else 60}, stale-while-revalidate=60"},
         )
 
     case_origin.route("swr", changing)
