@@ -45,6 +45,7 @@ from elastic_cache.errors import (
     UpstreamError,
     ValueTooLarge,
 )
+from elastic_cache.fastpath import client_address
 from elastic_cache.httpio import (
     STREAM_ABOVE,
     check_length,
@@ -68,7 +69,7 @@ COORDINATOR: web.AppKey[Coordinator] = web.AppKey("coordinator", Coordinator)
 log = logging.getLogger("elastic_cache.coordinator")
 
 
-def _answer_headers(answer: Answer) -> dict[str, str]:
+def answer_headers(answer: Answer) -> dict[str, str]:
     headers = {"Content-Type": answer.content_type, "X-Ecache-Epoch": str(answer.epoch)}
     if answer.cache:
         headers["X-Cache"] = answer.cache  # HIT-COLD: the node answered from its cold tier
@@ -80,7 +81,7 @@ def _answer_headers(answer: Answer) -> dict[str, str]:
 def _respond(answer: Answer) -> web.Response:
     if answer.status == 204:
         return web.Response(status=204, headers={"X-Ecache-Epoch": str(answer.epoch)})
-    return web.Response(status=answer.status, body=answer.body, headers=_answer_headers(answer))
+    return web.Response(status=answer.status, body=answer.body, headers=answer_headers(answer))
 
 
 async def get_kv(request: web.Request) -> web.StreamResponse:
@@ -102,7 +103,7 @@ async def _relay(request: web.Request, answer: Answer) -> web.StreamResponse:
     stream = answer.stream
     assert stream is not None
     try:
-        response = web.StreamResponse(status=answer.status, headers=_answer_headers(answer))
+        response = web.StreamResponse(status=answer.status, headers=answer_headers(answer))
         response.content_length = stream.length
         await response.prepare(request)
         try:
@@ -186,8 +187,8 @@ async def read_through(request: web.Request) -> web.StreamResponse:
                 parts[4],
                 query,
                 request.headers.items(),
-                # aiohttp read the peer's address once, when the connection opened.
-                remote=request.remote,
+                # The peer's address; for a request the lean layer relayed, the one it names.
+                remote=client_address(request),
                 body=body,
             )
         )

@@ -14,14 +14,16 @@ from aiohttp import web
 from elastic_cache.config import ClusterSettings, ProvisionerKind
 from elastic_cache.coordinator.app import make_coordinator_app
 from elastic_cache.coordinator.auth import admin_token_middleware, fetch_admin_token
+from elastic_cache.coordinator.fast import CoordinatorHotRoutes
 from elastic_cache.coordinator.service import Coordinator
 from elastic_cache.errors import ConfigError
+from elastic_cache.fastpath import FastServer
 from elastic_cache.logs import set_log_context
 from elastic_cache.node.runner import tune_gc
 from elastic_cache.provisioner.base import Provisioner
 from elastic_cache.provisioner.local import LocalProvisioner
 
-__all__ = ["build_provisioner", "serve_coordinator"]
+__all__ = ["build_provisioner", "serve_coordinator", "start_coordinator_server"]
 
 
 def build_provisioner(settings: ClusterSettings, *, session: Any = None) -> Provisioner:
@@ -42,6 +44,26 @@ def build_provisioner(settings: ClusterSettings, *, session: Any = None) -> Prov
         return Ec2Provisioner(settings.ec2, settings.nodes, session=session)
     state_dir = Path(settings.coordinator.state_dir)
     return LocalProvisioner(settings.nodes, log_dir=state_dir / "logs")
+
+
+async def start_coordinator_server(
+    coord: Coordinator, app: web.Application, host: str, port: int
+) -> tuple[FastServer, int]:
+    """Serve ``app`` (the coordinator's) on ``host:port`` (0: a free port): the lean
+    layer answers keys and read-through, the application the rest (`elastic_cache.fastpath`).
+
+    Returns:
+        The server (``close()`` it to stop; that cleans up the application) and the port.
+    """
+    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    await runner.setup()
+    front = FastServer(runner, CoordinatorHotRoutes(coord))
+    try:
+        bound = await front.start(host, port)
+    except BaseException:
+        await front.close()
+        raise
+    return front, bound
 
 
 async def serve_coordinator(
@@ -77,6 +99,7 @@ async def serve_coordinator(
         token = await asyncio.to_thread(fetch_admin_token, ssm, parameter)
         app.middlewares.append(admin_token_middleware(token))
     runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    front: FastServer | None = None
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -84,17 +107,15 @@ async def serve_coordinator(
     try:
         await runner.setup()
         host, port = settings.coordinator.host, settings.coordinator.port
-        site = web.TCPSite(runner, host, port, backlog=1024)
+        front = FastServer(runner, CoordinatorHotRoutes(coord))
         try:
-            await site.start()
+            bound = await front.start(host, port)
         except OSError as exc:
             raise ConfigError(
                 f"cannot listen on {host}:{port}: {exc.strerror}; pass --port"
             ) from exc
         # Bound first, so a port already in use fails before any node is launched.
         await coord.start()
-        # With port 0 the kernel picked a free port: report the one bound.
-        bound = runner.addresses[0][1] if runner.addresses else port
         url = f"http://{host}:{bound}"
         if on_ready is not None:
             on_ready(coord, url)
@@ -102,5 +123,8 @@ async def serve_coordinator(
     finally:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(sig)
-        await runner.cleanup()
+        if front is not None:
+            await front.close()
+        else:
+            await runner.cleanup()
         await coord.stop()

@@ -13,11 +13,15 @@ from aiohttp import web
 
 from elastic_cache import eventloop
 from elastic_cache.config import NodeSettings
+from elastic_cache.fastpath import FastServer
 from elastic_cache.lifecycle import wait_for_stop
 from elastic_cache.logs import set_log_context
 from elastic_cache.node import build_node_service, make_node_app
+from elastic_cache.node.app import METER
+from elastic_cache.node.fast import NodeHotRoutes
+from elastic_cache.node.service import NodeService
 
-__all__ = ["serve_node", "tune_gc"]
+__all__ = ["serve_node", "start_node_server", "tune_gc"]
 
 log = logging.getLogger("elastic_cache.node")
 
@@ -35,6 +39,27 @@ def tune_gc() -> None:
     """
     gc.freeze()
     gc.set_threshold(50_000, 20, 10)
+
+
+async def start_node_server(
+    service: NodeService, max_value_bytes: int, host: str, port: int
+) -> tuple[FastServer, int]:
+    """Serve ``service`` on ``host:port`` (0: a free port): the lean layer answers the
+    key routes, the aiohttp application the rest (`elastic_cache.fastpath`).
+
+    Returns:
+        The server (``close()`` it to stop) and the port bound.
+    """
+    app = make_node_app(service, max_value_bytes=max_value_bytes)
+    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    await runner.setup()
+    front = FastServer(runner, NodeHotRoutes(service, max_value_bytes, app[METER]))
+    try:
+        bound = await front.start(host, port)
+    except BaseException:
+        await front.close()
+        raise
+    return front, bound
 
 
 async def serve_node(
@@ -60,14 +85,7 @@ async def serve_node(
     tune_gc()
     service = build_node_service(settings, node_id=node_id)
     set_log_context(node=node_id, epoch=lambda: service.epoch)
-    app = make_node_app(service, max_value_bytes=settings.max_value_bytes)
-    runner = web.AppRunner(app, access_log=None, handle_signals=False)
-    await runner.setup()
-    site = web.TCPSite(runner, host, port, backlog=1024)
-    await site.start()
-    server = site._server
-    assert server is not None
-    bound = server.sockets[0].getsockname()[1]  # type: ignore[attr-defined]
+    front, bound = await start_node_server(service, settings.max_value_bytes, host, port)
     address = f"http://{host}:{bound}"
     line = {"event": "listening", "node": node_id, "address": address, "pid": os.getpid()}
     sys.stdout.write(json.dumps(line) + "\n")
@@ -81,5 +99,5 @@ async def serve_node(
             # A clean stop writes memory to the cold tier, so a restart is warm.
             await service.cold.flush(timeout=flush_timeout)
     finally:
-        await runner.cleanup()
+        await front.close()
         log.info("node %s stopped", node_id)

@@ -168,6 +168,19 @@ class NodeService:
         self.hits += 1
         return rec
 
+    def memory_hit(self, key: str) -> Record | None:
+        """The live record of ``key`` if memory holds it (counted as a hit); None, with
+        nothing counted, when it does not (the caller goes on with `lookup`).
+
+        Raises:
+            Misdirected: not ours.
+        """
+        self.token(key)
+        rec = self.store.get(key)
+        if rec is not None:
+            self.hits += 1
+        return rec
+
     async def lookup(self, key: str) -> Record | ColdHit:
         """The live value of ``key``: from memory, else from the cold tier (a cold hit
         is promoted to memory when there is room).

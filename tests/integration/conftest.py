@@ -6,19 +6,23 @@ import asyncio
 import dataclasses
 import socket
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
+import uvloop
 from aiohttp import web
 
 from elastic_cache.config import ClusterSettings, NodeSettings
 from elastic_cache.coordinator.app import make_coordinator_app
+from elastic_cache.coordinator.runner import start_coordinator_server
 from elastic_cache.coordinator.service import Coordinator
 from elastic_cache.errors import ProvisionError
-from elastic_cache.node import build_node_service, make_node_app
+from elastic_cache.fastpath import FastServer
+from elastic_cache.node import build_node_service
+from elastic_cache.node.runner import start_node_server
 from elastic_cache.provisioner.base import NodeHandle
 
 
@@ -37,7 +41,7 @@ class ServerProvisioner:
     def __init__(self, settings: NodeSettings, boot_delay: float = 0.0) -> None:
         self.settings = settings
         self.boot_delay = boot_delay
-        self.runners: dict[str, web.AppRunner] = {}
+        self.runners: dict[str, FastServer] = {}
         self.services: dict[str, Any] = {}
         self.fail_next = False
 
@@ -58,12 +62,9 @@ class ServerProvisioner:
             # node process its own directory.
             settings = dataclasses.replace(settings, tier=f"{settings.tier}/{node_id}")
         service = build_node_service(settings, node_id=node_id)
-        runner = web.AppRunner(
-            make_node_app(service, max_value_bytes=self.settings.max_value_bytes)
+        runner, port = await start_node_server(
+            service, self.settings.max_value_bytes, "127.0.0.1", 0
         )
-        await runner.setup()
-        port = free_port()
-        await web.TCPSite(runner, "127.0.0.1", port).start()
         self.runners[node_id] = runner
         self.services[node_id] = service
         return NodeHandle(
@@ -76,7 +77,7 @@ class ServerProvisioner:
     async def kill(self, node_id: str) -> None:
         runner = self.runners.pop(node_id, None)
         if runner is not None:
-            await runner.cleanup()
+            await runner.close(timeout=0)
 
     async def terminate(self, handle: NodeHandle) -> None:
         await self.kill(handle.node_id)
@@ -153,16 +154,14 @@ class CoordinatorHarness:
 
 async def start_harness(
     settings: ClusterSettings, tmp_path: Any
-) -> tuple[CoordinatorHarness, web.AppRunner]:
+) -> tuple[CoordinatorHarness, FastServer]:
     provisioner = ServerProvisioner(settings.nodes)
     coord = Coordinator(
         settings, provisioner, state_path=tmp_path / "cluster.json", poll_period=0.2
     )
-    runner = web.AppRunner(make_coordinator_app(coord))
-    await runner.setup()
-    port = free_port()
-    await web.TCPSite(runner, "127.0.0.1", port).start()
-    return CoordinatorHarness(coord, provisioner, f"http://127.0.0.1:{port}"), runner
+    app = make_coordinator_app(coord)
+    server, port = await start_coordinator_server(coord, app, "127.0.0.1", 0)
+    return CoordinatorHarness(coord, provisioner, f"http://127.0.0.1:{port}"), server
 
 
 def cluster_settings(**sections: dict[str, Any]) -> ClusterSettings:
@@ -186,7 +185,7 @@ async def harness(tmp_path: Path, origin: FakeOrigin) -> AsyncIterator[Coordinat
     h, runner = await start_harness(settings, tmp_path)
     yield h
     await h.http.close()
-    await runner.cleanup()
+    await runner.close()
 
 
 _TERMINAL_SUMMARY = pytest.StashKey[list[str]]()
@@ -205,3 +204,12 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         terminalreporter.section("integration results")
         for line in lines:
             terminalreporter.write_line(line)
+
+
+def pytest_asyncio_loop_factories(
+    config: pytest.Config, item: pytest.Item
+) -> Mapping[str, Callable[[], asyncio.AbstractEventLoop]]:
+    """The lean HTTP layer's tests run on both event loops a server process may use."""
+    if item.module is not None and item.module.__name__.endswith("test_fastpath"):  # type: ignore[attr-defined]
+        return {"asyncio": asyncio.new_event_loop, "uvloop": uvloop.new_event_loop}
+    return {"asyncio": asyncio.new_event_loop}

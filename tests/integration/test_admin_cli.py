@@ -22,7 +22,7 @@ async def harness(tmp_path: Path) -> AsyncIterator[CoordinatorHarness]:
     h, runner = await start_harness(settings, tmp_path)
     yield h
     await h.http.close()
-    await runner.cleanup()
+    await runner.close()
 
 
 async def test_fill_then_add_and_remove_nodes(

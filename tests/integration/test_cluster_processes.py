@@ -17,12 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aiohttp import web
 
 from elastic_cache.client import AsyncClient
 from elastic_cache.config import ClusterSettings
 from elastic_cache.coordinator.app import make_coordinator_app
 from elastic_cache.coordinator.cluster import MoveFailed
+from elastic_cache.coordinator.runner import start_coordinator_server
 from elastic_cache.coordinator.service import Coordinator
 from elastic_cache.provisioner.local import LocalProvisioner
 
@@ -59,15 +59,13 @@ async def process_cluster(tmp_path: Path, data: dict[str, Any]) -> AsyncIterator
     coord = Coordinator(
         settings, provisioner, state_path=tmp_path / "cluster.json", poll_period=0.3
     )
-    runner = web.AppRunner(make_coordinator_app(coord))
-    await runner.setup()
-    port = free_port()
-    await web.TCPSite(runner, "127.0.0.1", port).start()
+    app = make_coordinator_app(coord)
+    server, port = await start_coordinator_server(coord, app, "127.0.0.1", 0)
     try:
         yield ProcessCluster(coord, provisioner, f"http://127.0.0.1:{port}")
     finally:
         pids = provisioner.pids()
-        await runner.cleanup()
+        await server.close()
         for _ in range(50):
             if not any(pid_alive(p) for p in pids):
                 break

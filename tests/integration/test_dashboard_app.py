@@ -18,7 +18,7 @@ async def harness(tmp_path: Path) -> AsyncIterator[CoordinatorHarness]:
     h, runner = await start_harness(cluster_settings(scaler={"enabled": False}), tmp_path)
     yield h
     await h.http.close()
-    await runner.cleanup()
+    await runner.close()
 
 
 async def test_dashboard_is_served_from_the_package(harness: CoordinatorHarness) -> None:

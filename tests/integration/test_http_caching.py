@@ -27,6 +27,7 @@ from elastic_cache.coordinator import origins
 from elastic_cache.httpcache.keys import cache_key
 
 from .conftest import CoordinatorHarness, cluster_settings, free_port, start_harness
+from .test_fastpath import Replies
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -139,7 +140,7 @@ async def cache(
     rt.client.clock = clock
     yield h
     await h.http.close()
-    await runner.cleanup()
+    await runner.close()
 
 
 async def get(
@@ -547,6 +548,33 @@ async def test_only_allowed_request_headers_reach_the_origin(
     assert seen["Accept-Encoding"] == "identity"
 
 
+@pytest.mark.parametrize("first", ["hot", "control"])
+async def test_the_client_address_cannot_be_forged_through_the_lean_layer(
+    cache: CoordinatorHarness, case_origin: CaseOrigin, first: str
+) -> None:
+    """A POST passes through aiohttp: relayed over the private socket after a hot GET on
+    the same connection, or on a connection handed over at its first request. Either
+    way the origin sees the real peer, never a client's own ``X-Ecache-Client``."""
+    case_origin.route("who", answer(b"x", Cache_Control="no-store"))
+    port = int(cache.url.rsplit(":", 1)[1])
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    opening = (
+        b"GET /v1/svc/web/who HTTP/1.1\r\nHost: x\r\n\r\n"
+        if first == "hot"
+        else b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+    )
+    writer.write(
+        opening + b"POST /v1/svc/web/who HTTP/1.1\r\nHost: x\r\nX-Ecache-Client: 6.6.6.6\r\n"
+        b"Content-Length: 2\r\n\r\nhi"
+    )
+    replies = await Replies(reader).read(2)
+    writer.close()
+    assert [r.status for r in replies] == [200, 200]
+    method, seen = case_origin.seen[-1]
+    assert method == "POST"
+    assert seen["X-Forwarded-For"] == "127.0.0.1"
+
+
 async def test_credentialed_requests_bypass_the_cache_unless_public(
     cache: CoordinatorHarness, case_origin: CaseOrigin
 ) -> None:
@@ -930,7 +958,7 @@ async def test_stored_answers_keep_their_headers_through_the_disk_tier_and_a_mov
         assert case_origin.calls["doc"] == 20
     finally:
         await h.http.close()
-        await runner.cleanup()
+        await runner.close()
 
 
 async def test_waiters_share_a_failing_origins_answer_but_not_one_that_varies(

@@ -16,7 +16,7 @@ async def harness(tmp_path: Path) -> AsyncIterator[CoordinatorHarness]:
     h, runner = await start_harness(cluster_settings(scaler={"enabled": False}), tmp_path)
     yield h
     await h.http.close()
-    await runner.cleanup()
+    await runner.close()
 
 
 def parse(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:

@@ -113,7 +113,7 @@ async def cluster(tmp_path: Path) -> AsyncIterator[CoordinatorHarness]:
     harness, runner = await start_harness(settings, tmp_path)
     yield harness
     await harness.http.close()
-    await runner.cleanup()
+    await runner.close()
     await origin.stop()
 
 

@@ -179,4 +179,4 @@ async def test_the_coordinator_relays_the_507_and_logs_the_pause(tmp_path: Path)
         assert s == 204
     finally:
         await h.http.close()
-        await runner.cleanup()
+        await runner.close()

@@ -72,7 +72,7 @@ async def tiered(
         yield h, request.param
     finally:
         await h.http.close()
-        await runner.cleanup()
+        await runner.close()
 
 
 def node_service(h: CoordinatorHarness) -> Any:
@@ -155,7 +155,7 @@ async def test_the_coordinator_never_holds_a_large_value(tmp_path: Path) -> None
         assert peak < 8 * 1024 * 1024, peak  # well below 20 MB: streamed end to end
     finally:
         await h.http.close()
-        await runner.cleanup()
+        await runner.close()
 
 
 async def test_large_value_without_a_tier_is_413(tmp_path: Path) -> None:
@@ -178,7 +178,7 @@ async def test_large_value_without_a_tier_is_413(tmp_path: Path) -> None:
         writer.close()
     finally:
         await h.http.close()
-        await runner.cleanup()
+        await runner.close()
 
 
 async def test_an_upload_cut_short_leaves_no_partial_value(
@@ -267,4 +267,4 @@ async def test_a_node_refusing_the_key_is_asked_before_the_upload(tmp_path: Path
         assert list((tmp_path / "cold").rglob("*.tmp")) == []
     finally:
         await h.http.close()
-        await runner.cleanup()
+        await runner.close()

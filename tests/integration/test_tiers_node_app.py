@@ -178,7 +178,7 @@ async def test_coordinator_passes_hit_cold_on(tmp_path: Path) -> None:
         assert (s, headers.get("X-Cache")) == (200, None)
     finally:
         await h.http.close()
-        await runner.cleanup()
+        await runner.close()
 
 
 @pytest.mark.parametrize("tiered", [False, True])

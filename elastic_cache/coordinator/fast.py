@@ -1,0 +1,243 @@
+"""The coordinator's hot routes on the lean HTTP layer (`elastic_cache.fastpath`):
+``GET/HEAD/PUT/DELETE /v1/kv/{key}`` and read-through ``GET/HEAD /v1/svc/...``,
+answered as the aiohttp routes of `elastic_cache.coordinator.app` answer them. What
+this module declines (a key or path only aiohttp decodes exactly, a PUT without
+``Content-Length`` or over the nodes' value limit, ``Expect: 100-continue``, other
+read-through methods) goes to those routes.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+from urllib.parse import unquote
+
+from elastic_cache.coordinator.app import answer_headers
+from elastic_cache.coordinator.nodeclient import Answer
+from elastic_cache.coordinator.origins import ClientRequest, Reply
+from elastic_cache.coordinator.pool import BodyStream, PoolError
+from elastic_cache.coordinator.service import Coordinator
+from elastic_cache.errors import ElasticCacheError, UpstreamError
+from elastic_cache.fastpath import (
+    HotRequest,
+    Streamed,
+    chunked_head,
+    error_bytes,
+    query_value,
+    response_bytes,
+    split_target,
+)
+from elastic_cache.httpio import STREAM_ABOVE, parse_content_type, parse_ttl
+
+__all__ = ["CoordinatorHotRoutes"]
+
+log = logging.getLogger("elastic_cache.coordinator")
+
+_KV = b"/v1/kv/"
+_SVC = b"/v1/svc/"
+
+
+class CoordinatorHotRoutes:
+    """Which coordinator requests the lean layer answers."""
+
+    def __init__(self, coord: Coordinator) -> None:
+        self.coord = coord
+        self.router = coord.router
+        self.readthrough = coord.readthrough
+        self.record = coord.metrics.requests.record
+        self.max_value = coord.settings.nodes.max_value_bytes
+
+    def route(self, request: HotRequest) -> Callable[[HotRequest], Any] | None:
+        target = request.target
+        method = request.method
+        if target.startswith(_KV):
+            if method in ("GET", "HEAD"):
+                return self.get
+            if method == "PUT":
+                length = request.header(b"content-length")
+                if (
+                    length is None
+                    or not length.isdigit()
+                    or int(length) > self.max_value
+                    or request.header(b"expect") is not None
+                    or request.header(b"transfer-encoding") is not None
+                ):
+                    return None
+                return self.put
+            if method == "DELETE":
+                return self.delete
+            return None
+        if target.startswith(_SVC) and method in ("GET", "HEAD"):
+            if (
+                not target.isascii()
+                or request.header(b"content-length") not in (None, b"0")
+                or request.header(b"transfer-encoding") is not None
+            ):
+                return None
+            return self.svc
+        return None
+
+    def failed(self, request: HotRequest, exc: Exception, seconds: float) -> None:
+        status = exc.status if isinstance(exc, ElasticCacheError) else 500
+        route = "kv" if request.target.startswith(_KV) else "svc"
+        self.record(route, request.method, status, seconds)
+
+    def _done(self, request: HotRequest, route: str, status: int) -> None:
+        self.record(route, request.method, status, time.perf_counter() - request.started)
+
+    def _error(self, request: HotRequest, route: str, err: ElasticCacheError) -> bytes:
+        self._done(request, route, err.status)
+        if err.status >= 500:
+            log.warning("%s %r -> %d %s", request.method, request.target[:200], err.status, err)
+        return error_bytes(err, keep_alive=request.keep_alive, head=request.method == "HEAD")
+
+    def _answer(self, request: HotRequest, answer: Answer) -> bytes:
+        self._done(request, "kv", answer.status)
+        if answer.status == 204:
+            headers = [("X-Ecache-Epoch", str(answer.epoch))]
+            return response_bytes(204, headers, keep_alive=request.keep_alive)
+        headers = list(answer_headers(answer).items())
+        return response_bytes(answer.status, headers, answer.body, keep_alive=request.keep_alive)
+
+    # -- keys ------------------------------------------------------------------------------
+
+    def get(self, request: HotRequest) -> Any:
+        parts = split_target(request.target, _KV)
+        if parts is None:
+            return None
+        return self._get(request, parts[0])
+
+    async def _get(self, request: HotRequest, key: str) -> bytes | Streamed:
+        try:
+            if request.method == "HEAD":
+                answer = await self.router.get(key, head=True)
+                self._done(request, "kv", answer.status)
+                headers = [("Content-Type", answer.content_type)]
+                return response_bytes(
+                    answer.status, headers, keep_alive=request.keep_alive, length=0
+                )
+            answer = await self.router.get(key, stream_above=STREAM_ABOVE)
+        except ElasticCacheError as err:
+            return self._error(request, "kv", err)
+        if answer.stream is None:
+            return self._answer(request, answer)
+        self._done(request, "kv", answer.status)
+        stream = answer.stream
+        headers = list(answer_headers(answer).items())
+        head = response_bytes(
+            answer.status, headers, keep_alive=request.keep_alive, length=stream.length
+        )
+        return Streamed(head, _node_chunks(stream, request), _closer(stream.close))
+
+    def put(self, request: HotRequest) -> Any:
+        parts = split_target(request.target, _KV)
+        if parts is None:
+            return None
+        return self._put(request, parts[0], parts[1])
+
+    async def _put(self, request: HotRequest, key: str, query: str) -> bytes:
+        try:
+            ttl = parse_ttl(query_value(query, "ttl"))
+            ctype = request.header(b"content-type")
+            content_type = parse_content_type(None if ctype is None else ctype.decode("latin-1"))
+            answer = await self.router.put(key, request.body, content_type, ttl)
+        except ElasticCacheError as err:
+            return self._error(request, "kv", err)
+        return self._answer(request, answer)
+
+    def delete(self, request: HotRequest) -> Any:
+        parts = split_target(request.target, _KV)
+        if parts is None:
+            return None
+        return self._delete(request, parts[0])
+
+    async def _delete(self, request: HotRequest, key: str) -> bytes:
+        try:
+            answer = await self.router.delete(key)
+        except ElasticCacheError as err:
+            return self._error(request, "kv", err)
+        return self._answer(request, answer)
+
+    # -- read-through ----------------------------------------------------------------------
+
+    def svc(self, request: HotRequest) -> Any:
+        target, _, query = request.target.decode("ascii").partition("?")
+        parts = target.split("/", 4)
+        if len(parts) < 5:
+            return None  # the aiohttp route answers the bad path
+        headers = [
+            (name.decode("latin-1"), value.decode("utf-8", "surrogateescape"))
+            for name, value in request.headers
+        ]
+        client = ClientRequest(
+            request.method, unquote(parts[3]), parts[4], query, headers, remote=request.remote
+        )
+        return self._svc(request, client)
+
+    async def _svc(self, request: HotRequest, client: ClientRequest) -> bytes | Streamed:
+        try:
+            reply = await self.readthrough.handle(client)
+        except ElasticCacheError as err:
+            return self._error(request, "svc", err)
+        self._done(request, "svc", reply.status)
+        headers = [*reply.headers, ("X-Cache", reply.cache)]
+        keep = request.keep_alive
+        # A stored answer keeps the origin's Date; only an answer without one gets ours.
+        date = not any(name.lower() == "date" for name, _ in reply.headers)
+        stream = reply.stream
+        if request.method == "HEAD":
+            length = len(reply.body)
+            if stream is not None:
+                length = stream.length if stream.length is not None else -1
+                stream.close()
+            if reply.status in (204, 304) or length < 0:
+                head = response_bytes(reply.status, headers, keep_alive=keep, date=date, length=0)
+                return head.replace(b"Content-Length: 0\r\n", b"", 1)
+            return response_bytes(reply.status, headers, keep_alive=keep, date=date, length=length)
+        if stream is None:
+            return response_bytes(reply.status, headers, reply.body, keep_alive=keep, date=date)
+        return _origin_stream(reply, headers, keep, date)
+
+
+def _origin_stream(
+    reply: Reply, headers: list[tuple[str, str]], keep_alive: bool, date: bool
+) -> Streamed:
+    """An origin's answer passed on as it arrives; one without a length in chunks, so
+    that a body that breaks off (or passes the cap) shows as broken."""
+    stream = reply.stream
+    assert stream is not None
+    length = stream.length
+    if length is None and reply.status not in (204, 304):
+        head = chunked_head(reply.status, headers, keep_alive=keep_alive, date=date)
+        return Streamed(head, _origin_chunks(stream), _closer(stream.close), chunked=True)
+    head = response_bytes(
+        reply.status, headers, keep_alive=keep_alive, date=date, length=length or 0
+    )
+    return Streamed(head, _origin_chunks(stream), _closer(stream.close))
+
+
+async def _origin_chunks(stream: Any) -> AsyncIterator[bytes]:
+    try:
+        async for chunk in stream.chunks():
+            yield chunk
+    except UpstreamError as exc:
+        log.warning("read-through: the origin's answer broke off: %s", exc)
+        raise
+
+
+async def _node_chunks(stream: BodyStream, request: HotRequest) -> AsyncIterator[bytes]:
+    try:
+        while chunk := await stream.read():
+            yield chunk
+    except PoolError as exc:
+        log.warning("GET %r: the node's answer broke off: %s", request.target[:200], exc)
+        raise
+
+
+def _closer(close: Callable[[], None]) -> Callable[[], Any]:
+    async def closed() -> None:
+        close()
+
+    return closed

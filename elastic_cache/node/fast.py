@@ -1,0 +1,189 @@
+"""The node's hot routes on the lean HTTP layer (`elastic_cache.fastpath`):
+``GET/HEAD/PUT/DELETE /v1/kv/{key}``, answered exactly as the aiohttp routes of
+`elastic_cache.node.app` answer them. What this module declines (a key only aiohttp
+decodes exactly, a PUT without ``Content-Length`` or over the value limit, ``Expect:
+100-continue``, a value not in memory on a node with a cold tier, HEAD on such a node)
+goes to those routes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from elastic_cache.errors import ElasticCacheError
+from elastic_cache.fastpath import (
+    HotRequest,
+    Streamed,
+    error_bytes,
+    query_value,
+    response_bytes,
+    split_target,
+)
+from elastic_cache.httpio import SEND_CHUNK, STREAM_ABOVE, parse_content_type, parse_ttl
+from elastic_cache.metrics import RequestMeter
+from elastic_cache.node.service import NodeService
+
+__all__ = ["NodeHotRoutes"]
+
+_PREFIX = b"/v1/kv/"
+_MISS_BODY = b'{"error":"key_not_found","message":"no value for this key"}'
+_JSON = ("Content-Type", "application/json")
+
+
+class NodeHotRoutes:
+    """Which node requests the lean layer answers.
+
+    Args:
+        service: the node.
+        max_value_bytes: largest value a PUT may carry.
+        meter: where answers are counted (route ``kv``, as the aiohttp routes count).
+    """
+
+    def __init__(self, service: NodeService, max_value_bytes: int, meter: RequestMeter) -> None:
+        self.service = service
+        self.max_value = max_value_bytes
+        self.record = meter.record
+
+    def route(self, request: HotRequest) -> Callable[[HotRequest], Any] | None:
+        method = request.method
+        if not request.target.startswith(_PREFIX):
+            return None
+        if method == "GET":
+            return self.get
+        if method == "HEAD":
+            return self.head if self.service.cold is None else None
+        if method == "PUT":
+            length = request.header(b"content-length")
+            if (
+                length is None
+                or not length.isdigit()
+                or int(length) > self.max_value
+                or request.header(b"expect") is not None
+                or request.header(b"transfer-encoding") is not None
+            ):
+                return None
+            return self.put
+        if method == "DELETE":
+            return self.delete
+        return None
+
+    def failed(self, request: HotRequest, exc: Exception, seconds: float) -> None:
+        status = exc.status if isinstance(exc, ElasticCacheError) else 500
+        self.record("kv", request.method, status, seconds)
+
+    def _done(self, request: HotRequest, status: int) -> None:
+        self.record("kv", request.method, status, time.perf_counter() - request.started)
+
+    def _epoch(self) -> list[tuple[str, str]]:
+        return [("X-Ecache-Epoch", str(self.service.epoch))]
+
+    def _fill(self) -> list[tuple[str, str]]:
+        store = self.service.store
+        return [
+            ("X-Ecache-Fill", f"{store.used} {store.capacity.limit}"),
+            ("X-Ecache-Epoch", str(self.service.epoch)),
+        ]
+
+    def _error(self, request: HotRequest, err: ElasticCacheError, fill: bool) -> bytes:
+        self._done(request, err.status)
+        headers = self._fill() if fill else self._epoch()
+        head = request.method == "HEAD"
+        if err.status == 404:
+            # The JSON miss, as the aiohttp routes answer it (built once).
+            headers.insert(0, _JSON)
+            length = len(_MISS_BODY) if head else None
+            body = b"" if head else _MISS_BODY
+            return response_bytes(404, headers, body, keep_alive=request.keep_alive, length=length)
+        return error_bytes(err, headers, keep_alive=request.keep_alive, head=head)
+
+    def get(self, request: HotRequest) -> bytes | Streamed | None:
+        parts = split_target(request.target, _PREFIX)
+        if parts is None:
+            return None
+        service = self.service
+        try:
+            if service.cold is None:
+                rec = service.get(parts[0])
+            else:
+                hit = service.memory_hit(parts[0])
+                if hit is None:
+                    return None  # the cold tier's path, in the aiohttp routes
+                rec = hit
+        except ElasticCacheError as err:
+            return self._error(request, err, fill=False)
+        headers = [("Content-Type", rec.content_type), ("X-Ecache-Epoch", str(service.epoch))]
+        self._done(request, 200)
+        value = rec.value
+        if len(value) <= STREAM_ABOVE:
+            return response_bytes(200, headers, value, keep_alive=request.keep_alive)
+        head = response_bytes(200, headers, keep_alive=request.keep_alive, length=len(value))
+        return Streamed(head, _slices(value), _nothing)
+
+    def head(self, request: HotRequest) -> bytes | None:
+        parts = split_target(request.target, _PREFIX)
+        if parts is None:
+            return None
+        service = self.service
+        try:
+            rec = service.get(parts[0])
+        except ElasticCacheError as err:
+            return self._error(request, err, fill=False)
+        self._done(request, 200)
+        headers = [
+            ("Content-Type", rec.content_type),
+            ("X-Ecache-Length", str(len(rec.value))),
+            ("X-Ecache-Epoch", str(service.epoch)),
+        ]
+        return response_bytes(200, headers, keep_alive=request.keep_alive, length=0)
+
+    def put(self, request: HotRequest) -> Any:
+        parts = split_target(request.target, _PREFIX)
+        if parts is None:
+            return None
+        return self._put(request, parts[0], parts[1])
+
+    async def _put(self, request: HotRequest, key: str, query: str) -> bytes:
+        service = self.service
+        try:
+            ttl = parse_ttl(query_value(query, "ttl"))
+            ctype = request.header(b"content-type")
+            content_type = parse_content_type(None if ctype is None else ctype.decode("latin-1"))
+            service.token(key)
+            outcome = await service.put(key, request.body, content_type, ttl)
+        except ElasticCacheError as err:
+            return self._error(request, err, fill=True)
+        headers = self._fill()
+        if outcome.evicted:
+            headers.append(("X-Ecache-Evicted", str(len(outcome.evicted))))
+        self._done(request, 204)
+        return response_bytes(204, headers, keep_alive=request.keep_alive)
+
+    def delete(self, request: HotRequest) -> Any:
+        parts = split_target(request.target, _PREFIX)
+        if parts is None:
+            return None
+        return self._delete(request, parts[0])
+
+    async def _delete(self, request: HotRequest, key: str) -> bytes:
+        try:
+            existed = await self.service.delete(key)
+        except ElasticCacheError as err:
+            return self._error(request, err, fill=True)
+        if not existed:
+            self._done(request, 404)
+            headers = [_JSON, *self._fill()]
+            return response_bytes(404, headers, _MISS_BODY, keep_alive=request.keep_alive)
+        self._done(request, 204)
+        return response_bytes(204, self._fill(), keep_alive=request.keep_alive)
+
+
+async def _slices(value: bytes) -> AsyncIterator[bytes]:
+    view = memoryview(value)
+    for start in range(0, len(view), SEND_CHUNK):
+        yield bytes(view[start : start + SEND_CHUNK])
+
+
+async def _nothing() -> None:
+    return None

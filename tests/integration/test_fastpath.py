@@ -1,0 +1,294 @@
+"""The lean HTTP layer (`elastic_cache.fastpath`) in front of a real node on 127.0.0.1,
+driven over raw sockets: pipelining, partial reads, slow and vanishing clients,
+100-continue, malformed and oversized requests, hand-over and relay to aiohttp."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+import httptools
+import pytest
+from aiohttp import web
+
+from elastic_cache.config import ClusterSettings
+from elastic_cache.fastpath import FastServer
+from elastic_cache.node import build_node_service, make_node_app
+from elastic_cache.node.app import METER
+from elastic_cache.node.fast import NodeHotRoutes
+from elastic_cache.node.service import NodeService
+
+MAX_VALUE = 4 << 20
+
+
+@dataclass
+class Reply:
+    status: int = 0
+    headers: dict[str, str] = field(default_factory=dict)
+    body: bytes = b""
+
+
+class Replies:
+    """Answers read off a raw connection with httptools' response parser."""
+
+    def __init__(self, reader: asyncio.StreamReader, heads: list[bool] | None = None) -> None:
+        # ``heads``: which answers are to HEAD requests (only the last may be one: the
+        # parser would wait for the body its Content-Length announces).
+        self.reader = reader
+        self.done: list[Reply] = []
+        self.current = Reply()
+        self.heads = heads or []  # per answer: was it a HEAD (no body follows)
+        self.parser = httptools.HttpResponseParser(self)
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self.current.headers[name.decode().lower()] = value.decode()
+
+    def on_headers_complete(self) -> None:
+        self.current.status = self.parser.get_status_code()
+        if self.current.status == 100:
+            return
+        if len(self.done) < len(self.heads) and self.heads[len(self.done)]:
+            self._finish()
+
+    def on_body(self, body: bytes) -> None:
+        self.current.body += body
+
+    def on_message_complete(self) -> None:
+        if self.current.status:
+            self._finish()
+
+    def _finish(self) -> None:
+        self.done.append(self.current)
+        self.current = Reply()
+
+    async def read(self, count: int, timeout: float = 5.0) -> list[Reply]:
+        async with asyncio.timeout(timeout):
+            while len(self.done) < count:
+                data = await self.reader.read(65536)
+                if not data:
+                    break
+                self.parser.feed_data(data)
+        return self.done[:count]
+
+
+@dataclass
+class Node:
+    service: NodeService
+    server: FastServer
+    port: int
+
+    async def connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        return await asyncio.open_connection("127.0.0.1", self.port)
+
+
+@pytest.fixture
+async def node() -> AsyncIterator[Node]:
+    settings = ClusterSettings.from_mapping(
+        {"nodes": {"capacity_records": 1000, "max_value_bytes": MAX_VALUE}}
+    ).nodes
+    service = build_node_service(settings, node_id="n1")
+    service.set_ownership(1, [[0, service.hasher.space - 1]])
+    app = make_node_app(service, max_value_bytes=MAX_VALUE)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    server = FastServer(
+        runner, NodeHotRoutes(service, MAX_VALUE, app[METER]), keepalive=2.0, request_timeout=1.0
+    )
+    port = await server.start("127.0.0.1", 0)
+    yield Node(service, server, port)
+    await server.close(timeout=1.0)
+
+
+def put(key: str, value: bytes, *extra: str) -> bytes:
+    head = f"PUT /v1/kv/{key} HTTP/1.1\r\nHost: x\r\nContent-Length: {len(value)}\r\n"
+    return (head + "".join(f"{h}\r\n" for h in extra) + "\r\n").encode() + value
+
+
+def get(key: str, method: str = "GET") -> bytes:
+    return f"{method} /v1/kv/{key} HTTP/1.1\r\nHost: x\r\n\r\n".encode()
+
+
+async def closed(reader: asyncio.StreamReader, timeout: float = 5.0) -> bool:
+    async with asyncio.timeout(timeout):
+        return await reader.read() == b""
+
+
+async def test_pipelined_requests_are_answered_in_order(node: Node) -> None:
+    reader, writer = await node.connect()
+    writer.write(put("a", b"one") + get("a") + get("missing") + put("b", b"two") + get("b"))
+    replies = await Replies(reader).read(5)
+    assert [r.status for r in replies] == [204, 200, 404, 204, 200]
+    assert replies[1].body == b"one" and replies[4].body == b"two"
+    assert json.loads(replies[2].body)["error"] == "key_not_found"
+    assert replies[1].headers["x-ecache-epoch"] == "1"
+    writer.close()
+
+
+async def test_requests_the_layer_declines_keep_their_place_in_the_pipeline(node: Node) -> None:
+    reader, writer = await node.connect()
+    count = json.dumps({"ranges": [[0, 10]]}).encode()
+    writer.write(
+        put("a", b"one")
+        + b"GET /v1/stats HTTP/1.1\r\nHost: x\r\n\r\n"
+        + get("a")
+        + b"POST /v1/ranges/count HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        + f"Content-Length: {len(count)}\r\n\r\n".encode()
+        + count
+        + get("a")
+        + get("a", "HEAD")
+    )
+    replies = await Replies(reader, heads=[False] * 5 + [True]).read(6)
+    assert [r.status for r in replies] == [204, 200, 200, 200, 200, 200]
+    assert json.loads(replies[1].body)["node"] == "n1"  # relayed to the aiohttp app
+    assert replies[2].body == b"one"
+    assert json.loads(replies[3].body)["counts"] == [0]
+    assert replies[4].body == b"one"
+    assert replies[5].headers["x-ecache-length"] == "3" and replies[5].body == b""
+    writer.close()
+
+
+async def test_a_connection_that_starts_on_the_control_plane_is_handed_over(node: Node) -> None:
+    reader, writer = await node.connect()
+    writer.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n" + put("k", b"v") + get("k"))
+    replies = await Replies(reader).read(3)
+    assert [r.status for r in replies] == [200, 204, 200]
+    assert replies[2].body == b"v"
+    assert "aiohttp" in replies[2].headers.get("server", "")  # aiohttp serves it all now
+    writer.close()
+
+
+async def test_a_body_split_across_many_packets_is_stored_whole(node: Node) -> None:
+    reader, writer = await node.connect()
+    value = bytes(range(256)) * 40
+    raw = put("split", value)
+    for i in range(0, len(raw), 97):
+        writer.write(raw[i : i + 97])
+        await writer.drain()
+        await asyncio.sleep(0.001)
+    writer.write(get("split"))
+    replies = await Replies(reader).read(2)
+    assert [r.status for r in replies] == [204, 200]
+    assert replies[1].body == value
+    writer.close()
+
+
+async def test_a_client_that_stalls_mid_headers_is_cut_off(node: Node) -> None:
+    reader, writer = await node.connect()
+    for byte in b"PUT /v1/kv/slow HTTP/1.1\r\nContent-Le":
+        writer.write(bytes([byte]))
+        await writer.drain()
+    assert await closed(reader, timeout=5.0)  # request_timeout is 1 s
+    writer.close()
+    assert node.service.store.peek("slow") is None
+
+
+async def test_a_client_gone_mid_body_stores_nothing_and_the_server_goes_on(node: Node) -> None:
+    reader, writer = await node.connect()
+    writer.write(put("half", b"x" * 1000)[:-500])
+    await writer.drain()
+    writer.close()
+    await asyncio.sleep(0.1)
+    assert node.service.store.peek("half") is None
+    reader, writer = await node.connect()
+    writer.write(get("half"))
+    assert (await Replies(reader).read(1))[0].status == 404
+    writer.close()
+
+
+async def test_an_idle_connection_is_closed_after_the_keepalive(node: Node) -> None:
+    reader, writer = await node.connect()
+    writer.write(get("nothing"))
+    assert (await Replies(reader).read(1))[0].status == 404
+    assert await closed(reader, timeout=6.0)  # keepalive is 2 s
+    writer.close()
+
+
+async def test_expect_100_continue(node: Node) -> None:
+    reader, writer = await node.connect()
+    writer.write(
+        put("c", b"", "Expect: 100-continue").replace(b"Content-Length: 0", b"Content-Length: 5")
+    )
+    replies = Replies(reader)
+    first = await replies.read(1)
+    assert first[0].status == 100
+    writer.write(b"hello" + get("c"))
+    done = await replies.read(3)
+    assert [r.status for r in done] == [100, 204, 200] and done[2].body == b"hello"
+    writer.close()
+    # Too large: refused before the body is sent, nothing stored.
+    reader, writer = await node.connect()
+    big = MAX_VALUE + 1
+    writer.write(
+        f"PUT /v1/kv/big HTTP/1.1\r\nHost: x\r\nContent-Length: {big}\r\n"
+        "Expect: 100-continue\r\n\r\n".encode()
+    )
+    refused = await Replies(reader).read(1)
+    assert refused[0].status == 413
+    assert json.loads(refused[0].body)["error"] == "value_too_large"
+    assert node.service.store.peek("big") is None
+    writer.close()
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"GARBAGE\r\n\r\n",
+        b"GET /v1/kv/a HTTP/1.1\r\nHost x\r\n\r\n",
+        b"PUT /v1/kv/a HTTP/1.1\r\nContent-Length: abc\r\n\r\n",
+        b"GET /v1/kv/a HTTP/1.1\r\nX: " + b"y" * 70_000 + b"\r\n\r\n",
+        b"GET /v1/kv/" + b"a" * 70_000 + b" HTTP/1.1\r\n\r\n",
+    ],
+    ids=["request-line", "header-line", "content-length", "huge-header", "huge-target"],
+)
+async def test_a_malformed_request_gets_a_json_400_and_stores_nothing(
+    node: Node, raw: bytes
+) -> None:
+    reader, writer = await node.connect()
+    writer.write(put("kept", b"v") + raw)
+    replies = await Replies(reader).read(2)
+    assert replies[0].status == 204
+    assert replies[1].status == 400
+    assert replies[1].headers["content-type"].startswith("application/json")
+    assert json.loads(replies[1].body)["error"] == "bad_request"
+    assert await closed(reader)
+    writer.close()
+    assert node.service.store.peek("a") is None and node.service.store.peek("kept") is not None
+
+
+async def test_a_value_over_a_mebibyte_streams_out_whole(node: Node) -> None:
+    value = bytes(range(256)) * (3 << 12)  # 3 MiB
+    reader, writer = await node.connect()
+    writer.write(put("large", value) + get("large"))
+    replies = await Replies(reader).read(2, timeout=20)
+    assert replies[1].status == 200 and replies[1].body == value
+    writer.close()
+
+
+async def test_http_1_0_is_served(node: Node) -> None:
+    reader, writer = await node.connect()
+    writer.write(b"GET /v1/kv/none HTTP/1.0\r\n\r\n")
+    data = await asyncio.wait_for(reader.read(), 5)
+    assert data.startswith(b"HTTP/1.") and b" 404 " in data.split(b"\r\n")[0]
+    writer.close()
+
+
+async def test_a_key_only_aiohttp_decodes_is_served_by_it_identically(node: Node) -> None:
+    reader, writer = await node.connect()
+    writer.write(put("a%20b", b"spaced") + get("a%20b"))
+    replies = await Replies(reader).read(2)
+    assert [r.status for r in replies] == [204, 200] and replies[1].body == b"spaced"
+    assert node.service.store.peek("a b") is not None
+    writer.close()
+
+
+async def test_close_waits_for_nothing_when_idle_and_stops_listening(node: Node) -> None:
+    reader, writer = await node.connect()
+    writer.write(get("x"))
+    await Replies(reader).read(1)
+    await node.server.close(timeout=1.0)
+    assert await closed(reader, timeout=2.0)
+    writer.close()
+    with pytest.raises(OSError):
+        await node.connect()
