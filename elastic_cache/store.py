@@ -14,7 +14,6 @@ from __future__ import annotations
 import heapq
 import math
 import operator
-from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -120,7 +119,15 @@ class Store:
         self.on_full = on_full
         self.on_cold_full = on_cold_full
         self._clock = clock
-        self._lru: OrderedDict[str, None] = OrderedDict()
+        # LRU order, exact, in two parts so that it costs one plain dict slot per key
+        # (docs/architecture.md, "Memory per record"): `_recent` holds the keys written
+        # or read since the last turn, least recent first (a touch deletes and
+        # re-inserts); `_older` the keys as of the last turn, most recent first, so
+        # `pop()` gives the least recent. An `_older` entry whose key is in `_recent`
+        # or no longer stored is stale and skipped. When `_older` runs out, `_recent`
+        # becomes it (`_turn`).
+        self._recent: dict[str, None] = {}
+        self._older: list[str] = []
         self._expiry: list[tuple[float, str]] = []
         self._bytes = 0
         self._version = 0
@@ -183,7 +190,9 @@ class Store:
             self._remove(key, rec)
             self.expirations += 1
             return None
-        self._lru.move_to_end(key)
+        recent = self._recent
+        recent.pop(key, None)
+        recent[key] = None
         return rec
 
     def peek(self, key: str) -> Record | None:
@@ -276,17 +285,19 @@ class Store:
         if (
             not floors
             and len(batch) == len(keys)
-            and self._lru.keys().isdisjoint(batch)
+            and len(self._recent) == len(self._index)
+            and self._recent.keys().isdisjoint(batch)
             and not any(map(_EXPIRES, recs))
         ):
             # The usual frame of a move: distinct keys this node does not hold, no TTL,
-            # nothing forwarded yet. Checked with C-level passes (the LRU holds every
-            # key), and inserted in bulk when it fits.
+            # nothing forwarded yet. Checked with C-level passes while `_recent` holds
+            # every key (always on a node that has not evicted since it was filled), and
+            # inserted in bulk when it fits.
             fresh_bytes = sum(map(_SIZE, recs))
             cost = len(keys) if cap.unit is CapacityUnit.RECORDS else fresh_bytes
             if self.used + cost <= cap.limit:
                 self._index.put_new(keys, tokens, recs)
-                self._lru.update(batch)
+                self._recent.update(batch)
                 self._bytes += fresh_bytes
                 return len(keys), 0
         fresh: list[tuple[str, int, Record]] = []
@@ -311,7 +322,7 @@ class Store:
             if fresh:
                 fresh_keys, fresh_tokens, fresh_recs = zip(*fresh, strict=True)
                 self._index.put_new(fresh_keys, fresh_tokens, fresh_recs)
-                self._lru.update(dict.fromkeys(fresh_keys))
+                self._recent.update(dict.fromkeys(fresh_keys))
             self._bytes += fresh_bytes
             heap = self._expiry
             for key, _, rec in fresh:
@@ -379,16 +390,11 @@ class Store:
             raise self._cold_full()
         demote = self.on_full is OnFull.DEMOTE and not self.demotion_paused
         evicted = []
-        lru = self._lru
-        while need > 0 and lru:
-            victim = next(iter(lru))
-            if victim == key:
-                lru.move_to_end(victim)
-                if len(lru) == 1:
-                    break
-                continue
-            vrec = self._index.get(victim)
-            assert vrec is not None
+        while need > 0:
+            found = self._lru_victim(key)
+            if found is None:
+                break
+            victim, vrec = found
             if demote:
                 vtoken = self._index.token_of(victim)
                 assert vtoken is not None
@@ -400,6 +406,39 @@ class Store:
             need -= cap.cost(vrec.size)
         self.evictions += len(evicted)
         return tuple(evicted)
+
+    def _lru_victim(self, keep: str | None) -> tuple[str, Record] | None:
+        """The least recently used record other than ``keep`` (None when there is none).
+
+        ``keep``, the key being written, counts as just used. The record stays stored.
+
+        Runtime complexity: O(1) amortized: each stale `_older` entry is skipped once,
+        and a turn costs O(n) (a C-level copy of the keys) once in at least n victims.
+        """
+        get = self._index.get
+        while True:
+            recent, older = self._recent, self._older
+            while older:
+                key = older.pop()
+                if key in recent:
+                    continue
+                rec = get(key)
+                if rec is None:
+                    continue
+                if key == keep:
+                    recent[key] = None
+                    continue
+                return key, rec
+            if not recent or (len(recent) == 1 and keep in recent):
+                return None
+            self._turn()
+
+    def _turn(self) -> None:
+        """Make `_recent` the older part (`_older` is empty). Runtime complexity: O(n)."""
+        older = list(self._recent)
+        older.reverse()
+        self._older = older
+        self._recent = {}
 
     def _cold_full(self) -> StoreFull:
         """The refusal of a write that needs room while demotion is paused."""
@@ -427,12 +466,13 @@ class Store:
         flush before a clean stop, or a test). Returns how many. Cost: O(count).
         """
         moved = 0
-        lru = self._lru
-        while moved < count and lru:
-            victim = next(iter(lru))
-            vrec = self._index.get(victim)
+        while moved < count:
+            found = self._lru_victim(None)
+            if found is None:
+                break
+            victim, vrec = found
             token = self._index.token_of(victim)
-            assert vrec is not None and token is not None
+            assert token is not None
             self._remove(victim, vrec)
             self._victims.append((victim, token, vrec))
             moved += 1
@@ -445,15 +485,16 @@ class Store:
             self._bytes -= old.size
         self._index.put(key, token, rec)
         self._bytes += rec.size
-        self._lru[key] = None
-        self._lru.move_to_end(key)
+        recent = self._recent
+        recent.pop(key, None)
+        recent[key] = None
         if rec.expires_at:
             heapq.heappush(self._expiry, (rec.expires_at, key))
 
     def _remove(self, key: str, rec: Record) -> None:
         self._index.delete(key)
         self._bytes -= rec.size
-        del self._lru[key]
+        self._recent.pop(key, None)  # an `_older` entry goes stale
 
     # -- time ------------------------------------------------------------------------------
 
@@ -494,10 +535,10 @@ class Store:
     def pop_range(self, lo: int, hi: int) -> list[Entry[Record]]:
         """Remove and return the records in ``(lo, hi]``."""
         popped = self._index.pop_range(lo, hi)
-        lru = self._lru
+        pop_recent = self._recent.pop
         freed = 0
         for _, key, rec in popped:
-            del lru[key]
+            pop_recent(key, None)
             freed += rec.size
         self._bytes -= freed
         return popped
@@ -505,7 +546,10 @@ class Store:
     def _check(self) -> None:
         """Assert the store's invariants (and the index's)."""
         self._index._check()
-        assert len(self._lru) == len(self._index)
-        assert set(self._lru) == set(self._index)
+        index = self._index
+        older = [k for k in self._older if k not in self._recent and index.get(k) is not None]
+        assert len(older) == len(set(older))
+        assert set(self._recent).isdisjoint(older)
+        assert set(self._recent) | set(older) == set(index)
         assert self._bytes == sum(rec.size for _, _, rec in self._index.entries())
         assert all(rec.version <= self._version for _, _, rec in self._index.entries())

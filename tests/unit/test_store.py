@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import OrderedDict
+
 import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
@@ -268,29 +270,37 @@ def test_ranges_keep_accounting() -> None:
 class StoreMachine(RuleBasedStateMachine):
     """A small store with evictions and TTL against a dict model.
 
-    The model records every key the store may still hold; eviction is the store's
-    choice, so the check is one-sided: a value the store returns must be the latest
-    written, unexpired, and never a deleted one.
+    The model records every key the store may still hold; a value the store returns
+    must be the latest written, unexpired, and never a deleted one. It also keeps the
+    keys the store holds in least-recently-used order, and each write must evict
+    exactly the least recent ones.
     """
 
     def __init__(self) -> None:
         super().__init__()
         self.store, self.clock = make_store(limit=5)
         self.model: dict[str, tuple[bytes, float]] = {}
+        self.order: OrderedDict[str, None] = OrderedDict()  # held keys, LRU first
 
     keys = st.sampled_from([f"k{i}" for i in range(8)])
 
     @rule(key=keys, value=st.binary(max_size=8), ttl=st.one_of(st.none(), st.integers(1, 20)))
     def put(self, key: str, value: bytes, ttl: int | None) -> None:
         out = self.store.put(key, int(key[1:]), value, "t", ttl=ttl)
+        room = len(self.order) - (key in self.order) + 1 - 5
+        assert list(out.evicted) == [k for k in self.order if k != key][: max(0, room)]
         for victim in out.evicted:
             self.model.pop(victim, None)
+            del self.order[victim]
         self.model[key] = (value, self.clock.now + ttl if ttl else float("inf"))
+        self.order[key] = None
+        self.order.move_to_end(key)
 
     @rule(key=keys)
     def delete(self, key: str) -> None:
         self.store.delete(key)
         self.model.pop(key, None)
+        self.order.pop(key, None)
 
     @rule(key=keys)
     def get(self, key: str) -> None:
@@ -298,8 +308,10 @@ class StoreMachine(RuleBasedStateMachine):
         want = self.model.get(key)
         if want is None or want[1] <= self.clock.now:
             assert rec is None
+            self.order.pop(key, None)  # an expired record leaves when read
         else:
             assert rec is not None and rec.value == want[0]
+            self.order.move_to_end(key)
 
     @rule(seconds=st.integers(0, 10))
     def tick(self, seconds: int) -> None:
@@ -309,6 +321,8 @@ class StoreMachine(RuleBasedStateMachine):
     @rule()
     def sweep(self) -> None:
         self.store.expire()
+        for key in [k for k in self.order if self.model[k][1] <= self.clock.now]:
+            del self.order[key]
 
     @invariant()
     def consistent(self) -> None:
@@ -316,6 +330,7 @@ class StoreMachine(RuleBasedStateMachine):
         assert len(self.store) <= 5
         for key in self.store.index:
             assert key in self.model
+        assert set(self.order) == set(self.store.index)
 
 
 TestStoreMachine = StoreMachine.TestCase
