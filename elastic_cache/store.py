@@ -22,7 +22,16 @@ from elastic_cache.config import CapacityUnit, OnColdFull, OnFull
 from elastic_cache.errors import StoreFull, ValueTooLarge
 from elastic_cache.indexes import Entry, Index
 
-__all__ = ["Capacity", "PutOutcome", "Record", "Store", "Victim", "key_nbytes", "record_size"]
+__all__ = [
+    "Capacity",
+    "PutOutcome",
+    "Record",
+    "Store",
+    "Victim",
+    "key_nbytes",
+    "record_size",
+    "stored_size",
+]
 
 
 def key_nbytes(key: str) -> int:
@@ -34,34 +43,46 @@ class Record(NamedTuple):
     """A stored value (immutable; a write stores a new record).
 
     A named tuple rather than a dataclass: a migration builds hundreds of thousands of
-    them, and ``Record._make`` over zipped columns runs at C speed.
+    them, and ``Record._make`` over zipped columns runs at C speed. It holds no size:
+    the bytes a record counts against a byte capacity come from its key and value
+    (`stored_size`), and an ``int`` per record would cost 40 bytes of memory.
 
     Attributes:
         value: the bytes.
         content_type: the media type given at PUT.
         expires_at: clock time after which the record is gone; 0.0 means never.
         version: node-local write version (see the module docstring).
-        size: bytes counted against a byte capacity: UTF-8 key plus value.
     """
 
     value: bytes
     content_type: str
     expires_at: float
     version: int
-    size: int
 
 
+_VALUE = operator.itemgetter(0)  # Record.value
 _EXPIRES = operator.itemgetter(2)  # Record.expires_at
 _VERSION = operator.itemgetter(3)  # Record.version
-_SIZE = operator.itemgetter(4)  # Record.size
 
 #: Distinct content types a store shares one string object for (more are kept per record).
 _SHARED_TYPES = 256
 
 
 def record_size(rec: Record) -> int:
-    """Bytes a record holds (the ``sizeof`` an index is given)."""
-    return rec.size
+    """Bytes of a record's value (the ``sizeof`` an index is given; the index adds the
+    key's length itself)."""
+    return len(rec.value)
+
+
+def stored_size(key: str, rec: Record) -> int:
+    """Bytes a record counts against a byte capacity: UTF-8 key plus value."""
+    return key_nbytes(key) + len(rec.value)
+
+
+def _batch_nbytes(keys: Sequence[str], recs: Sequence[Record]) -> int:
+    """`stored_size` summed over a batch, in C-level passes for ASCII keys."""
+    key_bytes = sum(map(len, keys)) if all(map(str.isascii, keys)) else sum(map(key_nbytes, keys))
+    return key_bytes + sum(map(len, map(_VALUE, recs)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,8 +247,8 @@ class Store:
             shared = content_type
             if len(self._types) < _SHARED_TYPES:
                 self._types[content_type] = content_type
-        rec = Record(value, shared, expires_at, self._version, key_nbytes(key) + len(value))
-        evicted = self._make_room(key, token, rec.size)
+        rec = Record(value, shared, expires_at, self._version)
+        evicted = self._make_room(key, token, key_nbytes(key) + len(value))
         self._store(key, token, rec)
         return PutOutcome(rec.version, evicted)
 
@@ -254,7 +275,7 @@ class Store:
             if old is not None:
                 self._remove(key, old)
             return False
-        self._make_room(key, token, rec.size)
+        self._make_room(key, token, stored_size(key, rec))
         self._store(key, token, rec)
         return True
 
@@ -293,7 +314,7 @@ class Store:
             # nothing forwarded yet. Checked with C-level passes while `_recent` holds
             # every key (always on a node that has not evicted since it was filled), and
             # inserted in bulk when it fits.
-            fresh_bytes = sum(map(_SIZE, recs))
+            fresh_bytes = _batch_nbytes(keys, recs)
             cost = len(keys) if cap.unit is CapacityUnit.RECORDS else fresh_bytes
             if self.used + cost <= cap.limit:
                 self._index.put_new(keys, tokens, recs)
@@ -316,7 +337,7 @@ class Store:
             else:
                 taken.add(key)
                 fresh.append((key, token, rec))
-        fresh_bytes = sum(e[2].size for e in fresh)
+        fresh_bytes = sum(stored_size(key, rec) for key, _, rec in fresh)
         cost = len(fresh) if cap.unit is CapacityUnit.RECORDS else fresh_bytes
         if self.used + cost <= cap.limit:
             if fresh:
@@ -375,7 +396,7 @@ class Store:
                 f"a record of {size} bytes cannot fit a store of {cap.limit} {cap.unit}"
             )
         old = self._index.get(key)
-        freed = cap.cost(old.size) if old is not None else 0
+        freed = cap.cost(stored_size(key, old)) if old is not None else 0
         need = self.used - freed + cost - cap.limit
         if need <= 0:
             return ()
@@ -403,7 +424,7 @@ class Store:
             else:
                 evicted.append(victim)
             self._remove(victim, vrec)
-            need -= cap.cost(vrec.size)
+            need -= cap.cost(stored_size(victim, vrec))
         self.evictions += len(evicted)
         return tuple(evicted)
 
@@ -481,10 +502,11 @@ class Store:
 
     def _store(self, key: str, token: int, rec: Record) -> None:
         old = self._index.get(key)
-        if old is not None:
-            self._bytes -= old.size
-        self._index.put(key, token, rec)
-        self._bytes += rec.size
+        self._index.put(key, token, rec)  # first: it may refuse the token
+        if old is None:
+            self._bytes += key_nbytes(key) + len(rec.value)
+        else:  # the key stays: only the value's length changes the count
+            self._bytes += len(rec.value) - len(old.value)
         recent = self._recent
         recent.pop(key, None)
         recent[key] = None
@@ -493,7 +515,7 @@ class Store:
 
     def _remove(self, key: str, rec: Record) -> None:
         self._index.delete(key)
-        self._bytes -= rec.size
+        self._bytes -= key_nbytes(key) + len(rec.value)
         self._recent.pop(key, None)  # an `_older` entry goes stale
 
     # -- time ------------------------------------------------------------------------------
@@ -539,7 +561,7 @@ class Store:
         freed = 0
         for _, key, rec in popped:
             pop_recent(key, None)
-            freed += rec.size
+            freed += key_nbytes(key) + len(rec.value)
         self._bytes -= freed
         return popped
 
@@ -551,5 +573,5 @@ class Store:
         assert len(older) == len(set(older))
         assert set(self._recent).isdisjoint(older)
         assert set(self._recent) | set(older) == set(index)
-        assert self._bytes == sum(rec.size for _, _, rec in self._index.entries())
+        assert self._bytes == sum(stored_size(k, rec) for _, k, rec in self._index.entries())
         assert all(rec.version <= self._version for _, _, rec in self._index.entries())
