@@ -14,7 +14,6 @@ from __future__ import annotations
 import heapq
 import math
 import operator
-from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -23,7 +22,16 @@ from elastic_cache.config import CapacityUnit, OnColdFull, OnFull
 from elastic_cache.errors import StoreFull, ValueTooLarge
 from elastic_cache.indexes import Entry, Index
 
-__all__ = ["Capacity", "PutOutcome", "Record", "Store", "Victim", "key_nbytes", "record_size"]
+__all__ = [
+    "Capacity",
+    "PutOutcome",
+    "Record",
+    "Store",
+    "Victim",
+    "key_nbytes",
+    "record_size",
+    "stored_size",
+]
 
 
 def key_nbytes(key: str) -> int:
@@ -35,34 +43,46 @@ class Record(NamedTuple):
     """A stored value (immutable; a write stores a new record).
 
     A named tuple rather than a dataclass: a migration builds hundreds of thousands of
-    them, and ``Record._make`` over zipped columns runs at C speed.
+    them, and ``Record._make`` over zipped columns runs at C speed. It holds no size:
+    the bytes a record counts against a byte capacity come from its key and value
+    (`stored_size`), and an ``int`` per record would cost 40 bytes of memory.
 
     Attributes:
         value: the bytes.
         content_type: the media type given at PUT.
         expires_at: clock time after which the record is gone; 0.0 means never.
         version: node-local write version (see the module docstring).
-        size: bytes counted against a byte capacity: UTF-8 key plus value.
     """
 
     value: bytes
     content_type: str
     expires_at: float
     version: int
-    size: int
 
 
+_VALUE = operator.itemgetter(0)  # Record.value
 _EXPIRES = operator.itemgetter(2)  # Record.expires_at
 _VERSION = operator.itemgetter(3)  # Record.version
-_SIZE = operator.itemgetter(4)  # Record.size
 
 #: Distinct content types a store shares one string object for (more are kept per record).
 _SHARED_TYPES = 256
 
 
 def record_size(rec: Record) -> int:
-    """Bytes a record holds (the ``sizeof`` an index is given)."""
-    return rec.size
+    """Bytes of a record's value (the ``sizeof`` an index is given; the index adds the
+    key's length itself)."""
+    return len(rec.value)
+
+
+def stored_size(key: str, rec: Record) -> int:
+    """Bytes a record counts against a byte capacity: UTF-8 key plus value."""
+    return key_nbytes(key) + len(rec.value)
+
+
+def _batch_nbytes(keys: Sequence[str], recs: Sequence[Record]) -> int:
+    """`stored_size` summed over a batch, in C-level passes for ASCII keys."""
+    key_bytes = sum(map(len, keys)) if all(map(str.isascii, keys)) else sum(map(key_nbytes, keys))
+    return key_bytes + sum(map(len, map(_VALUE, recs)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,7 +140,15 @@ class Store:
         self.on_full = on_full
         self.on_cold_full = on_cold_full
         self._clock = clock
-        self._lru: OrderedDict[str, None] = OrderedDict()
+        # LRU order, exact, in two parts so that it costs one plain dict slot per key
+        # (docs/architecture.md, "Memory per record"): `_recent` holds the keys written
+        # or read since the last turn, least recent first (a touch deletes and
+        # re-inserts); `_older` the keys as of the last turn, most recent first, so
+        # `pop()` gives the least recent. An `_older` entry whose key is in `_recent`
+        # or no longer stored is stale and skipped. When `_older` runs out, `_recent`
+        # becomes it (`_turn`).
+        self._recent: dict[str, None] = {}
+        self._older: list[str] = []
         self._expiry: list[tuple[float, str]] = []
         self._bytes = 0
         self._version = 0
@@ -183,7 +211,9 @@ class Store:
             self._remove(key, rec)
             self.expirations += 1
             return None
-        self._lru.move_to_end(key)
+        recent = self._recent
+        recent.pop(key, None)
+        recent[key] = None
         return rec
 
     def peek(self, key: str) -> Record | None:
@@ -217,8 +247,8 @@ class Store:
             shared = content_type
             if len(self._types) < _SHARED_TYPES:
                 self._types[content_type] = content_type
-        rec = Record(value, shared, expires_at, self._version, key_nbytes(key) + len(value))
-        evicted = self._make_room(key, token, rec.size)
+        rec = Record(value, shared, expires_at, self._version)
+        evicted = self._make_room(key, token, key_nbytes(key) + len(value))
         self._store(key, token, rec)
         return PutOutcome(rec.version, evicted)
 
@@ -245,7 +275,7 @@ class Store:
             if old is not None:
                 self._remove(key, old)
             return False
-        self._make_room(key, token, rec.size)
+        self._make_room(key, token, stored_size(key, rec))
         self._store(key, token, rec)
         return True
 
@@ -276,17 +306,19 @@ class Store:
         if (
             not floors
             and len(batch) == len(keys)
-            and self._lru.keys().isdisjoint(batch)
+            and len(self._recent) == len(self._index)
+            and self._recent.keys().isdisjoint(batch)
             and not any(map(_EXPIRES, recs))
         ):
             # The usual frame of a move: distinct keys this node does not hold, no TTL,
-            # nothing forwarded yet. Checked with C-level passes (the LRU holds every
-            # key), and inserted in bulk when it fits.
-            fresh_bytes = sum(map(_SIZE, recs))
+            # nothing forwarded yet. Checked with C-level passes while `_recent` holds
+            # every key (always on a node that has not evicted since it was filled), and
+            # inserted in bulk when it fits.
+            fresh_bytes = _batch_nbytes(keys, recs)
             cost = len(keys) if cap.unit is CapacityUnit.RECORDS else fresh_bytes
             if self.used + cost <= cap.limit:
                 self._index.put_new(keys, tokens, recs)
-                self._lru.update(batch)
+                self._recent.update(batch)
                 self._bytes += fresh_bytes
                 return len(keys), 0
         fresh: list[tuple[str, int, Record]] = []
@@ -305,13 +337,13 @@ class Store:
             else:
                 taken.add(key)
                 fresh.append((key, token, rec))
-        fresh_bytes = sum(e[2].size for e in fresh)
+        fresh_bytes = sum(stored_size(key, rec) for key, _, rec in fresh)
         cost = len(fresh) if cap.unit is CapacityUnit.RECORDS else fresh_bytes
         if self.used + cost <= cap.limit:
             if fresh:
                 fresh_keys, fresh_tokens, fresh_recs = zip(*fresh, strict=True)
                 self._index.put_new(fresh_keys, fresh_tokens, fresh_recs)
-                self._lru.update(dict.fromkeys(fresh_keys))
+                self._recent.update(dict.fromkeys(fresh_keys))
             self._bytes += fresh_bytes
             heap = self._expiry
             for key, _, rec in fresh:
@@ -364,7 +396,7 @@ class Store:
                 f"a record of {size} bytes cannot fit a store of {cap.limit} {cap.unit}"
             )
         old = self._index.get(key)
-        freed = cap.cost(old.size) if old is not None else 0
+        freed = cap.cost(stored_size(key, old)) if old is not None else 0
         need = self.used - freed + cost - cap.limit
         if need <= 0:
             return ()
@@ -379,16 +411,11 @@ class Store:
             raise self._cold_full()
         demote = self.on_full is OnFull.DEMOTE and not self.demotion_paused
         evicted = []
-        lru = self._lru
-        while need > 0 and lru:
-            victim = next(iter(lru))
-            if victim == key:
-                lru.move_to_end(victim)
-                if len(lru) == 1:
-                    break
-                continue
-            vrec = self._index.get(victim)
-            assert vrec is not None
+        while need > 0:
+            found = self._lru_victim(key)
+            if found is None:
+                break
+            victim, vrec = found
             if demote:
                 vtoken = self._index.token_of(victim)
                 assert vtoken is not None
@@ -397,9 +424,42 @@ class Store:
             else:
                 evicted.append(victim)
             self._remove(victim, vrec)
-            need -= cap.cost(vrec.size)
+            need -= cap.cost(stored_size(victim, vrec))
         self.evictions += len(evicted)
         return tuple(evicted)
+
+    def _lru_victim(self, keep: str | None) -> tuple[str, Record] | None:
+        """The least recently used record other than ``keep`` (None when there is none).
+
+        ``keep``, the key being written, counts as just used. The record stays stored.
+
+        Runtime complexity: O(1) amortized: each stale `_older` entry is skipped once,
+        and a turn costs O(n) (a C-level copy of the keys) once in at least n victims.
+        """
+        get = self._index.get
+        while True:
+            recent, older = self._recent, self._older
+            while older:
+                key = older.pop()
+                if key in recent:
+                    continue
+                rec = get(key)
+                if rec is None:
+                    continue
+                if key == keep:
+                    recent[key] = None
+                    continue
+                return key, rec
+            if not recent or (len(recent) == 1 and keep in recent):
+                return None
+            self._turn()
+
+    def _turn(self) -> None:
+        """Make `_recent` the older part (`_older` is empty). Runtime complexity: O(n)."""
+        older = list(self._recent)
+        older.reverse()
+        self._older = older
+        self._recent = {}
 
     def _cold_full(self) -> StoreFull:
         """The refusal of a write that needs room while demotion is paused."""
@@ -427,12 +487,13 @@ class Store:
         flush before a clean stop, or a test). Returns how many. Cost: O(count).
         """
         moved = 0
-        lru = self._lru
-        while moved < count and lru:
-            victim = next(iter(lru))
-            vrec = self._index.get(victim)
+        while moved < count:
+            found = self._lru_victim(None)
+            if found is None:
+                break
+            victim, vrec = found
             token = self._index.token_of(victim)
-            assert vrec is not None and token is not None
+            assert token is not None
             self._remove(victim, vrec)
             self._victims.append((victim, token, vrec))
             moved += 1
@@ -441,19 +502,21 @@ class Store:
 
     def _store(self, key: str, token: int, rec: Record) -> None:
         old = self._index.get(key)
-        if old is not None:
-            self._bytes -= old.size
-        self._index.put(key, token, rec)
-        self._bytes += rec.size
-        self._lru[key] = None
-        self._lru.move_to_end(key)
+        self._index.put(key, token, rec)  # first: it may refuse the token
+        if old is None:
+            self._bytes += key_nbytes(key) + len(rec.value)
+        else:  # the key stays: only the value's length changes the count
+            self._bytes += len(rec.value) - len(old.value)
+        recent = self._recent
+        recent.pop(key, None)
+        recent[key] = None
         if rec.expires_at:
             heapq.heappush(self._expiry, (rec.expires_at, key))
 
     def _remove(self, key: str, rec: Record) -> None:
         self._index.delete(key)
-        self._bytes -= rec.size
-        del self._lru[key]
+        self._bytes -= key_nbytes(key) + len(rec.value)
+        self._recent.pop(key, None)  # an `_older` entry goes stale
 
     # -- time ------------------------------------------------------------------------------
 
@@ -494,18 +557,21 @@ class Store:
     def pop_range(self, lo: int, hi: int) -> list[Entry[Record]]:
         """Remove and return the records in ``(lo, hi]``."""
         popped = self._index.pop_range(lo, hi)
-        lru = self._lru
+        pop_recent = self._recent.pop
         freed = 0
         for _, key, rec in popped:
-            del lru[key]
-            freed += rec.size
+            pop_recent(key, None)
+            freed += key_nbytes(key) + len(rec.value)
         self._bytes -= freed
         return popped
 
     def _check(self) -> None:
         """Assert the store's invariants (and the index's)."""
         self._index._check()
-        assert len(self._lru) == len(self._index)
-        assert set(self._lru) == set(self._index)
-        assert self._bytes == sum(rec.size for _, _, rec in self._index.entries())
+        index = self._index
+        older = [k for k in self._older if k not in self._recent and index.get(k) is not None]
+        assert len(older) == len(set(older))
+        assert set(self._recent).isdisjoint(older)
+        assert set(self._recent) | set(older) == set(index)
+        assert self._bytes == sum(stored_size(k, rec) for _, k, rec in self._index.entries())
         assert all(rec.version <= self._version for _, _, rec in self._index.entries())

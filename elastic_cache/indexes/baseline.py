@@ -11,16 +11,18 @@ from elastic_cache.indexes.base import Entry, Index, SizeOf, V
 
 __all__ = ["SortedIndex"]
 
-# Per record: a (token, key) tuple in the sorted list plus a dict slot and a
-# (token, value) tuple — measured with sys.getsizeof on CPython 3.11, rounded.
-_OVERHEAD = 56 + 8 + 104 + 56
+# Per record: the (token, key, value) tuple, its slot in the sorted list and its dict
+# slot — measured with sys.getsizeof on CPython 3.11, rounded.
+_OVERHEAD = 64 + 8 + 104
 
 
 class SortedIndex(Index[V]):
-    """A ``SortedList`` of ``(token, key)`` beside a ``dict`` of ``key → (token, value)``.
+    """A ``SortedList`` of `Entry` tuples ``(token, key, value)`` beside a ``dict`` of
+    ``key → Entry`` holding the same tuples (one tuple per record, not two).
 
     Point operations cost a dict access (``O(1)``) plus, for put and delete, a sorted-list
-    update (``O(log n)``); range operations are two bisections plus a slice.
+    update (``O(log n)``); range operations are two bisections plus a slice. Keys are
+    unique, so entries never compare by value.
     """
 
     name = "sorted"
@@ -31,7 +33,7 @@ class SortedIndex(Index[V]):
     ) -> None:
         super().__init__(sizeof=sizeof, hasher=hasher)
         self._order: SortedList = SortedList()
-        self._records: dict[str, tuple[int, V]] = {}
+        self._records: dict[str, Entry[V]] = {}
         self._nbytes = 0
 
     def _span(self, lo: int, hi: int) -> list[tuple[int, int]]:
@@ -44,7 +46,7 @@ class SortedIndex(Index[V]):
     def get(self, key: str) -> V | None:
         """Runtime complexity: O(1)."""
         rec = self._records.get(key)
-        return None if rec is None else rec[1]
+        return None if rec is None else rec[2]
 
     def token_of(self, key: str) -> int | None:
         """Runtime complexity: O(1)."""
@@ -54,15 +56,14 @@ class SortedIndex(Index[V]):
     def put(self, key: str, token: int, value: V) -> None:
         """Runtime complexity: O(log n)."""
         old = self._records.get(key)
+        entry = (token, key, value)
         if old is not None:
-            self._nbytes -= self._sizeof(old[1])
-            if old[0] != token:
-                self._order.remove((old[0], key))
-                self._order.add((token, key))
+            self._nbytes -= self._sizeof(old[2])
+            self._order.remove(old)
         else:
-            self._order.add((token, key))
             self._nbytes += len(key) + _OVERHEAD
-        self._records[key] = (token, value)
+        self._order.add(entry)
+        self._records[key] = entry
         self._nbytes += self._sizeof(value)
 
     def put_many(self, entries: Iterable[tuple[str, int, V]]) -> None:
@@ -71,14 +72,14 @@ class SortedIndex(Index[V]):
         Runtime complexity: O(m log(n + m)).
         """
         records = self._records
-        fresh: list[tuple[int, str]] = []
+        fresh: list[Entry[V]] = []
         later: list[tuple[str, int, V]] = []
         for key, token, value in entries:
             if key in records:
                 later.append((key, token, value))
                 continue
-            records[key] = (token, value)
-            fresh.append((token, key))
+            entry = records[key] = (token, key, value)
+            fresh.append(entry)
             self._nbytes += len(key) + _OVERHEAD + self._sizeof(value)
         self._order.update(fresh)
         for key, token, value in later:
@@ -89,8 +90,8 @@ class SortedIndex(Index[V]):
         rec = self._records.pop(key, None)
         if rec is None:
             return False
-        self._order.remove((rec[0], key))
-        self._nbytes -= len(key) + _OVERHEAD + self._sizeof(rec[1])
+        self._order.remove(rec)
+        self._nbytes -= len(key) + _OVERHEAD + self._sizeof(rec[2])
         return True
 
     def __len__(self) -> int:
@@ -102,17 +103,13 @@ class SortedIndex(Index[V]):
 
     def entries(self) -> Iterator[Entry[V]]:
         """Token order. Runtime complexity: O(n)."""
-        records = self._records
-        for token, key in list(self._order):
-            yield token, key, records[key][1]
+        yield from list(self._order)
 
     def entries_range(self, lo: int, hi: int) -> Iterator[Entry[V]]:
         """Token order from ``lo``. Runtime complexity: O(log n + m) for m records."""
-        records = self._records
         for start, stop in self._span(lo, hi):
             # islice, not a slice: a walk that stops early must not copy the whole span.
-            for token, key in self._order.islice(start, stop):
-                yield token, key, records[key][1]
+            yield from self._order.islice(start, stop)
 
     def count_range(self, lo: int, hi: int) -> int:
         """Runtime complexity: O(log n)."""
@@ -139,22 +136,20 @@ class SortedIndex(Index[V]):
         # Delete the later span first so the earlier span's indices stay valid.
         for start, stop in sorted(spans, reverse=True):
             del self._order[start:stop]
-        out: list[Entry[V]] = []
-        records = self._records
+        out: list[Entry[V]] = chunks[0] if len(chunks) == 1 else chunks[0] + chunks[1]
+        pop = self._records.pop
         sizeof = self._sizeof
         freed = 0
-        for chunk in chunks:
-            for token, key in chunk:
-                value = records.pop(key)[1]
-                freed += len(key) + _OVERHEAD + sizeof(value)
-                out.append((token, key, value))
+        for _, key, value in out:
+            pop(key)
+            freed += len(key) + _OVERHEAD + sizeof(value)
         self._nbytes -= freed
         return out
 
     def _check(self) -> None:
         self._order._check()
         assert len(self._order) == len(self._records)
-        for token, key in self._order:
-            assert self._records[key][0] == token
-        expected = sum(len(k) + _OVERHEAD + self._sizeof(v) for k, (_, v) in self._records.items())
+        for entry in self._order:
+            assert self._records[entry[1]] is entry
+        expected = sum(len(k) + _OVERHEAD + self._sizeof(e[2]) for k, e in self._records.items())
         assert self._nbytes == expected, (self._nbytes, expected)

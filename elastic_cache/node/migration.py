@@ -22,7 +22,7 @@ from elastic_cache.errors import InvalidBody
 from elastic_cache.indexes import Entry
 from elastic_cache.node.wire import WireRecord, decode_batch, encode_batch
 from elastic_cache.ring import in_range
-from elastic_cache.store import Record, Store, key_nbytes
+from elastic_cache.store import Record, Store
 
 __all__ = [
     "Incoming",
@@ -186,7 +186,7 @@ def encode_records(chunk: Sequence[Entry[Record]], now: float) -> bytes:
     if not chunk:
         return encode_batch([], [], [], [], [], [])
     tokens, keys, recs = zip(*chunk, strict=True)
-    values, ctypes, expires, versions, _ = zip(*recs, strict=True)
+    values, ctypes, expires, versions = zip(*recs, strict=True)
     if any(expires):
         live = [i for i, e in enumerate(expires) if not e or e > now]
         ttl = [-1 if not expires[i] else int((expires[i] - now) * 1000) or 1 for i in live]
@@ -226,9 +226,7 @@ def decode_snapshot(
         expires: list[float] = [0.0] * n
     else:
         expires = [0.0 if t < 0 else now + t / 1000.0 for t in batch.ttl_ms]
-    columns = zip(
-        batch.values, batch.content_types, expires, batch.versions, batch.sizes, strict=True
-    )
+    columns = zip(batch.values, batch.content_types, expires, batch.versions, strict=True)
     # tuple.__new__ builds each Record in C (Record._make is a Python call per record).
     return batch.keys, batch.tokens, list(map(tuple.__new__, repeat(Record), columns))
 
@@ -259,11 +257,5 @@ def apply_wire(store: Store, inc: Incoming, wire: WireRecord, *, forwarded: bool
         if wire.ttl_ms == 0:
             return False
         expires_at = store._clock() + wire.ttl_ms / 1000.0
-    rec = Record(
-        wire.value,
-        wire.content_type,
-        expires_at,
-        wire.version,
-        key_nbytes(wire.key) + len(wire.value),
-    )
+    rec = Record(wire.value, wire.content_type, expires_at, wire.version)
     return store.apply(wire.key, wire.token, rec, floor=floor)

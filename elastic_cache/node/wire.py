@@ -22,7 +22,6 @@ destination decode a frame of 1,000 records of 1 KiB in about a millisecond.
 
 from __future__ import annotations
 
-import operator
 import struct
 import sys
 from array import array
@@ -70,7 +69,6 @@ class Batch(NamedTuple):
     content_types: list[str]
     ttl_ms: Sequence[int]
     deleted: bytes
-    sizes: list[int]
 
     def records(self) -> Iterator[WireRecord]:
         """The batch as records."""
@@ -235,8 +233,7 @@ def decode_batch(data: bytes | bytearray | memoryview) -> Batch:
     # bytes or the bytearray a node reads a frame into.
     view = memoryview(data)
     values = [view[a:b].tobytes() for a, b in pairwise(value_offsets)]
-    sizes = list(map(operator.add, key_lens, value_lens))
-    return Batch(keys, tokens, versions, values, content_types, ttls, flags, sizes)
+    return Batch(keys, tokens, versions, values, content_types, ttls, flags)
 
 
 def decode_frame(data: bytes | bytearray | memoryview) -> Iterator[WireRecord]:

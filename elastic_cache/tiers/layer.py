@@ -49,7 +49,7 @@ from elastic_cache.config import OnColdFull, OnFull
 from elastic_cache.errors import StoreFull, ValueTooLarge
 from elastic_cache.indexes import Entry
 from elastic_cache.ring import in_range
-from elastic_cache.store import Record, Store, Victim, key_nbytes
+from elastic_cache.store import Record, Store, Victim, stored_size
 from elastic_cache.tiers.base import ColdEntry, ColdReader, ColdTier, ColdTierError
 from elastic_cache.tiers.bloom import ColdNames
 from elastic_cache.tiers.deferred import DeferredRemovals
@@ -216,9 +216,7 @@ class ColdLayer:
         if entry.expires_at:
             expires = self.store._clock() + (entry.expires_at - self._wall())
             expires = expires or 1e-9  # never "no expiry" by accident
-        return Record(
-            value, entry.content_type, expires, entry.version, key_nbytes(entry.key) + len(value)
-        )
+        return Record(value, entry.content_type, expires, entry.version)
 
     def _dirty(self, key: str) -> None:
         watch = self._watch.get(key)
@@ -229,10 +227,10 @@ class ColdLayer:
         victim = self._pending.pop(key, None)
         if victim is None:
             return False
-        self._pending_bytes -= victim[2].size
+        self._pending_bytes -= stored_size(key, victim[2])
         if self._stranded.get(key) is victim:
             del self._stranded[key]
-            self._stranded_bytes -= victim[2].size
+            self._stranded_bytes -= stored_size(key, victim[2])
         self._wake()
         return True
 
@@ -346,7 +344,7 @@ class ColdLayer:
             return
         self._drop_pending(key)
         self._pending[key] = victim
-        self._pending_bytes += rec.size
+        self._pending_bytes += stored_size(key, rec)
         if key in self.deferred:
             if self.deferred.failing:
                 # The write would wait behind the removal of the key's older copy,
@@ -406,7 +404,7 @@ class ColdLayer:
         if self._strands:
             if self._stranded.get(key) is not victim:
                 self._stranded[key] = victim
-                self._stranded_bytes += rec.size
+                self._stranded_bytes += stored_size(key, rec)
                 self._wake()  # no longer in flight
             return
         self._drop_pending(key)
@@ -593,10 +591,11 @@ class ColdLayer:
         if store.peek(key) is not None or key in self._pending:
             return False
         rec = self.record_of(entry, value)
-        if store.capacity.cost(rec.size) > store.capacity.limit:
+        size = stored_size(key, rec)
+        if store.capacity.cost(size) > store.capacity.limit:
             return False
         demoting = store.on_full is OnFull.DEMOTE and not store.demotion_paused
-        if not demoting and not store.has_room(rec.size):
+        if not demoting and not store.has_room(size):
             return False
         try:
             stored = store.apply(key, token, rec)

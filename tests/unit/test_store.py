@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import OrderedDict
+
 import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
@@ -52,7 +54,7 @@ def test_a_refused_token_evicts_nothing(on_full: OnFull) -> None:
     with pytest.raises(TokenMismatch):
         store.put("d", bad, b"d", "t")
     with pytest.raises(TokenMismatch):
-        store.apply("d", bad, Record(b"d", "t", 0.0, 99, 2))
+        store.apply("d", bad, Record(b"d", "t", 0.0, 99))
     assert [key for key in "abcd" if store.peek(key) is not None] == ["a", "b", "c"]
     assert store.take_victims() == []
     store._check()
@@ -70,7 +72,7 @@ def test_a_batch_with_one_wrong_token_applies_nothing() -> None:
     version = store.next_version()
     keys = ["b", "a", "c"]  # a fresh key, a present one (the slow path), a bad token
     tokens = [hasher("b"), hasher("a"), (hasher("c") + 1) % hasher.space]
-    recs = [Record(b"new", "t", 0.0, 50, 4) for _ in keys]
+    recs = [Record(b"new", "t", 0.0, 50) for _ in keys]
     with pytest.raises(TokenMismatch):
         store.apply_batch(keys, tokens, recs, {})
     assert store.peek("b") is None and store.peek("c") is None
@@ -83,7 +85,7 @@ def test_a_batch_with_one_wrong_token_applies_nothing() -> None:
 def test_put_get_overwrite_delete() -> None:
     store, _ = make_store()
     v1 = store.put("a", 1, b"x", "text/plain").version
-    assert store.get("a") == Record(b"x", "text/plain", 0.0, v1, 2)
+    assert store.get("a") == Record(b"x", "text/plain", 0.0, v1)
     v2 = store.put("a", 1, b"yy", "text/plain").version
     assert v2 > v1
     assert store.get("a").value == b"yy"  # type: ignore[union-attr]
@@ -184,10 +186,10 @@ def test_ttl_overwrite_clears_old_expiry() -> None:
 def test_apply_keeps_newest_version() -> None:
     store, _ = make_store(limit=10)
     newer = store.put("k", 1, b"direct", "t").version
-    stale = Record(b"snapshot", "t", 0.0, newer - 1, 9)
+    stale = Record(b"snapshot", "t", 0.0, newer - 1)
     assert not store.apply("k", 1, stale)
     assert store.get("k").value == b"direct"  # type: ignore[union-attr]
-    fresh = Record(b"newer", "t", 0.0, newer + 5, 6)
+    fresh = Record(b"newer", "t", 0.0, newer + 5)
     assert store.apply("k", 1, fresh)
     assert store.version == newer + 5
     assert store.put("k", 1, b"x", "t").version > newer + 5
@@ -195,7 +197,7 @@ def test_apply_keeps_newest_version() -> None:
 
 def test_apply_respects_floor_and_delete_older() -> None:
     store, _ = make_store(limit=10)
-    rec = Record(b"v", "t", 0.0, 7, 2)
+    rec = Record(b"v", "t", 0.0, 7)
     assert not store.apply("k", 1, rec, floor=7)  # a delete at version 7 came first
     assert store.apply("k", 1, rec, floor=6)
     assert not store.delete_older("k", 7)  # same version: not older
@@ -205,7 +207,7 @@ def test_apply_respects_floor_and_delete_older() -> None:
 
 def test_apply_expired_record_is_dropped() -> None:
     store, clock = make_store(limit=10)
-    rec = Record(b"v", "t", clock.now - 1, 3, 2)
+    rec = Record(b"v", "t", clock.now - 1, 3)
     assert not store.apply("k", 1, rec)
     assert store.get("k") is None
 
@@ -213,7 +215,7 @@ def test_apply_expired_record_is_dropped() -> None:
 def _frame(*items: tuple[str, int, int]) -> tuple[list[str], list[int], list[Record]]:
     """Columns of a migration frame: (key, token, version) each, value = key."""
     keys = [k for k, _, _ in items]
-    recs = [Record(k.encode(), "t", 0.0, v, 2 * len(k)) for k, _, v in items]
+    recs = [Record(k.encode(), "t", 0.0, v) for k, _, v in items]
     return keys, [t for _, t, _ in items], recs
 
 
@@ -268,29 +270,37 @@ def test_ranges_keep_accounting() -> None:
 class StoreMachine(RuleBasedStateMachine):
     """A small store with evictions and TTL against a dict model.
 
-    The model records every key the store may still hold; eviction is the store's
-    choice, so the check is one-sided: a value the store returns must be the latest
-    written, unexpired, and never a deleted one.
+    The model records every key the store may still hold; a value the store returns
+    must be the latest written, unexpired, and never a deleted one. It also keeps the
+    keys the store holds in least-recently-used order, and each write must evict
+    exactly the least recent ones.
     """
 
     def __init__(self) -> None:
         super().__init__()
         self.store, self.clock = make_store(limit=5)
         self.model: dict[str, tuple[bytes, float]] = {}
+        self.order: OrderedDict[str, None] = OrderedDict()  # held keys, LRU first
 
     keys = st.sampled_from([f"k{i}" for i in range(8)])
 
     @rule(key=keys, value=st.binary(max_size=8), ttl=st.one_of(st.none(), st.integers(1, 20)))
     def put(self, key: str, value: bytes, ttl: int | None) -> None:
         out = self.store.put(key, int(key[1:]), value, "t", ttl=ttl)
+        room = len(self.order) - (key in self.order) + 1 - 5
+        assert list(out.evicted) == [k for k in self.order if k != key][: max(0, room)]
         for victim in out.evicted:
             self.model.pop(victim, None)
+            del self.order[victim]
         self.model[key] = (value, self.clock.now + ttl if ttl else float("inf"))
+        self.order[key] = None
+        self.order.move_to_end(key)
 
     @rule(key=keys)
     def delete(self, key: str) -> None:
         self.store.delete(key)
         self.model.pop(key, None)
+        self.order.pop(key, None)
 
     @rule(key=keys)
     def get(self, key: str) -> None:
@@ -298,8 +308,10 @@ class StoreMachine(RuleBasedStateMachine):
         want = self.model.get(key)
         if want is None or want[1] <= self.clock.now:
             assert rec is None
+            self.order.pop(key, None)  # an expired record leaves when read
         else:
             assert rec is not None and rec.value == want[0]
+            self.order.move_to_end(key)
 
     @rule(seconds=st.integers(0, 10))
     def tick(self, seconds: int) -> None:
@@ -309,6 +321,8 @@ class StoreMachine(RuleBasedStateMachine):
     @rule()
     def sweep(self) -> None:
         self.store.expire()
+        for key in [k for k in self.order if self.model[k][1] <= self.clock.now]:
+            del self.order[key]
 
     @invariant()
     def consistent(self) -> None:
@@ -316,6 +330,7 @@ class StoreMachine(RuleBasedStateMachine):
         assert len(self.store) <= 5
         for key in self.store.index:
             assert key in self.model
+        assert set(self.order) == set(self.store.index)
 
 
 TestStoreMachine = StoreMachine.TestCase
@@ -361,7 +376,7 @@ def test_paused_demotion_refuses_writes_that_need_room() -> None:
     assert "cold tier is full or failing" in err.message and "about 8 s" in err.message
     assert "disk tier is full" in err.message and "(2/2 records)" in err.message
     with pytest.raises(StoreFull):
-        store.apply("c", 3, Record(b"vc", "t", 0.0, 99, 3))
+        store.apply("c", 3, Record(b"vc", "t", 0.0, 99))
     # Nothing was pushed out, and what fits still goes in: an overwrite of the same size.
     assert store.take_victims() == [] and store.evictions == 0
     assert set(store.index) == {"a", "b"}

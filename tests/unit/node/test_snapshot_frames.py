@@ -30,7 +30,7 @@ def test_tokens_are_checked_against_the_range(
     inc = Incoming("m", lo, hi)
     keys, tokens, recs = decode_snapshot(inc, frame(*inside), 0.0)
     assert list(tokens) == inside and keys == [f"k{t}" for t in inside]
-    assert recs[0] == Record(b"v", "t", 0.0, 1, len(keys[0]) + 1)
+    assert recs[0] == Record(b"v", "t", 0.0, 1)
     assert type(recs[0]) is Record
     for token in outside:
         with pytest.raises(InvalidBody, match="outside migration range"):
