@@ -3,18 +3,29 @@
 from __future__ import annotations
 
 import json
+import logging
 import tomllib
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from elastic_cache.awserrors import AwsError, aws_call
+from elastic_cache.awserrors import CAPACITY_CODES, AwsCapacityError, AwsError, aws_call
 from elastic_cache.config import ClusterSettings
 from elastic_cache.deploy.names import ClusterNames
 from elastic_cache.deploy.settings import DeploySettings
 from elastic_cache.errors import ProvisionError
-from elastic_cache.provisioner.ec2 import UNTERMINATED_STATES, cluster_filters, instance_params
+from elastic_cache.provisioner.ec2 import (
+    UNTERMINATED_STATES,
+    cluster_filters,
+    instance_params,
+    new_client_token,
+)
+
+if TYPE_CHECKING:
+    from elastic_cache.deploy.rollback import Created
+
+log = logging.getLogger("elastic_cache.deploy")
 
 __all__ = [
     "PORT_TAG",
@@ -69,8 +80,11 @@ def coordinator_config(
     image: str,
     bundle_key: str,
     capacity_bytes: int,
+    instance_type: str | None = None,
 ) -> str:
-    """The coordinator's ``config.toml``, validated by parsing it back."""
+    """The coordinator's ``config.toml``, validated by parsing it back; ``instance_type``
+    is the coordinator's own (default ``settings.coordinator_instance_type``), which its
+    cost counts."""
     text = to_toml(
         {
             "coordinator": {
@@ -107,7 +121,9 @@ def coordinator_config(
                 "node_port": settings.node_port,
                 "bundle_bucket": names.bucket,
                 "bundle_key": bundle_key,
-                "coordinator_instance_type": settings.coordinator_instance_type,
+                "coordinator_instance_type": instance_type or settings.coordinator_instance_type,
+                "az_spread": settings.az_spread,
+                "tags": list(settings.tags),
             },
             # The prices deploy checked the budget with, for the coordinator's cost and
             # budget, and for `ecache status` (it reads them back from the user data).
@@ -202,30 +218,77 @@ def run_coordinator(
     *,
     image: str,
     root_device: str,
-    subnet: str,
+    subnets: Sequence[str],
     group: str,
-    user_data: str,
+    user_data: Callable[[str], str],
     sleep: Sleep,
+    client_token: Callable[[], str] = new_client_token,
+    created: Created | None = None,
 ) -> dict[str, Any]:
-    tags = [*names.tags("coordinator"), {"Key": PORT_TAG, "Value": str(settings.port)}]
-    params = instance_params(
-        image=image,
-        instance_type=settings.coordinator_instance_type,
-        user_data=user_data,
-        tags=tags,
-        root_device=root_device,
-        volume_gb=8,
+    """Launch the coordinator, falling back as node launches do: over ``subnets`` on a
+    capacity shortage, then over ``settings.coordinator_types``.
+
+    Each attempt carries its own ``ClientToken``, kept while the same request is sent
+    again (a new instance profile takes a few seconds to reach EC2), so AWS launches
+    at most one instance per attempt. The instance is added to ``created``.
+
+    Args:
+        user_data: the boot script for an instance type (its configuration names it).
+
+    Raises:
+        AwsCapacityError: no type had capacity in any subnet.
+        AwsError: AWS refused the launch otherwise.
+    """
+    tags = [
+        *names.tags("coordinator"),
+        {"Key": PORT_TAG, "Value": str(settings.port)},
+        *settings.user_tags(),
+    ]
+    misses: list[str] = []
+    for instance_type in settings.coordinator_types:
+        script = user_data(instance_type)
+        for subnet in subnets:
+            params = instance_params(
+                image=image,
+                instance_type=instance_type,
+                user_data=script,
+                tags=tags,
+                root_device=root_device,
+                volume_gb=8,
+            )
+            params["SubnetId"] = subnet
+            params["SecurityGroupIds"] = [group]
+            params["IamInstanceProfile"] = {"Name": names.role("coordinator")}
+            params["ClientToken"] = client_token()
+            try:
+                instance = _run_once(ec2, params, sleep=sleep)
+            except AwsError as exc:
+                if exc.aws_code not in CAPACITY_CODES:
+                    raise
+                misses.append(f"{instance_type} in {subnet}: {exc.aws_code}")
+                log.warning("no capacity for the coordinator as %s in %s", instance_type, subnet)
+                continue
+            if created is not None:
+                created.instances.append(str(instance["InstanceId"]))
+            return instance
+    raise AwsCapacityError(
+        f"launching the coordinator: no capacity for any of its types in any subnet "
+        f"({'; '.join(misses)}); add --coordinator-instance-type fall-backs or --subnet "
+        "values in other zones",
+        aws_code="InsufficientInstanceCapacity",
+        operation="RunInstances",
     )
-    params["SubnetId"] = subnet
-    params["SecurityGroupIds"] = [group]
-    params["IamInstanceProfile"] = {"Name": names.role("coordinator")}
+
+
+def _run_once(ec2: Any, params: dict[str, Any], *, sleep: Sleep) -> dict[str, Any]:
+    """One launch request, sent again (same parameters, same token) while the new
+    instance profile has not reached EC2."""
     for attempt in range(12):
         try:
             reply = aws_call(ec2, "RunInstances", doing="launching the coordinator", **params)
             instance: dict[str, Any] = reply["Instances"][0]
             return instance
         except AwsError as exc:
-            # A new instance profile takes a few seconds to reach EC2.
             fresh_profile = exc.aws_code == "InvalidParameterValue" and "nstance" in str(exc)
             if not fresh_profile or attempt == 11:
                 raise
