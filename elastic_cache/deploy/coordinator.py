@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import logging
 import tomllib
@@ -14,13 +16,14 @@ from elastic_cache.awserrors import CAPACITY_CODES, AwsCapacityError, AwsError, 
 from elastic_cache.config import ClusterSettings
 from elastic_cache.deploy.names import ClusterNames
 from elastic_cache.deploy.settings import DeploySettings
-from elastic_cache.errors import ProvisionError
+from elastic_cache.errors import ConfigError, ElasticCacheError, ProvisionError
 from elastic_cache.provisioner.ec2 import (
     UNTERMINATED_STATES,
     cluster_filters,
     instance_params,
     new_client_token,
 )
+from elastic_cache.userdata import coordinator_config_of
 
 if TYPE_CHECKING:
     from elastic_cache.deploy.rollback import Created
@@ -33,7 +36,10 @@ __all__ = [
     "coordinator_instances",
     "endpoint_of",
     "http_ok",
+    "refuse_drift",
     "run_coordinator",
+    "running_config",
+    "settings_drift",
     "start_again",
     "to_toml",
     "wait_running",
@@ -152,6 +158,73 @@ def coordinator_instances(ec2: Any, cluster: str) -> list[dict[str, Any]]:
     )
     found = [i for r in reply["Reservations"] for i in r["Instances"]]
     return sorted(found, key=lambda i: (order.index(i["State"]["Name"]), i["InstanceId"]))
+
+
+def running_config(ec2: Any, instance_id: str) -> ClusterSettings | None:
+    """The configuration a coordinator instance was launched with (from its user data),
+    or None when it cannot be read (no permission, not deploy's user data)."""
+    try:
+        raw = aws_call(
+            ec2,
+            "DescribeInstanceAttribute",
+            doing="reading the coordinator's configuration",
+            InstanceId=instance_id,
+            Attribute="userData",
+        )["UserData"].get("Value")
+        config = coordinator_config_of(base64.b64decode(raw).decode()) if raw else None
+        return None if config is None else ClusterSettings.from_mapping(tomllib.loads(config))
+    except (ElasticCacheError, binascii.Error, ValueError, tomllib.TOMLDecodeError):
+        return None
+
+
+def settings_drift(settings: DeploySettings, running: ClusterSettings) -> list[str]:
+    """The settings a running coordinator holds from its first boot that differ from
+    ``settings``, one ``"name: running X, asked Y"`` each (empty: none). Deploy cannot
+    change them in place."""
+    ec2 = running.ec2
+    scaler = running.scaler
+    pairs: list[tuple[str, Any, Any]] = [
+        ("--max-nodes", scaler.max_nodes, settings.max_nodes),
+        ("--min-nodes", scaler.min_nodes, settings.min_nodes),
+        ("--max-usd-per-hour", scaler.max_usd_per_hour, settings.max_usd_per_hour),
+        ("--port", running.coordinator.port, settings.port),
+        ("--on-full", str(running.nodes.on_full), str(settings.on_full)),
+    ]
+    if ec2 is not None:
+        pairs += [
+            ("--instance-type", list(ec2.instance_types), list(settings.instance_types)),
+            ("--az-spread", ec2.az_spread, settings.az_spread),
+            ("--tag", sorted(ec2.tags), sorted(settings.tags)),
+        ]
+        if ec2.coordinator_instance_type not in settings.coordinator_types:
+            pairs.append(
+                (
+                    "--coordinator-instance-type",
+                    ec2.coordinator_instance_type,
+                    list(settings.coordinator_types),
+                )
+            )
+    return [f"{name}: running {old}, asked {new}" for name, old, new in pairs if old != new]
+
+
+def refuse_drift(settings: DeploySettings, ec2: Any, names: ClusterNames) -> None:
+    """Refuse, before anything changes, a deploy whose settings differ from those the
+    cluster's coordinator runs with: it could not apply them, and printing them as if
+    it had would mislead (there is no ``deploy --update`` yet).
+
+    Raises:
+        ConfigError: the running settings differ; the message lists them.
+    """
+    existing = coordinator_instances(ec2, names.cluster)
+    running = running_config(ec2, existing[0]["InstanceId"]) if existing else None
+    drift = [] if running is None else settings_drift(settings, running)
+    if drift:
+        raise ConfigError(
+            f"cluster {names.cluster} runs (coordinator {existing[0]['InstanceId']}) with "
+            f"other settings than asked: {'; '.join(drift)}. Deploy cannot change a "
+            "running cluster's settings (there is no --update yet): deploy again with the "
+            "running values, or destroy and deploy again. Nothing was changed"
+        )
 
 
 def _state_of(ec2: Any, instance_id: str) -> dict[str, Any]:

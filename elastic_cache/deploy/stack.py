@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import base64
 import time
-import tomllib
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -34,7 +33,9 @@ from elastic_cache.deploy.coordinator import (
     coordinator_instances,
     endpoint_of,
     http_ok,
+    refuse_drift,
     run_coordinator,
+    running_config,
     start_again,
     wait_running,
 )
@@ -68,7 +69,7 @@ from elastic_cache.provisioner.ec2 import (
     cluster_filters,
     new_client_token,
 )
-from elastic_cache.userdata import coordinator_config_of, coordinator_user_data
+from elastic_cache.userdata import coordinator_user_data
 
 __all__ = ["cluster_exists", "deploy", "destroy", "hourly_prices", "identity", "plan"]
 
@@ -133,6 +134,7 @@ def plan(settings: DeploySettings, *, session: Any, out: Out = print) -> Preflig
         ssm=c["ssm"],
         quotas=session.client("service-quotas", region_name=region),
     )
+    refuse_drift(settings, c["ec2"], names)
     out(
         f"plan for cluster {names.cluster} in {region} (account {names.account}), VPC {checked.vpc}"
     )
@@ -142,26 +144,6 @@ def plan(settings: DeploySettings, *, session: Any, out: Out = print) -> Preflig
         out(line)
     out("dry run: nothing was created")
     return checked
-
-
-def _bundle_in_use(ec2: Any, instance_id: str) -> str | None:
-    """The bundle key in a coordinator's configuration (its user data), or None when it
-    cannot be read."""
-    try:
-        raw = aws_call(
-            ec2,
-            "DescribeInstanceAttribute",
-            doing="reading the coordinator's configuration",
-            InstanceId=instance_id,
-            Attribute="userData",
-        )["UserData"].get("Value")
-        config = coordinator_config_of(base64.b64decode(raw).decode()) if raw else None
-        if config is None:
-            return None
-        key = tomllib.loads(config).get("ec2", {}).get("bundle_key")
-    except (AwsError, ValueError, UnicodeDecodeError, tomllib.TOMLDecodeError):
-        return None
-    return str(key) if key else None
 
 
 def deploy(
@@ -197,7 +179,8 @@ def deploy(
         client_token: makes the ``ClientToken`` of each launch request.
 
     Raises:
-        ConfigError: a bad setting, or a budget too small for the cluster's floor.
+        ConfigError: a bad setting, a budget too small for the cluster's floor, or
+            settings the running coordinator does not have (`refuse_drift`).
         AwsError: AWS refused a call (the message names the permission or quota).
         ProvisionError: the coordinator instance did not come up.
     """
@@ -211,6 +194,7 @@ def deploy(
         ssm=c["ssm"],
         quotas=session.client("service-quotas", region_name=region),
     )
+    refuse_drift(settings, c["ec2"], names)
     out(f"cluster {names.cluster} in {region} (account {names.account}), VPC {checked.vpc}")
     for note in checked.notes:
         out(f"  check         {note}")
@@ -284,7 +268,10 @@ def _build(
     # The coordinator that is kept (found now, before anything can launch one) keeps
     # launching nodes from its own bundle; a new one uses this run's.
     existing = coordinator_instances(ec2, names.cluster)
-    in_use = _bundle_in_use(ec2, existing[0]["InstanceId"]) if existing else bundle_key
+    in_use: str | None = bundle_key
+    if existing:
+        running = running_config(ec2, existing[0]["InstanceId"])
+        in_use = running.ec2.bundle_key if running is not None and running.ec2 else None
     _retire_bundles(s3, names, in_use, out)
     deny_insecure_transport(s3, names)
     steps.done(f"  bundle        s3://{bucket}/{bundle_key}")

@@ -349,3 +349,44 @@ def test_destroy_deletes_once_confirmed(
     found = what_exists(session)
     found["instances"] = []  # terminated ones stay listed
     assert found == NOTHING
+
+
+# -- a running cluster's settings --------------------------------------------------------------
+
+
+def test_deploy_refuses_settings_a_running_cluster_cannot_take(
+    session: Any,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A second deploy with another --max-nodes used to print the new limit while the
+    coordinator kept the old one; now it lists the running values and changes nothing,
+    firewall included."""
+    s = settings()
+    first = run_deploy(session, tmp_path, s)
+    before = what_exists(session)
+    rules = session.client("ec2").describe_security_groups(
+        GroupIds=[first.security_groups["coordinator"]]
+    )["SecurityGroups"][0]["IpPermissions"]
+    changed = settings(name=s.name, max_nodes=6, tags=("team=cache",), allow_cidr="198.51.100.0/24")
+    with pytest.raises(ConfigError) as err:
+        run_deploy(session, tmp_path, changed)
+    message = str(err.value)
+    assert "--max-nodes: running 4, asked 6" in message
+    assert "--tag: running [], asked ['team=cache']" in message
+    assert "Nothing was changed" in message
+    assert what_exists(session) == before
+    assert (
+        session.client("ec2").describe_security_groups(
+            GroupIds=[first.security_groups["coordinator"]]
+        )["SecurityGroups"][0]["IpPermissions"]
+        == rules
+    )
+    # The dry run says the same, exit 2.
+    monkeypatch.setattr(cli, "_boto_session", lambda region: session)
+    argv = ["deploy", "--name", s.name, "--region", REGION, "--allow-cidr", "203.0.113.7/32"]
+    assert cli.main([*argv, "--max-nodes", "6", "--dry-run"]) == 2
+    assert "--max-nodes: running 4, asked 6" in capsys.readouterr().err
+    # The same settings (another --allow-cidr is deploy's own to change) go through.
+    run_deploy(session, tmp_path, settings(name=s.name, allow_cidr="198.51.100.0/24"))

@@ -367,6 +367,9 @@ def test_the_coordinator_falls_back_to_its_next_type(session: Any, tmp_path: Pat
     assert instance["InstanceType"] == "t3.medium"
     ec2 = config_of(session, result.coordinator_instance).ec2
     assert ec2 is not None and ec2.coordinator_instance_type == "t3.medium"
+    # Deploying again with the same settings finds it: its type is one of those asked.
+    again = run_deploy(session, tmp_path, s)
+    assert again.coordinator_instance == result.coordinator_instance
 
 
 def test_the_budget_floor_counts_the_dearest_coordinator_type(session: Any, tmp_path: Path) -> None:
@@ -397,3 +400,21 @@ def test_a_launch_sent_again_for_a_fresh_profile_keeps_its_client_token(
     tokens = iter(["first-token", "second-token"])
     run_deploy(session, tmp_path, settings(), client_token=lambda: next(tokens))
     assert [c["ClientToken"] for c in launches(calls)] == ["first-token", "first-token"]
+
+
+def test_what_the_roll_back_cannot_delete_is_listed_with_the_way_out(
+    session: Any, tmp_path: Path
+) -> None:
+    inject(session, "ssm", "PutParameter", code="AccessDeniedException")
+    inject(session, "iam", "DeleteRole", code="DeleteConflict")
+    lines: list[str] = []
+    s = settings()
+    with pytest.raises(AwsPermissionDenied):
+        run_deploy(session, tmp_path, s, out=lines.append)
+    left = [line for line in lines if "NOT rolled back" in line]
+    assert len(left) == 2 and all("DeleteConflict" in line for line in left)
+    assert lines[-1] == f"delete the rest with: ecache destroy --name {s.name} --region {REGION}"
+    # Everything else went; the two roles stay.
+    found = owned(session)
+    assert sorted(found.pop("roles")) == [f"ecache-{s.name}-coordinator", f"ecache-{s.name}-node"]
+    assert found == {k: v for k, v in NOTHING.items() if k != "roles"}
