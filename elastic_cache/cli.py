@@ -403,16 +403,18 @@ def _deploy_prices(path: str | None) -> CostSettings:
 
 
 def cmd_deploy(args: argparse.Namespace) -> int:
-    from elastic_cache.deploy import DeploySettings, deploy
+    from elastic_cache.deploy import DeploySettings, deploy, plan
 
     session = _boto_session(args.region)
+    coordinator_types = args.coordinator_instance_type or ["t3.small"]
     settings = DeploySettings(
         name=args.name,
         region=_region(args, session),
         allow_cidr=args.allow_cidr or _caller_cidr(),
         public=args.public,
         instance_types=tuple(args.instance_type or ["t3.small"]),
-        coordinator_instance_type=args.coordinator_instance_type,
+        coordinator_instance_type=coordinator_types[0],
+        coordinator_fallback_types=tuple(coordinator_types[1:]),
         max_nodes=args.max_nodes,
         min_nodes=args.min_nodes,
         max_usd_per_hour=args.max_usd_per_hour,
@@ -425,7 +427,13 @@ def cmd_deploy(args: argparse.Namespace) -> int:
         wait=not args.no_wait,
         wait_timeout=args.wait_timeout,
         cost=_deploy_prices(args.prices),
+        az_spread=args.az_spread,
+        tags=tuple(args.tag or ()),
+        demoted_expiry_days=args.expire_demoted_days,
     )
+    if args.dry_run:
+        plan(settings, session=session)
+        return 0
     wheelhouse = Path(args.wheelhouse) if args.wheelhouse else None
     if wheelhouse is not None and not wheelhouse.is_dir():
         raise ConfigError(f"--wheelhouse {wheelhouse} is not a directory")
@@ -444,16 +452,48 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     return 0 if result.healthy or not settings.wait else 1
 
 
-def cmd_destroy(args: argparse.Namespace) -> int:
-    from elastic_cache.deploy import destroy
+def _confirm(question: str) -> bool:
+    """Ask ``question`` on the terminal; True only for an answer of y or yes."""
+    try:
+        answer = input(f"{question} [y/N] ")
+    except EOFError:
+        return False
+    return answer.strip().lower() in ("y", "yes")
 
+
+def cmd_destroy(args: argparse.Namespace) -> int:
+    from elastic_cache.config import check_cluster_name
+    from elastic_cache.deploy import ClusterNotFound, cluster_exists, destroy
+
+    check_cluster_name(args.name)
     session = _boto_session(args.region)
+    region = _region(args, session)
+    found = cluster_exists(args.name, region, session=session)
+    if not found:
+        raise ClusterNotFound(
+            f"there is no cluster named {args.name!r} in {region} (no instance, security "
+            "group, role, token or bucket of that name): nothing to destroy. Check --name "
+            "and --region"
+        )
+    print(f"cluster {args.name} in {region}:")
+    for line in found:
+        print(f"  {line}")
+    data = "the bucket and all its data too" if args.delete_data else "the bucket is kept"
+    if not args.yes:
+        if not sys.stdin.isatty():
+            raise ConfigError(
+                "destroy deletes the cluster above and asks first; pass --yes to confirm "
+                "without a terminal"
+            )
+        if not _confirm(f"terminate and delete all of this ({data})?"):
+            print("nothing was deleted")
+            return 1
     with Progress(
         f"destroying {args.name}", unit="instances", stream=sys.stdout, interval=30
     ) as bar:
         destroy(
             args.name,
-            _region(args, session),
+            region,
             session=session,
             delete_data=args.delete_data,
             out=bar.note,
@@ -595,7 +635,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="TYPE",
         help="node instance type; repeat for fall-backs on a capacity shortage (default t3.small)",
     )
-    dep.add_argument("--coordinator-instance-type", default="t3.small", help="default t3.small")
+    dep.add_argument(
+        "--coordinator-instance-type",
+        action="append",
+        metavar="TYPE",
+        help="the coordinator's instance type; repeat for fall-backs on a capacity "
+        "shortage (default t3.small)",
+    )
     dep.add_argument("--max-nodes", type=int, default=4, help="most nodes (default 4)")
     dep.add_argument("--min-nodes", type=int, default=1, help="nodes never removed (default 1)")
     dep.add_argument(
@@ -642,6 +688,31 @@ def build_parser() -> argparse.ArgumentParser:
         help="directory of dependency wheels for the instances (default: fetched with pip)",
     )
     dep.add_argument(
+        "--az-spread",
+        action="store_true",
+        help="place each new node in the availability zone with the fewest nodes (default "
+        "off: the first subnet with capacity; spreading adds cross-zone transfer charges)",
+    )
+    dep.add_argument(
+        "--tag",
+        action="append",
+        metavar="KEY=VALUE",
+        help="a tag on every resource the cluster creates (repeatable; default none)",
+    )
+    dep.add_argument(
+        "--expire-demoted-days",
+        type=int,
+        metavar="DAYS",
+        help="S3 deletes values demoted to the bucket DAYS days after they were written "
+        "(a later read is a miss; default: kept until evicted)",
+    )
+    dep.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="run every check, print what would be created and its $/hour at the minimum "
+        "and maximum size, and create nothing",
+    )
+    dep.add_argument(
         "--no-wait", action="store_true", help="do not wait for the coordinator to answer"
     )
     dep.add_argument(
@@ -659,6 +730,9 @@ def build_parser() -> argparse.ArgumentParser:
     des.add_argument("--region", help="AWS region (default: the AWS configuration's)")
     des.add_argument(
         "--delete-data", action="store_true", help="delete the S3 bucket and its data too"
+    )
+    des.add_argument(
+        "--yes", action="store_true", help="do not ask for confirmation (default: ask)"
     )
     des.set_defaults(func=cmd_destroy)
 

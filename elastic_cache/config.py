@@ -78,6 +78,8 @@ __all__ = [
     "OriginSettings",
     "ProvisionerKind",
     "ScalerSettings",
+    "check_tags",
+    "parse_tag",
 ]
 
 DEFAULT_MAX_VALUE_BYTES = 8 * 1024 * 1024
@@ -458,6 +460,60 @@ def check_cluster_name(name: str) -> str:
     return name
 
 
+#: Tag keys a user may not set: AWS keeps ``aws:``; ``ecache:`` and ``Name`` are the
+#: cluster's own (destroy and the provisioner find resources by them).
+RESERVED_TAG_PREFIXES = ("aws:", "ecache:")
+
+#: Most user tags per resource: AWS allows 50, the cluster's own take up to 5.
+MAX_USER_TAGS = 40
+
+_TAG_TEXT = re.compile(r"^[\w .:/=+\-@]*$")
+
+
+def parse_tag(text: str) -> tuple[str, str]:
+    """``KEY=VALUE`` as ``(key, value)``, checked against the rules every service that
+    takes the tags shares (S3 and IAM are the strictest): a key of 1-128 and a value of
+    0-256 letters, digits, spaces and ``_ . : / = + - @``; not ``Name`` nor starting with
+    ``aws:`` or ``ecache:`` (`RESERVED_TAG_PREFIXES`).
+
+    Raises:
+        ConfigError: it breaks one of those rules.
+    """
+    if not isinstance(text, str) or "=" not in text:
+        raise ConfigError(f"a tag is KEY=VALUE, got {text!r}")
+    key, _, value = text.partition("=")
+    if not 1 <= len(key) <= 128 or len(value) > 256:
+        raise ConfigError(f"tag {text!r}: the key must have 1-128 characters, the value 0-256")
+    if not _TAG_TEXT.match(key) or not _TAG_TEXT.match(value):
+        raise ConfigError(
+            f"tag {text!r}: keys and values may hold letters, digits, spaces and _ . : / = + - @"
+        )
+    if key == "Name" or key.lower().startswith(RESERVED_TAG_PREFIXES):
+        raise ConfigError(
+            f"tag key {key!r} is reserved (Name, aws:..., ecache:... are set by AWS or "
+            "by the cluster)"
+        )
+    return key, value
+
+
+def check_tags(name: str, tags: tuple[str, ...]) -> dict[str, str]:
+    """``tags`` (``KEY=VALUE`` each, `parse_tag`) as a dict, keys unique, at most
+    `MAX_USER_TAGS`.
+
+    Raises:
+        ConfigError: a bad tag, a key given twice, or too many.
+    """
+    parsed: dict[str, str] = {}
+    for text in tags:
+        key, value = parse_tag(text)
+        if key in parsed:
+            raise ConfigError(f"{name}: tag key {key!r} is given twice")
+        parsed[key] = value
+    if len(parsed) > MAX_USER_TAGS:
+        raise ConfigError(f"{name}: at most {MAX_USER_TAGS} tags, got {len(parsed)}")
+    return parsed
+
+
 def _check_ssm_name(name: str, value: str) -> None:
     if not isinstance(value, str) or not re.match(r"^/[A-Za-z0-9_.\-/]{1,1000}$", value):
         raise ConfigError(f"{name} must be an SSM parameter path such as /a/b, got {value!r}")
@@ -496,6 +552,11 @@ class Ec2Settings:
         boot_timeout: seconds an instance has to run and answer ``/healthz``.
         poll_interval: seconds between state and health polls while it boots.
         root_volume_gb: size of each node's root volume (gp3, encrypted).
+        az_spread: place each new node in the availability zone (of ``subnets``) that
+            holds the fewest of the cluster's nodes, instead of the first subnet with
+            capacity.
+        tags: the user's tags (``KEY=VALUE``, `parse_tag`) on every node instance and
+            volume, beside the cluster's own.
     """
 
     cluster: str
@@ -514,9 +575,12 @@ class Ec2Settings:
     boot_timeout: float = 900.0
     poll_interval: float = 5.0
     root_volume_gb: int = 8
+    az_spread: bool = False
+    tags: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         check_cluster_name(self.cluster)
+        check_tags("ec2.tags", self.tags)
         if not isinstance(self.region, str) or not re.match(
             r"^[a-z]{2}(-[a-z]+)+-\d$", self.region
         ):

@@ -13,7 +13,7 @@ from elastic_cache.errors import NodeUnavailable
 __all__ = ["fetch_cluster", "render_status"]
 
 #: Event kinds ``ecache status`` lists (the dashboard lists every event).
-STATUS_EVENTS = ("cold_tier_full", "cold_tier_resumed")
+STATUS_EVENTS = ("cold_tier_full", "cold_tier_resumed", "scale_out_backoff")
 
 #: How many of those it lists, newest last.
 STATUS_EVENT_COUNT = 5
@@ -93,7 +93,8 @@ def render_status(view: dict[str, Any]) -> str:
 
 
 def _cold_lines(view: dict[str, Any]) -> list[str]:
-    """Nodes whose cold tier refuses writes now, then the latest cold-tier events."""
+    """Nodes whose cold tier refuses writes now, then the latest cold-tier and scale-out
+    back-off events."""
     lines = []
     for n in view["nodes"]:
         cold = n.get("cold") or {}

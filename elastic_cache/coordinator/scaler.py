@@ -19,6 +19,9 @@ threshold T(n) with one node fewer, so a removal never sets off a launch by itse
 band between the low watermark and T is the hysteresis that keeps the cluster from
 flapping.
 
+A scale-out whose launch fails makes the next wait (`LaunchBackoff`: 10 s, doubling per
+failure in a row, at most 10 min) and is logged as a ``scale_out_backoff`` event.
+
 The decisions are plain functions (`wants_launch`, `launch_blocker`, `may_launch`,
 `pick_node_to_remove`) and a small clocked policy (`ScaleDownPolicy`), tested without a
 server; `Scaler` wires them to the cluster.
@@ -35,6 +38,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from elastic_cache.config import ScalerSettings
+from elastic_cache.coordinator.backoff import LaunchBackoff
 from elastic_cache.errors import ElasticCacheError
 from elastic_cache.provisioner.threshold import speculative_threshold
 from elastic_cache.ring import HashRing
@@ -292,7 +296,9 @@ class Scaler:
         rate: the coordinator's request-rate meter (R).
         node_cost_per_hour: price of one more node (0 locally), for the budget.
         cluster_cost_per_hour: what the cluster costs now, for the budget.
-        clock: seconds (monotonic), for the scale-down cool-down.
+        clock: seconds (monotonic), for the scale-down cool-down and the back-off after
+            a failed launch.
+        backoff: the back-off after a failed launch; default `LaunchBackoff()`.
     """
 
     def __init__(
@@ -304,9 +310,12 @@ class Scaler:
         node_cost_per_hour: Callable[[], float] = lambda: 0.0,
         cluster_cost_per_hour: Callable[[], float] = lambda: 0.0,
         clock: Callable[[], float] = time.monotonic,
+        backoff: LaunchBackoff | None = None,
     ) -> None:
         self.settings = settings
         self.cluster = cluster
+        self._clock = clock
+        self.backoff = backoff or LaunchBackoff()
         self.rate = rate
         self._node_cost = node_cost_per_hour
         self._cluster_cost = cluster_cost_per_hour
@@ -375,6 +384,8 @@ class Scaler:
         """Start a launch on behalf of ``node_id`` if the limits allow; True if started."""
         if node_id in self._helping:
             return True
+        if self.backoff.remaining(self._clock()) > 0:
+            return False  # a launch failed a moment ago; its event says when to retry
         blocker = launch_blocker(
             self.in_flight,
             len(self.cluster.nodes),
@@ -431,8 +442,12 @@ class Scaler:
                 # await, so from here on the launch is counted there.
                 self.cluster.starting -= 1
                 info = await self.cluster.launch_node()
+            except ElasticCacheError as exc:
+                self._launch_failed(node_id, exc)
+                raise
             finally:
                 self.in_flight -= 1
+            self.backoff.succeeded()
             self.launches += 1
             self.shrink.membership_changed()
             try:
@@ -444,6 +459,17 @@ class Scaler:
             log.warning("scale-out for %s failed: %s", node_id, exc)
         finally:
             self._helping.discard(node_id)
+
+    def _launch_failed(self, node_id: str, exc: ElasticCacheError) -> None:
+        delay = self.backoff.failed(self._clock())
+        self.cluster.events.add(
+            "scale_out_backoff",
+            f"scale-out for {node_id} failed ({exc}); the next waits {delay:.0f}s "
+            f"({self.backoff.failures} failure(s) in a row)",
+            node=node_id,
+            retry_in=delay,
+            failures=self.backoff.failures,
+        )
 
     # -- scale-down ----------------------------------------------------------------------
 

@@ -1,6 +1,7 @@
 """Elastic cache on AWS: ``ecache deploy``, ``ecache status --name`` and ``ecache destroy``.
 
-`deploy` creates (or finds) a cluster's bucket, package bundle, security groups, IAM roles,
+`plan` checks and prints what deploy would create (``--dry-run``); `deploy` checks,
+then creates (or finds) a cluster's bucket, package bundle, security groups, IAM roles,
 token and coordinator instance; `destroy` removes them; `status_by_name` shows what AWS
 and the coordinator know. See docs/aws.md for the walk-through, the IAM permissions the
 deploying user needs, and the costs.
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 from elastic_cache.deploy.names import ClusterNames
 from elastic_cache.deploy.settings import DeployResult, DeploySettings
-from elastic_cache.deploy.stack import deploy, destroy
+from elastic_cache.deploy.stack import cluster_exists, deploy, destroy, plan
 from elastic_cache.deploy.status import ClusterNotFound, status_by_name
 
 __all__ = [
@@ -18,7 +19,9 @@ __all__ = [
     "ClusterNotFound",
     "DeployResult",
     "DeploySettings",
+    "cluster_exists",
     "deploy",
     "destroy",
+    "plan",
     "status_by_name",
 ]

@@ -4,21 +4,40 @@ from __future__ import annotations
 
 import json
 import secrets
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from elastic_cache.awserrors import AwsError, aws_call, ignoring
 from elastic_cache.deploy.names import ClusterNames
 from elastic_cache.deploy.policies import EC2_TRUST_POLICY
 from elastic_cache.provisioner.ec2 import CLUSTER_TAG, ROLE_TAG
 
+if TYPE_CHECKING:
+    from elastic_cache.deploy.rollback import Created
+
 __all__ = ["POLICY_NAME", "delete_role", "ensure_role", "ensure_token"]
 
 POLICY_NAME = "ecache"
 
 
-def ensure_role(iam: Any, names: ClusterNames, kind: str, policy: dict[str, Any]) -> str:
+def ensure_role(
+    iam: Any,
+    names: ClusterNames,
+    kind: str,
+    policy: dict[str, Any],
+    *,
+    tags: Sequence[dict[str, str]] = (),
+    created: Created | None = None,
+) -> str:
+    """The role of ``kind`` with ``policy`` and its instance profile, each created
+    (tagged with the cluster's tags and ``tags``) unless it exists; what this call
+    creates is added to ``created``."""
     role = names.role(kind)
-    tags = [{"Key": CLUSTER_TAG, "Value": names.cluster}, {"Key": ROLE_TAG, "Value": kind}]
+    all_tags = [
+        {"Key": CLUSTER_TAG, "Value": names.cluster},
+        {"Key": ROLE_TAG, "Value": kind},
+        *tags,
+    ]
     try:
         aws_call(
             iam,
@@ -27,8 +46,10 @@ def ensure_role(iam: Any, names: ClusterNames, kind: str, policy: dict[str, Any]
             RoleName=role,
             AssumeRolePolicyDocument=json.dumps(EC2_TRUST_POLICY),
             Description=f"elastic-cache {names.cluster} {kind}",
-            Tags=tags,
+            Tags=all_tags,
         )
+        if created is not None:
+            created.roles.append(role)
     except AwsError as exc:
         if exc.aws_code != "EntityAlreadyExists":
             raise
@@ -46,8 +67,10 @@ def ensure_role(iam: Any, names: ClusterNames, kind: str, policy: dict[str, Any]
             "CreateInstanceProfile",
             doing=f"creating instance profile {role}",
             InstanceProfileName=role,
-            Tags=tags,
+            Tags=all_tags,
         )
+        if created is not None:
+            created.profiles.append(role)
     except AwsError as exc:
         if exc.aws_code != "EntityAlreadyExists":
             raise
@@ -97,8 +120,15 @@ def delete_role(iam: Any, names: ClusterNames, kind: str) -> bool:
     return ignoring(gone, lambda: aws_call(iam, "DeleteRole", doing=role, RoleName=role))
 
 
-def ensure_token(ssm: Any, names: ClusterNames) -> bool:
-    """Store a new random token unless one exists; True if it was created."""
+def ensure_token(
+    ssm: Any,
+    names: ClusterNames,
+    *,
+    tags: Sequence[dict[str, str]] = (),
+    created: Created | None = None,
+) -> bool:
+    """Store a new random token (tagged with the cluster's tag and ``tags``) unless one
+    exists; True if it was created (and then added to ``created``)."""
     try:
         aws_call(
             ssm,
@@ -108,10 +138,12 @@ def ensure_token(ssm: Any, names: ClusterNames) -> bool:
             Value=secrets.token_urlsafe(32),
             Type="SecureString",
             Description=f"elastic-cache {names.cluster}: admin API token",
-            Tags=[{"Key": CLUSTER_TAG, "Value": names.cluster}],
+            Tags=[{"Key": CLUSTER_TAG, "Value": names.cluster}, *tags],
         )
     except AwsError as exc:
         if exc.aws_code == "ParameterAlreadyExists":
             return False
         raise
+    if created is not None:
+        created.parameters.append(names.token_parameter)
     return True

@@ -2,19 +2,33 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
+import logging
 import tomllib
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from elastic_cache.awserrors import AwsError, aws_call
+from elastic_cache.awserrors import CAPACITY_CODES, AwsCapacityError, AwsError, aws_call
 from elastic_cache.config import ClusterSettings
 from elastic_cache.deploy.names import ClusterNames
 from elastic_cache.deploy.settings import DeploySettings
-from elastic_cache.errors import ProvisionError
-from elastic_cache.provisioner.ec2 import UNTERMINATED_STATES, cluster_filters, instance_params
+from elastic_cache.errors import ConfigError, ElasticCacheError, ProvisionError
+from elastic_cache.provisioner.ec2 import (
+    UNTERMINATED_STATES,
+    cluster_filters,
+    instance_params,
+    new_client_token,
+)
+from elastic_cache.userdata import coordinator_config_of
+
+if TYPE_CHECKING:
+    from elastic_cache.deploy.rollback import Created
+
+log = logging.getLogger("elastic_cache.deploy")
 
 __all__ = [
     "PORT_TAG",
@@ -22,7 +36,10 @@ __all__ = [
     "coordinator_instances",
     "endpoint_of",
     "http_ok",
+    "refuse_drift",
     "run_coordinator",
+    "running_config",
+    "settings_drift",
     "start_again",
     "to_toml",
     "wait_running",
@@ -69,8 +86,11 @@ def coordinator_config(
     image: str,
     bundle_key: str,
     capacity_bytes: int,
+    instance_type: str | None = None,
 ) -> str:
-    """The coordinator's ``config.toml``, validated by parsing it back."""
+    """The coordinator's ``config.toml``, validated by parsing it back; ``instance_type``
+    is the coordinator's own (default ``settings.coordinator_instance_type``), which its
+    cost counts."""
     text = to_toml(
         {
             "coordinator": {
@@ -107,7 +127,9 @@ def coordinator_config(
                 "node_port": settings.node_port,
                 "bundle_bucket": names.bucket,
                 "bundle_key": bundle_key,
-                "coordinator_instance_type": settings.coordinator_instance_type,
+                "coordinator_instance_type": instance_type or settings.coordinator_instance_type,
+                "az_spread": settings.az_spread,
+                "tags": list(settings.tags),
             },
             # The prices deploy checked the budget with, for the coordinator's cost and
             # budget, and for `ecache status` (it reads them back from the user data).
@@ -136,6 +158,73 @@ def coordinator_instances(ec2: Any, cluster: str) -> list[dict[str, Any]]:
     )
     found = [i for r in reply["Reservations"] for i in r["Instances"]]
     return sorted(found, key=lambda i: (order.index(i["State"]["Name"]), i["InstanceId"]))
+
+
+def running_config(ec2: Any, instance_id: str) -> ClusterSettings | None:
+    """The configuration a coordinator instance was launched with (from its user data),
+    or None when it cannot be read (no permission, not deploy's user data)."""
+    try:
+        raw = aws_call(
+            ec2,
+            "DescribeInstanceAttribute",
+            doing="reading the coordinator's configuration",
+            InstanceId=instance_id,
+            Attribute="userData",
+        )["UserData"].get("Value")
+        config = coordinator_config_of(base64.b64decode(raw).decode()) if raw else None
+        return None if config is None else ClusterSettings.from_mapping(tomllib.loads(config))
+    except (ElasticCacheError, binascii.Error, ValueError, tomllib.TOMLDecodeError):
+        return None
+
+
+def settings_drift(settings: DeploySettings, running: ClusterSettings) -> list[str]:
+    """The settings a running coordinator holds from its first boot that differ from
+    ``settings``, one ``"name: running X, asked Y"`` each (empty: none). Deploy cannot
+    change them in place."""
+    ec2 = running.ec2
+    scaler = running.scaler
+    pairs: list[tuple[str, Any, Any]] = [
+        ("--max-nodes", scaler.max_nodes, settings.max_nodes),
+        ("--min-nodes", scaler.min_nodes, settings.min_nodes),
+        ("--max-usd-per-hour", scaler.max_usd_per_hour, settings.max_usd_per_hour),
+        ("--port", running.coordinator.port, settings.port),
+        ("--on-full", str(running.nodes.on_full), str(settings.on_full)),
+    ]
+    if ec2 is not None:
+        pairs += [
+            ("--instance-type", list(ec2.instance_types), list(settings.instance_types)),
+            ("--az-spread", ec2.az_spread, settings.az_spread),
+            ("--tag", sorted(ec2.tags), sorted(settings.tags)),
+        ]
+        if ec2.coordinator_instance_type not in settings.coordinator_types:
+            pairs.append(
+                (
+                    "--coordinator-instance-type",
+                    ec2.coordinator_instance_type,
+                    list(settings.coordinator_types),
+                )
+            )
+    return [f"{name}: running {old}, asked {new}" for name, old, new in pairs if old != new]
+
+
+def refuse_drift(settings: DeploySettings, ec2: Any, names: ClusterNames) -> None:
+    """Refuse, before anything changes, a deploy whose settings differ from those the
+    cluster's coordinator runs with: it could not apply them, and printing them as if
+    it had would mislead (there is no ``deploy --update`` yet).
+
+    Raises:
+        ConfigError: the running settings differ; the message lists them.
+    """
+    existing = coordinator_instances(ec2, names.cluster)
+    running = running_config(ec2, existing[0]["InstanceId"]) if existing else None
+    drift = [] if running is None else settings_drift(settings, running)
+    if drift:
+        raise ConfigError(
+            f"cluster {names.cluster} runs (coordinator {existing[0]['InstanceId']}) with "
+            f"other settings than asked: {'; '.join(drift)}. Deploy cannot change a "
+            "running cluster's settings (there is no --update yet): deploy again with the "
+            "running values, or destroy and deploy again. Nothing was changed"
+        )
 
 
 def _state_of(ec2: Any, instance_id: str) -> dict[str, Any]:
@@ -202,30 +291,77 @@ def run_coordinator(
     *,
     image: str,
     root_device: str,
-    subnet: str,
+    subnets: Sequence[str],
     group: str,
-    user_data: str,
+    user_data: Callable[[str], str],
     sleep: Sleep,
+    client_token: Callable[[], str] = new_client_token,
+    created: Created | None = None,
 ) -> dict[str, Any]:
-    tags = [*names.tags("coordinator"), {"Key": PORT_TAG, "Value": str(settings.port)}]
-    params = instance_params(
-        image=image,
-        instance_type=settings.coordinator_instance_type,
-        user_data=user_data,
-        tags=tags,
-        root_device=root_device,
-        volume_gb=8,
+    """Launch the coordinator, falling back as node launches do: over ``subnets`` on a
+    capacity shortage, then over ``settings.coordinator_types``.
+
+    Each attempt carries its own ``ClientToken``, kept while the same request is sent
+    again (a new instance profile takes a few seconds to reach EC2), so AWS launches
+    at most one instance per attempt. The instance is added to ``created``.
+
+    Args:
+        user_data: the boot script for an instance type (its configuration names it).
+
+    Raises:
+        AwsCapacityError: no type had capacity in any subnet.
+        AwsError: AWS refused the launch otherwise.
+    """
+    tags = [
+        *names.tags("coordinator"),
+        {"Key": PORT_TAG, "Value": str(settings.port)},
+        *settings.user_tags(),
+    ]
+    misses: list[str] = []
+    for instance_type in settings.coordinator_types:
+        script = user_data(instance_type)
+        for subnet in subnets:
+            params = instance_params(
+                image=image,
+                instance_type=instance_type,
+                user_data=script,
+                tags=tags,
+                root_device=root_device,
+                volume_gb=8,
+            )
+            params["SubnetId"] = subnet
+            params["SecurityGroupIds"] = [group]
+            params["IamInstanceProfile"] = {"Name": names.role("coordinator")}
+            params["ClientToken"] = client_token()
+            try:
+                instance = _run_once(ec2, params, sleep=sleep)
+            except AwsError as exc:
+                if exc.aws_code not in CAPACITY_CODES:
+                    raise
+                misses.append(f"{instance_type} in {subnet}: {exc.aws_code}")
+                log.warning("no capacity for the coordinator as %s in %s", instance_type, subnet)
+                continue
+            if created is not None:
+                created.instances.append(str(instance["InstanceId"]))
+            return instance
+    raise AwsCapacityError(
+        f"launching the coordinator: no capacity for any of its types in any subnet "
+        f"({'; '.join(misses)}); add --coordinator-instance-type fall-backs or --subnet "
+        "values in other zones",
+        aws_code="InsufficientInstanceCapacity",
+        operation="RunInstances",
     )
-    params["SubnetId"] = subnet
-    params["SecurityGroupIds"] = [group]
-    params["IamInstanceProfile"] = {"Name": names.role("coordinator")}
+
+
+def _run_once(ec2: Any, params: dict[str, Any], *, sleep: Sleep) -> dict[str, Any]:
+    """One launch request, sent again (same parameters, same token) while the new
+    instance profile has not reached EC2."""
     for attempt in range(12):
         try:
             reply = aws_call(ec2, "RunInstances", doing="launching the coordinator", **params)
             instance: dict[str, Any] = reply["Instances"][0]
             return instance
         except AwsError as exc:
-            # A new instance profile takes a few seconds to reach EC2.
             fresh_profile = exc.aws_code == "InvalidParameterValue" and "nstance" in str(exc)
             if not fresh_profile or attempt == 11:
                 raise

@@ -4,15 +4,19 @@ port only from ``--allow-cidr``; the node port only from the cluster; no SSH).""
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Sequence
-from typing import Any
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from elastic_cache.awserrors import AwsError, aws_call
 from elastic_cache.deploy.names import ClusterNames
 from elastic_cache.deploy.settings import DeploySettings
 from elastic_cache.errors import ConfigError
 
-__all__ = ["ensure_group", "find_group", "find_network", "security_groups"]
+if TYPE_CHECKING:
+    from elastic_cache.deploy.rollback import Created
+
+__all__ = ["delete_group", "ensure_group", "find_group", "find_network", "security_groups"]
 
 
 def find_network(ec2: Any, subnets: Sequence[str]) -> tuple[str, list[str]]:
@@ -57,7 +61,18 @@ def find_group(ec2: Any, vpc: str, name: str) -> str | None:
     return str(groups[0]["GroupId"]) if groups else None
 
 
-def ensure_group(ec2: Any, vpc: str, names: ClusterNames, kind: str, about: str) -> str:
+def ensure_group(
+    ec2: Any,
+    vpc: str,
+    names: ClusterNames,
+    kind: str,
+    about: str,
+    *,
+    tags: Sequence[dict[str, str]] = (),
+    created: Created | None = None,
+) -> str:
+    """The group of ``kind``, created (with the cluster's tags and ``tags``) unless it
+    exists; a group this call creates is added to ``created``."""
     name = names.security_group(kind)
     found = find_group(ec2, vpc, name)
     if found is not None:
@@ -69,9 +84,39 @@ def ensure_group(ec2: Any, vpc: str, names: ClusterNames, kind: str, about: str)
         GroupName=name,
         Description=about,
         VpcId=vpc,
-        TagSpecifications=[{"ResourceType": "security-group", "Tags": names.tags(kind)}],
+        TagSpecifications=[{"ResourceType": "security-group", "Tags": [*names.tags(kind), *tags]}],
     )
-    return str(reply["GroupId"])
+    group = str(reply["GroupId"])
+    if created is not None:
+        created.groups.append(group)
+    return group
+
+
+def delete_group(
+    ec2: Any,
+    group: str,
+    *,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+    timeout: float = 900.0,
+) -> bool:
+    """Delete ``group``, waiting while the network interfaces of terminated instances
+    still hold it (``DependencyViolation``); False if it was gone already.
+
+    Raises:
+        AwsError: AWS refused, or the group was still in use after ``timeout``.
+    """
+    deadline = clock() + timeout
+    while True:
+        try:
+            aws_call(ec2, "DeleteSecurityGroup", doing=f"deleting {group}", GroupId=group)
+            return True
+        except AwsError as exc:
+            if exc.aws_code == "InvalidGroup.NotFound":
+                return False
+            if exc.aws_code != "DependencyViolation" or clock() > deadline:
+                raise
+            sleep(5)
 
 
 def _tcp(port: int, **source: Any) -> dict[str, Any]:
@@ -124,15 +169,34 @@ def _authorize(ec2: Any, group: str, rule: dict[str, Any]) -> None:
 
 
 def security_groups(
-    ec2: Any, vpc: str, names: ClusterNames, settings: DeploySettings
+    ec2: Any,
+    vpc: str,
+    names: ClusterNames,
+    settings: DeploySettings,
+    *,
+    created: Created | None = None,
 ) -> dict[str, str]:
     """The coordinator's group (the public port from ``allow_cidr`` only) and the nodes'
-    (the node port from the coordinator's group and from each other only). No SSH."""
+    (the node port from the coordinator's group and from each other only). No SSH.
+    Groups made here are added to ``created``."""
+    tags = settings.user_tags()
     coord = ensure_group(
-        ec2, vpc, names, "coordinator", f"elastic-cache {names.cluster}: coordinator API"
+        ec2,
+        vpc,
+        names,
+        "coordinator",
+        f"elastic-cache {names.cluster}: coordinator API",
+        tags=tags,
+        created=created,
     )
     node = ensure_group(
-        ec2, vpc, names, "node", f"elastic-cache {names.cluster}: nodes, from the cluster only"
+        ec2,
+        vpc,
+        names,
+        "node",
+        f"elastic-cache {names.cluster}: nodes, from the cluster only",
+        tags=tags,
+        created=created,
     )
     # Converge the public rule on the latest --allow-cidr: drop any other source.
     groups = aws_call(

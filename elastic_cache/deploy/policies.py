@@ -120,6 +120,7 @@ def coordinator_policy(
                     "ec2:DescribeInstances",
                     "ec2:DescribeInstanceTypes",
                     "ec2:DescribeImages",
+                    "ec2:DescribeSubnets",  # the subnets' zones, for az_spread
                 ],
                 "Resource": "*",
             },

@@ -13,6 +13,7 @@ from elastic_cache.config import (
     Ec2Settings,
     OnFull,
     check_cluster_name,
+    check_tags,
 )
 from elastic_cache.errors import ConfigError
 
@@ -70,6 +71,9 @@ class DeploySettings:
         public: allow an ``allow_cidr`` as broad as the whole internet.
         instance_types: node instance types, in order of preference.
         coordinator_instance_type: the coordinator's instance type.
+        coordinator_fallback_types: types the coordinator's launch falls back to, in
+            order, when AWS has no capacity for ``coordinator_instance_type`` in any
+            subnet (the budget counts the dearest).
         max_nodes: most nodes the scaler may run.
         min_nodes: nodes started with the cluster, never removed (primaries).
         max_usd_per_hour: the budget for all instances, coordinator included.
@@ -86,6 +90,10 @@ class DeploySettings:
         wait_timeout: seconds to wait for that.
         cost: the prices (a built-in table and overrides, ``[cost]`` of a configuration)
             for the budget floor, and the coordinator's for its cost and budget.
+        az_spread: each new node goes to the availability zone with the fewest nodes.
+        tags: the user's tags, ``KEY=VALUE`` each (`parse_tag`), on every resource.
+        demoted_expiry_days: S3 deletes demoted values this many days after they were
+            written (a later read is a miss); None keeps them until evicted.
     """
 
     name: str
@@ -108,9 +116,23 @@ class DeploySettings:
     wait: bool = True
     wait_timeout: float = 900.0
     cost: CostSettings = field(default_factory=CostSettings)
+    coordinator_fallback_types: tuple[str, ...] = ()
+    az_spread: bool = False
+    tags: tuple[str, ...] = ()
+    demoted_expiry_days: int | None = None
 
     def __post_init__(self) -> None:
         check_cluster_name(self.name)
+        check_tags("--tag", self.tags)
+        if self.demoted_expiry_days is not None and (
+            not isinstance(self.demoted_expiry_days, int)
+            or isinstance(self.demoted_expiry_days, bool)
+            or not 1 <= self.demoted_expiry_days <= 36500
+        ):
+            raise ConfigError(
+                f"--expire-demoted-days must be a whole number of days from 1 to 36500, "
+                f"got {self.demoted_expiry_days!r}"
+            )
         object.__setattr__(
             self, "allow_cidr", check_allow_cidr(self.allow_cidr, public=self.public)
         )
@@ -118,7 +140,7 @@ class DeploySettings:
         Ec2Settings(
             cluster=self.name,
             region=self.region,
-            instance_types=(*self.instance_types, self.coordinator_instance_type),
+            instance_types=(*self.instance_types, *self.coordinator_types),
             subnets=self.subnets,
             image=self.image,
             node_port=self.node_port,
@@ -150,6 +172,17 @@ class DeploySettings:
             raise ConfigError("memory_fraction must be in (0, 0.9]")
         if self.wait_timeout <= 0:
             raise ConfigError("wait_timeout must be positive")
+
+    @property
+    def coordinator_types(self) -> tuple[str, ...]:
+        """The coordinator's instance type, then its fall-backs (each once)."""
+        return tuple(
+            dict.fromkeys((self.coordinator_instance_type, *self.coordinator_fallback_types))
+        )
+
+    def user_tags(self) -> list[dict[str, str]]:
+        """``tags`` in the ``[{"Key": ..., "Value": ...}]`` shape of the AWS APIs."""
+        return [{"Key": k, "Value": v} for k, v in check_tags("--tag", self.tags).items()]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -1,11 +1,15 @@
 """``ecache deploy`` and ``ecache destroy``: a cluster's AWS resources with plain boto3.
 
-Deploy finds or creates, in order: the S3 bucket (Block Public Access, default
-encryption, a TLS-only policy), the package bundle in it, two security groups, two IAM
-roles with their instance profiles, the cluster token in SSM, and the coordinator
-instance. Every step looks for what exists first (by deterministic name or by tag), so
-running deploy again is safe and repairs what is missing. Destroy deletes the same
-things in reverse order, found the same way. Why not CloudFormation: docs/aws.md.
+Deploy first checks, creating nothing (`preflight`: budget, types, image, the types'
+zones, the vCPU quota, EC2 ``DryRun`` permissions); ``dry_run`` stops there and prints
+the plan. Then it finds or creates, in order: the S3 bucket (Block Public Access, default
+encryption, a lifecycle, a TLS-only policy), the package bundle in it, two security
+groups, two IAM roles with their instance profiles, the cluster token in SSM, and the
+coordinator instance. Every step looks for what exists first (by deterministic name or
+by tag), so running deploy again is safe and repairs what is missing. When a step fails,
+what this run created is deleted again (`rollback`), and what it found is left alone.
+Destroy deletes the same things in reverse order, found the same way. Why not
+CloudFormation: docs/aws.md.
 
 The steps live in `network`, `storage`, `access` and `coordinator`; this module orders
 them. Every function here blocks; the session is passed in.
@@ -15,14 +19,13 @@ from __future__ import annotations
 
 import base64
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from elastic_cache import __version__
 from elastic_cache.awserrors import AwsError, aws_call, ignoring
-from elastic_cache.config import Ec2Settings
-from elastic_cache.cost import instance_price
 from elastic_cache.deploy.access import delete_role, ensure_role, ensure_token
 from elastic_cache.deploy.bundle import fetch_dependencies
 from elastic_cache.deploy.coordinator import (
@@ -30,33 +33,45 @@ from elastic_cache.deploy.coordinator import (
     coordinator_instances,
     endpoint_of,
     http_ok,
+    refuse_drift,
     run_coordinator,
+    running_config,
     start_again,
     wait_running,
 )
 from elastic_cache.deploy.names import ClusterNames
-from elastic_cache.deploy.network import find_network, security_groups
+from elastic_cache.deploy.network import delete_group, security_groups
 from elastic_cache.deploy.policies import coordinator_policy, node_policy
+from elastic_cache.deploy.preflight import (
+    Preflight,
+    cost_line,
+    hourly_prices,
+    plan_lines,
+    preflight,
+)
+from elastic_cache.deploy.rollback import Created, roll_back
 from elastic_cache.deploy.settings import DeployResult, DeploySettings
 from elastic_cache.deploy.storage import (
+    delete_bucket,
     deny_insecure_transport,
-    empty_prefix,
     ensure_bucket,
+    mark_superseded_bundles,
     presign,
     s3_client,
+    set_lifecycle,
     upload_bundle,
 )
-from elastic_cache.errors import ConfigError, ProvisionError
+from elastic_cache.errors import ProvisionError
 from elastic_cache.progress import Progress
 from elastic_cache.provisioner.ec2 import (
     CLUSTER_TAG,
     UNTERMINATED_STATES,
     cluster_filters,
-    resolve_image,
+    new_client_token,
 )
 from elastic_cache.userdata import coordinator_user_data
 
-__all__ = ["deploy", "destroy", "hourly_prices", "identity"]
+__all__ = ["cluster_exists", "deploy", "destroy", "hourly_prices", "identity", "plan"]
 
 Out = Callable[[str], None]
 
@@ -93,56 +108,42 @@ def identity(session: Any) -> str:
     return str(reply["Account"])
 
 
-def _architecture(ec2: Any, types: Sequence[str]) -> str:
-    reply = aws_call(
-        ec2,
-        "DescribeInstanceTypes",
-        doing="checking the instance types",
-        InstanceTypes=sorted(set(types)),
-    )["InstanceTypes"]
-    archs = {}
-    for t in reply:
-        supported = t["ProcessorInfo"]["SupportedArchitectures"]
-        archs[t["InstanceType"]] = "arm64" if "arm64" in supported else "x86_64"
-    missing = sorted(set(types) - set(archs))
-    if missing:
-        raise ConfigError(f"unknown instance type(s) in {types}: {', '.join(missing)}")
-    if len(set(archs.values())) != 1:
-        raise ConfigError(
-            f"the coordinator and node instance types must share one CPU architecture "
-            f"(one bundle is built), got {archs}"
-        )
-    return next(iter(archs.values()))
+def _clients(session: Any, region: str) -> dict[str, Any]:
+    return {
+        "ec2": session.client("ec2", region_name=region),
+        "ssm": session.client("ssm", region_name=region),
+        "iam": session.client("iam", region_name=region),
+        "s3": s3_client(session, region),
+    }
 
 
-def hourly_prices(settings: DeploySettings) -> tuple[float, float]:
-    """``(coordinator, dearest node type)`` in USD per hour, by ``settings.cost`` (the
-    built-in table with any overrides), as the coordinator prices them.
+def plan(settings: DeploySettings, *, session: Any, out: Out = print) -> Preflight:
+    """``ecache deploy --dry-run``: run every check of a deploy and print what it would
+    create and cost, creating nothing (read-only and ``DryRun`` calls only).
 
     Raises:
-        ConfigError: the budget cannot pay for the coordinator and ``min_nodes`` nodes,
-            or a type has no price (`UnknownPrice`).
+        ConfigError, AwsError: as `deploy`'s checks.
     """
     region = settings.region
-    table = settings.cost.price_table()
-    coordinator = instance_price(settings.coordinator_instance_type, region, table)
-    node = max(instance_price(t, region, table) for t in settings.instance_types)
-    budget = settings.max_usd_per_hour
-    floor = coordinator + settings.min_nodes * node
-    if budget is not None and floor > budget + 1e-9:
-        raise ConfigError(
-            f"--max-usd-per-hour {budget} cannot pay for the coordinator (${coordinator}/h) "
-            f"and {settings.min_nodes} node(s) (${node}/h each): at least ${floor:.4f}/h"
-        )
-    return coordinator, node
-
-
-def _capacity(settings: DeploySettings) -> int:
-    if settings.capacity_bytes is not None:
-        return settings.capacity_bytes
-    table = settings.cost.price_table()
-    memory = min(table.instance(t, settings.region).memory_gb for t in settings.instance_types)
-    return int(memory * (1 << 30) * settings.memory_fraction)
+    c = _clients(session, region)
+    names = ClusterNames(cluster=settings.name, account=identity(session), region=region)
+    checked = preflight(
+        settings,
+        names,
+        ec2=c["ec2"],
+        ssm=c["ssm"],
+        quotas=session.client("service-quotas", region_name=region),
+    )
+    refuse_drift(settings, c["ec2"], names)
+    out(
+        f"plan for cluster {names.cluster} in {region} (account {names.account}), VPC {checked.vpc}"
+    )
+    for line in plan_lines(
+        settings, names, checked, ec2=c["ec2"], ssm=c["ssm"], iam=c["iam"], s3=c["s3"]
+    ):
+        out(line)
+    out("dry run: nothing was created")
+    return checked
 
 
 def deploy(
@@ -156,8 +157,12 @@ def deploy(
     sleep: Sleep = time.sleep,
     clock: Callable[[], float] = time.monotonic,
     healthy: Callable[[str], bool] = http_ok,
+    client_token: Callable[[], str] = new_client_token,
 ) -> DeployResult:
-    """Create (or find) everything and start the coordinator; idempotent.
+    """Check, then create (or find) everything and start the coordinator; idempotent.
+
+    A failure after the checks deletes what this run created (`roll_back`) and raises
+    the failure; resources found in place are left as they were.
 
     Args:
         settings: what to build.
@@ -171,39 +176,107 @@ def deploy(
         sleep: how to wait between polls.
         clock: seconds, monotonic.
         healthy: checks the coordinator's ``/healthz`` URL.
+        client_token: makes the ``ClientToken`` of each launch request.
 
     Raises:
-        ConfigError: a bad setting, or a budget too small for the cluster's floor.
+        ConfigError: a bad setting, a budget too small for the cluster's floor, or
+            settings the running coordinator does not have (`refuse_drift`).
         AwsError: AWS refused a call (the message names the permission or quota).
         ProvisionError: the coordinator instance did not come up.
     """
     region = settings.region
-    ec2 = session.client("ec2", region_name=region)
-    ssm = session.client("ssm", region_name=region)
-    iam = session.client("iam", region_name=region)
-    s3 = s3_client(session, region)
+    c = _clients(session, region)
     names = ClusterNames(cluster=settings.name, account=identity(session), region=region)
-    coordinator_price, node_price = hourly_prices(settings)
-    arch = _architecture(ec2, [*settings.instance_types, settings.coordinator_instance_type])
-    capacity = _capacity(settings)
-    vpc, subnets = find_network(ec2, settings.subnets)
-    out(f"cluster {names.cluster} in {region} (account {names.account}), VPC {vpc}")
+    checked = preflight(
+        settings,
+        names,
+        ec2=c["ec2"],
+        ssm=c["ssm"],
+        quotas=session.client("service-quotas", region_name=region),
+    )
+    refuse_drift(settings, c["ec2"], names)
+    out(f"cluster {names.cluster} in {region} (account {names.account}), VPC {checked.vpc}")
+    for note in checked.notes:
+        out(f"  check         {note}")
+    created = Created()
+    try:
+        result = _build(
+            settings,
+            names,
+            checked,
+            c,
+            created=created,
+            wheelhouse=wheelhouse,
+            cache_dir=cache_dir,
+            out=out,
+            progress=progress,
+            sleep=sleep,
+            clock=clock,
+            healthy=healthy,
+            client_token=client_token,
+        )
+    except BaseException as exc:
+        if not created.empty():
+            out(f"deploy failed ({exc}); deleting what this run created")
+            left = roll_back(
+                created, **c, out=out, sleep=sleep, clock=clock, timeout=settings.wait_timeout
+            )
+            for line in left:
+                out(f"  NOT rolled back {line}")
+            if left:
+                out(
+                    f"delete the rest with: ecache destroy --name {names.cluster} --region {region}"
+                )
+        raise
+    return result
+
+
+def _build(
+    settings: DeploySettings,
+    names: ClusterNames,
+    checked: Preflight,
+    c: dict[str, Any],
+    *,
+    created: Created,
+    wheelhouse: Path | None,
+    cache_dir: Path,
+    out: Out,
+    progress: Progress | None,
+    sleep: Sleep,
+    clock: Callable[[], float],
+    healthy: Callable[[str], bool],
+    client_token: Callable[[], str],
+) -> DeployResult:
+    """The creating part of `deploy`, recording in ``created`` what it made."""
+    ec2, ssm, iam, s3 = c["ec2"], c["ssm"], c["iam"], c["s3"]
+    region = settings.region
+    tags = settings.user_tags()
+    subnets = list(checked.subnets)
     steps = _Steps(out, progress)
     if progress is not None:
         progress.update(0, total=DEPLOY_STEPS if settings.wait else DEPLOY_STEPS - 1)
 
-    bucket = ensure_bucket(s3, names)
-    steps.done(f"  bucket        {bucket} (public access blocked, encrypted, TLS only)")
+    bucket = ensure_bucket(s3, names, tags=tags, created=created)
+    set_lifecycle(s3, names, demoted_expiry_days=settings.demoted_expiry_days)
+    steps.done(f"  bucket        {bucket} (public access blocked, encrypted, TLS only, lifecycle)")
     if wheelhouse is None:
         out("  dependencies  fetching wheels with pip (once per version and architecture)")
         steps.waiting("fetching wheels")
-        wheelhouse = fetch_dependencies(arch, cache_dir / f"{__version__}-{arch}")
+        wheelhouse = fetch_dependencies(checked.arch, cache_dir / f"{__version__}-{checked.arch}")
     steps.done()
-    bundle_key = upload_bundle(s3, names, arch, wheelhouse)
+    bundle_key = upload_bundle(s3, names, checked.arch, wheelhouse, created=created)
+    # The coordinator that is kept (found now, before anything can launch one) keeps
+    # launching nodes from its own bundle; a new one uses this run's.
+    existing = coordinator_instances(ec2, names.cluster)
+    in_use: str | None = bundle_key
+    if existing:
+        running = running_config(ec2, existing[0]["InstanceId"])
+        in_use = running.ec2.bundle_key if running is not None and running.ec2 else None
+    _retire_bundles(s3, names, in_use, out)
     deny_insecure_transport(s3, names)
     steps.done(f"  bundle        s3://{bucket}/{bundle_key}")
 
-    groups = security_groups(ec2, vpc, names, settings)
+    groups = security_groups(ec2, checked.vpc, names, settings, created=created)
     steps.done(
         f"  firewall      {groups['coordinator']}: port {settings.port} from "
         f"{settings.allow_cidr}; {groups['node']}: port {settings.node_port} from the "
@@ -214,28 +287,18 @@ def deploy(
         names,
         "coordinator",
         coordinator_policy(names, node_security_group=groups["node"], subnets=subnets),
+        tags=tags,
+        created=created,
     )
-    ensure_role(iam, names, "node", node_policy(names))
+    ensure_role(iam, names, "node", node_policy(names), tags=tags, created=created)
     steps.done(
         f"  roles         {names.role('coordinator')}, {names.role('node')} (least privilege)"
     )
-    created = ensure_token(ssm, names)
+    new_token = ensure_token(ssm, names, tags=tags, created=created)
     steps.done(
-        f"  token         {names.token_parameter} (SecureString, {'new' if created else 'kept'})"
+        f"  token         {names.token_parameter} (SecureString, {'new' if new_token else 'kept'})"
     )
 
-    image, root_device, _ = resolve_image(
-        ec2,
-        ssm,
-        Ec2Settings(
-            cluster=names.cluster,
-            region=region,
-            instance_types=(settings.coordinator_instance_type,),
-            image=settings.image,
-        ),
-        doing="looking up the image",
-    )
-    existing = coordinator_instances(ec2, names.cluster)
     for other in existing[1:]:
         out(
             f"  note          another coordinator instance {other['InstanceId']} is "
@@ -262,33 +325,40 @@ def deploy(
         else:
             steps.done(f"  coordinator   {instance['InstanceId']} already runs ({kept})")
     else:
-        config = coordinator_config(
-            settings,
-            names,
-            subnets=subnets,
-            node_group=groups["node"],
-            image=image,
-            bundle_key=bundle_key,
-            capacity_bytes=capacity,
-        )
-        user_data = coordinator_user_data(
-            bundle_url=presign(s3, bucket, bundle_key),
-            package=f"elastic-cache=={__version__}",
-            config_b64=base64.b64encode(config.encode()).decode(),
-        )
+
+        def user_data(instance_type: str) -> str:
+            config = coordinator_config(
+                settings,
+                names,
+                subnets=subnets,
+                node_group=groups["node"],
+                image=checked.image,
+                bundle_key=bundle_key,
+                capacity_bytes=checked.capacity,
+                instance_type=instance_type,
+            )
+            return coordinator_user_data(
+                bundle_url=presign(s3, bucket, bundle_key),
+                package=f"elastic-cache=={__version__}",
+                config_b64=base64.b64encode(config.encode()).decode(),
+            )
+
         instance = run_coordinator(
             ec2,
             names,
             settings,
-            image=image,
-            root_device=root_device,
-            subnet=subnets[0],
+            image=checked.image,
+            root_device=checked.root_device,
+            subnets=subnets,
             group=groups["coordinator"],
             user_data=user_data,
             sleep=sleep,
+            client_token=client_token,
+            created=created,
         )
         steps.done(
-            f"  coordinator   {instance['InstanceId']} ({settings.coordinator_instance_type})"
+            f"  coordinator   {instance['InstanceId']} ({instance['InstanceType']} in "
+            f"{instance.get('SubnetId', '?')})"
         )
     instance = wait_running(
         ec2,
@@ -311,15 +381,9 @@ def deploy(
             steps.done()
         else:
             out(f"the coordinator did not answer within {settings.wait_timeout:.0f}s")
-    floor = coordinator_price + settings.min_nodes * node_price
-    budget = settings.max_usd_per_hour
     out("")
     out(f"endpoint: {endpoint}")
-    out(
-        f"cost: ${floor:.4f}/h now (coordinator + {settings.min_nodes} node(s)), at most "
-        f"${coordinator_price + settings.max_nodes * node_price:.4f}/h with "
-        f"{settings.max_nodes} nodes" + (f"; budget ${budget}/h" if budget is not None else "")
-    )
+    out(cost_line(settings, checked))
     out(f"status: ecache status --name {names.cluster} --region {region}")
     out(f"remove: ecache destroy --name {names.cluster} --region {region}")
     return DeployResult(
@@ -331,6 +395,22 @@ def deploy(
         security_groups=groups,
         healthy=ok,
     )
+
+
+def _retire_bundles(s3: Any, names: ClusterNames, in_use: str | None, out: Out) -> None:
+    """Mark the bundles no coordinator uses for the lifecycle to delete, before the
+    TLS-only policy is set (see `upload_bundle` for why that order matters under moto);
+    best effort: a bundle left unmarked costs cents, a deploy undone for it more."""
+    if in_use is None:
+        out("  note          could not read the running coordinator's bundle; old bundles kept")
+        return
+    try:
+        old = mark_superseded_bundles(s3, names, {in_use})
+    except AwsError as exc:
+        out(f"  note          old bundles not marked for deletion: {exc}")
+        return
+    if old:
+        out(f"  bundles       {len(old)} old bundle(s) marked; S3 deletes them within a day or two")
 
 
 def _tagged_states(ec2: Any, name: str, states: tuple[str, ...]) -> dict[str, str]:
@@ -354,6 +434,52 @@ def _terminate(ec2: Any, ids: list[str]) -> None:
     except AwsError as exc:
         if exc.aws_code != "IncorrectInstanceState":
             raise
+
+
+def cluster_exists(name: str, region: str, *, session: Any) -> list[str]:
+    """What of cluster ``name`` exists in ``region``, one short line per kind (empty: the
+    name is unknown there), by the same look-ups destroy makes."""
+    names = ClusterNames(cluster=name, account=identity(session), region=region)
+    c = _clients(session, region)
+    found: list[str] = []
+    instances = _tagged_states(c["ec2"], name, UNTERMINATED_STATES)
+    if instances:
+        found.append(f"{len(instances)} instance(s): {', '.join(sorted(instances))}")
+    groups = aws_call(
+        c["ec2"],
+        "DescribeSecurityGroups",
+        doing="listing the cluster's security groups",
+        Filters=[{"Name": f"tag:{CLUSTER_TAG}", "Values": [name]}],
+    )["SecurityGroups"]
+    if groups:
+        found.append(f"security groups {', '.join(g['GroupName'] for g in groups)}")
+    for kind in ("coordinator", "node"):
+        if ignoring(
+            ("NoSuchEntity",),
+            partial(
+                aws_call,
+                c["iam"],
+                "GetRole",
+                doing="looking for the roles",
+                RoleName=names.role(kind),
+            ),
+        ):
+            found.append(f"IAM role {names.role(kind)}")
+    if ignoring(
+        ("ParameterNotFound",),
+        lambda: aws_call(
+            c["ssm"], "GetParameter", doing="looking for the token", Name=names.token_parameter
+        ),
+    ):
+        found.append(f"token {names.token_parameter}")
+    if ignoring(
+        ("404", "NoSuchBucket", "NotFound"),
+        lambda: aws_call(
+            c["s3"], "HeadBucket", doing="looking for the bucket", Bucket=names.bucket
+        ),
+    ):
+        found.append(f"bucket {names.bucket}")
+    return found
 
 
 def destroy(
@@ -433,22 +559,8 @@ def destroy(
                 IpPermissions=group["IpPermissions"],
             )
     for group in groups:
-        deadline = clock() + timeout
-        while True:  # network interfaces of terminated instances take a while to go
-            try:
-                aws_call(
-                    ec2,
-                    "DeleteSecurityGroup",
-                    doing=f"deleting {group['GroupId']}",
-                    GroupId=group["GroupId"],
-                )
-                break
-            except AwsError as exc:
-                if exc.aws_code == "InvalidGroup.NotFound":
-                    break
-                if exc.aws_code != "DependencyViolation" or clock() > deadline:
-                    raise
-                sleep(5)
+        # The network interfaces of terminated instances take a while to go.
+        delete_group(ec2, group["GroupId"], sleep=sleep, clock=clock, timeout=timeout)
         out(f"deleted security group {group['GroupId']} ({group['GroupName']})")
     for kind in ("coordinator", "node"):
         if delete_role(iam, names, kind):
@@ -467,11 +579,7 @@ def destroy(
             raise
         return len(instances)
     if delete_data:
-        # The bucket goes: its TLS-only policy first (under moto that policy refuses
-        # every object request, see storage.upload_bundle; on AWS this changes nothing).
-        aws_call(s3, "DeleteBucketPolicy", doing="deleting the bucket", Bucket=names.bucket)
-        count = empty_prefix(s3, names.bucket, "")
-        aws_call(s3, "DeleteBucket", doing="deleting the bucket", Bucket=names.bucket)
+        count = delete_bucket(s3, names.bucket)
         out(f"deleted bucket {names.bucket} and its {count} object(s)")
     else:
         out(f"kept bucket {names.bucket} (data and bundles); pass --delete-data to delete it")

@@ -10,7 +10,10 @@ S3, through a presigned URL made for that launch, and starts ``ecache node`` as 
 service. `launch` returns once the instance runs and the node answers ``/healthz``.
 
 When AWS has no capacity for a type in a subnet (``InsufficientInstanceCapacity``), the
-next subnet is tried, then the next instance type. Other AWS errors become the typed
+next subnet is tried, then the next instance type. With ``az_spread`` the subnets are
+tried in order of how few of the cluster's nodes their zone holds. Every launch request
+carries a ``ClientToken`` of its own, so a request botocore sends again after a lost
+answer launches no second instance. Other AWS errors become the typed
 errors of `elastic_cache.awserrors` (a refused permission names the IAM action).
 
 What runs on an instance is seen through an `InstanceRunner`. The default one,
@@ -28,14 +31,15 @@ import asyncio
 import functools
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
+import uuid
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from botocore.config import Config
 
 from elastic_cache import __version__
 from elastic_cache.awserrors import CAPACITY_CODES, AwsCapacityError, AwsError, aws_call
-from elastic_cache.config import Ec2Settings, NodeSettings
+from elastic_cache.config import Ec2Settings, NodeSettings, check_tags
 from elastic_cache.errors import ConfigError, ProvisionError
 from elastic_cache.provisioner.base import NodeHandle, wait_healthy
 from elastic_cache.provisioner.local import node_arguments
@@ -53,8 +57,10 @@ __all__ = [
     "cluster_filters",
     "credit_specification",
     "instance_params",
+    "new_client_token",
     "node_args",
     "resolve_image",
+    "spread_order",
 ]
 
 log = logging.getLogger("elastic_cache.provisioner.ec2")
@@ -88,6 +94,23 @@ def credit_specification(instance_type: str) -> dict[str, str] | None:
     """
     family = instance_type.split(".", 1)[0]
     return {"CpuCredits": "standard"} if family in BURSTABLE_FAMILIES else None
+
+
+def new_client_token() -> str:
+    """A fresh ``ClientToken`` for one launch request (EC2 allows 64 ASCII characters)."""
+    return uuid.uuid4().hex
+
+
+def spread_order(
+    subnets: Sequence[str], zones: Mapping[str, str], nodes_per_zone: Mapping[str, int]
+) -> list[str]:
+    """``subnets`` ordered by how many nodes their zone holds, fewest first; ties keep the
+    configured order. A subnet of unknown zone counts as holding none.
+
+    Runtime complexity: O(s log s) for s subnets.
+    """
+    position = {s: i for i, s in enumerate(subnets)}
+    return sorted(subnets, key=lambda s: (nodes_per_zone.get(zones.get(s, ""), 0), position[s]))
 
 
 def cluster_filters(
@@ -236,6 +259,7 @@ class Ec2Provisioner:
         runner: what runs on an instance; default `PrivateAddress`.
         sleep: how to wait between polls (tests pass a fast one).
         clock: seconds, monotonic.
+        client_token: makes the ``ClientToken`` of each launch request.
     """
 
     def __init__(
@@ -247,6 +271,7 @@ class Ec2Provisioner:
         runner: InstanceRunner | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         clock: Callable[[], float] = time.monotonic,
+        client_token: Callable[[], str] = new_client_token,
     ) -> None:
         if not settings.bundle_bucket:
             raise ConfigError(
@@ -258,6 +283,11 @@ class Ec2Provisioner:
         self.runner: InstanceRunner = runner or PrivateAddress(settings.node_port)
         self._sleep = sleep
         self._clock = clock
+        self._client_token = client_token
+        self._user_tags = [
+            {"Key": k, "Value": v} for k, v in check_tags("ec2.tags", settings.tags).items()
+        ]
+        self._zones: dict[str, str] | None = None
         self.ec2 = session.client("ec2", region_name=settings.region)
         self.ssm = session.client("ssm", region_name=settings.region)
         # Signature version 4: boto3 still presigns with the deprecated V2 by default,
@@ -320,6 +350,7 @@ class Ec2Provisioner:
             {"Key": ROLE_TAG, "Value": "node"},
             {"Key": NODE_TAG, "Value": node_id},
             {"Key": "Name", "Value": f"ecache-{self.settings.cluster}-{node_id}"},
+            *self._user_tags,
         ]
 
     def run_params(
@@ -341,12 +372,37 @@ class Ec2Provisioner:
             params["SubnetId"] = subnet
         if self.settings.instance_profile:
             params["IamInstanceProfile"] = {"Name": self.settings.instance_profile}
+        params["ClientToken"] = self._client_token()
         return params
+
+    async def subnet_order(self) -> list[str]:
+        """The subnets in the order a launch tries them: as configured, or with
+        ``az_spread`` by the nodes their zones hold now (`spread_order`)."""
+        subnets = list(self.settings.subnets)
+        if not self.settings.az_spread or len(subnets) < 2:
+            return subnets
+        if self._zones is None:
+            reply = await self._call(
+                self.ec2, "DescribeSubnets", "finding the subnets' zones", SubnetIds=subnets
+            )
+            self._zones = {s["SubnetId"]: s["AvailabilityZone"] for s in reply["Subnets"]}
+        reply = await self._call(
+            self.ec2,
+            "DescribeInstances",
+            "counting nodes per zone",
+            Filters=cluster_filters(self.settings.cluster, "node"),
+        )
+        counts: dict[str, int] = {}
+        for reservation in reply["Reservations"]:
+            for instance in reservation["Instances"]:
+                zone = instance.get("Placement", {}).get("AvailabilityZone", "")
+                counts[zone] = counts.get(zone, 0) + 1
+        return spread_order(subnets, self._zones, counts)
 
     async def _run(self, node_id: str) -> dict[str, Any]:
         """``run_instances``, falling back over subnets, then instance types."""
         image, root_device, _ = await self.image()
-        subnets: list[str | None] = list(self.settings.subnets) or [None]
+        subnets: list[str | None] = list(await self.subnet_order()) or [None]
         misses = []
         for instance_type in self.settings.instance_types:
             for subnet in subnets:

@@ -220,9 +220,11 @@ def test_the_coordinator_launches_with_standard_credits_on_a_t_type_only(
     serialised it."""
     calls = record_calls(session.events, "ec2", "RunInstances")
     run_deploy(session, tmp_path, settings(coordinator_instance_type=instance_type))
-    (call,) = calls
-    assert call["InstanceType"] == instance_type
-    assert call.get("CreditSpecification.CpuCredits") == credits
+    trial, launch = calls  # the permission check (DryRun), then the launch
+    assert trial["DryRun"] == "true" and "DryRun" not in launch
+    for call in (trial, launch):
+        assert call["InstanceType"] == instance_type
+        assert call.get("CreditSpecification.CpuCredits") == credits
 
 
 @pytest.mark.parametrize(

@@ -261,7 +261,7 @@ def test_deploy_status_destroy(moto_server: str, tmp_path: Path) -> None:
     assert [i["role"] for i in view["instances"]] == ["coordinator"]
 
     # Destroy: every tagged instance ends, and nothing deploy made remains.
-    gone = run(moto_server, "destroy", "--name", name, "--region", REGION, "--delete-data")
+    gone = run(moto_server, "destroy", "--name", name, "--region", REGION, "--delete-data", "--yes")
     assert gone.returncode == 0, gone.stderr
     states = {
         i["State"]["Name"]
