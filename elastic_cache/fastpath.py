@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -42,6 +43,7 @@ from urllib.parse import parse_qsl
 
 import httptools
 from aiohttp import web
+from yarl import URL
 
 from elastic_cache.errors import ElasticCacheError
 
@@ -841,16 +843,28 @@ def client_address(request: web.Request) -> str | None:
 
 
 def split_target(target: bytes, prefix: bytes) -> tuple[str, str] | None:
-    """``(rest of the path, query)`` of a target under ``prefix``, as aiohttp's routing
-    would decode the path; None (decline) for what only aiohttp decodes exactly: a
-    percent-encoded or non-ASCII path, a dot segment, an empty rest."""
+    """``(rest of the path, query)`` of a target under ``prefix``, the path decoded as
+    aiohttp's routing decodes it (`_decoded_path`); None (decline) for what only aiohttp
+    decodes exactly: a non-ASCII path, a dot segment, an empty rest."""
     path, _, query = target.partition(b"?")
     if not path.startswith(prefix) or len(path) == len(prefix):
         return None
-    rest = path[len(prefix) :]
-    if b"%" in rest or b"/." in path or not rest.isascii():
+    if b"/." in path or not path.isascii():
         return None
-    return rest.decode("ascii"), query.decode("latin-1")
+    if b"%" in path:
+        decoded = _decoded_path(path.decode("ascii"))
+        rest = decoded[len(prefix) :]
+        return (rest, query.decode("latin-1")) if rest else None
+    return path[len(prefix) :].decode("ascii"), query.decode("latin-1")
+
+
+@functools.lru_cache(maxsize=16384)
+def _decoded_path(path: str) -> str:
+    """A percent-encoded path as aiohttp's router hands it to a handler: yarl's
+    ``path_safe`` (everything decoded but ``%2F`` and ``%25``), then those two.
+    Cached: the same keys come back (a read-through key is always encoded)."""
+    safe = URL.build(path=path, encoded=True).path_safe
+    return safe.replace("%2F", "/").replace("%25", "%")
 
 
 def query_value(query: str, name: str) -> str | None:

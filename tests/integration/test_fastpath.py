@@ -274,13 +274,36 @@ async def test_http_1_0_is_served(node: Node) -> None:
     writer.close()
 
 
-async def test_a_key_only_aiohttp_decodes_is_served_by_it_identically(node: Node) -> None:
-    reader, writer = await node.connect()
-    writer.write(put("a%20b", b"spaced") + get("a%20b"))
-    replies = await Replies(reader).read(2)
-    assert [r.status for r in replies] == [204, 200] and replies[1].body == b"spaced"
-    assert node.service.store.peek("a b") is not None
-    writer.close()
+@pytest.mark.parametrize(
+    "encoded",
+    [
+        "a%20b",
+        "svc%3Aitem%3A%2Fitem%2F5%3F",
+        "%25",
+        "%2525",
+        "%E2%82%AC",
+        "%ff",
+        "%zz",
+        "a+b",
+        "x%2F..%2Fy",
+        "caf%C3%A9/%2F",
+    ],
+)
+async def test_encoded_keys_decode_as_aiohttp_decodes_them(node: Node, encoded: str) -> None:
+    """The lean layer decodes a key's path itself; aiohttp (on a connection handed over
+    at its first request) must find the same key, and the other way round."""
+    lean_r, lean_w = await node.connect()
+    aio_r, aio_w = await node.connect()
+    lean_w.write(put(encoded, b"by-lean") + get(encoded))
+    aio_w.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n" + get(encoded))
+    lean = await Replies(lean_r).read(2)
+    aio = await Replies(aio_r).read(2)
+    assert [r.status for r in lean] == [204, 200] and lean[1].body == b"by-lean"
+    assert aio[1].status == 200 and aio[1].body == b"by-lean"
+    assert "aiohttp" in aio[1].headers.get("server", "")
+    assert "aiohttp" not in lean[1].headers.get("server", "")
+    lean_w.close()
+    aio_w.close()
 
 
 async def test_close_waits_for_nothing_when_idle_and_stops_listening(node: Node) -> None:
