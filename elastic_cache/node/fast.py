@@ -24,6 +24,7 @@ from elastic_cache.fastpath import (
 from elastic_cache.httpio import SEND_CHUNK, STREAM_ABOVE, parse_content_type, parse_ttl
 from elastic_cache.metrics import RequestMeter
 from elastic_cache.node.service import NodeService
+from elastic_cache.store import PutOutcome
 
 __all__ = ["NodeHotRoutes"]
 
@@ -142,18 +143,30 @@ class NodeHotRoutes:
         parts = split_target(request.target, _PREFIX)
         if parts is None:
             return None
-        return self._put(request, parts[0], parts[1])
-
-    async def _put(self, request: HotRequest, key: str, query: str) -> bytes:
+        key, query = parts
         service = self.service
         try:
             ttl = parse_ttl(query_value(query, "ttl"))
             ctype = request.header(b"content-type")
             content_type = parse_content_type(None if ctype is None else ctype.decode("latin-1"))
-            service.token(key)
-            outcome = await service.put(key, request.body, content_type, ttl)
+            outcome = service.put_now(key, request.body, content_type, ttl)
+            if outcome is None:  # a cold tier or a move: the write awaits
+                return self._put_later(request, key, content_type, ttl)
         except ElasticCacheError as err:
             return self._error(request, err, fill=True)
+        return self._stored(request, outcome)
+
+    async def _put_later(
+        self, request: HotRequest, key: str, content_type: str, ttl: float | None
+    ) -> bytes:
+        try:
+            self.service.token(key)
+            outcome = await self.service.put(key, request.body, content_type, ttl)
+        except ElasticCacheError as err:
+            return self._error(request, err, fill=True)
+        return self._stored(request, outcome)
+
+    def _stored(self, request: HotRequest, outcome: PutOutcome) -> bytes:
         headers = self._fill()
         if outcome.evicted:
             headers.append(("X-Ecache-Evicted", str(len(outcome.evicted))))
@@ -164,13 +177,22 @@ class NodeHotRoutes:
         parts = split_target(request.target, _PREFIX)
         if parts is None:
             return None
-        return self._delete(request, parts[0])
+        try:
+            existed = self.service.delete_now(parts[0])
+        except ElasticCacheError as err:
+            return self._error(request, err, fill=True)
+        if existed is None:
+            return self._delete_later(request, parts[0])
+        return self._deleted(request, existed)
 
-    async def _delete(self, request: HotRequest, key: str) -> bytes:
+    async def _delete_later(self, request: HotRequest, key: str) -> bytes:
         try:
             existed = await self.service.delete(key)
         except ElasticCacheError as err:
             return self._error(request, err, fill=True)
+        return self._deleted(request, existed)
+
+    def _deleted(self, request: HotRequest, existed: bool) -> bytes:
         if not existed:
             self._done(request, 404)
             headers = [_JSON, *self._fill()]

@@ -240,6 +240,26 @@ class NodeService:
                 return out
         return None
 
+    def put_now(
+        self, key: str, value: bytes, content_type: str, ttl: float | None
+    ) -> PutOutcome | None:
+        """`put` when nothing has to be awaited (no cold tier, no move under way), so a
+        caller on the event loop needs no task; None when it must call `put` instead.
+
+        Raises:
+            Misdirected, ValueTooLarge, StoreFull.
+        """
+        if self.cold is not None or self.outgoing:
+            return None
+        return self.store.put(key, self.token(key), value, content_type, ttl)
+
+    def delete_now(self, key: str) -> bool | None:
+        """`delete` when nothing has to be awaited; None when it must call `delete`."""
+        if self.cold is not None or self.outgoing:
+            return None
+        self.token(key)
+        return self.store.delete(key)
+
     async def put(self, key: str, value: bytes, content_type: str, ttl: float | None) -> PutOutcome:
         """Store a value; forward it first to a migration's destination when moving.
 

@@ -14,6 +14,8 @@ import aiohttp
 import pytest
 import uvloop
 from aiohttp import web
+from aiohttp.test_utils import TestServer
+from yarl import URL
 
 from elastic_cache.config import ClusterSettings, NodeSettings
 from elastic_cache.coordinator.app import make_coordinator_app
@@ -22,6 +24,8 @@ from elastic_cache.coordinator.service import Coordinator
 from elastic_cache.errors import ProvisionError
 from elastic_cache.fastpath import FastServer
 from elastic_cache.node import build_node_service
+from elastic_cache.node.app import MAX_VALUE, METER, SERVICE
+from elastic_cache.node.fast import NodeHotRoutes
 from elastic_cache.node.runner import start_node_server
 from elastic_cache.provisioner.base import NodeHandle
 
@@ -213,3 +217,41 @@ def pytest_asyncio_loop_factories(
     if item.module is not None and item.module.__name__.endswith("test_fastpath"):  # type: ignore[attr-defined]
         return {"asyncio": asyncio.new_event_loop, "uvloop": uvloop.new_event_loop}
     return {"asyncio": asyncio.new_event_loop}
+
+
+class LeanTestServer(TestServer):
+    """aiohttp's test server with the lean layer in front (`elastic_cache.fastpath`), as
+    `ecache node` serves: the aiohttp route tests run against both edges."""
+
+    def __init__(self, app: web.Application) -> None:
+        super().__init__(app, host="127.0.0.1")
+        self.front: FastServer | None = None
+
+    async def start_server(
+        self, loop: asyncio.AbstractEventLoop | None = None, **kwargs: Any
+    ) -> None:
+        if self.runner:
+            return
+        self.runner = await self._make_runner(handler_cancellation=True, **kwargs)
+        await self.runner.setup()
+        app = self.app
+        routes = NodeHotRoutes(app[SERVICE], app[MAX_VALUE], app[METER])
+        self.front = FastServer(self.runner, routes)  # type: ignore[arg-type]
+        self.port = await self.front.start(self.host, 0)
+        self.scheme = "http"
+        self._root = URL(f"http://{self.host}:{self.port}")
+
+    async def close(self) -> None:
+        if self.front is not None and not self.closed:
+            await self.front.close(timeout=1.0)
+            self._root = None
+            self.port = None
+            self._closed = True
+
+
+@pytest.fixture(params=["aiohttp", "lean"])
+def node_edge(request: pytest.FixtureRequest) -> Callable[[web.Application], Any]:
+    """How a node app is served in a test: by aiohttp alone, or behind the lean layer."""
+    if request.param == "lean":
+        return LeanTestServer
+    return lambda app: app

@@ -19,11 +19,13 @@ ClientFactory = Callable[[web.Application], Awaitable[TestClient[Any, Any]]]
 
 
 @pytest.fixture
-async def node(aiohttp_client: ClientFactory) -> AsyncIterator[TestClient[Any, Any]]:
+async def node(
+    aiohttp_client: ClientFactory, node_edge: Callable[[web.Application], Any]
+) -> AsyncIterator[TestClient[Any, Any]]:
     service = build_node_service(
         NodeSettings(index="sorted", capacity_records=1000, max_value_bytes=1024), node_id="n1"
     )
-    yield await aiohttp_client(make_node_app(service, max_value_bytes=1024))
+    yield await aiohttp_client(node_edge(make_node_app(service, max_value_bytes=1024)))
 
 
 async def test_put_get_head_delete(node: TestClient[Any, Any]) -> None:

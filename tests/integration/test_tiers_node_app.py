@@ -41,10 +41,10 @@ def settings(tier: str, capacity: int = 3) -> NodeSettings:
 
 @pytest.fixture
 async def disk_node(
-    aiohttp_client: ClientFactory, tmp_path: Path
+    aiohttp_client: ClientFactory, tmp_path: Path, node_edge: Callable[[web.Application], Any]
 ) -> AsyncIterator[TestClient[Any, Any]]:
     service = build_node_service(settings(f"disk:{tmp_path}"), node_id="n1")
-    yield await aiohttp_client(make_node_app(service, max_value_bytes=LIMIT))
+    yield await aiohttp_client(node_edge(make_node_app(service, max_value_bytes=LIMIT)))
 
 
 @pytest.fixture
