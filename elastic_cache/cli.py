@@ -189,7 +189,12 @@ def cmd_node(args: argparse.Namespace) -> int:
 def _cluster_settings(args: argparse.Namespace) -> ClusterSettings:
     data = _load_toml(getattr(args, "config", None))
     coord = _section(data, "coordinator")
-    for flag, key in (("host", "host"), ("port", "port"), ("state_dir", "state_dir")):
+    for flag, key in (
+        ("host", "host"),
+        ("port", "port"),
+        ("state_dir", "state_dir"),
+        ("workers", "workers"),
+    ):
         value = getattr(args, flag, None)
         if value is not None:
             coord[key] = value
@@ -245,6 +250,36 @@ def cmd_coordinator(args: argparse.Namespace) -> int:
 
     eventloop.run(serve_coordinator(settings, on_ready=ready, session=session))
     return 0
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    import pickle
+
+    from elastic_cache.coordinator.workers import serve_worker
+
+    # Written by this program's coordinator, in its private directory (mode 0700).
+    settings = pickle.loads(Path(args.settings).read_bytes())
+    eventloop.run(
+        serve_worker(
+            settings,
+            relay_to=args.relay_to,
+            control=args.control,
+            host=args.host,
+            port=args.port,
+            index=args.index,
+        )
+    )
+    return 0
+
+
+def _add_workers(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--workers",
+        type=int,
+        metavar="N",
+        help="processes answering the port: the coordinator and N-1 that follow its "
+        "ring, for more cores (default 1)",
+    )
 
 
 def cmd_up(args: argparse.Namespace) -> int:
@@ -541,6 +576,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="a read-through origin (repeatable)",
     )
     up.add_argument("--no-scaling", action="store_true", help="never launch nodes by itself")
+    _add_workers(up)
     mode = up.add_mutually_exclusive_group()
     mode.add_argument(
         "--static",
@@ -570,7 +606,17 @@ def build_parser() -> argparse.ArgumentParser:
     coord.add_argument("--host", help="address to bind (default 127.0.0.1)")
     coord.add_argument("--port", type=int, help="port (default 8080)")
     coord.add_argument("--state-dir", help="where state and node logs go (default .ecache)")
+    _add_workers(coord)
     coord.set_defaults(func=cmd_coordinator)
+
+    worker = sub.add_parser("worker", help=argparse.SUPPRESS)  # started by the coordinator
+    worker.add_argument("--settings", required=True)
+    worker.add_argument("--relay-to", required=True)
+    worker.add_argument("--control", required=True)
+    worker.add_argument("--host", required=True)
+    worker.add_argument("--port", type=int, required=True)
+    worker.add_argument("--index", type=int, required=True)
+    worker.set_defaults(func=cmd_worker)
 
     status = sub.add_parser("status", help="show a running cluster: nodes, fill, epoch, cost")
     where = status.add_mutually_exclusive_group()

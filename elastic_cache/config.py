@@ -395,6 +395,10 @@ class ScalerSettings:
         _non_negative("scale_down_cooldown", self.scale_down_cooldown)
 
 
+#: Most coordinator processes on one port.
+MAX_WORKERS = 64
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CoordinatorSettings:
     """The coordinator process.
@@ -411,6 +415,8 @@ class CoordinatorSettings:
         admin_token_parameter: SSM parameter (SecureString) holding the cluster token;
             when set, ``POST`` and ``DELETE`` on ``/v1/cluster/nodes`` need
             ``Authorization: Bearer TOKEN``. Fetched at start, never written to disk.
+        workers: processes answering the public port (`coordinator.workers`): the
+            coordinator itself and ``workers - 1`` that follow its ring; 1 to 64.
     """
 
     host: str = "127.0.0.1"
@@ -421,16 +427,19 @@ class CoordinatorSettings:
     price_region: str = "us-east-1"
     provisioner: ProvisionerKind = ProvisionerKind.LOCAL
     admin_token_parameter: str | None = None
+    workers: int = 1
 
     def __post_init__(self) -> None:
         _check_host("coordinator host", self.host)
         _check_port("coordinator port", self.port)
         if not self.state_dir:
             raise ConfigError("state_dir must not be empty")
-        for name in ("initial_nodes", "vnodes"):
+        for name in ("initial_nodes", "vnodes", "workers"):
             value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+        if self.workers > MAX_WORKERS:
+            raise ConfigError(f"workers must be at most {MAX_WORKERS}, got {self.workers}")
         object.__setattr__(
             self, "provisioner", _enum(ProvisionerKind, "provisioner", self.provisioner)
         )

@@ -485,7 +485,12 @@ class _Connection(asyncio.Protocol):
             except Exception:
                 log.exception("routing %s failed", request.method)
         if handler is None:
-            if self.first is not None and not self.queue and not self.busy:
+            if (
+                self.first is not None
+                and not self.queue
+                and not self.busy
+                and self.server.runner is not None
+            ):
                 self.handoff = True
                 raise _HandOver  # stops the parser; `data_received` hands the bytes over
             request.chunked = request.header(b"transfer-encoding") is not None
@@ -747,19 +752,24 @@ class FastServer:
     """The lean layer in front of an aiohttp application.
 
     Args:
-        runner: the application's runner, set up (not yet bound to any site).
+        runner: the application's runner, set up (not yet bound to any site); None for
+            a layer with no application of its own, which relays every request it
+            declines to ``relay_to`` (a coordinator's worker, `coordinator.workers`).
         routes: which requests are answered here.
         keepalive: seconds an idle keep-alive connection stays open.
         request_timeout: seconds of client silence allowed in the middle of a request.
+        relay_to: the Unix socket of the application that serves declined requests
+            (default: ``runner``'s, on a private socket this server creates).
     """
 
     def __init__(
         self,
-        runner: web.AppRunner,
+        runner: web.AppRunner | None,
         routes: HotRoutes,
         *,
         keepalive: float = 75.0,
         request_timeout: float = 60.0,
+        relay_to: str | None = None,
     ) -> None:
         self.runner = runner
         self.routes = routes
@@ -767,8 +777,9 @@ class FastServer:
         self.request_timeout = request_timeout
         self.connections: set[_Connection] = set()
         self.sockets: list[socket.socket] = []
-        self._dir = tempfile.mkdtemp(prefix="ecache-")
-        self.socket_path = str(Path(self._dir) / "app.sock")
+        #: A private directory (mode 0700) for this server's sockets.
+        self.private_dir = tempfile.mkdtemp(prefix="ecache-")
+        self.socket_path = relay_to or str(Path(self.private_dir) / "app.sock")
         self._server: asyncio.AbstractServer | None = None
         self._sweeper: asyncio.Task[None] | None = None
         self._drained = asyncio.Event()  # set when the last connection closes
@@ -781,19 +792,29 @@ class FastServer:
 
     def aiohttp_protocol(self) -> asyncio.Protocol:
         """A new aiohttp protocol for a connection handed over."""
+        assert self.runner is not None
         server = self.runner.server
         assert server is not None
         protocol: asyncio.Protocol = server()
         return protocol
 
-    async def start(self, host: str, port: int, *, backlog: int = 1024) -> int:
+    async def start(
+        self, host: str, port: int, *, backlog: int = 1024, reuse_port: bool = False
+    ) -> int:
         """Listen on ``host:port`` (0: a free port) and on the private socket; returns
-        the port bound."""
-        await web.UnixSite(self.runner, self.socket_path).start()
-        os.chmod(self.socket_path, 0o600)
+        the port bound. ``reuse_port``: other processes may listen on the same port
+        (``SO_REUSEPORT``; the kernel spreads new connections over them)."""
+        if self.runner is not None:
+            await web.UnixSite(self.runner, self.socket_path).start()
+            os.chmod(self.socket_path, 0o600)
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
-            lambda: _Connection(self), host, port, backlog=backlog, reuse_address=True
+            lambda: _Connection(self),
+            host,
+            port,
+            backlog=backlog,
+            reuse_address=True,
+            reuse_port=reuse_port or None,
         )
         self.sockets = list(self._server.sockets)
         self._sweeper = loop.create_task(self._sweep())
@@ -824,11 +845,12 @@ class FastServer:
             self._sweeper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._sweeper
-        await self.runner.cleanup()
+        if self.runner is not None:
+            await self.runner.cleanup()
+            with contextlib.suppress(OSError):
+                os.unlink(self.socket_path)
         with contextlib.suppress(OSError):
-            os.unlink(self.socket_path)
-        with contextlib.suppress(OSError):
-            os.rmdir(self._dir)
+            os.rmdir(self.private_dir)
 
 
 def client_address(request: web.Request) -> str | None:

@@ -25,6 +25,7 @@ large value whole (docs/tiers.md, "Large values"). Without a tier a larger PUT i
 from __future__ import annotations
 
 import logging
+import os
 import time
 from typing import Any
 from urllib.parse import unquote
@@ -67,6 +68,9 @@ __all__ = ["COORDINATOR", "make_coordinator_app"]
 COORDINATOR: web.AppKey[Coordinator] = web.AppKey("coordinator", Coordinator)
 
 log = logging.getLogger("elastic_cache.coordinator")
+
+#: The routes a worker process answers too (counted in ``workers``).
+PUBLIC = ("kv", "svc")
 
 
 def answer_headers(answer: Answer) -> dict[str, str]:
@@ -273,6 +277,10 @@ def cluster_view(coord: Coordinator) -> dict[str, Any]:
         "not_modified": rt.counts.not_modified,
         "invalidations": rt.counts.invalidations,
     }
+    view["workers"] = [
+        {"worker": 0, "pid": os.getpid(), "answered": coord.metrics.requests.total(PUBLIC)},
+        *(coord.worker_reports[i] for i in sorted(coord.worker_reports)),
+    ]
     view["cost_per_hour"] = round(coord.cost_per_hour(), 6)
     view["price_region"] = coord.settings.coordinator.price_region
     hits = sum(n["hits"] for n in view["nodes"])

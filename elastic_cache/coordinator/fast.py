@@ -16,8 +16,9 @@ from urllib.parse import unquote
 
 from elastic_cache.coordinator.app import answer_headers
 from elastic_cache.coordinator.nodeclient import Answer
-from elastic_cache.coordinator.origins import ClientRequest, Reply
+from elastic_cache.coordinator.origins import ClientRequest, ReadThrough, Reply
 from elastic_cache.coordinator.pool import BodyStream, PoolError
+from elastic_cache.coordinator.router import Router
 from elastic_cache.coordinator.service import Coordinator
 from elastic_cache.errors import ElasticCacheError, UpstreamError
 from elastic_cache.fastpath import (
@@ -30,6 +31,7 @@ from elastic_cache.fastpath import (
     split_target,
 )
 from elastic_cache.httpio import STREAM_ABOVE, parse_content_type, parse_ttl
+from elastic_cache.metrics import RequestMeter
 
 __all__ = ["CoordinatorHotRoutes"]
 
@@ -40,14 +42,32 @@ _SVC = b"/v1/svc/"
 
 
 class CoordinatorHotRoutes:
-    """Which coordinator requests the lean layer answers."""
+    """Which coordinator requests the lean layer answers.
 
-    def __init__(self, coord: Coordinator) -> None:
-        self.coord = coord
-        self.router = coord.router
-        self.readthrough = coord.readthrough
-        self.record = coord.metrics.requests.record
-        self.max_value = coord.settings.nodes.max_value_bytes
+    Args:
+        router: routes keys to their nodes.
+        readthrough: the read-through cache.
+        meter: where answers are counted (routes ``kv`` and ``svc``).
+        max_value_bytes: the nodes' value limit (a larger PUT goes to aiohttp).
+    """
+
+    def __init__(
+        self, router: Router, readthrough: ReadThrough, meter: RequestMeter, max_value_bytes: int
+    ) -> None:
+        self.router = router
+        self.readthrough = readthrough
+        self.record = meter.record
+        self.max_value = max_value_bytes
+
+    @classmethod
+    def of(cls, coord: Coordinator) -> CoordinatorHotRoutes:
+        """The hot routes of ``coord``."""
+        return cls(
+            coord.router,
+            coord.readthrough,
+            coord.metrics.requests,
+            coord.settings.nodes.max_value_bytes,
+        )
 
     def route(self, request: HotRequest) -> Callable[[HotRequest], Any] | None:
         target = request.target

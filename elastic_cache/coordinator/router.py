@@ -4,15 +4,45 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Protocol
 
-from elastic_cache.config import OnFull
-from elastic_cache.coordinator.cluster import Cluster
+from elastic_cache.config import ClusterSettings, OnFull
+from elastic_cache.coordinator.membership import NodeInfo
 from elastic_cache.coordinator.nodeclient import Answer, NodeClient
-from elastic_cache.coordinator.scaler import RateMeter, Scaler
+from elastic_cache.coordinator.scaler import RateMeter
 from elastic_cache.errors import Misdirected, NodeUnavailable, StoreFull
 from elastic_cache.hashing import validate_key
+from elastic_cache.ring import HashRing
 
-__all__ = ["Router"]
+__all__ = ["Router", "RoutingView", "WriteObserver"]
+
+
+class RoutingView(Protocol):
+    """What routing needs of the cluster: `Cluster` on the coordinator, a copy that
+    follows it in a worker process (`coordinator.workers`)."""
+
+    settings: ClusterSettings
+    ring: HashRing
+    nodes: dict[str, NodeInfo]
+
+    def suspect(self, node_id: str) -> asyncio.Task[bool] | None:
+        """``node_id`` did not answer: a task that is True once it has left the ring."""
+        ...
+
+    async def wait_for_room(self, node_id: str, timeout: float) -> bool:
+        """Wait until a move out of ``node_id`` completes (``on_full = block``)."""
+        ...
+
+
+class WriteObserver(Protocol):
+    """Who hears of writes: the `Scaler`, or a worker's reports to it."""
+
+    def observe_write(self, node_id: str, used: int, capacity: int, size: int) -> None: ...
+
+    def request_help(self, node_id: str, *, full: bool) -> bool: ...
+
+    def at_cap(self) -> str | None: ...
+
 
 #: Attempts for a request that meets 421 while the ring changes under it.
 _ATTEMPTS = 5
@@ -27,7 +57,7 @@ class Router:
     request rate of the node it goes to (`NodeInfo.requests`).
     """
 
-    def __init__(self, cluster: Cluster, scaler: Scaler, rate: RateMeter) -> None:
+    def __init__(self, cluster: RoutingView, scaler: WriteObserver, rate: RateMeter) -> None:
         self.cluster = cluster
         self.scaler = scaler
         self.rate = rate

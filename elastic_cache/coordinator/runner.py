@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 from collections.abc import Callable
 from pathlib import Path
@@ -16,6 +17,7 @@ from elastic_cache.coordinator.app import make_coordinator_app
 from elastic_cache.coordinator.auth import admin_token_middleware, fetch_admin_token
 from elastic_cache.coordinator.fast import CoordinatorHotRoutes
 from elastic_cache.coordinator.service import Coordinator
+from elastic_cache.coordinator.workers import LeaderControl, start_workers, stop_workers
 from elastic_cache.errors import ConfigError
 from elastic_cache.fastpath import FastServer
 from elastic_cache.logs import set_log_context
@@ -57,13 +59,40 @@ async def start_coordinator_server(
     """
     runner = web.AppRunner(app, access_log=None, handle_signals=False)
     await runner.setup()
-    front = FastServer(runner, CoordinatorHotRoutes(coord))
+    front = FastServer(runner, CoordinatorHotRoutes.of(coord))
     try:
         bound = await front.start(host, port)
     except BaseException:
         await front.close()
         raise
     return front, bound
+
+
+async def _start_workers(
+    coord: Coordinator, front: FastServer, host: str, port: int
+) -> tuple[list[asyncio.subprocess.Process], web.AppRunner]:
+    """The control socket and ``workers - 1`` worker processes on ``host:port``."""
+    control = LeaderControl(coord)
+    coord.worker_reports = control.workers
+    runner = web.AppRunner(control.app(), access_log=None, handle_signals=False)
+    await runner.setup()
+    path = os.path.join(front.private_dir, "control.sock")
+    await web.UnixSite(runner, path).start()
+    os.chmod(path, 0o600)
+    try:
+        procs = await start_workers(
+            coord.settings.coordinator.workers - 1,
+            coord.settings,
+            host=host,
+            port=port,
+            private_dir=front.private_dir,
+            relay_to=front.socket_path,
+            control=path,
+        )
+    except BaseException:
+        await runner.cleanup()
+        raise
+    return procs, runner
 
 
 async def serve_coordinator(
@@ -100,6 +129,8 @@ async def serve_coordinator(
         app.middlewares.append(admin_token_middleware(token))
     runner = web.AppRunner(app, access_log=None, handle_signals=False)
     front: FastServer | None = None
+    procs: list[asyncio.subprocess.Process] = []
+    control_runner: web.AppRunner | None = None
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -107,15 +138,18 @@ async def serve_coordinator(
     try:
         await runner.setup()
         host, port = settings.coordinator.host, settings.coordinator.port
-        front = FastServer(runner, CoordinatorHotRoutes(coord))
+        workers = settings.coordinator.workers
+        front = FastServer(runner, CoordinatorHotRoutes.of(coord))
         try:
-            bound = await front.start(host, port)
+            bound = await front.start(host, port, reuse_port=workers > 1)
         except OSError as exc:
             raise ConfigError(
                 f"cannot listen on {host}:{port}: {exc.strerror}; pass --port"
             ) from exc
         # Bound first, so a port already in use fails before any node is launched.
         await coord.start()
+        if workers > 1:
+            procs, control_runner = await _start_workers(coord, front, host, bound)
         url = f"http://{host}:{bound}"
         if on_ready is not None:
             on_ready(coord, url)
@@ -123,6 +157,9 @@ async def serve_coordinator(
     finally:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(sig)
+        await stop_workers(procs)
+        if control_runner is not None:
+            await control_runner.cleanup()
         if front is not None:
             await front.close()
         else:

@@ -25,12 +25,31 @@ from elastic_cache.errors import ElasticCacheError
 from elastic_cache.metrics import CoordinatorMetrics, MeteredProvisioner
 from elastic_cache.provisioner.base import NodeHandle, Provisioner
 
-__all__ = ["Coordinator"]
+__all__ = ["Coordinator", "make_origin_session"]
 
 log = logging.getLogger("elastic_cache.coordinator")
 
 #: Routes whose requests make the request rate of the dashboard's history.
 PUBLIC_ROUTES = ("kv", "svc")
+
+
+def make_origin_session() -> aiohttp.ClientSession:
+    """The pooled client to origins: its own, because origins close idle connections.
+
+    Web servers close an idle keep-alive connection after a few seconds (Node.js,
+    Apache httpd and uvicorn after 5 s, gunicorn after 2 s). A request sent on such a
+    connection just as the origin closes it fails; aiohttp sends an idempotent one
+    again, but a POST or an unknown method (RFC 9112 §9.3.1.1) becomes a 502. So a
+    connection to an origin is not reused after 2 s idle; connections to our own
+    nodes (`Coordinator.session`) are kept for 60 s.
+    """
+    return aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(
+            limit=1024, limit_per_host=256, keepalive_timeout=2, ttl_dns_cache=None
+        ),
+        timeout=aiohttp.ClientTimeout(total=60),
+        auto_decompress=False,
+    )
 
 
 class Coordinator:
@@ -91,6 +110,8 @@ class Coordinator:
         )
         self.router = Router(self.cluster, self.scaler, self.rate)
         self._readthrough: ReadThrough | None = None
+        #: Reports of the worker processes (``--workers``), by worker index.
+        self.worker_reports: dict[int, dict[str, Any]] = {}
         self._monitor: asyncio.Task[None] | None = None
 
     @property
@@ -107,28 +128,10 @@ class Coordinator:
             )
         return self._session
 
-    def _make_origin_session(self) -> aiohttp.ClientSession:
-        """The pooled client to origins: its own, because origins close idle connections.
-
-        Web servers close an idle keep-alive connection after a few seconds (Node.js,
-        Apache httpd and uvicorn after 5 s, gunicorn after 2 s). A request sent on such a
-        connection just as the origin closes it fails; aiohttp sends an idempotent one
-        again, but a POST or an unknown method (RFC 9112 §9.3.1.1) becomes a 502. So a
-        connection to an origin is not reused after 2 s idle; connections to our own
-        nodes (`session`) are kept for 60 s.
-        """
-        return aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(
-                limit=1024, limit_per_host=256, keepalive_timeout=2, ttl_dns_cache=None
-            ),
-            timeout=aiohttp.ClientTimeout(total=60),
-            auto_decompress=False,
-        )
-
     @property
     def readthrough(self) -> ReadThrough:
         if self._readthrough is None:
-            self._origin_session = self._make_origin_session()
+            self._origin_session = make_origin_session()
             self._readthrough = ReadThrough(
                 self.settings.origins,
                 self.router,

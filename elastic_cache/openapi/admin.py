@@ -178,6 +178,21 @@ def admin_schemas() -> dict[str, Schema]:
             },
             "cost_per_hour": number,
             "price_region": string,
+            "workers": {
+                "type": "array",
+                "description": "the processes answering the port (`--workers`): the "
+                "coordinator (worker 0) and the workers that reported",
+                "items": {
+                    "type": "object",
+                    "required": ["worker", "pid", "answered"],
+                    "properties": {
+                        "worker": count,
+                        "pid": count,
+                        "answered": count,
+                        "reported_at": number,
+                    },
+                },
+            },
             "hit_rate": {"type": ["number", "null"], "minimum": 0, "maximum": 1},
             "time": number,
             "launches_in_flight": {

@@ -1,0 +1,390 @@
+"""More than one coordinator process on one port (``--workers N``).
+
+The coordinator process (the *leader*) owns the cluster: ring, nodes, scaler,
+migrations, state. With ``--workers N`` it also starts N - 1 *worker* processes. Every
+process listens on the same port with ``SO_REUSEPORT``, so the kernel spreads new
+connections over them, and each answers the hot routes (keys and read-through) on its own
+lean HTTP layer (`elastic_cache.fastpath`). A worker:
+
+- follows the leader's ring: it reads the ring and the node addresses from the leader
+  every ``follow_period`` seconds and at once when a node does not answer; a request
+  that meets a newer ring at a node (421) is routed again, as on the leader;
+- relays every other request (cluster view, node add/remove, metrics, dashboard, PUTs
+  the lean layer declines) to the leader's application over its private Unix socket;
+- reports what it routed every ``follow_period`` seconds: requests per node (the
+  threshold formula's rates), the fill the nodes answered writes with (Algorithm 1's
+  input) and the nodes whose writes met a full store under ``on_full = block``.
+
+Leader and workers talk over a second private Unix socket (the *control* socket), never
+over the public port. A worker exits when the leader's end of its stdin closes, so no
+worker outlives its leader.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copyreg
+import io
+import json
+import logging
+import os
+import pickle
+import sys
+import time
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+
+from elastic_cache.config import ClusterSettings
+from elastic_cache.coordinator.fast import CoordinatorHotRoutes
+from elastic_cache.coordinator.membership import NodeInfo
+from elastic_cache.coordinator.nodeclient import HttpNodeClient
+from elastic_cache.coordinator.origins import ReadThrough
+from elastic_cache.coordinator.router import Router
+from elastic_cache.coordinator.scaler import RateMeter
+from elastic_cache.coordinator.service import Coordinator, make_origin_session
+from elastic_cache.errors import ConfigError
+from elastic_cache.fastpath import FastServer
+from elastic_cache.hashing import make_hasher
+from elastic_cache.lifecycle import wait_for_stop
+from elastic_cache.metrics import RequestMeter
+from elastic_cache.provisioner.base import NodeHandle
+from elastic_cache.ring import HashRing
+
+__all__ = ["LeaderControl", "WorkerView", "serve_worker", "start_workers", "stop_workers"]
+
+log = logging.getLogger("elastic_cache.coordinator")
+
+#: Seconds between a worker's reads of the ring and its reports.
+FOLLOW_PERIOD = 0.5
+
+
+# -- the leader's side ---------------------------------------------------------------------
+
+
+class LeaderControl:
+    """What the leader serves its workers on the control socket.
+
+    ``GET /follow``: the ring and the node addresses. ``POST /follow``: a worker's
+    report, folded into the scaler's inputs.
+    """
+
+    def __init__(self, coord: Coordinator) -> None:
+        self.coord = coord
+        #: Per worker (by index): pid, requests answered, time of its last report.
+        self.workers: dict[int, dict[str, Any]] = {}
+
+    def app(self) -> web.Application:
+        app = web.Application()
+        app.router.add_get("/follow", self._view)
+        app.router.add_post("/follow", self._report)
+        return app
+
+    async def _view(self, request: web.Request) -> web.Response:
+        cluster = self.coord.cluster
+        return web.json_response(
+            {
+                "ring": cluster.ring.to_dict(),
+                "nodes": {n: info.handle.address for n, info in cluster.nodes.items()},
+                "at_cap": self.coord.scaler.at_cap(),
+            }
+        )
+
+    async def _report(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        self.apply(body)
+        return web.json_response({"ok": True})
+
+    def apply(self, report: dict[str, Any]) -> None:
+        """Fold one worker report into the leader's meters and scaler."""
+        coord = self.coord
+        nodes = coord.cluster.nodes
+        coord.rate.hit(int(report.get("total", 0)))
+        for node, count in report.get("requests", {}).items():
+            if node in nodes:
+                nodes[node].requests.hit(int(count))
+        for node, (used, capacity, size) in report.get("fills", {}).items():
+            if node in nodes:
+                coord.scaler.observe_write(node, int(used), int(capacity), int(size))
+        for node in report.get("help", []):
+            if node in nodes:
+                coord.scaler.request_help(node, full=True)
+        index = int(report.get("worker", 0))
+        self.workers[index] = {
+            "worker": index,
+            "pid": report.get("pid"),
+            "answered": int(report.get("answered", 0)),
+            "reported_at": time.time(),
+        }
+
+
+async def start_workers(
+    count: int,
+    settings: ClusterSettings,
+    *,
+    host: str,
+    port: int,
+    private_dir: str,
+    relay_to: str,
+    control: str,
+) -> list[asyncio.subprocess.Process]:
+    """Start ``count`` worker processes on ``host:port`` and wait until each listens.
+
+    Raises:
+        ConfigError: a worker did not start (its output is in the message).
+    """
+    settings_file = Path(private_dir) / "settings.pickle"
+    pickler_bytes = io.BytesIO()
+    pickler = pickle.Pickler(pickler_bytes)
+    pickler.dispatch_table = {**copyreg.dispatch_table, MappingProxyType: _reduce_proxy}
+    pickler.dump(settings)
+    settings_file.write_bytes(pickler_bytes.getvalue())
+    os.chmod(settings_file, 0o600)
+    procs = []
+    for index in range(1, count + 1):
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "elastic_cache",
+            "worker",
+            "--settings",
+            str(settings_file),
+            "--relay-to",
+            relay_to,
+            "--control",
+            control,
+            "--host",
+            host,
+            "--port",
+            str(port),
+            "--index",
+            str(index),
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+        )
+        procs.append(proc)
+    for proc in procs:
+        assert proc.stdout is not None
+        try:
+            line = await asyncio.wait_for(proc.stdout.readline(), 30)
+        except TimeoutError:
+            line = b""
+        if b'"listening"' not in line:
+            await stop_workers(procs)
+            raise ConfigError(f"a coordinator worker did not start: {line[:300]!r}")
+    return procs
+
+
+def _reduce_proxy(proxy: MappingProxyType[Any, Any]) -> tuple[Any, tuple[dict[Any, Any]]]:
+    return (_proxy, (dict(proxy),))
+
+
+def _proxy(data: dict[Any, Any]) -> MappingProxyType[Any, Any]:
+    """A read-only mapping again (settings keep theirs in ``MappingProxyType``)."""
+    return MappingProxyType(data)
+
+
+async def stop_workers(procs: list[asyncio.subprocess.Process], timeout: float = 5.0) -> None:
+    """Close each worker's stdin (it then stops), and kill what is left after ``timeout``."""
+    for proc in procs:
+        if proc.stdin is not None and not proc.stdin.is_closing():
+            proc.stdin.close()
+    for proc in procs:
+        try:
+            await asyncio.wait_for(proc.wait(), timeout)
+        except TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            await proc.wait()
+
+
+# -- the worker's side ---------------------------------------------------------------------
+
+
+class _CountingMeter(RateMeter):
+    """A rate meter that also keeps the count since the last report."""
+
+    def __init__(self) -> None:
+        super().__init__(half_life=10.0)
+        self.unreported = 0
+
+    def hit(self, n: int = 1) -> None:
+        super().hit(n)
+        self.unreported += n
+
+    def take(self) -> int:
+        count, self.unreported = self.unreported, 0
+        return count
+
+
+class WorkerView:
+    """The leader's ring and nodes as a worker routes by them (a `RoutingView`), and
+    the writes it saw, for the next report (a `WriteObserver`)."""
+
+    def __init__(self, settings: ClusterSettings, control: aiohttp.ClientSession) -> None:
+        self.settings = settings
+        self.ring = HashRing(make_hasher(settings.nodes.hash))
+        self.nodes: dict[str, NodeInfo] = {}
+        self._control = control
+        self._session = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=256, keepalive_timeout=60),
+            timeout=aiohttp.ClientTimeout(total=60),
+            auto_decompress=False,
+        )
+        self._refresh: asyncio.Task[bool] | None = None
+        self._changed = asyncio.Event()
+        self._cap: str | None = None
+        self.fills: dict[str, list[int]] = {}
+        self.help: set[str] = set()
+
+    # -- following ------------------------------------------------------------------------
+
+    async def follow(self) -> None:
+        """Read the leader's ring and nodes once."""
+        async with self._control.get("http://leader/follow") as resp:
+            resp.raise_for_status()
+            view = await resp.json()
+        ring = HashRing.from_dict(view["ring"])
+        addresses: dict[str, str] = view["nodes"]
+        for node in list(self.nodes):
+            if node not in addresses:
+                info = self.nodes.pop(node)
+                await info.client.close()
+        for node, address in addresses.items():
+            if node not in self.nodes or self.nodes[node].handle.address != address:
+                handle = NodeHandle(node_id=node, address=address, ref=node, boot_seconds=0.0)
+                client = HttpNodeClient(node, address, self._session)
+                self.nodes[node] = NodeInfo(handle=handle, client=client, requests=_CountingMeter())
+        changed = ring.epoch != self.ring.epoch
+        self.ring = ring
+        self._cap = view.get("at_cap")
+        if changed:
+            self._changed.set()
+            self._changed = asyncio.Event()
+
+    def report(self, index: int, rate: _CountingMeter, answered: int) -> dict[str, Any]:
+        """What this worker routed since its last report."""
+        requests = {}
+        for node, info in self.nodes.items():
+            meter = info.requests
+            if isinstance(meter, _CountingMeter):
+                count = meter.take()
+                if count:
+                    requests[node] = count
+        fills, self.fills = self.fills, {}
+        help_, self.help = sorted(self.help), set()
+        return {
+            "worker": index,
+            "pid": os.getpid(),
+            "total": rate.take(),
+            "requests": requests,
+            "fills": fills,
+            "help": help_,
+            "answered": answered,
+        }
+
+    # -- RoutingView ----------------------------------------------------------------------
+
+    def suspect(self, node_id: str) -> asyncio.Task[bool] | None:
+        """Read the ring again now; True if ``node_id`` has left it."""
+        if self._refresh is None or self._refresh.done():
+            self._refresh = asyncio.get_running_loop().create_task(self._refollow(node_id))
+        return self._refresh
+
+    async def _refollow(self, node_id: str) -> bool:
+        await asyncio.sleep(0.2)  # the leader's own health check takes about as long
+        try:
+            await self.follow()
+        except (aiohttp.ClientError, OSError):
+            return False
+        return node_id not in self.nodes
+
+    async def wait_for_room(self, node_id: str, timeout: float) -> bool:
+        """Wait for the ring to change (a move out of a full node commits)."""
+        try:
+            await asyncio.wait_for(self._changed.wait(), timeout)
+        except TimeoutError:
+            return False
+        return True
+
+    # -- WriteObserver --------------------------------------------------------------------
+
+    def observe_write(self, node_id: str, used: int, capacity: int, size: int) -> None:
+        if used < 0:
+            return
+        fill = self.fills.get(node_id)
+        if fill is None:
+            self.fills[node_id] = [used, capacity, size]
+        else:
+            fill[0], fill[1], fill[2] = used, capacity, fill[2] + size
+
+    def request_help(self, node_id: str, *, full: bool) -> bool:
+        self.help.add(node_id)
+        return True
+
+    def at_cap(self) -> str | None:
+        return self._cap
+
+    async def close(self) -> None:
+        for info in self.nodes.values():
+            await info.client.close()
+        await self._session.close()
+
+
+async def serve_worker(
+    settings: ClusterSettings, *, relay_to: str, control: str, host: str, port: int, index: int
+) -> None:
+    """Serve as worker ``index`` until stdin closes (or SIGTERM/SIGINT)."""
+    control_session = aiohttp.ClientSession(connector=aiohttp.UnixConnector(path=control))
+    view = WorkerView(settings, control_session)
+    rate = _CountingMeter()
+    router = Router(view, view, rate)
+    origin_session = make_origin_session()
+    readthrough = ReadThrough(
+        settings.origins, router, origin_session, max_value_bytes=settings.nodes.max_value_bytes
+    )
+    meter = RequestMeter()
+    routes = CoordinatorHotRoutes(router, readthrough, meter, settings.nodes.max_value_bytes)
+    server = FastServer(None, routes, relay_to=relay_to)
+    reporter: asyncio.Task[None] | None = None
+    try:
+        await view.follow()
+        bound = await server.start(host, port, reuse_port=True)
+        line = {"event": "listening", "worker": index, "port": bound, "pid": os.getpid()}
+        sys.stdout.write(json.dumps(line) + "\n")
+        sys.stdout.flush()
+        reporter = asyncio.create_task(
+            _follow_and_report(view, rate, meter, control_session, index)
+        )
+        await wait_for_stop(watch_stdin=True)
+    finally:
+        if reporter is not None:
+            reporter.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await reporter
+        await server.close()
+        await view.close()
+        await origin_session.close()
+        await control_session.close()
+
+
+async def _follow_and_report(
+    view: WorkerView,
+    rate: _CountingMeter,
+    meter: RequestMeter,
+    control: aiohttp.ClientSession,
+    index: int,
+) -> None:
+    while True:
+        await asyncio.sleep(FOLLOW_PERIOD)
+        try:
+            await view.follow()
+            report = view.report(index, rate, meter.total())
+            async with control.post("http://leader/follow", json=report) as resp:
+                await resp.read()
+        except (aiohttp.ClientError, OSError, ConfigError) as exc:
+            log.warning("worker %d: the leader did not answer: %r", index, exc)

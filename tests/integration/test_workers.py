@@ -1,0 +1,169 @@
+"""``ecache coordinator --workers 2``: two processes answer one port on 127.0.0.1
+(``SO_REUSEPORT``), the worker follows the coordinator's ring and reports to it, and
+neither outlives a stop. Real processes, real signals."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from elastic_cache.config import ClusterSettings
+from elastic_cache.errors import ConfigError
+
+from .conftest import free_port
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie is gone for our purposes
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except OSError:
+        return False
+
+
+async def fresh(method: str, url: str, **kwargs: Any) -> tuple[int, bytes]:
+    """One request on a new connection (so the kernel picks a process for each)."""
+    async with (
+        aiohttp.ClientSession(connector=aiohttp.TCPConnector(force_close=True)) as session,
+        session.request(method, url, **kwargs) as resp,
+    ):
+        return resp.status, await resp.read()
+
+
+@pytest.fixture
+async def cluster(tmp_path: Path) -> AsyncIterator[tuple[str, asyncio.subprocess.Process]]:
+    port = free_port()
+    config = tmp_path / "cluster.toml"
+    config.write_text(
+        "[coordinator]\n"
+        f'port = {port}\nstate_dir = "{tmp_path / "state"}"\nworkers = 2\n'
+        "[nodes]\ncapacity_records = 100000\n[scaler]\nenabled = false\n"
+    )
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "elastic_cache",
+        "coordinator",
+        "--config",
+        str(config),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+        stdin=asyncio.subprocess.DEVNULL,
+    )
+    assert proc.stdout is not None
+    url = ""
+    async with asyncio.timeout(60):
+        while not url:
+            line = (await proc.stdout.readline()).decode()
+            assert line, "the coordinator exited before it listened"
+            if "coordinator listening on " in line:
+                url = line.split("coordinator listening on ", 1)[1].strip()
+    drain = asyncio.create_task(proc.stdout.read())
+    yield url, proc
+    if proc.returncode is None:
+        proc.send_signal(signal.SIGTERM)
+        async with asyncio.timeout(30):
+            await proc.wait()
+    await drain
+
+
+async def eventually(check: Callable[[], Awaitable[bool]], seconds: float) -> None:
+    """Wait until ``check()`` holds, polling every 0.1 s, at most ``seconds``."""
+    for _ in range(int(seconds * 10)):
+        if await check():
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"{check.__name__} did not hold within {seconds} s")
+
+
+async def worker_pid(url: str) -> int:
+    """The worker's pid, once it has reported."""
+    found: list[int] = []
+
+    async def reported() -> bool:
+        workers = (await cluster_view(url))["workers"]
+        found[:] = [int(w["pid"]) for w in workers[1:]]
+        return bool(found)
+
+    await eventually(reported, 10)
+    return found[0]
+
+
+async def cluster_view(url: str) -> dict[str, Any]:
+    status, body = await fresh("GET", url + "/v1/cluster")
+    assert status == 200
+    view: dict[str, Any] = json.loads(body)
+    return view
+
+
+async def test_two_processes_answer_one_port_and_agree(
+    cluster: tuple[str, asyncio.subprocess.Process],
+) -> None:
+    url, proc = cluster
+    for i in range(60):
+        assert (await fresh("PUT", f"{url}/v1/kv/k{i}", data=f"v{i}".encode()))[0] == 204
+    for i in range(60):
+        assert await fresh("GET", f"{url}/v1/kv/k{i}") == (200, f"v{i}".encode())
+    # Every worker reports twice a second; both took part of the 120 connections.
+    workers: list[dict[str, Any]] = []
+
+    async def all_reported() -> bool:
+        workers[:] = (await cluster_view(url))["workers"]
+        return len(workers) == 2 and sum(w["answered"] for w in workers) >= 120
+
+    await eventually(all_reported, 10)
+    assert {w["pid"] for w in workers} == {proc.pid, workers[1]["pid"]}
+    assert all(w["answered"] > 0 for w in workers), workers
+    # The coordinator hears of the worker's requests (the scaler's rates).
+    assert (await cluster_view(url))["request_rate"] > 0
+
+
+async def test_a_killed_worker_leaves_the_port_to_the_others_and_a_stop_ends_all(
+    cluster: tuple[str, asyncio.subprocess.Process],
+) -> None:
+    url, proc = cluster
+    pid = await worker_pid(url)
+    os.kill(pid, signal.SIGKILL)
+
+    async def gone() -> bool:
+        return not alive(pid)
+
+    await eventually(gone, 10)
+    for i in range(20):
+        assert (await fresh("PUT", f"{url}/v1/kv/after{i}", data=b"x"))[0] == 204
+        assert await fresh("GET", f"{url}/v1/kv/after{i}") == (200, b"x")
+    proc.send_signal(signal.SIGTERM)
+    async with asyncio.timeout(30):
+        await proc.wait()
+
+
+async def test_a_stopped_coordinator_takes_its_workers_with_it(
+    cluster: tuple[str, asyncio.subprocess.Process],
+) -> None:
+    url, proc = cluster
+    pid = await worker_pid(url)
+    proc.send_signal(signal.SIGKILL)  # not even a clean stop: the worker's stdin closes
+    await proc.wait()
+
+    async def gone() -> bool:
+        return not alive(pid)
+
+    await eventually(gone, 15)
+
+
+@pytest.mark.parametrize("bad", [0, -1, 65, True, "2"])
+def test_workers_must_be_a_count_from_1_to_64(bad: object) -> None:
+    with pytest.raises(ConfigError, match="workers"):
+        ClusterSettings.from_mapping({"coordinator": {"workers": bad}})

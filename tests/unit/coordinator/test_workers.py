@@ -1,0 +1,80 @@
+"""The arithmetic of worker reports: what a worker sends and how the coordinator folds it
+into its rates and its scaler (the processes themselves: tests/integration/test_workers.py)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+from elastic_cache.config import ClusterSettings
+from elastic_cache.coordinator.scaler import RateMeter
+from elastic_cache.coordinator.workers import LeaderControl, WorkerView, _CountingMeter
+
+
+class FakeScaler:
+    def __init__(self) -> None:
+        self.writes: list[tuple[str, int, int, int]] = []
+        self.helped: list[str] = []
+
+    def observe_write(self, node: str, used: int, capacity: int, size: int) -> None:
+        self.writes.append((node, used, capacity, size))
+
+    def request_help(self, node: str, *, full: bool) -> bool:
+        self.helped.append(node)
+        return True
+
+    def at_cap(self) -> str | None:
+        return None
+
+
+def leader() -> tuple[LeaderControl, Any]:
+    nodes = {n: SimpleNamespace(requests=RateMeter(10.0)) for n in ("a", "b")}
+    coord: Any = SimpleNamespace(
+        rate=RateMeter(10.0), cluster=SimpleNamespace(nodes=nodes), scaler=FakeScaler()
+    )
+    return LeaderControl(coord), coord
+
+
+def test_a_report_feeds_the_rates_and_the_scaler() -> None:
+    control, coord = leader()
+    control.apply(
+        {
+            "worker": 1,
+            "pid": 42,
+            "total": 7,
+            "requests": {"a": 5, "b": 2, "gone": 9},
+            "fills": {"a": [10, 100, 3072], "gone": [1, 1, 1]},
+            "help": ["b", "gone"],
+            "answered": 70,
+        }
+    )
+    assert coord.rate._count == 7
+    assert coord.cluster.nodes["a"].requests._count == 5
+    assert coord.cluster.nodes["b"].requests._count == 2
+    assert coord.scaler.writes == [("a", 10, 100, 3072)]  # nodes no longer members: ignored
+    assert coord.scaler.helped == ["b"]
+    assert control.workers[1]["pid"] == 42 and control.workers[1]["answered"] == 70
+
+
+async def test_a_worker_reports_each_count_once_and_the_last_fill() -> None:
+    settings = ClusterSettings.from_mapping({})
+    view = WorkerView(settings, control=None)  # type: ignore[arg-type]
+    try:
+        view.nodes = {"a": SimpleNamespace(requests=_CountingMeter())}  # type: ignore[dict-item]
+        rate = _CountingMeter()
+        for _ in range(3):
+            rate.hit()
+            view.nodes["a"].requests.hit()
+        view.observe_write("a", 5, 100, 1024)
+        view.observe_write("a", 6, 100, 1024)
+        view.observe_write("a", -1, -1, 0)  # no fill reported: ignored
+        assert view.request_help("a", full=True)
+        first = view.report(1, rate, answered=3)
+        assert first["total"] == 3 and first["requests"] == {"a": 3}
+        assert first["fills"] == {"a": [6, 100, 2048]} and first["help"] == ["a"]
+        second = view.report(1, rate, answered=3)
+        assert second["total"] == 0 and second["requests"] == {}
+        assert second["fills"] == {} and second["help"] == []
+    finally:
+        view.nodes = {}
+        await view.close()
