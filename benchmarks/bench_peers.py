@@ -76,6 +76,8 @@ from benchmarks.peer_figures import (
     REDIS_GET,
     REDIS_SET,
     ROUTED_GET,
+    ROUTED_GET_1W,
+    ROUTED_GET_2W,
     ROUTED_PUT,
     SVC_HIT,
     SVC_HIT_NO_VARY,
@@ -194,20 +196,21 @@ def fill_and_warm(servers: Servers, keys: int) -> dict[str, dict[str, str]]:
         RuntimeError: a cache does not answer a second read as a hit.
     """
 
-    async def fill_kv() -> None:
+    async def fill_kv(base: str) -> None:
         timeout = aiohttp.ClientTimeout(total=120)
         async with aiohttp.ClientSession(timeout=timeout) as session:
             sem = asyncio.Semaphore(CONNECTIONS)
 
             async def put(i: int) -> None:
-                url = f"{servers.coordinator}/v1/kv/k{i}"
+                url = f"{base}/v1/kv/k{i}"
                 async with sem, session.put(url, data=kv_value(i)) as resp:
                     if resp.status >= 300:
                         raise RuntimeError(f"PUT {url}: {resp.status} {await resp.text()}")
 
             await asyncio.gather(*(put(i) for i in range(keys)))
 
-    asyncio.run(fill_kv())
+    for base in (servers.coordinator, *servers.scaling.values()):
+        asyncio.run(fill_kv(base))
     if servers.redis_port is not None:
         fill_redis(servers.redis_port, [redis_key(i) for i in range(keys)], b"x" * VALUE_BYTES)
     item_paths = [f"/item/{i}" for i in range(keys)]
@@ -255,7 +258,7 @@ def run_wrk(fleet: Fleet, row: Row, duration: float) -> Sample:
     argv = ["wrk", "-t1", f"-c{CONNECTIONS}", f"-d{max(1, round(duration))}s", "--latency"]
     argv += ["-s", str(script), row.target]
     out = subprocess.run(
-        fleet.cmd(argv, LOAD_CPU),
+        fleet.cmd(argv, LOAD_CPU if row.pinned else None),
         capture_output=True,
         text=True,
         timeout=duration + 60,
@@ -321,6 +324,14 @@ def make_rows(servers: Servers, keys: int) -> list[Row]:
         for name, base, script, peer in http
         if base is not None
     ]
+    scaling = servers.scaling
+    if 1 in scaling and 2 in scaling:
+        for name, base, peer in (
+            (ROUTED_GET_1W, scaling[1], ""),
+            (ROUTED_GET_2W, scaling[2], ROUTED_GET_1W),
+        ):
+            row = Row(name=name, tool="wrk", target=base, script=get(kv), peer=peer, pinned=False)
+            rows.append(row)
     return rows
 
 
@@ -328,6 +339,8 @@ RUN_ORDER = (
     REDIS_GET,
     NODE_GET,
     ROUTED_GET,
+    ROUTED_GET_1W,
+    ROUTED_GET_2W,
     SVC_HIT,
     SVC_HIT_NO_VARY,
     NGINX_HIT,

@@ -48,12 +48,17 @@ class Fleet:
         self.procs: list[tuple[str, subprocess.Popen[bytes]]] = []
         self.extra_pids: list[int] = []  # processes our servers started (the node)
 
-    def cmd(self, argv: Sequence[str], cpu: int) -> list[str]:
-        """``argv`` under ``taskset -c cpu`` when pinning."""
-        return ["taskset", "-c", str(cpu), *argv] if self.pin else list(argv)
+    def cmd(self, argv: Sequence[str], cpu: int | None) -> list[str]:
+        """``argv`` under ``taskset -c cpu`` when pinning (and ``cpu`` is not None)."""
+        return ["taskset", "-c", str(cpu), *argv] if self.pin and cpu is not None else list(argv)
 
     def start(
-        self, name: str, argv: Sequence[str], *, cpu: int = SERVER_CPU, cwd: Path | None = None
+        self,
+        name: str,
+        argv: Sequence[str],
+        *,
+        cpu: int | None = SERVER_CPU,
+        cwd: Path | None = None,
     ) -> subprocess.Popen[bytes]:
         log = open(self.tmp / f"{name}.log", "wb")  # noqa: SIM115 - the child holds its copy
         try:
@@ -239,12 +244,15 @@ def varnish_vcl(origin_port: int) -> str:
     )
 
 
-def coordinator_config(tmp: Path, port: int, origin_port: int, keys: int) -> str:
+def coordinator_config(
+    tmp: Path, port: int, origin_port: int, keys: int, *, workers: int = 1, name: str = "ecache"
+) -> str:
     return textwrap.dedent(
         f"""
         [coordinator]
         port = {port}
-        state_dir = "{tmp / "ecache"}"
+        workers = {workers}
+        state_dir = "{tmp / name}"
         [nodes]
         index = "{DEFAULT_INDEX}"
         capacity_records = {4 * keys + 10_000}
@@ -266,6 +274,8 @@ class Servers:
     nginx: str | None = None
     varnish: str | None = None
     redis_port: int | None = None
+    #: Coordinators with 1 and 2 workers, nothing pinned (by worker count).
+    scaling: dict[int, str] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)
     versions: dict[str, str] = field(default_factory=dict)
 
@@ -286,27 +296,33 @@ def version_of(argv: Sequence[str]) -> str:
     return text.splitlines()[0] if text else "?"
 
 
-def start_elastic_cache(fleet: Fleet, origin_port: int, keys: int) -> tuple[str, str]:
-    """``ecache coordinator`` with one node and the origin; returns both base URLs."""
+def start_elastic_cache(
+    fleet: Fleet, origin_port: int, keys: int, *, workers: int = 1, pinned: bool = True
+) -> tuple[str, str]:
+    """``ecache coordinator`` with one node and the origin; returns both base URLs.
+    ``pinned``: coordinator and node on the server CPU (when the fleet pins at all)."""
     port = free_port()
-    config = fleet.tmp / "ecache.toml"
-    config.write_text(coordinator_config(fleet.tmp, port, origin_port, keys))
+    name = "coordinator" if pinned and workers == 1 else f"coordinator-{workers}w"
+    config = fleet.tmp / f"{name}.toml"
+    config.write_text(
+        coordinator_config(fleet.tmp, port, origin_port, keys, workers=workers, name=name)
+    )
     # The node the coordinator launches inherits its CPU affinity: both on CPU 0.
     argv = [sys.executable, "-m", "elastic_cache", "coordinator", "--config", str(config)]
-    coord = fleet.start("coordinator", argv)
+    coord = fleet.start(name, argv, cpu=SERVER_CPU if pinned else None)
     url = f"http://127.0.0.1:{port}"
-    wait_http(url + "/healthz", coord, fleet, "coordinator")
+    wait_http(url + "/healthz", coord, fleet, name)
     deadline = time.monotonic() + 30
     nodes: list[dict[str, Any]] = []
     while time.monotonic() < deadline and not nodes:
         nodes = get_json(url + "/v1/cluster")["nodes"]
         time.sleep(0.1)
     if not nodes:
-        raise RuntimeError(f"the coordinator launched no node:\n{fleet.log('coordinator')}")
+        raise RuntimeError(f"the coordinator launched no node:\n{fleet.log(name)}")
     with contextlib.suppress(ValueError, TypeError):
         node_pid = int(nodes[0]["ref"])  # the local provisioner's ref is the PID
         fleet.extra_pids.append(node_pid)
-        if fleet.pin and os.sched_getaffinity(node_pid) != {SERVER_CPU}:
+        if pinned and fleet.pin and os.sched_getaffinity(node_pid) != {SERVER_CPU}:
             os.sched_setaffinity(node_pid, {SERVER_CPU})
     return url, str(nodes[0]["address"])
 
@@ -361,6 +377,12 @@ def start_servers(fleet: Fleet, keys: int) -> Servers:
     wait_http(origin_url + "/served", origin, fleet, "origin")
     coord_url, node_url = start_elastic_cache(fleet, origin_port, keys)
     servers = Servers(origin=origin_url, coordinator=coord_url, node=node_url)
+    if len(os.sched_getaffinity(0)) >= 2:
+        for workers in (1, 2):
+            url, _ = start_elastic_cache(fleet, origin_port, keys, workers=workers, pinned=False)
+            servers.scaling[workers] = url
+    else:
+        servers.skipped["routed GET with 1 and 2 workers"] = "one CPU: nothing to spread over"
     servers.versions["python"] = platform.python_version()
     for peer, (programs, package) in PEERS.items():
         missing = [p for p in programs if which(p) is None]
