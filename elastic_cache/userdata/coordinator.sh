@@ -11,7 +11,8 @@ Wants=network-online.target
 
 [Service]
 User=ecache
-ExecStart=/opt/ecache/venv/bin/ecache coordinator --config /etc/ecache/config.toml
+# One coordinator process per vCPU (at most 64: `--workers`); "$$" is systemd's "$".
+ExecStart=/bin/sh -c 'n=$$(nproc); [ "$$n" -le 64 ] || n=64; exec /opt/ecache/venv/bin/ecache coordinator --config /etc/ecache/config.toml --workers "$$n"'
 Restart=on-failure
 RestartSec=5
 StateDirectory=ecache

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import base64
+import os
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -48,6 +50,36 @@ def test_coordinator_user_data_is_valid_bash() -> None:
     bash_syntax_ok(script)
     assert "ecache coordinator --config /etc/ecache/config.toml" in script
     assert "base64 -d >/etc/ecache/config.toml" in script
+    # Every vCPU of the coordinator's instance serves: one worker each, at most 64.
+    assert '--workers "$$n"' in script and "n=$$(nproc)" in script
+
+
+def test_the_coordinator_unit_command_gives_one_worker_per_cpu(tmp_path: Path) -> None:
+    """The ExecStart line, with systemd's "$$" turned into "$", run by sh with an
+    ``ecache`` stand-in that prints its arguments."""
+    script = coordinator_user_data(
+        bundle_url=URL, package="elastic-cache==0.1.0", config_b64="W2Nvb3JkaW5hdG9yXQo="
+    )
+    line = next(x for x in script.splitlines() if x.startswith("ExecStart="))
+    command = line.removeprefix("ExecStart=").replace("$$", "$")
+    fake = tmp_path / "ecache"
+    fake.write_text('#!/bin/sh\necho "$@"\n')
+    fake.chmod(0o755)
+    command = command.replace("/opt/ecache/venv/bin/ecache", str(fake))
+    out = subprocess.run(
+        ["sh", "-c", command.split(" -c ", 1)[1].strip("'")],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    expected = min(len(os.sched_getaffinity(0)), 64)
+    assert out.stdout.split() == [
+        "coordinator",
+        "--config",
+        "/etc/ecache/config.toml",
+        "--workers",
+        str(expected),
+    ]
 
 
 def test_render_refuses_gaps_and_leftovers() -> None:
