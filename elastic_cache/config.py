@@ -417,6 +417,11 @@ class CoordinatorSettings:
             ``Authorization: Bearer TOKEN``. Fetched at start, never written to disk.
         workers: processes answering the public port (`coordinator.workers`): the
             coordinator itself and ``workers - 1`` that follow its ring; 1 to 64.
+        request_budget: seconds a routed request waits for its node before it is
+            answered 503 with ``Retry-After`` (the node is then *suspect*).
+        suspect_grace: seconds a node whose process or instance still runs may stay
+            unresponsive before it is declared dead (a pause, a long collection or a
+            stalled disk is not a death).
     """
 
     host: str = "127.0.0.1"
@@ -428,6 +433,8 @@ class CoordinatorSettings:
     provisioner: ProvisionerKind = ProvisionerKind.LOCAL
     admin_token_parameter: str | None = None
     workers: int = 1
+    request_budget: float = 2.0
+    suspect_grace: float = 120.0
 
     def __post_init__(self) -> None:
         _check_host("coordinator host", self.host)
@@ -440,6 +447,14 @@ class CoordinatorSettings:
                 raise ConfigError(f"{name} must be a positive integer, got {value!r}")
         if self.workers > MAX_WORKERS:
             raise ConfigError(f"workers must be at most {MAX_WORKERS}, got {self.workers}")
+        for name in ("request_budget", "suspect_grace"):
+            value = getattr(self, name)
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, int | float)
+                or not 0 < value <= 3600
+            ):
+                raise ConfigError(f"{name} must be seconds in (0, 3600], got {value!r}")
         object.__setattr__(
             self, "provisioner", _enum(ProvisionerKind, "provisioner", self.provisioner)
         )

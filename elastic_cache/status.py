@@ -13,7 +13,14 @@ from elastic_cache.errors import NodeUnavailable
 __all__ = ["fetch_cluster", "render_status"]
 
 #: Event kinds ``ecache status`` lists (the dashboard lists every event).
-STATUS_EVENTS = ("cold_tier_full", "cold_tier_resumed", "scale_out_backoff")
+STATUS_EVENTS = (
+    "cold_tier_full",
+    "cold_tier_resumed",
+    "scale_out_backoff",
+    "node_suspect",
+    "node_recovered",
+    "node_failed",
+)
 
 #: How many of those it lists, newest last.
 STATUS_EVENT_COUNT = 5
@@ -59,7 +66,7 @@ def render_status(view: dict[str, Any]) -> str:
                 f"{100 * n.get('fill', 0):.1f}%",
                 "-" if threshold is None else f"{100 * threshold / cap:.0f}%",
                 f"{n.get('request_rate', 0):.1f}",
-                n.get("state", ""),
+                "suspect" if n.get("suspect") else n.get("state", ""),
             )
         )
     for node_id in view.get("launching", []):

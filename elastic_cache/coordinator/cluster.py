@@ -334,8 +334,46 @@ class Cluster(Membership):
                 return False
             if attempt == 0:
                 await asyncio.sleep(0.1)
+        return await self.unresponsive(node_id)
+
+    async def unresponsive(self, node_id: str) -> bool:
+        """``node_id`` does not answer. Dead (its ranges go to their successors) when its
+        process or instance is gone, or it stayed unresponsive past ``suspect_grace``;
+        otherwise *suspect*: kept, its keys answered 503 at once until it answers a poll
+        again (a paused or stalled node is slow, not dead).
+
+        Returns:
+            Whether the node was dropped.
+        """
+        info = self.nodes.get(node_id)
+        if info is None:
+            return True
+        grace = self.settings.coordinator.suspect_grace
+        now = time.monotonic()
+        if (
+            not info.suspect_since or now - info.suspect_since < grace
+        ) and await self._still_running(info):
+            if not info.suspect_since:
+                info.suspect_since = now
+                self.events.add(
+                    "node_suspect",
+                    f"{node_id} does not answer but still runs: its keys answer 503 until "
+                    f"it does (declared dead after {grace:g} s)",
+                    node=node_id,
+                )
+            return False
         await self.drop_dead_node(node_id)
         return True
+
+    async def _still_running(self, info: NodeInfo) -> bool:
+        """Whether the provisioner still runs ``info``'s process or instance (True when
+        it cannot tell: a node is not dropped on a failed look)."""
+        try:
+            running = await self.provisioner.list()
+        except Exception as exc:
+            log.warning("cannot list nodes to check %s: %r", info.node_id, exc)
+            return True
+        return any(h.node_id == info.node_id for h in running)
 
     async def drop_dead_node(self, node_id: str) -> None:
         """A node stopped answering: give its ranges to their successors (its records are
@@ -376,6 +414,7 @@ class Cluster(Membership):
                     "address": info.handle.address,
                     "ref": info.handle.ref,
                     "state": info.state,
+                    "suspect": bool(info.suspect_since),
                     "index": info.index,
                     "records": info.records,
                     "bytes": info.bytes,

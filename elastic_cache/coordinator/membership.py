@@ -48,6 +48,9 @@ class NodeInfo:
     client: NodeClient
     requests: RateMeter
     state: str = "active"
+    #: Since when (time.monotonic) the node has not answered, while its process or
+    #: instance still runs; 0.0: it answers. Requests for its keys fail fast meanwhile.
+    suspect_since: float = 0.0
     used: int = 0
     capacity: int = 1
     records: int = 0
@@ -345,6 +348,9 @@ class Membership:
         info.index = stats.index
         info.migrations = list(stats.raw.get("migrations", []))
         info.failures = 0
+        if info.suspect_since:
+            info.suspect_since = 0.0
+            self.events.add("node_recovered", f"{info.node_id} answers again", node=info.node_id)
         self._note_cold(info, stats.raw.get("cold"))
 
     def _note_cold(self, info: NodeInfo, cold: dict[str, Any] | None) -> None:

@@ -24,7 +24,7 @@ from urllib.parse import quote
 import aiohttp
 from yarl import URL
 
-from elastic_cache.coordinator.pool import BodyStream, ConnectionPool, PoolError
+from elastic_cache.coordinator.pool import BodyStream, ConnectionPool, PoolError, PoolTimeout
 from elastic_cache.errors import (
     ConfigError,
     ElasticCacheError,
@@ -246,6 +246,10 @@ class HttpNodeClient:
             raw = await self._pool.request(
                 method, target, body=body, headers=headers, stream_above=stream_above
             )
+        except PoolTimeout as exc:
+            raise NodeUnavailable(
+                f"node {self.node_id} at {self.address}: {exc}", timed_out=True, retry_after=1
+            ) from exc
         except PoolError as exc:
             raise NodeUnavailable(f"node {self.node_id} at {self.address}: {exc}") from exc
         h = raw.headers

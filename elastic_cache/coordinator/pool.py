@@ -44,6 +44,10 @@ class PoolError(ConnectionError):
     """The node closed the connection, sent something that is not HTTP, or timed out."""
 
 
+class PoolTimeout(PoolError):
+    """The node did not answer within the pool's timeout (it may be paused, not dead)."""
+
+
 class RawAnswer(NamedTuple):
     """A node's answer: status, the few headers we read (lower-case names), body.
 
@@ -413,7 +417,7 @@ class ConnectionPool:
                     raise
                 except TimeoutError as exc:
                     self._discard(conn)
-                    raise PoolError(
+                    raise PoolTimeout(
                         f"{self.host}:{self.port} did not answer within {self.timeout:g}s"
                     ) from exc
                 except BaseException:

@@ -75,9 +75,18 @@ class Router:
             node = cluster.ring.node_for_token(token)
             info = cluster.nodes[node]
             info.requests.hit()  # the node's request rate: one counter bump
+            if info.suspect_since:
+                # It stopped answering but still runs: fail fast rather than wait the
+                # budget for each request; the poll clears it when it answers again.
+                raise NodeUnavailable(f"node {node} is not answering; retry shortly", retry_after=1)
             try:
                 answer = await op(info.client)
-            except NodeUnavailable:
+            except NodeUnavailable as exc:
+                if exc.details.get("timed_out"):
+                    # Slow or paused, not known dead: answer now (503, Retry-After) and
+                    # let the check decide between suspect and dead meanwhile.
+                    cluster.suspect(node)
+                    raise
                 # The owner did not answer. If it is really gone, its ranges move to
                 # their successors (its records are lost: a cache) and we route again.
                 check = cluster.suspect(node)

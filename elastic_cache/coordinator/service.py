@@ -185,7 +185,8 @@ class Coordinator:
         return self.fixed_cost_per_hour() + nodes + strays
 
     def _client_for(self, handle: NodeHandle) -> NodeClient:
-        return HttpNodeClient(handle.node_id, handle.address, self.session)
+        budget = self.settings.coordinator.request_budget
+        return HttpNodeClient(handle.node_id, handle.address, self.session, kv_timeout=budget)
 
     async def start(self) -> None:
         """Launch (or resume) the nodes, terminate stray ones, and start polling."""
@@ -240,7 +241,9 @@ class Coordinator:
                 for node_id in failed:
                     info = self.cluster.nodes.get(node_id)
                     if info is not None and info.failures >= self.dead_after:
-                        await self.cluster.drop_dead_node(node_id)
+                        # Dead only if its process or instance is gone (or it stayed
+                        # unresponsive past the grace); otherwise suspect.
+                        await self.cluster.unresponsive(node_id)
                 if not failed:
                     self.scaler.maybe_scale_down()
                 await self._retry_terminations()

@@ -90,6 +90,7 @@ class LeaderControl:
             {
                 "ring": cluster.ring.to_dict(),
                 "nodes": {n: info.handle.address for n, info in cluster.nodes.items()},
+                "suspect": [n for n, info in cluster.nodes.items() if info.suspect_since],
                 "at_cap": self.coord.scaler.at_cap(),
             }
         )
@@ -257,8 +258,12 @@ class WorkerView:
         for node, address in addresses.items():
             if node not in self.nodes or self.nodes[node].handle.address != address:
                 handle = NodeHandle(node_id=node, address=address, ref=node, boot_seconds=0.0)
-                client = HttpNodeClient(node, address, self._session)
+                budget = self.settings.coordinator.request_budget
+                client = HttpNodeClient(node, address, self._session, kv_timeout=budget)
                 self.nodes[node] = NodeInfo(handle=handle, client=client, requests=_CountingMeter())
+        suspect = set(view.get("suspect", ()))
+        for node, info in self.nodes.items():
+            info.suspect_since = 1.0 if node in suspect else 0.0
         changed = ring.epoch != self.ring.epoch
         self.ring = ring
         self._cap = view.get("at_cap")

@@ -76,6 +76,10 @@ def admin_schemas() -> dict[str, Schema]:
             "address": string,
             "ref": string,
             "state": string,
+            "suspect": {
+                "type": "boolean",
+                "description": "it does not answer but still runs: its keys answer 503",
+            },
             "index": string,
             "records": count,
             "bytes": count,

@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 
 from elastic_cache.client import AsyncClient
@@ -311,3 +312,54 @@ async def test_killed_coordinator_leaves_no_orphan(tmp_path: Path) -> None:
         if proc.returncode is None:
             proc.kill()
             await proc.wait()
+
+
+async def test_a_paused_node_is_suspect_not_dead_and_keeps_its_data(tmp_path: Path) -> None:
+    """SIGSTOP: its keys answer 503 with Retry-After after the request budget (not after
+    60 s), the node turns suspect and stays a member (its process runs); after SIGCONT it
+    answers again with every value it held."""
+    data = {
+        "coordinator": {"request_budget": 1.0, "suspect_grace": 120},
+        "nodes": {"index": "sorted", "capacity_records": 1000},
+        "scaler": {"enabled": False},
+    }
+    async with process_cluster(tmp_path, data) as cluster:
+        cluster_ = cluster.coord.cluster
+        async with AsyncClient(cluster.url, timeout=30) as client:
+            for i in range(20):
+                await client.put(f"k{i}", f"v{i}".encode())
+        (info,) = cluster_.nodes.values()
+        pid = int(info.handle.ref)
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            async with aiohttp.ClientSession() as http:
+                started = asyncio.get_running_loop().time()
+                async with http.get(f"{cluster.url}/v1/kv/k1") as resp:
+                    assert resp.status == 503
+                    assert resp.headers["Retry-After"] == "1"
+                    assert (await resp.json())["error"] == "node_unavailable"
+                # The budget, not the 60 s of a request timeout (generous: a busy host).
+                assert asyncio.get_running_loop().time() - started < 15
+                for _ in range(200):
+                    if info.suspect_since:
+                        break
+                    await asyncio.sleep(0.1)
+                assert info.suspect_since, "the node did not turn suspect"
+                async with http.get(f"{cluster.url}/v1/cluster") as resp:
+                    view = await resp.json()
+                assert [n["suspect"] for n in view["nodes"]] == [True]
+                await asyncio.sleep(2)  # several polls: still a member, not killed
+                assert set(cluster_.nodes) == {info.node_id} and pid_alive(pid)
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        async with AsyncClient(cluster.url, timeout=30) as client:
+            for _ in range(300):
+                if not info.suspect_since:
+                    break
+                await asyncio.sleep(0.1)
+            assert not info.suspect_since, "the node did not recover"
+            for i in range(20):
+                assert await client.get(f"k{i}") == f"v{i}".encode()
+        kinds = [e["kind"] for e in cluster_.events.since(0)]
+        assert "node_suspect" in kinds and "node_recovered" in kinds
+        assert "node_failed" not in kinds

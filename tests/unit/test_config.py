@@ -144,3 +144,15 @@ def test_on_cold_full() -> None:
     assert ClusterSettings.from_mapping(data).nodes.on_cold_full is OnColdFull.EVICT
     with pytest.raises(ConfigError, match="on_cold_full must be one of"):
         NodeSettings(on_cold_full="ignore")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("name", ["request_budget", "suspect_grace"])
+@pytest.mark.parametrize("bad", [0, -1, 3601, True, "2"])
+def test_node_failure_timings_are_bounded_seconds(name: str, bad: object) -> None:
+    with pytest.raises(ConfigError, match=name):
+        ClusterSettings.from_mapping({"coordinator": {name: bad}})
+
+
+def test_node_failure_timings_default_to_a_short_budget_and_a_long_grace() -> None:
+    coordinator = ClusterSettings.from_mapping({}).coordinator
+    assert (coordinator.request_budget, coordinator.suspect_grace) == (2.0, 120.0)

@@ -77,3 +77,20 @@ def test_table_shows_nodes_moves_and_launches() -> None:
     assert "launching node-2 for 2.5 s" in lines
     assert any(line.startswith("still to terminate: node-5 (i-0abc)") for line in lines)
     assert not any("node-4" in line for line in lines)
+
+
+def test_a_suspect_node_shows_as_suspect_with_its_event() -> None:
+    node = {
+        "id": "node-1",
+        "address": "http://127.0.0.1:4001",
+        "records": 10,
+        "capacity": 100,
+        "fill": 0.1,
+        "state": "active",
+        "suspect": True,
+    }
+    event = {"seq": 1, "time": 0.0, "kind": "node_suspect", "message": "node-1 does not answer"}
+    text = render_status({"epoch": 1, "nodes": [node], "events": [event]})
+    row = next(line for line in text.splitlines() if line.startswith("node-1"))
+    assert row.rstrip().endswith("suspect")
+    assert "node-1 does not answer" in text
