@@ -115,7 +115,8 @@ bench-peers: $(STAMP)
 # simulated configuration, three repetitions of every real run, 95 % confidence intervals
 # in every table and plot. Simulated runs use two processes (EXPERIMENT_JOBS); real runs
 # that time something run one at a time. Runs are cached in experiments/results/.cache
-# while the figures are made; the cache is cleared first. About 30 minutes on 2 cores.
+# while the figures are made; the cache is cleared first. 38 minutes on 2 shared cores
+# (2026-11-25).
 EXPERIMENTS     := miss_rate index_time migration_time prelaunch hit_time cost hybrid
 EXPERIMENT_JOBS ?= 2
 

@@ -273,13 +273,22 @@ def _line(mode: str, scenario: Scenario, data: RunData) -> str:
     )
 
 
-def run_all(scenarios: Iterable[Scenario], mode: str, out: Path, *, jobs: int = 1) -> list[RunData]:
+def run_all(
+    scenarios: Iterable[Scenario],
+    mode: str,
+    out: Path,
+    *,
+    jobs: int = 1,
+    timed: bool = True,
+) -> list[RunData]:
     """Run every scenario (``mode`` ``sim`` or ``real``), reporting each run to the
     figure's progress report (`figure_progress`), or printing a line without one.
 
     Args:
-        jobs: simulated runs to run at once, each in its own process; real runs are
-            always run one at a time (they time real processes).
+        jobs: runs to run at once, each in its own process. Real runs are run one at a
+            time unless ``timed`` is false.
+        timed: whether the figure reads the real runs' times; one that only counts
+            (Figure 2's misses and nodes) lets ``jobs`` of them run at once.
 
     Returns:
         The runs, in the order of ``scenarios``.
@@ -296,7 +305,7 @@ def run_all(scenarios: Iterable[Scenario], mode: str, out: Path, *, jobs: int = 
             bar.note(_line(mode, scenario, data))
             bar.advance(note=f"{mode} {scenario.label} {scenario.index} seed {scenario.seed}")
 
-    if mode != "sim" or jobs <= 1 or len(scenarios) <= 1:
+    if (mode != "sim" and timed) or jobs <= 1 or len(scenarios) <= 1:
         results: list[RunData] = []
         for scenario in scenarios:
             data = run_one(scenario, mode, out)
