@@ -1,29 +1,37 @@
 """What every figure script shares: the paper's scenarios, the command line, running
 scenarios (on the simulator or on real processes) with a small on-disk cache, averaging
-runs, and writing CSV and PNG files.
+runs with their 95 % confidence intervals (`experiments.stats`), and writing CSV and PNG
+files.
 
 Scales:
 
-* **full** (the default): the paper's setting, r = 65536 keys, c(n) = 5000 records,
-  dL = 50, dH = 250, 50 and 255 queries per step, 1000 steps, three seeded runs.
+* **full** (the default): the paper's workload where its text gives it — r = 65536
+  keys, c(n) = 5000 records, dL = 50, dH = 250, 50 and 255 queries per step — with what
+  it does not give chosen by us: 1000 steps, the boot and service-time models of
+  `elastic_cache.sim`; ten seeded runs (the paper averaged three).
 * **reduced** (``--quick``, and every ``--real`` run): every count divided by 10 —
   6554 keys, 500 records a node, dL = 5, dH = 25, 5 and 26 queries per step (255/10
   rounded) — and boot delays divided by 10 too, so that a node still fills in about the
   same number of boot delays as at full scale. Steps stay 1000 (``--quick``: 150), so the
-  cache sees each key as often as at full scale.
+  cache sees each key as often as at full scale. Ten seeds as well.
 * **real**: the reduced scale against ``ecache node`` processes, with every time (boot
   delays and service times) compressed by a further factor of 25 so a run takes seconds;
-  the simulator is run on the very same scenario beside it.
+  three repetitions (seeds), and the simulator run on the very same scenarios beside them.
+
+Simulated runs can run in parallel (``--jobs``, one process each); real runs always run
+one at a time, since they time real processes.
 """
 
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import contextlib
 import contextvars
 import csv
 import hashlib
 import json
+import math
 import statistics
 import tempfile
 from collections.abc import Iterable, Iterator, Sequence
@@ -33,17 +41,22 @@ from typing import Any
 
 from elastic_cache.progress import Progress
 from elastic_cache.sim import BootDelayModel, RunResult, Scenario, ServiceTimeModel, simulate
+from experiments.stats import Interval, ci_columns, t_interval
 
 __all__ = [
     "RESULTS",
     "Options",
     "RunData",
+    "ci",
     "figure_path",
     "figure_progress",
+    "interval",
     "mean",
     "options",
     "paper_scenario",
+    "real_seeds",
     "run_all",
+    "seeds",
     "write_csv",
 ]
 
@@ -57,6 +70,10 @@ CACHE_VERSION = 1
 REDUCTION = 10
 #: Real runs: every time further compressed by this.
 REAL_TIME_COMPRESSION = 25.0
+#: Seeded runs of every simulated configuration, unless ``--runs`` says otherwise.
+SIM_RUNS = 10
+#: Repetitions (seeds) of every real-process run, unless ``--real-runs`` says otherwise.
+REAL_RUNS = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +85,8 @@ class Options:
     out: Path
     runs: int
     seed: int
+    real_runs: int = REAL_RUNS
+    jobs: int = 1
 
     @property
     def scale(self) -> str:
@@ -86,14 +105,34 @@ def options(description: str, argv: Sequence[str] | None = None) -> Options:
         help="also run at reduced scale on real local node processes and compare",
     )
     parser.add_argument("--out", type=Path, default=RESULTS, help="output directory")
-    parser.add_argument("--runs", type=int, default=None, help="seeded runs to average")
+    parser.add_argument(
+        "--runs", type=int, default=SIM_RUNS, help=f"seeded runs to average (default {SIM_RUNS})"
+    )
+    parser.add_argument(
+        "--real-runs",
+        type=int,
+        default=REAL_RUNS,
+        help=f"repetitions (seeds) of each real-process run (default {REAL_RUNS})",
+    )
     parser.add_argument("--seed", type=int, default=1, help="seed of the first run")
+    parser.add_argument(
+        "--jobs", type=int, default=1, help="simulated runs in parallel (real runs: one at a time)"
+    )
     args = parser.parse_args(argv)
-    runs = args.runs if args.runs is not None else (1 if args.quick else 3)
-    if runs < 1:
-        parser.error("--runs must be at least 1")
+    if args.runs < 2 or args.real_runs < 2:
+        parser.error("--runs and --real-runs must be at least 2 (an interval needs two runs)")
+    if args.jobs < 1:
+        parser.error("--jobs must be at least 1")
     args.out.mkdir(parents=True, exist_ok=True)
-    return Options(quick=args.quick, real=args.real, out=args.out, runs=runs, seed=args.seed)
+    return Options(
+        quick=args.quick,
+        real=args.real,
+        out=args.out,
+        runs=args.runs,
+        seed=args.seed,
+        real_runs=args.real_runs,
+        jobs=args.jobs,
+    )
 
 
 def paper_scenario(queries_per_step: int, scale: str, **changes: Any) -> Scenario:
@@ -224,36 +263,88 @@ def figure_progress(label: str) -> Iterator[Progress]:
             _REPORT.reset(token)
 
 
-def run_all(scenarios: Iterable[Scenario], mode: str, out: Path) -> list[RunData]:
-    """Run every scenario in turn (``mode`` ``sim`` or ``real``), reporting each run to
-    the figure's progress report (`figure_progress`), or printing a line without one."""
+def _line(mode: str, scenario: Scenario, data: RunData) -> str:
+    return (
+        f"  {mode:4} {scenario.label:8} {scenario.index:7} "
+        f"q={scenario.queries_per_step:<3} spec={'y' if scenario.speculative else 'n'} "
+        f"seed={scenario.seed}: miss {data.totals['miss_rate']:.3f}, "
+        f"nodes {data.steps[-1]['nodes']}, total {data.totals['total']:.0f}s "
+        f"({data.totals['wall']:.1f}s wall)"
+    )
+
+
+def run_all(
+    scenarios: Iterable[Scenario],
+    mode: str,
+    out: Path,
+    *,
+    jobs: int = 1,
+    timed: bool = True,
+) -> list[RunData]:
+    """Run every scenario (``mode`` ``sim`` or ``real``), reporting each run to the
+    figure's progress report (`figure_progress`), or printing a line without one.
+
+    Args:
+        jobs: runs to run at once, each in its own process. Real runs are run one at a
+            time unless ``timed`` is false.
+        timed: whether the figure reads the real runs' times; one that only counts
+            (Figure 2's misses and nodes) lets ``jobs`` of them run at once.
+
+    Returns:
+        The runs, in the order of ``scenarios``.
+    """
+    scenarios = list(scenarios)
     bar = _REPORT.get()
-    results: list[RunData] = []
-    for scenario in scenarios:
-        if bar is not None:
-            bar.update(
-                bar.done, note=f"{mode} {scenario.label} {scenario.index} seed {scenario.seed}"
-            )
-        data = run_one(scenario, mode, out)
-        line = (
-            f"  {mode:4} {scenario.label:8} {scenario.index:7} "
-            f"q={scenario.queries_per_step:<3} spec={'y' if scenario.speculative else 'n'} "
-            f"seed={scenario.seed}: miss {data.totals['miss_rate']:.3f}, "
-            f"nodes {data.steps[-1]['nodes']}, total {data.totals['total']:.0f}s "
-            f"({data.totals['wall']:.1f}s wall)"
-        )
+    if bar is not None:
+        bar.update(bar.done, total=(bar.total or 0) + len(scenarios))
+
+    def report(scenario: Scenario, data: RunData) -> None:
         if bar is None:
-            print(line)
+            print(_line(mode, scenario, data))
         else:
-            bar.note(line)
-            bar.advance(note="")
-        results.append(data)
-    return results
+            bar.note(_line(mode, scenario, data))
+            bar.advance(note=f"{mode} {scenario.label} {scenario.index} seed {scenario.seed}")
+
+    if (mode != "sim" and timed) or jobs <= 1 or len(scenarios) <= 1:
+        results: list[RunData] = []
+        for scenario in scenarios:
+            data = run_one(scenario, mode, out)
+            report(scenario, data)
+            results.append(data)
+        return results
+    done: dict[int, RunData] = {}
+    with concurrent.futures.ProcessPoolExecutor(max_workers=jobs) as pool:
+        futures = {pool.submit(run_one, s, mode, out): i for i, s in enumerate(scenarios)}
+        for future in concurrent.futures.as_completed(futures):
+            i = futures[future]
+            done[i] = future.result()
+            report(scenarios[i], done[i])
+    return [done[i] for i in range(len(scenarios))]
 
 
 def seeds(opts: Options) -> list[int]:
-    """The seeds of the runs to average."""
+    """The seeds of the simulated runs to average."""
     return [opts.seed + i for i in range(opts.runs)]
+
+
+def real_seeds(opts: Options) -> list[int]:
+    """The seeds of the repetitions of a real-process run (the simulator runs them too)."""
+    return [opts.seed + i for i in range(opts.real_runs)]
+
+
+def interval(values: Iterable[float]) -> Interval:
+    """The mean of one value per run with its 95 % t interval (`experiments.stats`); all
+    NaN when there is no run to average."""
+    values = list(values)
+    if not values:
+        return Interval(math.nan, math.nan, math.nan, 0)
+    return t_interval(values)
+
+
+def ci(name: str, values: Iterable[float]) -> dict[str, float]:
+    """CSV columns ``name``, ``name_ci_low``, ``name_ci_high``: the mean of one value per
+    run and its 95 % t interval."""
+    return ci_columns(name, interval(values))
 
 
 def mean(values: Iterable[float]) -> float:

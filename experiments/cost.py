@@ -25,6 +25,12 @@ configuration: the paper's five, flagged ``in_figure``, then the other configura
 docs/cost.md; C_alloc, C_store, C_req, C_io, the total, the I/O share, hit time, S and USD
 per unit of S) and ``fig7_cost.png`` (the paper's five with 2010 prices).
 
+Intervals: the costs are arithmetic on fixed prices, exact, with no interval. S and the
+cost per unit of S inherit the 95 % confidence interval of Figure 6's mean hit time
+(``hit_s_ci_low`` / ``_high``): S falls as the hit time grows, so S's bounds are S at the
+hit time's upper and lower bounds (``speedup_ci_low`` / ``_high``), and the cost per unit
+of S the other way round; the plot draws them as error bars.
+
 Run: ``python -m experiments.cost [--quick]`` (both sizes are the same: this is
 arithmetic). The hit times are read from ``--out``'s ``fig6_hit_time.csv`` when it has
 the 50 MB row, otherwise from the committed full run in ``experiments/results/``.
@@ -120,20 +126,32 @@ OPTIONS: dict[str, tuple[PriceTable, tuple[Option, ...]]] = {
 }
 
 
-def _fig6_rows(path: Path) -> dict[str, float]:
-    """Mean hit seconds per tier at `HIT_SIZE` in a Figure 6 CSV (empty if it has none)."""
+#: A hit time: (mean, interval low, interval high) seconds.
+HitTime = tuple[float, float, float]
+
+
+def _fig6_rows(path: Path) -> dict[str, HitTime]:
+    """Mean hit seconds (and its interval, when the file has one) per tier at `HIT_SIZE`
+    in a Figure 6 CSV (empty if it has none)."""
     if not path.exists():
         return {}
+    out = {}
     with open(path, newline="") as fh:
-        return {
-            r["configuration"]: float(r["mean_s"])
-            for r in csv.DictReader(fh)
-            if r["size"] == HIT_SIZE
-        }
+        for r in csv.DictReader(fh):
+            if r["size"] != HIT_SIZE:
+                continue
+            m = float(r["mean_s"])
+            out[r["configuration"]] = (
+                m,
+                float(r.get("mean_s_ci_low") or m),
+                float(r.get("mean_s_ci_high") or m),
+            )
+    return out
 
 
-def hit_times(opts: Options) -> tuple[dict[str, float], Path]:
-    """Figure 6's mean hit seconds for a 50 MB value per tier, and the file they came from.
+def hit_times(opts: Options) -> tuple[dict[str, HitTime], Path]:
+    """Figure 6's mean hit seconds for a 50 MB value per tier, with their intervals, and
+    the file they came from.
 
     Raises:
         SystemExit: no Figure 6 results with a 50 MB row (run ``experiments.hit_time``).
@@ -147,19 +165,22 @@ def hit_times(opts: Options) -> tuple[dict[str, float], Path]:
     )
 
 
-def hit_seconds(option: Option, table: PriceTable, times: dict[str, float]) -> float:
-    """Seconds a hit takes in ``option``: its tier's Figure 6 time; the hybrid cache serves
-    the share of the cache its instance's memory holds from memory and the rest from S3."""
+def hit_seconds(option: Option, table: PriceTable, times: dict[str, HitTime]) -> HitTime:
+    """Seconds a hit takes in ``option`` (mean, low, high): its tier's Figure 6 time; the
+    hybrid cache serves the share of the cache its instance's memory holds from memory and
+    the rest from S3."""
     if option.configuration == "hybrid":
         assert option.instance_type is not None
         memory = table.instance(option.instance_type).memory_gb
         share = min(1.0, memory / CACHE_GB)
-        return share * times["memory"] + (1 - share) * times["s3"]
+        mem, s3 = times["memory"], times["s3"]
+        m, lo, hi = (share * mem[i] + (1 - share) * s3[i] for i in range(3))
+        return m, lo, hi
     tier = {"memory": "memory", "disk": "disk", "ebs": "disk", "s3": "s3"}
     return times[tier[option.configuration]]
 
 
-def rows(times: dict[str, float]) -> list[dict[str, Any]]:
+def rows(times: dict[str, HitTime]) -> list[dict[str, Any]]:
     out = []
     for table_name, (table, configs) in OPTIONS.items():
         for transfer in TRANSFERS:
@@ -174,13 +195,21 @@ def rows(times: dict[str, float]) -> list[dict[str, Any]]:
                     cost = monthly_cost(
                         option.configuration, workload, table, instance_type=option.instance_type
                     )
-                    hit = hit_seconds(option, table, times)
-                    speedup = cache_speedup(
-                        requests=requests,
-                        distinct_keys=workload.values,
-                        service_seconds=SERVICE_SECONDS,
-                        hit_seconds=hit,
-                    )
+                    hit, hit_low, hit_high = hit_seconds(option, table, times)
+
+                    def speedup_at(
+                        h: float, requests: int = requests, keys: int = workload.values
+                    ) -> float:
+                        return cache_speedup(
+                            requests=requests,
+                            distinct_keys=keys,
+                            service_seconds=SERVICE_SECONDS,
+                            hit_seconds=h,
+                        )
+
+                    speedup = speedup_at(hit)
+                    # S falls as the hit time grows: its low bound is at the slow end.
+                    s_low, s_high = speedup_at(hit_high), speedup_at(hit_low)
                     out.append(
                         {
                             "prices": table_name,
@@ -198,10 +227,16 @@ def rows(times: dict[str, float]) -> list[dict[str, Any]]:
                             "total_usd_per_month": cost.total,
                             "io_share": cost.io / cost.total,
                             "hit_s": hit,
+                            "hit_s_ci_low": hit_low,
+                            "hit_s_ci_high": hit_high,
                             "service_s": SERVICE_SECONDS,
                             "distinct_keys": workload.values,
                             "speedup": speedup,
+                            "speedup_ci_low": s_low,
+                            "speedup_ci_high": s_high,
                             "usd_per_speedup": cost_per_speedup(cost.total, speedup),
+                            "usd_per_speedup_ci_low": cost_per_speedup(cost.total, s_high),
+                            "usd_per_speedup_ci_high": cost_per_speedup(cost.total, s_low),
                         }
                     )
     return out
@@ -254,16 +289,33 @@ def plot(path: Path, data: list[dict[str, Any]]) -> None:
                     fontsize=7.5,
                 )
             ax.set_ylim(0, top * 1.15)
-            ax.set_xticks(xs, [f"{r['label']}\nS = {r['speedup']:.1f}" for r in sel], fontsize=7.5)
+            ax.set_xticks(
+                xs,
+                [
+                    f"{r['label']}\nS = {r['speedup']:.1f}\n"
+                    f"[{r['speedup_ci_low']:.1f}, {r['speedup_ci_high']:.1f}]"
+                    for r in sel
+                ],
+                fontsize=7,
+            )
             ax.set_ylabel("USD per month")
             ax.set_title(
                 f"({next(letters)}) R = {requests:,} / month; {PANEL_TITLES[transfer]}", fontsize=9
             )
             right = ax.twinx()
-            right.plot(
-                xs, [r["usd_per_speedup"] for r in sel], "k:", marker="o", label="USD per unit of S"
+            right.errorbar(
+                xs,
+                [r["usd_per_speedup"] for r in sel],
+                yerr=[
+                    [r["usd_per_speedup"] - r["usd_per_speedup_ci_low"] for r in sel],
+                    [r["usd_per_speedup_ci_high"] - r["usd_per_speedup"] for r in sel],
+                ],
+                fmt="k:",
+                marker="o",
+                capsize=3,
+                label="USD per unit of S (95 % CI from the hit times)",
             )
-            right.set_ylim(0, max(r["usd_per_speedup"] for r in sel) * 1.8)
+            right.set_ylim(0, max(r["usd_per_speedup_ci_high"] for r in sel) * 1.8)
             right.set_ylabel("USD per month per unit of speedup (dotted)")
             if row == 0 and col == 0:
                 handles, labels = ax.get_legend_handles_labels()
@@ -274,7 +326,9 @@ def plot(path: Path, data: list[dict[str, Any]]) -> None:
     fig.suptitle(
         f"Figure 7: monthly cost of a {CACHE_GB} GB cache of {VALUE_MB} MB values, 2010 prices "
         "(the paper's Table I)\nS = speedup after R requests; hit times: our Figure 6 on one "
-        f"machine (so m1.small = m1.xlarge); a miss: {SERVICE_SECONDS:g} s (assumed)",
+        f"machine (so m1.small = m1.xlarge); a miss: {SERVICE_SECONDS:g} s (assumed)\n"
+        "costs are exact arithmetic; S [95 % CI] and the error bars carry Figure 6's "
+        "interval of the hit time",
         fontsize=9.5,
     )
     fig.tight_layout(rect=(0, 0.035, 1, 1))
@@ -297,8 +351,10 @@ def main(argv: Sequence[str] | None = None) -> None:
             for r in figure_rows(data, transfer, requests):
                 print(
                     f"    {r['label']:15} ${r['total_usd_per_month']:9.2f} "
-                    f"(I/O {r['io_share']:6.1%}), S {r['speedup']:6.1f}, "
-                    f"${r['usd_per_speedup']:8.2f} per unit of S"
+                    f"(I/O {r['io_share']:6.1%}), S {r['speedup']:6.1f} "
+                    f"[{r['speedup_ci_low']:.1f}, {r['speedup_ci_high']:.1f}], "
+                    f"${r['usd_per_speedup']:8.2f} per unit of S "
+                    f"[{r['usd_per_speedup_ci_low']:.2f}, {r['usd_per_speedup_ci_high']:.2f}]"
                 )
 
 

@@ -11,13 +11,18 @@ service latency (tens of milliseconds a request on real S3).
 
 Outputs (in ``--out``, default ``experiments/results``):
 
-* ``fig6_hit_time.csv``: per configuration and size, GETs timed, mean / median / min /
-  max seconds, and the median over memory's;
-* ``fig6_hit_time.png``.
+* ``fig6_hit_time.csv``: per configuration and size, the repetitions and GETs timed in
+  each, the mean seconds (the mean of the repetitions' means) with its 95 % confidence
+  interval over the repetitions, the median, min and max over every GET's summary, and
+  the ratio of the median to memory's, with its interval;
+* ``fig6_hit_time.png`` (error bars: the intervals).
 
-``--quick`` measures 1 KB and 1 MB with 5 GETs a cell; the default all four sizes with
-the benchmark's default repeats (200 GETs at 1 KB down to 6 at 50 MB). These are always
-real processes, so ``--real`` changes nothing; ``--runs`` and ``--seed`` do not apply.
+The whole benchmark is repeated ``--real-runs`` times (default 3), each time with fresh
+processes; a repetition is the unit of the intervals (GETs within one share a process and
+a page cache). ``--quick`` measures 1 KB and 1 MB with 5 GETs a cell; the default all four
+sizes with the benchmark's default repeats (200 GETs at 1 KB down to 6 at 50 MB). These
+are always real processes, so ``--real`` changes nothing; ``--runs`` and ``--seed`` do
+not apply.
 
 Run: ``python -m experiments.hit_time [--quick]``.
 """
@@ -30,31 +35,44 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.bench_tiers import DEFAULT_REPEATS, SIZES, measure_tiers
-from experiments.common import figure_path, options, pyplot, save_figure, write_csv
+from experiments.common import ci, figure_path, options, pyplot, save_figure, write_csv
 
 TIERS = ("memory", "disk", "s3")
 QUICK_SIZES = ("1KB", "1MB")
 
 
-def measure(quick: bool) -> list[dict[str, Any]]:
-    """Run the tiers benchmark and return Figure 6's rows (seconds)."""
+def measure(quick: bool, repetitions: int) -> list[dict[str, Any]]:
+    """Run the tiers benchmark ``repetitions`` times and return Figure 6's rows
+    (seconds), each cell's mean with its interval over the repetitions."""
     labels = list(QUICK_SIZES if quick else SIZES)
     repeats = {label: 5 if quick else DEFAULT_REPEATS[label] for label in SIZES}
-    cells = asyncio.run(measure_tiers(labels, list(TIERS), repeats, echo=False))
-    return [
-        {
-            "configuration": cell["tier"],
-            "size": cell["size"],
-            "size_bytes": SIZES[str(cell["size"])],
-            "gets": cell["n"],
-            "mean_s": float(str(cell["mean_ms"])) / 1000,
-            "median_s": float(str(cell["median_ms"])) / 1000,
-            "min_s": float(str(cell["min_ms"])) / 1000,
-            "max_s": float(str(cell["max_ms"])) / 1000,
-            "x_memory": float(str(cell["x_memory"])),
-        }
-        for cell in cells
+    reps = [
+        asyncio.run(measure_tiers(labels, list(TIERS), repeats, echo=False))
+        for _ in range(repetitions)
     ]
+    rows = []
+    for i, cell in enumerate(reps[0]):
+        same = [rep[i] for rep in reps]
+        assert all((c["tier"], c["size"]) == (cell["tier"], cell["size"]) for c in same)
+
+        def ms(c: dict[str, object], key: str) -> float:
+            return float(str(c[key])) / 1000
+
+        rows.append(
+            {
+                "configuration": cell["tier"],
+                "size": cell["size"],
+                "size_bytes": SIZES[str(cell["size"])],
+                "repetitions": len(same),
+                "gets": cell["n"],
+                **ci("mean_s", (ms(c, "mean_ms") for c in same)),
+                "median_s": sorted(ms(c, "median_ms") for c in same)[len(same) // 2],
+                "min_s": min(ms(c, "min_ms") for c in same),
+                "max_s": max(ms(c, "max_ms") for c in same),
+                **ci("x_memory", (float(str(c["x_memory"])) for c in same)),
+            }
+        )
+    return rows
 
 
 def plot(path: Path, data: list[dict[str, Any]]) -> None:
@@ -66,12 +84,20 @@ def plot(path: Path, data: list[dict[str, Any]]) -> None:
         by_size = {r["size"]: r for r in data if r["configuration"] == tier}
         xs = [x + (i - (len(TIERS) - 1) / 2) * width for x in range(len(sizes))]
         means = [by_size[s]["mean_s"] * 1000 for s in sizes]
-        ax.bar(xs, means, width, label=tier)
+        err = [
+            [1000 * (by_size[s]["mean_s"] - by_size[s]["mean_s_ci_low"]) for s in sizes],
+            [1000 * (by_size[s]["mean_s_ci_high"] - by_size[s]["mean_s"]) for s in sizes],
+        ]
+        ax.bar(xs, means, width, yerr=err, capsize=3, label=tier)
     ax.set_xticks(range(len(sizes)), sizes)
     ax.set_yscale("log")
     ax.set_xlabel("value size")
     ax.set_ylabel("mean hit + retrieval time (ms, log scale)")
-    ax.set_title("Figure 6: time to serve a hit, per tier (S3: moto on 127.0.0.1, not AWS)")
+    ax.set_title(
+        "Figure 6: time to serve a hit, per tier (S3: moto on 127.0.0.1, not AWS)\n"
+        f"mean of {data[0]['repetitions']} repetitions; error bars: 95 % confidence intervals",
+        fontsize=10,
+    )
     ax.legend()
     fig.tight_layout()
     save_figure(fig, path)
@@ -79,13 +105,14 @@ def plot(path: Path, data: list[dict[str, Any]]) -> None:
 
 def main(argv: Sequence[str] | None = None) -> None:
     opts = options(__doc__.splitlines()[0], argv)
-    data = measure(opts.quick)
+    data = measure(opts.quick, opts.real_runs)
     write_csv(figure_path(opts, "fig6_hit_time", "csv"), data)
     plot(figure_path(opts, "fig6_hit_time", "png"), data)
     print("Figure 6: mean hit + retrieval time")
     for r in data:
         print(
             f"  {r['size']:5} {r['configuration']:6} mean {r['mean_s'] * 1000:9.3f} ms "
+            f"[{r['mean_s_ci_low'] * 1000:.3f}, {r['mean_s_ci_high'] * 1000:.3f}] "
             f"(median {r['median_s'] * 1000:.3f} ms, {r['x_memory']:.2f}x memory)"
         )
 

@@ -29,17 +29,22 @@ KiB), which keeps moto's in-memory S3 small. Times are not measured here: a hit'
 per tier and size is Figure 6. After each request the run waits until the tier has
 finished its writes, so a run is exactly reproducible.
 
+Every case runs with ten seeds (``--runs``), each drawing its own requests; the seed is
+the unit of the 95 % confidence intervals.
+
 Outputs (in ``--out``, default ``experiments/results``):
 
 * ``fig8_hybrid.csv``: per case, capacity, configuration and window of requests, the
   window's miss rate and cold (S3) hit rate, and the running totals of values moved from
   memory to S3, S3 writes, S3 reads skipped by the Bloom filter, and values lost to LRU
-  eviction;
-* ``fig8_summary.csv``: per case, capacity and configuration, the totals;
-* ``fig8_hybrid.png``;
+  eviction: means over the seeds with their intervals;
+* ``fig8_summary.csv``: per case, capacity and configuration, the totals, means over the
+  seeds with their intervals;
+* ``fig8_hybrid.png`` (bands: the intervals);
 * with ``--real``: ``fig8_real.csv``, the runs at the assumed capacity against a real
   ``ecache node`` process over HTTP (started by the `LocalProvisioner`) with its S3 tier
-  on moto's server, beside the in-process runs.
+  on moto's server, repeated with three seeds (``--real-runs``), beside the in-process
+  runs of the same seeds; ``identical`` says whether every seed's counts matched.
 
 ``--quick`` divides keys, requests and memory by 10.
 
@@ -49,6 +54,7 @@ Run: ``python -m experiments.hybrid [--quick] [--real]``.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import os
 import random
 from collections.abc import Awaitable, Callable, Sequence
@@ -61,13 +67,17 @@ from elastic_cache.errors import KeyNotFound
 from elastic_cache.node import NodeService, build_node_service
 from experiments.common import (
     Options,
+    ci,
     figure_path,
     figure_progress,
     options,
     pyplot,
+    real_seeds,
     save_figure,
+    seeds,
     write_csv,
 )
+from experiments.stats import t_band
 
 #: The paper's instance for the hybrid cache (§4.7): one m1.xlarge.
 INSTANCE = "m1.xlarge"
@@ -215,6 +225,14 @@ async def _settled(service: NodeService) -> None:
 
 def run_in_process(case: Case, config: str, seed: int) -> list[dict[str, Any]]:
     """One run of the node's code in this process, its S3 tier on moto (in-process)."""
+    return run_seeds_in_process(case, config, [seed])[0]
+
+
+def run_seeds_in_process(
+    case: Case, config: str, seeds: Sequence[int]
+) -> list[list[dict[str, Any]]]:
+    """A run per seed, one after the other, in one moto (in-process); each run's tier has
+    a prefix of its own, so no run sees another's values."""
     import boto3
     from moto import mock_aws
 
@@ -224,8 +242,10 @@ def run_in_process(case: Case, config: str, seed: int) -> list[dict[str, Any]]:
     with mock_aws():
         s3 = boto3.client("s3", region_name="us-east-1")
         s3.create_bucket(Bucket="fig8")
-        tier = S3Tier(s3, "fig8", f"{config}-{seed}")  # a fresh moto account per run
-        return asyncio.run(_run_service(case, config, seed, tier))
+        return [
+            asyncio.run(_run_service(case, config, seed, S3Tier(s3, "fig8", f"{config}-{seed}")))
+            for seed in seeds
+        ]
 
 
 async def _run_service(case: Case, config: str, seed: int, tier: Any) -> list[dict[str, Any]]:
@@ -332,6 +352,7 @@ async def _with_moto_server(
 
 
 def summary(case: Case, config: str, mode: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """One run's totals."""
     window = max(1, case.requests // WINDOWS)
     sizes = [min(window, case.requests - (r["request"] - 1) // window * window) for r in rows]
     misses = sum(r["miss_rate"] * n for r, n in zip(rows, sizes, strict=True))
@@ -356,8 +377,66 @@ def summary(case: Case, config: str, mode: str, rows: list[dict[str, Any]]) -> d
     }
 
 
+#: The counts of a run's summary that are averaged over the seeds.
+COUNTS = (
+    "distinct_keys",
+    "miss_rate",
+    "cold_hit_rate",
+    "to_s3",
+    "s3_writes",
+    "filter_skips",
+    "evicted",
+)
+
+
+def aggregate(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The runs' summaries (one per seed, same case, capacity and configuration): the
+    fixed fields, then each count's mean with its 95 % interval."""
+    first = runs[0]
+    fixed = {k: v for k, v in first.items() if k not in COUNTS}
+    out: dict[str, Any] = {**fixed, "runs": len(runs)}
+    for name in COUNTS:
+        out.update(ci(name, (r[name] for r in runs)))
+    return out
+
+
+def band(curves: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Window by window, the mean of the runs' curves with its 95 % interval."""
+    fields = COUNTS
+    stats = {f: t_band([[r[f] for r in c] for c in curves]) for f in fields}
+    out = []
+    for i, row in enumerate(curves[0]):
+        point: dict[str, Any] = {"request": row["request"], "runs": len(curves)}
+        for f in fields:
+            mean, low, high = stats[f]
+            point.update({f: float(mean[i]), f"{f}_ci_low": float(low[i])})
+            point[f"{f}_ci_high"] = float(high[i])
+        out.append(point)
+    return out
+
+
 #: A run's curve, by (case label, capacity label, configuration).
 Curves = dict[tuple[str, str, str], list[dict[str, Any]]]
+
+
+def _with_band(ax: Any, rows: list[dict[str, Any]], field: str, style: str, label: str) -> None:
+    """A mean curve with its 95 % interval as a shaded band and error bars."""
+    xs = [r["request"] for r in rows]
+    y = [r[field] for r in rows]
+    low = [r[f"{field}_ci_low"] for r in rows]
+    high = [r[f"{field}_ci_high"] for r in rows]
+    line = ax.plot(xs, y, style, label=label)[0]
+    ax.fill_between(xs, low, high, color=line.get_color(), alpha=0.2, linewidth=0)
+    marks = list(range(4, len(xs), 5))
+    ax.errorbar(
+        [xs[i] for i in marks],
+        [y[i] for i in marks],
+        yerr=[[y[i] - low[i] for i in marks], [high[i] - y[i] for i in marks]],
+        fmt="none",
+        ecolor=line.get_color(),
+        capsize=2,
+        linewidth=0.8,
+    )
 
 
 def plot(path: Path, cases: Sequence[Case], curves: Curves, *, quick: bool = False) -> None:
@@ -367,15 +446,14 @@ def plot(path: Path, cases: Sequence[Case], curves: Curves, *, quick: bool = Fal
     assumed = [c for c in cases if c.capacity_label == "assumed"]
     nominal = {c.label: c for c in cases if c.capacity_label == "nominal"}
     fig, axes = plt.subplots(2, len(assumed), figsize=(6.5 * len(assumed), 7.8), squeeze=False)
+    runs = next(iter(curves.values()))[0]["runs"]
     for col, case in enumerate(assumed):
         top, bottom = axes[0][col], axes[1][col]
         for config, style in zip(CONFIGS, ("-", "--"), strict=True):
             rows = curves[(case.label, "assumed", config)]
-            xs = [r["request"] for r in rows]
-            top.plot(xs, [r["miss_rate"] for r in rows], style, label=f"{config}: misses")
+            _with_band(top, rows, "miss_rate", style, f"{config}: misses")
         hybrid = curves[(case.label, "assumed", "hybrid")]
-        xs = [r["request"] for r in hybrid]
-        top.plot(xs, [r["cold_hit_rate"] for r in hybrid], ":", label="hybrid: hits from S3")
+        _with_band(top, hybrid, "cold_hit_rate", ":", "hybrid: hits from S3")
         full = nominal.get(case.label)
         if full is not None:
             rows = curves[(case.label, "nominal", "hybrid")]
@@ -395,14 +473,11 @@ def plot(path: Path, cases: Sequence[Case], curves: Curves, *, quick: bool = Fal
             fontsize=10,
         )
         top.legend(fontsize=8)
-        bottom.plot(xs, [r["to_s3"] for r in hybrid], label="hybrid: values moved to S3")
-        bottom.plot(xs, [r["s3_writes"] for r in hybrid], "--", label="hybrid: S3 writes")
+        _with_band(bottom, hybrid, "to_s3", "-", "hybrid: values moved to S3")
+        _with_band(bottom, hybrid, "s3_writes", "--", "hybrid: S3 writes")
         memory = curves[(case.label, "assumed", "memory-only")]
-        bottom.plot(
-            [r["request"] for r in memory],
-            [r["evicted"] for r in memory],
-            ":",
-            label="memory-only: values evicted, lost (the same count)",
+        _with_band(
+            bottom, memory, "evicted", ":", "memory-only: values evicted, lost (the same count)"
         )
         if full is not None:
             rows = curves[(case.label, "nominal", "hybrid")]
@@ -419,7 +494,8 @@ def plot(path: Path, cases: Sequence[Case], curves: Curves, *, quick: bool = Fal
     fig.suptitle(
         f"Figure 8: the hybrid cache (memory + S3) against memory alone, on one {INSTANCE}\n"
         f"(its {NOMINAL_MEMORY_BYTES / 2**30:g} GiB would hold every value: the capacity its "
-        f"cache used is unknown; the curves assume {ASSUMED_MEMORY_BYTES / 2**30:.2g} GiB)"
+        f"cache used is unknown; the curves assume {ASSUMED_MEMORY_BYTES / 2**30:.2g} GiB); "
+        f"mean of {runs} seeds, bands and error bars: 95 % confidence intervals"
         + ("\nquick run: keys, requests and memory divided by 10" if quick else ""),
         fontsize=10.5,
     )
@@ -433,6 +509,10 @@ def cases_for(opts: Options) -> list[Case]:
     return [c.reduced(10) if opts.quick else c for c in at]
 
 
+def _in_process(job: tuple[Case, str, tuple[int, ...]]) -> list[list[dict[str, Any]]]:
+    return run_seeds_in_process(*job)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     opts = options(__doc__.splitlines()[0], argv)
     cases = cases_for(opts)
@@ -440,18 +520,37 @@ def main(argv: Sequence[str] | None = None) -> None:
     summaries: list[dict[str, Any]] = []
     curves: Curves = {}
     runs = [(case, config) for case in cases for config in CONFIGS]
+    # One job per case, capacity and configuration, its seeds run in one moto; split in
+    # two so that the slow (S3-heavy) ones spread over the workers.
+    run_seeds = tuple(seeds(opts))
+    halves = (run_seeds[: len(run_seeds) // 2], run_seeds[len(run_seeds) // 2 :])
+    jobs = [(case, config, half) for case, config in runs for half in halves]
     # Real processes at the assumed capacity only: at the nominal one nothing leaves
     # memory, so the tier's path, which the real runs are there to check, does not run.
-    real_runs = [(case, config) for case, config in runs if case.capacity_label == "assumed"]
+    real_runs = [
+        (case, config, seed)
+        for case, config in runs
+        if case.capacity_label == "assumed"
+        for seed in real_seeds(opts)
+    ]
 
     def key(case: Case, config: str) -> tuple[str, str, str]:
         return (case.label, case.capacity_label, config)
 
+    per_run: dict[tuple[Case, str, int], list[dict[str, Any]]] = {}
     with figure_progress("Figure 8") as bar:
-        bar.update(0, total=len(runs) + (len(real_runs) if opts.real else 0))
+        bar.update(0, total=len(runs) * len(run_seeds) + (len(real_runs) if opts.real else 0))
+        with concurrent.futures.ProcessPoolExecutor(max_workers=opts.jobs) as pool:
+            futures = {pool.submit(_in_process, job): job for job in jobs}
+            for future in concurrent.futures.as_completed(futures):
+                case, config, half = futures[future]
+                for seed, curve in zip(half, future.result(), strict=True):
+                    per_run[(case, config, seed)] = curve
+                bar.advance(
+                    len(half), note=f"in-process {case.label} {case.capacity_label} {config}"
+                )
         for case, config in runs:
-            bar.update(bar.done, note=f"in-process {case.label} {case.capacity_label} {config}")
-            curve = run_in_process(case, config, opts.seed)
+            curve = band([per_run[(case, config, seed)] for seed in seeds(opts)])
             curves[key(case, config)] = curve
             rows += [
                 {
@@ -463,38 +562,56 @@ def main(argv: Sequence[str] | None = None) -> None:
                 }
                 for r in curve
             ]
-            summaries.append(summary(case, config, "in-process", curve))
-            bar.advance()
+            summaries.append(
+                aggregate(
+                    [
+                        summary(case, config, "in-process", per_run[(case, config, seed)])
+                        for seed in seeds(opts)
+                    ]
+                )
+            )
         real: list[dict[str, Any]] = []
         if opts.real:
+            # These runs count, they time nothing: ``--jobs`` of them may run at once.
+            slots = asyncio.Semaphore(opts.jobs)
+
+            async def one(case: Case, config: str, seed: int, url: str) -> list[dict[str, Any]]:
+                async with slots:
+                    curve = await run_processes(case, config, seed, url)
+                bar.advance(note=f"process {case.label} {case.capacity_label} {config} {seed}")
+                return curve
 
             async def every_run(url: str) -> list[list[dict[str, Any]]]:
-                out = []
-                for case, config in real_runs:
-                    bar.update(
-                        bar.done, note=f"process {case.label} {case.capacity_label} {config}"
-                    )
-                    out.append(await run_processes(case, config, opts.seed, url))
-                    bar.advance()
-                return out
+                return list(await asyncio.gather(*(one(*job, url) for job in real_runs)))
 
-            by_key = {(s["case"], s["capacity"], s["config"]): s for s in summaries}
-            for (case, config), curve in zip(
-                real_runs, asyncio.run(_with_moto_server(every_run)), strict=True
-            ):
-                real.append(summary(case, config, "process", curve))
-                real.append(by_key[key(case, config)])
+            process = dict(zip(real_runs, asyncio.run(_with_moto_server(every_run)), strict=True))
+            for case, config in runs:
+                if case.capacity_label != "assumed":
+                    continue
+                mine = [(case, config, seed) for seed in real_seeds(opts)]
+                local = [per_run.get(job) or run_in_process(*job) for job in mine]
+                theirs = [summary(case, config, "process", process[job]) for job in mine]
+                ours = [summary(case, config, "in-process", run) for run in local]
+                identical = all(
+                    {k: v for k, v in a.items() if k != "mode"}
+                    == {k: v for k, v in b.items() if k != "mode"}
+                    for a, b in zip(theirs, ours, strict=True)
+                )
+                real.append({**aggregate(theirs), "identical": identical})
+                real.append({**aggregate(ours), "identical": identical})
     write_csv(figure_path(opts, "fig8_hybrid", "csv"), rows)
     write_csv(figure_path(opts, "fig8_summary", "csv"), summaries)
     plot(figure_path(opts, "fig8_hybrid", "png"), cases, curves, quick=opts.quick)
     if real:
         write_csv(figure_path(opts, "fig8_real", "csv"), real)
-    print(f"Figure 8: the hybrid cache on one {INSTANCE}")
+    print(f"Figure 8: the hybrid cache on one {INSTANCE} ({opts.runs} seeds)")
     for s in summaries + [r for r in real if r["mode"] == "process"]:
         print(
             f"  {s['mode']:10} {s['case']:5} {s['capacity']:7} ({s['memory_values']:4} values) "
-            f"{s['config']:11} miss {s['miss_rate']:.3f}, from S3 {s['cold_hit_rate']:.3f}, "
-            f"moved to S3 {s['to_s3']}, S3 writes {s['s3_writes']}, evicted {s['evicted']}"
+            f"{s['config']:11} miss {s['miss_rate']:.3f} [{s['miss_rate_ci_low']:.3f}, "
+            f"{s['miss_rate_ci_high']:.3f}], from S3 {s['cold_hit_rate']:.3f}, moved to S3 "
+            f"{s['to_s3']:.0f}, S3 writes {s['s3_writes']:.0f}, evicted {s['evicted']:.0f}"
+            + (f", identical: {s['identical']}" if "identical" in s else "")
         )
 
 

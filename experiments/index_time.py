@@ -4,9 +4,13 @@ The co-op cache without speculation (a node is launched only when one is full, a
 to the full node wait for it), with each of the paper's indexes — B+Tree, CBF (probing
 each key of a range), EH100, EH300, EH500 — at 50 and 255 queries per time step.
 
-Outputs: ``fig3_index_time.csv`` (means over the runs, and the overhead share),
-``fig3_index_time.png``; with ``--real``, ``fig3_real.csv`` / ``fig3_real.png`` (reduced
-scale, 50 queries per step, real node processes beside the simulator).
+Outputs: ``fig3_index_time.csv`` (means over the seeded runs, and the overhead share,
+each with its 95 % confidence interval), ``fig3_order.csv`` (every pair of indexes
+compared by the paired difference of their total times, with its interval: an ordering
+is claimed only where the interval excludes 0), ``fig3_index_time.png`` (error bars: the
+intervals of the totals); with ``--real``, ``fig3_real.csv`` / ``fig3_real.png``
+(reduced scale, 50 queries per step, three repetitions on real node processes beside the
+simulator).
 
 Run: ``python -m experiments.index_time [--quick] [--real]``.
 """
@@ -20,18 +24,21 @@ from elastic_cache.sim import PAPER_INDEXES
 from experiments.common import (
     Options,
     RunData,
+    ci,
     figure_path,
     figure_progress,
     mean,
     options,
     paper_scenario,
     pyplot,
+    real_seeds,
     run_all,
     save_figure,
     seeds,
     stdev,
     write_csv,
 )
+from experiments.stats import ordering
 
 RATES = (50, 255)
 PARTS = (("service", "service"), ("migration_wait", "migration"), ("startup", "instance start-up"))
@@ -49,34 +56,42 @@ def index_runs(
 ) -> list[RunData]:
     """The runs of one index at one rate (cached: Figures 3, 4 and 5 share them)."""
     scale = scale or ("quick" if opts.quick else "full")
-    run_seeds = [opts.seed] if scale == "real" else seeds(opts)
+    run_seeds = real_seeds(opts) if scale == "real" else seeds(opts)
     scenarios = []
     for seed in run_seeds:
         s = paper_scenario(rate, scale, index=index, speculative=speculative, seed=seed)
         scenarios.append(s if steps is None else s.with_(steps=steps))
-    return run_all(scenarios, mode, opts.out)
+    return run_all(scenarios, mode, opts.out, jobs=opts.jobs)
 
 
 def row(mode: str, rate: int, index: str, runs: list[RunData]) -> dict[str, Any]:
     t = [r.totals for r in runs]
-    total = mean(x["total"] for x in t)
     return {
         "mode": mode,
         "queries_per_step": rate,
         "index": index,
         "runs": len(runs),
-        "total_s": total,
+        **ci("total_s", (x["total"] for x in t)),
         "total_stdev_s": stdev(x["total"] for x in t),
-        "service_s": mean(x["service"] for x in t),
-        "migration_s": mean(x["migration_wait"] for x in t),
-        "startup_s": mean(x["startup"] for x in t),
-        "other_s": mean(x["other"] for x in t),
-        "overhead_share": mean(x["overhead_share"] for x in t),
-        "migrations": mean(len(r.migrations) for r in runs),
-        "launches": mean(len(r.launches) for r in runs),
+        **ci("service_s", (x["service"] for x in t)),
+        **ci("migration_s", (x["migration_wait"] for x in t)),
+        **ci("startup_s", (x["startup"] for x in t)),
+        **ci("other_s", (x["other"] for x in t)),
+        **ci("overhead_share", (x["overhead_share"] for x in t)),
+        **ci("migrations", (len(r.migrations) for r in runs)),
+        **ci("launches", (len(r.launches) for r in runs)),
         "mean_boot_s": mean(x["boot_seconds"] for r in runs for x in r.launches),
-        "miss_rate": mean(x["miss_rate"] for x in t),
+        **ci("miss_rate", (x["miss_rate"] for x in t)),
     }
+
+
+def order_rows(
+    mode: str, rate: int, metric: str, by_index: dict[str, list[float]]
+) -> list[dict[str, Any]]:
+    """Every pair of indexes compared on ``metric`` (one value per run, paired by seed)."""
+    return [
+        {"mode": mode, "queries_per_step": rate, "metric": metric, **r} for r in ordering(by_index)
+    ]
 
 
 def plot(path: Any, rows: list[dict[str, Any]], title: str) -> None:
@@ -99,18 +114,32 @@ def plot(path: Any, rows: list[dict[str, Any]], title: str) -> None:
             values = [r[col] for r in sel]
             ax.bar(names, values, bottom=bottom, label=label, color=colors[key])
             bottom = [b + v for b, v in zip(bottom, values, strict=True)]
+        ax.errorbar(
+            range(len(sel)),
+            [r["total_s"] for r in sel],
+            yerr=[
+                [r["total_s"] - r["total_s_ci_low"] for r in sel],
+                [r["total_s_ci_high"] - r["total_s"] for r in sel],
+            ],
+            fmt="none",
+            ecolor="black",
+            capsize=4,
+            label="95 % CI of the total",
+        )
         for x, r in enumerate(sel):
+            low, high = 100 * r["overhead_share_ci_low"], 100 * r["overhead_share_ci_high"]
             ax.annotate(
-                f"{100 * r['overhead_share']:.1f}%",
-                (x, bottom[x]),
+                f"{100 * r['overhead_share']:.1f}%\n[{low:.1f}, {high:.1f}]",
+                (x, r["total_s_ci_high"]),
                 ha="center",
                 va="bottom",
-                fontsize=8,
+                fontsize=7,
             )
+        ax.set_ylim(0, max(r["total_s_ci_high"] for r in sel) * 1.18)
         ax.set_title(f"{mode}: {rate} queries / time step")
         ax.set_ylabel("seconds")
         ax.legend(fontsize=8, loc="lower right")
-    fig.suptitle(title + " (label: start-up + migration share of the total)")
+    fig.suptitle(title + "\nlabel: start-up + migration share of the total, with its 95 % interval")
     fig.tight_layout()
     save_figure(fig, path)
 
@@ -118,11 +147,16 @@ def plot(path: Any, rows: list[dict[str, Any]], title: str) -> None:
 def main(argv: Sequence[str] | None = None) -> None:
     opts = options(__doc__.splitlines()[0], argv)
     print(f"Figure 3 ({'quick' if opts.quick else 'full'}, {opts.runs} run(s) each)")
-    rows = []
+    rows, order = [], []
     for rate in RATES:
+        totals: dict[str, list[float]] = {}
         for index in PAPER_INDEXES:
-            rows.append(row("sim", rate, index, index_runs(opts, rate, index)))
+            runs = index_runs(opts, rate, index)
+            rows.append(row("sim", rate, index, runs))
+            totals[index] = [r.totals["total"] for r in runs]
+        order += order_rows("sim", rate, "total_s", totals)
     write_csv(figure_path(opts, "fig3_index_time", "csv"), rows)
+    write_csv(figure_path(opts, "fig3_order", "csv"), order)
     plot(
         figure_path(opts, "fig3_index_time", "png"),
         rows,
@@ -132,13 +166,22 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(
             f"  q={r['queries_per_step']:<3} {r['index']:7} total {r['total_s']:8.0f}s = service "
             f"{r['service_s']:.0f} + migration {r['migration_s']:.1f} + start-up "
-            f"{r['startup_s']:.0f}; overhead {100 * r['overhead_share']:.1f}%"
+            f"{r['startup_s']:.0f}; overhead {100 * r['overhead_share']:.1f}% "
+            f"[{100 * r['overhead_share_ci_low']:.1f}, {100 * r['overhead_share_ci_high']:.1f}]"
+        )
+    for o in order:
+        print(
+            f"  q={o['queries_per_step']:<3} total {o['a']} - {o['b']}: {o['a_minus_b']:+.2f}s "
+            f"[{o['a_minus_b_ci_low']:+.2f}, {o['a_minus_b_ci_high']:+.2f}] -> {o['verdict']}"
         )
     if opts.real:
         real = []
         steps = 60 if opts.quick else None
         indexes = ("B+Tree", "CBF") if opts.quick else PAPER_INDEXES
-        print("Figure 3, real processes vs simulator (reduced scale, 50 queries per step)")
+        print(
+            "Figure 3, real processes vs simulator (reduced scale, 50 queries per step, "
+            f"{opts.real_runs} repetitions)"
+        )
         for index in indexes:
             for mode in ("sim", "real"):
                 runs = index_runs(opts, 50, index, scale="real", mode=mode, steps=steps)

@@ -7,12 +7,16 @@ used records when full. 50 and 255 queries per time step over 64K keys.
 Outputs (in ``--out``, default ``experiments/results``):
 
 * ``fig2_miss_rate.csv``: per configuration, rate and step, the miss rate and the nodes
-  allocated (running + launching), averaged over the runs;
+  allocated (running + launching), the mean over the seeded runs with its 95 %
+  confidence interval (``*_ci_low``, ``*_ci_high``);
 * ``fig2_summary.csv``: per configuration and rate, the overall miss rate, the miss rate of
-  the last 100 steps, and the most nodes allocated;
-* ``fig2_miss_rate.png``;
+  the last 100 steps, the peak and final nodes, each with its interval over the runs (and
+  ``max_nodes``, the most any run allocated);
+* ``fig2_miss_rate.png`` (shaded bands and error bars: the 95 % intervals);
 * with ``--real``: ``fig2_real.csv`` / ``fig2_real.png``, the reduced-scale runs on real
-  node processes beside the simulator on the same scenarios (50 queries per step).
+  node processes (three repetitions, ``--jobs`` of them at once: this figure reads their
+  counts, not their times) beside the simulator on the same scenarios (50 queries per
+  step).
 
 Migrations are charged their transfer time only (``cpu_scale = 0``): miss rates do not
 depend on migration CPU, and without a measured quantity the runs are exactly
@@ -29,17 +33,20 @@ from typing import Any
 from experiments.common import (
     Options,
     RunData,
+    ci,
     figure_path,
     figure_progress,
     mean,
     options,
     paper_scenario,
     pyplot,
+    real_seeds,
     run_all,
     save_figure,
     seeds,
     write_csv,
 )
+from experiments.stats import t_band
 
 RATES = (50, 255)
 CONFIGS: tuple[int | None, ...] = (None, 2, 4, 8)  # None: co-op
@@ -51,18 +58,20 @@ def label(static: int | None) -> str:
 
 
 def series(runs: list[RunData]) -> list[dict[str, float]]:
-    """Per-step means over runs: miss rate, nodes allocated."""
-    steps = len(runs[0].steps)
-    out = []
-    for i in range(steps):
-        rows = [r.steps[i] for r in runs]
-        out.append(
-            {
-                "miss_rate": mean(s["miss_rate"] for s in rows),
-                "nodes": mean(s["nodes"] + s["launching"] for s in rows),
-            }
-        )
-    return out
+    """Per-step means over runs with their 95 % intervals: miss rate, nodes allocated."""
+    miss = t_band([[s["miss_rate"] for s in r.steps] for r in runs])
+    nodes = t_band([[s["nodes"] + s["launching"] for s in r.steps] for r in runs])
+    return [
+        {
+            "miss_rate": float(miss[0][i]),
+            "miss_rate_ci_low": float(miss[1][i]),
+            "miss_rate_ci_high": float(miss[2][i]),
+            "nodes": float(nodes[0][i]),
+            "nodes_ci_low": float(nodes[1][i]),
+            "nodes_ci_high": float(nodes[2][i]),
+        }
+        for i in range(len(runs[0].steps))
+    ]
 
 
 def summary_row(mode: str, rate: int, config: str, runs: list[RunData]) -> dict[str, Any]:
@@ -72,12 +81,14 @@ def summary_row(mode: str, rate: int, config: str, runs: list[RunData]) -> dict[
         "queries_per_step": rate,
         "config": config,
         "runs": len(runs),
-        "miss_rate": mean(r.totals["miss_rate"] for r in runs),
-        "miss_rate_last_100_steps": mean(
-            mean(s["miss_rate"] for s in r.steps[-tail:]) for r in runs
+        **ci("miss_rate", (r.totals["miss_rate"] for r in runs)),
+        **ci(
+            "miss_rate_last_100_steps",
+            (mean(s["miss_rate"] for s in r.steps[-tail:]) for r in runs),
         ),
+        **ci("peak_nodes", (max(s["nodes"] + s["launching"] for s in r.steps) for r in runs)),
         "max_nodes": max(max(s["nodes"] + s["launching"] for s in r.steps) for r in runs),
-        "final_nodes": mean(r.steps[-1]["nodes"] for r in runs),
+        **ci("final_nodes", (r.steps[-1]["nodes"] for r in runs)),
     }
 
 
@@ -103,19 +114,37 @@ def plot(
             if r != rate:
                 continue
             coop = config.startswith("co-op")
+            y = smooth([x["miss_rate"] for x in s])
             line = ax.plot(
-                smooth([x["miss_rate"] for x in s]),
+                y,
                 label=config,
                 linewidth=2.2 if coop else 1.2,
                 color=("black" if "real" not in config else "#8172b3") if coop else None,
             )[0]
+            low = smooth([x["miss_rate_ci_low"] for x in s])
+            high = smooth([x["miss_rate_ci_high"] for x in s])
+            xs = range(len(y))
+            ax.fill_between(xs, low, high, color=line.get_color(), alpha=0.18, linewidth=0)
+            marks = list(range(len(y) // 10 - 1, len(y), max(1, len(y) // 10)))
+            ax.errorbar(
+                marks,
+                [y[i] for i in marks],
+                yerr=[[y[i] - low[i] for i in marks], [high[i] - y[i] for i in marks]],
+                fmt="none",
+                ecolor=line.get_color(),
+                capsize=2,
+                linewidth=0.8,
+            )
             if config.startswith("co-op"):
-                twin.plot(
-                    [x["nodes"] for x in s],
-                    "--",
+                nodes = [x["nodes"] for x in s]
+                twin.plot(nodes, "--", color=line.get_color(), alpha=0.8, label=f"{config}: nodes")
+                twin.fill_between(
+                    xs,
+                    [x["nodes_ci_low"] for x in s],
+                    [x["nodes_ci_high"] for x in s],
                     color=line.get_color(),
-                    alpha=0.8,
-                    label=f"{config}: nodes",
+                    alpha=0.08,
+                    linewidth=0,
                 )
         ax.set_title(f"{rate} queries / time step")
         ax.set_xlabel("time step")
@@ -126,7 +155,7 @@ def plot(
         handles = ax.get_legend_handles_labels()
         extra = twin.get_legend_handles_labels()
         ax.legend(handles[0] + extra[0], handles[1] + extra[1], loc="lower left", fontsize=8)
-    fig.suptitle(title)
+    fig.suptitle(title + "\nbands and error bars: 95 % confidence intervals over the runs")
     fig.tight_layout()
     save_figure(fig, path)
 
@@ -143,7 +172,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                 paper_scenario(rate, scale, static_nodes=static, seed=s, cpu_scale=0.0)
                 for s in seeds(opts)
             ]
-            runs = run_all(scenarios, "sim", opts.out)
+            runs = run_all(scenarios, "sim", opts.out, jobs=opts.jobs)
             s = series(runs)
             curves[(rate, label(static))] = s
             summary.append(summary_row("sim", rate, label(static), runs))
@@ -153,8 +182,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                     "queries_per_step": rate,
                     "config": label(static),
                     "step": i,
-                    "miss_rate": x["miss_rate"],
-                    "nodes": x["nodes"],
+                    **x,
                 }
                 for i, x in enumerate(s)
             ]
@@ -168,40 +196,50 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     for row in summary:
         print(
-            f"  {row['config']:8} q={row['queries_per_step']:<3} miss {row['miss_rate']:.3f}, "
-            f"last 100 steps {row['miss_rate_last_100_steps']:.3f}, max nodes {row['max_nodes']}"
+            f"  {row['config']:8} q={row['queries_per_step']:<3} miss {row['miss_rate']:.3f} "
+            f"[{row['miss_rate_ci_low']:.3f}, {row['miss_rate_ci_high']:.3f}], last 100 steps "
+            f"{row['miss_rate_last_100_steps']:.3f} [{row['miss_rate_last_100_steps_ci_low']:.3f}"
+            f", {row['miss_rate_last_100_steps_ci_high']:.3f}], peak nodes "
+            f"{row['peak_nodes']:.1f} (max {row['max_nodes']})"
         )
     if opts.real:
         real_comparison(opts)
 
 
 def real_comparison(opts: Options) -> None:
-    """Reduced scale, 50 queries per step (5 after reduction): real processes vs simulator."""
+    """Reduced scale, 50 queries per step (5 after reduction): real processes vs simulator,
+    each configuration repeated over `real_seeds`."""
     steps = 60 if opts.quick else None
     configs = (None, 4) if opts.quick else CONFIGS
     curves: dict[tuple[int, str], list[dict[str, float]]] = {}
     rows = []
-    print("Figure 2, real processes vs simulator (reduced scale, 50 queries per step)")
+    print(
+        f"Figure 2, real processes vs simulator (reduced scale, 50 queries per step, "
+        f"{opts.real_runs} repetitions)"
+    )
     for static in configs:
-        scenario = paper_scenario(50, "real", static_nodes=static, seed=opts.seed)
-        if steps is not None:
-            scenario = scenario.with_(steps=steps)
+        scenarios = []
+        for seed in real_seeds(opts):
+            scenario = paper_scenario(50, "real", static_nodes=static, seed=seed)
+            scenarios.append(scenario if steps is None else scenario.with_(steps=steps))
         for mode in ("sim", "real"):
-            run = run_all([scenario], mode, opts.out)[0]
-            curves[(50, f"{label(static)} ({mode})")] = series([run])
-            rows.append(summary_row(mode, 50, label(static), [run]))
+            # Misses and nodes are counts, the same however fast the machine: the real
+            # runs of this figure may share it.
+            runs = run_all(scenarios, mode, opts.out, jobs=opts.jobs, timed=False)
+            curves[(50, f"{label(static)} ({mode})")] = series(runs)
+            rows.append(summary_row(mode, 50, label(static), runs))
     write_csv(figure_path(opts, "fig2_real", "csv"), rows)
     plot(
         figure_path(opts, "fig2_real", "png"),
         curves,
         (50,),
         "Figure 2 at a tenth of the scale (5 queries per step for 50): real node processes\n"
-        "vs the simulator on the same seed; where they agree, the lines coincide",
+        "vs the simulator on the same seeds; where they agree, the lines coincide",
     )
     for row in rows:
         print(
-            f"  {row['mode']:4} {row['config']:8} miss {row['miss_rate']:.3f}, "
-            f"max nodes {row['max_nodes']}"
+            f"  {row['mode']:4} {row['config']:8} miss {row['miss_rate']:.4f}, "
+            f"peak nodes {row['peak_nodes']:.1f}"
         )
 
 

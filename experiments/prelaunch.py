@@ -6,8 +6,11 @@ when they are pre-launched as the fill crosses T(n). How much speculation hides 
 on how long a node takes to fill compared with a boot, so the script also repeats both
 with service times scaled down (faster misses fill nodes sooner).
 
-Outputs: ``fig5_prelaunch.csv``, ``fig5_prelaunch.png``; with ``--real``,
-``fig5_real.csv`` (reduced scale, real node processes beside the simulator).
+Outputs: ``fig5_prelaunch.csv`` (start-up overhead without and with speculation, means
+over the seeded runs with their 95 % confidence intervals, and the reduction, the ratio
+of the two means, with a paired bootstrap interval), ``fig5_prelaunch.png`` (error bars:
+the intervals); with ``--real``, ``fig5_real.csv`` (reduced scale, three repetitions on
+real node processes beside the simulator).
 
 Run: ``python -m experiments.prelaunch [--quick] [--real]``.
 """
@@ -21,17 +24,19 @@ from elastic_cache.sim import ServiceTimeModel
 from experiments.common import (
     Options,
     RunData,
+    ci,
     figure_path,
     figure_progress,
-    mean,
     options,
     paper_scenario,
     pyplot,
+    real_seeds,
     run_all,
     save_figure,
     seeds,
     write_csv,
 )
+from experiments.stats import bootstrap_ratio, ci_columns
 
 INDEXES = ("EH300", "CBF")
 RATE = 50
@@ -49,33 +54,43 @@ def runs_for(
 ) -> list[RunData]:
     scale = scale or ("quick" if opts.quick else "full")
     out = []
-    for seed in [opts.seed] if scale == "real" else seeds(opts):
+    for seed in real_seeds(opts) if scale == "real" else seeds(opts):
         s = paper_scenario(RATE, scale, index=index, speculative=speculative, seed=seed)
         s = s.with_(service=ServiceTimeModel(scale=s.service.scale * service_scale))
         out.append(s if steps is None else s.with_(steps=steps))
-    return run_all(out, mode, opts.out)
+    return run_all(out, mode, opts.out, jobs=opts.jobs)
 
 
 def compare(
     mode: str, index: str, scale_factor: float, before: list[RunData], after: list[RunData]
 ) -> dict[str, Any]:
-    b = mean(r.totals["startup"] for r in before)
-    a = mean(r.totals["startup"] for r in after)
+    b = [r.totals["startup"] for r in before]
+    a = [r.totals["startup"] for r in after]
     return {
         "mode": mode,
         "queries_per_step": RATE,
         "index": index,
         "service_scale": scale_factor,
         "runs": len(before),
-        "startup_without_s": b,
-        "startup_with_s": a,
-        "reduction": (b / a) if a > 0 else float("inf"),
-        "launches_without": mean(len(r.launches) for r in before),
-        "launches_with": mean(len(r.launches) for r in after),
-        "total_without_s": mean(r.totals["total"] for r in before),
-        "total_with_s": mean(r.totals["total"] for r in after),
-        "migration_with_s": mean(r.totals["migration"] for r in after),
+        **ci("startup_without_s", b),
+        **ci("startup_with_s", a),
+        # Runs with the same seed share queries, service times and boots: paired.
+        **ci_columns("reduction", bootstrap_ratio(b, a)),
+        **ci("launches_without", (len(r.launches) for r in before)),
+        **ci("launches_with", (len(r.launches) for r in after)),
+        **ci("total_without_s", (r.totals["total"] for r in before)),
+        **ci("total_with_s", (r.totals["total"] for r in after)),
+        **ci("migration_with_s", (r.totals["migration"] for r in after)),
     }
+
+
+def _times(row: dict[str, Any]) -> str:
+    """The reduction and its interval, as a bar label."""
+
+    def x(v: float) -> str:
+        return "∞" if v == float("inf") else f"{v:.1f}"
+
+    return f"{x(row['reduction'])}×\n[{x(row['reduction_ci_low'])}, {x(row['reduction_ci_high'])}]"
 
 
 def plot(path: Any, rows: list[dict[str, Any]], title: str) -> None:
@@ -92,29 +107,35 @@ def plot(path: Any, rows: list[dict[str, Any]], title: str) -> None:
     for ax, (mode, scale) in zip(axes[0], panels, strict=True):
         sel = [r for r in rows if r["mode"] == mode and r["service_scale"] == scale]
         xs = range(len(sel))
-        ax.bar(
-            [x - 0.2 for x in xs],
-            [r["startup_without_s"] for r in sel],
-            0.4,
-            label="without speculation",
-            color="#c44e52",
-        )
-        ax.bar(
-            [x + 0.2 for x in xs],
-            [r["startup_with_s"] for r in sel],
-            0.4,
-            label="speculative pre-launch",
-            color="#55a868",
-        )
+        for shift, key, label, color in (
+            (-0.2, "startup_without_s", "without speculation", "#c44e52"),
+            (0.2, "startup_with_s", "speculative pre-launch", "#55a868"),
+        ):
+            ax.bar(
+                [x + shift for x in xs],
+                [r[key] for r in sel],
+                0.4,
+                yerr=[
+                    [r[key] - r[f"{key}_ci_low"] for r in sel],
+                    [r[f"{key}_ci_high"] - r[key] for r in sel],
+                ],
+                capsize=3,
+                label=label,
+                color=color,
+            )
         for x, r in zip(xs, sel, strict=True):
-            red = r["reduction"]
-            text = "∞×" if red == float("inf") else f"{red:.1f}×"
-            ax.annotate(text, (x, r["startup_without_s"]), ha="center", va="bottom", fontsize=9)
+            ax.annotate(
+                _times(r),
+                (x, r["startup_without_s_ci_high"]),
+                ha="center",
+                va="bottom",
+                fontsize=7.5,
+            )
         ax.set_xticks(list(xs), [r["index"] for r in sel])
         ax.set_title(f"{mode}, service time ×{scale:g}", fontsize=10)
         ax.set_ylabel("start-up overhead (s)")
         ax.legend(fontsize=7)
-    fig.suptitle(title)
+    fig.suptitle(title + "\nerror bars and brackets: 95 % confidence intervals over the runs")
     fig.tight_layout()
     save_figure(fig, path)
 
@@ -138,7 +159,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(
             f"  service x{r['service_scale']:<4g} {r['index']:6} start-up "
             f"{r['startup_without_s']:.0f}s -> {r['startup_with_s']:.0f}s "
-            + (f"({r['reduction']:.1f}x less)" if r["startup_with_s"] > 0 else "(all hidden)")
+            + (
+                f"({r['reduction']:.1f}x less [{r['reduction_ci_low']:.1f}, "
+                f"{r['reduction_ci_high']:.1f}])"
+                if r["startup_with_s"] > 0
+                else "(all hidden)"
+            )
         )
     if opts.real:
         real = []

@@ -2,10 +2,11 @@
 
 Two tables ship with the package:
 
-* `PAPER_2011_PRICES`: the prices of the paper's Table I (AWS US East, 2010). We could not
-  read the table itself. The S3 and EBS storage prices are confirmed by the paper's worked
-  figures (25 GB costs $3.75 a month on S3 and $2.50 on EBS); the rest are AWS's published
-  prices of that time, reconstructed.
+* `PAPER_2011_PRICES`: the prices of the paper's Table I (AWS US East, 2010). Every price
+  the table lists is confirmed against it (and the S3 and EBS storage prices also by the
+  paper's worked figures: 25 GB costs $3.75 a month on S3 and $2.50 on EBS); what the
+  table does not list (transfer in, m1.large) is AWS's published price of that time,
+  reconstructed.
 * `CURRENT_PRICES`: on-demand prices in us-east-1 and eu-west-1 as of 2026-11-22.
 
 Every price carries an `Evidence` label saying how sure we are of it; ``docs/cost.md``
@@ -427,21 +428,22 @@ PAPER_2011_PRICES = PriceTable(
     as_of=date(2010, 10, 1),
     source=(
         "Table I of Chiu, Hall, Kabir, Shetty, Agrawal (IJNGC 2011): AWS US East prices of "
-        "2010. S3 and EBS storage are confirmed by the paper's worked figures (25 GB: $3.75 "
-        "on S3, $2.50 on EBS a month); the rest are AWS's published prices of the time, "
-        "reconstructed because we could not read the table itself. See docs/cost.md."
+        "2010. Every price the table lists is confirmed against it, the instance types' "
+        "memory and disk against its section 2.2, free traffic inside the cloud against its "
+        "section 4.5; transfer in and m1.large, which it does not list, are AWS's published "
+        "prices of the time, reconstructed. See docs/cost.md."
     ),
     default_region="us-east-1",
     regions={
         "us-east-1": RegionPrices(
             region="us-east-1",
             # name, USD/hour, memory GB, instance-store GB
-            instances=_types(
-                _R,
-                ("m1.small", 0.085, 1.7, 160.0),
-                ("m1.large", 0.34, 7.5, 850.0),
-                ("m1.xlarge", 0.68, 15.0, 1690.0),
-            ),
+            instances={
+                # Table I's prices; memory and disk from the paper's section 2.2.
+                **_types(_C, ("m1.small", 0.085, 1.7, 160.0), ("m1.xlarge", 0.68, 15.0, 1690.0)),
+                # Not in the paper: AWS's price of the time.
+                **_types(_R, ("m1.large", 0.34, 7.5, 850.0)),
+            },
             s3_storage_per_gb_month=0.15,
             s3_put_per_1000=0.01,
             s3_get_per_1000=0.001,  # $0.01 per 10,000
@@ -451,11 +453,14 @@ PAPER_2011_PRICES = PriceTable(
             transfer_out_per_gb=0.15,
             transfer_intra_region_per_gb=0.0,
             evidence={
-                **{p: _R for p in _REGION_PRICES},
-                "s3_storage_per_gb_month": _C,  # 25 GB → $3.75 a month in the paper
-                "ebs_storage_per_gb_month": _C,  # 25 GB → $2.50 a month in the paper
-                "ebs_per_million_io": _U,  # no source found; AWS's 2008-2012 price as we recall it
-                "transfer_out_per_gb": _U,  # likewise
+                # Table I lists every price but transfer in: $0.15 per GB-month and per GB
+                # out, $0.01 per 1000 in-requests and per 10000 out-requests (S3), $0.10
+                # per GB-month and per million I/O requests (EBS). The worked figures agree:
+                # 25 GB costs $3.75 a month on S3 and $2.50 on EBS.
+                **{p: _C for p in _REGION_PRICES},
+                "transfer_in_per_gb": _R,  # not in Table I: AWS's 2010 price
+                # §4.5: traffic inside the cloud is free (the reason it costs transfer out).
+                "transfer_intra_region_per_gb": _C,
             },
         )
     },

@@ -4,9 +4,10 @@ service time of a miss.
 Both are pure and deterministic: the same seed gives the same numbers in the same order.
 
 Boot delay (`BootDelayModel`): a log-normal distribution clipped to a range. The default,
-a median of 90 s, spread 0.35 and a range of 30–240 s, is **our assumption** of "like an
-EC2 instance start-up: tens of seconds to a few minutes" (the paper's own distribution is
-not available to us; see docs/results.md).
+a median of 90 s, spread 0.35 and a range of 30–240 s, is **our assumption**, fitted to
+nothing but the paper's one statement on it (§3.4: an m1.small took from tens of seconds
+to several minutes to start, depending on Amazon's load); it gives no distribution
+(docs/results.md).
 
 Service time (`ServiceTimeModel`): what a miss costs, i.e. one call of the shoreline
 service. Each key gets its own cost, fixed for the run (the demo origin's cost also

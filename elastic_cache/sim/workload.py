@@ -16,9 +16,12 @@ total time is the sum of what each query waited for:
 * **start-up**: time a write was held while no migration ran, i.e. waiting for a node to
   boot (or for a launch slot).
 
-R, the request rate in the threshold T(n), is counted in queries per time step (the paper
-gives dL = 50 and dH = 250 in the same unit as its 50 and 255 queries per step): the
-scaler's `RateMeter` reads a `StepClock` instead of seconds.
+R, the request rate in the threshold T(n), is counted in queries per time step: the
+scaler's `RateMeter` reads a `StepClock` instead of seconds. That is our reading. The
+paper's §4.4 calls dL = 50 and dH = 250 (and its R = 50) requests per second, while its
+Figure 5 labels the same run 50 queries per time step and §4.1 says a time step is a
+logical iteration, not real time; counting per step keeps R/dL = 1 at 50 queries per
+step, as the paper's numbers have it.
 """
 
 from __future__ import annotations
@@ -271,8 +274,8 @@ async def even_ring(cluster: Cluster) -> None:
     """Split the ring evenly among the cluster's nodes (a static cache: ``k mod N``-like).
 
     `Cluster.start` places each initial node at a token hashed from its id; with one
-    bucket per node that leaves uneven shares, which the paper's static caches do not
-    have.
+    bucket per node that leaves uneven shares. The paper does not say how its static
+    caches split the keys; equal shares are our choice.
     """
     nodes = sorted(cluster.nodes, key=lambda n: int(n.rpartition("-")[2] or 0))
     old = cluster.ring

@@ -19,7 +19,17 @@ REAL = ("miss_rate", "hybrid")
 
 def run_script(name: str, out: Path, *extra: str) -> str:
     proc = subprocess.run(
-        [sys.executable, "-m", f"experiments.{name}", "--quick", "--out", str(out), *extra],
+        [
+            sys.executable,
+            "-m",
+            f"experiments.{name}",
+            "--quick",
+            "--jobs",
+            "2",
+            "--out",
+            str(out),
+            *extra,
+        ],
         cwd=ROOT,
         capture_output=True,
         text=True,

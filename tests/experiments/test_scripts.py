@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import math
 from collections.abc import Callable
 from pathlib import Path
 
@@ -18,8 +19,14 @@ OUTPUTS = {
         "fig2_real.csv",
         "fig2_real.png",
     ],
-    "index_time": ["fig3_index_time.csv", "fig3_index_time.png"],
-    "migration_time": ["fig4_migration_time.csv", "fig4_migrations.csv", "fig4_migration_time.png"],
+    "index_time": ["fig3_index_time.csv", "fig3_order.csv", "fig3_index_time.png"],
+    "migration_time": [
+        "fig4_migration_time.csv",
+        "fig4_order.csv",
+        "fig4_by_migration.csv",
+        "fig4_migrations.csv",
+        "fig4_migration_time.png",
+    ],
     "prelaunch": ["fig5_prelaunch.csv", "fig5_prelaunch.png"],
     "hit_time": ["fig6_hit_time.csv", "fig6_hit_time.png"],
     "cost": ["fig7_cost.csv", "fig7_cost.png"],
@@ -42,6 +49,62 @@ def test_every_figure_writes_csv_and_png(quick_results: Path, name: str) -> None
             assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         else:
             assert rows(path), filename
+
+
+#: Per table, the columns that are means over runs: each must carry its 95 % interval.
+INTERVALS = {
+    "fig2_summary.csv": ["miss_rate", "miss_rate_last_100_steps", "peak_nodes", "final_nodes"],
+    "fig2_miss_rate.csv": ["miss_rate", "nodes"],
+    "fig2_real.csv": ["miss_rate", "peak_nodes"],
+    "fig3_index_time.csv": ["total_s", "service_s", "migration_s", "startup_s", "overhead_share"],
+    "fig3_order.csv": ["a_minus_b"],
+    "fig4_migration_time.csv": ["mean_seconds", "mean_cpu_seconds", "migrations_per_run"],
+    "fig4_order.csv": ["a_minus_b"],
+    "fig4_by_migration.csv": ["seconds", "cpu_seconds", "records"],
+    "fig5_prelaunch.csv": ["startup_without_s", "startup_with_s", "reduction"],
+    "fig6_hit_time.csv": ["mean_s", "x_memory"],
+    "fig7_cost.csv": ["hit_s", "speedup", "usd_per_speedup"],
+    "fig8_summary.csv": ["miss_rate", "cold_hit_rate", "to_s3", "evicted"],
+    "fig8_hybrid.csv": ["miss_rate", "cold_hit_rate", "to_s3"],
+    "fig8_real.csv": ["miss_rate", "to_s3"],
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("table", sorted(INTERVALS))
+def test_every_table_carries_its_intervals(quick_results: Path, table: str) -> None:
+    data = rows(quick_results / table)
+    for column in INTERVALS[table]:
+        for r in data:
+            value = float(r[column])
+            low, high = float(r[f"{column}_ci_low"]), float(r[f"{column}_ci_high"])
+            slack = 0.0 if math.isinf(value) else 1e-5 * abs(value)  # 6 significant digits
+            assert low - slack <= value <= high + slack, (table, column, r)
+    runs = {int(r["runs"]) for r in data if "runs" in r}
+    if table in ("fig7_cost.csv", "fig2_miss_rate.csv"):
+        return  # arithmetic on Figure 6's intervals; per-step rows of Figure 2's runs
+    # Ten seeds of every simulated run, three repetitions of every real one (Figure 4's
+    # k-th migration rests on the runs that made k of them).
+    if table == "fig4_by_migration.csv":
+        assert max(runs) == 10
+    elif table == "fig6_hit_time.csv":
+        assert {int(r["repetitions"]) for r in data} == {3}
+    else:
+        real = {r.get("mode") for r in data} & {"real", "process"} or "real" in table
+        assert runs == ({3} if real else {10}), table
+
+
+@pytest.mark.slow
+def test_orderings_are_stated_only_with_their_intervals(quick_results: Path) -> None:
+    for table in ("fig3_order.csv", "fig4_order.csv"):
+        for r in rows(quick_results / table):
+            low, high = float(r["a_minus_b_ci_low"]), float(r["a_minus_b_ci_high"])
+            if r["verdict"] == f"{r['a']} < {r['b']}":
+                assert high < 0
+            elif r["verdict"] == f"{r['a']} > {r['b']}":
+                assert low > 0
+            else:
+                assert r["verdict"] == "not resolved" and low <= 0 <= high
 
 
 @pytest.mark.slow
@@ -127,9 +190,11 @@ def test_figure6_times_every_tier(quick_results: Path) -> None:
     got = {(r["configuration"], r["size"]): r for r in rows(quick_results / "fig6_hit_time.csv")}
     assert set(got) == {(t, s) for t in ("memory", "disk", "s3") for s in ("1KB", "1MB")}
     for r in got.values():
-        assert int(r["gets"]) == 5
+        assert int(r["gets"]) == 5 and int(r["repetitions"]) == 3
         assert 0 < float(r["min_s"]) <= float(r["median_s"]) <= float(r["max_s"])
-    assert float(got[("memory", "1KB")]["x_memory"]) == 1.0
+        assert float(r["min_s"]) <= float(r["mean_s"]) <= float(r["max_s"])
+    memory = got[("memory", "1KB")]
+    assert float(memory["x_memory"]) == float(memory["x_memory_ci_high"]) == 1.0
 
 
 @pytest.mark.slow
@@ -149,23 +214,28 @@ def test_figure8_the_hybrid_cache_loses_nothing(quick_results: Path) -> None:
             summary[(case, "assumed", "memory-only")],
         )
         requests = int(hybrid["requests"])
+        # (means over the seeds, so compare them as floats)
         # Every value computed once stays in memory or S3: a miss is a first request.
-        assert round(float(hybrid["miss_rate"]) * requests) == int(hybrid["distinct_keys"])
-        assert int(hybrid["evicted"]) == 0
-        assert int(hybrid["to_s3"]) > 0 and int(hybrid["s3_writes"]) <= int(hybrid["to_s3"])
+        assert float(hybrid["miss_rate"]) * requests == pytest.approx(
+            float(hybrid["distinct_keys"])
+        )
+        assert float(hybrid["evicted"]) == 0
+        assert float(hybrid["to_s3"]) > 0
+        assert float(hybrid["s3_writes"]) <= float(hybrid["to_s3"])
         # The same memory alone drops what the hybrid moves to S3, and misses more.
-        assert int(memory["evicted"]) == int(hybrid["to_s3"])
-        assert float(memory["miss_rate"]) > float(hybrid["miss_rate"])
+        assert float(memory["evicted"]) == float(hybrid["to_s3"])
+        assert float(memory["miss_rate_ci_low"]) > float(hybrid["miss_rate_ci_high"])
         # No miss asked S3: the Bloom filter of cold keys answered them.
-        assert int(hybrid["filter_skips"]) == int(hybrid["distinct_keys"])
+        assert float(hybrid["filter_skips"]) == float(hybrid["distinct_keys"])
         # With the m1.xlarge's whole memory every value fits: nothing leaves memory, and
         # memory alone misses exactly as the hybrid does.
         for config in ("hybrid", "memory-only"):
             full = summary[(case, "nominal", config)]
             assert int(full["memory_values"]) >= int(full["keys"])
-            assert int(full["to_s3"]) == int(full["evicted"]) == 0
+            assert float(full["to_s3"]) == float(full["evicted"]) == 0
             assert full["miss_rate"] == hybrid["miss_rate"]
-    # A real node process over HTTP does exactly what the in-process node does.
+    # A real node process over HTTP does exactly what the in-process node does, seed by
+    # seed.
     by = {
         (r["mode"], r["case"], r["capacity"], r["config"]): r
         for r in rows(quick_results / "fig8_real.csv")
@@ -176,6 +246,7 @@ def test_figure8_the_hybrid_cache_loses_nothing(quick_results: Path) -> None:
             continue
         process = by[("process", case, capacity, config)]
         local = by[("in-process", case, capacity, config)]
+        assert process["identical"] == local["identical"] == "True"
         assert {k: v for k, v in process.items() if k != "mode"} == {
             k: v for k, v in local.items() if k != "mode"
         }
