@@ -15,6 +15,7 @@ structure and the cost of each operation.
 
 from __future__ import annotations
 
+from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import islice
@@ -28,13 +29,13 @@ from elastic_cache.indexes.bptree_nodes import (
     PER_INNER,
     PER_LEAF,
     PER_RECORD,
+    PER_TOKEN_INT,
     Inner,
     Leaf,
+    Tokens,
     borrow_left,
     borrow_right,
     check_subtree,
-    entries_size,
-    entry_key,
     first_leaf,
     merge_children,
     split_child,
@@ -54,28 +55,44 @@ MAX_SHARDS = 1 << 16
 #: dict, when it has one, is counted per record (`PER_RECORD`).
 PER_SHARD = 8
 
+#: Bytes per record of the key → token dict that only a tree without a hasher keeps.
+PER_TOKEN_ENTRY = 27
+
+#: Tokens a leaf's ``array('Q')`` column can hold: a hasher's space must fit in it.
+_PACKED_SPACE = 1 << 64
+
 #: Stands for every shard that holds no key; never written (`BPlusTreeIndex._writable`).
 _EMPTY: dict[str, Any] = {}
 
 _order_key: Any = itemgetter(0, 1)
 _token_of: Any = itemgetter(0)
+_key_of: Any = itemgetter(1)
+_value_of: Any = itemgetter(2)
+
+
+def _run_size(run: list[Entry[V]], sizeof: SizeOf[V]) -> int:
+    """Key lengths plus value sizes of ``run``. Runtime complexity: O(len(run))."""
+    return sum(len(key) + sizeof(value) for _, key, value in run)
 
 
 class BPlusTreeIndex(Index[V]):
-    """A B+-tree of records ordered by ``(token, key)``, beside a ``key → Entry`` map.
+    """A B+-tree of records ordered by ``(token, key)``, beside a ``key → value`` map.
 
-    The map is a covering index: it maps each key to the record's `Entry` tuple
-    ``(token, key, value)``, so a point read is a dict lookup and never enters the tree.
-    Given the cluster's ``hasher``, the map is cut by token into at most ``shards`` dicts,
-    each owning ``2**k`` consecutive tokens (the last may own fewer when the token space
-    is not a power of two): a read hashes the key to find its dict, and
-    `pop_range` drops the dicts its range covers whole instead of deleting their keys one
-    by one. Without a hasher (any key may carry any token) the map is one dict.
+    The map is a covering index for reads: it maps each key to its value, so a point read
+    is a dict lookup and never enters the tree. Given the cluster's ``hasher``, the map is
+    cut by token into at most ``shards`` dicts, each owning ``2**k`` consecutive tokens
+    (the last may own fewer when the token space is not a power of two): a read hashes the
+    key to find its dict, the same hash is the key's token, and `pop_range` drops the
+    dicts its range covers whole instead of deleting their keys one by one. Without a
+    hasher (any key may carry any token) the map is one dict, and a second dict maps each
+    key to its token.
 
-    The leaves hold the same tuples, in order, beside their tokens: a range seeks with one
-    descent and sweeps the leaf chain, and `pop_range` detaches fully covered subtrees
-    whole, handing out their entry lists. Writes keep the map and the leaves in step;
-    splits, borrows and merges move records between leaves without touching the map.
+    The leaves hold the records in order as three columns (tokens, keys, values; the
+    tokens packed in an ``array('Q')`` under a hasher), so no tuple is kept per record: a
+    range seeks with one descent and sweeps the leaf chain, and `pop_range` detaches fully
+    covered subtrees whole, zipping their columns into the `Entry` tuples it hands out.
+    Writes keep the map and the leaves in step; splits, borrows and merges move records
+    between leaves without touching the map.
 
     Args:
         order: most children of an internal node and most records of a leaf (>= 4).
@@ -122,14 +139,26 @@ class BPlusTreeIndex(Index[V]):
             bits = (hasher.space - 1).bit_length()
             self._shift = max(0, bits - (shards.bit_length() - 1))
             shard_count = ((hasher.space - 1) >> self._shift) + 1
-        self._maps: list[dict[str, Entry[V]]] = [_EMPTY] * shard_count
+        self._maps: list[dict[str, V]] = [_EMPTY] * shard_count
+        # Without a hasher nothing else tells a key's token: key → token.
+        self._tokens: dict[str, int] | None = {} if hasher is None else None
+        self._packed = hasher is not None and hasher.space <= _PACKED_SPACE
+        self._per_record = (
+            PER_RECORD
+            + (0 if self._packed else PER_TOKEN_INT)
+            + (PER_TOKEN_ENTRY if hasher is None else 0)
+        )
         self._count = 0
-        self._root: Any = Leaf([], [], 0)
+        self._root: Any = Leaf(self._new_tokens(), [], [], 0)
         self._height = 0  # internal levels above the leaves
         self._leaves = 1
         self._inners = 0
         self._bytes = 0  # key lengths + value sizes
         self._version = 0  # bumped by every structural change, for safe iteration
+
+    def _new_tokens(self) -> Tokens:
+        """An empty token column: packed 64-bit integers under a hasher, else a list."""
+        return array("Q") if self._packed else []
 
     # -- copying -------------------------------------------------------------------------
 
@@ -205,7 +234,7 @@ class BPlusTreeIndex(Index[V]):
             )
         return token >> self._shift
 
-    def _writable(self, shard: int) -> dict[str, Entry[V]]:
+    def _writable(self, shard: int) -> dict[str, V]:
         """Shard ``shard`` of the key map, given a dict of its own if it had none."""
         mapping = self._maps[shard]
         if mapping is _EMPTY:
@@ -217,8 +246,10 @@ class BPlusTreeIndex(Index[V]):
 
         Runtime complexity: O(m + shards touched * log m) for m records.
         """
-        if self._hasher is None:
-            self._writable(0).update(zip(map(entry_key, run), run, strict=True))
+        tokens = self._tokens
+        if tokens is not None:
+            self._writable(0).update(zip(map(_key_of, run), map(_value_of, run), strict=True))
+            tokens.update(zip(map(_key_of, run), map(_token_of, run), strict=True))
             return
         shift = self._shift
         start, n = 0, len(run)
@@ -226,7 +257,9 @@ class BPlusTreeIndex(Index[V]):
             shard = run[start][0] >> shift
             end = bisect_left(run, (shard + 1) << shift, start + 1, n, key=_token_of)
             piece = run[start:end]
-            self._writable(shard).update(zip(map(entry_key, piece), piece, strict=True))
+            self._writable(shard).update(
+                zip(map(_key_of, piece), map(_value_of, piece), strict=True)
+            )
             start = end
 
     def _unmap(
@@ -247,12 +280,14 @@ class BPlusTreeIndex(Index[V]):
             return
         self._count -= count
         maps = self._maps
-        if self._hasher is None:
+        tokens = self._tokens
+        if tokens is not None:
             if len(maps[0]) == count:
                 maps[0] = _EMPTY
+                tokens.clear()
             else:
-                for entry in islice(popped, begin, None):
-                    self._unmap_one(entry)
+                for token, key, _ in islice(popped, begin, None):
+                    self._unmap_one(token, key)
             return
         shift = self._shift
         whole_from = 0 if start is None else -(-start >> shift)  # ceil(start / 2**shift)
@@ -261,42 +296,64 @@ class BPlusTreeIndex(Index[V]):
             maps[whole_from:whole_to] = [_EMPTY] * (whole_to - whole_from)
         i, j = begin, len(popped)
         while i < j and popped[i][0] >> shift < whole_from:
-            self._unmap_one(popped[i])
+            self._unmap_one(popped[i][0], popped[i][1])
             i += 1
         while j > i and popped[j - 1][0] >> shift >= whole_to:
-            self._unmap_one(popped[j - 1])
+            self._unmap_one(popped[j - 1][0], popped[j - 1][1])
             j -= 1
 
-    def _unmap_one(self, entry: Entry[V]) -> None:
+    def _unmap_one(self, token: int, key: str) -> None:
         """Take one record out of its shard; an emptied shard gives its dict back.
 
         Runtime complexity: O(1).
         """
-        shard = entry[0] >> self._shift if self._hasher is not None else 0
+        tokens = self._tokens
+        if tokens is None:
+            shard = token >> self._shift
+        else:
+            shard = 0
+            del tokens[key]
         mapping = self._maps[shard]
-        del mapping[entry[1]]
+        del mapping[key]
         if not mapping:
             self._maps[shard] = _EMPTY
 
     # -- point operations ----------------------------------------------------------------
 
     def get(self, key: str) -> V | None:
-        """The value of ``key``, from the key map's `Entry`. Runtime complexity: O(1)."""
+        """The value of ``key``, from the key map. Runtime complexity: O(1)."""
         hasher = self._hasher
         if hasher is None:
-            entry = self._maps[0].get(key)
-        else:
-            try:
-                entry = self._maps[hasher(key) >> self._shift].get(key)
-            except ValueError:  # a key the hash cannot take is absent
-                return None
-        return None if entry is None else entry[2]
+            return self._maps[0].get(key)
+        try:
+            return self._maps[hasher(key) >> self._shift].get(key)
+        except ValueError:  # a key the hash cannot take is absent
+            return None
+
+    def _find(self, key: str) -> tuple[int, int] | None:
+        """The token and key-map shard of ``key``, or None when it is absent.
+
+        Under a hasher the token is the key's hash; without one, the key → token dict's.
+
+        Runtime complexity: O(1).
+        """
+        tokens = self._tokens
+        if tokens is not None:
+            token = tokens.get(key)
+            return None if token is None else (token, 0)
+        hasher = self._hasher
+        assert hasher is not None
+        try:
+            token = hasher(key)
+        except ValueError:  # a key the hash cannot take is absent
+            return None
+        shard = token >> self._shift
+        return (token, shard) if key in self._maps[shard] else None
 
     def token_of(self, key: str) -> int | None:
         """Runtime complexity: O(1)."""
-        shard = self._shard_of(key)
-        entry = None if shard is None else self._maps[shard].get(key)
-        return None if entry is None else entry[0]
+        found = self._find(key)
+        return None if found is None else found[0]
 
     def check_token(self, key: str, token: int) -> None:
         """Refuse a token that is not the key's hash (with a hasher). Runtime: O(1).
@@ -331,16 +388,17 @@ class BPlusTreeIndex(Index[V]):
         """
         shard = self._map_for(key, token)
         old = self._maps[shard].get(key)
-        entry = (token, key, value)
         if old is not None:
-            if old[0] == token:
-                self._replace(old, entry, shard)
+            tokens = self._tokens
+            was = token if tokens is None else tokens[key]
+            if was == token:
+                self._replace(token, key, old, value, shard)
                 return
             # Only without a hasher can a key change token: its shard is then the one map.
-            self._unmap_one(old)
+            self._unmap_one(was, key)
             self._count -= 1
-            self._remove(old)
-        self._insert(entry, shard)
+            self._remove(was, key, old)
+        self._insert(token, key, value, shard)
 
     def put_many(self, entries: Iterable[tuple[str, int, V]]) -> None:
         """Insert a batch (a migration's frame): one descent per leaf it lands in.
@@ -386,7 +444,7 @@ class BPlusTreeIndex(Index[V]):
             self._bulk_insert(fresh)
 
     def _bulk_insert(self, fresh: list[Entry[V]]) -> None:
-        """Insert new records sorted by ``(token, key)``; the tuples become map entries.
+        """Insert new records sorted by ``(token, key)`` into the leaves and the map.
 
         Runtime complexity: see `put_many`.
         """
@@ -412,14 +470,19 @@ class BPlusTreeIndex(Index[V]):
             end = n if bound is None else bisect_left(fresh, bound, pos + 1, n, key=_order_key)
             run = fresh[pos:end]
             leaf: Leaf[V] = node
-            if leaf.toks and (leaf.toks[-1], leaf.ents[-1][1]) > (token, key):
-                merged = sorted([*leaf.ents, *run], key=_order_key)
-                leaf.toks[:] = map(_token_of, merged)
-                leaf.ents[:] = merged
+            if leaf.toks and (leaf.toks[-1], leaf.keys[-1]) > (token, key):
+                merged = sorted(
+                    [*zip(leaf.toks, leaf.keys, leaf.vals, strict=True), *run], key=_order_key
+                )
+                del leaf.toks[:]  # an array takes no iterator in a slice assignment
+                leaf.toks.extend(map(_token_of, merged))
+                leaf.keys[:] = map(_key_of, merged)
+                leaf.vals[:] = map(_value_of, merged)
             else:  # the run goes after the leaf's records (always, into an empty range)
                 leaf.toks.extend(map(_token_of, run))
-                leaf.ents.extend(run)
-            size = entries_size(run, sizeof)
+                leaf.keys.extend(map(_key_of, run))
+                leaf.vals.extend(map(_value_of, run))
+            size = _run_size(run, sizeof)
             leaf.nbytes += size
             self._bytes += size
             added = end - pos
@@ -469,15 +532,14 @@ class BPlusTreeIndex(Index[V]):
 
         Runtime complexity: O(log n).
         """
-        shard = self._shard_of(key)
-        if shard is None:
+        found = self._find(key)
+        if found is None:
             return False
-        entry = self._maps[shard].get(key)
-        if entry is None:
-            return False
-        self._unmap_one(entry)
+        token, shard = found
+        value = self._maps[shard][key]
+        self._unmap_one(token, key)
         self._count -= 1
-        self._remove(entry)
+        self._remove(token, key, value)
         return True
 
     def __len__(self) -> int:
@@ -489,7 +551,7 @@ class BPlusTreeIndex(Index[V]):
         """Keys and values plus per-record and per-node overhead. Runtime complexity: O(1)."""
         return (
             self._bytes
-            + self._count * PER_RECORD
+            + self._count * self._per_record
             + len(self._maps) * PER_SHARD
             + self._leaves * PER_LEAF
             + self._inners * PER_INNER
@@ -542,7 +604,7 @@ class BPlusTreeIndex(Index[V]):
         while leaf is not None:
             toks = leaf.toks
             j = len(toks) if stop is None else bisect_left(toks, stop, i)
-            yield from leaf.ents[i:j]
+            yield from zip(toks[i:j], leaf.keys[i:j], leaf.vals[i:j], strict=True)
             if self._version != version:
                 raise RuntimeError("the B+-tree index changed during iteration")
             if j < len(toks):
@@ -598,8 +660,8 @@ class BPlusTreeIndex(Index[V]):
         One descent along the two boundary paths; the subtrees between them are detached
         whole and their records collected through the leaf chain; underflow is repaired
         along the boundary paths only (`RangePop`). A wrapping range is two such spans.
-        The returned tuples are the key map's own entries; the shards of the map that a
-        span covers are dropped whole (`_unmap`).
+        The returned tuples are built from the leaves' columns; the shards of the map that
+        a span covers are dropped whole (`_unmap`).
 
         Runtime complexity: O(log n * order + m) for m records.
         """
@@ -649,32 +711,30 @@ class BPlusTreeIndex(Index[V]):
                 i = bisect_right(node.skeys, key, bisect_left(stoks, token, 0, i), i)
             node = node.kids[i]
         toks = node.toks
-        ents = node.ents
+        keys = node.keys
         i = bisect_left(toks, token)
-        if ents[i][1] != key:
-            i = bisect_left(ents, key, i, bisect_right(toks, token, i), key=entry_key)
+        if keys[i] != key:
+            i = bisect_left(keys, key, i, bisect_right(toks, token, i))
         return node, i
 
-    def _replace(self, old: Entry[V], entry: Entry[V], shard: int) -> None:
+    def _replace(self, token: int, key: str, old: V, value: V, shard: int) -> None:
         """Overwrite the value of a record that keeps its token: in its leaf and the map.
 
         Runtime complexity: O(log n).
         """
-        token, key, value = entry
         leaf, i = self._locate(token, key)
-        delta = self._sizeof(value) - self._sizeof(old[2])
-        leaf.ents[i] = entry
+        delta = self._sizeof(value) - self._sizeof(old)
+        leaf.vals[i] = value
         leaf.nbytes += delta
         self._bytes += delta
-        self._maps[shard][key] = entry
+        self._maps[shard][key] = value
 
-    def _insert(self, entry: Entry[V], shard: int) -> None:
+    def _insert(self, token: int, key: str, value: V, shard: int) -> None:
         """Insert a new record in its leaf and the map, splitting full nodes bottom-up.
 
         Runtime complexity: O(log n).
         """
         self._version += 1
-        token, key, value = entry
         size = len(key) + self._sizeof(value)
         node = self._root
         path: list[tuple[Inner, int]] = []
@@ -689,12 +749,15 @@ class BPlusTreeIndex(Index[V]):
         toks = node.toks
         i = bisect_right(toks, token)
         if i and toks[i - 1] == token:
-            i = bisect_right(node.ents, key, bisect_left(toks, token, 0, i), i, key=entry_key)
+            i = bisect_right(node.keys, key, bisect_left(toks, token, 0, i), i)
         toks.insert(i, token)
-        node.ents.insert(i, entry)
+        node.keys.insert(i, key)
+        node.vals.insert(i, value)
         node.nbytes += size
         self._bytes += size
-        self._writable(shard)[key] = entry
+        self._writable(shard)[key] = value
+        if self._tokens is not None:
+            self._tokens[key] = token
         self._count += 1
         if len(toks) <= self._order:
             return
@@ -731,13 +794,12 @@ class BPlusTreeIndex(Index[V]):
 
     # -- deletion ------------------------------------------------------------------------
 
-    def _remove(self, entry: Entry[V]) -> None:
+    def _remove(self, token: int, key: str, value: V) -> None:
         """Remove a record from its leaf (the caller has taken it out of the map).
 
         Runtime complexity: O(log n).
         """
         self._version += 1
-        token, key, value = entry
         node = self._root
         path: list[tuple[Inner, int]] = []
         for _ in range(self._height):
@@ -749,12 +811,12 @@ class BPlusTreeIndex(Index[V]):
             path.append((node, i))
             node = node.kids[i]
         toks = node.toks
-        ents = node.ents
+        keys = node.keys
         i = bisect_left(toks, token)
-        if ents[i][1] != key:
-            i = bisect_left(ents, key, i, bisect_right(toks, token, i), key=entry_key)
+        if keys[i] != key:
+            i = bisect_left(keys, key, i, bisect_right(toks, token, i))
         size = len(key) + self._sizeof(value)
-        del toks[i], ents[i]
+        del toks[i], keys[i], node.vals[i]
         node.nbytes -= size
         self._bytes -= size
         least = self._min
@@ -796,15 +858,20 @@ class BPlusTreeIndex(Index[V]):
         maps = self._maps
         assert not _EMPTY, "the shared empty shard was written to"
         hasher = self._hasher
-        mapped: dict[str, Entry[V]] = {}
+        tokens = self._tokens
+        assert (tokens is None) == (hasher is not None), "key → token dict without need"
+        mapped: dict[str, tuple[int, V]] = {}
         for shard, mapping in enumerate(maps):
-            for key, entry in mapping.items():
-                assert entry[1] == key, ("map entry names another key", key, entry[1])
-                if hasher is not None:
-                    assert entry[0] == hasher(key), ("token is not the key's hash", key)
-                    assert entry[0] >> self._shift == shard, ("key in the wrong shard", key)
+            for key, value in mapping.items():
+                if hasher is None:
+                    assert tokens is not None
+                    mapped[key] = (tokens[key], value)
+                else:
+                    token = hasher(key)
+                    assert token >> self._shift == shard, ("key in the wrong shard", key)
+                    mapped[key] = (token, value)
             assert mapping or mapping is _EMPTY, "empty shard keeps a dict"
-            mapped.update(mapping)
+        assert tokens is None or len(tokens) == len(mapped), "key → token dict out of step"
         assert self._count == len(mapped), ("record count", self._count, len(mapped))
         leaves, inners = check_subtree(
             self._root, self._height, self._order, mapped.get, self._sizeof
@@ -815,9 +882,11 @@ class BPlusTreeIndex(Index[V]):
         assert self._bytes == sum(leaf.nbytes for leaf in leaves), "byte counter"
         chained = [(t, k) for t, k, _ in self.entries()]
         assert chained == sorted(chained), "leaf chain out of order"
+        if self._packed:
+            assert all(isinstance(leaf.toks, array) for leaf in leaves), "unpacked tokens"
         expected = (
             self._bytes
-            + self._count * PER_RECORD
+            + self._count * self._per_record
             + len(maps) * PER_SHARD
             + len(leaves) * PER_LEAF
             + inners * PER_INNER

@@ -1,12 +1,13 @@
 """The nodes of `BPlusTreeIndex`, the edits that keep them balanced, and their invariants.
 
-A leaf holds its records as two parallel lists in ``(token, key)`` order — the tokens, and
-the `Entry` tuples ``(token, key, value)`` that the tree's key map also holds — and links
-to the next leaf. A descent bisects the list of plain ints; a range scan or pop hands out
-slices of the entry list, the very tuples the index gives out, so no tuple is built or
-freed per record. An internal node holds its children, the number of records under each
-child, and the separators between them as two parallel lists (separator tokens, separator
-keys).
+A leaf holds its records as three parallel columns in ``(token, key)`` order — the tokens,
+the keys and the values — and links to the next leaf. No tuple is kept per record: a
+range scan or pop zips slices of the columns into `Entry` tuples as it hands them out.
+The tokens are an ``array('Q')`` when the tree has a hasher (tokens then lie in
+``[0, 2**64)``): eight bytes each instead of a list slot plus an ``int`` object; without
+one, a list of ints. A descent bisects either. An internal node holds its children, the
+number of records under each child, and the separators between them as two parallel lists
+(separator tokens, separator keys).
 
 The functions here edit one parent and two neighbouring children: split, borrow, merge.
 The tree decides when to call them and keeps its own node counters.
@@ -14,25 +15,26 @@ The tree decides when to call them and keeps its own node counters.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from array import array
+from collections.abc import Callable, Sequence
 from itertools import pairwise
-from operator import itemgetter
-from typing import Any, Generic
+from typing import Any, Generic, TypeAlias
 
-from elastic_cache.indexes.base import Entry, SizeOf, V
+from elastic_cache.indexes.base import SizeOf, V
 
 __all__ = [
     "PER_INNER",
     "PER_LEAF",
     "PER_RECORD",
+    "PER_TOKEN_INT",
     "Inner",
     "Leaf",
+    "Tokens",
     "borrow_left",
     "borrow_right",
     "check_subtree",
+    "columns_size",
     "count_inners",
-    "entries_size",
-    "entry_key",
     "first_leaf",
     "last_leaf",
     "merge_children",
@@ -41,41 +43,43 @@ __all__ = [
 ]
 
 # Memory estimate, CPython 3.11 on 64 bits (sys.getsizeof; docs/indexes.md compares the
-# total with tracemalloc). Per record: the key's str header (49, ASCII keys), the token
-# int (36 for a 64-bit token), two list slots in the leaf (16) plus list
-# over-allocation (~2), the key's slot in the key map (~27: a str-keyed dict's 16 B entry
-# and its index, averaged over dict fill) and the (token, key, value) Entry tuple (64)
-# that the map and the leaf share.
-PER_RECORD = 49 + 36 + 16 + 2 + 27 + 64
-# Per leaf: the slotted object (64), two list headers (2 * 56), its byte-count int (32),
-# and its slot in the parent: separator token and key, child and count slots (4 * 8) plus
-# the count int (28).
-PER_LEAF = 64 + 2 * 56 + 32 + 4 * 8 + 28
+# total with tracemalloc). Per record: the key's str header (49, ASCII keys), the token in
+# the leaf's array (8), the key and value slots in the leaf's lists (16) plus array and
+# list over-allocation (~3), and the key's slot in the key map (~27: a str-keyed dict's
+# 16 B entry and its index, averaged over dict fill).
+PER_RECORD = 49 + 8 + 16 + 3 + 27
+# A token column that is a list holds an int object per record (36 B for a 64-bit token).
+PER_TOKEN_INT = 36
+# Per leaf: the slotted object (72), the token array's header (80) and two list headers
+# (2 * 56), its byte-count int (32), and its slot in the parent: separator token and key,
+# child and count slots (4 * 8) plus the count int (28).
+PER_LEAF = 72 + 80 + 2 * 56 + 32 + 4 * 8 + 28
 # Per internal node: the slotted object (64), four list headers (4 * 56), its parent slot.
 PER_INNER = 64 + 4 * 56 + 4 * 8 + 28
 
 
-#: The key of an `Entry`: the sort key that bisects a leaf's entries among equal tokens.
-entry_key: Callable[[Entry[Any]], str] = itemgetter(1)
+#: A leaf's token column: ``array('Q')`` under a hasher, a list of ints without one.
+Tokens: TypeAlias = "array[int] | list[int]"  # array is not subscriptable at run time
 
 
-def entries_size(ents: list[Entry[V]], sizeof: SizeOf[V]) -> int:
-    """Key lengths plus value sizes of ``ents``. Runtime complexity: O(len(ents))."""
-    return sum(len(key) + sizeof(value) for _, key, value in ents)
+def columns_size(keys: Sequence[str], vals: Sequence[V], sizeof: SizeOf[V]) -> int:
+    """Key lengths plus value sizes of two columns. Runtime complexity: O(len(keys))."""
+    return sum(map(len, keys)) + sum(map(sizeof, vals))
 
 
 class Leaf(Generic[V]):
-    """Records ``ents[i]`` with token ``toks[i]`` in ``(token, key)`` order, and a next link.
+    """Record ``i`` is ``(toks[i], keys[i], vals[i])``, in ``(token, key)`` order; a next link.
 
     ``nbytes`` is the sum of key lengths and value sizes held, so that a range pop can
     account for a whole detached leaf without sizing each value again.
     """
 
-    __slots__ = ("ents", "nbytes", "next", "toks")
+    __slots__ = ("keys", "nbytes", "next", "toks", "vals")
 
-    def __init__(self, toks: list[int], ents: list[Entry[V]], nbytes: int) -> None:
+    def __init__(self, toks: Tokens, keys: list[str], vals: list[V], nbytes: int) -> None:
         self.toks = toks
-        self.ents = ents
+        self.keys = keys
+        self.vals = vals
         self.nbytes = nbytes
         self.next: Leaf[V] | None = None
 
@@ -135,17 +139,17 @@ def split_child(parent: Inner, i: int, leaf: bool, sizeof: SizeOf[Any]) -> None:
     node = parent.kids[i]
     right: Any
     if leaf:
-        toks, ents = node.toks, node.ents
+        toks, keys, vals = node.toks, node.keys, node.vals
         half = len(toks) // 2
-        moved_ents = ents[half:]
-        size = entries_size(moved_ents, sizeof)
-        right = Leaf(toks[half:], moved_ents, size)
-        del toks[half:], ents[half:]
+        moved_keys, moved_vals = keys[half:], vals[half:]
+        size = columns_size(moved_keys, moved_vals, sizeof)
+        right = Leaf(toks[half:], moved_keys, moved_vals, size)
+        del toks[half:], keys[half:], vals[half:]
         node.nbytes -= size
         right.next = node.next
         node.next = right
-        sep_token, sep_key = right.toks[0], moved_ents[0][1]
-        moved = len(right.toks)
+        sep_token, sep_key = right.toks[0], moved_keys[0]
+        moved = len(moved_keys)
     else:
         half = len(node.kids) // 2
         sep_token, sep_key = node.stoks[half - 1], node.skeys[half - 1]
@@ -181,22 +185,22 @@ def split_wide(parent: Inner, i: int, leaf: bool, order: int, sizeof: SizeOf[Any
     seps: list[tuple[int, str]] = []
     counts: list[int] = []
     if leaf:
-        toks, ents = node.toks, node.ents
+        toks, keys, vals = node.toks, node.keys, node.vals
         after = node.next
         prev = node
         for a, b in pairwise(bounds[1:]):
-            piece_ents = ents[a:b]
-            size = entries_size(piece_ents, sizeof)
-            piece = Leaf(toks[a:b], piece_ents, size)
+            piece_keys, piece_vals = keys[a:b], vals[a:b]
+            size = columns_size(piece_keys, piece_vals, sizeof)
+            piece = Leaf(toks[a:b], piece_keys, piece_vals, size)
             prev.next = piece
             prev = piece
             new.append(piece)
-            seps.append((toks[a], ents[a][1]))
+            seps.append((toks[a], keys[a]))
             counts.append(b - a)
             node.nbytes -= size
         prev.next = after
         cut = bounds[1]
-        del toks[cut:], ents[cut:]
+        del toks[cut:], keys[cut:], vals[cut:]
         counts.insert(0, cut)
     else:
         stoks, skeys, kids, kcounts = node.stoks, node.skeys, node.kids, node.counts
@@ -222,11 +226,11 @@ def borrow_left(parent: Inner, i: int, leaf: bool, sizeof: SizeOf[Any]) -> None:
     """
     left, node = parent.kids[i - 1], parent.kids[i]
     if leaf:
-        token, entry = left.toks.pop(), left.ents.pop()
+        token, key, value = left.toks.pop(), left.keys.pop(), left.vals.pop()
         node.toks.insert(0, token)
-        node.ents.insert(0, entry)
-        key = entry[1]
-        size = len(key) + sizeof(entry[2])
+        node.keys.insert(0, key)
+        node.vals.insert(0, value)
+        size = len(key) + sizeof(value)
         left.nbytes -= size
         node.nbytes += size
         parent.stoks[i - 1], parent.skeys[i - 1] = token, key
@@ -250,14 +254,14 @@ def borrow_right(parent: Inner, i: int, leaf: bool, sizeof: SizeOf[Any]) -> None
     """
     node, right = parent.kids[i], parent.kids[i + 1]
     if leaf:
-        entry = right.ents.pop(0)
-        right.toks.pop(0)
-        node.toks.append(entry[0])
-        node.ents.append(entry)
-        size = len(entry[1]) + sizeof(entry[2])
+        key, value = right.keys.pop(0), right.vals.pop(0)
+        node.toks.append(right.toks.pop(0))
+        node.keys.append(key)
+        node.vals.append(value)
+        size = len(key) + sizeof(value)
         right.nbytes -= size
         node.nbytes += size
-        parent.stoks[i], parent.skeys[i] = right.toks[0], right.ents[0][1]
+        parent.stoks[i], parent.skeys[i] = right.toks[0], right.keys[0]
         moved = 1
     else:
         node.stoks.append(parent.stoks[i])
@@ -278,7 +282,8 @@ def merge_children(parent: Inner, i: int, leaf: bool) -> None:
     left, right = parent.kids[i], parent.kids[i + 1]
     if leaf:
         left.toks += right.toks
-        left.ents += right.ents
+        left.keys += right.keys
+        left.vals += right.vals
         left.nbytes += right.nbytes
         left.next = right.next
     else:
@@ -304,7 +309,7 @@ def check_subtree(
     root: Any,
     height: int,
     order: int,
-    mapped: Callable[[str], Entry[V] | None],
+    mapped: Callable[[str], tuple[int, V] | None],
     sizeof: SizeOf[V],
 ) -> tuple[list[Leaf[V]], int]:
     """Assert the invariants of the tree under ``root``; return its leaves and inner count.
@@ -312,9 +317,9 @@ def check_subtree(
     Checked: records and separators strictly increasing; separators bound their subtrees;
     every leaf ``height`` levels down; fill between ``ceil(order / 2)`` (``2`` children
     for an internal root, nothing for a leaf root) and ``order``; subtree counts; each
-    leaf's byte total; each leaf token that of its entry; each entry the very tuple the key
-    map holds for its key (``mapped(key)``); the leaf chain linking exactly the leaves in
-    order.
+    leaf's byte total; the three columns of each leaf of one length; each record's token
+    and value the ones the key map gives for its key (``mapped(key)``: ``(token, value)``,
+    the value the very object); the leaf chain linking exactly the leaves in order.
 
     Runtime complexity: O(n).
     """
@@ -333,7 +338,7 @@ def _check_node(
     low: tuple[int, str] | None,
     high: tuple[int, str] | None,
     order: int,
-    mapped: Callable[[str], Entry[V] | None],
+    mapped: Callable[[str], tuple[int, V] | None],
     sizeof: SizeOf[V],
     census: _Census[V],
     *,
@@ -347,18 +352,22 @@ def _check_node(
     if level == 0:
         assert isinstance(node, Leaf), "a leaf where an internal node should be"
         size = len(node.toks)
-        assert len(node.ents) == size
+        assert len(node.keys) == len(node.vals) == size, "leaf columns differ in length"
         assert size <= order, "leaf overflow"
         assert root or size >= least, "leaf underflow"
-        records = [(token, key) for token, key, _ in node.ents]
-        assert [token for token, _ in records] == node.toks, "leaf tokens disagree with entries"
+        records = list(zip(node.toks, node.keys, strict=True))
         assert all(a < b for a, b in pairwise(records)), "leaf out of order"
         if records:
             assert low is None or records[0] >= low, "record below its separator"
             assert high is None or records[-1] < high, "record at or above its separator"
-        for entry in node.ents:
-            assert mapped(entry[1]) is entry, ("key map disagrees with leaf", entry[:2])
-        held = entries_size(node.ents, sizeof)
+        for token, key, value in zip(node.toks, node.keys, node.vals, strict=True):
+            found = mapped(key)
+            assert found is not None and found[0] == token and found[1] is value, (
+                "key map disagrees with leaf",
+                token,
+                key,
+            )
+        held = columns_size(node.keys, node.vals, sizeof)
         assert node.nbytes == held, ("leaf byte total", node.nbytes, held)
         census.leaves.append(node)
         return size

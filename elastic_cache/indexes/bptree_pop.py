@@ -3,8 +3,8 @@
 `RangePop` removes the records with ``start <= token < stop`` from a tree in one descent
 that splits into the two boundary paths of the span. The children strictly between the
 paths are detached whole: their leaves are a contiguous run of the leaf chain, and each
-leaf's list of `Entry` tuples is appended to the output at once (the very tuples the
-tree's key map holds, so nothing is allocated per record). Underflow is repaired along
+leaf's columns are zipped into `Entry` tuples onto the output at once (one tuple per
+record, built in C; the leaves keep none). Underflow is repaired along
 the boundary paths only. Taking the records out of the key map is the tree's part
 (`BPlusTreeIndex`), after the walk. ``docs/indexes.md`` ("Range pop") explains it.
 """
@@ -18,8 +18,8 @@ from elastic_cache.indexes.base import Entry, SizeOf, V
 from elastic_cache.indexes.bptree_nodes import (
     Inner,
     Leaf,
+    columns_size,
     count_inners,
-    entries_size,
     first_leaf,
     last_leaf,
     merge_children,
@@ -109,10 +109,10 @@ class RangePop(Generic[V]):
         j = len(toks) if stop is None else bisect_left(toks, stop, i)
         if i >= j:
             return 0
-        ents = leaf.ents[i:j]
-        self.out.extend(ents)
-        freed = entries_size(ents, self.sizeof)
-        del toks[i:j], leaf.ents[i:j]
+        keys, vals = leaf.keys[i:j], leaf.vals[i:j]
+        self.out.extend(zip(toks[i:j], keys, vals, strict=True))
+        freed = columns_size(keys, vals, self.sizeof)
+        del toks[i:j], leaf.keys[i:j], leaf.vals[i:j]
         leaf.nbytes -= freed
         self.freed += freed
         return j - i
@@ -140,7 +140,7 @@ class RangePop(Generic[V]):
         leaves = 0
         leaf = head
         while True:
-            extend(leaf.ents)
+            extend(zip(leaf.toks, leaf.keys, leaf.vals, strict=True))
             freed += leaf.nbytes
             leaves += 1
             if leaf is tail:

@@ -351,13 +351,14 @@ def mapped(tree: BPlusTreeIndex[Any], key: str) -> Any:
     return None if shard is None else tree._maps[shard].get(key)
 
 
-def test_pop_range_hands_out_the_maps_own_entries() -> None:
+def test_pop_range_hands_out_the_stored_values() -> None:
     tree = filled(4, list(range(0, 300, 3)))
     held = {key: mapped(tree, key) for key in tree}
     popped = tree.pop_range(30, 240)
     assert popped
-    assert all(entry is held[entry[1]] for entry in popped)
-    assert not any(mapped(tree, entry[1]) for entry in popped)
+    assert all(value is held[key] for _, key, value in popped)
+    assert not any(mapped(tree, key) for _, key, _ in popped)
+    assert all(tree.token_of(key) is None for _, key, _ in popped)
 
 
 def test_overwrite_keeps_dict_and_leaf_in_step() -> None:
@@ -366,14 +367,14 @@ def test_overwrite_keeps_dict_and_leaf_in_step() -> None:
     tree.put("k9", 900, b"moved")  # new token: the record moves
     tree.put_many([("k11", 11, b"batch"), ("fresh", 5, b"f")])
     tree._check()
-    assert mapped(tree, "k7") == (7, "k7", b"new")
-    assert mapped(tree, "k9") == (900, "k9", b"moved")
+    assert (mapped(tree, "k7"), tree.token_of("k7")) == (b"new", 7)
+    assert (mapped(tree, "k9"), tree.token_of("k9")) == (b"moved", 900)
     assert (tree.get("k11"), tree.get("fresh")) == (b"batch", b"f")
 
 
 def test_check_catches_a_dict_entry_that_disagrees_with_its_leaf() -> None:
     tree = filled(4, list(range(50)))
-    tree._maps[0]["k7"] = (7, "k7", b"stale")
+    tree._maps[0]["k7"] = b"stale"
     with pytest.raises(AssertionError, match="key map disagrees with leaf"):
         tree._check()
 
@@ -413,9 +414,9 @@ def test_pop_range_drops_the_shards_it_covers_whole(monkeypatch: pytest.MonkeyPa
     one_by_one: list[str] = []
     unmap_one = BPlusTreeIndex._unmap_one
 
-    def counted(self: Any, entry: Any) -> None:
-        one_by_one.append(entry[1])
-        unmap_one(self, entry)
+    def counted(self: Any, token: int, key: str) -> None:
+        one_by_one.append(key)
+        unmap_one(self, token, key)
 
     monkeypatch.setattr(BPlusTreeIndex, "_unmap_one", counted)
     popped = tree.pop_range(100, 900)  # tokens 101..900
