@@ -433,7 +433,7 @@ class CoordinatorSettings:
     provisioner: ProvisionerKind = ProvisionerKind.LOCAL
     admin_token_parameter: str | None = None
     workers: int = 1
-    request_budget: float = 2.0
+    request_budget: float = 5.0
     suspect_grace: float = 120.0
 
     def __post_init__(self) -> None:

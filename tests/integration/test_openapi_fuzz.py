@@ -28,6 +28,11 @@ import hypothesis.errors
 import pytest
 import requests
 import schemathesis
+
+# Imported here, at collection, not lazily by `from_url` in the fuzzing thread: there,
+# pytest's assertion rewriting of this module once hit CPython 3.11's spurious
+# "AST constructor recursion depth mismatch" (gh-106905).
+import schemathesis.specs.openapi.schemas
 from aiohttp import web
 from hypothesis import HealthCheck, Phase
 from schemathesis.checks import (

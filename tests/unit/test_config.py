@@ -155,4 +155,4 @@ def test_node_failure_timings_are_bounded_seconds(name: str, bad: object) -> Non
 
 def test_node_failure_timings_default_to_a_short_budget_and_a_long_grace() -> None:
     coordinator = ClusterSettings.from_mapping({}).coordinator
-    assert (coordinator.request_budget, coordinator.suspect_grace) == (2.0, 120.0)
+    assert (coordinator.request_budget, coordinator.suspect_grace) == (5.0, 120.0)
