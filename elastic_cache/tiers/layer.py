@@ -646,7 +646,14 @@ class ColdLayer:
         if not maybe:
             return False
         if key in self.deferred:
-            return had  # its cold copy is stale, and its removal is on its way
+            # Its cold copy is stale and its removal is on its way. But a newer value's
+            # write may be queued behind that removal (`_write` submits it while the
+            # tier answers): remove again after it, in the key's order, or that write
+            # would bring the deleted value back.
+            # (While the tier fails, `_write` strands writes instead of queueing them.)
+            if had and not self.deferred.failing:
+                await self.io.ordered(key, lambda: self.tier.delete(key, token))
+            return had
 
         def head_and_delete() -> ColdEntry | None:
             entry = self.tier.head(key, token)
