@@ -60,6 +60,7 @@ __all__ = [
     "query_value",
     "response_bytes",
     "split_target",
+    "whole_body_within",
 ]
 
 log = logging.getLogger("elastic_cache.http")
@@ -123,7 +124,8 @@ def response_bytes(
     date: bool = True,
 ) -> bytes:
     """One whole HTTP/1.1 answer: status line, ``Date``, ``headers``, ``Content-Length``
-    (``len(body)``, or ``length`` for a HEAD answer or a body sent after), and ``body``.
+    (``len(body)``, or ``length`` for a HEAD answer or a body sent after; none when
+    ``length`` is negative: a body of unknown length), and ``body``.
 
     ``headers`` must not hold ``Content-Length`` or ``Connection``, nor ``Date`` unless
     ``date`` is False. Header
@@ -133,8 +135,10 @@ def response_bytes(
     parts = [_status_line(status), _DATE.line() if date else b""]
     for name, value in headers:
         parts.append(f"{name}: {value}\r\n".encode("latin-1"))
-    if status not in (204, 304) and not 100 <= status < 200:
-        parts.append(b"Content-Length: %d\r\n" % (len(body) if length is None else length))
+    if length is None:
+        length = len(body)
+    if length >= 0 and status not in (204, 304) and not 100 <= status < 200:
+        parts.append(b"Content-Length: %d\r\n" % length)
     if not keep_alive:
         parts.append(b"Connection: close\r\n")
     parts.append(b"\r\n")
@@ -146,8 +150,8 @@ def chunked_head(
     status: int, headers: list[tuple[str, str]], *, keep_alive: bool = True, date: bool = True
 ) -> bytes:
     """The head of an answer whose body follows in chunked transfer coding."""
-    head = response_bytes(status, headers, keep_alive=keep_alive, length=0, date=date)
-    return head.replace(b"Content-Length: 0\r\n", b"Transfer-Encoding: chunked\r\n", 1)
+    chunked = [*headers, ("Transfer-Encoding", "chunked")]
+    return response_bytes(status, chunked, keep_alive=keep_alive, length=-1, date=date)
 
 
 def error_bytes(
@@ -862,6 +866,20 @@ def client_address(request: web.Request) -> str | None:
         if sock.family == socket.AF_UNIX:
             return request.headers.get(CLIENT_HEADER)
     return request.remote
+
+
+def whole_body_within(request: HotRequest, limit: int) -> bool:
+    """Whether a request's body can be taken whole by the lean layer: a plain
+    ``Content-Length`` up to ``limit``, no ``Expect`` (100-continue) and no transfer
+    coding. Anything else is aiohttp's to stream, refuse or continue."""
+    length = request.header(b"content-length")
+    return (
+        length is not None
+        and length.isdigit()
+        and int(length) <= limit
+        and request.header(b"expect") is None
+        and request.header(b"transfer-encoding") is None
+    )
 
 
 def split_target(target: bytes, prefix: bytes) -> tuple[str, str] | None:

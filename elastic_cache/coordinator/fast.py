@@ -29,6 +29,7 @@ from elastic_cache.fastpath import (
     query_value,
     response_bytes,
     split_target,
+    whole_body_within,
 )
 from elastic_cache.httpio import STREAM_ABOVE, parse_content_type, parse_ttl
 from elastic_cache.metrics import RequestMeter
@@ -76,16 +77,7 @@ class CoordinatorHotRoutes:
             if method in ("GET", "HEAD"):
                 return self.get
             if method == "PUT":
-                length = request.header(b"content-length")
-                if (
-                    length is None
-                    or not length.isdigit()
-                    or int(length) > self.max_value
-                    or request.header(b"expect") is not None
-                    or request.header(b"transfer-encoding") is not None
-                ):
-                    return None
-                return self.put
+                return self.put if whole_body_within(request, self.max_value) else None
             if method == "DELETE":
                 return self.delete
             return None
@@ -212,9 +204,7 @@ class CoordinatorHotRoutes:
             if stream is not None:
                 length = stream.length if stream.length is not None else -1
                 stream.close()
-            if reply.status in (204, 304) or length < 0:
-                head = response_bytes(reply.status, headers, keep_alive=keep, date=date, length=0)
-                return head.replace(b"Content-Length: 0\r\n", b"", 1)
+            # A negative length (an unsized stream) sends no Content-Length.
             return response_bytes(reply.status, headers, keep_alive=keep, date=date, length=length)
         if stream is None:
             return response_bytes(reply.status, headers, reply.body, keep_alive=keep, date=date)

@@ -92,6 +92,24 @@ def ensure_group(
     return group
 
 
+def revoke_ingress(ec2: Any, groups: list[dict[str, Any]]) -> None:
+    """Clear the ingress rules of ``groups`` (``DescribeSecurityGroups`` entries): rules
+    that name another group must go before either group can be deleted.
+
+    Raises:
+        AwsError: AWS refused.
+    """
+    for group in groups:
+        if group.get("IpPermissions"):
+            aws_call(
+                ec2,
+                "RevokeSecurityGroupIngress",
+                doing=f"clearing {group['GroupId']}",
+                GroupId=group["GroupId"],
+                IpPermissions=group["IpPermissions"],
+            )
+
+
 def delete_group(
     ec2: Any,
     group: str,

@@ -15,7 +15,7 @@ from functools import partial
 from typing import Any
 
 from elastic_cache.awserrors import AwsError, aws_call, ignoring
-from elastic_cache.deploy.network import delete_group
+from elastic_cache.deploy.network import delete_group, revoke_ingress
 from elastic_cache.deploy.storage import delete_bucket
 from elastic_cache.errors import ElasticCacheError
 
@@ -142,15 +142,7 @@ def roll_back(
             groups = aws_call(
                 ec2, "DescribeSecurityGroups", doing="rolling back", GroupIds=created.groups
             )["SecurityGroups"]
-            for group in groups:
-                if group.get("IpPermissions"):
-                    aws_call(
-                        ec2,
-                        "RevokeSecurityGroupIngress",
-                        doing=f"clearing {group['GroupId']}",
-                        GroupId=group["GroupId"],
-                        IpPermissions=group["IpPermissions"],
-                    )
+            revoke_ingress(ec2, groups)
 
         try:
             revoke()

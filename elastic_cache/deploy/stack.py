@@ -40,7 +40,7 @@ from elastic_cache.deploy.coordinator import (
     wait_running,
 )
 from elastic_cache.deploy.names import ClusterNames
-from elastic_cache.deploy.network import delete_group, security_groups
+from elastic_cache.deploy.network import delete_group, revoke_ingress, security_groups
 from elastic_cache.deploy.policies import coordinator_policy, node_policy
 from elastic_cache.deploy.preflight import (
     Preflight,
@@ -117,13 +117,11 @@ def _clients(session: Any, region: str) -> dict[str, Any]:
     }
 
 
-def plan(settings: DeploySettings, *, session: Any, out: Out = print) -> Preflight:
-    """``ecache deploy --dry-run``: run every check of a deploy and print what it would
-    create and cost, creating nothing (read-only and ``DryRun`` calls only).
-
-    Raises:
-        ConfigError, AwsError: as `deploy`'s checks.
-    """
+def _checked(
+    settings: DeploySettings, session: Any
+) -> tuple[dict[str, Any], ClusterNames, Preflight]:
+    """What plan and deploy do first: the clients, the names, every check before anything
+    is created, and the refusal of settings a running coordinator does not have."""
     region = settings.region
     c = _clients(session, region)
     names = ClusterNames(cluster=settings.name, account=identity(session), region=region)
@@ -135,6 +133,18 @@ def plan(settings: DeploySettings, *, session: Any, out: Out = print) -> Preflig
         quotas=session.client("service-quotas", region_name=region),
     )
     refuse_drift(settings, c["ec2"], names)
+    return c, names, checked
+
+
+def plan(settings: DeploySettings, *, session: Any, out: Out = print) -> Preflight:
+    """``ecache deploy --dry-run``: run every check of a deploy and print what it would
+    create and cost, creating nothing (read-only and ``DryRun`` calls only).
+
+    Raises:
+        ConfigError, AwsError: as `deploy`'s checks.
+    """
+    region = settings.region
+    c, names, checked = _checked(settings, session)
     out(
         f"plan for cluster {names.cluster} in {region} (account {names.account}), VPC {checked.vpc}"
     )
@@ -185,16 +195,7 @@ def deploy(
         ProvisionError: the coordinator instance did not come up.
     """
     region = settings.region
-    c = _clients(session, region)
-    names = ClusterNames(cluster=settings.name, account=identity(session), region=region)
-    checked = preflight(
-        settings,
-        names,
-        ec2=c["ec2"],
-        ssm=c["ssm"],
-        quotas=session.client("service-quotas", region_name=region),
-    )
-    refuse_drift(settings, c["ec2"], names)
+    c, names, checked = _checked(settings, session)
     out(f"cluster {names.cluster} in {region} (account {names.account}), VPC {checked.vpc}")
     for note in checked.notes:
         out(f"  check         {note}")
@@ -549,15 +550,7 @@ def destroy(
         Filters=[{"Name": f"tag:{CLUSTER_TAG}", "Values": [name]}],
     )["SecurityGroups"]
     # Rules that name the other group must go first, or neither group can be deleted.
-    for group in groups:
-        if group.get("IpPermissions"):
-            aws_call(
-                ec2,
-                "RevokeSecurityGroupIngress",
-                doing=f"clearing {group['GroupId']}",
-                GroupId=group["GroupId"],
-                IpPermissions=group["IpPermissions"],
-            )
+    revoke_ingress(ec2, groups)
     for group in groups:
         # The network interfaces of terminated instances take a while to go.
         delete_group(ec2, group["GroupId"], sleep=sleep, clock=clock, timeout=timeout)

@@ -20,6 +20,7 @@ from elastic_cache.fastpath import (
     query_value,
     response_bytes,
     split_target,
+    whole_body_within,
 )
 from elastic_cache.httpio import SEND_CHUNK, STREAM_ABOVE, parse_content_type, parse_ttl
 from elastic_cache.metrics import RequestMeter
@@ -56,16 +57,7 @@ class NodeHotRoutes:
         if method == "HEAD":
             return self.head if self.service.cold is None else None
         if method == "PUT":
-            length = request.header(b"content-length")
-            if (
-                length is None
-                or not length.isdigit()
-                or int(length) > self.max_value
-                or request.header(b"expect") is not None
-                or request.header(b"transfer-encoding") is not None
-            ):
-                return None
-            return self.put
+            return self.put if whole_body_within(request, self.max_value) else None
         if method == "DELETE":
             return self.delete
         return None
