@@ -32,6 +32,7 @@ from yarl import URL
 
 from elastic_cache.errors import (
     ElasticCacheError,
+    InvalidRequest,
     NodeUnavailable,
     UpstreamError,
     error_from_json,
@@ -101,6 +102,8 @@ class AsyncClient:
         self.url = url.rstrip("/")
         self._admin_headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.direct = direct
+        if isinstance(retries, bool) or not isinstance(retries, int) or retries < 1:
+            raise InvalidRequest(f"retries counts attempts: at least 1, got {retries!r}")
         self.retries = retries
         self._timeout = aiohttp.ClientTimeout(total=timeout)
         self._session: aiohttp.ClientSession | None = None
