@@ -198,6 +198,11 @@ def _cluster_settings(args: argparse.Namespace) -> ClusterSettings:
         value = getattr(args, flag, None)
         if value is not None:
             coord[key] = value
+    replication = getattr(args, "replication", None)
+    if replication is not None:
+        _section(data, "cluster")["replication"] = replication
+        # One node per copy from the start (unless --nodes or the file says otherwise).
+        coord.setdefault("initial_nodes", replication)
     if getattr(args, "nodes", None) is not None:
         coord["initial_nodes"] = args.nodes
     nodes = _section(data, "nodes")
@@ -279,6 +284,13 @@ def _add_workers(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="processes answering the port: the coordinator and N-1 that follow its "
         "ring, for more cores (default 1)",
+    )
+    parser.add_argument(
+        "--replication",
+        type=int,
+        metavar="RF",
+        help="copies of each key, on ring successors (default 1; with 2, one node's loss "
+        "loses no acknowledged write); starts RF nodes unless --nodes says otherwise",
     )
 
 
@@ -465,6 +477,7 @@ def cmd_deploy(args: argparse.Namespace) -> int:
         az_spread=args.az_spread,
         tags=tuple(args.tag or ()),
         demoted_expiry_days=args.expire_demoted_days,
+        replication=args.replication,
     )
     if args.dry_run:
         plan(settings, session=session)
@@ -690,6 +703,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     dep.add_argument("--max-nodes", type=int, default=4, help="most nodes (default 4)")
     dep.add_argument("--min-nodes", type=int, default=1, help="nodes never removed (default 1)")
+    dep.add_argument(
+        "--replication",
+        type=int,
+        default=2,
+        metavar="RF",
+        help="copies of each key on ring successors (default 2: one node's loss loses no "
+        "acknowledged write; 1 keeps one copy)",
+    )
     dep.add_argument(
         "--max-usd-per-hour", type=float, help="budget for all instances, coordinator included"
     )

@@ -77,6 +77,7 @@ __all__ = [
     "OnFull",
     "OriginSettings",
     "ProvisionerKind",
+    "ReplicationSettings",
     "ScalerSettings",
     "check_tags",
     "parse_tag",
@@ -462,6 +463,39 @@ class CoordinatorSettings:
             _check_ssm_name("admin_token_parameter", self.admin_token_parameter)
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReplicationSettings:
+    """Copies of every key on ring successors (docs/replication.md).
+
+    Attributes:
+        replication: copies of each key (``rf``): its owner and the next ``rf - 1``
+            distinct nodes clockwise; 1 keeps one copy (a node's death loses its keys).
+        write_quorum: copies that must hold a write before it is acknowledged (``w``);
+            0 means all ``replication`` copies (the default: one crash loses no
+            acknowledged write). 1 answers sooner and can lose a write that reached one
+            copy only.
+    """
+
+    replication: int = 1
+    write_quorum: int = 0
+
+    def __post_init__(self) -> None:
+        for name, low in (("replication", 1), ("write_quorum", 0)):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= 8:
+                raise ConfigError(f"cluster.{name} must be an integer in [{low}, 8], got {value!r}")
+        if self.write_quorum > self.replication:
+            raise ConfigError(
+                f"cluster.write_quorum ({self.write_quorum}) exceeds cluster.replication "
+                f"({self.replication})"
+            )
+
+    @property
+    def quorum(self) -> int:
+        """Copies a write needs before it is acknowledged."""
+        return self.write_quorum or self.replication
+
+
 #: A cluster name: it becomes part of AWS resource names (buckets, roles, groups).
 CLUSTER_NAME = re.compile(r"^[a-z][a-z0-9-]{0,26}[a-z0-9]$")
 
@@ -677,6 +711,7 @@ class ClusterSettings:
     origins: tuple[OriginSettings, ...] = ()
     ec2: Ec2Settings | None = None
     cost: CostSettings = field(default_factory=CostSettings)
+    cluster: ReplicationSettings = field(default_factory=ReplicationSettings)
 
     def __post_init__(self) -> None:
         names = [o.name for o in self.origins]
@@ -704,7 +739,7 @@ class ClusterSettings:
         Raises:
             ConfigError: an unknown section or key, or a value of the wrong type.
         """
-        known = {"coordinator", "nodes", "scaler", "origins", "ec2", "cost"}
+        known = {"coordinator", "nodes", "scaler", "origins", "ec2", "cost", "cluster"}
         unknown = set(data) - known
         if unknown:
             raise ConfigError(f"unknown config section(s): {', '.join(sorted(unknown))}")
@@ -735,6 +770,7 @@ class ClusterSettings:
             origins=tuple(origins),
             ec2=None if ec2 is None else _build(Ec2Settings, ec2, "ec2"),
             cost=CostSettings(table=table, prices=cost.get("prices", {})),
+            cluster=_build(ReplicationSettings, data.get("cluster", {}), "cluster"),
         )
 
     def replace(self, **sections: Any) -> ClusterSettings:

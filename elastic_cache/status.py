@@ -85,6 +85,19 @@ def render_status(view: dict[str, Any]) -> str:
         f"requests/s {view.get('request_rate', 0):.1f}   "
         f"cost ${view.get('cost_per_hour', 0):.4f}/h ({view.get('price_region', '?')})"
     )
+    rep = view.get("replication") or {}
+    if rep.get("factor", 1) > 1:
+        under = rep.get("under_replicated", 0)
+        state = (
+            f"{under} of {rep.get('buckets', 0)} ranges under-replicated"
+            + (", repairing" if rep.get("repairing") else "")
+            if under
+            else "every range has its copies"
+        )
+        lines.append(
+            f"replication {rep['factor']} (writes wait for {rep.get('write_quorum')}): "
+            f"{state}; {rep.get('copies_made', 0)} range copies made"
+        )
     for m in moving:
         sent = m.get("sent", m["records"])  # live count from the source node's stats
         lines.append(f"moving {m['source']} -> {m['destination']}: {sent:,}/{m['total']:,} records")

@@ -131,7 +131,12 @@ class NodeClient(Protocol):
         larger comes back as ``Answer.stream`` (a client may read every body whole)."""
         ...
 
-    async def put(self, key: str, value: bytes, content_type: str, ttl: float | None) -> Answer: ...
+    async def put(
+        self, key: str, value: bytes, content_type: str, ttl: float | None, epoch: int = 0
+    ) -> Answer:
+        """Store ``key``; ``epoch`` (the routing ring's, 0: none) lets the node refuse a
+        write routed by a ring older than its own (421)."""
+        ...
 
     async def put_stream(
         self,
@@ -140,6 +145,7 @@ class NodeClient(Protocol):
         content_type: str,
         ttl: float | None,
         length: int | None,
+        epoch: int = 0,
     ) -> tuple[Answer, bool]:
         """PUT a value larger than ``max_value_bytes`` as it arrives; returns the answer
         and whether any of ``chunks`` was taken (see `HttpNodeClient.put_stream`).
@@ -149,7 +155,7 @@ class NodeClient(Protocol):
         """
         ...
 
-    async def delete(self, key: str) -> Answer: ...
+    async def delete(self, key: str, epoch: int = 0) -> Answer: ...
 
     async def stats(self) -> NodeStats: ...
 
@@ -271,11 +277,14 @@ class HttpNodeClient:
             return await self._kv("HEAD", key)
         return await self._kv("GET", key, stream_above=stream_above)
 
-    async def put(self, key: str, value: bytes, content_type: str, ttl: float | None) -> Answer:
+    async def put(
+        self, key: str, value: bytes, content_type: str, ttl: float | None, epoch: int = 0
+    ) -> Answer:
         query = f"?ttl={ttl!r}" if ttl is not None else ""
-        return await self._kv(
-            "PUT", key, body=value, headers={"Content-Type": content_type}, query=query
-        )
+        headers = {"Content-Type": content_type}
+        if epoch:
+            headers["X-Ecache-Epoch"] = str(epoch)
+        return await self._kv("PUT", key, body=value, headers=headers, query=query)
 
     async def put_stream(
         self,
@@ -284,6 +293,7 @@ class HttpNodeClient:
         content_type: str,
         ttl: float | None,
         length: int | None,
+        epoch: int = 0,
     ) -> tuple[Answer, bool]:
         """PUT a value as its chunks arrive, never holding it whole.
 
@@ -318,6 +328,8 @@ class HttpNodeClient:
         headers = {"Content-Type": content_type}
         if length is not None:
             headers["Content-Length"] = str(length)
+        if epoch:
+            headers["X-Ecache-Epoch"] = str(epoch)
         url = URL(self.address + "/v1/kv/" + key_segment(key), encoded=True)
         if ttl is not None:
             url = url.with_query(ttl=repr(ttl))
@@ -344,8 +356,9 @@ class HttpNodeClient:
         )
         return answer, started
 
-    async def delete(self, key: str) -> Answer:
-        return await self._kv("DELETE", key)
+    async def delete(self, key: str, epoch: int = 0) -> Answer:
+        headers = {"X-Ecache-Epoch": str(epoch)} if epoch else None
+        return await self._kv("DELETE", key, headers=headers)
 
     async def _json(
         self,

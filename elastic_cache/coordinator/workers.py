@@ -40,6 +40,7 @@ import aiohttp
 from aiohttp import web
 
 from elastic_cache.config import ClusterSettings
+from elastic_cache.coordinator import placement
 from elastic_cache.coordinator.fast import CoordinatorHotRoutes
 from elastic_cache.coordinator.membership import NodeInfo
 from elastic_cache.coordinator.nodeclient import HttpNodeClient
@@ -89,6 +90,7 @@ class LeaderControl:
         return web.json_response(
             {
                 "ring": cluster.ring.to_dict(),
+                "held": [[b, list(c)] for b, c in cluster.held.items()],
                 "nodes": {n: info.handle.address for n, info in cluster.nodes.items()},
                 "suspect": [n for n, info in cluster.nodes.items() if info.suspect_since],
                 "at_cap": self.coord.scaler.at_cap(),
@@ -114,6 +116,9 @@ class LeaderControl:
         for node in report.get("help", []):
             if node in nodes:
                 coord.scaler.request_help(node, full=True)
+        for node in report.get("timed_out", []):
+            if node in nodes:  # a worker's request waited the whole budget for it
+                coord.cluster.suspect(node, timed_out=True)
         index = int(report.get("worker", 0))
         self.workers[index] = {
             "worker": index,
@@ -229,6 +234,7 @@ class WorkerView:
     def __init__(self, settings: ClusterSettings, control: aiohttp.ClientSession) -> None:
         self.settings = settings
         self.ring = HashRing(make_hasher(settings.nodes.hash))
+        self.held: placement.Held = {}
         self.nodes: dict[str, NodeInfo] = {}
         self._control = control
         self._session = aiohttp.ClientSession(
@@ -241,6 +247,7 @@ class WorkerView:
         self._cap: str | None = None
         self.fills: dict[str, list[int]] = {}
         self.help: set[str] = set()
+        self.timed_out: set[str] = set()
 
     # -- following ------------------------------------------------------------------------
 
@@ -266,10 +273,17 @@ class WorkerView:
             info.suspect_since = 1.0 if node in suspect else 0.0
         changed = ring.epoch != self.ring.epoch
         self.ring = ring
+        self.held = {int(b): tuple(c) for b, c in view.get("held", ())}
         self._cap = view.get("at_cap")
         if changed:
             self._changed.set()
             self._changed = asyncio.Event()
+
+    def holders(self, token: int) -> tuple[str, ...]:
+        """The nodes holding ``token``'s key, as the leader last said."""
+        if not self.held:
+            return (self.ring.node_for_token(token),)
+        return placement.holders_of(self.ring, self.held, token)
 
     def report(self, index: int, rate: _CountingMeter, answered: int) -> dict[str, Any]:
         """What this worker routed since its last report."""
@@ -282,6 +296,7 @@ class WorkerView:
                     requests[node] = count
         fills, self.fills = self.fills, {}
         help_, self.help = sorted(self.help), set()
+        timed_out, self.timed_out = sorted(self.timed_out), set()
         return {
             "worker": index,
             "pid": os.getpid(),
@@ -289,13 +304,17 @@ class WorkerView:
             "requests": requests,
             "fills": fills,
             "help": help_,
+            "timed_out": timed_out,
             "answered": answered,
         }
 
     # -- RoutingView ----------------------------------------------------------------------
 
-    def suspect(self, node_id: str) -> asyncio.Task[bool] | None:
-        """Read the ring again now; True if ``node_id`` has left it."""
+    def suspect(self, node_id: str, *, timed_out: bool = False) -> asyncio.Task[bool] | None:
+        """Read the ring again now; True if ``node_id`` has left it. A request that
+        waited the budget is reported to the leader, which checks the node at once."""
+        if timed_out:
+            self.timed_out.add(node_id)
         if self._refresh is None or self._refresh.done():
             self._refresh = asyncio.get_running_loop().create_task(self._refollow(node_id))
         return self._refresh

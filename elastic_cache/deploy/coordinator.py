@@ -97,11 +97,12 @@ def coordinator_config(
                 "host": "0.0.0.0",
                 "port": settings.port,
                 "state_dir": "/var/lib/ecache",
-                "initial_nodes": settings.min_nodes,
+                "initial_nodes": settings.initial_nodes,
                 "provisioner": "ec2",
                 "price_region": settings.region,
                 "admin_token_parameter": names.token_parameter,
             },
+            "cluster": {"replication": settings.replication},
             "nodes": {
                 "index": settings.index,
                 "capacity_bytes": capacity_bytes,

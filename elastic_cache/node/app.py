@@ -180,6 +180,7 @@ async def put_kv(request: web.Request) -> web.StreamResponse:
         ttl = parse_ttl(request.query.get("ttl"))
         ctype = parse_content_type(request.headers.get("Content-Type"))
         service.token(key)  # refuse a misdirected write before reading its body
+        service.fence(request.headers.get("X-Ecache-Epoch"))
         limit = request.app[MAX_VALUE]
         if service.cold is None:
             value: bytes | None = await read_limited(request, limit)
@@ -208,6 +209,7 @@ async def expect_put(request: web.Request) -> web.StreamResponse | None:
     service = request.app[SERVICE]
     try:
         service.token(_key(request))
+        service.fence(request.headers.get("X-Ecache-Epoch"))
         if service.cold is None:
             check_length(request, request.app[MAX_VALUE])
     except ElasticCacheError as err:
@@ -219,6 +221,7 @@ async def expect_put(request: web.Request) -> web.StreamResponse | None:
 async def delete_kv(request: web.Request) -> web.StreamResponse:
     service = request.app[SERVICE]
     try:
+        service.fence(request.headers.get("X-Ecache-Epoch"))
         existed = await service.delete(_key(request))
     except ElasticCacheError as err:
         return error_response(err, _fill_header(service))

@@ -111,9 +111,12 @@ class LocalNodeClient:
             return Answer(200, body, found.entry.content_type, svc.epoch, cache="HIT-COLD")
         return Answer(200, b"" if head else found.value, found.content_type, svc.epoch)
 
-    async def put(self, key: str, value: bytes, content_type: str, ttl: float | None) -> Answer:
+    async def put(
+        self, key: str, value: bytes, content_type: str, ttl: float | None, epoch: int = 0
+    ) -> Answer:
         svc = self._svc
         try:
+            svc.fence(epoch)
             await svc.put(key, value, content_type, ttl)
         except ElasticCacheError as err:
             store = svc.store
@@ -129,14 +132,16 @@ class LocalNodeClient:
         content_type: str,
         ttl: float | None,
         length: int | None,
+        epoch: int = 0,
     ) -> tuple[Answer, bool]:
         raise ValueTooLarge(
             "value exceeds max_value_bytes, and in-process nodes take large values only over HTTP"
         )
 
-    async def delete(self, key: str) -> Answer:
+    async def delete(self, key: str, epoch: int = 0) -> Answer:
         svc = self._svc
         try:
+            svc.fence(epoch)
             existed = await svc.delete(key)
         except ElasticCacheError as err:
             return _error_answer(err, svc.epoch)

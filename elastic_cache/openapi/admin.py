@@ -150,6 +150,23 @@ def admin_schemas() -> dict[str, Schema]:
             "nodes": {"type": "array", "items": {"$ref": "#/components/schemas/ClusterNode"}},
             "launching": {"type": "array", "items": string},
             "unterminated": {"type": "array", "items": {"type": "object"}},
+            "replication": {
+                "type": "object",
+                "description": (
+                    "Copies kept of each key (`factor`), copies a write waits for "
+                    "(`write_quorum`), ring ranges with fewer copies than `factor` "
+                    "(`under_replicated`), whether repair runs, and range copies made."
+                ),
+                "required": ["factor", "write_quorum", "under_replicated"],
+                "properties": {
+                    "factor": count,
+                    "write_quorum": count,
+                    "buckets": count,
+                    "under_replicated": count,
+                    "repairing": {"type": "boolean"},
+                    "copies_made": count,
+                },
+            },
             "migrations": {"type": "array", "items": {"$ref": "#/components/schemas/Migration"}},
             "events": {
                 "type": "array",
