@@ -26,7 +26,7 @@ from elastic_cache.provisioner.ec2 import (
 from elastic_cache.userdata import coordinator_config_of
 
 if TYPE_CHECKING:
-    from elastic_cache.deploy.rollback import Created
+    from elastic_cache.deploy.created import Created
 
 log = logging.getLogger("elastic_cache.deploy")
 
