@@ -107,8 +107,8 @@ def coordinator_config(
                 "capacity_bytes": capacity_bytes,
                 "on_full": str(settings.on_full),
                 # The cluster's S3 prefix, the one the node role may use: values a full
-                # node demotes (past the budget, DESIGN.md) and values too large for
-                # memory live there, and survive the loss of every node.
+                # node demotes (past the budget; docs/aws.md, "Scale") and values too
+                # large for memory live there, and survive the loss of every node.
                 "tier": f"s3://{names.bucket}/{names.tier_prefix.rstrip('/')}",
             },
             "scaler": {
