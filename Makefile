@@ -19,6 +19,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check elastic_cache tests benchmarks experiments
 	$(BIN)/ruff format --check elastic_cache tests benchmarks experiments
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 # The browser test (tests/e2e) drives Debian's chromium; install it when we can (root and
 # apt-get), otherwise say so: the test then skips with that reason.
@@ -151,4 +152,4 @@ experiments-quick: $(STAMP)
 	done
 
 clean:
-	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache $(CACHE_TESTS_DIR)
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .grimp_cache .import_linter_cache $(CACHE_TESTS_DIR)

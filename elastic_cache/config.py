@@ -58,6 +58,9 @@ from types import MappingProxyType
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
+# The store's policies live with the store's layer (docs/architecture.md); re-exported here
+# because settings name them.
+from elastic_cache.capacity import CapacityUnit, OnColdFull, OnFull
 from elastic_cache.cost import PriceTable, price_table
 from elastic_cache.errors import ConfigError
 from elastic_cache.hashing import make_hasher
@@ -92,29 +95,6 @@ DEFAULT_INDEX = "bptree:order=64"
 MAX_TTL_SECONDS = 10 * 365 * 24 * 3600
 
 
-class OnFull(enum.StrEnum):
-    """What a write to a full node does while help is on the way."""
-
-    #: Evict least-recently-used records to make room (nobody waits; the default).
-    EVICT = "evict"
-    #: Hold the write until a migration makes room (the paper's behaviour).
-    BLOCK = "block"
-    #: Move least-recently-used values to the node's cold tier (``tier``) to make room.
-    DEMOTE = "demote"
-
-
-class OnColdFull(enum.StrEnum):
-    """What a full node under ``on_full = "demote"`` does while its cold tier refuses
-    writes (full, throttling, unreachable): demotion is paused, and retried later."""
-
-    #: Refuse writes that need room with ``507 store_full`` and ``Retry-After``; no
-    #: acknowledged value is lost (the default).
-    REFUSE = "refuse"
-    #: Evict least-recently-used values meanwhile, as ``on_full = "evict"`` does
-    #: (acknowledged values are lost; counted in ``demotions_lost``).
-    EVICT = "evict"
-
-
 class ProvisionerKind(enum.StrEnum):
     """Where the coordinator's nodes come from."""
 
@@ -122,13 +102,6 @@ class ProvisionerKind(enum.StrEnum):
     LOCAL = "local"
     #: EC2 instances (`elastic_cache.provisioner.ec2`); needs an ``[ec2]`` section.
     EC2 = "ec2"
-
-
-class CapacityUnit(enum.StrEnum):
-    """What a node's capacity counts."""
-
-    RECORDS = "records"
-    BYTES = "bytes"
 
 
 def _positive(name: str, value: float) -> None:

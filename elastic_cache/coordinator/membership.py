@@ -24,10 +24,10 @@ from elastic_cache.config import ClusterSettings
 from elastic_cache.coordinator import placement
 from elastic_cache.coordinator.events import EventLog, cold_tier_events
 from elastic_cache.coordinator.migration import MigrationInfo
-from elastic_cache.coordinator.nodeclient import NodeClient
-from elastic_cache.coordinator.scaler import RateMeter
+from elastic_cache.coordinator.rates import RateMeter
 from elastic_cache.errors import ElasticCacheError, ProvisionError, UnknownNode
 from elastic_cache.hashing import make_hasher
+from elastic_cache.node.protocol import NodeClient
 from elastic_cache.provisioner.base import NodeHandle, Provisioner
 from elastic_cache.ring import HashRing
 

@@ -8,10 +8,10 @@ from typing import Protocol
 
 from elastic_cache.config import ClusterSettings, OnFull
 from elastic_cache.coordinator.membership import NodeInfo
-from elastic_cache.coordinator.nodeclient import Answer, NodeClient
-from elastic_cache.coordinator.scaler import RateMeter
+from elastic_cache.coordinator.rates import RateMeter
 from elastic_cache.errors import Misdirected, NodeUnavailable, StoreFull
 from elastic_cache.hashing import validate_key
+from elastic_cache.node.protocol import Answer, NodeClient
 from elastic_cache.ring import HashRing
 
 __all__ = ["Router", "RoutingView", "WriteObserver"]

@@ -20,8 +20,8 @@ from elastic_cache.coordinator.service import Coordinator
 from elastic_cache.coordinator.workers import LeaderControl, start_workers, stop_workers
 from elastic_cache.errors import ConfigError
 from elastic_cache.fastpath import FastServer
+from elastic_cache.gctuning import tune_gc
 from elastic_cache.logs import set_log_context
-from elastic_cache.node.runner import tune_gc
 from elastic_cache.provisioner.base import Provisioner
 from elastic_cache.provisioner.local import LocalProvisioner
 

@@ -17,8 +17,9 @@ from elastic_cache.config import ClusterSettings
 from elastic_cache.coordinator.cluster import Cluster
 from elastic_cache.coordinator.nodeclient import HttpNodeClient, NodeClient
 from elastic_cache.coordinator.origins import ReadThrough
+from elastic_cache.coordinator.rates import RateMeter
 from elastic_cache.coordinator.router import Router
-from elastic_cache.coordinator.scaler import RateMeter, Scaler
+from elastic_cache.coordinator.scaler import Scaler
 from elastic_cache.cost import instance_price
 from elastic_cache.dashboard.history import ClusterHistory
 from elastic_cache.errors import ElasticCacheError

@@ -45,8 +45,8 @@ from elastic_cache.coordinator.fast import CoordinatorHotRoutes
 from elastic_cache.coordinator.membership import NodeInfo
 from elastic_cache.coordinator.nodeclient import HttpNodeClient
 from elastic_cache.coordinator.origins import ReadThrough
+from elastic_cache.coordinator.rates import RateMeter
 from elastic_cache.coordinator.router import Router
-from elastic_cache.coordinator.scaler import RateMeter
 from elastic_cache.coordinator.service import Coordinator, make_origin_session
 from elastic_cache.errors import ConfigError
 from elastic_cache.fastpath import FastServer

@@ -28,39 +28,44 @@ Nothing here imports aiohttp, asyncio or boto3; prices are data, never fetched.
 
 from __future__ import annotations
 
-from elastic_cache.cost.model import (
-    HOURS_PER_MONTH,
-    Configuration,
-    CostBreakdown,
-    Transfer,
-    Workload,
-    alloc_cost,
-    cheapest,
-    ebs_cache_cost,
-    hybrid_cache_cost,
-    instance_cache_cost,
-    io_cost,
-    monthly_cost,
-    monthly_costs,
-    ranked,
-    request_cost,
-    s3_cache_cost,
-    store_cost,
-)
-from elastic_cache.cost.prices import (
-    CURRENT_PRICES,
-    PAPER_2011_PRICES,
-    PRICE_TABLES,
-    Evidence,
-    InstanceType,
-    PriceTable,
-    RegionPrices,
-    cluster_cost_per_hour,
-    instance_price,
-    price_table,
-)
-from elastic_cache.cost.speedup import cache_speedup, cost_per_speedup
-from elastic_cache.errors import UnknownPrice
+from typing import TYPE_CHECKING
+
+from elastic_cache.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from elastic_cache.cost.model import (
+        HOURS_PER_MONTH,
+        Configuration,
+        CostBreakdown,
+        Transfer,
+        Workload,
+        alloc_cost,
+        cheapest,
+        ebs_cache_cost,
+        hybrid_cache_cost,
+        instance_cache_cost,
+        io_cost,
+        monthly_cost,
+        monthly_costs,
+        ranked,
+        request_cost,
+        s3_cache_cost,
+        store_cost,
+    )
+    from elastic_cache.cost.prices import (
+        CURRENT_PRICES,
+        PAPER_2011_PRICES,
+        PRICE_TABLES,
+        Evidence,
+        InstanceType,
+        PriceTable,
+        RegionPrices,
+        cluster_cost_per_hour,
+        instance_price,
+        price_table,
+    )
+    from elastic_cache.cost.speedup import cache_speedup, cost_per_speedup
+    from elastic_cache.errors import UnknownPrice
 
 __all__ = [
     "CURRENT_PRICES",
@@ -94,3 +99,39 @@ __all__ = [
     "s3_cache_cost",
     "store_cost",
 ]
+
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "CURRENT_PRICES": "elastic_cache.cost.prices",
+        "Configuration": "elastic_cache.cost.model",
+        "CostBreakdown": "elastic_cache.cost.model",
+        "Evidence": "elastic_cache.cost.prices",
+        "HOURS_PER_MONTH": "elastic_cache.cost.model",
+        "InstanceType": "elastic_cache.cost.prices",
+        "PAPER_2011_PRICES": "elastic_cache.cost.prices",
+        "PRICE_TABLES": "elastic_cache.cost.prices",
+        "PriceTable": "elastic_cache.cost.prices",
+        "RegionPrices": "elastic_cache.cost.prices",
+        "Transfer": "elastic_cache.cost.model",
+        "UnknownPrice": "elastic_cache.errors",
+        "Workload": "elastic_cache.cost.model",
+        "alloc_cost": "elastic_cache.cost.model",
+        "cache_speedup": "elastic_cache.cost.speedup",
+        "cheapest": "elastic_cache.cost.model",
+        "cluster_cost_per_hour": "elastic_cache.cost.prices",
+        "cost_per_speedup": "elastic_cache.cost.speedup",
+        "ebs_cache_cost": "elastic_cache.cost.model",
+        "hybrid_cache_cost": "elastic_cache.cost.model",
+        "instance_cache_cost": "elastic_cache.cost.model",
+        "instance_price": "elastic_cache.cost.prices",
+        "io_cost": "elastic_cache.cost.model",
+        "monthly_cost": "elastic_cache.cost.model",
+        "monthly_costs": "elastic_cache.cost.model",
+        "price_table": "elastic_cache.cost.prices",
+        "ranked": "elastic_cache.cost.model",
+        "request_cost": "elastic_cache.cost.model",
+        "s3_cache_cost": "elastic_cache.cost.model",
+        "store_cost": "elastic_cache.cost.model",
+    },
+)

@@ -9,10 +9,15 @@ deploying user needs, and the costs.
 
 from __future__ import annotations
 
-from elastic_cache.deploy.names import ClusterNames
-from elastic_cache.deploy.settings import DeployResult, DeploySettings
-from elastic_cache.deploy.stack import cluster_exists, deploy, destroy, plan
-from elastic_cache.deploy.status import ClusterNotFound, status_by_name
+from typing import TYPE_CHECKING
+
+from elastic_cache.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from elastic_cache.deploy.names import ClusterNames
+    from elastic_cache.deploy.settings import DeployResult, DeploySettings
+    from elastic_cache.deploy.stack import cluster_exists, deploy, destroy, plan
+    from elastic_cache.deploy.status import ClusterNotFound, status_by_name
 
 __all__ = [
     "ClusterNames",
@@ -25,3 +30,18 @@ __all__ = [
     "plan",
     "status_by_name",
 ]
+
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "ClusterNames": "elastic_cache.deploy.names",
+        "ClusterNotFound": "elastic_cache.deploy.status",
+        "DeployResult": "elastic_cache.deploy.settings",
+        "DeploySettings": "elastic_cache.deploy.settings",
+        "cluster_exists": "elastic_cache.deploy.stack",
+        "deploy": "elastic_cache.deploy.stack",
+        "destroy": "elastic_cache.deploy.stack",
+        "plan": "elastic_cache.deploy.stack",
+        "status_by_name": "elastic_cache.deploy.status",
+    },
+)

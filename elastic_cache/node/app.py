@@ -59,6 +59,15 @@ from elastic_cache.httpio import (
     str_field,
 )
 from elastic_cache.metrics import RequestMeter, metered, metrics_response, node_registry
+from elastic_cache.node.protocol import (
+    CACHE_HEADER,
+    COLD_HIT,
+    EPOCH_HEADER,
+    EVICTED_HEADER,
+    FILL_HEADER,
+    LENGTH_HEADER,
+    STORED_HEADER,
+)
 from elastic_cache.node.service import NodeService
 from elastic_cache.node.wire import decode_frame
 from elastic_cache.openapi.node import node_document
@@ -94,11 +103,11 @@ async def get_kv(request: web.Request) -> web.StreamResponse:
         return web.Response(
             headers={
                 "Content-Type": rec.content_type,
-                "X-Ecache-Length": str(len(rec.value)),
-                "X-Ecache-Epoch": str(service.epoch),
+                LENGTH_HEADER: str(len(rec.value)),
+                EPOCH_HEADER: str(service.epoch),
             }
         )
-    headers = {"Content-Type": rec.content_type, "X-Ecache-Epoch": str(service.epoch)}
+    headers = {"Content-Type": rec.content_type, EPOCH_HEADER: str(service.epoch)}
     if len(rec.value) <= STREAM_ABOVE:
         return web.Response(body=rec.value, headers=headers)
     return await send_value(request, rec.value, headers)
@@ -112,7 +121,7 @@ def _miss(headers: dict[str, str]) -> web.Response:
 
 
 def _miss_or_error(service: NodeService, err: ElasticCacheError) -> web.Response:
-    epoch = {"X-Ecache-Epoch": str(service.epoch)}
+    epoch = {EPOCH_HEADER: str(service.epoch)}
     if err.status == 404:
         return _miss(epoch)
     return error_response(err, epoch)
@@ -129,24 +138,24 @@ async def _get_tiered(request: web.Request, service: NodeService) -> web.StreamR
             length = found.length if not isinstance(found, Record) else len(found.value)
             headers = {
                 "Content-Type": found.content_type,
-                "X-Ecache-Length": str(length),
-                "X-Ecache-Epoch": epoch,
+                LENGTH_HEADER: str(length),
+                EPOCH_HEADER: epoch,
             }
             if cold:
-                headers["X-Cache"] = "HIT-COLD"
+                headers[CACHE_HEADER] = COLD_HIT
             return web.Response(headers=headers)
         hit = await service.lookup(key)
     except ElasticCacheError as err:
         return _miss_or_error(service, err)
     if not isinstance(hit, ColdHit):
-        headers = {"Content-Type": hit.content_type, "X-Ecache-Epoch": epoch}
+        headers = {"Content-Type": hit.content_type, EPOCH_HEADER: epoch}
         if len(hit.value) <= STREAM_ABOVE:
             return web.Response(body=hit.value, headers=headers)
         return await send_value(request, hit.value, headers)
     headers = {
         "Content-Type": hit.entry.content_type,
-        "X-Ecache-Epoch": epoch,
-        "X-Cache": "HIT-COLD",
+        EPOCH_HEADER: epoch,
+        CACHE_HEADER: COLD_HIT,
     }
     if hit.value is not None:
         return await send_value(request, hit.value, headers)
@@ -168,8 +177,8 @@ async def _get_tiered(request: web.Request, service: NodeService) -> web.StreamR
 def _fill_header(service: NodeService) -> dict[str, str]:
     store = service.store
     return {
-        "X-Ecache-Fill": f"{store.used} {store.capacity.limit}",
-        "X-Ecache-Epoch": str(service.epoch),
+        FILL_HEADER: f"{store.used} {store.capacity.limit}",
+        EPOCH_HEADER: str(service.epoch),
     }
 
 
@@ -190,7 +199,7 @@ async def put_kv(request: web.Request) -> web.StreamResponse:
                 # Too large for memory: straight to the cold tier as it streams in.
                 await service.put_stream(key, ctype, ttl, stream)
                 headers = _fill_header(service)
-                headers["X-Ecache-Stored"] = "cold"
+                headers[STORED_HEADER] = "cold"
                 return web.Response(status=204, headers=headers)
         assert value is not None
         outcome = await service.put(key, value, ctype, ttl)
@@ -198,7 +207,7 @@ async def put_kv(request: web.Request) -> web.StreamResponse:
         return error_response(err, _fill_header(service))
     headers = _fill_header(service)
     if outcome.evicted:
-        headers["X-Ecache-Evicted"] = str(len(outcome.evicted))
+        headers[EVICTED_HEADER] = str(len(outcome.evicted))
     return web.Response(status=204, headers=headers)
 
 

@@ -12,8 +12,8 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
-from elastic_cache.coordinator.nodeclient import Answer, NodeStats
 from elastic_cache.errors import ElasticCacheError, KeyNotFound, NodeUnavailable, ValueTooLarge
+from elastic_cache.node.protocol import Answer, NodeStats
 from elastic_cache.node.service import NodeService
 from elastic_cache.node.wire import WireRecord, decode_frame, encode_frame
 from elastic_cache.tiers.layer import ColdHit, read_chunks

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import gc
 import json
 import logging
 import os
@@ -14,6 +13,7 @@ from aiohttp import web
 from elastic_cache import eventloop
 from elastic_cache.config import NodeSettings
 from elastic_cache.fastpath import FastServer
+from elastic_cache.gctuning import tune_gc
 from elastic_cache.lifecycle import wait_for_stop
 from elastic_cache.logs import set_log_context
 from elastic_cache.node import build_node_service, make_node_app
@@ -24,21 +24,6 @@ from elastic_cache.node.service import NodeService
 __all__ = ["serve_node", "start_node_server", "tune_gc"]
 
 log = logging.getLogger("elastic_cache.node")
-
-
-def tune_gc() -> None:
-    """Make the cyclic garbage collector cheap for a process that holds many records.
-
-    A node keeps millions of small containers alive (records, index nodes, the LRU
-    map); with CPython's default thresholds (700, 10, 10) young collections run so often,
-    and full ones rescan so much, that they made a migration 3-4x slower in
-    ``benchmarks/bench_cluster.py``. Records are tuples of atomic values that the
-    collector untracks, and the data structures hold no reference cycles, so collecting
-    less often loses nothing. ``gc.freeze()`` moves what start-up allocated (modules,
-    classes) out of every future collection.
-    """
-    gc.freeze()
-    gc.set_threshold(50_000, 20, 10)
 
 
 async def start_node_server(

@@ -386,7 +386,7 @@ def coordinator_document(origins: Sequence[str] = ()) -> dict[str, Any]:
     Returns:
         The document, JSON-ready.
     """
-    from elastic_cache import __version__
+    from elastic_cache.version import __version__
 
     components = shared_components()
     components["schemas"].update(admin_schemas())

@@ -528,7 +528,7 @@ def _schemas() -> dict[str, Schema]:
 
 def node_document() -> dict[str, Any]:
     """A node's OpenAPI 3.1 document, JSON-ready."""
-    from elastic_cache import __version__
+    from elastic_cache.version import __version__
 
     components = shared_components()
     components["schemas"].update(_schemas())

@@ -37,13 +37,14 @@ from typing import Any, Protocol
 
 from botocore.config import Config
 
-from elastic_cache import __version__
 from elastic_cache.awserrors import CAPACITY_CODES, AwsCapacityError, AwsError, aws_call
 from elastic_cache.config import Ec2Settings, NodeSettings, check_tags
 from elastic_cache.errors import ConfigError, ProvisionError
-from elastic_cache.provisioner.base import NodeHandle, wait_healthy
+from elastic_cache.provisioner.base import NodeHandle
+from elastic_cache.provisioner.health import wait_healthy
 from elastic_cache.provisioner.local import node_arguments
 from elastic_cache.userdata import node_user_data
+from elastic_cache.version import __version__
 
 __all__ = [
     "BURSTABLE_FAMILIES",

@@ -21,7 +21,8 @@ from pathlib import Path
 from elastic_cache.config import NodeSettings
 from elastic_cache.errors import ProvisionError
 from elastic_cache.logs import current_format
-from elastic_cache.provisioner.base import NodeHandle, wait_healthy
+from elastic_cache.provisioner.base import NodeHandle
+from elastic_cache.provisioner.health import wait_healthy
 
 __all__ = ["LocalProvisioner", "node_arguments", "node_command", "stop_process"]
 

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import shutil
 import signal
-import socket
 import sys
 import time
 from collections.abc import AsyncIterator
@@ -53,10 +53,12 @@ def chromium_or_skip() -> str:
     return path
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def ready_url(log: Path) -> str:
+    """The coordinator's URL from the ready line ``ecache up`` writes, or "" before it."""
+    for line in log.read_text(errors="replace").splitlines(keepends=True):
+        if '"event": "ready"' in line and line.endswith("\n"):
+            return str(json.loads(line)["url"])
+    return ""
 
 
 #: A launch takes this long (a stand-in for an instance's boot) and a move sends this
@@ -68,7 +70,6 @@ MIGRATION_RATE = 40
 @contextlib.asynccontextmanager
 async def local_cluster(tmp_path: Path) -> AsyncIterator[str]:
     """``ecache up`` with 300-record nodes; yields its URL; stops it by its PID."""
-    port = free_port()
     config = tmp_path / "ecache.toml"
     config.write_text(f"[nodes]\nboot_delay = {BOOT_DELAY}\n")
     log = await asyncio.to_thread(open, tmp_path / "up.log", "wb")
@@ -81,7 +82,7 @@ async def local_cluster(tmp_path: Path) -> AsyncIterator[str]:
         str(config),
         "--no-demo-origin",
         "--port",
-        str(port),
+        "0",  # the kernel picks a free port; the ready line says which
         "--state-dir",
         str(tmp_path / "state"),
         "--index",
@@ -97,16 +98,18 @@ async def local_cluster(tmp_path: Path) -> AsyncIterator[str]:
         stderr=log,
         start_new_session=True,
     )
-    url = f"http://127.0.0.1:{port}"
+    url = ""
     try:
         deadline = time.monotonic() + 30 + BOOT_DELAY
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2)) as http:
             while True:
                 assert proc.returncode is None, (tmp_path / "up.log").read_text()
+                url = url or ready_url(tmp_path / "up.log")
                 with contextlib.suppress(aiohttp.ClientError, TimeoutError):
-                    async with http.get(url + "/healthz") as resp:
-                        if resp.status == 200:
-                            break
+                    if url:
+                        async with http.get(url + "/healthz") as resp:
+                            if resp.status == 200:
+                                break
                 assert time.monotonic() < deadline, "ecache up did not become healthy"
                 await asyncio.sleep(0.1)
         yield url

@@ -31,9 +31,23 @@ from elastic_cache.provisioner.base import NodeHandle
 
 
 def free_port() -> int:
+    """A port that was free a moment ago, for a child process that must be told its port
+    before it starts (``ecache up --demo-origin-port``, ``--local-s3-port``) or for a
+    port that must refuse connections. Another process can take it in between: a server
+    of our own binds port 0 instead (`serve_on_free_port`, ``--port 0``)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+async def serve_on_free_port(runner: web.AppRunner) -> int:
+    """Serve ``runner`` on 127.0.0.1 on a port the kernel picks as it binds; return it.
+
+    No other process can take the port between choosing and binding it, as it can with
+    `free_port`.
+    """
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    return int(runner.addresses[0][1])
 
 
 class ServerProvisioner:
@@ -124,8 +138,7 @@ class FakeOrigin:
     async def start(self) -> str:
         self.runner = web.AppRunner(self.app)
         await self.runner.setup()
-        port = free_port()
-        await web.TCPSite(self.runner, "127.0.0.1", port).start()
+        port = await serve_on_free_port(self.runner)
         self.url = f"http://127.0.0.1:{port}"
         return self.url
 
