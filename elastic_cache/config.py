@@ -387,8 +387,10 @@ class CoordinatorSettings:
             hour and the ``max_usd_per_hour`` budget (local nodes cost nothing).
         provisioner: ``local`` processes or ``ec2`` instances.
         admin_token_parameter: SSM parameter (SecureString) holding the cluster token;
-            when set, ``POST`` and ``DELETE`` on ``/v1/cluster/nodes`` need
-            ``Authorization: Bearer TOKEN``. Fetched at start, never written to disk.
+            when set, every route of the coordinator and of its nodes but ``/healthz``
+            (and the dashboard's files) needs ``Authorization: Bearer TOKEN``
+            (`elastic_cache.auth`); EC2 nodes read the same parameter. Fetched at
+            start, never written to disk.
         workers: processes answering the public port (`coordinator.workers`): the
             coordinator itself and ``workers - 1`` that follow its ring; 1 to 64.
         request_budget: seconds a routed request waits for its node before it is

@@ -119,6 +119,8 @@ async def _start_local_s3(port: int, bucket: str) -> asyncio.subprocess.Process:
 
 def _banner(settings: ClusterSettings, url: str, coord: Coordinator, demo: bool) -> str:
     nodes = settings.nodes
+    # With a token, the examples read it from the environment: it is not printed.
+    auth = "" if coord.guard is None else '-H "Authorization: Bearer $ECACHE_TOKEN" '
     lines = [
         "elastic-cache is running",
         f"  coordinator  {url}   ({len(coord.cluster.nodes)} node(s), index {nodes.index}, "
@@ -132,14 +134,22 @@ def _banner(settings: ClusterSettings, url: str, coord: Coordinator, demo: bool)
         where = f" at {nodes.s3_endpoint_url}" if nodes.s3_endpoint_url else ""
         lines.append(f"  cold tier    {nodes.tier}{where}")
     lines.append(f"  state        {settings.coordinator.state_dir}/ (node logs in logs/)")
+    if coord.guard is not None:
+        lines.append(
+            "  token        required on every route but /healthz and the dashboard's files "
+            "(export ECACHE_TOKEN=...; the dashboard asks for it)"
+        )
     lines.append("Try:")
     lines.append(
-        f"  curl -X PUT -H 'Content-Type: text/plain' --data-binary 'hello' {url}/v1/kv/greeting"
+        f"  curl -X PUT {auth}-H 'Content-Type: text/plain' --data-binary 'hello' "
+        f"{url}/v1/kv/greeting"
     )
-    lines.append(f"  curl {url}/v1/kv/greeting")
+    lines.append(f"  curl {auth}{url}/v1/kv/greeting")
     if demo:
-        lines.append(f"  curl -i '{url}/v1/svc/{DEMO_ORIGIN}/shoreline?lat=36.6&lon=-121.9&t=3'")
-    lines.append(f"  curl {url}/v1/cluster")
+        lines.append(
+            f"  curl -i {auth}'{url}/v1/svc/{DEMO_ORIGIN}/shoreline?lat=36.6&lon=-121.9&t=3'"
+        )
+    lines.append(f"  curl {auth}{url}/v1/cluster")
     lines.append("Press Ctrl-C to stop (every node stops with it).")
     return "\n".join(lines)
 
@@ -150,6 +160,7 @@ async def run_up(
     demo_origin: bool = True,
     demo_origin_port: int = 8081,
     local_s3_port: int | None = None,
+    token: str | None = None,
 ) -> int:
     """Run until Ctrl-C or SIGTERM; stop every process started on the way out.
 
@@ -159,6 +170,9 @@ async def run_up(
         demo_origin_port: its port.
         local_s3_port: start moto's S3 server on this port for the nodes' ``s3://`` tier
             (``--hybrid`` without a tier of its own).
+        token: the cluster token the coordinator and its nodes require on every
+            route but ``/healthz`` (`elastic_cache.auth`); None: open, as on
+            127.0.0.1 by default.
     """
     proc = None
     s3_proc = None
@@ -172,7 +186,10 @@ async def run_up(
         )
         settings = settings.replace(nodes=nodes)
         provisioner = LocalProvisioner(
-            nodes, log_dir=Path(settings.coordinator.state_dir) / "logs", env=LOCAL_S3_ENV
+            nodes,
+            log_dir=Path(settings.coordinator.state_dir) / "logs",
+            env=LOCAL_S3_ENV,
+            token=token,
         )
     if demo_origin and settings.origin(DEMO_ORIGIN) is None:
         try:
@@ -189,7 +206,7 @@ async def run_up(
             print(_banner(settings, url, coord, proc is not None), flush=True)
             print(json.dumps({"event": "ready", "url": url}), file=sys.stderr, flush=True)
 
-        await serve_coordinator(settings, provisioner=provisioner, on_ready=ready)
+        await serve_coordinator(settings, provisioner=provisioner, on_ready=ready, token=token)
     finally:
         if proc is not None:
             await stop_process(proc)

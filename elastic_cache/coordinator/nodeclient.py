@@ -77,7 +77,9 @@ class HttpNodeClient:
     Args:
         node_id: the node's id.
         address: ``http://host:port``.
-        session: the coordinator's shared session (its connector pools connections).
+        session: the coordinator's shared session (its connector pools connections;
+            its default headers, the cluster token's ``Authorization`` among them, go
+            on the key path's requests too).
         control_timeout: seconds for control requests (stats, ranges); migrations
             streams use ``migration_timeout``.
     """
@@ -99,7 +101,8 @@ class HttpNodeClient:
         host, port = self._base.host, self._base.port
         if not host or port is None:
             raise ConfigError(f"node address {address!r} is not http://host:port")
-        self._pool = ConnectionPool(host, port, timeout=kv_timeout)
+        auth = session.headers.get("Authorization")
+        self._pool = ConnectionPool(host, port, timeout=kv_timeout, authorization=auth)
         self._control = aiohttp.ClientTimeout(total=control_timeout)
         self._migration = aiohttp.ClientTimeout(total=migration_timeout)
         # A large upload takes as long as its sender does; only silence is an error.

@@ -39,6 +39,7 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
+from elastic_cache.auth import TOKEN_ENV, TokenGuard
 from elastic_cache.config import ClusterSettings
 from elastic_cache.coordinator import placement
 from elastic_cache.coordinator.fast import CoordinatorHotRoutes
@@ -47,7 +48,7 @@ from elastic_cache.coordinator.nodeclient import HttpNodeClient
 from elastic_cache.coordinator.origins import ReadThrough
 from elastic_cache.coordinator.rates import RateMeter
 from elastic_cache.coordinator.router import Router
-from elastic_cache.coordinator.service import Coordinator, make_origin_session
+from elastic_cache.coordinator.service import Coordinator, make_origin_session, node_headers
 from elastic_cache.errors import ConfigError
 from elastic_cache.fastpath import FastServer
 from elastic_cache.hashing import make_hasher
@@ -137,8 +138,11 @@ async def start_workers(
     private_dir: str,
     relay_to: str,
     control: str,
+    token: str | None = None,
 ) -> list[asyncio.subprocess.Process]:
-    """Start ``count`` worker processes on ``host:port`` and wait until each listens.
+    """Start ``count`` worker processes on ``host:port`` and wait until each listens;
+    the cluster ``token`` goes in their environment (``$ECACHE_TOKEN``), not on their
+    command line.
 
     Raises:
         ConfigError: a worker did not start (its output is in the message).
@@ -150,6 +154,10 @@ async def start_workers(
     pickler.dump(settings)
     settings_file.write_bytes(pickler_bytes.getvalue())
     os.chmod(settings_file, 0o600)
+    env = dict(os.environ)
+    env.pop(TOKEN_ENV, None)
+    if token is not None:
+        env[TOKEN_ENV] = token
     procs = []
     for index in range(1, count + 1):
         proc = await asyncio.create_subprocess_exec(
@@ -171,6 +179,7 @@ async def start_workers(
             str(index),
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
+            env=env,
         )
         procs.append(proc)
     for proc in procs:
@@ -231,7 +240,13 @@ class WorkerView:
     """The leader's ring and nodes as a worker routes by them (a `RoutingView`), and
     the writes it saw, for the next report (a `WriteObserver`)."""
 
-    def __init__(self, settings: ClusterSettings, control: aiohttp.ClientSession) -> None:
+    def __init__(
+        self,
+        settings: ClusterSettings,
+        control: aiohttp.ClientSession,
+        *,
+        guard: TokenGuard | None = None,
+    ) -> None:
         self.settings = settings
         self.ring = HashRing(make_hasher(settings.nodes.hash))
         self.held: placement.Held = {}
@@ -241,6 +256,7 @@ class WorkerView:
             connector=aiohttp.TCPConnector(limit=256, keepalive_timeout=60),
             timeout=aiohttp.ClientTimeout(total=60),
             auto_decompress=False,
+            headers=node_headers(guard),
         )
         self._refresh: asyncio.Task[bool] | None = None
         self._changed = asyncio.Event()
@@ -360,11 +376,20 @@ class WorkerView:
 
 
 async def serve_worker(
-    settings: ClusterSettings, *, relay_to: str, control: str, host: str, port: int, index: int
+    settings: ClusterSettings,
+    *,
+    relay_to: str,
+    control: str,
+    host: str,
+    port: int,
+    index: int,
+    token: str | None = None,
 ) -> None:
-    """Serve as worker ``index`` until stdin closes (or SIGTERM/SIGINT)."""
+    """Serve as worker ``index`` until stdin closes (or SIGTERM/SIGINT); with the
+    cluster ``token``, require it as the leader does and send it to the nodes."""
+    guard = None if token is None else TokenGuard.for_coordinator(token)
     control_session = aiohttp.ClientSession(connector=aiohttp.UnixConnector(path=control))
-    view = WorkerView(settings, control_session)
+    view = WorkerView(settings, control_session, guard=guard)
     rate = _CountingMeter()
     router = Router(view, view, rate)
     origin_session = make_origin_session()
@@ -373,7 +398,7 @@ async def serve_worker(
     )
     meter = RequestMeter()
     routes = CoordinatorHotRoutes(router, readthrough, meter, settings.nodes.max_value_bytes)
-    server = FastServer(None, routes, relay_to=relay_to)
+    server = FastServer(None, routes, relay_to=relay_to, guard=guard)
     reporter: asyncio.Task[None] | None = None
     try:
         await view.follow()

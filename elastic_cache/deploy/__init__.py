@@ -3,8 +3,9 @@
 `plan` checks and prints what deploy would create (``--dry-run``); `deploy` checks,
 then creates (or finds) a cluster's bucket, package bundle, security groups, IAM roles,
 token and coordinator instance; `destroy` removes them; `status_by_name` shows what AWS
-and the coordinator know. See docs/aws.md for the walk-through, the IAM permissions the
-deploying user needs, and the costs.
+and the coordinator know; `read_cluster_token` reads the token (``ecache token``). See
+docs/aws.md for the walk-through, the IAM permissions the deploying user needs, and the
+costs.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ if TYPE_CHECKING:
     from elastic_cache.deploy.names import ClusterNames
     from elastic_cache.deploy.settings import DeployResult, DeploySettings
     from elastic_cache.deploy.stack import cluster_exists, deploy, destroy, plan
-    from elastic_cache.deploy.status import ClusterNotFound, status_by_name
+    from elastic_cache.deploy.status import ClusterNotFound, read_cluster_token, status_by_name
 
 __all__ = [
     "ClusterNames",
@@ -28,6 +29,7 @@ __all__ = [
     "deploy",
     "destroy",
     "plan",
+    "read_cluster_token",
     "status_by_name",
 ]
 
@@ -42,6 +44,7 @@ __getattr__, __dir__ = lazy_exports(
         "deploy": "elastic_cache.deploy.stack",
         "destroy": "elastic_cache.deploy.stack",
         "plan": "elastic_cache.deploy.stack",
+        "read_cluster_token": "elastic_cache.deploy.status",
         "status_by_name": "elastic_cache.deploy.status",
     },
 )

@@ -297,7 +297,8 @@ def _build(
     )
     new_token = ensure_token(ssm, names, tags=tags, created=created)
     steps.done(
-        f"  token         {names.token_parameter} (SecureString, {'new' if new_token else 'kept'})"
+        f"  token         {names.token_parameter} (SecureString, {'new' if new_token else 'kept'}; "
+        f"ecache token --name {names.cluster} prints it)"
     )
 
     for other in existing[1:]:

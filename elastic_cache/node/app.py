@@ -37,6 +37,7 @@ from collections.abc import AsyncIterator
 
 from aiohttp import web
 
+from elastic_cache.auth import TokenGuard, token_middleware
 from elastic_cache.errors import Conflict, ElasticCacheError, InvalidBody
 from elastic_cache.httpio import (
     STREAM_ABOVE,
@@ -74,12 +75,14 @@ from elastic_cache.openapi.node import node_document
 from elastic_cache.store import Record
 from elastic_cache.tiers.layer import ColdHit, read_chunks
 
-__all__ = ["METER", "SERVICE", "make_node_app"]
+__all__ = ["GUARD", "METER", "SERVICE", "make_node_app"]
 
 SERVICE: web.AppKey[NodeService] = web.AppKey("service", NodeService)
 MAX_VALUE: web.AppKey[int] = web.AppKey("max_value", int)
 FRAME_BUFFERS: web.AppKey[BufferPool] = web.AppKey("frame_buffers", BufferPool)
 METER: web.AppKey[RequestMeter] = web.AppKey("meter", RequestMeter)
+#: The token check of the app (None: none), for the lean layer in front of it.
+GUARD: web.AppKey[TokenGuard | None] = web.AppKey("guard")
 
 #: Largest migration frame accepted.
 MAX_FRAME_BYTES = 256 * 1024 * 1024
@@ -352,7 +355,11 @@ async def _expiry_loop(service: NodeService, period: float) -> None:
 
 
 def make_node_app(
-    service: NodeService, *, max_value_bytes: int, expiry_period: float = 1.0
+    service: NodeService,
+    *,
+    max_value_bytes: int,
+    expiry_period: float = 1.0,
+    token: str | None = None,
 ) -> web.Application:
     """The aiohttp application of one node.
 
@@ -360,12 +367,21 @@ def make_node_app(
         service: the node's state and operations.
         max_value_bytes: largest value a PUT may carry (413 past it).
         expiry_period: seconds between sweeps of expired records.
+        token: the cluster token every route but ``/healthz`` requires
+            (`elastic_cache.auth`); None: none is checked. ``app[GUARD]`` holds it for
+            the lean layer in front.
     """
     # No error middleware: every route is `metered`, which turns errors into JSON.
     # Request lines up to 64 KiB reach the handlers (as on the coordinator), so a key too
     # long once percent-encoded is a JSON ``400 bad_key``, not aiohttp's bare 400 for
     # lines past 8 KiB (a 1,025-character key can take 12 KiB).
-    app = web.Application(client_max_size=MAX_FRAME_BYTES, handler_args={"max_line_size": 65536})
+    guard = None if token is None else TokenGuard.for_node(token)
+    app = web.Application(
+        client_max_size=MAX_FRAME_BYTES,
+        handler_args={"max_line_size": 65536},
+        middlewares=[] if guard is None else [token_middleware(guard)],
+    )
+    app[GUARD] = guard
     app[SERVICE] = service
     app[MAX_VALUE] = max_value_bytes
     app[FRAME_BUFFERS] = BufferPool()

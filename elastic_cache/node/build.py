@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 
@@ -25,6 +26,7 @@ def build_node_service(
     clock: Callable[[], float] = time.monotonic,
     tier: ColdTier | None = None,
     wall_clock: Callable[[], float] = time.time,
+    token: str | None = None,
 ) -> NodeService:
     """A node service built from settings, reaching its peers over HTTP.
 
@@ -35,6 +37,7 @@ def build_node_service(
         tier: the cold tier; default the one ``settings.tier`` names (an S3 tier then
             gets a boto3 client from the default credential chain), or none.
         wall_clock: seconds since the epoch (cold values' expiry).
+        token: the cluster token, sent to migration peers (`HttpPeerLink`).
     """
     hasher = make_hasher(settings.hash)
     index = make_index(settings.index, sizeof=record_size, hasher=hasher)
@@ -57,7 +60,7 @@ def build_node_service(
         store=store,
         cold=cold,
         hasher=hasher,
-        peer_factory=HttpPeerLink,
+        peer_factory=functools.partial(HttpPeerLink, token=token),
         batch_records=settings.migration_batch_records,
         parallel=settings.migration_parallel,
         max_rate=settings.migration_max_rate,
