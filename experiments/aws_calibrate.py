@@ -270,7 +270,11 @@ def calibrate(
     s3 = s3_client(session, plan.region)
     try:
         names = ClusterNames(cluster=plan.run_id, account=identity(session), region=plan.region)
-        out(f"run {plan.run_id}: creating bucket {names.bucket}")
+        out(
+            f"run {plan.run_id}: creating bucket {names.bucket} (if this run is killed, "
+            f"python -m experiments.aws_calibrate --destroy {plan.run_id} "
+            f"--region {plan.region} deletes what it left)"
+        )
         bucket = ensure_bucket(s3, names, created=created)
         expires = min(604800, int(plan.timeout * 2 + 3600))
 
@@ -308,7 +312,10 @@ def calibrate(
             clock=clock,
         )
         for line in left:
-            out(f"NOT DELETED: {line}  (python -m experiments.aws_calibrate --destroy ...)")
+            out(
+                f"NOT DELETED: {line} (python -m experiments.aws_calibrate --destroy "
+                f"{plan.run_id} --region {plan.region})"
+            )
 
 
 def _launch_all(
