@@ -297,7 +297,8 @@ def cmd_coordinator(args: argparse.Namespace) -> int:
     settings = _cluster_settings(args)
     session = None
     on_aws = settings.coordinator.provisioner is ProvisionerKind.EC2
-    if on_aws or settings.coordinator.admin_token_parameter is not None:
+    coord = settings.coordinator
+    if on_aws or coord.admin_token_parameter is not None or coord.state_s3 is not None:
         session = _boto_session(settings.ec2.region if settings.ec2 is not None else None)
 
     def ready(coord: object, url: str) -> None:

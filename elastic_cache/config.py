@@ -83,6 +83,7 @@ __all__ = [
     "ReplicationSettings",
     "ScalerSettings",
     "check_tags",
+    "parse_state_s3",
     "parse_tag",
 ]
 
@@ -398,6 +399,10 @@ class CoordinatorSettings:
         suspect_grace: seconds a node whose process or instance still runs may stay
             unresponsive before it is declared dead (a pause, a long collection or a
             stalled disk is not a death).
+        state_s3: ``s3://bucket/key`` of a copy of the cluster state, kept beside the
+            file in ``state_dir`` (None: the file only). A coordinator with no file (a
+            replacement instance) resumes the cluster from it instead of starting
+            afresh; ``ecache deploy`` sets it to the deployment's bucket.
     """
 
     host: str = "127.0.0.1"
@@ -411,9 +416,12 @@ class CoordinatorSettings:
     workers: int = 1
     request_budget: float = 5.0
     suspect_grace: float = 120.0
+    state_s3: str | None = None
 
     def __post_init__(self) -> None:
         _check_host("coordinator host", self.host)
+        if self.state_s3 is not None:
+            parse_state_s3(self.state_s3)
         _check_port("coordinator port", self.port)
         if not self.state_dir:
             raise ConfigError("state_dir must not be empty")
@@ -545,6 +553,20 @@ def check_tags(name: str, tags: tuple[str, ...]) -> dict[str, str]:
     if len(parsed) > MAX_USER_TAGS:
         raise ConfigError(f"{name}: at most {MAX_USER_TAGS} tags, got {len(parsed)}")
     return parsed
+
+
+def parse_state_s3(url: str) -> tuple[str, str]:
+    """``s3://bucket/key`` as ``(bucket, key)``.
+
+    Raises:
+        ConfigError: not an ``s3://`` URL with a bucket and a key.
+    """
+    if not isinstance(url, str) or not url.startswith("s3://"):
+        raise ConfigError(f"coordinator.state_s3 must be s3://bucket/key, got {url!r}")
+    bucket, _, key = url[len("s3://") :].partition("/")
+    if not bucket or not key or key.endswith("/"):
+        raise ConfigError(f"coordinator.state_s3 must name a bucket and a key, got {url!r}")
+    return bucket, key
 
 
 def _check_ssm_name(name: str, value: str) -> None:

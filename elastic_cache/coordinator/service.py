@@ -21,6 +21,7 @@ from elastic_cache.coordinator.origins import ReadThrough
 from elastic_cache.coordinator.rates import RateMeter
 from elastic_cache.coordinator.router import Router
 from elastic_cache.coordinator.scaler import Scaler
+from elastic_cache.coordinator.statestore import StateStore
 from elastic_cache.cost import instance_price
 from elastic_cache.dashboard.history import ClusterHistory
 from elastic_cache.errors import ElasticCacheError
@@ -74,6 +75,8 @@ class Coordinator:
         clock: seconds, monotonic (paces the termination retries).
         token: the cluster token (`elastic_cache.auth`): required on every route of
             the coordinator's edges, and sent to the nodes; None: none.
+        state_store: where the state is persisted instead of ``state_path`` alone (the
+            file and S3 on EC2; `elastic_cache.coordinator.statestore`).
     """
 
     def __init__(
@@ -87,6 +90,7 @@ class Coordinator:
         termination_retry: float = 30.0,
         clock: Callable[[], float] = time.monotonic,
         token: str | None = None,
+        state_store: StateStore | None = None,
     ) -> None:
         self.settings = settings
         self.guard = None if token is None else TokenGuard.for_coordinator(token)
@@ -109,6 +113,7 @@ class Coordinator:
             MeteredProvisioner(provisioner, self.metrics),
             self._client_for,
             state_path=state_path,
+            state_store=state_store,
         )
         self.cluster.events.listeners.append(self.metrics.on_event)
         self.rate = RateMeter(settings.scaler.rate_half_life)
