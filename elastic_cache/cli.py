@@ -537,6 +537,7 @@ def cmd_deploy(args: argparse.Namespace) -> int:
         tags=tuple(args.tag or ()),
         demoted_expiry_days=args.expire_demoted_days,
         replication=args.replication,
+        spot=args.spot,
     )
     if args.dry_run:
         plan(settings, session=session)
@@ -838,6 +839,13 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="place each new node in the availability zone with the fewest nodes (default "
         "off: the first subnet with capacity; spreading adds cross-zone transfer charges)",
+    )
+    dep.add_argument(
+        "--spot",
+        action="store_true",
+        help="launch the nodes (never the coordinator) as Spot instances, on-demand when "
+        "Spot has no capacity; a node given its interruption notice is drained first "
+        "(default off)",
     )
     dep.add_argument(
         "--tag",

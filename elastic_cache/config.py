@@ -62,6 +62,7 @@ from urllib.parse import urlsplit
 # because settings name them.
 from elastic_cache.capacity import CapacityUnit, OnColdFull, OnFull
 from elastic_cache.cost import PriceTable, price_table
+from elastic_cache.cost.spot import SPOT_PRICE_FRACTION
 from elastic_cache.errors import ConfigError
 from elastic_cache.hashing import make_hasher
 from elastic_cache.indexes import parse_index_spec
@@ -612,6 +613,13 @@ class Ec2Settings:
             capacity.
         tags: the user's tags (``KEY=VALUE``, `parse_tag`) on every node instance and
             volume, beside the cluster's own.
+        spot: launch nodes as Spot instances, falling back to on-demand when Spot has
+            no capacity or its price is refused; a node given its two-minute
+            interruption notice is drained (docs/aws.md, "Spot nodes").
+        spot_price_fraction: the share of the on-demand price a Spot node is assumed to
+            cost, in the live cost per hour (`elastic_cache.cost.spot`).
+        spot_poll_interval: seconds between the coordinator's looks for interruption
+            notices of its Spot nodes.
     """
 
     cluster: str
@@ -632,10 +640,21 @@ class Ec2Settings:
     root_volume_gb: int = 8
     az_spread: bool = False
     tags: tuple[str, ...] = ()
+    spot: bool = False
+    spot_price_fraction: float = SPOT_PRICE_FRACTION
+    spot_poll_interval: float = 5.0
 
     def __post_init__(self) -> None:
         check_cluster_name(self.cluster)
         check_tags("ec2.tags", self.tags)
+        if not isinstance(self.spot, bool):
+            raise ConfigError(f"ec2.spot must be true or false, got {self.spot!r}")
+        fraction = self.spot_price_fraction
+        if isinstance(fraction, bool) or not isinstance(fraction, int | float):
+            raise ConfigError(f"ec2.spot_price_fraction must be a number, got {fraction!r}")
+        if not 0 < fraction <= 1:
+            raise ConfigError(f"ec2.spot_price_fraction must be in (0, 1], got {fraction!r}")
+        _positive("ec2.spot_poll_interval", self.spot_poll_interval)
         if not isinstance(self.region, str) or not re.match(
             r"^[a-z]{2}(-[a-z]+)+-\d$", self.region
         ):
