@@ -102,18 +102,22 @@ class SpotDrain:
     async def _drain(self, node_id: str) -> None:
         try:
             await self._remove(node_id)
-            self.cluster.events.add(
-                "spot_drained", f"{node_id} drained before its interruption", node=node_id
-            )
-            await self._refill()
         except ElasticCacheError as exc:
             # Already gone (declared dead, removed by the scaler) or a move abandoned:
             # the death path covers what is left.
             self.cluster.events.add(
                 "spot_drain_failed", f"{node_id}: drain stopped: {exc}", node=node_id
             )
+        else:
+            self.cluster.events.add(
+                "spot_drained", f"{node_id} drained before its interruption", node=node_id
+            )
         finally:
             self.draining.pop(node_id, None)
+        try:
+            await self._refill()
+        except ElasticCacheError as exc:
+            self.cluster.events.add("spot_replace_failed", f"replacing {node_id}: {exc}")
 
     async def _refill(self) -> None:
         """Launch a replacement when the cluster is below its floor."""

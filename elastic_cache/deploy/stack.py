@@ -163,6 +163,8 @@ def plan(settings: DeploySettings, *, session: Any, out: Out = print) -> Preflig
         settings, names, checked, ec2=c["ec2"], ssm=c["ssm"], iam=c["iam"], s3=c["s3"]
     ):
         out(line)
+        if line.startswith("  coordinator "):
+            out(endpoint_plan_line(c["ec2"], names))
     if settings.spot:
         out(spot_cost_line(settings, checked))
     out("dry run: nothing was created")
@@ -428,6 +430,18 @@ def _build(
         security_groups=groups,
         healthy=ok,
     )
+
+
+def endpoint_plan_line(ec2: Any, names: ClusterNames) -> str:
+    """The plan's line for the coordinator's Elastic IP and recovery alarms."""
+    found = find_addresses(ec2, names)
+    alarms = ", ".join(alarm_names(names))
+    if found:
+        return (
+            f"  endpoint      Elastic IP {found[0].get('PublicIp')} "
+            f"({found[0].get('AllocationId')}): exists, kept; alarms {alarms}: set"
+        )
+    return f"  endpoint      Elastic IP: create; alarms {alarms}: set"
 
 
 def spot_cost_line(settings: DeploySettings, checked: Preflight) -> str:
