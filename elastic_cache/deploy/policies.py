@@ -156,7 +156,7 @@ def coordinator_policy(
                 ],
                 "Resource": "*",
             },
-            *([_spot_service_role(names)] if spot else []),
+            *(_spot_statements(names) if spot else []),
             {
                 "Sid": "PassOnlyTheNodeRole",
                 "Effect": "Allow",
@@ -191,19 +191,29 @@ def coordinator_policy(
     }
 
 
-def _spot_service_role(names: ClusterNames) -> dict[str, Any]:
-    """EC2 launches Spot instances through the AWSServiceRoleForEC2Spot role, which the
-    first Spot launch in an account creates: that one role, for that service only."""
-    return {
-        "Sid": "CreateTheSpotServiceRole",
+def _spot_statements(names: ClusterNames) -> list[dict[str, Any]]:
+    """A Spot launch is also a Spot request (a resource of ``RunInstances``), and EC2
+    launches it through the AWSServiceRoleForEC2Spot role, which the first Spot launch in
+    an account creates: that one role, for that service only."""
+    request = {
+        "Sid": "RunSpotRequests",
         "Effect": "Allow",
-        "Action": "iam:CreateServiceLinkedRole",
-        "Resource": (
-            f"arn:aws:iam::{names.account}:role/aws-service-role/spot.amazonaws.com/"
-            "AWSServiceRoleForEC2Spot"
-        ),
-        "Condition": {"StringLike": {"iam:AWSServiceName": "spot.amazonaws.com"}},
+        "Action": "ec2:RunInstances",
+        "Resource": names.ec2_arn("spot-instances-request/*"),
     }
+    return [
+        request,
+        {
+            "Sid": "CreateTheSpotServiceRole",
+            "Effect": "Allow",
+            "Action": "iam:CreateServiceLinkedRole",
+            "Resource": (
+                f"arn:aws:iam::{names.account}:role/aws-service-role/spot.amazonaws.com/"
+                "AWSServiceRoleForEC2Spot"
+            ),
+            "Condition": {"StringLike": {"iam:AWSServiceName": "spot.amazonaws.com"}},
+        },
+    ]
 
 
 def node_policy(names: ClusterNames) -> Policy:

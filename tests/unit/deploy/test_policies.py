@@ -101,7 +101,7 @@ def test_the_coordinator_launches_only_the_configured_types_with_imdsv2() -> Non
         "aws:RequestTag/ecache:role",
     }
     # Without Spot: no Spot permissions.
-    assert "CreateTheSpotServiceRole" not in by_sid
+    assert "CreateTheSpotServiceRole" not in by_sid and "RunSpotRequests" not in by_sid
     assert "ec2:DescribeSpotInstanceRequests" not in by_sid["Describe"]["Action"]
 
 
@@ -113,5 +113,8 @@ def test_spot_adds_the_service_role_and_the_request_statuses_only() -> None:
     assert role["Action"] == "iam:CreateServiceLinkedRole"
     assert role["Resource"].endswith("spot.amazonaws.com/AWSServiceRoleForEC2Spot")
     assert role["Condition"] == {"StringLike": {"iam:AWSServiceName": "spot.amazonaws.com"}}
+    assert resources(by_sid["RunSpotRequests"]) == [
+        "arn:aws:ec2:eu-west-1:123456789012:spot-instances-request/*"
+    ]
     # The state object, for a replacement coordinator.
     assert resources(by_sid["ClusterStateObject"]) == [f"{NAMES.bucket_arn}/demo/state/*"]
