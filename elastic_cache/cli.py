@@ -272,6 +272,17 @@ def cmd_worker(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_supervised_coordinator(args: argparse.Namespace) -> int:
+    import pickle
+
+    from elastic_cache.supervisor import serve_supervised_coordinator
+
+    # Written by this program's supervisor (``ecache up``), in its private directory (0700).
+    settings = pickle.loads(Path(args.settings).read_bytes())
+    eventloop.run(serve_supervised_coordinator(settings, control=args.control))
+    return 0
+
+
 def _add_workers(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--workers",
@@ -617,6 +628,12 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument("--port", type=int, required=True)
     worker.add_argument("--index", type=int, required=True)
     worker.set_defaults(func=cmd_worker)
+
+    # Started by ``ecache up``'s supervisor (elastic_cache.supervisor).
+    supervised = sub.add_parser("supervised-coordinator", help=argparse.SUPPRESS)
+    supervised.add_argument("--settings", required=True)
+    supervised.add_argument("--control", required=True)
+    supervised.set_defaults(func=cmd_supervised_coordinator)
 
     status = sub.add_parser("status", help="show a running cluster: nodes, fill, epoch, cost")
     where = status.add_mutually_exclusive_group()
