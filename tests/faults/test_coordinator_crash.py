@@ -29,6 +29,7 @@ import pytest
 
 from elastic_cache.client import AsyncClient
 from elastic_cache.errors import ElasticCacheError
+from elastic_cache.ring import HashRing
 
 from ..checked_load import CheckedLoad
 
@@ -311,4 +312,42 @@ async def test_sigkill_of_the_coordinator_mid_move_keeps_every_record_and_frees_
             view = await client.cluster()
             assert len(view["nodes"]) == 3
             assert any(m["state"] == "done" for m in view["migrations"])
+            assert await read_all(client, values) == []
+
+
+async def test_a_node_that_dies_with_the_coordinator_costs_only_its_own_records(
+    tmp_path: Path,
+) -> None:
+    """A node and the coordinator SIGKILLed together: the restarted coordinator adopts
+    the two survivors with their records (it used to start afresh, empty, when any node
+    of its state was gone) and drops the dead node as it would any other."""
+    async with ecache_up(tmp_path / "state") as up:
+        ready = await up.event("ready", 60)
+        url, coordinator = str(ready["url"]), int(ready["coordinator_pid"])
+        async with AsyncClient(url, timeout=10, retries=2) as client:
+            values = {f"k{i}": f"value-{i}".encode() for i in range(600)}
+            keys = list(values)
+            for i in range(0, len(keys), 100):
+                await asyncio.gather(*(client.put(k, values[k]) for k in keys[i : i + 100]))
+            view = await client.cluster()
+            ring = HashRing.from_dict(view["ring"])
+            victim = view["nodes"][0]
+            os.kill(int(victim["ref"]), signal.SIGKILL)
+            os.kill(coordinator, signal.SIGKILL)
+            await up.event("coordinator_restarted", RESTART_DEADLINE)
+
+            kept = {k: v for k, v in values.items() if ring.lookup(k).node != victim["id"]}
+            assert 0 < len(kept) < len(values)
+            assert await read_all(client, kept) == []
+            for _ in range(150):  # the poll declares it dead after 3 missed polls
+                view = await client.cluster()
+                if victim["id"] not in {n["id"] for n in view["nodes"]}:
+                    break
+                await asyncio.sleep(0.1)
+            else:
+                pytest.fail(f"{victim['id']} was not dropped: {view['nodes']}")
+            assert len(view["nodes"]) == 2
+            assert await read_all(client, kept) == []
+            for i in range(0, len(keys), 100):  # its keys have owners again
+                await asyncio.gather(*(client.put(k, values[k]) for k in keys[i : i + 100]))
             assert await read_all(client, values) == []
