@@ -185,7 +185,7 @@ async def wait_until(predicate: Callable[[], bool], timeout: float) -> bool:
 
 
 async def test_sigkill_of_the_coordinator_loses_nothing_and_smart_clients_go_on(
-    tmp_path: Path, record_property: Callable[[str, object], None]
+    tmp_path: Path, record_property: Callable[[str, object], None], fault_results: list[str]
 ) -> None:
     async with ecache_up(tmp_path / "state") as up:
         ready = await up.event("ready", 60)
@@ -229,8 +229,8 @@ async def test_sigkill_of_the_coordinator_loses_nothing_and_smart_clients_go_on(
                 await asyncio.wait_for(asyncio.gather(*tasks), 30)
 
             gap = max(t.longest_gap(killed_at) for t in traffic)
-            print(
-                f"\ncoordinator SIGKILLed: restarted in {restarted['down_seconds']:.2f}s "
+            fault_results.append(
+                f"coordinator SIGKILLed: restarted in {restarted['down_seconds']:.2f}s "
                 f"(supervisor's view); {gap:.2f}s without a routed answer (goal <= 5 s); "
                 f"the smart client made {direct_ops_during} operations meanwhile, 0 errors"
             )
