@@ -249,7 +249,8 @@ class Supervisor:
 
     async def _supervise(self, stop: asyncio.Event) -> int:
         stopping = asyncio.ensure_future(stop.wait())
-        died_at: float | None = None
+        served = False
+        down_since: float | None = None  # when the last coordinator that served died
         try:
             while True:
                 self.generation += 1
@@ -262,7 +263,8 @@ class Supervisor:
                     first: set[asyncio.Future[Any]] = {ready, exited, stopping}
                     await asyncio.wait(first, return_when=asyncio.FIRST_COMPLETED)
                     if ready.done() and not ready.cancelled():
-                        self._serving(ready.result(), proc, died_at)
+                        self._serving(ready.result(), proc, down_since)
+                        served, down_since = True, None
                         then: set[asyncio.Future[Any]] = {exited, stopping}
                         await asyncio.wait(then, return_when=asyncio.FIRST_COMPLETED)
                     if stopping.done():
@@ -273,7 +275,9 @@ class Supervisor:
                         task.cancel()
                     ready.cancel()
                 died_at = self._clock()
-                if self.generation == 1 and not (ready.done() and not ready.cancelled()):
+                if down_since is None:
+                    down_since = died_at
+                if not served:
                     raise ConfigError(
                         f"the coordinator exited with status {proc.returncode} before it "
                         "served (its error is above)"
@@ -300,10 +304,10 @@ class Supervisor:
             stopping.cancel()
 
     def _serving(
-        self, report: dict[str, Any], proc: asyncio.subprocess.Process, died_at: float | None
+        self, report: dict[str, Any], proc: asyncio.subprocess.Process, down_since: float | None
     ) -> None:
         report = {**report, "pid": proc.pid}
-        if died_at is None:
+        if down_since is None:
             # The port it bound (``--port 0``: a free one) is the port of every restart.
             port = int(report.get("port", self.settings.coordinator.port))
             coordinator = dataclasses.replace(self.settings.coordinator, port=port)
@@ -312,7 +316,7 @@ class Supervisor:
                 self.on_ready(report)
             return
         self.restarts += 1
-        report["down_seconds"] = round(self._clock() - died_at, 3)
+        report["down_seconds"] = round(self._clock() - down_since, 3)
         log.warning("coordinator restarted (pid %d) after %.2fs", proc.pid, report["down_seconds"])
         if self.on_restart is not None:
             self.on_restart(report)

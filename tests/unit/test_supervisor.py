@@ -1,11 +1,14 @@
-"""`RestartPolicy`, and the supervisor's control socket spoken to by the coordinator's
-`SupervisedProvisioner` (the node processes replaced by a fake; the real ones are in
-tests/faults/test_coordinator_crash.py)."""
+"""`RestartPolicy`; the supervisor's control socket spoken to by the coordinator's
+`SupervisedProvisioner` (the node processes replaced by a fake); and its restart loop
+with a scripted stand-in for the coordinator process. The real processes are in
+tests/faults/test_coordinator_crash.py."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import shutil
+import sys
 import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -14,7 +17,7 @@ import pytest
 from aiohttp import web
 
 from elastic_cache.config import ClusterSettings
-from elastic_cache.errors import ProvisionError
+from elastic_cache.errors import ConfigError, ProvisionError
 from elastic_cache.provisioner.base import NodeHandle
 from elastic_cache.provisioner.supervised import SupervisedProvisioner
 from elastic_cache.supervisor import RestartPolicy, Supervisor
@@ -155,3 +158,83 @@ async def test_no_supervisor_is_a_provision_error(tmp_path: Path) -> None:
             await provisioner.list()
     finally:
         await provisioner.close()
+
+
+#: A stand-in coordinator process: argv[1] says how this life goes.
+FAKE_COORDINATOR = """
+import json, sys
+mode = sys.argv[1]
+if mode == "fail":
+    sys.exit(2)
+print(json.dumps({"event": "ready", "url": "http://127.0.0.1:9", "port": 9, "nodes": 0}))
+sys.stdout.flush()
+if mode == "crash":
+    sys.exit(3)
+sys.stdin.read()  # serve until the supervisor goes
+"""
+
+
+class ScriptedSupervisor(Supervisor):
+    """Runs `FAKE_COORDINATOR` instead of the coordinator, one mode per life (the last
+    one repeats)."""
+
+    def __init__(self, lives: list[str], policy: RestartPolicy) -> None:
+        self.ready: list[dict[str, object]] = []
+        self.restarted: list[dict[str, object]] = []
+        super().__init__(
+            ClusterSettings.from_mapping({}),
+            policy=policy,
+            on_ready=self.ready.append,
+            on_restart=self.restarted.append,
+        )
+        self.lives = lives
+        self.pids: list[int] = []
+
+    async def _spawn(self) -> asyncio.subprocess.Process:
+        mode = self.lives[min(self.generation - 1, len(self.lives) - 1)]
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-c",
+            FAKE_COORDINATOR,
+            mode,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+        )
+        self.pids.append(proc.pid)
+        return proc
+
+
+def fast(limit: int = 2) -> RestartPolicy:
+    return RestartPolicy(initial=0.01, maximum=0.02, limit=limit)
+
+
+async def test_a_coordinator_that_never_serves_fails_ecache_up() -> None:
+    supervisor = ScriptedSupervisor(["fail"], fast())
+    with pytest.raises(ConfigError, match="status 2 before it served"):
+        await supervisor.run(asyncio.Event())
+    assert supervisor.ready == []
+
+
+async def test_crashes_are_restarted_and_stop_ends_the_serving_one() -> None:
+    supervisor = ScriptedSupervisor(["crash", "fail", "crash", "serve"], fast(limit=3))
+    stop = asyncio.Event()
+    running = asyncio.create_task(supervisor.run(stop))
+    for _ in range(200):
+        if len(supervisor.restarted) == 2:
+            break
+        await asyncio.sleep(0.05)
+    assert [r["pid"] for r in supervisor.ready] == supervisor.pids[:1]
+    # The second life failed before it served: the third's report counts its down time
+    # from the first's death; the fourth serves until stopped.
+    assert [r["pid"] for r in supervisor.restarted] == supervisor.pids[2:4]
+    assert all(float(r["down_seconds"]) > 0 for r in supervisor.restarted)  # type: ignore[arg-type]
+    assert supervisor.settings.coordinator.port == 9  # restarts keep the port it bound
+    stop.set()
+    assert await asyncio.wait_for(running, 10) == 0
+    assert supervisor.coordinator is not None and supervisor.coordinator.returncode is not None
+
+
+async def test_gives_up_after_the_policy_limit() -> None:
+    supervisor = ScriptedSupervisor(["crash"], fast())
+    assert await asyncio.wait_for(supervisor.run(asyncio.Event()), 20) == 1
+    assert len(supervisor.pids) == 3  # the first life and two restarts
