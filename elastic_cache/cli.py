@@ -817,6 +817,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--delay", type=float, default=0.0, help="extra seconds of latency per request"
     )
     origin.set_defaults(func=cmd_demo_origin)
+    # argparse lists a sub-command added with help=SUPPRESS as "==SUPPRESS==" instead of
+    # hiding it (CPython issue 22848): drop the internal ones from the listing.
+    sub._choices_actions = [a for a in sub._choices_actions if a.help != argparse.SUPPRESS]
     return parser
 
 
