@@ -3,7 +3,8 @@
 The data plane outlives the control plane. The supervisor starts node processes when the
 coordinator asks for them (over a private Unix socket; `SupervisedProvisioner` is the
 coordinator's side), runs the coordinator as a child process of its own, and restarts the
-coordinator when it dies, with a bounded back-off (`RestartPolicy`). The restarted
+coordinator when it dies (or hangs: it checks ``/healthz``), with a bounded back-off
+(`RestartPolicy`). The restarted
 coordinator resumes the ring and re-adopts the running nodes from its persisted state
 (``state_dir/cluster.json``); the nodes never noticed, and smart clients (``direct=True``)
 with a cached ring kept talking to them meanwhile.
@@ -32,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 from aiohttp import web
 
 from elastic_cache.config import ClusterSettings
@@ -46,6 +48,9 @@ log = logging.getLogger("elastic_cache.supervisor")
 
 #: Seconds the coordinator has to stop on SIGTERM before it is SIGKILLed.
 COORDINATOR_GRACE = 10.0
+
+#: Seconds between the supervisor's liveness checks of the coordinator (``/healthz``).
+HEALTH_PERIOD = 1.0
 
 
 @dataclass(slots=True, kw_only=True)
@@ -112,6 +117,9 @@ class Supervisor:
             ``pid``) when it first serves.
         on_restart: called with the same report, plus ``down_seconds`` (from the death
             noticed to serving again), after each restart.
+        hang_timeout: seconds without an answer to ``/healthz`` after which a serving
+            coordinator counts as hung: it is SIGKILLed, and restarted like a crashed one
+            (a restart costs no data; a hung coordinator answers nobody).
         clock: seconds, monotonic.
     """
 
@@ -123,14 +131,18 @@ class Supervisor:
         policy: RestartPolicy | None = None,
         on_ready: ReadyCallback | None = None,
         on_restart: ReadyCallback | None = None,
+        hang_timeout: float = 30.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        if hang_timeout <= 0:
+            raise ValueError(f"hang_timeout must be positive, got {hang_timeout}")
         self.settings = settings
         state_dir = Path(settings.coordinator.state_dir)
         self.nodes = LocalProvisioner(settings.nodes, log_dir=state_dir / "logs", env=env)
         self.policy = policy or RestartPolicy()
         self.on_ready = on_ready
         self.on_restart = on_restart
+        self.hang_timeout = hang_timeout
         self._clock = clock
         #: Which coordinator life this is (1: the first); a launch asked for by an
         #: earlier life that ends after a restart is undone (no member would own it).
@@ -265,8 +277,12 @@ class Supervisor:
                     if ready.done() and not ready.cancelled():
                         self._serving(ready.result(), proc, down_since)
                         served, down_since = True, None
+                        watch = asyncio.ensure_future(self._watch(str(ready.result()["url"]), proc))
                         then: set[asyncio.Future[Any]] = {exited, stopping}
-                        await asyncio.wait(then, return_when=asyncio.FIRST_COMPLETED)
+                        try:
+                            await asyncio.wait(then, return_when=asyncio.FIRST_COMPLETED)
+                        finally:
+                            watch.cancel()
                     if stopping.done():
                         return 0
                     await exited
@@ -302,6 +318,27 @@ class Supervisor:
                     return 0
         finally:
             stopping.cancel()
+
+    async def _watch(self, url: str, proc: asyncio.subprocess.Process) -> None:
+        """SIGKILL the coordinator once ``/healthz`` has not answered 200 for
+        `hang_timeout` seconds; the supervision loop then restarts it."""
+        timeout = aiohttp.ClientTimeout(total=min(2.0, self.hang_timeout))
+        answered = self._clock()
+        async with aiohttp.ClientSession(timeout=timeout) as http:
+            while proc.returncode is None:
+                await asyncio.sleep(min(HEALTH_PERIOD, self.hang_timeout / 2))
+                with contextlib.suppress(aiohttp.ClientError, TimeoutError):
+                    async with http.get(f"{url}/healthz") as resp:
+                        if resp.status == 200:
+                            answered = self._clock()
+                            continue
+                silent = self._clock() - answered
+                if silent >= self.hang_timeout:
+                    log.error("the coordinator (pid %d) did not answer for %.1fs", proc.pid, silent)
+                    _event("coordinator_hung", pid=proc.pid, silent_seconds=round(silent, 3))
+                    with contextlib.suppress(ProcessLookupError):
+                        proc.kill()
+                    return
 
     def _serving(
         self, report: dict[str, Any], proc: asyncio.subprocess.Process, down_since: float | None

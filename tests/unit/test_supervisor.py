@@ -178,7 +178,7 @@ class ScriptedSupervisor(Supervisor):
     """Runs `FAKE_COORDINATOR` instead of the coordinator, one mode per life (the last
     one repeats)."""
 
-    def __init__(self, lives: list[str], policy: RestartPolicy) -> None:
+    def __init__(self, lives: list[str], policy: RestartPolicy, hang_timeout: float = 30) -> None:
         self.ready: list[dict[str, object]] = []
         self.restarted: list[dict[str, object]] = []
         super().__init__(
@@ -186,6 +186,7 @@ class ScriptedSupervisor(Supervisor):
             policy=policy,
             on_ready=self.ready.append,
             on_restart=self.restarted.append,
+            hang_timeout=hang_timeout,
         )
         self.lives = lives
         self.pids: list[int] = []
@@ -238,3 +239,18 @@ async def test_gives_up_after_the_policy_limit() -> None:
     supervisor = ScriptedSupervisor(["crash"], fast())
     assert await asyncio.wait_for(supervisor.run(asyncio.Event()), 20) == 1
     assert len(supervisor.pids) == 3  # the first life and two restarts
+
+
+async def test_a_hung_coordinator_is_killed_and_restarted(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # The stand-in says it is ready but never answers /healthz: hung, each life.
+    supervisor = ScriptedSupervisor(["serve"], fast(limit=1), hang_timeout=0.3)
+    assert await asyncio.wait_for(supervisor.run(asyncio.Event()), 20) == 1
+    assert len(supervisor.pids) == 2 and len(supervisor.restarted) == 1
+    assert capsys.readouterr().err.count('"event": "coordinator_hung"') == 2
+
+
+def test_hang_timeout_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="hang_timeout"):
+        Supervisor(ClusterSettings.from_mapping({}), hang_timeout=0)
