@@ -125,8 +125,12 @@ async def ecache_up(state_dir: Path, *args: str) -> AsyncIterator[UpProcess]:
         yield up
     finally:
         if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
+            proc.terminate()  # a clean stop: it removes its private directory too
+            try:
+                await asyncio.wait_for(proc.wait(), 20)
+            except TimeoutError:
+                proc.kill()
+                await proc.wait()
         reader.cancel()
 
 
