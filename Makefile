@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-dev
 
-.PHONY: install run test lint bench bench-peers clean browser cache-tests experiments experiments-quick
+.PHONY: install run test lint bench bench-peers bench-faults clean browser cache-tests experiments experiments-quick
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -19,6 +19,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check elastic_cache tests benchmarks experiments
 	$(BIN)/ruff format --check elastic_cache tests benchmarks experiments
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 # The browser test (tests/e2e) drives Debian's chromium; install it when we can (root and
 # apt-get), otherwise say so: the test then skips with that reason.
@@ -110,6 +111,20 @@ bench-peers: $(STAMP)
 	done
 	PATH="$$PATH:/usr/sbin:/sbin" $(BIN)/python benchmarks/bench_peers.py $(BENCH_PEERS_ARGS)
 
+# Replication under faults (benchmarks/bench_faults.py; docs/replication.md): node kills
+# under checked traffic, a paused node, re-replication, and routed PUTs with rf = 1 and 2
+# (wrk, installed like above; without it that part is skipped). About 3 minutes;
+# BENCH_FAULTS_ARGS passes options (e.g. --kills 5 --records 20000).
+BENCH_FAULTS_ARGS ?=
+
+bench-faults: $(STAMP)
+	@if ! command -v wrk >/dev/null 2>&1 && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  apt-get update -qq >/dev/null 2>&1; \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk >/dev/null 2>&1 \
+	    || echo "could not install wrk: bench_faults skips its PUT throughput part"; \
+	fi
+	$(BIN)/python benchmarks/bench_faults.py $(BENCH_FAULTS_ARGS)
+
 # The paper's figures (docs/results.md): every script at full size on the simulator, and at
 # reduced scale on real node processes (--real), into experiments/results/: ten seeds per
 # simulated configuration, three repetitions of every real run, 95 % confidence intervals
@@ -137,4 +152,4 @@ experiments-quick: $(STAMP)
 	done
 
 clean:
-	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache $(CACHE_TESTS_DIR)
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .grimp_cache .import_linter_cache $(CACHE_TESTS_DIR)

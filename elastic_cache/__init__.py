@@ -1,14 +1,22 @@
-"""elastic-cache: an elastic cooperative key-value cache for AWS with pluggable indexes."""
+"""elastic-cache: an elastic cooperative key-value cache for AWS with pluggable indexes.
+
+The public names are imported on first use (`elastic_cache.lazy`), so that importing a
+part of the package (``elastic_cache.ring``) does not load the HTTP client.
+"""
 
 from __future__ import annotations
 
-from elastic_cache.client import AsyncClient, Client
-from elastic_cache.errors import ElasticCacheError
-from elastic_cache.hashing import make_hasher
-from elastic_cache.indexes import Index, make_index
-from elastic_cache.ring import Bucket, HashRing
+from typing import TYPE_CHECKING
 
-__version__ = "0.1.0"
+from elastic_cache.lazy import lazy_exports
+from elastic_cache.version import __version__
+
+if TYPE_CHECKING:
+    from elastic_cache.client import AsyncClient, Client
+    from elastic_cache.errors import ElasticCacheError
+    from elastic_cache.hashing import make_hasher
+    from elastic_cache.indexes import Index, make_index
+    from elastic_cache.ring import Bucket, HashRing
 
 __all__ = [
     "AsyncClient",
@@ -21,3 +29,17 @@ __all__ = [
     "make_hasher",
     "make_index",
 ]
+
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "AsyncClient": "elastic_cache.client",
+        "Bucket": "elastic_cache.ring",
+        "Client": "elastic_cache.client",
+        "ElasticCacheError": "elastic_cache.errors",
+        "HashRing": "elastic_cache.ring",
+        "Index": "elastic_cache.indexes",
+        "make_hasher": "elastic_cache.hashing",
+        "make_index": "elastic_cache.indexes",
+    },
+)

@@ -42,7 +42,7 @@ def admin_call(
         url: the whole URL.
         body: a JSON body, if any.
         timeout: seconds.
-        token: the cluster token (a deployed cluster's admin API needs it); sent as
+        token: the cluster token (a cluster with a token needs it); sent as
             ``Authorization: Bearer TOKEN``.
 
     Raises:
@@ -190,8 +190,8 @@ def watch_call(
     return result
 
 
-def _watcher(url: str, stream: TextIO, tty: bool | None) -> ClusterWatcher:
-    return ClusterWatcher(lambda: fetch_cluster(url, timeout=5.0), stream, tty=tty)
+def _watcher(url: str, stream: TextIO, tty: bool | None, token: str | None) -> ClusterWatcher:
+    return ClusterWatcher(lambda: fetch_cluster(url, timeout=5.0, token=token), stream, tty=tty)
 
 
 def add_nodes(
@@ -212,7 +212,7 @@ def add_nodes(
     stream.write(f"adding {count} node(s) to {base}\n")
     answer = watch_call(
         lambda: admin_call("POST", f"{base}/v1/cluster/nodes", {"count": count}, token=token),
-        _watcher(base, stream, tty),
+        _watcher(base, stream, tty, token),
         period=period,
     )
     for node in answer.get("added", []):
@@ -245,7 +245,7 @@ def remove_node(
     stream.write(f"removing {node_id} from {base}\n")
     answer = watch_call(
         lambda: admin_call("DELETE", f"{base}/v1/cluster/nodes/{node_id}", token=token),
-        _watcher(base, stream, tty),
+        _watcher(base, stream, tty, token),
         period=period,
     )
     moved = sum(int(m.get("records", 0)) for m in answer.get("migrations", []))

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from elastic_cache import __version__, eventloop
+from elastic_cache.auth import TOKEN_ENV, check_token
 from elastic_cache.config import (
     DEFAULT_INDEX,
     ClusterSettings,
@@ -149,6 +150,46 @@ def _node_overrides(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+def _client_token(args: argparse.Namespace) -> str | None:
+    """The token a command sends to a cluster: ``--token``, else ``$ECACHE_TOKEN``."""
+    return getattr(args, "token", None) or os.environ.get(TOKEN_ENV) or None
+
+
+def _server_token(args: argparse.Namespace) -> str | None:
+    """The token a server started here requires: ``--token-file`` (first line) or
+    ``--token``; never ``$ECACHE_TOKEN``, so ``ecache up`` stays open for a user who
+    keeps a deployed cluster's token in the environment."""
+    path = getattr(args, "token_file", None)
+    if path is not None:
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"cannot read --token-file {path}: {exc.strerror}") from exc
+        lines = text.strip().splitlines()
+        return check_token(lines[0].strip() if lines else "")
+    token = getattr(args, "token", None)
+    return None if token is None else check_token(token)
+
+
+def _add_server_token(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument(
+        "--token",
+        help="require this cluster token (Authorization: Bearer TOKEN) on every route "
+        "but /healthz, of the coordinator and of the nodes it starts (default: none; "
+        "a command line is visible to other local users in ps: prefer --token-file)",
+    )
+    group.add_argument("--token-file", metavar="PATH", help="as --token, the token read from PATH")
+
+
+def _add_client_token(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--token",
+        help="the cluster token, if the cluster has one (default: $ECACHE_TOKEN; "
+        "ecache token --name NAME prints a deployed cluster's)",
+    )
+
+
 def _boto_session(region: str | None) -> Any:
     """A boto3 session: credentials, region and endpoint come from the environment and
     the AWS config files, as for the AWS CLI (``AWS_PROFILE``, ``AWS_ENDPOINT_URL``...)."""
@@ -174,6 +215,14 @@ def cmd_node(args: argparse.Namespace) -> int:
 
     node_data = _node_overrides(args)
     settings = ClusterSettings.from_mapping({"nodes": node_data}).nodes
+    if args.token_parameter is not None:
+        from elastic_cache.auth import fetch_token
+
+        ssm = _boto_session(args.region).client("ssm", region_name=args.region)
+        token: str | None = fetch_token(ssm, args.token_parameter)
+    else:
+        # A local coordinator passes the token in the environment, not in argv.
+        token = os.environ.get(TOKEN_ENV) or None
     eventloop.run(
         serve_node(
             settings,
@@ -181,6 +230,7 @@ def cmd_node(args: argparse.Namespace) -> int:
             port=args.port,
             node_id=args.node_id,
             watch_stdin=args.watch_stdin,
+            token=None if token is None else check_token(token),
         )
     )
     return 0
@@ -198,6 +248,11 @@ def _cluster_settings(args: argparse.Namespace) -> ClusterSettings:
         value = getattr(args, flag, None)
         if value is not None:
             coord[key] = value
+    replication = getattr(args, "replication", None)
+    if replication is not None:
+        _section(data, "cluster")["replication"] = replication
+        # One node per copy from the start (unless --nodes or the file says otherwise).
+        coord.setdefault("initial_nodes", replication)
     if getattr(args, "nodes", None) is not None:
         coord["initial_nodes"] = args.nodes
     nodes = _section(data, "nodes")
@@ -248,7 +303,8 @@ def cmd_coordinator(args: argparse.Namespace) -> int:
     def ready(coord: object, url: str) -> None:
         print(f"coordinator listening on {url}", flush=True)
 
-    eventloop.run(serve_coordinator(settings, on_ready=ready, session=session))
+    token = _server_token(args)
+    eventloop.run(serve_coordinator(settings, on_ready=ready, session=session, token=token))
     return 0
 
 
@@ -267,6 +323,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
             host=args.host,
             port=args.port,
             index=args.index,
+            token=os.environ.get(TOKEN_ENV) or None,  # from its coordinator
         )
     )
     return 0
@@ -279,7 +336,12 @@ def cmd_supervised_coordinator(args: argparse.Namespace) -> int:
 
     # Written by this program's supervisor (``ecache up``), in its private directory (0700).
     settings = pickle.loads(Path(args.settings).read_bytes())
-    eventloop.run(serve_supervised_coordinator(settings, control=args.control))
+    token = os.environ.get(TOKEN_ENV) or None  # from its supervisor, as for a worker
+    eventloop.run(
+        serve_supervised_coordinator(
+            settings, control=args.control, token=None if token is None else check_token(token)
+        )
+    )
     return 0
 
 
@@ -290,6 +352,13 @@ def _add_workers(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="processes answering the port: the coordinator and N-1 that follow its "
         "ring, for more cores (default 1)",
+    )
+    parser.add_argument(
+        "--replication",
+        type=int,
+        metavar="RF",
+        help="copies of each key, on ring successors (default 1; with 2, one node's loss "
+        "loses no acknowledged write); starts RF nodes unless --nodes says otherwise",
     )
 
 
@@ -309,6 +378,7 @@ def cmd_up(args: argparse.Namespace) -> int:
             demo_origin=not args.no_demo_origin,
             demo_origin_port=args.demo_origin_port,
             local_s3_port=args.local_s3_port if local_s3 else None,
+            token=_server_token(args),
         )
     )
 
@@ -343,10 +413,14 @@ def cmd_status(args: argparse.Namespace) -> int:
         except ImportError as exc:  # until the AWS part lands
             raise ConfigError(f"ecache status --name needs the AWS support: {exc}") from exc
         code: int = deploy.status_by_name(
-            args.name, region=args.region, as_json=args.json, session=_boto_session(args.region)
+            args.name,
+            region=args.region,
+            as_json=args.json,
+            session=_boto_session(args.region),
+            token=_client_token(args),
         )
         return code
-    view = fetch_cluster(args.url)
+    view = fetch_cluster(args.url, token=_client_token(args))
     print(json.dumps(view, indent=2) if args.json else render_status(view))
     return 0
 
@@ -354,8 +428,8 @@ def cmd_status(args: argparse.Namespace) -> int:
 def cmd_nodes(args: argparse.Namespace) -> int:
     from elastic_cache.admin import add_nodes, remove_node
 
-    # A deployed cluster's admin API needs its token (docs/aws.md); locally there is none.
-    token = args.token or os.environ.get("ECACHE_TOKEN") or None
+    # A cluster with a token needs it (docs/aws.md); `ecache up` has none by default.
+    token = _client_token(args)
     if args.nodes_command == "add":
         answer = add_nodes(args.url, args.count, stream=sys.stderr, token=token)
     else:
@@ -379,6 +453,7 @@ def cmd_fill(args: argparse.Namespace) -> int:
             start=args.start,
             concurrency=args.concurrency,
             stream=sys.stderr,
+            token=_client_token(args),
         )
     )
     print(
@@ -476,6 +551,7 @@ def cmd_deploy(args: argparse.Namespace) -> int:
         az_spread=args.az_spread,
         tags=tuple(args.tag or ()),
         demoted_expiry_days=args.expire_demoted_days,
+        replication=args.replication,
     )
     if args.dry_run:
         plan(settings, session=session)
@@ -496,6 +572,14 @@ def cmd_deploy(args: argparse.Namespace) -> int:
             progress=bar,
         )
     return 0 if result.healthy or not settings.wait else 1
+
+
+def cmd_token(args: argparse.Namespace) -> int:
+    from elastic_cache.deploy import read_cluster_token
+
+    session = _boto_session(args.region)
+    print(read_cluster_token(session, args.name, _region(args, session)))
+    return 0
 
 
 def _confirm(question: str) -> bool:
@@ -606,6 +690,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     up.add_argument("--no-demo-origin", action="store_true", help="do not start the demo origin")
     up.add_argument("--demo-origin-port", type=int, default=8081, help="default 8081")
+    _add_server_token(up)
     _add_node_shape(up)
     up.set_defaults(func=cmd_up)
 
@@ -618,6 +703,7 @@ def build_parser() -> argparse.ArgumentParser:
     coord.add_argument("--port", type=int, help="port (default 8080)")
     coord.add_argument("--state-dir", help="where state and node logs go (default .ecache)")
     _add_workers(coord)
+    _add_server_token(coord)
     coord.set_defaults(func=cmd_coordinator)
 
     worker = sub.add_parser("worker", help=argparse.SUPPRESS)  # started by the coordinator
@@ -643,6 +729,7 @@ def build_parser() -> argparse.ArgumentParser:
     where.add_argument("--name", help="a cluster deployed with ecache deploy")
     status.add_argument("--region", help="AWS region of --name")
     status.add_argument("--json", action="store_true", help="machine-readable output")
+    _add_client_token(status)
     status.set_defaults(func=cmd_status)
 
     nodes = sub.add_parser(
@@ -661,10 +748,7 @@ def build_parser() -> argparse.ArgumentParser:
             "--url", default="http://127.0.0.1:8080", help="the coordinator (default local)"
         )
         action.add_argument("--json", action="store_true", help="print the API's answer")
-        action.add_argument(
-            "--token",
-            help="a deployed cluster's token (default: $ECACHE_TOKEN; none locally)",
-        )
+        _add_client_token(action)
     nodes.set_defaults(func=cmd_nodes)
 
     filler = sub.add_parser(
@@ -681,7 +765,19 @@ def build_parser() -> argparse.ArgumentParser:
     filler.add_argument(
         "--concurrency", type=int, default=16, help="requests in flight (default 16)"
     )
+    _add_client_token(filler)
     filler.set_defaults(func=cmd_fill)
+
+    tok = sub.add_parser(
+        "token",
+        help="print a deployed cluster's token (from SSM Parameter Store)",
+        description="Print the token that every request to the cluster NAME must carry "
+        "(Authorization: Bearer TOKEN), read from SSM Parameter Store with your AWS "
+        "credentials. Use it as: export ECACHE_TOKEN=$(ecache token --name NAME).",
+    )
+    tok.add_argument("--name", required=True, help="the cluster's name")
+    tok.add_argument("--region", help="AWS region (default: the AWS configuration's)")
+    tok.set_defaults(func=cmd_token)
 
     dep = sub.add_parser(
         "deploy",
@@ -707,6 +803,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     dep.add_argument("--max-nodes", type=int, default=4, help="most nodes (default 4)")
     dep.add_argument("--min-nodes", type=int, default=1, help="nodes never removed (default 1)")
+    dep.add_argument(
+        "--replication",
+        type=int,
+        default=2,
+        metavar="RF",
+        help="copies of each key on ring successors (default 2: one node's loss loses no "
+        "acknowledged write; 1 keeps one copy)",
+    )
     dep.add_argument(
         "--max-usd-per-hour", type=float, help="budget for all instances, coordinator included"
     )
@@ -806,6 +910,13 @@ def build_parser() -> argparse.ArgumentParser:
     node.add_argument(
         "--watch-stdin", action="store_true", help="exit when stdin closes (used by launchers)"
     )
+    node.add_argument(
+        "--token-parameter",
+        metavar="NAME",
+        help="require the cluster token kept in this SSM parameter (EC2 nodes; default: "
+        "$ECACHE_TOKEN if set, else no token)",
+    )
+    node.add_argument("--region", help="AWS region of --token-parameter")
     _add_node_shape(node)
     node.set_defaults(func=cmd_node)
 

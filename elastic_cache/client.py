@@ -30,8 +30,10 @@ from urllib.parse import quote, urlencode
 import aiohttp
 from yarl import URL
 
+from elastic_cache.auth import authorization
 from elastic_cache.errors import (
     ElasticCacheError,
+    InvalidRequest,
     NodeUnavailable,
     UpstreamError,
     error_from_json,
@@ -85,8 +87,10 @@ class AsyncClient:
         retries: attempts for a request that meets 421 (the ring moved) or, in direct
             mode, a node that does not answer or answers 503 (a move of the key's range
             failed and is being resolved).
-        token: the cluster token, for `add_nodes` and `remove_node` on a deployed
-            cluster (sent as ``Authorization: Bearer TOKEN``; docs/aws.md).
+        token: the cluster token, sent on every request (to the coordinator and, with
+            ``direct``, to the nodes) as ``Authorization: Bearer TOKEN``; a deployed
+            cluster, or one started with ``ecache up --token``, answers 401
+            (`Unauthorized`) without it (docs/aws.md).
     """
 
     def __init__(
@@ -99,8 +103,10 @@ class AsyncClient:
         token: str | None = None,
     ) -> None:
         self.url = url.rstrip("/")
-        self._admin_headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._headers = {"Authorization": authorization(token)} if token else {}
         self.direct = direct
+        if isinstance(retries, bool) or not isinstance(retries, int) or retries < 1:
+            raise InvalidRequest(f"retries counts attempts: at least 1, got {retries!r}")
         self.retries = retries
         self._timeout = aiohttp.ClientTimeout(total=timeout)
         self._session: aiohttp.ClientSession | None = None
@@ -126,7 +132,7 @@ class AsyncClient:
 
     def _http(self) -> aiohttp.ClientSession:
         if self._session is None:
-            self._session = aiohttp.ClientSession(timeout=self._timeout)
+            self._session = aiohttp.ClientSession(timeout=self._timeout, headers=self._headers)
         return self._session
 
     async def _request(
@@ -297,7 +303,7 @@ class AsyncClient:
             "POST",
             URL(self.url + "/v1/cluster/nodes"),
             data=json.dumps({"count": count}).encode(),
-            headers={"Content-Type": "application/json", **self._admin_headers},
+            headers={"Content-Type": "application/json"},
         )
         if status != 201:
             raise _error(status, body)
@@ -309,7 +315,6 @@ class AsyncClient:
         status, body, _ = await self._request(
             "DELETE",
             URL(self.url + "/v1/cluster/nodes/" + quote(node_id, safe=""), encoded=True),
-            headers=self._admin_headers,
         )
         if status != 200:
             raise _error(status, body)

@@ -58,6 +58,9 @@ from types import MappingProxyType
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
+# The store's policies live with the store's layer (docs/architecture.md); re-exported here
+# because settings name them.
+from elastic_cache.capacity import CapacityUnit, OnColdFull, OnFull
 from elastic_cache.cost import PriceTable, price_table
 from elastic_cache.errors import ConfigError
 from elastic_cache.hashing import make_hasher
@@ -77,6 +80,7 @@ __all__ = [
     "OnFull",
     "OriginSettings",
     "ProvisionerKind",
+    "ReplicationSettings",
     "ScalerSettings",
     "check_tags",
     "parse_tag",
@@ -91,29 +95,6 @@ DEFAULT_INDEX = "bptree:order=64"
 MAX_TTL_SECONDS = 10 * 365 * 24 * 3600
 
 
-class OnFull(enum.StrEnum):
-    """What a write to a full node does while help is on the way."""
-
-    #: Evict least-recently-used records to make room (nobody waits; the default).
-    EVICT = "evict"
-    #: Hold the write until a migration makes room (the paper's behaviour).
-    BLOCK = "block"
-    #: Move least-recently-used values to the node's cold tier (``tier``) to make room.
-    DEMOTE = "demote"
-
-
-class OnColdFull(enum.StrEnum):
-    """What a full node under ``on_full = "demote"`` does while its cold tier refuses
-    writes (full, throttling, unreachable): demotion is paused, and retried later."""
-
-    #: Refuse writes that need room with ``507 store_full`` and ``Retry-After``; no
-    #: acknowledged value is lost (the default).
-    REFUSE = "refuse"
-    #: Evict least-recently-used values meanwhile, as ``on_full = "evict"`` does
-    #: (acknowledged values are lost; counted in ``demotions_lost``).
-    EVICT = "evict"
-
-
 class ProvisionerKind(enum.StrEnum):
     """Where the coordinator's nodes come from."""
 
@@ -121,13 +102,6 @@ class ProvisionerKind(enum.StrEnum):
     LOCAL = "local"
     #: EC2 instances (`elastic_cache.provisioner.ec2`); needs an ``[ec2]`` section.
     EC2 = "ec2"
-
-
-class CapacityUnit(enum.StrEnum):
-    """What a node's capacity counts."""
-
-    RECORDS = "records"
-    BYTES = "bytes"
 
 
 def _positive(name: str, value: float) -> None:
@@ -413,8 +387,10 @@ class CoordinatorSettings:
             hour and the ``max_usd_per_hour`` budget (local nodes cost nothing).
         provisioner: ``local`` processes or ``ec2`` instances.
         admin_token_parameter: SSM parameter (SecureString) holding the cluster token;
-            when set, ``POST`` and ``DELETE`` on ``/v1/cluster/nodes`` need
-            ``Authorization: Bearer TOKEN``. Fetched at start, never written to disk.
+            when set, every route of the coordinator and of its nodes but ``/healthz``
+            (and the dashboard's files) needs ``Authorization: Bearer TOKEN``
+            (`elastic_cache.auth`); EC2 nodes read the same parameter. Fetched at
+            start, never written to disk.
         workers: processes answering the public port (`coordinator.workers`): the
             coordinator itself and ``workers - 1`` that follow its ring; 1 to 64.
         request_budget: seconds a routed request waits for its node before it is
@@ -460,6 +436,39 @@ class CoordinatorSettings:
         )
         if self.admin_token_parameter is not None:
             _check_ssm_name("admin_token_parameter", self.admin_token_parameter)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReplicationSettings:
+    """Copies of every key on ring successors (docs/replication.md).
+
+    Attributes:
+        replication: copies of each key (``rf``): its owner and the next ``rf - 1``
+            distinct nodes clockwise; 1 keeps one copy (a node's death loses its keys).
+        write_quorum: copies that must hold a write before it is acknowledged (``w``);
+            0 means all ``replication`` copies (the default: one crash loses no
+            acknowledged write). 1 answers sooner and can lose a write that reached one
+            copy only.
+    """
+
+    replication: int = 1
+    write_quorum: int = 0
+
+    def __post_init__(self) -> None:
+        for name, low in (("replication", 1), ("write_quorum", 0)):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= 8:
+                raise ConfigError(f"cluster.{name} must be an integer in [{low}, 8], got {value!r}")
+        if self.write_quorum > self.replication:
+            raise ConfigError(
+                f"cluster.write_quorum ({self.write_quorum}) exceeds cluster.replication "
+                f"({self.replication})"
+            )
+
+    @property
+    def quorum(self) -> int:
+        """Copies a write needs before it is acknowledged."""
+        return self.write_quorum or self.replication
 
 
 #: A cluster name: it becomes part of AWS resource names (buckets, roles, groups).
@@ -677,6 +686,7 @@ class ClusterSettings:
     origins: tuple[OriginSettings, ...] = ()
     ec2: Ec2Settings | None = None
     cost: CostSettings = field(default_factory=CostSettings)
+    cluster: ReplicationSettings = field(default_factory=ReplicationSettings)
 
     def __post_init__(self) -> None:
         names = [o.name for o in self.origins]
@@ -704,7 +714,7 @@ class ClusterSettings:
         Raises:
             ConfigError: an unknown section or key, or a value of the wrong type.
         """
-        known = {"coordinator", "nodes", "scaler", "origins", "ec2", "cost"}
+        known = {"coordinator", "nodes", "scaler", "origins", "ec2", "cost", "cluster"}
         unknown = set(data) - known
         if unknown:
             raise ConfigError(f"unknown config section(s): {', '.join(sorted(unknown))}")
@@ -735,6 +745,7 @@ class ClusterSettings:
             origins=tuple(origins),
             ec2=None if ec2 is None else _build(Ec2Settings, ec2, "ec2"),
             cost=CostSettings(table=table, prices=cost.get("prices", {})),
+            cluster=_build(ReplicationSettings, data.get("cluster", {}), "cluster"),
         )
 
     def replace(self, **sections: Any) -> ClusterSettings:

@@ -220,8 +220,8 @@ class UnknownBucket(NotFound):
 
 
 class Unauthorized(ElasticCacheError, PermissionError):
-    """An admin call (adding or removing nodes) without the cluster's token, or with a
-    wrong one: the caller's fault (docs/aws.md, "the cluster token")."""
+    """A request without the cluster's token, or with a wrong one, to a cluster that has
+    one: the caller's fault (README, "The cluster token"; `elastic_cache.auth`)."""
 
     status = 401
     code = "unauthorized"

@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import hmac
 import json
 import logging
 import os
@@ -45,6 +46,7 @@ import httptools
 from aiohttp import web
 from yarl import URL
 
+from elastic_cache.auth import CHALLENGE, TokenGuard, unauthorized
 from elastic_cache.errors import ElasticCacheError
 
 __all__ = [
@@ -187,10 +189,13 @@ class HotRequest:
         body: the body, once whole (hot handlers get only requests with a
             ``Content-Length`` their route accepted).
         remote: the client's address.
+        authorization: its ``Authorization`` header, when the server has a token
+            (empty when the request repeats the header).
     """
 
     __slots__ = (
         "_fields",
+        "authorization",
         "body",
         "chunked",
         "complete",
@@ -220,6 +225,7 @@ class HotRequest:
         self.chunked = False
         self.started = 0.0
         self.head_bytes = 0
+        self.authorization: bytes | None = None
         self._fields: dict[bytes, bytes] | None = None
 
     def header(self, name: bytes) -> bytes | None:
@@ -341,6 +347,7 @@ class _Connection(asyncio.Protocol):
     def __init__(self, server: FastServer) -> None:
         self.server = server
         self.routes = server.routes
+        self.expected = server.expected
         self.loop = asyncio.get_running_loop()
         self.parser = httptools.HttpRequestParser(self)
         self.transport: asyncio.Transport | None = None
@@ -422,6 +429,8 @@ class _Connection(asyncio.Protocol):
                 self._hand_over()
             elif isinstance(exc.__context__, _TooLarge):
                 self._bad_request("request line or headers too large")
+            elif isinstance(exc.__context__, _Refused):
+                self._refuse(exc.__context__.request)
             else:
                 log.error("parsing a request failed", exc_info=exc)
                 self._bad_request()
@@ -430,13 +439,24 @@ class _Connection(asyncio.Protocol):
 
     def _bad_request(self, message: str = "malformed HTTP request") -> None:
         """A malformed request: a JSON 400 after the answers before it, then close."""
-        bad = HotRequest(self.remote)
-        bad.complete = True
-        bad.keep_alive = False
         body = json.dumps({"error": "bad_request", "message": message}).encode()
         answer = response_bytes(
             400, [("Content-Type", "application/json; charset=utf-8")], body, keep_alive=False
         )
+        self._last_answer(answer)
+
+    def _refuse(self, request: HotRequest) -> None:
+        """A request without the token: a JSON 401 after the answers before it, then
+        close (its body, if any, is never read)."""
+        err = unauthorized(request.authorization is not None)
+        head = request.method == "HEAD"
+        self._last_answer(error_bytes(err, [CHALLENGE], keep_alive=False, head=head))
+
+    def _last_answer(self, answer: bytes) -> None:
+        """Queue ``answer`` after the answers in work, read no further, close once sent."""
+        bad = HotRequest(self.remote)
+        bad.complete = True
+        bad.keep_alive = False
         bad.handler = lambda _request: answer
         self.current = None
         self.first = None
@@ -473,6 +493,9 @@ class _Connection(asyncio.Protocol):
         request.head_bytes += len(name) + len(value)
         if request.head_bytes > MAX_HEADERS or len(request.headers) > MAX_HEADER_COUNT:
             raise _TooLarge
+        if self.expected is not None and len(name) == 13 and name.lower() == b"authorization":
+            # A repeated header admits nothing (aiohttp's edge refuses it too).
+            request.authorization = value if request.authorization is None else b""
 
     def on_headers_complete(self) -> None:
         request = self.current
@@ -482,6 +505,12 @@ class _Connection(asyncio.Protocol):
         request.version = parser.get_http_version()
         request.keep_alive = parser.should_keep_alive()
         request.started = time.perf_counter()
+        expected = self.expected
+        if expected is not None and not hmac.compare_digest(request.authorization or b"", expected):
+            guard = self.server.guard
+            assert guard is not None
+            if not guard.is_open(request.target.partition(b"?")[0].decode("latin-1")):
+                raise _Refused(request)  # `data_received` answers 401 and closes
         handler = None
         if request.version == "1.1" and not self.closing:
             try:
@@ -752,6 +781,14 @@ class _TooLarge(Exception):
     """Raised in a parser callback: the request line or headers are too long."""
 
 
+class _Refused(Exception):
+    """Raised in a parser callback: the request lacks the cluster token."""
+
+    def __init__(self, request: HotRequest) -> None:
+        super().__init__()
+        self.request = request
+
+
 class FastServer:
     """The lean layer in front of an aiohttp application.
 
@@ -764,6 +801,10 @@ class FastServer:
         request_timeout: seconds of client silence allowed in the middle of a request.
         relay_to: the Unix socket of the application that serves declined requests
             (default: ``runner``'s, on a private socket this server creates).
+        guard: the cluster token every request must carry (`elastic_cache.auth`),
+            checked here before any routing; None: nothing is checked. The
+            application behind must check it too (`token_middleware`): connections
+            handed over are its alone.
     """
 
     def __init__(
@@ -774,8 +815,11 @@ class FastServer:
         keepalive: float = 75.0,
         request_timeout: float = 60.0,
         relay_to: str | None = None,
+        guard: TokenGuard | None = None,
     ) -> None:
         self.runner = runner
+        self.guard = guard
+        self.expected = None if guard is None else guard.expected
         self.routes = routes
         self.keepalive = keepalive
         self.request_timeout = request_timeout

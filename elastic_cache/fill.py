@@ -17,6 +17,7 @@ from typing import TextIO
 
 import aiohttp
 
+from elastic_cache.auth import authorization, unauthorized
 from elastic_cache.errors import NodeUnavailable
 from elastic_cache.progress import Progress
 
@@ -46,11 +47,13 @@ async def fill(
     concurrency: int = 16,
     stream: TextIO,
     tty: bool | None = None,
+    token: str | None = None,
 ) -> FillReport:
     """Write keys ``prefix + str(i)`` for ``i`` in ``[start, start + count)``.
 
     Raises:
         NodeUnavailable: the coordinator does not answer at all.
+        Unauthorized: the cluster needs a token and got none or a wrong one.
         ValueError: a count, size or concurrency below 1 (size 0 is allowed).
     """
     if count < 1 or size < 0 or concurrency < 1:
@@ -64,7 +67,8 @@ async def fill(
     end = start + count
     timeout = aiohttp.ClientTimeout(total=120)
     with Progress(label, total=count, unit="records", stream=stream, tty=tty) as bar:
-        async with aiohttp.ClientSession(timeout=timeout) as session:
+        headers = {"Authorization": authorization(token)} if token else {}
+        async with aiohttp.ClientSession(timeout=timeout, headers=headers) as session:
             try:
                 async with session.get(f"{base}/healthz") as resp:
                     await resp.read()
@@ -83,6 +87,8 @@ async def fill(
                             headers={"Content-Type": "application/octet-stream"},
                         ) as resp:
                             await resp.read()
+                            if resp.status == 401:
+                                raise unauthorized(token is not None)
                             ok = resp.status < 300
                     except (aiohttp.ClientError, TimeoutError):
                         ok = False

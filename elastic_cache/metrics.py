@@ -427,6 +427,18 @@ class CoordinatorCollector:
         coord = self.coord
         cluster = coord.cluster
         yield _gauge("ecache_cluster_epoch", "Epoch of the coordinator's ring.", cluster.ring.epoch)
+        rep = cluster.replication_view()
+        yield _gauge("ecache_replication_factor", "Copies kept of each key.", rep["factor"])
+        yield _gauge(
+            "ecache_under_replicated_ranges",
+            "Ring ranges holding fewer copies than the replication factor.",
+            rep["under_replicated"],
+        )
+        yield _counter(
+            "ecache_repair_copies",
+            "Range copies made to restore the replication factor.",
+            rep["copies_made"],
+        )
         states = GaugeMetricFamily(
             "ecache_cluster_nodes", "Nodes in the cluster, by state.", labels=["state"]
         )

@@ -257,6 +257,12 @@ class HashRing:
         self._epoch += 1
         return Bucket(bucket, node)
 
+    def touch(self) -> int:
+        """Bump the epoch without changing a bucket (who holds copies changed); returns
+        the new epoch."""
+        self._epoch += 1
+        return self._epoch
+
     def add_node(self, node: str, vnodes: int = 1) -> list[Bucket]:
         """Place ``vnodes`` buckets for ``node`` at tokens hashed from its id.
 

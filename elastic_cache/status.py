@@ -8,6 +8,7 @@ import urllib.error
 import urllib.request
 from typing import Any
 
+from elastic_cache.auth import authorization, unauthorized
 from elastic_cache.errors import NodeUnavailable
 
 __all__ = ["fetch_cluster", "render_status"]
@@ -26,16 +27,23 @@ STATUS_EVENTS = (
 STATUS_EVENT_COUNT = 5
 
 
-def fetch_cluster(url: str, *, timeout: float = 10.0) -> dict[str, Any]:
-    """``GET {url}/v1/cluster``.
+def fetch_cluster(url: str, *, timeout: float = 10.0, token: str | None = None) -> dict[str, Any]:
+    """``GET {url}/v1/cluster``, with the cluster ``token`` if given.
 
     Raises:
+        Unauthorized: the cluster needs a token and got none or a wrong one.
         NodeUnavailable: the coordinator did not answer, or answered with an error.
     """
-    target = url.rstrip("/") + "/v1/cluster"
+    request = urllib.request.Request(url.rstrip("/") + "/v1/cluster")
+    if token:
+        request.add_header("Authorization", authorization(token))
     try:
-        with urllib.request.urlopen(target, timeout=timeout) as resp:
+        with urllib.request.urlopen(request, timeout=timeout) as resp:
             data: dict[str, Any] = json.load(resp)
+    except urllib.error.HTTPError as exc:
+        if exc.code == 401:
+            raise unauthorized(token is not None) from exc
+        raise NodeUnavailable(f"the coordinator at {url} answered {exc.code}") from exc
     except (urllib.error.URLError, OSError, ValueError) as exc:
         raise NodeUnavailable(f"the coordinator at {url} did not answer: {exc}") from exc
     return data
@@ -85,6 +93,19 @@ def render_status(view: dict[str, Any]) -> str:
         f"requests/s {view.get('request_rate', 0):.1f}   "
         f"cost ${view.get('cost_per_hour', 0):.4f}/h ({view.get('price_region', '?')})"
     )
+    rep = view.get("replication") or {}
+    if rep.get("factor", 1) > 1:
+        under = rep.get("under_replicated", 0)
+        state = (
+            f"{under} of {rep.get('buckets', 0)} ranges under-replicated"
+            + (", repairing" if rep.get("repairing") else "")
+            if under
+            else "every range has its copies"
+        )
+        lines.append(
+            f"replication {rep['factor']} (writes wait for {rep.get('write_quorum')}): "
+            f"{state}; {rep.get('copies_made', 0)} range copies made"
+        )
     for m in moving:
         sent = m.get("sent", m["records"])  # live count from the source node's stats
         lines.append(f"moving {m['source']} -> {m['destination']}: {sent:,}/{m['total']:,} records")

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from elastic_cache.config import CapacityUnit, OnColdFull, OnFull
+from elastic_cache.capacity import CapacityUnit, OnColdFull, OnFull
 from elastic_cache.errors import StoreFull, ValueTooLarge
 from elastic_cache.indexes import Entry, Index
 

@@ -36,6 +36,7 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
+from elastic_cache.auth import TOKEN_ENV
 from elastic_cache.config import ClusterSettings
 from elastic_cache.coordinator.workers import pickle_settings
 from elastic_cache.errors import ConfigError, ProvisionError
@@ -112,6 +113,9 @@ class Supervisor:
         settings: the whole configuration (the coordinator gets it as is, its port fixed
             once it has bound one, so that a restart answers at the same address).
         env: extra environment variables for the nodes (e.g. a local S3's credentials).
+        token: the cluster token the coordinator and the nodes require
+            (`elastic_cache.auth`), given to each in its environment, never on its
+            command line; None: none, whatever this process's environment holds.
         policy: when to restart the coordinator; default `RestartPolicy()`.
         on_ready: called with the coordinator's ready report (``url``, ``nodes``,
             ``pid``) when it first serves.
@@ -128,6 +132,7 @@ class Supervisor:
         settings: ClusterSettings,
         *,
         env: Mapping[str, str] | None = None,
+        token: str | None = None,
         policy: RestartPolicy | None = None,
         on_ready: ReadyCallback | None = None,
         on_restart: ReadyCallback | None = None,
@@ -138,7 +143,10 @@ class Supervisor:
             raise ValueError(f"hang_timeout must be positive, got {hang_timeout}")
         self.settings = settings
         state_dir = Path(settings.coordinator.state_dir)
-        self.nodes = LocalProvisioner(settings.nodes, log_dir=state_dir / "logs", env=env)
+        self.nodes = LocalProvisioner(
+            settings.nodes, log_dir=state_dir / "logs", env=env, token=token
+        )
+        self.token = token
         self.policy = policy or RestartPolicy()
         self.on_ready = on_ready
         self.on_restart = on_restart
@@ -200,6 +208,10 @@ class Supervisor:
     async def _spawn(self) -> asyncio.subprocess.Process:
         settings_path = self._write_settings()
         verbose = ["-v"] if logging.getLogger().isEnabledFor(logging.DEBUG) else []
+        env = dict(os.environ)
+        env.pop(TOKEN_ENV, None)
+        if self.token is not None:
+            env[TOKEN_ENV] = self.token
         return await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
@@ -214,6 +226,7 @@ class Supervisor:
             self.control,
             stdin=asyncio.subprocess.PIPE,  # its lifeline: it stops when we are gone
             stdout=asyncio.subprocess.PIPE,  # its ready line
+            env=env,
             start_new_session=True,  # a Ctrl-C in the terminal reaches the supervisor only
         )
 
@@ -368,13 +381,16 @@ def _event(kind: str, **fields: Any) -> None:
     print(json.dumps({"event": kind, **fields}), file=sys.stderr, flush=True)
 
 
-async def serve_supervised_coordinator(settings: ClusterSettings, *, control: str) -> None:
+async def serve_supervised_coordinator(
+    settings: ClusterSettings, *, control: str, token: str | None = None
+) -> None:
     """The coordinator process under a supervisor: nodes through its control socket, a
     ready line on stdout, and a stop when stdin closes (the supervisor is gone).
 
     Args:
         settings: the configuration, as the supervisor wrote it.
         control: the supervisor's Unix socket.
+        token: the cluster token (the supervisor gives the nodes the same one).
     """
     from elastic_cache.coordinator.runner import serve_coordinator
     from elastic_cache.coordinator.service import Coordinator
@@ -394,6 +410,8 @@ async def serve_supervised_coordinator(settings: ClusterSettings, *, control: st
         print(json.dumps(report), flush=True)
 
     try:
-        await serve_coordinator(settings, provisioner=provisioner, on_ready=ready, stop=stop)
+        await serve_coordinator(
+            settings, provisioner=provisioner, on_ready=ready, stop=stop, token=token
+        )
     finally:
         lifeline.close()

@@ -120,8 +120,12 @@ async def _start_local_s3(port: int, bucket: str) -> asyncio.subprocess.Process:
     )
 
 
-def _banner(settings: ClusterSettings, url: str, node_count: int, demo: bool) -> str:
+def _banner(
+    settings: ClusterSettings, url: str, node_count: int, *, demo: bool, guarded: bool
+) -> str:
     nodes = settings.nodes
+    # With a token, the examples read it from the environment: it is not printed.
+    auth = '-H "Authorization: Bearer $ECACHE_TOKEN" ' if guarded else ""
     lines = [
         "elastic-cache is running",
         f"  coordinator  {url}   ({node_count} node(s), index {nodes.index}, "
@@ -135,14 +139,22 @@ def _banner(settings: ClusterSettings, url: str, node_count: int, demo: bool) ->
         where = f" at {nodes.s3_endpoint_url}" if nodes.s3_endpoint_url else ""
         lines.append(f"  cold tier    {nodes.tier}{where}")
     lines.append(f"  state        {settings.coordinator.state_dir}/ (node logs in logs/)")
+    if guarded:
+        lines.append(
+            "  token        required on every route but /healthz and the dashboard's files "
+            "(export ECACHE_TOKEN=...; the dashboard asks for it)"
+        )
     lines.append("Try:")
     lines.append(
-        f"  curl -X PUT -H 'Content-Type: text/plain' --data-binary 'hello' {url}/v1/kv/greeting"
+        f"  curl -X PUT {auth}-H 'Content-Type: text/plain' --data-binary 'hello' "
+        f"{url}/v1/kv/greeting"
     )
-    lines.append(f"  curl {url}/v1/kv/greeting")
+    lines.append(f"  curl {auth}{url}/v1/kv/greeting")
     if demo:
-        lines.append(f"  curl -i '{url}/v1/svc/{DEMO_ORIGIN}/shoreline?lat=36.6&lon=-121.9&t=3'")
-    lines.append(f"  curl {url}/v1/cluster")
+        lines.append(
+            f"  curl -i {auth}'{url}/v1/svc/{DEMO_ORIGIN}/shoreline?lat=36.6&lon=-121.9&t=3'"
+        )
+    lines.append(f"  curl {auth}{url}/v1/cluster")
     lines.append(
         "Press Ctrl-C to stop (every node stops with it; a crashed coordinator is restarted)."
     )
@@ -155,6 +167,7 @@ async def run_up(
     demo_origin: bool = True,
     demo_origin_port: int = 8081,
     local_s3_port: int | None = None,
+    token: str | None = None,
 ) -> int:
     """Run until Ctrl-C or SIGTERM; stop every process started on the way out.
 
@@ -164,6 +177,9 @@ async def run_up(
         demo_origin_port: its port.
         local_s3_port: start moto's S3 server on this port for the nodes' ``s3://`` tier
             (``--hybrid`` without a tier of its own).
+        token: the cluster token the coordinator and its nodes require on every
+            route but ``/healthz`` (`elastic_cache.auth`); None: open, as on
+            127.0.0.1 by default.
     """
     proc = None
     s3_proc = None
@@ -194,7 +210,14 @@ async def run_up(
 
         def ready(report: dict[str, Any]) -> None:
             url = str(report["url"])
-            print(_banner(settings, url, int(report["nodes"]), proc is not None), flush=True)
+            banner = _banner(
+                settings,
+                url,
+                int(report["nodes"]),
+                demo=proc is not None,
+                guarded=token is not None,
+            )
+            print(banner, flush=True)
             event = {"event": "ready", "url": url, "coordinator_pid": report["pid"]}
             print(json.dumps(event), file=sys.stderr, flush=True)
 
@@ -208,7 +231,9 @@ async def run_up(
             }
             print(json.dumps(event), file=sys.stderr, flush=True)
 
-        supervisor = Supervisor(settings, env=env, on_ready=ready, on_restart=restarted)
+        supervisor = Supervisor(
+            settings, env=env, token=token, on_ready=ready, on_restart=restarted
+        )
         code = await supervisor.run(stop)
     finally:
         for sig in (signal.SIGTERM, signal.SIGINT):

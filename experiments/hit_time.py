@@ -24,21 +24,34 @@ sizes with the benchmark's default repeats (200 GETs at 1 KB down to 6 at 50 MB)
 are always real processes, so ``--real`` changes nothing; ``--runs`` and ``--seed`` do
 not apply.
 
-Run: ``python -m experiments.hit_time [--quick]``.
+With ``--aws-calibration FILE`` (a CSV of ``experiments/aws_calibrate.py``, format in
+`elastic_cache.sim.aws_measurements`) the figure and the CSV also get the GETs and reads
+measured on AWS, as configurations ``s3-aws`` (one GET from S3 on an instance) and
+``ebs-aws`` (one read of a file on its EBS root volume): ``repetitions`` 1 (one
+instance), the interval over its GETs, no ratio interval. They time the storage alone,
+without the node in front of it.
+
+Run: ``python -m experiments.hit_time [--quick] [--aws-calibration FILE]``.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import math
+import statistics
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from benchmarks.bench_tiers import DEFAULT_REPEATS, SIZES, measure_tiers
+from elastic_cache.sim.aws_measurements import MeasurementKind, load_aws_measurements
 from experiments.common import ci, figure_path, options, pyplot, save_figure, write_csv
 
 TIERS = ("memory", "disk", "s3")
 QUICK_SIZES = ("1KB", "1MB")
+#: Figure 6's name of each kind of AWS measurement.
+AWS_CONFIGURATIONS = {MeasurementKind.S3_GET: "s3-aws", MeasurementKind.EBS_READ: "ebs-aws"}
 
 
 def measure(quick: bool, repetitions: int) -> list[dict[str, Any]]:
@@ -75,18 +88,58 @@ def measure(quick: bool, repetitions: int) -> list[dict[str, Any]]:
     return rows
 
 
+def aws_rows(path: Path, data: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Figure 6's rows for the S3 GETs and EBS reads of a calibration CSV, in the
+    columns of `measure`'s rows; the ratio to memory is against this run's memory
+    median at the same size (NaN where this run has none)."""
+    measured = load_aws_measurements(path)
+    labels = {size: label for label, size in SIZES.items()}
+    memory = {r["size_bytes"]: r["median_s"] for r in data if r["configuration"] == "memory"}
+    rows = []
+    for kind, name in AWS_CONFIGURATIONS.items():
+        by_size: dict[int, list[float]] = {}
+        for r in measured.rows:
+            if r.kind is kind and r.size_bytes is not None:
+                by_size.setdefault(r.size_bytes, []).append(r.seconds)
+        for size, secs in sorted(by_size.items()):
+            median = statistics.median(secs)
+            ratio = median / memory[size] if size in memory else math.nan
+            rows.append(
+                {
+                    "configuration": name,
+                    "size": labels.get(size, f"{size}B"),
+                    "size_bytes": size,
+                    "repetitions": 1,
+                    "gets": len(secs),
+                    **(ci("mean_s", secs) if len(secs) > 1 else _point("mean_s", secs[0])),
+                    "median_s": median,
+                    "min_s": min(secs),
+                    "max_s": max(secs),
+                    **_point("x_memory", ratio),
+                }
+            )
+    return rows
+
+
+def _point(name: str, value: float) -> dict[str, float]:
+    """A value with no interval, in `ci`'s columns."""
+    return {name: value, f"{name}_ci_low": math.nan, f"{name}_ci_high": math.nan}
+
+
 def plot(path: Path, data: list[dict[str, Any]]) -> None:
     plt = pyplot()
-    sizes = list(dict.fromkeys(r["size"] for r in data))
+    sizes = list(dict.fromkeys(r["size"] for r in data if r["configuration"] in TIERS))
+    configurations = list(dict.fromkeys(r["configuration"] for r in data))
     fig, ax = plt.subplots(figsize=(8, 4.6))
-    width = 0.8 / len(TIERS)
-    for i, tier in enumerate(TIERS):
+    width = 0.8 / len(configurations)
+    for i, tier in enumerate(configurations):
         by_size = {r["size"]: r for r in data if r["configuration"] == tier}
-        xs = [x + (i - (len(TIERS) - 1) / 2) * width for x in range(len(sizes))]
-        means = [by_size[s]["mean_s"] * 1000 for s in sizes]
+        shown = [s for s in sizes if s in by_size]
+        xs = [sizes.index(s) + (i - (len(configurations) - 1) / 2) * width for s in shown]
+        means = [by_size[s]["mean_s"] * 1000 for s in shown]
         err = [
-            [1000 * (by_size[s]["mean_s"] - by_size[s]["mean_s_ci_low"]) for s in sizes],
-            [1000 * (by_size[s]["mean_s_ci_high"] - by_size[s]["mean_s"]) for s in sizes],
+            [_nan0(1000 * (by_size[s]["mean_s"] - by_size[s]["mean_s_ci_low"])) for s in shown],
+            [_nan0(1000 * (by_size[s]["mean_s_ci_high"] - by_size[s]["mean_s"])) for s in shown],
         ]
         ax.bar(xs, means, width, yerr=err, capsize=3, label=tier)
     ax.set_xticks(range(len(sizes)), sizes)
@@ -103,9 +156,19 @@ def plot(path: Path, data: list[dict[str, Any]]) -> None:
     save_figure(fig, path)
 
 
+def _nan0(x: float) -> float:
+    return 0.0 if math.isnan(x) else x
+
+
 def main(argv: Sequence[str] | None = None) -> None:
-    opts = options(__doc__.splitlines()[0], argv)
+    # Figure 6's own option, beside the options every figure script shares.
+    own = argparse.ArgumentParser(add_help=False)
+    own.add_argument("--aws-calibration", type=Path, default=None)
+    extra, rest = own.parse_known_args(argv)
+    opts = options(__doc__.splitlines()[0], rest)
     data = measure(opts.quick, opts.real_runs)
+    if extra.aws_calibration is not None:
+        data += aws_rows(extra.aws_calibration, data)
     write_csv(figure_path(opts, "fig6_hit_time", "csv"), data)
     plot(figure_path(opts, "fig6_hit_time", "png"), data)
     print("Figure 6: mean hit + retrieval time")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import time
 from dataclasses import dataclass, field
 
 from elastic_cache.client import AsyncClient
@@ -29,10 +30,14 @@ class KeyHistory:
     ops: list[int] = field(default_factory=list)
     acked: int | None = None  # state after the last acknowledged operation
     in_flight: bool = False
+    #: Index of the first operation since the last acknowledged one that failed: it
+    #: may or may not have happened, so reads may see it (None: none failed).
+    failed_from: int | None = None
 
     def window_start(self) -> int:
         """Index of the first operation that can overlap a read starting now."""
-        return len(self.ops) - 1 if self.in_flight else len(self.ops)
+        start = len(self.ops) - 1 if self.in_flight else len(self.ops)
+        return start if self.failed_from is None else min(start, self.failed_from)
 
 
 class CheckedLoad:
@@ -56,6 +61,10 @@ class CheckedLoad:
         self.failures: list[str] = []
         self.ops = 0
         self.overlapped_reads = 0
+        #: Requests that failed with an error (tolerated by ``client_ops(tolerate=...)``).
+        self.errors = 0
+        #: The longest operation so far, in seconds (a caller may reset it).
+        self.longest = 0.0
 
     @property
     def acked(self) -> dict[str, int]:
@@ -69,8 +78,14 @@ class CheckedLoad:
         *,
         count: int | None = None,
         stop: asyncio.Event | None = None,
+        tolerate: tuple[type[BaseException], ...] = (),
     ) -> None:
-        """Client ``n``: ``count`` operations, or until ``stop`` is set."""
+        """Client ``n``: ``count`` operations, or until ``stop`` is set.
+
+        An operation failing with one of ``tolerate`` (a node died under it) is counted
+        in ``errors``; a failed write or delete may or may not have happened, so later
+        reads may see it until one of the key's writes is acknowledged again.
+        """
         rng = random.Random(n)
         mine = self.keys[n :: self.clients]
         seq = 0
@@ -79,6 +94,7 @@ class CheckedLoad:
             done += 1
             self.ops += 1
             op = rng.random()
+            started = time.monotonic()
             if op < self.put + self.delete:
                 key = rng.choice(mine)
                 h = self.history[key]
@@ -86,16 +102,33 @@ class CheckedLoad:
                     seq += 1
                     h.ops.append(seq)
                     h.in_flight = True
-                    await client.put(key, f"{key}#{seq}".encode())
-                    h.acked = seq
+                    outcome = seq
+                    request = client.put(key, f"{key}#{seq}".encode())
                 else:
                     h.ops.append(DELETED)
                     h.in_flight = True
-                    await client.delete(key)
-                    h.acked = DELETED
-                h.in_flight = False
+                    outcome = DELETED
+                    request = client.delete(key)
+                try:
+                    await request
+                except tolerate:
+                    self._failed(h)
+                else:
+                    h.acked = outcome
+                    h.in_flight = False
+                    h.failed_from = None
             else:
-                await self._read(client, rng.choice(self.keys))
+                try:
+                    await self._read(client, rng.choice(self.keys))
+                except tolerate:
+                    self.errors += 1
+            self.longest = max(self.longest, time.monotonic() - started)
+
+    def _failed(self, h: KeyHistory) -> None:
+        self.errors += 1
+        h.in_flight = False
+        if h.failed_from is None:
+            h.failed_from = len(h.ops) - 1
 
     async def _read(self, client: AsyncClient, key: str) -> None:
         h = self.history[key]
@@ -115,8 +148,11 @@ class CheckedLoad:
         for key, h in self.history.items():
             if h.acked is None:
                 continue
-            want = None if h.acked == DELETED else f"{key}#{h.acked}".encode()
-            if await client.get(key) != want:
+            states = [h.acked]
+            if h.failed_from is not None:  # failed since: any of them may have happened
+                states += h.ops[h.failed_from :]
+            allowed = {None if s == DELETED else f"{key}#{s}".encode() for s in states}
+            if await client.get(key) not in allowed:
                 wrong.append(key)
         return wrong
 

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
-from elastic_cache.coordinator.app import make_coordinator_app
-from elastic_cache.coordinator.cluster import Cluster, MoveFailed
-from elastic_cache.coordinator.nodeclient import Answer, HttpNodeClient, NodeClient
-from elastic_cache.coordinator.service import Coordinator
+from typing import TYPE_CHECKING
+
+from elastic_cache.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from elastic_cache.coordinator.app import make_coordinator_app
+    from elastic_cache.coordinator.cluster import Cluster, MoveFailed
+    from elastic_cache.coordinator.nodeclient import Answer, HttpNodeClient, NodeClient
+    from elastic_cache.coordinator.service import Coordinator
 
 __all__ = [
     "Answer",
@@ -16,3 +21,16 @@ __all__ = [
     "NodeClient",
     "make_coordinator_app",
 ]
+
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "Answer": "elastic_cache.coordinator.nodeclient",
+        "Cluster": "elastic_cache.coordinator.cluster",
+        "Coordinator": "elastic_cache.coordinator.service",
+        "HttpNodeClient": "elastic_cache.coordinator.nodeclient",
+        "MoveFailed": "elastic_cache.coordinator.cluster",
+        "NodeClient": "elastic_cache.coordinator.nodeclient",
+        "make_coordinator_app": "elastic_cache.coordinator.app",
+    },
+)

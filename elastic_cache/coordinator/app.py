@@ -33,6 +33,7 @@ from urllib.parse import unquote
 from aiohttp import web
 from multidict import CIMultiDict
 
+from elastic_cache.auth import token_middleware
 from elastic_cache.coordinator.nodeclient import Answer
 from elastic_cache.coordinator.origins import ClientRequest, Reply
 from elastic_cache.coordinator.pool import PoolError
@@ -190,7 +191,10 @@ async def read_through(request: web.Request) -> web.StreamResponse:
                 unquote(parts[3]),
                 parts[4],
                 query,
-                request.headers.items(),
+                # The cluster token is this cache's credential, never the origin's.
+                request.headers.items()
+                if coord.guard is None
+                else [(k, v) for k, v in request.headers.items() if k.lower() != "authorization"],
                 # The peer's address; for a request the lean layer relayed, the one it names.
                 remote=client_address(request),
                 body=body,
@@ -393,9 +397,12 @@ def make_coordinator_app(coord: Coordinator, *, manage_lifecycle: bool = True) -
     # cost a coroutine on every request (as on the node).
     # Request lines up to 64 KiB reach the handlers, so read-through can answer a URL
     # past its own limit with a JSON 414 (aiohttp's own limit answers a bare 400).
+    # With a cluster token, one middleware checks it (`elastic_cache.auth`); without
+    # one, none is added.
     app = web.Application(
         client_max_size=coord.settings.nodes.max_value_bytes + 1,
         handler_args={"max_line_size": 65536},
+        middlewares=[] if coord.guard is None else [token_middleware(coord.guard)],
     )
     app[COORDINATOR] = coord
     meter = coord.metrics.requests

@@ -23,6 +23,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from elastic_cache.coordinator import placement
 from elastic_cache.coordinator.events import EventLog
 from elastic_cache.coordinator.membership import Membership, NodeInfo
 from elastic_cache.coordinator.migration import MigrationInfo, MoveFailed
@@ -57,7 +58,7 @@ class Cluster(Membership):
         hi: int,
         mutate: Callable[[HashRing], object],
     ) -> MigrationInfo:
-        """Move ``(lo, hi]`` live from ``source`` to ``destination`` (DESIGN.md protocol).
+        """Move ``(lo, hi]`` live from ``source`` to ``destination`` (docs/architecture.md).
 
         ``mutate`` applies the ring change (a split, a removal) to a copy of the ring; the
         copy becomes the ring at the commit. The caller holds no lock; moves run one at a
@@ -71,6 +72,15 @@ class Cluster(Membership):
                 kind=kind, source=source, destination=destination, lo=lo, hi=hi, mutate=mutate
             )
 
+    def _after(
+        self, ring: HashRing, held_after: Callable[[HashRing], placement.Held] | None
+    ) -> tuple[placement.Held, list[tuple[str, int, int]]]:
+        """The held map once ``ring`` commits, and the copies that become surplus."""
+        if self.rf <= 1:
+            return {}, []
+        held = held_after(ring) if held_after is not None else self.held
+        return placement.trim(ring, held, self.rf)
+
     async def _move_locked(
         self,
         *,
@@ -80,7 +90,10 @@ class Cluster(Membership):
         lo: int,
         hi: int,
         mutate: Callable[[HashRing], object],
+        held_after: Callable[[HashRing], placement.Held] | None = None,
     ) -> MigrationInfo:
+        """`move` under the lock. With replication, ``held_after`` gives the held map on
+        the mutated ring (a copy keeps the source a holder: it drops nothing)."""
         src, dst = self.node(source), self.node(destination)
         mig = MigrationInfo(uuid.uuid4().hex[:12], kind, source, destination, lo, hi)
         self.migrations.append(mig)
@@ -105,8 +118,9 @@ class Cluster(Membership):
             mig.bytes = int(summary.get("bytes", 0))
             new_ring = self.ring.copy()
             mutate(new_ring)
+            new_held, surplus = self._after(new_ring, held_after)
             await dst.client.commit_migration(
-                mig.id, new_ring.epoch, [list(r) for r in new_ring.ranges_of(destination)]
+                mig.id, new_ring.epoch, self.ranges_for(destination, new_ring, new_held)
             )
         except ElasticCacheError as exc:
             mig.state, mig.error, mig.finished = "abandoned", str(exc), time.time()
@@ -121,10 +135,11 @@ class Cluster(Membership):
             raise MoveFailed(f"move {source} -> {destination} abandoned: {exc}") from exc
         # The destination owns the range now; switch routing, then let the source drop it.
         self.ring = new_ring
+        self.held = new_held
         await self.persist()
         try:
             await src.client.commit_migration(
-                mig.id, new_ring.epoch, [list(r) for r in new_ring.ranges_of(source)]
+                mig.id, new_ring.epoch, self.ranges_for(source, new_ring, new_held)
             )
         except ElasticCacheError as exc:
             # The ring already routes to the destination. Make the source stop serving
@@ -135,18 +150,93 @@ class Cluster(Membership):
                 await src.client.abort_migration(mig.id)
                 await self._push_ownership([source])
                 await src.client.drop_range(lo, hi)
+        await self._drop_surplus([s for s in surplus if s[0] != source])
         mig.state, mig.finished = "done", time.time()
         self.events.add(
             "migration_done",
-            f"moved {mig.records} records from {source} to {destination} in "
+            f"{'copied' if kind == 'copy' else 'moved'} {mig.records} records from {source} "
+            f"to {destination} in "
             f"{mig.finished - mig.started:.2f}s",
             migration=mig.id,
             records=mig.records,
         )
         self._room_made(source)
+        if kind != "copy":
+            self.repair_soon()  # the successors of the changed buckets changed too
         with contextlib.suppress(ElasticCacheError):
             await asyncio.gather(self._refresh(src), self._refresh(dst))
         return mig
+
+    async def _drop_surplus(self, surplus: list[tuple[str, int, int]]) -> None:
+        """Tell each node with a surplus copy that it no longer holds it (the new epoch
+        fences late writes), then drop the copy. A node that does not answer keeps a
+        stale copy nobody routes to (it is dropped again if it comes back into use)."""
+        if not surplus:
+            return
+        nodes = sorted({n for n, _, _ in surplus if n in self.nodes})
+        with contextlib.suppress(ElasticCacheError):
+            await self._push_ownership(nodes)
+        for node, lo, hi in surplus:
+            if node in self.nodes:
+                with contextlib.suppress(ElasticCacheError):
+                    await self.nodes[node].client.drop_range(lo, hi)
+
+    # -- replication -------------------------------------------------------------------
+
+    def repair_soon(self) -> None:
+        """Start re-creating missing copies in the background (one task at a time)."""
+        if self.rf <= 1:
+            return
+        task = self._repair_task
+        if task is None or task.done():
+            self._repair_task = asyncio.create_task(self._repair())
+
+    async def _repair(self) -> None:
+        """Copy ranges to the desired holders that lack them, one at a time, until every
+        bucket has its ``rf`` copies; then drop the copies no longer wanted."""
+        failures = 0
+        while True:
+            async with self._move_lock:
+                todo = [
+                    t
+                    for t in placement.missing_copies(self.ring, self.held, self.rf)
+                    if t[1] in self.nodes and t[2] in self.nodes
+                ]
+                if not todo:
+                    new_held, surplus = placement.trim(self.ring, self.held, self.rf)
+                    if surplus:
+                        self.held = new_held
+                        self.ring.touch()
+                        await self.persist()
+                        await self._drop_surplus(surplus)
+                    return
+                bucket, source, destination = todo[0]
+                lo, hi = self.ring.range_of(bucket)
+
+                def held_after(
+                    ring: HashRing, b: int = bucket, d: str = destination
+                ) -> placement.Held:
+                    held = dict(self.held)
+                    held[b] = (*held.get(b, ()), d)
+                    return held
+
+                try:
+                    await self._move_locked(
+                        kind="copy",
+                        source=source,
+                        destination=destination,
+                        lo=lo,
+                        hi=hi,
+                        mutate=HashRing.touch,
+                        held_after=held_after,
+                    )
+                    failures = 0
+                    self.copies_made += 1
+                except ElasticCacheError as exc:
+                    failures += 1
+                    log.warning("repair copy to %s failed: %s", destination, exc)
+            if failures:
+                await asyncio.sleep(min(5.0, 0.2 * 2**failures))
 
     def _room_made(self, node_id: str) -> None:
         event = self._room.pop(node_id, None)
@@ -206,6 +296,9 @@ class Cluster(Membership):
                         lo=lo,
                         hi=median,
                         mutate=lambda ring: ring.split(bucket, median, new_node),
+                        held_after=lambda ring: placement.after_split(
+                            self.held, bucket, median, new_node
+                        ),
                     )
             # Nothing to split yet: give the new node the middle of the widest range, so it
             # takes a share of the keys written from now on.
@@ -223,6 +316,9 @@ class Cluster(Membership):
                 lo=lo,
                 hi=at,
                 mutate=lambda ring: ring.split(widest.token, at, new_node),
+                held_after=lambda ring: placement.after_split(
+                    self.held, widest.token, at, new_node
+                ),
             )
 
     async def add_node(self) -> tuple[NodeInfo, MigrationInfo | None]:
@@ -274,14 +370,26 @@ class Cluster(Membership):
                     bucket = buckets[0].token
                     heir = self.ring.bucket(self.ring.successor(bucket)).node
                     lo, hi = self.ring.range_of(bucket)
-                    if heir == node_id:
-                        # Its successor is its own: no data moves, the range merges.
+                    successor = self.ring.successor(bucket)
+                    if heir == node_id or heir in self.held.get(bucket, ()):
+                        # Its successor is its own, or holds a copy already (replication):
+                        # no data moves, the range merges.
                         self.ring.remove(bucket)
-                        await self._push_ownership([node_id])
+                        if self.held:
+                            self.held = placement.after_remove(
+                                self.held, self.ring, bucket, successor
+                            )
+                        await self._push_ownership(list(self.nodes))
+                        await self.persist()
                         continue
 
                     def merge(ring: HashRing, b: int = bucket) -> object:
                         return ring.remove(b)
+
+                    def merged(
+                        ring: HashRing, b: int = bucket, s: int = successor
+                    ) -> placement.Held:
+                        return placement.after_remove(self.held, ring, b, s)
 
                     moves.append(
                         await self._move_locked(
@@ -291,8 +399,11 @@ class Cluster(Membership):
                             lo=lo,
                             hi=hi,
                             mutate=merge,
+                            held_after=merged,
                         )
                     )
+            # Its copies of other nodes' ranges are re-created elsewhere before it stops.
+            await self._repair()
         except ElasticCacheError:
             info.state = "active"
             raise
@@ -307,11 +418,16 @@ class Cluster(Membership):
         )
         return moves
 
-    def suspect(self, node_id: str) -> asyncio.Task[bool] | None:
+    def suspect(self, node_id: str, *, timed_out: bool = False) -> asyncio.Task[bool] | None:
         """A request could not reach ``node_id``: check it now rather than at the next poll.
 
-        Two failed health checks 0.1 s apart drop the node (`drop_dead_node`). One check
-        runs per node at a time; callers share it.
+        Two failed health checks 0.1 s apart make it `unresponsive` (dead when its
+        process or instance is gone, else suspect). A request that waited the whole
+        request budget (``timed_out``) is evidence enough: it goes to `unresponsive` at
+        once, so requests stop waiting on a paused node after one budget, not after the
+        health checks' timeouts too (a node is never *dropped* for that alone: it must be
+        gone, or stay unresponsive for ``suspect_grace``). One check runs per node at a
+        time; callers share it.
 
         Returns:
             The check (its result: whether the node was dropped), or None for an
@@ -321,14 +437,16 @@ class Cluster(Membership):
             return None
         task = self._suspects.get(node_id)
         if task is None or task.done():
-            task = asyncio.create_task(self._check_suspect(node_id))
+            task = asyncio.create_task(self._check_suspect(node_id, timed_out))
             self._suspects[node_id] = task
         return task
 
-    async def _check_suspect(self, node_id: str) -> bool:
+    async def _check_suspect(self, node_id: str, timed_out: bool) -> bool:
         info = self.nodes.get(node_id)
         if info is None:
             return True
+        if timed_out:
+            return await self.unresponsive(node_id)
         for attempt in range(2):
             if await info.client.healthy():
                 return False
@@ -389,7 +507,26 @@ class Cluster(Membership):
                 replacement = await self.launch_node()
                 for bucket in self.ring.buckets_of(node_id):
                     self.ring.reassign(bucket.token, replacement.node_id)
+                if self.held:  # every copy was on the dead node: start again, empty
+                    self.held = {b.token: (b.node,) for b in self.ring}
                 await self._push_ownership([replacement.node_id])
+            elif self.held:
+                # Replicated: the next holder of each of its ranges takes over at once
+                # (the successor is the first copy), and the missing copies are made
+                # again in the background.
+                held = placement.without_node(self.held, node_id)
+                for bucket in self.ring.buckets_of(node_id):
+                    successor = self.ring.successor(bucket.token)
+                    self.ring.remove(bucket.token)
+                    held = placement.after_remove(held, self.ring, bucket.token, successor)
+                self.held = held
+                self.ring.touch()
+                await self._forget(node_id)
+                await self.persist()
+                with contextlib.suppress(ElasticCacheError):
+                    await self._push_ownership(list(self.nodes))
+                self.repair_soon()
+                return
             else:
                 heirs: set[str] = set()
                 for bucket in self.ring.buckets_of(node_id):
@@ -446,6 +583,20 @@ class Cluster(Membership):
             ],
             "migrations": [m.to_json() for m in self.migrations],
             "events": self.events.since(0)[-50:],
+            "replication": self.replication_view(),
+        }
+
+    def replication_view(self) -> dict[str, Any]:
+        """Copies per key, the write quorum, and how far repair has got."""
+        task = self._repair_task
+        under = placement.under_replicated(self.ring, self.held, self.rf) if self.held else 0
+        return {
+            "factor": self.rf,
+            "write_quorum": self.settings.cluster.quorum,
+            "buckets": len(self.ring),
+            "under_replicated": under,
+            "repairing": task is not None and not task.done(),
+            "copies_made": self.copies_made,
         }
 
 

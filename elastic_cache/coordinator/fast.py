@@ -183,6 +183,10 @@ class CoordinatorHotRoutes:
             (name.decode("latin-1"), value.decode("utf-8", "surrogateescape"))
             for name, value in request.headers
         ]
+        if request.authorization is not None:
+            # The cluster token (the server checked it) is this cache's credential,
+            # never the origin's.
+            headers = [(k, v) for k, v in headers if k.lower() != "authorization"]
         client = ClientRequest(
             request.method, unquote(parts[3]), parts[4], query, headers, remote=request.remote
         )

@@ -21,12 +21,13 @@ from pathlib import Path
 from typing import Any
 
 from elastic_cache.config import ClusterSettings
+from elastic_cache.coordinator import placement
 from elastic_cache.coordinator.events import EventLog, cold_tier_events
 from elastic_cache.coordinator.migration import MigrationInfo
-from elastic_cache.coordinator.nodeclient import NodeClient
-from elastic_cache.coordinator.scaler import RateMeter
+from elastic_cache.coordinator.rates import RateMeter
 from elastic_cache.errors import ElasticCacheError, ProvisionError, UnknownNode
 from elastic_cache.hashing import make_hasher
+from elastic_cache.node.protocol import NodeClient
 from elastic_cache.provisioner.base import NodeHandle, Provisioner
 from elastic_cache.ring import HashRing
 
@@ -111,6 +112,9 @@ class Membership:
         self._client_factory = client_factory
         self.state_path = state_path
         self.ring = HashRing(make_hasher(settings.nodes.hash))
+        #: Copies of each bucket beyond one (`placement`); empty with ``replication = 1``.
+        self.rf = settings.cluster.replication
+        self.held: placement.Held = {}
         self.nodes: dict[str, NodeInfo] = {}
         self.events = EventLog()
         self.migrations: deque[MigrationInfo] = deque(maxlen=50)
@@ -123,6 +127,9 @@ class Membership:
         self._room: dict[str, asyncio.Event] = {}
         self._launch_seconds: list[float] = []
         self._suspects: dict[str, asyncio.Task[bool]] = {}
+        self._repair_task: asyncio.Task[None] | None = None
+        #: Range copies made by repair since start (a metric).
+        self.copies_made = 0
         #: Instances whose termination failed, by ``ref``: they may still run (and bill),
         #: so `retry_terminations` tries again and the cost counts them until then.
         self.unterminated: dict[str, NodeHandle] = {}
@@ -165,10 +172,28 @@ class Membership:
 
     # -- persistence -------------------------------------------------------------------
 
+    def holders(self, token: int) -> tuple[str, ...]:
+        """The nodes holding ``token``'s key, its owner first."""
+        if not self.held:
+            return (self.ring.node_for_token(token),)
+        return placement.holders_of(self.ring, self.held, token)
+
+    def ranges_for(
+        self, node: str, ring: HashRing | None = None, held: placement.Held | None = None
+    ) -> list[list[int]]:
+        """The ranges ``node`` holds (owner or copy) on ``ring`` with ``held`` (default:
+        the current ones): what its ownership check admits."""
+        ring = self.ring if ring is None else ring
+        held = self.held if held is None else held
+        if not held:
+            return [list(r) for r in ring.ranges_of(node)]
+        return placement.ranges_held(ring, held, node)
+
     def to_state(self) -> dict[str, Any]:
         return {
             "version": 1,
             "ring": self.ring.to_dict(),
+            "held": {str(b): list(copies) for b, copies in self.held.items()},
             "nodes": [n.handle.to_json() for n in self.nodes.values()],
             "next_id": self._next_id,
         }
@@ -201,6 +226,7 @@ class Membership:
             state = json.loads(path.read_text())
             ring = HashRing.from_dict(state["ring"])
             handles = [NodeHandle.from_json(h) for h in state["nodes"]]
+            held = {int(b): tuple(str(n) for n in c) for b, c in state.get("held", {}).items()}
         except (OSError, ValueError, KeyError, TypeError, ElasticCacheError) as exc:
             log.warning("ignoring unreadable state %s: %s", path, exc)
             return False
@@ -214,6 +240,7 @@ class Membership:
             log.info("previous cluster in %s is gone (nodes down); starting fresh", stale)
             return False
         self.ring = ring
+        self.held = held if self.rf > 1 else {}
         for handle, client in zip(handles, clients, strict=True):
             self.nodes[handle.node_id] = NodeInfo(
                 handle=handle, client=client, requests=self._request_meter()
@@ -236,12 +263,15 @@ class Membership:
         infos = await asyncio.gather(*(self.launch_node() for _ in range(count)))
         for info in infos:
             self.ring.add_node(info.node_id, vnodes=self.settings.coordinator.vnodes)
+        self.held = placement.initial_held(self.ring, self.rf)
         await self._push_ownership(list(self.nodes))
         await self.persist()
         await self.refresh_stats()
 
     async def shutdown(self) -> None:
         """Stop every node this coordinator started."""
+        if self._repair_task is not None:
+            self._repair_task.cancel()
         for info in self.nodes.values():
             await info.client.close()
         await self.provisioner.close()
@@ -396,7 +426,7 @@ class Membership:
         ring = self.ring
         await asyncio.gather(
             *(
-                self.nodes[n].client.set_ownership(ring.epoch, [list(r) for r in ring.ranges_of(n)])
+                self.nodes[n].client.set_ownership(ring.epoch, self.ranges_for(n))
                 for n in node_ids
                 if n in self.nodes
             )

@@ -1,5 +1,8 @@
 """How the coordinator talks to a node: the `NodeClient` protocol and its HTTP version.
 
+The protocol (`NodeClient`, `Answer`, `NodeStats`) lives in `elastic_cache.node.protocol`,
+which the node side imports too; it is re-exported here.
+
 The scaler and the migration code only see `NodeClient`, so the simulator can plug in an
 in-process implementation and run the same code on a virtual clock.
 
@@ -17,8 +20,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
-from typing import Any, NamedTuple, Protocol
+from typing import Any
 from urllib.parse import quote
 
 import aiohttp
@@ -32,6 +34,7 @@ from elastic_cache.errors import (
     NodeUnavailable,
     error_from_json,
 )
+from elastic_cache.node.protocol import Answer, NodeClient, NodeStats
 
 __all__ = [
     "Answer",
@@ -58,126 +61,6 @@ def key_segment(key: str) -> str:
     return quote(key, safe="")
 
 
-class Answer(NamedTuple):
-    """A node's answer to a key request, passed on to the caller as it is.
-
-    Attributes:
-        status: HTTP status.
-        body: the value, or a JSON error body.
-        content_type: Content-Type of ``body``.
-        epoch: the node's ring epoch.
-        used: fill after a write, in the capacity's unit (-1 when not reported).
-        capacity: capacity (-1 when not reported).
-        cache: the node's ``X-Cache`` header ("HIT-COLD" for a value from its cold
-            tier; "" when absent).
-        stream: the body, when it is streamed (a GET with ``stream_above``; ``body``
-            is then empty); whoever takes the answer reads it and closes it.
-        retry_after: the node's ``Retry-After`` header ("" when absent): a node whose
-            cold tier refuses writes says when to retry a 507.
-    """
-
-    status: int
-    body: bytes
-    content_type: str
-    epoch: int
-    used: int = -1
-    capacity: int = -1
-    cache: str = ""
-    stream: BodyStream | None = None
-    retry_after: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class NodeStats:
-    """What a node reports about itself (a subset of ``GET /v1/stats``)."""
-
-    records: int
-    bytes: int
-    used: int
-    capacity: int
-    unit: str
-    index: str
-    epoch: int
-    hits: int
-    misses: int
-    evictions: int
-    raw: dict[str, Any]
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> NodeStats:
-        return cls(
-            records=int(data["records"]),
-            bytes=int(data["bytes"]),
-            used=int(data["used"]),
-            capacity=int(data["capacity"]),
-            unit=str(data["unit"]),
-            index=str(data["index"]),
-            epoch=int(data["epoch"]),
-            hits=int(data.get("hits", 0)),
-            misses=int(data.get("misses", 0)),
-            evictions=int(data.get("evictions", 0)),
-            raw=data,
-        )
-
-
-class NodeClient(Protocol):
-    """The operations the coordinator needs from a node."""
-
-    node_id: str
-    address: str
-
-    async def get(self, key: str, *, head: bool = False, stream_above: int = -1) -> Answer:
-        """The node's answer for ``key``. With ``stream_above`` >= 0 a 200 whose body is
-        larger comes back as ``Answer.stream`` (a client may read every body whole)."""
-        ...
-
-    async def put(self, key: str, value: bytes, content_type: str, ttl: float | None) -> Answer: ...
-
-    async def put_stream(
-        self,
-        key: str,
-        chunks: AsyncIterator[bytes],
-        content_type: str,
-        ttl: float | None,
-        length: int | None,
-    ) -> tuple[Answer, bool]:
-        """PUT a value larger than ``max_value_bytes`` as it arrives; returns the answer
-        and whether any of ``chunks`` was taken (see `HttpNodeClient.put_stream`).
-
-        Raises:
-            ValueTooLarge: this kind of node takes no streamed value.
-        """
-        ...
-
-    async def delete(self, key: str) -> Answer: ...
-
-    async def stats(self) -> NodeStats: ...
-
-    async def healthy(self) -> bool: ...
-
-    async def set_ownership(self, epoch: int, ranges: list[list[int]]) -> None: ...
-
-    async def count_ranges(self, ranges: list[tuple[int, int]]) -> list[int]: ...
-
-    async def median_token(self, lo: int, hi: int) -> int | None: ...
-
-    async def begin_migration(
-        self, migration: str, role: str, lo: int, hi: int, peer: str | None = None
-    ) -> None: ...
-
-    async def send_migration(self, migration: str) -> dict[str, Any]: ...
-
-    async def commit_migration(
-        self, migration: str, epoch: int, ranges: list[list[int]]
-    ) -> dict[str, Any]: ...
-
-    async def abort_migration(self, migration: str) -> None: ...
-
-    async def drop_range(self, lo: int, hi: int) -> int: ...
-
-    async def close(self) -> None: ...
-
-
 def _parse_fill(value: bytes | None) -> tuple[int, int]:
     if not value:
         return -1, -1
@@ -194,7 +77,9 @@ class HttpNodeClient:
     Args:
         node_id: the node's id.
         address: ``http://host:port``.
-        session: the coordinator's shared session (its connector pools connections).
+        session: the coordinator's shared session (its connector pools connections;
+            its default headers, the cluster token's ``Authorization`` among them, go
+            on the key path's requests too).
         control_timeout: seconds for control requests (stats, ranges); migrations
             streams use ``migration_timeout``.
     """
@@ -216,7 +101,8 @@ class HttpNodeClient:
         host, port = self._base.host, self._base.port
         if not host or port is None:
             raise ConfigError(f"node address {address!r} is not http://host:port")
-        self._pool = ConnectionPool(host, port, timeout=kv_timeout)
+        auth = session.headers.get("Authorization")
+        self._pool = ConnectionPool(host, port, timeout=kv_timeout, authorization=auth)
         self._control = aiohttp.ClientTimeout(total=control_timeout)
         self._migration = aiohttp.ClientTimeout(total=migration_timeout)
         # A large upload takes as long as its sender does; only silence is an error.
@@ -271,11 +157,14 @@ class HttpNodeClient:
             return await self._kv("HEAD", key)
         return await self._kv("GET", key, stream_above=stream_above)
 
-    async def put(self, key: str, value: bytes, content_type: str, ttl: float | None) -> Answer:
+    async def put(
+        self, key: str, value: bytes, content_type: str, ttl: float | None, epoch: int = 0
+    ) -> Answer:
         query = f"?ttl={ttl!r}" if ttl is not None else ""
-        return await self._kv(
-            "PUT", key, body=value, headers={"Content-Type": content_type}, query=query
-        )
+        headers = {"Content-Type": content_type}
+        if epoch:
+            headers["X-Ecache-Epoch"] = str(epoch)
+        return await self._kv("PUT", key, body=value, headers=headers, query=query)
 
     async def put_stream(
         self,
@@ -284,6 +173,7 @@ class HttpNodeClient:
         content_type: str,
         ttl: float | None,
         length: int | None,
+        epoch: int = 0,
     ) -> tuple[Answer, bool]:
         """PUT a value as its chunks arrive, never holding it whole.
 
@@ -318,6 +208,8 @@ class HttpNodeClient:
         headers = {"Content-Type": content_type}
         if length is not None:
             headers["Content-Length"] = str(length)
+        if epoch:
+            headers["X-Ecache-Epoch"] = str(epoch)
         url = URL(self.address + "/v1/kv/" + key_segment(key), encoded=True)
         if ttl is not None:
             url = url.with_query(ttl=repr(ttl))
@@ -344,8 +236,9 @@ class HttpNodeClient:
         )
         return answer, started
 
-    async def delete(self, key: str) -> Answer:
-        return await self._kv("DELETE", key)
+    async def delete(self, key: str, epoch: int = 0) -> Answer:
+        headers = {"X-Ecache-Epoch": str(epoch)} if epoch else None
+        return await self._kv("DELETE", key, headers=headers)
 
     async def _json(
         self,

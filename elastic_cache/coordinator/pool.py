@@ -309,13 +309,26 @@ class ConnectionPool:
         port: its port.
         limit: most connections open at once; more requests wait for one.
         timeout: seconds for one request.
+        authorization: an ``Authorization`` value sent on every request (the cluster
+            token, `elastic_cache.auth`); None: none.
     """
 
-    def __init__(self, host: str, port: int, *, limit: int = 256, timeout: float = 60.0) -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        *,
+        limit: int = 256,
+        timeout: float = 60.0,
+        authorization: str | None = None,
+    ) -> None:
         self.host = host
         self.port = port
         self.timeout = timeout
-        self._host_header = f"{host}:{port}".encode()
+        # The headers every request carries, formatted once.
+        self._fixed_headers = f"Host: {host}:{port}\r\n" + (
+            f"Authorization: {authorization}\r\n" if authorization is not None else ""
+        )
         self._idle: deque[_Conn] = deque()
         self._open = 0
         self._limit = limit
@@ -381,7 +394,7 @@ class ConnectionPool:
             raise PoolError("the connection pool is closed")
         extra = "".join(f"{k}: {v}\r\n" for k, v in headers.items()) if headers else ""
         request = (
-            f"{method} {target} HTTP/1.1\r\nHost: {self._host_header.decode()}\r\n"
+            f"{method} {target} HTTP/1.1\r\n{self._fixed_headers}"
             f"Content-Length: {len(body)}\r\n{extra}\r\n"
         ).encode("latin-1")
         if body:

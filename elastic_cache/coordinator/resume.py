@@ -4,10 +4,12 @@ previous life left running on the nodes it resumed.
 A coordinator that dies mid-move leaves the source forwarding writes to the destination
 and the destination holding a partial copy; a fresh coordinator knows of no move, and
 left alone the source would forward forever and refuse every later move that overlaps
-the range. The persisted ring says how far the move got: while it still gives the range
-to the source, the source keeps it and the destination drops its partial copy (the
-abort); once it gives it to the destination, the source's copy is the stale one and is
-dropped, as when a source misses its commit (`Cluster.move`).
+the range. The persisted ring (and, with replication, the persisted holders of each
+bucket) says how far the move got: while the source still holds the range, it keeps it
+and the destination drops its partial copy (the abort); once the state no longer counts
+the source among the range's holders, its copy is the stale one and is dropped, as when
+a source misses its commit (`Cluster.move`). A repair's copy keeps its source a holder,
+so its source keeps its records either way.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ log = logging.getLogger("elastic_cache.cluster")
 
 async def abort_interrupted_moves(cluster: Membership) -> int:
     """Abort every move the members report (from their last stats poll, which
-    `Membership.start` makes) and drop a source's copy of a range the ring moved away.
+    `Membership.start` makes) and drop a source's copy of a range it no longer holds.
 
     Call it before this coordinator starts a move of its own: every move a member reports
     then belongs to an earlier life.
@@ -32,7 +34,6 @@ async def abort_interrupted_moves(cluster: Membership) -> int:
     Returns:
         How many moves were aborted on a node (a move counts once per node).
     """
-    ring = cluster.ring
     aborted = 0
     for info in list(cluster.nodes.values()):
         for move in info.migrations:
@@ -41,7 +42,7 @@ async def abort_interrupted_moves(cluster: Membership) -> int:
             try:
                 await info.client.abort_migration(move_id)
                 dropped = 0
-                if role == "source" and ring.node_for_token(hi) != info.node_id:
+                if role == "source" and info.node_id not in cluster.holders(hi):
                     dropped = await info.client.drop_range(lo, hi)
             except ElasticCacheError as exc:
                 log.warning("could not abort move %s on %s: %s", move_id, info.node_id, exc)

@@ -8,10 +8,10 @@ from typing import Protocol
 
 from elastic_cache.config import ClusterSettings, OnFull
 from elastic_cache.coordinator.membership import NodeInfo
-from elastic_cache.coordinator.nodeclient import Answer, NodeClient
-from elastic_cache.coordinator.scaler import RateMeter
+from elastic_cache.coordinator.rates import RateMeter
 from elastic_cache.errors import Misdirected, NodeUnavailable, StoreFull
 from elastic_cache.hashing import validate_key
+from elastic_cache.node.protocol import Answer, NodeClient
 from elastic_cache.ring import HashRing
 
 __all__ = ["Router", "RoutingView", "WriteObserver"]
@@ -25,8 +25,13 @@ class RoutingView(Protocol):
     ring: HashRing
     nodes: dict[str, NodeInfo]
 
-    def suspect(self, node_id: str) -> asyncio.Task[bool] | None:
-        """``node_id`` did not answer: a task that is True once it has left the ring."""
+    def holders(self, token: int) -> tuple[str, ...]:
+        """The nodes holding ``token``'s key (replication), its owner first."""
+        ...
+
+    def suspect(self, node_id: str, *, timed_out: bool = False) -> asyncio.Task[bool] | None:
+        """``node_id`` did not answer (``timed_out``: within the request budget): a task
+        that is True once it has left the ring."""
         ...
 
     async def wait_for_room(self, node_id: str, timeout: float) -> bool:
@@ -64,6 +69,8 @@ class Router:
         self.block = cluster.settings.nodes.on_full is OnFull.BLOCK
         self.block_timeout = cluster.settings.scaler.block_timeout
         self.by_bytes = cluster.settings.nodes.capacity_bytes is not None
+        self.replicated = cluster.settings.cluster.replication > 1
+        self.quorum = cluster.settings.cluster.quorum
 
     async def _routed(
         self, key: str, op: Callable[[NodeClient], Awaitable[Answer]]
@@ -85,7 +92,7 @@ class Router:
                 if exc.details.get("timed_out"):
                     # Slow or paused, not known dead: answer now (503, Retry-After) and
                     # let the check decide between suspect and dead meanwhile.
-                    cluster.suspect(node)
+                    cluster.suspect(node, timed_out=True)
                     raise
                 # The owner did not answer. If it is really gone, its ranges move to
                 # their successors (its records are lost: a cache) and we route again.
@@ -115,22 +122,144 @@ class Router:
             )
         return node, answer
 
+    async def _read_copies(self, key: str, op: Callable[[NodeClient], Awaitable[Answer]]) -> Answer:
+        """Read from the owner, else from the next holder that answers (replication).
+
+        A holder that does not answer (or is suspect) is skipped at once and checked in
+        the background; a 421 or 503 routes again on the current ring.
+        """
+        validate_key(key)
+        cluster = self.cluster
+        token = cluster.ring.token_of(key)
+        failure: NodeUnavailable | None = None
+        for attempt in range(_ATTEMPTS):
+            moved = False
+            for node in cluster.holders(token):
+                info = cluster.nodes.get(node)
+                if info is None or info.suspect_since:
+                    continue
+                info.requests.hit()
+                try:
+                    answer = await op(info.client)
+                except NodeUnavailable as exc:
+                    cluster.suspect(node, timed_out=bool(exc.details.get("timed_out")))
+                    failure = exc
+                    continue
+                if answer.status in (421, 503):
+                    moved = True
+                    continue
+                return answer
+            if not moved:
+                break
+            await asyncio.sleep(0.005 * 2**attempt)
+        if failure is not None:
+            raise NodeUnavailable(
+                f"no copy of this key answered ({failure}); retry shortly", retry_after=1
+            )
+        raise NodeUnavailable("no copy of this key is reachable; retry shortly", retry_after=1)
+
+    async def _write_copies(
+        self, key: str, op: Callable[[NodeClient, int], Awaitable[Answer]], *, delete: bool = False
+    ) -> tuple[str, Answer]:
+        """Write to every holder at once; acknowledged once ``write_quorum`` of them (or
+        every current holder, when fewer exist) hold it.
+
+        Each write carries the ring's epoch, so a holder that moved on refuses it (421)
+        and the write is routed again on the current ring; a holder that does not answer
+        is checked, and once dropped the write goes to the holders that remain.
+        """
+        validate_key(key)
+        cluster = self.cluster
+        token = cluster.ring.token_of(key)
+        answer: Answer | None = None
+        for attempt in range(_ATTEMPTS):
+            epoch = cluster.ring.epoch
+            holders = [n for n in cluster.holders(token) if n in cluster.nodes]
+            infos = [cluster.nodes[n] for n in holders]
+            for info in infos:
+                info.requests.hit()
+                if info.suspect_since:
+                    raise NodeUnavailable(
+                        f"node {info.node_id}, which holds a copy of this key, is not "
+                        "answering; retry shortly",
+                        retry_after=1,
+                    )
+            results = await asyncio.gather(
+                *(op(info.client, epoch) for info in infos), return_exceptions=True
+            )
+            done: list[tuple[str, Answer]] = []
+            again = False
+            unreachable: list[tuple[str, NodeUnavailable]] = []
+            for node, result in zip(holders, results, strict=True):
+                if isinstance(result, NodeUnavailable):
+                    unreachable.append((node, result))
+                elif isinstance(result, BaseException):
+                    raise result
+                elif result.status in (421, 503):
+                    again, answer = True, result
+                elif result.status < 300 or (delete and result.status == 404):
+                    done.append((node, result))
+                else:
+                    return node, result  # refused (full, too large...): the first says why
+            if len(done) >= min(self.quorum, len(holders)) and not again and done:
+                owner = done[0]
+                if delete:  # a value anywhere was deleted
+                    owner = next((d for d in done if d[1].status < 300), owner)
+                return owner
+            if unreachable:
+                node, exc = unreachable[0]
+                checks = [
+                    cluster.suspect(n, timed_out=bool(e.details.get("timed_out")))
+                    for n, e in unreachable
+                ]
+                if exc.details.get("timed_out") or attempt == _ATTEMPTS - 1:
+                    raise exc
+                try:
+                    dropped = await asyncio.wait_for(
+                        asyncio.shield(asyncio.gather(*(c for c in checks if c is not None))),
+                        5.0,
+                    )
+                except TimeoutError:
+                    raise NodeUnavailable(f"node {node} did not answer") from None
+                if not all(dropped):
+                    raise exc
+                continue
+            await asyncio.sleep(0.005 * 2**attempt)
+        if answer is not None and answer.status == 421:
+            raise Misdirected(
+                "the ring kept changing under this request; retry", epoch=cluster.ring.epoch
+            )
+        raise NodeUnavailable("the copies of this key are moving; retry shortly", retry_after=1)
+
     async def get(self, key: str, *, head: bool = False, stream_above: int = -1) -> Answer:
-        """Read ``key`` from its owner; with ``stream_above`` >= 0 a larger 200 body comes
-        back as ``Answer.stream``, which the caller reads and closes."""
+        """Read ``key`` from its owner (or, replicated, from a copy when the owner does
+        not answer); with ``stream_above`` >= 0 a larger 200 body comes back as
+        ``Answer.stream``, which the caller reads and closes."""
         self.rate.hit()
+        if self.replicated:
+            return await self._read_copies(
+                key, lambda c: c.get(key, head=head, stream_above=stream_above)
+            )
         _, answer = await self._routed(
             key, lambda c: c.get(key, head=head, stream_above=stream_above)
         )
         return answer
 
     async def put(self, key: str, value: bytes, content_type: str, ttl: float | None) -> Answer:
-        """Write ``key`` to its owner; under ``on_full = block`` wait for room."""
+        """Write ``key`` to its owner (and its copies); under ``on_full = block`` wait
+        for room."""
         self.rate.hit()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.block_timeout
         while True:
-            node, answer = await self._routed(key, lambda c: c.put(key, value, content_type, ttl))
+            if self.replicated:
+                node, answer = await self._write_copies(
+                    key, lambda c, e: c.put(key, value, content_type, ttl, e)
+                )
+            else:
+                node, answer = await self._routed(
+                    key, lambda c: c.put(key, value, content_type, ttl)
+                )
             if answer.status < 300:
                 self.scaler.observe_write(node, answer.used, answer.capacity, len(value))
                 return answer
@@ -174,6 +303,8 @@ class Router:
         self.rate.hit()
         cluster = self.cluster
         token = cluster.ring.token_of(key)
+        if self.replicated and len(cluster.holders(token)) > 1:
+            return await self._stream_copies(key, token, chunks, content_type, ttl, length)
         for attempt in range(_ATTEMPTS):
             node = cluster.ring.node_for_token(token)
             info = cluster.nodes[node]
@@ -188,8 +319,94 @@ class Router:
             self.scaler.observe_write(node, answer.used, answer.capacity, 0)
         return answer
 
+    async def _stream_copies(
+        self,
+        key: str,
+        token: int,
+        chunks: AsyncIterator[bytes],
+        content_type: str,
+        ttl: float | None,
+        length: int | None,
+    ) -> Answer:
+        """`put_stream` to every holder at once: each chunk goes to each holder as it
+        arrives (a few chunks buffered per holder, so the slowest sets the pace). The
+        body cannot be sent twice, so a holder that refuses (421, 503) or fails makes the
+        write fail (503, retry): the holders that took it keep a value that was never
+        acknowledged, which a retry overwrites."""
+        cluster = self.cluster
+        epoch = cluster.ring.epoch
+        holders = [n for n in cluster.holders(token) if n in cluster.nodes]
+        queues: list[asyncio.Queue[bytes | BaseException | None]] = [
+            asyncio.Queue(maxsize=4) for _ in holders
+        ]
+        taking = [True] * len(holders)
+
+        async def feed() -> None:
+            end: bytes | BaseException | None = None
+            try:
+                async for chunk in chunks:
+                    for i, q in enumerate(queues):
+                        if taking[i]:
+                            await q.put(chunk)
+            except Exception as exc:  # the upload broke: every copy must fail
+                end = exc
+            for i, q in enumerate(queues):
+                if taking[i]:
+                    await q.put(end)
+
+        async def body(q: asyncio.Queue[bytes | BaseException | None]) -> AsyncIterator[bytes]:
+            while True:
+                item = await q.get()
+                if item is None:
+                    return
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+
+        async def one(i: int, info: NodeInfo) -> tuple[Answer, bool]:
+            info.requests.hit()
+            try:
+                return await info.client.put_stream(
+                    key, body(queues[i]), content_type, ttl, length, epoch
+                )
+            finally:
+                taking[i] = False
+                while not queues[i].empty():  # unblock the feeder
+                    queues[i].get_nowait()
+
+        feeder = asyncio.create_task(feed())
+        try:
+            results = await asyncio.gather(
+                *(one(i, cluster.nodes[n]) for i, n in enumerate(holders)),
+                return_exceptions=True,
+            )
+        finally:
+            await feeder
+        answers = []
+        for node, result in zip(holders, results, strict=True):
+            if isinstance(result, NodeUnavailable):
+                cluster.suspect(node)
+                raise result
+            if isinstance(result, BaseException):
+                raise result
+            answer, _ = result
+            if answer.status in (421, 503):
+                raise NodeUnavailable(
+                    "the copies of this key moved while the value streamed; retry",
+                    retry_after=1,
+                )
+            if answer.status >= 300:
+                return answer
+            answers.append((node, answer))
+        node, answer = answers[0]
+        self.scaler.observe_write(node, answer.used, answer.capacity, 0)
+        return answer
+
     async def delete(self, key: str) -> Answer:
-        """Delete ``key`` at its owner."""
+        """Delete ``key`` at its owner (and its copies)."""
         self.rate.hit()
+        if self.replicated:
+            _, answer = await self._write_copies(key, lambda c, e: c.delete(key, e), delete=True)
+            return answer
         _, answer = await self._routed(key, lambda c: c.delete(key))
         return answer

@@ -12,28 +12,32 @@ from typing import Any
 
 from aiohttp import web
 
+from elastic_cache.auth import fetch_token
 from elastic_cache.config import ClusterSettings, ProvisionerKind
 from elastic_cache.coordinator.app import make_coordinator_app
-from elastic_cache.coordinator.auth import admin_token_middleware, fetch_admin_token
 from elastic_cache.coordinator.fast import CoordinatorHotRoutes
 from elastic_cache.coordinator.service import Coordinator
 from elastic_cache.coordinator.workers import LeaderControl, start_workers, stop_workers
 from elastic_cache.errors import ConfigError
 from elastic_cache.fastpath import FastServer
+from elastic_cache.gctuning import tune_gc
 from elastic_cache.logs import set_log_context
-from elastic_cache.node.runner import tune_gc
 from elastic_cache.provisioner.base import Provisioner
 from elastic_cache.provisioner.local import LocalProvisioner
 
 __all__ = ["build_provisioner", "serve_coordinator", "start_coordinator_server"]
 
 
-def build_provisioner(settings: ClusterSettings, *, session: Any = None) -> Provisioner:
+def build_provisioner(
+    settings: ClusterSettings, *, session: Any = None, token: str | None = None
+) -> Provisioner:
     """The provisioner the settings ask for.
 
     Args:
         settings: the configuration (``coordinator.provisioner``, ``[ec2]``).
         session: a ``boto3.Session``; needed for EC2.
+        token: the cluster token local nodes require (EC2 nodes read it from SSM,
+            ``coordinator.admin_token_parameter``).
 
     Raises:
         ConfigError: EC2 without a session or an ``[ec2]`` section.
@@ -43,23 +47,29 @@ def build_provisioner(settings: ClusterSettings, *, session: Any = None) -> Prov
             raise ConfigError("the EC2 provisioner needs an [ec2] section and a boto3 session")
         from elastic_cache.provisioner.ec2 import Ec2Provisioner
 
-        return Ec2Provisioner(settings.ec2, settings.nodes, session=session)
+        return Ec2Provisioner(
+            settings.ec2,
+            settings.nodes,
+            session=session,
+            token_parameter=settings.coordinator.admin_token_parameter,
+        )
     state_dir = Path(settings.coordinator.state_dir)
-    return LocalProvisioner(settings.nodes, log_dir=state_dir / "logs")
+    return LocalProvisioner(settings.nodes, log_dir=state_dir / "logs", token=token)
 
 
 async def start_coordinator_server(
     coord: Coordinator, app: web.Application, host: str, port: int
 ) -> tuple[FastServer, int]:
     """Serve ``app`` (the coordinator's) on ``host:port`` (0: a free port): the lean
-    layer answers keys and read-through, the application the rest (`elastic_cache.fastpath`).
+    layer answers keys and read-through, the application the rest (`elastic_cache.fastpath`);
+    both require the cluster token when ``coord`` has one.
 
     Returns:
         The server (``close()`` it to stop; that cleans up the application) and the port.
     """
     runner = web.AppRunner(app, access_log=None, handle_signals=False)
     await runner.setup()
-    front = FastServer(runner, CoordinatorHotRoutes.of(coord))
+    front = FastServer(runner, CoordinatorHotRoutes.of(coord), guard=coord.guard)
     try:
         bound = await front.start(host, port)
     except BaseException:
@@ -88,6 +98,7 @@ async def _start_workers(
             private_dir=front.private_dir,
             relay_to=front.socket_path,
             control=path,
+            token=None if coord.guard is None else coord.guard.token,
         )
     except BaseException:
         await runner.cleanup()
@@ -102,6 +113,7 @@ async def serve_coordinator(
     on_ready: Callable[[Coordinator, str], None] | None = None,
     stop: asyncio.Event | None = None,
     session: Any = None,
+    token: str | None = None,
 ) -> None:
     """Serve the coordinator until SIGINT/SIGTERM (or ``stop``), then stop every node.
 
@@ -112,21 +124,23 @@ async def serve_coordinator(
         on_ready: called with the coordinator and its URL once it serves.
         stop: an event that ends the serving (signals set it too).
         session: a ``boto3.Session``, for EC2 and for the cluster token in SSM.
+        token: the cluster token every route requires (`elastic_cache.auth`); with
+            ``coordinator.admin_token_parameter`` set, the one read from SSM instead.
+            A ``provisioner`` passed in must give it to its nodes itself.
     """
     tune_gc()
-    if provisioner is None:
-        provisioner = build_provisioner(settings, session=session)
-    coord = Coordinator(settings, provisioner)
-    set_log_context(node="coordinator", epoch=lambda: coord.cluster.ring.epoch)
-    app = make_coordinator_app(coord, manage_lifecycle=False)
     parameter = settings.coordinator.admin_token_parameter
     if parameter is not None:
         if session is None:
             raise ConfigError("admin_token_parameter needs AWS access (a boto3 session)")
         region = settings.ec2.region if settings.ec2 is not None else None
         ssm = session.client("ssm", region_name=region)
-        token = await asyncio.to_thread(fetch_admin_token, ssm, parameter)
-        app.middlewares.append(admin_token_middleware(token))
+        token = await asyncio.to_thread(fetch_token, ssm, parameter)
+    if provisioner is None:
+        provisioner = build_provisioner(settings, session=session, token=token)
+    coord = Coordinator(settings, provisioner, token=token)
+    set_log_context(node="coordinator", epoch=lambda: coord.cluster.ring.epoch)
+    app = make_coordinator_app(coord, manage_lifecycle=False)
     runner = web.AppRunner(app, access_log=None, handle_signals=False)
     front: FastServer | None = None
     procs: list[asyncio.subprocess.Process] = []
@@ -139,7 +153,7 @@ async def serve_coordinator(
         await runner.setup()
         host, port = settings.coordinator.host, settings.coordinator.port
         workers = settings.coordinator.workers
-        front = FastServer(runner, CoordinatorHotRoutes.of(coord))
+        front = FastServer(runner, CoordinatorHotRoutes.of(coord), guard=coord.guard)
         try:
             bound = await front.start(host, port, reuse_port=workers > 1)
         except OSError as exc:

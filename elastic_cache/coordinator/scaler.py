@@ -39,12 +39,12 @@ from typing import TYPE_CHECKING
 
 from elastic_cache.config import ScalerSettings
 from elastic_cache.coordinator.backoff import LaunchBackoff
+from elastic_cache.coordinator.rates import RateMeter
 from elastic_cache.errors import ElasticCacheError
 from elastic_cache.provisioner.threshold import speculative_threshold
 from elastic_cache.ring import HashRing
 
 if TYPE_CHECKING:
-    # The cluster meters its nodes' request rates with `RateMeter` from here.
     from elastic_cache.coordinator.cluster import Cluster
 
 __all__ = [
@@ -61,39 +61,6 @@ __all__ = [
 ]
 
 log = logging.getLogger("elastic_cache.scaler")
-
-
-class RateMeter:
-    """Requests per second as an exponentially weighted moving average.
-
-    Args:
-        half_life: seconds after which an old rate weighs half.
-        clock: seconds (monotonic).
-    """
-
-    def __init__(self, half_life: float, clock: Callable[[], float] = time.monotonic) -> None:
-        self._half_life = half_life
-        self._clock = clock
-        self._count = 0
-        self._since = clock()
-        self._rate = 0.0
-
-    def hit(self, n: int = 1) -> None:
-        """Count ``n`` requests."""
-        self._count += n
-
-    @property
-    def rate(self) -> float:
-        """Requests per second; folds in what was counted since the last reading."""
-        now = self._clock()
-        elapsed = now - self._since
-        if elapsed >= 0.25:
-            current = self._count / elapsed
-            weight = 1.0 - math.pow(0.5, elapsed / self._half_life)
-            self._rate += weight * (current - self._rate)
-            self._count = 0
-            self._since = now
-        return self._rate
 
 
 def wants_launch(

@@ -13,20 +13,22 @@ from typing import Any
 
 import aiohttp
 
+from elastic_cache.auth import TokenGuard, authorization
 from elastic_cache.config import ClusterSettings
 from elastic_cache.coordinator.cluster import Cluster
 from elastic_cache.coordinator.nodeclient import HttpNodeClient, NodeClient
 from elastic_cache.coordinator.origins import ReadThrough
+from elastic_cache.coordinator.rates import RateMeter
 from elastic_cache.coordinator.resume import abort_interrupted_moves
 from elastic_cache.coordinator.router import Router
-from elastic_cache.coordinator.scaler import RateMeter, Scaler
+from elastic_cache.coordinator.scaler import Scaler
 from elastic_cache.cost import instance_price
 from elastic_cache.dashboard.history import ClusterHistory
 from elastic_cache.errors import ElasticCacheError
 from elastic_cache.metrics import CoordinatorMetrics, MeteredProvisioner
 from elastic_cache.provisioner.base import NodeHandle, Provisioner
 
-__all__ = ["Coordinator", "make_origin_session"]
+__all__ = ["Coordinator", "make_origin_session", "node_headers"]
 
 log = logging.getLogger("elastic_cache.coordinator")
 
@@ -53,6 +55,12 @@ def make_origin_session() -> aiohttp.ClientSession:
     )
 
 
+def node_headers(guard: TokenGuard | None) -> dict[str, str]:
+    """The default headers of a session that talks to the nodes: the cluster token's
+    ``Authorization`` (`HttpNodeClient` sends them on the key path too)."""
+    return {} if guard is None else {"Authorization": authorization(guard.token)}
+
+
 class Coordinator:
     """Everything the coordinator process runs.
 
@@ -65,6 +73,8 @@ class Coordinator:
         termination_retry: seconds between the poll's retries of failed terminations
             (`Cluster.retry_terminations`).
         clock: seconds, monotonic (paces the termination retries).
+        token: the cluster token (`elastic_cache.auth`): required on every route of
+            the coordinator's edges, and sent to the nodes; None: none.
     """
 
     def __init__(
@@ -77,8 +87,10 @@ class Coordinator:
         dead_after: int = 3,
         termination_retry: float = 30.0,
         clock: Callable[[], float] = time.monotonic,
+        token: str | None = None,
     ) -> None:
         self.settings = settings
+        self.guard = None if token is None else TokenGuard.for_coordinator(token)
         self.provisioner = provisioner
         self.poll_period = poll_period
         self.dead_after = dead_after
@@ -126,6 +138,7 @@ class Coordinator:
                 ),
                 timeout=aiohttp.ClientTimeout(total=60),
                 auto_decompress=False,
+                headers=node_headers(self.guard),
             )
         return self._session
 

@@ -39,14 +39,16 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
+from elastic_cache.auth import TOKEN_ENV, TokenGuard
 from elastic_cache.config import ClusterSettings
+from elastic_cache.coordinator import placement
 from elastic_cache.coordinator.fast import CoordinatorHotRoutes
 from elastic_cache.coordinator.membership import NodeInfo
 from elastic_cache.coordinator.nodeclient import HttpNodeClient
 from elastic_cache.coordinator.origins import ReadThrough
+from elastic_cache.coordinator.rates import RateMeter
 from elastic_cache.coordinator.router import Router
-from elastic_cache.coordinator.scaler import RateMeter
-from elastic_cache.coordinator.service import Coordinator, make_origin_session
+from elastic_cache.coordinator.service import Coordinator, make_origin_session, node_headers
 from elastic_cache.errors import ConfigError
 from elastic_cache.fastpath import FastServer
 from elastic_cache.hashing import make_hasher
@@ -96,6 +98,7 @@ class LeaderControl:
         return web.json_response(
             {
                 "ring": cluster.ring.to_dict(),
+                "held": [[b, list(c)] for b, c in cluster.held.items()],
                 "nodes": {n: info.handle.address for n, info in cluster.nodes.items()},
                 "suspect": [n for n, info in cluster.nodes.items() if info.suspect_since],
                 "at_cap": self.coord.scaler.at_cap(),
@@ -121,6 +124,9 @@ class LeaderControl:
         for node in report.get("help", []):
             if node in nodes:
                 coord.scaler.request_help(node, full=True)
+        for node in report.get("timed_out", []):
+            if node in nodes:  # a worker's request waited the whole budget for it
+                coord.cluster.suspect(node, timed_out=True)
         index = int(report.get("worker", 0))
         self.workers[index] = {
             "worker": index,
@@ -139,8 +145,11 @@ async def start_workers(
     private_dir: str,
     relay_to: str,
     control: str,
+    token: str | None = None,
 ) -> list[asyncio.subprocess.Process]:
-    """Start ``count`` worker processes on ``host:port`` and wait until each listens.
+    """Start ``count`` worker processes on ``host:port`` and wait until each listens;
+    the cluster ``token`` goes in their environment (``$ECACHE_TOKEN``), not on their
+    command line.
 
     Raises:
         ConfigError: a worker did not start (its output is in the message).
@@ -148,6 +157,10 @@ async def start_workers(
     settings_file = Path(private_dir) / "settings.pickle"
     settings_file.write_bytes(pickle_settings(settings))
     os.chmod(settings_file, 0o600)
+    env = dict(os.environ)
+    env.pop(TOKEN_ENV, None)
+    if token is not None:
+        env[TOKEN_ENV] = token
     procs = []
     for index in range(1, count + 1):
         proc = await asyncio.create_subprocess_exec(
@@ -169,6 +182,7 @@ async def start_workers(
             str(index),
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
+            env=env,
         )
         procs.append(proc)
     for proc in procs:
@@ -239,21 +253,30 @@ class WorkerView:
     """The leader's ring and nodes as a worker routes by them (a `RoutingView`), and
     the writes it saw, for the next report (a `WriteObserver`)."""
 
-    def __init__(self, settings: ClusterSettings, control: aiohttp.ClientSession) -> None:
+    def __init__(
+        self,
+        settings: ClusterSettings,
+        control: aiohttp.ClientSession,
+        *,
+        guard: TokenGuard | None = None,
+    ) -> None:
         self.settings = settings
         self.ring = HashRing(make_hasher(settings.nodes.hash))
+        self.held: placement.Held = {}
         self.nodes: dict[str, NodeInfo] = {}
         self._control = control
         self._session = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(limit=256, keepalive_timeout=60),
             timeout=aiohttp.ClientTimeout(total=60),
             auto_decompress=False,
+            headers=node_headers(guard),
         )
         self._refresh: asyncio.Task[bool] | None = None
         self._changed = asyncio.Event()
         self._cap: str | None = None
         self.fills: dict[str, list[int]] = {}
         self.help: set[str] = set()
+        self.timed_out: set[str] = set()
 
     # -- following ------------------------------------------------------------------------
 
@@ -279,10 +302,17 @@ class WorkerView:
             info.suspect_since = 1.0 if node in suspect else 0.0
         changed = ring.epoch != self.ring.epoch
         self.ring = ring
+        self.held = {int(b): tuple(c) for b, c in view.get("held", ())}
         self._cap = view.get("at_cap")
         if changed:
             self._changed.set()
             self._changed = asyncio.Event()
+
+    def holders(self, token: int) -> tuple[str, ...]:
+        """The nodes holding ``token``'s key, as the leader last said."""
+        if not self.held:
+            return (self.ring.node_for_token(token),)
+        return placement.holders_of(self.ring, self.held, token)
 
     def report(self, index: int, rate: _CountingMeter, answered: int) -> dict[str, Any]:
         """What this worker routed since its last report."""
@@ -295,6 +325,7 @@ class WorkerView:
                     requests[node] = count
         fills, self.fills = self.fills, {}
         help_, self.help = sorted(self.help), set()
+        timed_out, self.timed_out = sorted(self.timed_out), set()
         return {
             "worker": index,
             "pid": os.getpid(),
@@ -302,13 +333,17 @@ class WorkerView:
             "requests": requests,
             "fills": fills,
             "help": help_,
+            "timed_out": timed_out,
             "answered": answered,
         }
 
     # -- RoutingView ----------------------------------------------------------------------
 
-    def suspect(self, node_id: str) -> asyncio.Task[bool] | None:
-        """Read the ring again now; True if ``node_id`` has left it."""
+    def suspect(self, node_id: str, *, timed_out: bool = False) -> asyncio.Task[bool] | None:
+        """Read the ring again now; True if ``node_id`` has left it. A request that
+        waited the budget is reported to the leader, which checks the node at once."""
+        if timed_out:
+            self.timed_out.add(node_id)
         if self._refresh is None or self._refresh.done():
             self._refresh = asyncio.get_running_loop().create_task(self._refollow(node_id))
         return self._refresh
@@ -354,11 +389,20 @@ class WorkerView:
 
 
 async def serve_worker(
-    settings: ClusterSettings, *, relay_to: str, control: str, host: str, port: int, index: int
+    settings: ClusterSettings,
+    *,
+    relay_to: str,
+    control: str,
+    host: str,
+    port: int,
+    index: int,
+    token: str | None = None,
 ) -> None:
-    """Serve as worker ``index`` until stdin closes (or SIGTERM/SIGINT)."""
+    """Serve as worker ``index`` until stdin closes (or SIGTERM/SIGINT); with the
+    cluster ``token``, require it as the leader does and send it to the nodes."""
+    guard = None if token is None else TokenGuard.for_coordinator(token)
     control_session = aiohttp.ClientSession(connector=aiohttp.UnixConnector(path=control))
-    view = WorkerView(settings, control_session)
+    view = WorkerView(settings, control_session, guard=guard)
     rate = _CountingMeter()
     router = Router(view, view, rate)
     origin_session = make_origin_session()
@@ -367,7 +411,7 @@ async def serve_worker(
     )
     meter = RequestMeter()
     routes = CoordinatorHotRoutes(router, readthrough, meter, settings.nodes.max_value_bytes)
-    server = FastServer(None, routes, relay_to=relay_to)
+    server = FastServer(None, routes, relay_to=relay_to, guard=guard)
     reporter: asyncio.Task[None] | None = None
     try:
         await view.follow()

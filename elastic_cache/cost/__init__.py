@@ -1,6 +1,6 @@
 """AWS price tables and the paper's cost formulas for keeping a cache on AWS.
 
-Three modules, one public face:
+Four modules, one public face:
 
 * `elastic_cache.cost.prices`: dated, immutable price tables (`PAPER_2011_PRICES`, the
   paper's Table I as far as we could confirm or reconstruct it, and `CURRENT_PRICES`),
@@ -12,6 +12,10 @@ Three modules, one public face:
   and `cheapest`.
 * `elastic_cache.cost.speedup`: the paper's speedup S (`cache_speedup`) and cost per
   unit of speedup (`cost_per_speedup`).
+* `elastic_cache.cost.decisions`: a buyer's questions: the break-even R between S3 and
+  an instance configuration (`break_even_requests`, `cost_line`), the instance-type
+  what-if (`instance_type_options`) and the paper's §4.6 decision map (`decision_map`,
+  with `HitTimes` for the cost per unit of speedup).
 
 Example: the paper's Figure 7 case, 50 MB values in a 25 GB cache read 2000 times a month,
 every read transferred out of AWS (the paper's setting)::
@@ -28,48 +32,73 @@ Nothing here imports aiohttp, asyncio or boto3; prices are data, never fetched.
 
 from __future__ import annotations
 
-from elastic_cache.cost.model import (
-    HOURS_PER_MONTH,
-    Configuration,
-    CostBreakdown,
-    Transfer,
-    Workload,
-    alloc_cost,
-    cheapest,
-    ebs_cache_cost,
-    hybrid_cache_cost,
-    instance_cache_cost,
-    io_cost,
-    monthly_cost,
-    monthly_costs,
-    ranked,
-    request_cost,
-    s3_cache_cost,
-    store_cost,
-)
-from elastic_cache.cost.prices import (
-    CURRENT_PRICES,
-    PAPER_2011_PRICES,
-    PRICE_TABLES,
-    Evidence,
-    InstanceType,
-    PriceTable,
-    RegionPrices,
-    cluster_cost_per_hour,
-    instance_price,
-    price_table,
-)
-from elastic_cache.cost.speedup import cache_speedup, cost_per_speedup
-from elastic_cache.errors import UnknownPrice
+from typing import TYPE_CHECKING
+
+from elastic_cache.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from elastic_cache.cost.decisions import (
+        ASSUMED_HIT_TIMES,
+        BreakEven,
+        CostLine,
+        Decision,
+        HitTime,
+        HitTimes,
+        InstanceFit,
+        break_even_requests,
+        cost_line,
+        decision_map,
+        instance_type_options,
+    )
+    from elastic_cache.cost.model import (
+        HOURS_PER_MONTH,
+        Configuration,
+        CostBreakdown,
+        Transfer,
+        Workload,
+        alloc_cost,
+        cheapest,
+        ebs_cache_cost,
+        hybrid_cache_cost,
+        instance_cache_cost,
+        io_cost,
+        monthly_cost,
+        monthly_costs,
+        ranked,
+        request_cost,
+        s3_cache_cost,
+        store_cost,
+    )
+    from elastic_cache.cost.prices import (
+        CURRENT_PRICES,
+        PAPER_2011_PRICES,
+        PRICE_TABLES,
+        Evidence,
+        InstanceType,
+        PriceTable,
+        RegionPrices,
+        cluster_cost_per_hour,
+        instance_price,
+        price_table,
+    )
+    from elastic_cache.cost.speedup import cache_speedup, cost_per_speedup
+    from elastic_cache.errors import UnknownPrice
 
 __all__ = [
+    "ASSUMED_HIT_TIMES",
     "CURRENT_PRICES",
     "HOURS_PER_MONTH",
     "PAPER_2011_PRICES",
     "PRICE_TABLES",
+    "BreakEven",
     "Configuration",
     "CostBreakdown",
+    "CostLine",
+    "Decision",
     "Evidence",
+    "HitTime",
+    "HitTimes",
+    "InstanceFit",
     "InstanceType",
     "PriceTable",
     "RegionPrices",
@@ -77,14 +106,18 @@ __all__ = [
     "UnknownPrice",
     "Workload",
     "alloc_cost",
+    "break_even_requests",
     "cache_speedup",
     "cheapest",
     "cluster_cost_per_hour",
+    "cost_line",
     "cost_per_speedup",
+    "decision_map",
     "ebs_cache_cost",
     "hybrid_cache_cost",
     "instance_cache_cost",
     "instance_price",
+    "instance_type_options",
     "io_cost",
     "monthly_cost",
     "monthly_costs",
@@ -94,3 +127,50 @@ __all__ = [
     "s3_cache_cost",
     "store_cost",
 ]
+
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "ASSUMED_HIT_TIMES": "elastic_cache.cost.decisions",
+        "BreakEven": "elastic_cache.cost.decisions",
+        "CostLine": "elastic_cache.cost.decisions",
+        "Decision": "elastic_cache.cost.decisions",
+        "HitTime": "elastic_cache.cost.decisions",
+        "HitTimes": "elastic_cache.cost.decisions",
+        "InstanceFit": "elastic_cache.cost.decisions",
+        "break_even_requests": "elastic_cache.cost.decisions",
+        "cost_line": "elastic_cache.cost.decisions",
+        "decision_map": "elastic_cache.cost.decisions",
+        "instance_type_options": "elastic_cache.cost.decisions",
+        "CURRENT_PRICES": "elastic_cache.cost.prices",
+        "Configuration": "elastic_cache.cost.model",
+        "CostBreakdown": "elastic_cache.cost.model",
+        "Evidence": "elastic_cache.cost.prices",
+        "HOURS_PER_MONTH": "elastic_cache.cost.model",
+        "InstanceType": "elastic_cache.cost.prices",
+        "PAPER_2011_PRICES": "elastic_cache.cost.prices",
+        "PRICE_TABLES": "elastic_cache.cost.prices",
+        "PriceTable": "elastic_cache.cost.prices",
+        "RegionPrices": "elastic_cache.cost.prices",
+        "Transfer": "elastic_cache.cost.model",
+        "UnknownPrice": "elastic_cache.errors",
+        "Workload": "elastic_cache.cost.model",
+        "alloc_cost": "elastic_cache.cost.model",
+        "cache_speedup": "elastic_cache.cost.speedup",
+        "cheapest": "elastic_cache.cost.model",
+        "cluster_cost_per_hour": "elastic_cache.cost.prices",
+        "cost_per_speedup": "elastic_cache.cost.speedup",
+        "ebs_cache_cost": "elastic_cache.cost.model",
+        "hybrid_cache_cost": "elastic_cache.cost.model",
+        "instance_cache_cost": "elastic_cache.cost.model",
+        "instance_price": "elastic_cache.cost.prices",
+        "io_cost": "elastic_cache.cost.model",
+        "monthly_cost": "elastic_cache.cost.model",
+        "monthly_costs": "elastic_cache.cost.model",
+        "price_table": "elastic_cache.cost.prices",
+        "ranked": "elastic_cache.cost.model",
+        "request_cost": "elastic_cache.cost.model",
+        "s3_cache_cost": "elastic_cache.cost.model",
+        "store_cost": "elastic_cache.cost.model",
+    },
+)

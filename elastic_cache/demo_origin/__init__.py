@@ -8,15 +8,20 @@ demo-origin`` starts. See ``docs/demo-origin.md``.
 
 from __future__ import annotations
 
-from elastic_cache.demo_origin.app import (
-    DEMO_ORIGIN_STATS,
-    DemoOriginSettings,
-    OriginStats,
-    make_app,
-    run_demo_origin,
-    serve,
-)
-from elastic_cache.demo_origin.shoreline import Shoreline, extract_shoreline, shoreline_json
+from typing import TYPE_CHECKING
+
+from elastic_cache.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from elastic_cache.demo_origin.app import (
+        DEMO_ORIGIN_STATS,
+        DemoOriginSettings,
+        OriginStats,
+        make_app,
+        run_demo_origin,
+        serve,
+    )
+    from elastic_cache.demo_origin.shoreline import Shoreline, extract_shoreline, shoreline_json
 
 __all__ = [
     "DEMO_ORIGIN_STATS",
@@ -29,3 +34,18 @@ __all__ = [
     "serve",
     "shoreline_json",
 ]
+
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "DEMO_ORIGIN_STATS": "elastic_cache.demo_origin.app",
+        "DemoOriginSettings": "elastic_cache.demo_origin.app",
+        "OriginStats": "elastic_cache.demo_origin.app",
+        "Shoreline": "elastic_cache.demo_origin.shoreline",
+        "extract_shoreline": "elastic_cache.demo_origin.shoreline",
+        "make_app": "elastic_cache.demo_origin.app",
+        "run_demo_origin": "elastic_cache.demo_origin.app",
+        "serve": "elastic_cache.demo_origin.app",
+        "shoreline_json": "elastic_cache.demo_origin.shoreline",
+    },
+)

@@ -3,16 +3,22 @@
 `plan` checks and prints what deploy would create (``--dry-run``); `deploy` checks,
 then creates (or finds) a cluster's bucket, package bundle, security groups, IAM roles,
 token and coordinator instance; `destroy` removes them; `status_by_name` shows what AWS
-and the coordinator know. See docs/aws.md for the walk-through, the IAM permissions the
-deploying user needs, and the costs.
+and the coordinator know; `read_cluster_token` reads the token (``ecache token``). See
+docs/aws.md for the walk-through, the IAM permissions the deploying user needs, and the
+costs.
 """
 
 from __future__ import annotations
 
-from elastic_cache.deploy.names import ClusterNames
-from elastic_cache.deploy.settings import DeployResult, DeploySettings
-from elastic_cache.deploy.stack import cluster_exists, deploy, destroy, plan
-from elastic_cache.deploy.status import ClusterNotFound, status_by_name
+from typing import TYPE_CHECKING
+
+from elastic_cache.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from elastic_cache.deploy.names import ClusterNames
+    from elastic_cache.deploy.settings import DeployResult, DeploySettings
+    from elastic_cache.deploy.stack import cluster_exists, deploy, destroy, plan
+    from elastic_cache.deploy.status import ClusterNotFound, read_cluster_token, status_by_name
 
 __all__ = [
     "ClusterNames",
@@ -23,5 +29,22 @@ __all__ = [
     "deploy",
     "destroy",
     "plan",
+    "read_cluster_token",
     "status_by_name",
 ]
+
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "ClusterNames": "elastic_cache.deploy.names",
+        "ClusterNotFound": "elastic_cache.deploy.status",
+        "DeployResult": "elastic_cache.deploy.settings",
+        "DeploySettings": "elastic_cache.deploy.settings",
+        "cluster_exists": "elastic_cache.deploy.stack",
+        "deploy": "elastic_cache.deploy.stack",
+        "destroy": "elastic_cache.deploy.stack",
+        "plan": "elastic_cache.deploy.stack",
+        "read_cluster_token": "elastic_cache.deploy.status",
+        "status_by_name": "elastic_cache.deploy.status",
+    },
+)

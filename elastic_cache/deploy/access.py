@@ -13,7 +13,7 @@ from elastic_cache.deploy.policies import EC2_TRUST_POLICY
 from elastic_cache.provisioner.ec2 import CLUSTER_TAG, ROLE_TAG
 
 if TYPE_CHECKING:
-    from elastic_cache.deploy.rollback import Created
+    from elastic_cache.deploy.created import Created
 
 __all__ = ["POLICY_NAME", "delete_role", "ensure_role", "ensure_token"]
 

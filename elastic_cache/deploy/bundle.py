@@ -22,9 +22,8 @@ import zipfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-import elastic_cache
-from elastic_cache import __version__
 from elastic_cache.errors import ConfigError
+from elastic_cache.version import __version__
 
 __all__ = [
     "DIST_NAME",
@@ -102,7 +101,7 @@ def build_wheel(dest: Path) -> Path:
         ConfigError: the package's metadata is not installed.
     """
     dist = _distribution()
-    root = Path(elastic_cache.__file__).parent
+    root = Path(__file__).parent.parent  # the elastic_cache package's folder
     files = sorted(
         p
         for p in root.rglob("*")

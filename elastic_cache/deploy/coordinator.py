@@ -26,7 +26,7 @@ from elastic_cache.provisioner.ec2 import (
 from elastic_cache.userdata import coordinator_config_of
 
 if TYPE_CHECKING:
-    from elastic_cache.deploy.rollback import Created
+    from elastic_cache.deploy.created import Created
 
 log = logging.getLogger("elastic_cache.deploy")
 
@@ -97,18 +97,19 @@ def coordinator_config(
                 "host": "0.0.0.0",
                 "port": settings.port,
                 "state_dir": "/var/lib/ecache",
-                "initial_nodes": settings.min_nodes,
+                "initial_nodes": settings.initial_nodes,
                 "provisioner": "ec2",
                 "price_region": settings.region,
                 "admin_token_parameter": names.token_parameter,
             },
+            "cluster": {"replication": settings.replication},
             "nodes": {
                 "index": settings.index,
                 "capacity_bytes": capacity_bytes,
                 "on_full": str(settings.on_full),
                 # The cluster's S3 prefix, the one the node role may use: values a full
-                # node demotes (past the budget, DESIGN.md) and values too large for
-                # memory live there, and survive the loss of every node.
+                # node demotes (past the budget; docs/aws.md, "Scale") and values too
+                # large for memory live there, and survive the loss of every node.
                 "tier": f"s3://{names.bucket}/{names.tier_prefix.rstrip('/')}",
             },
             "scaler": {

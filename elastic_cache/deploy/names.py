@@ -9,7 +9,12 @@ from dataclasses import dataclass
 from elastic_cache.config import check_cluster_name
 from elastic_cache.provisioner.ec2 import CLUSTER_TAG, ROLE_TAG
 
-__all__ = ["ClusterNames"]
+__all__ = ["ClusterNames", "token_parameter_of"]
+
+
+def token_parameter_of(cluster: str) -> str:
+    """SSM parameter (SecureString) of the cluster token of ``cluster``."""
+    return f"/ecache/{check_cluster_name(cluster)}/token"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -67,7 +72,7 @@ class ClusterNames:
     @property
     def token_parameter(self) -> str:
         """SSM parameter (SecureString) of the cluster token."""
-        return f"/ecache/{self.cluster}/token"
+        return token_parameter_of(self.cluster)
 
     @property
     def token_parameter_arn(self) -> str:

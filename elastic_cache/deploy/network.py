@@ -14,7 +14,7 @@ from elastic_cache.deploy.settings import DeploySettings
 from elastic_cache.errors import ConfigError
 
 if TYPE_CHECKING:
-    from elastic_cache.deploy.rollback import Created
+    from elastic_cache.deploy.created import Created
 
 __all__ = ["delete_group", "ensure_group", "find_group", "find_network", "security_groups"]
 

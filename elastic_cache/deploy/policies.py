@@ -8,7 +8,8 @@ Least privilege, as docs/aws.md explains statement by statement:
   cluster's nodes, may pass only the node role and only to EC2, may read only the
   cluster token and the public Amazon Linux image parameters, and may read only the
   bundles (to presign their URLs for new nodes).
-* A **node** may use only the cluster's cold-tier prefix of the bucket.
+* A **node** may use only the cluster's cold-tier prefix of the bucket, and read only
+  the cluster token (every request to it must carry the token).
 * Both may register with Systems Manager for Session Manager shells (no SSH), with the
   five actions Session Manager needs instead of the broad managed policy, which would
   also let them read every SSM parameter, the cluster token included.
@@ -152,10 +153,17 @@ def coordinator_policy(
 
 
 def node_policy(names: ClusterNames) -> Policy:
-    """What a node's role may do: the cluster's cold-tier prefix of the bucket only."""
+    """What a node's role may do: the cluster's cold-tier prefix of the bucket, and read
+    the cluster token (that one parameter) to check the requests it serves."""
     return {
         "Version": "2012-10-17",
         "Statement": [
+            {
+                "Sid": "ReadTheToken",
+                "Effect": "Allow",
+                "Action": "ssm:GetParameter",
+                "Resource": names.token_parameter_arn,
+            },
             {
                 "Sid": "ColdTierObjects",
                 "Effect": "Allow",

@@ -57,7 +57,7 @@ def hourly_prices(settings: DeploySettings) -> tuple[float, float]:
     them.
 
     Raises:
-        ConfigError: the budget cannot pay for the coordinator and ``min_nodes`` nodes,
+        ConfigError: the budget cannot pay for the coordinator and ``initial_nodes`` nodes,
             or a type has no price (`UnknownPrice`).
     """
     region = settings.region
@@ -65,11 +65,11 @@ def hourly_prices(settings: DeploySettings) -> tuple[float, float]:
     coordinator = max(instance_price(t, region, table) for t in settings.coordinator_types)
     node = max(instance_price(t, region, table) for t in settings.instance_types)
     budget = settings.max_usd_per_hour
-    floor = coordinator + settings.min_nodes * node
+    floor = coordinator + settings.initial_nodes * node
     if budget is not None and floor > budget + 1e-9:
         raise ConfigError(
             f"--max-usd-per-hour {budget} cannot pay for the coordinator (${coordinator}/h) "
-            f"and {settings.min_nodes} node(s) (${node}/h each): at least ${floor:.4f}/h"
+            f"and {settings.initial_nodes} node(s) (${node}/h each): at least ${floor:.4f}/h"
         )
     return coordinator, node
 
@@ -201,7 +201,7 @@ def check_vcpu_quota(
 ) -> str:
     """Check the minimum cluster against the account's standard vCPU quota; a note.
 
-    The minimum (the dearest coordinator type and ``min_nodes`` of the largest node
+    The minimum (the dearest coordinator type and ``initial_nodes`` of the largest node
     type, beside what already runs) must fit; the maximum (``max_nodes``) only gets a
     warning, since the scaler then stops short of it with an AWS error it shows.
 
@@ -226,13 +226,13 @@ def check_vcpu_quota(
         return f"vCPU quota: not checked ({exc.aws_code or exc})"
     quota = int(float(reply["Quota"]["Value"]))
     used = _running_vcpus(ec2)
-    floor = coordinator + settings.min_nodes * node
+    floor = coordinator + settings.initial_nodes * node
     top = coordinator + settings.max_nodes * node
     if used + floor > quota:
         raise AwsLimitExceeded(
             f"the account's running On-Demand standard vCPU quota ({STANDARD_VCPU_QUOTA}) is "
             f"{quota}, {used} are in use, and the cluster needs {floor} at its minimum "
-            f"(coordinator {coordinator} + {settings.min_nodes} node(s) of {node}); ask for "
+            f"(coordinator {coordinator} + {settings.initial_nodes} node(s) of {node}); ask for "
             "more in the Service Quotas console or choose smaller types",
             aws_code="VcpuLimitExceeded",
             operation="GetServiceQuota",
@@ -478,11 +478,11 @@ def _lifecycle(settings: DeploySettings) -> str:
 
 def cost_line(settings: DeploySettings, checked: Preflight) -> str:
     """The $/hour at the minimum and the maximum size, and the budget."""
-    low = checked.coordinator_price + settings.min_nodes * checked.node_price
+    low = checked.coordinator_price + settings.initial_nodes * checked.node_price
     high = checked.coordinator_price + settings.max_nodes * checked.node_price
     budget = settings.max_usd_per_hour
     return (
-        f"cost: ${low:.4f}/h at the minimum (coordinator + {settings.min_nodes} node(s)), "
+        f"cost: ${low:.4f}/h at the minimum (coordinator + {settings.initial_nodes} node(s)), "
         f"${high:.4f}/h at the maximum ({settings.max_nodes} nodes)"
         + (f"; budget ${budget}/h" if budget is not None else "")
     )

@@ -10,11 +10,11 @@ fails, `roll_back` deletes those, newest first, and leaves alone everything the 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
 from elastic_cache.awserrors import AwsError, aws_call, ignoring
+from elastic_cache.deploy.created import Created
 from elastic_cache.deploy.network import delete_group, revoke_ingress
 from elastic_cache.deploy.storage import delete_bucket
 from elastic_cache.errors import ElasticCacheError
@@ -22,30 +22,6 @@ from elastic_cache.errors import ElasticCacheError
 __all__ = ["Created", "roll_back"]
 
 Out = Callable[[str], None]
-
-
-@dataclass(slots=True)
-class Created:
-    """The resources one deploy run created, in the order it created them."""
-
-    bucket: str | None = None
-    objects: list[tuple[str, str]] = field(default_factory=list)
-    groups: list[str] = field(default_factory=list)
-    roles: list[str] = field(default_factory=list)
-    profiles: list[str] = field(default_factory=list)
-    parameters: list[str] = field(default_factory=list)
-    instances: list[str] = field(default_factory=list)
-
-    def empty(self) -> bool:
-        return not (
-            self.bucket
-            or self.objects
-            or self.groups
-            or self.roles
-            or self.profiles
-            or self.parameters
-            or self.instances
-        )
 
 
 def _wait_terminated(

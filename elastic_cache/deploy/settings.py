@@ -94,6 +94,8 @@ class DeploySettings:
         tags: the user's tags, ``KEY=VALUE`` each (`parse_tag`), on every resource.
         demoted_expiry_days: S3 deletes demoted values this many days after they were
             written (a later read is a miss); None keeps them until evicted.
+        replication: copies of each key (`cluster.replication`, docs/replication.md);
+            the cluster starts with at least this many nodes.
     """
 
     name: str
@@ -120,6 +122,13 @@ class DeploySettings:
     az_spread: bool = False
     tags: tuple[str, ...] = ()
     demoted_expiry_days: int | None = None
+    replication: int = 2
+
+    @property
+    def initial_nodes(self) -> int:
+        """Nodes the cluster starts with: ``min_nodes``, and one per copy of a key
+        (``replication``), within ``max_nodes``."""
+        return min(max(self.min_nodes, self.replication), self.max_nodes)
 
     def __post_init__(self) -> None:
         check_cluster_name(self.name)
@@ -148,6 +157,7 @@ class DeploySettings:
         ClusterSettings.from_mapping(
             {
                 "coordinator": {"port": self.port},
+                "cluster": {"replication": self.replication},
                 # Deployed nodes always have the cluster's S3 tier (coordinator_config);
                 # its bucket name is only known then, so validate with a stand-in.
                 "nodes": {

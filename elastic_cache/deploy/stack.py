@@ -24,7 +24,6 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from elastic_cache import __version__
 from elastic_cache.awserrors import AwsError, aws_call, ignoring
 from elastic_cache.deploy.access import delete_role, ensure_role, ensure_token
 from elastic_cache.deploy.bundle import fetch_dependencies
@@ -70,6 +69,7 @@ from elastic_cache.provisioner.ec2 import (
     new_client_token,
 )
 from elastic_cache.userdata import coordinator_user_data
+from elastic_cache.version import __version__
 
 __all__ = ["cluster_exists", "deploy", "destroy", "hourly_prices", "identity", "plan"]
 
@@ -297,7 +297,8 @@ def _build(
     )
     new_token = ensure_token(ssm, names, tags=tags, created=created)
     steps.done(
-        f"  token         {names.token_parameter} (SecureString, {'new' if new_token else 'kept'})"
+        f"  token         {names.token_parameter} (SecureString, {'new' if new_token else 'kept'}; "
+        f"ecache token --name {names.cluster} prints it)"
     )
 
     for other in existing[1:]:

@@ -9,11 +9,13 @@ import tomllib
 from collections.abc import Callable
 from typing import Any
 
+from elastic_cache.auth import fetch_token
 from elastic_cache.awserrors import AwsError, aws_call
 from elastic_cache.config import ClusterSettings, CostSettings, check_cluster_name
 from elastic_cache.cost import PriceTable, UnknownPrice, instance_price
 from elastic_cache.deploy.coordinator import PORT_TAG, endpoint_of
-from elastic_cache.errors import ConfigError, NodeUnavailable, NotFound
+from elastic_cache.deploy.names import token_parameter_of
+from elastic_cache.errors import ConfigError, NodeUnavailable, NotFound, Unauthorized
 from elastic_cache.provisioner.ec2 import (
     NODE_TAG,
     ROLE_TAG,
@@ -23,7 +25,13 @@ from elastic_cache.provisioner.ec2 import (
 from elastic_cache.status import fetch_cluster, render_status
 from elastic_cache.userdata import coordinator_config_of
 
-__all__ = ["ClusterNotFound", "aws_view", "coordinator_prices", "status_by_name"]
+__all__ = [
+    "ClusterNotFound",
+    "aws_view",
+    "coordinator_prices",
+    "read_cluster_token",
+    "status_by_name",
+]
 
 _SHOWN_STATES = (*UNTERMINATED_STATES, "shutting-down")
 _BILLED_STATES = ("pending", "running")
@@ -35,6 +43,31 @@ class ClusterNotFound(NotFound):
     """No instance in the region carries the cluster's tag."""
 
     code = "cluster_not_found"
+
+
+def read_cluster_token(session: Any, name: str, region: str) -> str:
+    """The token of cluster ``name`` (``ecache token``), from SSM Parameter Store.
+
+    Raises:
+        ClusterNotFound: the cluster has no token (no such cluster in ``region``).
+        AwsError: AWS refused the call (for example the caller may not read it).
+    """
+    ssm = session.client("ssm", region_name=region)
+    try:
+        return fetch_token(ssm, token_parameter_of(name))
+    except AwsError as exc:
+        if exc.aws_code == "ParameterNotFound":
+            raise ClusterNotFound(
+                f"no cluster named {name} in {region} (no token {token_parameter_of(name)})"
+            ) from exc
+        raise
+
+
+def _token_if_readable(session: Any, name: str, region: str) -> str | None:
+    try:
+        return read_cluster_token(session, name, region)
+    except (AwsError, ClusterNotFound):
+        return None
 
 
 def coordinator_prices(ec2: Any, instance_id: str) -> tuple[PriceTable, str]:
@@ -162,6 +195,7 @@ def status_by_name(
     session: Any = None,
     out: Callable[[str], None] = print,
     fetch: Fetch | None = None,
+    token: str | None = None,
 ) -> int:
     """Print a deployed cluster's state: instances from AWS, then the coordinator's view.
 
@@ -173,6 +207,8 @@ def status_by_name(
             when None).
         out: where the output goes.
         fetch: reads the coordinator's ``/v1/cluster`` (tests pass a fake).
+        token: the cluster token for that read; default: the one in SSM, if this
+            caller may read it (else the coordinator's 401 is shown).
 
     Returns:
         0 when the coordinator answered, 1 when only AWS did.
@@ -199,9 +235,14 @@ def status_by_name(
         coordinator["error"] = "no coordinator instance is running"
     else:
         try:
-            cluster = (fetch or (lambda url: fetch_cluster(url, timeout=5)))(endpoint)
+            if fetch is None:
+                if token is None:
+                    token = _token_if_readable(session, name, region)
+                cluster = fetch_cluster(endpoint, timeout=5, token=token)
+            else:
+                cluster = fetch(endpoint)
             coordinator["answered"] = True
-        except NodeUnavailable as exc:
+        except (NodeUnavailable, Unauthorized) as exc:
             coordinator["error"] = str(exc)
     if as_json:
         out(json.dumps({**view, "coordinator": coordinator, "cluster": cluster}, indent=2))

@@ -10,16 +10,16 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.config import Config
 
-from elastic_cache import __version__
 from elastic_cache.awserrors import AwsError, aws_call
 from elastic_cache.deploy.bundle import build_bundle
 from elastic_cache.deploy.names import ClusterNames
 from elastic_cache.deploy.policies import bucket_policy
 from elastic_cache.errors import ConfigError
 from elastic_cache.provisioner.ec2 import CLUSTER_TAG
+from elastic_cache.version import __version__
 
 if TYPE_CHECKING:
-    from elastic_cache.deploy.rollback import Created
+    from elastic_cache.deploy.created import Created
 
 __all__ = [
     "INCOMPLETE_UPLOAD_DAYS",

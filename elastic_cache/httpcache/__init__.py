@@ -11,16 +11,27 @@ Nothing here does I/O: `coordinator.origins` asks these modules what to do and d
 - `keys`: the cache key of an origin request, and the checks on its path.
 """
 
-from elastic_cache.httpcache.directives import CacheControl, parse_cache_control, parse_http_date
-from elastic_cache.httpcache.keys import cache_key, canonical_query, check_path, variant_key
-from elastic_cache.httpcache.policy import OriginResponse, Verdict, judge
-from elastic_cache.httpcache.record import (
-    RECORD_TYPE,
-    VARY_TYPE,
-    StoredResponse,
-    VaryMarker,
-    decode_record,
-)
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from elastic_cache.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from elastic_cache.httpcache.directives import (
+        CacheControl,
+        parse_cache_control,
+        parse_http_date,
+    )
+    from elastic_cache.httpcache.keys import cache_key, canonical_query, check_path, variant_key
+    from elastic_cache.httpcache.policy import OriginResponse, Verdict, judge
+    from elastic_cache.httpcache.record import (
+        RECORD_TYPE,
+        VARY_TYPE,
+        StoredResponse,
+        VaryMarker,
+        decode_record,
+    )
 
 __all__ = [
     "RECORD_TYPE",
@@ -39,3 +50,24 @@ __all__ = [
     "parse_http_date",
     "variant_key",
 ]
+
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "CacheControl": "elastic_cache.httpcache.directives",
+        "OriginResponse": "elastic_cache.httpcache.policy",
+        "RECORD_TYPE": "elastic_cache.httpcache.record",
+        "StoredResponse": "elastic_cache.httpcache.record",
+        "VARY_TYPE": "elastic_cache.httpcache.record",
+        "VaryMarker": "elastic_cache.httpcache.record",
+        "Verdict": "elastic_cache.httpcache.policy",
+        "cache_key": "elastic_cache.httpcache.keys",
+        "canonical_query": "elastic_cache.httpcache.keys",
+        "check_path": "elastic_cache.httpcache.keys",
+        "decode_record": "elastic_cache.httpcache.record",
+        "judge": "elastic_cache.httpcache.policy",
+        "parse_cache_control": "elastic_cache.httpcache.directives",
+        "parse_http_date": "elastic_cache.httpcache.directives",
+        "variant_key": "elastic_cache.httpcache.keys",
+    },
+)

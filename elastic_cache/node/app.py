@@ -37,6 +37,7 @@ from collections.abc import AsyncIterator
 
 from aiohttp import web
 
+from elastic_cache.auth import TokenGuard, token_middleware
 from elastic_cache.errors import Conflict, ElasticCacheError, InvalidBody
 from elastic_cache.httpio import (
     STREAM_ABOVE,
@@ -59,18 +60,29 @@ from elastic_cache.httpio import (
     str_field,
 )
 from elastic_cache.metrics import RequestMeter, metered, metrics_response, node_registry
+from elastic_cache.node.protocol import (
+    CACHE_HEADER,
+    COLD_HIT,
+    EPOCH_HEADER,
+    EVICTED_HEADER,
+    FILL_HEADER,
+    LENGTH_HEADER,
+    STORED_HEADER,
+)
 from elastic_cache.node.service import NodeService
 from elastic_cache.node.wire import decode_frame
 from elastic_cache.openapi.node import node_document
 from elastic_cache.store import Record
 from elastic_cache.tiers.layer import ColdHit, read_chunks
 
-__all__ = ["METER", "SERVICE", "make_node_app"]
+__all__ = ["GUARD", "METER", "SERVICE", "make_node_app"]
 
 SERVICE: web.AppKey[NodeService] = web.AppKey("service", NodeService)
 MAX_VALUE: web.AppKey[int] = web.AppKey("max_value", int)
 FRAME_BUFFERS: web.AppKey[BufferPool] = web.AppKey("frame_buffers", BufferPool)
 METER: web.AppKey[RequestMeter] = web.AppKey("meter", RequestMeter)
+#: The token check of the app (None: none), for the lean layer in front of it.
+GUARD: web.AppKey[TokenGuard | None] = web.AppKey("guard")
 
 #: Largest migration frame accepted.
 MAX_FRAME_BYTES = 256 * 1024 * 1024
@@ -94,11 +106,11 @@ async def get_kv(request: web.Request) -> web.StreamResponse:
         return web.Response(
             headers={
                 "Content-Type": rec.content_type,
-                "X-Ecache-Length": str(len(rec.value)),
-                "X-Ecache-Epoch": str(service.epoch),
+                LENGTH_HEADER: str(len(rec.value)),
+                EPOCH_HEADER: str(service.epoch),
             }
         )
-    headers = {"Content-Type": rec.content_type, "X-Ecache-Epoch": str(service.epoch)}
+    headers = {"Content-Type": rec.content_type, EPOCH_HEADER: str(service.epoch)}
     if len(rec.value) <= STREAM_ABOVE:
         return web.Response(body=rec.value, headers=headers)
     return await send_value(request, rec.value, headers)
@@ -112,7 +124,7 @@ def _miss(headers: dict[str, str]) -> web.Response:
 
 
 def _miss_or_error(service: NodeService, err: ElasticCacheError) -> web.Response:
-    epoch = {"X-Ecache-Epoch": str(service.epoch)}
+    epoch = {EPOCH_HEADER: str(service.epoch)}
     if err.status == 404:
         return _miss(epoch)
     return error_response(err, epoch)
@@ -129,24 +141,24 @@ async def _get_tiered(request: web.Request, service: NodeService) -> web.StreamR
             length = found.length if not isinstance(found, Record) else len(found.value)
             headers = {
                 "Content-Type": found.content_type,
-                "X-Ecache-Length": str(length),
-                "X-Ecache-Epoch": epoch,
+                LENGTH_HEADER: str(length),
+                EPOCH_HEADER: epoch,
             }
             if cold:
-                headers["X-Cache"] = "HIT-COLD"
+                headers[CACHE_HEADER] = COLD_HIT
             return web.Response(headers=headers)
         hit = await service.lookup(key)
     except ElasticCacheError as err:
         return _miss_or_error(service, err)
     if not isinstance(hit, ColdHit):
-        headers = {"Content-Type": hit.content_type, "X-Ecache-Epoch": epoch}
+        headers = {"Content-Type": hit.content_type, EPOCH_HEADER: epoch}
         if len(hit.value) <= STREAM_ABOVE:
             return web.Response(body=hit.value, headers=headers)
         return await send_value(request, hit.value, headers)
     headers = {
         "Content-Type": hit.entry.content_type,
-        "X-Ecache-Epoch": epoch,
-        "X-Cache": "HIT-COLD",
+        EPOCH_HEADER: epoch,
+        CACHE_HEADER: COLD_HIT,
     }
     if hit.value is not None:
         return await send_value(request, hit.value, headers)
@@ -168,8 +180,8 @@ async def _get_tiered(request: web.Request, service: NodeService) -> web.StreamR
 def _fill_header(service: NodeService) -> dict[str, str]:
     store = service.store
     return {
-        "X-Ecache-Fill": f"{store.used} {store.capacity.limit}",
-        "X-Ecache-Epoch": str(service.epoch),
+        FILL_HEADER: f"{store.used} {store.capacity.limit}",
+        EPOCH_HEADER: str(service.epoch),
     }
 
 
@@ -180,6 +192,7 @@ async def put_kv(request: web.Request) -> web.StreamResponse:
         ttl = parse_ttl(request.query.get("ttl"))
         ctype = parse_content_type(request.headers.get("Content-Type"))
         service.token(key)  # refuse a misdirected write before reading its body
+        service.fence(request.headers.get("X-Ecache-Epoch"))
         limit = request.app[MAX_VALUE]
         if service.cold is None:
             value: bytes | None = await read_limited(request, limit)
@@ -189,7 +202,7 @@ async def put_kv(request: web.Request) -> web.StreamResponse:
                 # Too large for memory: straight to the cold tier as it streams in.
                 await service.put_stream(key, ctype, ttl, stream)
                 headers = _fill_header(service)
-                headers["X-Ecache-Stored"] = "cold"
+                headers[STORED_HEADER] = "cold"
                 return web.Response(status=204, headers=headers)
         assert value is not None
         outcome = await service.put(key, value, ctype, ttl)
@@ -197,7 +210,7 @@ async def put_kv(request: web.Request) -> web.StreamResponse:
         return error_response(err, _fill_header(service))
     headers = _fill_header(service)
     if outcome.evicted:
-        headers["X-Ecache-Evicted"] = str(len(outcome.evicted))
+        headers[EVICTED_HEADER] = str(len(outcome.evicted))
     return web.Response(status=204, headers=headers)
 
 
@@ -208,6 +221,7 @@ async def expect_put(request: web.Request) -> web.StreamResponse | None:
     service = request.app[SERVICE]
     try:
         service.token(_key(request))
+        service.fence(request.headers.get("X-Ecache-Epoch"))
         if service.cold is None:
             check_length(request, request.app[MAX_VALUE])
     except ElasticCacheError as err:
@@ -219,6 +233,7 @@ async def expect_put(request: web.Request) -> web.StreamResponse | None:
 async def delete_kv(request: web.Request) -> web.StreamResponse:
     service = request.app[SERVICE]
     try:
+        service.fence(request.headers.get("X-Ecache-Epoch"))
         existed = await service.delete(_key(request))
     except ElasticCacheError as err:
         return error_response(err, _fill_header(service))
@@ -340,7 +355,11 @@ async def _expiry_loop(service: NodeService, period: float) -> None:
 
 
 def make_node_app(
-    service: NodeService, *, max_value_bytes: int, expiry_period: float = 1.0
+    service: NodeService,
+    *,
+    max_value_bytes: int,
+    expiry_period: float = 1.0,
+    token: str | None = None,
 ) -> web.Application:
     """The aiohttp application of one node.
 
@@ -348,12 +367,21 @@ def make_node_app(
         service: the node's state and operations.
         max_value_bytes: largest value a PUT may carry (413 past it).
         expiry_period: seconds between sweeps of expired records.
+        token: the cluster token every route but ``/healthz`` requires
+            (`elastic_cache.auth`); None: none is checked. ``app[GUARD]`` holds it for
+            the lean layer in front.
     """
     # No error middleware: every route is `metered`, which turns errors into JSON.
     # Request lines up to 64 KiB reach the handlers (as on the coordinator), so a key too
     # long once percent-encoded is a JSON ``400 bad_key``, not aiohttp's bare 400 for
     # lines past 8 KiB (a 1,025-character key can take 12 KiB).
-    app = web.Application(client_max_size=MAX_FRAME_BYTES, handler_args={"max_line_size": 65536})
+    guard = None if token is None else TokenGuard.for_node(token)
+    app = web.Application(
+        client_max_size=MAX_FRAME_BYTES,
+        handler_args={"max_line_size": 65536},
+        middlewares=[] if guard is None else [token_middleware(guard)],
+    )
+    app[GUARD] = guard
     app[SERVICE] = service
     app[MAX_VALUE] = max_value_bytes
     app[FRAME_BUFFERS] = BufferPool()

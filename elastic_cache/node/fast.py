@@ -141,6 +141,7 @@ class NodeHotRoutes:
             ttl = parse_ttl(query_value(query, "ttl"))
             ctype = request.header(b"content-type")
             content_type = parse_content_type(None if ctype is None else ctype.decode("latin-1"))
+            service.fence(request.header(b"x-ecache-epoch"))
             outcome = service.put_now(key, request.body, content_type, ttl)
             if outcome is None:  # a cold tier or a move: the write awaits
                 return self._put_later(request, key, content_type, ttl)
@@ -170,6 +171,7 @@ class NodeHotRoutes:
         if parts is None:
             return None
         try:
+            self.service.fence(request.header(b"x-ecache-epoch"))
             existed = self.service.delete_now(parts[0])
         except ElasticCacheError as err:
             return self._error(request, err, fill=True)

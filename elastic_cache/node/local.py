@@ -12,8 +12,8 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
-from elastic_cache.coordinator.nodeclient import Answer, NodeStats
 from elastic_cache.errors import ElasticCacheError, KeyNotFound, NodeUnavailable, ValueTooLarge
+from elastic_cache.node.protocol import Answer, NodeStats
 from elastic_cache.node.service import NodeService
 from elastic_cache.node.wire import WireRecord, decode_frame, encode_frame
 from elastic_cache.tiers.layer import ColdHit, read_chunks
@@ -111,9 +111,12 @@ class LocalNodeClient:
             return Answer(200, body, found.entry.content_type, svc.epoch, cache="HIT-COLD")
         return Answer(200, b"" if head else found.value, found.content_type, svc.epoch)
 
-    async def put(self, key: str, value: bytes, content_type: str, ttl: float | None) -> Answer:
+    async def put(
+        self, key: str, value: bytes, content_type: str, ttl: float | None, epoch: int = 0
+    ) -> Answer:
         svc = self._svc
         try:
+            svc.fence(epoch)
             await svc.put(key, value, content_type, ttl)
         except ElasticCacheError as err:
             store = svc.store
@@ -129,14 +132,16 @@ class LocalNodeClient:
         content_type: str,
         ttl: float | None,
         length: int | None,
+        epoch: int = 0,
     ) -> tuple[Answer, bool]:
         raise ValueTooLarge(
             "value exceeds max_value_bytes, and in-process nodes take large values only over HTTP"
         )
 
-    async def delete(self, key: str) -> Answer:
+    async def delete(self, key: str, epoch: int = 0) -> Answer:
         svc = self._svc
         try:
+            svc.fence(epoch)
             existed = await svc.delete(key)
         except ElasticCacheError as err:
             return _error_answer(err, svc.epoch)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import aiohttp
 
+from elastic_cache.auth import authorization
 from elastic_cache.errors import NodeUnavailable
 from elastic_cache.httpio import body_payload
 from elastic_cache.node.wire import WireRecord, encode_frame
@@ -17,10 +18,14 @@ class HttpPeerLink:
     Args:
         base_url: the peer's address, ``http://host:port``.
         timeout: seconds for one frame to be accepted.
+        token: the cluster token, sent on every request; None: none.
     """
 
-    def __init__(self, base_url: str, *, timeout: float = 60.0) -> None:
+    def __init__(self, base_url: str, *, timeout: float = 60.0, token: str | None = None) -> None:
         self.base_url = base_url.rstrip("/")
+        self._headers = {"Content-Type": "application/x-ecache-frame"}
+        if token is not None:
+            self._headers["Authorization"] = authorization(token)
         self._timeout = aiohttp.ClientTimeout(total=timeout)
         self._session: aiohttp.ClientSession | None = None
 
@@ -38,7 +43,7 @@ class HttpPeerLink:
             async with self._client().post(
                 url,
                 data=body_payload(frame),
-                headers={"Content-Type": "application/x-ecache-frame"},
+                headers=self._headers,
             ) as resp:
                 body = await resp.read()
                 if resp.status != 200:

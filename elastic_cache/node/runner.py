@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import gc
 import json
 import logging
 import os
@@ -14,10 +13,11 @@ from aiohttp import web
 from elastic_cache import eventloop
 from elastic_cache.config import NodeSettings
 from elastic_cache.fastpath import FastServer
+from elastic_cache.gctuning import tune_gc
 from elastic_cache.lifecycle import wait_for_stop
 from elastic_cache.logs import set_log_context
 from elastic_cache.node import build_node_service, make_node_app
-from elastic_cache.node.app import METER
+from elastic_cache.node.app import GUARD, METER
 from elastic_cache.node.fast import NodeHotRoutes
 from elastic_cache.node.service import NodeService
 
@@ -26,34 +26,21 @@ __all__ = ["serve_node", "start_node_server", "tune_gc"]
 log = logging.getLogger("elastic_cache.node")
 
 
-def tune_gc() -> None:
-    """Make the cyclic garbage collector cheap for a process that holds many records.
-
-    A node keeps millions of small containers alive (records, index nodes, the LRU
-    map); with CPython's default thresholds (700, 10, 10) young collections run so often,
-    and full ones rescan so much, that they made a migration 3-4x slower in
-    ``benchmarks/bench_cluster.py``. Records are tuples of atomic values that the
-    collector untracks, and the data structures hold no reference cycles, so collecting
-    less often loses nothing. ``gc.freeze()`` moves what start-up allocated (modules,
-    classes) out of every future collection.
-    """
-    gc.freeze()
-    gc.set_threshold(50_000, 20, 10)
-
-
 async def start_node_server(
-    service: NodeService, max_value_bytes: int, host: str, port: int
+    service: NodeService, max_value_bytes: int, host: str, port: int, *, token: str | None = None
 ) -> tuple[FastServer, int]:
     """Serve ``service`` on ``host:port`` (0: a free port): the lean layer answers the
-    key routes, the aiohttp application the rest (`elastic_cache.fastpath`).
+    key routes, the aiohttp application the rest (`elastic_cache.fastpath`); with a
+    ``token``, both edges require it (`elastic_cache.auth`).
 
     Returns:
         The server (``close()`` it to stop) and the port bound.
     """
-    app = make_node_app(service, max_value_bytes=max_value_bytes)
+    app = make_node_app(service, max_value_bytes=max_value_bytes, token=token)
     runner = web.AppRunner(app, access_log=None, handle_signals=False)
     await runner.setup()
-    front = FastServer(runner, NodeHotRoutes(service, max_value_bytes, app[METER]))
+    routes = NodeHotRoutes(service, max_value_bytes, app[METER])
+    front = FastServer(runner, routes, guard=app[GUARD])
     try:
         bound = await front.start(host, port)
     except BaseException:
@@ -70,6 +57,7 @@ async def serve_node(
     node_id: str,
     watch_stdin: bool = False,
     flush_timeout: float = 3.0,
+    token: str | None = None,
 ) -> None:
     """Serve a node until SIGTERM, SIGINT or (with ``watch_stdin``) the end of stdin.
 
@@ -80,12 +68,15 @@ async def serve_node(
     the write end of the node's stdin, and the node exits when that end closes, even
     if the provisioner was killed with SIGKILL. With a cold tier, a clean stop first
     demotes every memory record to it (waiting up to ``flush_timeout`` seconds; a local
-    provisioner kills a node 5 s after SIGTERM).
+    provisioner kills a node 5 s after SIGTERM). With a ``token``, every route but
+    ``/healthz`` requires it, and the node sends it to its migration peers.
     """
     tune_gc()
-    service = build_node_service(settings, node_id=node_id)
+    service = build_node_service(settings, node_id=node_id, token=token)
     set_log_context(node=node_id, epoch=lambda: service.epoch)
-    front, bound = await start_node_server(service, settings.max_value_bytes, host, port)
+    front, bound = await start_node_server(
+        service, settings.max_value_bytes, host, port, token=token
+    )
     address = f"http://{host}:{bound}"
     line = {"event": "listening", "node": node_id, "address": address, "pid": os.getpid()}
     sys.stdout.write(json.dumps(line) + "\n")

@@ -5,7 +5,8 @@ it takes part in. The aiohttp app (`elastic_cache.node.app`) and the in-process 
 client of the simulator both call it, so the same code runs over HTTP and on a virtual
 clock.
 
-Live migration of ``(lo, hi]`` from a source S to a destination D (DESIGN.md):
+Live migration of ``(lo, hi]`` from a source S to a destination D (docs/architecture.md,
+"Live migration"):
 
 1. D registers the range as *incoming*; S registers it as *outgoing* with a link to D.
    From then on S applies every write and delete for the range locally and forwards it
@@ -40,6 +41,7 @@ from typing import Any
 from elastic_cache.errors import (
     Conflict,
     InvalidBody,
+    InvalidRequest,
     KeyNotFound,
     Misdirected,
     NodeUnavailable,
@@ -136,6 +138,30 @@ class NodeService:
                 epoch=self.epoch,
             )
         return token
+
+    def fence(self, epoch: int | str | bytes | None) -> None:
+        """Refuse a write routed by a ring older than this node's (replication, where a
+        node keeps a range it copied away: without the fence a late write from an older
+        ring could be acknowledged while missing the range's new holder).
+
+        ``epoch`` is the ``X-Ecache-Epoch`` the coordinator sent (None or 0: unchecked;
+        a lone node and old clients send none).
+
+        Raises:
+            InvalidRequest: the epoch is not a number. Misdirected: it is older than ours.
+        """
+        if not epoch:
+            return
+        try:
+            sent = int(epoch)
+        except ValueError:
+            raise InvalidRequest(f"X-Ecache-Epoch must be an integer, got {epoch!r}") from None
+        if sent < self.epoch:
+            raise Misdirected(
+                f"node {self.node_id} is at epoch {self.epoch}; this write was routed at "
+                f"epoch {sent}",
+                epoch=self.epoch,
+            )
 
     def set_ownership(self, epoch: int, ranges: Sequence[Sequence[int]]) -> bool:
         """Take the ranges owned at ``epoch``; an older epoch than ours is ignored.
@@ -634,7 +660,8 @@ class NodeService:
     async def commit_outgoing(
         self, migration: str, epoch: int, ranges: Sequence[Sequence[int]]
     ) -> int:
-        """Give the range away: own ``ranges`` at ``epoch``, then drop the range's records.
+        """Give the range away: own ``ranges`` at ``epoch``, then drop the range's records
+        unless ``ranges`` still hold it (a copy for replication, not a move).
 
         Returns:
             Records dropped.
@@ -652,6 +679,8 @@ class NodeService:
         # (a 503 for a write the destination may well have). New ones get 421 now.
         await out.idle.wait()
         await out.peer.close()
+        if out.hi in self.owned:
+            return 0  # copied, not moved: this node still holds the range
         return await self.drop_range(out.lo, out.hi)
 
     async def abort_outgoing(self, migration: str) -> None:

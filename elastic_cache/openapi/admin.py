@@ -15,13 +15,11 @@ from elastic_cache.errors import (
     Conflict,
     InvalidBody,
     ProvisionError,
-    Unauthorized,
     UnknownNode,
 )
 from elastic_cache.openapi.components import (
     Errors,
     Schema,
-    header,
     json_body,
     json_response,
     operation,
@@ -29,15 +27,8 @@ from elastic_cache.openapi.components import (
 
 __all__ = ["admin_paths", "admin_schemas"]
 
-_ADMIN_ERRORS: Errors = (Unauthorized, Conflict, MoveFailed)
-_ADMIN_HEADERS = {
-    401: {
-        "WWW-Authenticate": header(
-            "WWW-Authenticate",
-            spec={"description": "`Bearer`.", "schema": {"type": "string", "const": "Bearer"}},
-        )
-    }
-}
+# 401 (the cluster token) is on every operation: `with_cluster_token`.
+_ADMIN_ERRORS: Errors = (Conflict, MoveFailed)
 
 
 def admin_schemas() -> dict[str, Schema]:
@@ -150,6 +141,23 @@ def admin_schemas() -> dict[str, Schema]:
             "nodes": {"type": "array", "items": {"$ref": "#/components/schemas/ClusterNode"}},
             "launching": {"type": "array", "items": string},
             "unterminated": {"type": "array", "items": {"type": "object"}},
+            "replication": {
+                "type": "object",
+                "description": (
+                    "Copies kept of each key (`factor`), copies a write waits for "
+                    "(`write_quorum`), ring ranges with fewer copies than `factor` "
+                    "(`under_replicated`), whether repair runs, and range copies made."
+                ),
+                "required": ["factor", "write_quorum", "under_replicated"],
+                "properties": {
+                    "factor": count,
+                    "write_quorum": count,
+                    "buckets": count,
+                    "under_replicated": count,
+                    "repairing": {"type": "boolean"},
+                    "copies_made": count,
+                },
+            },
             "migrations": {"type": "array", "items": {"$ref": "#/components/schemas/Migration"}},
             "events": {
                 "type": "array",
@@ -321,11 +329,7 @@ def admin_paths() -> dict[str, Schema]:
             "post": operation(
                 "addNodes",
                 "Launch nodes now",
-                description=(
-                    "Each new node takes half of the fullest bucket of the fullest node. "
-                    "On AWS this needs `Authorization: Bearer <cluster token>` (401 "
-                    "without it); locally no token is configured."
-                ),
+                description=("Each new node takes half of the fullest bucket of the fullest node."),
                 tags=["cluster"],
                 request_body=json_body(
                     {
@@ -347,7 +351,6 @@ def admin_paths() -> dict[str, Schema]:
                     AwsPermissionDenied,
                     AwsCredentialsMissing,
                 ),
-                status_headers=_ADMIN_HEADERS,
             )
         },
         "/v1/cluster/nodes/{id}": {
@@ -363,12 +366,10 @@ def admin_paths() -> dict[str, Schema]:
             "delete": operation(
                 "removeNode",
                 "Remove a node",
-                description="Move the node's buckets to their successors, live, then stop it. "
-                "Needs the cluster token on AWS, as adding does.",
+                description="Move the node's buckets to their successors, live, then stop it.",
                 tags=["cluster"],
                 responses={"200": json_response(ref("NodeRemoved"), "Removed.")},
                 errors=(*_ADMIN_ERRORS, UnknownNode),
-                status_headers=_ADMIN_HEADERS,
             ),
         },
     }

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from elastic_cache.config import MAX_TTL_SECONDS
-from elastic_cache.errors import ElasticCacheError
+from elastic_cache.errors import ElasticCacheError, Unauthorized
 from elastic_cache.hashing import MAX_KEY_BYTES
 
 __all__ = [
@@ -34,6 +34,7 @@ __all__ = [
     "operations_paths",
     "shared_components",
     "summary_of",
+    "with_cluster_token",
 ]
 
 Schema = dict[str, Any]
@@ -208,6 +209,50 @@ def error_responses(
             response["headers"] = extra
         responses[str(status)] = response
     return responses
+
+
+#: The name of the cluster token's security scheme.
+TOKEN_SCHEME = "clusterToken"
+
+_CHALLENGE: dict[int, Mapping[str, Schema]] = {
+    401: {
+        "WWW-Authenticate": {
+            "description": "`Bearer`.",
+            "required": True,
+            "schema": {"type": "string", "const": "Bearer"},
+        }
+    }
+}
+
+
+def with_cluster_token(document: Schema, *, open_paths: Iterable[str]) -> Schema:
+    """``document`` with the cluster token declared (`elastic_cache.auth`): a bearer
+    security scheme, optional at the top level (a cluster may run without a token),
+    ``401 unauthorized`` with ``WWW-Authenticate: Bearer`` on every operation, and no
+    security on the operations of ``open_paths``, which answer without the token."""
+    document["components"]["securitySchemes"] = {
+        TOKEN_SCHEME: {
+            "type": "http",
+            "scheme": "bearer",
+            "description": (
+                "The cluster token, when the cluster has one (`ecache deploy` always; "
+                "`ecache up --token`): `Authorization: Bearer TOKEN` on every request "
+                "but those that declare no security; 401 without it or with a wrong one."
+            ),
+        }
+    }
+    document["security"] = [{TOKEN_SCHEME: []}, {}]
+    refused = error_responses((Unauthorized,), status_headers=_CHALLENGE)["401"]
+    opened = set(open_paths)
+    for path, item in document["paths"].items():
+        for method, op in item.items():
+            if method == "parameters":
+                continue
+            if path in opened:
+                op["security"] = []
+            else:
+                op["responses"] = dict(sorted({**op["responses"], "401": refused}.items()))
+    return document
 
 
 def json_body(schema: Schema, description: str, *, required: bool = True) -> Schema:

@@ -44,6 +44,7 @@ from elastic_cache.openapi.components import (
     operation,
     operations_paths,
     shared_components,
+    with_cluster_token,
 )
 from elastic_cache.tiers.base import ColdTierError, ColdTierFull, ColdTierUnavailable
 
@@ -386,11 +387,11 @@ def coordinator_document(origins: Sequence[str] = ()) -> dict[str, Any]:
     Returns:
         The document, JSON-ready.
     """
-    from elastic_cache import __version__
+    from elastic_cache.version import __version__
 
     components = shared_components()
     components["schemas"].update(admin_schemas())
-    return {
+    document = {
         "openapi": OPENAPI_VERSION,
         "info": {
             "title": "elastic-cache coordinator",
@@ -419,3 +420,4 @@ def coordinator_document(origins: Sequence[str] = ()) -> dict[str, Any]:
         },
         "components": components,
     }
+    return with_cluster_token(document, open_paths=("/healthz", "/", "/dashboard/{name}"))

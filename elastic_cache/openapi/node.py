@@ -35,6 +35,7 @@ from elastic_cache.openapi.components import (
     operation,
     operations_paths,
     shared_components,
+    with_cluster_token,
 )
 from elastic_cache.tiers.base import ColdTierError, ColdTierFull, ColdTierUnavailable
 
@@ -528,11 +529,11 @@ def _schemas() -> dict[str, Schema]:
 
 def node_document() -> dict[str, Any]:
     """A node's OpenAPI 3.1 document, JSON-ready."""
-    from elastic_cache import __version__
+    from elastic_cache.version import __version__
 
     components = shared_components()
     components["schemas"].update(_schemas())
-    return {
+    document = {
         "openapi": OPENAPI_VERSION,
         "info": {
             "title": "elastic-cache node",
@@ -554,3 +555,4 @@ def node_document() -> dict[str, Any]:
         "paths": {**_public_paths(), **_internal_paths()},
         "components": components,
     }
+    return with_cluster_token(document, open_paths=("/healthz",))

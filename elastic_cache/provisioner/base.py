@@ -2,44 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
-import time
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-import aiohttp
-
-from elastic_cache.errors import ProvisionError
-
-__all__ = ["NodeHandle", "Provisioner", "wait_healthy"]
-
-
-async def wait_healthy(
-    address: str,
-    *,
-    deadline: float,
-    interval: float,
-    clock: Callable[[], float] = time.monotonic,
-    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-) -> None:
-    """Poll ``address/healthz`` every ``interval`` seconds until it answers 200.
-
-    Raises:
-        ProvisionError: ``clock()`` passed ``deadline`` first.
-    """
-    timeout = aiohttp.ClientTimeout(total=3.0)  # one poll; a slow answer is polled again
-    async with aiohttp.ClientSession(timeout=timeout) as http:
-        while True:
-            try:
-                async with http.get(f"{address}/healthz") as resp:
-                    if resp.status == 200:
-                        return
-            except (aiohttp.ClientError, TimeoutError):
-                pass
-            if clock() > deadline:
-                raise ProvisionError(f"{address}/healthz did not answer 200 in time")
-            await sleep(interval)
+__all__ = ["NodeHandle", "Provisioner"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -37,13 +37,14 @@ from typing import Any, Protocol
 
 from botocore.config import Config
 
-from elastic_cache import __version__
 from elastic_cache.awserrors import CAPACITY_CODES, AwsCapacityError, AwsError, aws_call
 from elastic_cache.config import Ec2Settings, NodeSettings, check_tags
 from elastic_cache.errors import ConfigError, ProvisionError
-from elastic_cache.provisioner.base import NodeHandle, wait_healthy
+from elastic_cache.provisioner.base import NodeHandle
+from elastic_cache.provisioner.health import wait_healthy
 from elastic_cache.provisioner.local import node_arguments
 from elastic_cache.userdata import node_user_data
+from elastic_cache.version import __version__
 
 __all__ = [
     "BURSTABLE_FAMILIES",
@@ -260,6 +261,9 @@ class Ec2Provisioner:
         sleep: how to wait between polls (tests pass a fast one).
         clock: seconds, monotonic.
         client_token: makes the ``ClientToken`` of each launch request.
+        token_parameter: the SSM parameter of the cluster token, which each node reads
+            at start (``ecache node --token-parameter``; the token itself is never in
+            user data); None: the nodes require no token.
     """
 
     def __init__(
@@ -272,6 +276,7 @@ class Ec2Provisioner:
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         clock: Callable[[], float] = time.monotonic,
         client_token: Callable[[], str] = new_client_token,
+        token_parameter: str | None = None,
     ) -> None:
         if not settings.bundle_bucket:
             raise ConfigError(
@@ -284,6 +289,7 @@ class Ec2Provisioner:
         self._sleep = sleep
         self._clock = clock
         self._client_token = client_token
+        self.token_parameter = token_parameter
         self._user_tags = [
             {"Key": k, "Value": v} for k, v in check_tags("ec2.tags", settings.tags).items()
         ]
@@ -337,10 +343,14 @@ class Ec2Provisioner:
 
     def user_data(self, node_id: str) -> str:
         """The boot script of the instance for ``node_id``."""
+        args = node_args(self.nodes, node_id=node_id, port=self.settings.node_port)
+        if self.token_parameter is not None:
+            # The parameter's name, not the token: the node reads it from SSM.
+            args += ["--token-parameter", self.token_parameter, "--region", self.settings.region]
         return node_user_data(
             bundle_url=self.bundle_url(),
             package=f"elastic-cache=={__version__}",
-            node_args=node_args(self.nodes, node_id=node_id, port=self.settings.node_port),
+            node_args=args,
         )
 
     def tags(self, node_id: str) -> list[dict[str, str]]:

@@ -18,10 +18,12 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
+from elastic_cache.auth import TOKEN_ENV
 from elastic_cache.config import NodeSettings
 from elastic_cache.errors import ProvisionError
 from elastic_cache.logs import current_format
-from elastic_cache.provisioner.base import NodeHandle, wait_healthy
+from elastic_cache.provisioner.base import NodeHandle
+from elastic_cache.provisioner.health import wait_healthy
 
 __all__ = ["LocalProvisioner", "node_arguments", "node_command", "stop_process"]
 
@@ -117,6 +119,10 @@ class LocalProvisioner:
             local S3).
         log_format: ``text`` or ``json`` for the nodes' logs; default: the format this
             process logs in (``ecache --log-format``).
+        token: the cluster token the nodes require (`elastic_cache.auth`), passed in
+            their environment (``$ECACHE_TOKEN``), never on their command line, which
+            ``ps`` shows; None: the nodes require none, whatever this process's
+            environment holds.
     """
 
     def __init__(
@@ -129,9 +135,11 @@ class LocalProvisioner:
         health_timeout: float = 30.0,
         env: Mapping[str, str] | None = None,
         log_format: str | None = None,
+        token: str | None = None,
     ) -> None:
         self.settings = settings
         self.env = dict(env or {})
+        self.token = token
         self.log_format = current_format() if log_format is None else log_format
         self.log_dir = log_dir
         self.host = host
@@ -170,6 +178,9 @@ class LocalProvisioner:
             self.settings, node_id=node_id, host=self.host, log_format=self.log_format
         )
         env = dict(os.environ, PYTHONUNBUFFERED="1", **self.env)
+        env.pop(TOKEN_ENV, None)
+        if self.token is not None:
+            env[TOKEN_ENV] = self.token
         try:
             proc = await asyncio.create_subprocess_exec(
                 *cmd,

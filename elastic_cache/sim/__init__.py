@@ -10,22 +10,31 @@ same scenario against real node processes. See docs/results.md.
 
 from __future__ import annotations
 
-from elastic_cache.sim.clock import SimulationDeadlock, VirtualTimeLoop, run_virtual
-from elastic_cache.sim.harness import simulate
-from elastic_cache.sim.metered import CpuMeter, MeteredIndex, metered
-from elastic_cache.sim.models import DEMO_ORIGIN_QUANTILES, BootDelayModel, ServiceTimeModel
-from elastic_cache.sim.nodeclient import MigrationClock, MigrationRecord, SimNodeClient
-from elastic_cache.sim.provisioner import LaunchRecord, SimProvisioner
-from elastic_cache.sim.workload import (
-    PAPER_INDEXES,
-    RunResult,
-    Scenario,
-    StepClock,
-    StepRecord,
-    drive,
-    even_ring,
-    index_spec,
-)
+from typing import TYPE_CHECKING
+
+from elastic_cache.lazy import lazy_exports
+
+# Imported now, not lazily: the name is also the submodule's, and once anything imports
+# the submodule the package attribute would be the module, not this function.
+from elastic_cache.sim.metered import metered
+
+if TYPE_CHECKING:
+    from elastic_cache.sim.clock import SimulationDeadlock, VirtualTimeLoop, run_virtual
+    from elastic_cache.sim.harness import simulate
+    from elastic_cache.sim.metered import CpuMeter, MeteredIndex
+    from elastic_cache.sim.models import DEMO_ORIGIN_QUANTILES, BootDelayModel, ServiceTimeModel
+    from elastic_cache.sim.nodeclient import MigrationClock, MigrationRecord, SimNodeClient
+    from elastic_cache.sim.provisioner import LaunchRecord, SimProvisioner
+    from elastic_cache.sim.workload import (
+        PAPER_INDEXES,
+        RunResult,
+        Scenario,
+        StepClock,
+        StepRecord,
+        drive,
+        even_ring,
+        index_spec,
+    )
 
 __all__ = [
     "DEMO_ORIGIN_QUANTILES",
@@ -52,3 +61,31 @@ __all__ = [
     "run_virtual",
     "simulate",
 ]
+
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "BootDelayModel": "elastic_cache.sim.models",
+        "CpuMeter": "elastic_cache.sim.metered",
+        "DEMO_ORIGIN_QUANTILES": "elastic_cache.sim.models",
+        "LaunchRecord": "elastic_cache.sim.provisioner",
+        "MeteredIndex": "elastic_cache.sim.metered",
+        "MigrationClock": "elastic_cache.sim.nodeclient",
+        "MigrationRecord": "elastic_cache.sim.nodeclient",
+        "PAPER_INDEXES": "elastic_cache.sim.workload",
+        "RunResult": "elastic_cache.sim.workload",
+        "Scenario": "elastic_cache.sim.workload",
+        "ServiceTimeModel": "elastic_cache.sim.models",
+        "SimNodeClient": "elastic_cache.sim.nodeclient",
+        "SimProvisioner": "elastic_cache.sim.provisioner",
+        "SimulationDeadlock": "elastic_cache.sim.clock",
+        "StepClock": "elastic_cache.sim.workload",
+        "StepRecord": "elastic_cache.sim.workload",
+        "VirtualTimeLoop": "elastic_cache.sim.clock",
+        "drive": "elastic_cache.sim.workload",
+        "even_ring": "elastic_cache.sim.workload",
+        "index_spec": "elastic_cache.sim.workload",
+        "run_virtual": "elastic_cache.sim.clock",
+        "simulate": "elastic_cache.sim.harness",
+    },
+)

@@ -13,8 +13,9 @@ from __future__ import annotations
 import asyncio
 
 from elastic_cache.coordinator.cluster import Cluster
+from elastic_cache.coordinator.rates import RateMeter
 from elastic_cache.coordinator.router import Router
-from elastic_cache.coordinator.scaler import RateMeter, Scaler
+from elastic_cache.coordinator.scaler import Scaler
 from elastic_cache.node.local import LocalNetwork
 from elastic_cache.provisioner.base import NodeHandle
 from elastic_cache.sim.clock import run_virtual

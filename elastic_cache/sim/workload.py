@@ -35,8 +35,8 @@ from typing import Any
 
 from elastic_cache.config import ClusterSettings, OnFull
 from elastic_cache.coordinator.cluster import Cluster
+from elastic_cache.coordinator.rates import RateMeter
 from elastic_cache.coordinator.router import Router
-from elastic_cache.coordinator.scaler import RateMeter
 from elastic_cache.errors import ConfigError, StoreFull
 from elastic_cache.ring import HashRing
 from elastic_cache.sim.models import BootDelayModel, ServiceTimeModel

@@ -12,16 +12,23 @@ This package's top level imports neither boto3 nor the store, so the config can 
 tier specs cheaply; import the submodules for the rest. See docs/tiers.md.
 """
 
-from elastic_cache.tiers.base import (
-    ColdEntry,
-    ColdReader,
-    ColdTier,
-    ColdTierError,
-    ColdTierFull,
-    ColdTierUnavailable,
-    ColdWriter,
-)
-from elastic_cache.tiers.spec import TierSpec, open_tier, parse_tier_spec
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from elastic_cache.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from elastic_cache.tiers.base import (
+        ColdEntry,
+        ColdReader,
+        ColdTier,
+        ColdTierError,
+        ColdTierFull,
+        ColdTierUnavailable,
+        ColdWriter,
+    )
+    from elastic_cache.tiers.spec import TierSpec, open_tier, parse_tier_spec
 
 __all__ = [
     "ColdEntry",
@@ -35,3 +42,19 @@ __all__ = [
     "open_tier",
     "parse_tier_spec",
 ]
+
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "ColdEntry": "elastic_cache.tiers.base",
+        "ColdReader": "elastic_cache.tiers.base",
+        "ColdTier": "elastic_cache.tiers.base",
+        "ColdTierError": "elastic_cache.tiers.base",
+        "ColdTierFull": "elastic_cache.tiers.base",
+        "ColdTierUnavailable": "elastic_cache.tiers.base",
+        "ColdWriter": "elastic_cache.tiers.base",
+        "TierSpec": "elastic_cache.tiers.spec",
+        "open_tier": "elastic_cache.tiers.spec",
+        "parse_tier_spec": "elastic_cache.tiers.spec",
+    },
+)

@@ -45,7 +45,7 @@ import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable
 from typing import Any, NamedTuple
 
-from elastic_cache.config import OnColdFull, OnFull
+from elastic_cache.capacity import OnColdFull, OnFull
 from elastic_cache.errors import StoreFull, ValueTooLarge
 from elastic_cache.indexes import Entry
 from elastic_cache.ring import in_range

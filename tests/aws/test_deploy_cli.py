@@ -38,11 +38,10 @@ SECRET_KEY = "fake-secret-key-that-must-never-reach-user-data"
 @pytest.fixture
 def moto_server(aws_credentials: None) -> Iterator[str]:
     logging.getLogger("werkzeug").setLevel(logging.WARNING)  # a line per request
-    port = free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     try:
-        yield f"http://127.0.0.1:{port}"
+        yield "http://{}:{}".format(*server.get_host_and_port())
     finally:
         server.stop()
 

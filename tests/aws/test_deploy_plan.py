@@ -126,9 +126,10 @@ def test_dry_run_prints_the_plan_and_its_cost_and_creates_nothing(
     assert "left out: t3.small not offered in us-east-1e" in out
     assert "vCPU quota: not checked (NoSuchResourceException)" in out
     assert "permissions: ec2:RunInstances and ec2:CreateSecurityGroup allowed" in out
-    # t3.small is $0.0208/h in us-east-1: 2 instances at the minimum, 4 at the maximum.
+    # t3.small is $0.0208/h in us-east-1: 3 instances at the minimum (two nodes, one
+    # per copy: replication 2 by default), 4 at the maximum.
     assert (
-        "cost: $0.0416/h at the minimum (coordinator + 1 node(s)), $0.0832/h at the "
+        "cost: $0.0624/h at the minimum (coordinator + 2 node(s)), $0.0832/h at the "
         "maximum (3 nodes)" in out
     )
     assert out.rstrip().endswith("dry run: nothing was created")
@@ -193,9 +194,10 @@ def test_a_vcpu_quota_below_the_minimum_cluster_creates_nothing(
     session: Any, tmp_path: Path
 ) -> None:
     """moto keeps no EC2 quota (Service Quotas knows only "vpc" there), so the quota is
-    answered at the boto3 level; t3.small has 2 vCPUs: coordinator + 1 node need 4."""
-    inject(session, "service-quotas", "GetServiceQuota", reply=quota(3))
-    with pytest.raises(AwsLimitExceeded, match="needs 4 at its minimum") as err:
+    answered at the boto3 level; t3.small has 2 vCPUs: coordinator + 2 nodes (one per
+    copy of a key: replication 2 by default) need 6."""
+    inject(session, "service-quotas", "GetServiceQuota", reply=quota(5))
+    with pytest.raises(AwsLimitExceeded, match="needs 6 at its minimum") as err:
         run_deploy(session, tmp_path, settings())
     assert err.value.aws_code == "VcpuLimitExceeded"
     assert what_exists(session) == NOTHING

@@ -275,7 +275,10 @@ def test_node_user_data_holds_no_secret(session: Any) -> None:
     for secret in (token, secret_key):
         assert secret not in script
         assert urllib.parse.quote(secret, safe="") not in script
-    assert names.token_parameter not in script  # a node has no business with the token
+    # A node checks the token on every request: it reads it from SSM at start, so its
+    # script names the parameter, never the token.
+    assert script.count(names.token_parameter) == 1
+    assert f"--token-parameter {names.token_parameter} --region " in script
 
     # Exactly one URL: a presigned GET of the bundle object, for bundle_url_seconds.
     (url,) = re.findall(r"https?://[^\s']+", script)

@@ -22,7 +22,7 @@ from elastic_cache.errors import StoreFull
 from elastic_cache.provisioner.ec2 import cluster_filters
 
 from ..checked_load import CheckedLoad
-from ..integration.conftest import free_port
+from ..integration.conftest import serve_on_free_port
 from ..integration.test_cluster_processes import pid_alive
 from .conftest import REGION, LocalInstances, ec2_cluster_settings
 
@@ -60,8 +60,7 @@ async def ec2_cluster(
     )
     app = web.AppRunner(make_coordinator_app(coord))
     await app.setup()
-    port = free_port()
-    await web.TCPSite(app, "127.0.0.1", port).start()
+    port = await serve_on_free_port(app)
     try:
         yield Ec2Cluster(coord, runner, f"http://127.0.0.1:{port}", session)
     finally:

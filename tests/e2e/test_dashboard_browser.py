@@ -15,14 +15,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import shutil
 import signal
-import socket
 import sys
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import pytest
@@ -53,10 +54,12 @@ def chromium_or_skip() -> str:
     return path
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def ready_url(log: Path) -> str:
+    """The coordinator's URL from the ready line ``ecache up`` writes, or "" before it."""
+    for line in log.read_text(errors="replace").splitlines(keepends=True):
+        if '"event": "ready"' in line and line.endswith("\n"):
+            return str(json.loads(line)["url"])
+    return ""
 
 
 #: A launch takes this long (a stand-in for an instance's boot) and a move sends this
@@ -66,9 +69,9 @@ MIGRATION_RATE = 40
 
 
 @contextlib.asynccontextmanager
-async def local_cluster(tmp_path: Path) -> AsyncIterator[str]:
-    """``ecache up`` with 300-record nodes; yields its URL; stops it by its PID."""
-    port = free_port()
+async def local_cluster(tmp_path: Path, *extra: str) -> AsyncIterator[str]:
+    """``ecache up`` with 300-record nodes (and ``extra`` flags); yields its URL; stops it
+    by its PID."""
     config = tmp_path / "ecache.toml"
     config.write_text(f"[nodes]\nboot_delay = {BOOT_DELAY}\n")
     log = await asyncio.to_thread(open, tmp_path / "up.log", "wb")
@@ -81,7 +84,7 @@ async def local_cluster(tmp_path: Path) -> AsyncIterator[str]:
         str(config),
         "--no-demo-origin",
         "--port",
-        str(port),
+        "0",  # the kernel picks a free port; the ready line says which
         "--state-dir",
         str(tmp_path / "state"),
         "--index",
@@ -92,21 +95,24 @@ async def local_cluster(tmp_path: Path) -> AsyncIterator[str]:
         "3",
         "--migration-max-rate",
         str(MIGRATION_RATE),
+        *extra,
         stdin=asyncio.subprocess.DEVNULL,
         stdout=log,
         stderr=log,
         start_new_session=True,
     )
-    url = f"http://127.0.0.1:{port}"
+    url = ""
     try:
         deadline = time.monotonic() + 30 + BOOT_DELAY
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2)) as http:
             while True:
                 assert proc.returncode is None, (tmp_path / "up.log").read_text()
+                url = url or ready_url(tmp_path / "up.log")
                 with contextlib.suppress(aiohttp.ClientError, TimeoutError):
-                    async with http.get(url + "/healthz") as resp:
-                        if resp.status == 200:
-                            break
+                    if url:
+                        async with http.get(url + "/healthz") as resp:
+                            if resp.status == 200:
+                                break
                 assert time.monotonic() < deadline, "ecache up did not become healthy"
                 await asyncio.sleep(0.1)
         yield url
@@ -201,5 +207,54 @@ async def test_the_dashboard_shows_a_scale_out(tmp_path: Path) -> None:
             await page.screenshot(path=str(ARTIFACTS / "dashboard.png"), full_page=True)
             assert errors == [], errors
             assert foreign == [], f"the page fetched from another host: {foreign}"
+        finally:
+            await browser.close()
+
+
+TOKEN = "dashboard-token-0123456789abcdef"
+
+
+async def test_the_dashboard_of_a_cluster_with_a_token(tmp_path: Path) -> None:
+    """``ecache up --token-file``: the page's files load without the token; its API
+    calls carry it, taken from ``/#token=...`` (then dropped from the address bar) or
+    asked for once; the token never appears in a request's URL."""
+    chromium = chromium_or_skip()
+    from playwright.async_api import async_playwright
+
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN)
+    async with (
+        local_cluster(tmp_path, "--token-file", str(token_file)) as url,
+        async_playwright() as pw,
+    ):
+        browser = await pw.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
+        try:
+            urls: list[str] = []
+            # From the address: the fragment is never sent, and is removed at once.
+            page = await browser.new_page()
+            page.on("request", lambda req: urls.append(req.url))
+            await page.goto(f"{url}/#token={TOKEN}")
+            await page.wait_for_selector('#nodes tbody tr[data-node="node-1"]', timeout=15_000)
+            assert page.url == url + "/"
+            # Asked once: the page gets 401, prompts, then shows the cluster.
+            asked = await browser.new_page()
+            asked.on("request", lambda req: urls.append(req.url))
+            prompts: list[str] = []
+
+            async def answer(dialog: Any) -> None:
+                prompts.append(dialog.message)
+                await dialog.accept(TOKEN)
+
+            asked.on("dialog", answer)
+            await asked.goto(url + "/")
+            await asked.wait_for_selector('#nodes tbody tr[data-node="node-1"]', timeout=15_000)
+            assert len(prompts) == 1 and "token" in prompts[0]
+            # Without it the API refuses; the page's own files need none.
+            async with aiohttp.ClientSession() as http:
+                async with http.get(url + "/v1/cluster") as resp:
+                    assert resp.status == 401
+                async with http.get(url + "/dashboard/dashboard.js") as resp:
+                    assert resp.status == 200
+            assert urls and not any(TOKEN in u for u in urls)
         finally:
             await browser.close()

@@ -24,6 +24,9 @@ def test_notebooks_are_committed_without_outputs() -> None:
 
 
 @pytest.mark.slow
+# The first of these pays for `quick_results` (every figure script, ~60 s quiet, 150 s on
+# a loaded 2-core machine), and pytest-timeout counts fixture setup against the test.
+@pytest.mark.timeout(600)
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_notebook_runs_on_the_quick_results(
     quick_results: Path, path: Path, monkeypatch: pytest.MonkeyPatch

@@ -28,12 +28,14 @@ import aiohttp
 import pytest
 
 from elastic_cache.client import AsyncClient
-from elastic_cache.errors import ElasticCacheError
+from elastic_cache.errors import ElasticCacheError, Unauthorized
 from elastic_cache.ring import HashRing
 
 from ..checked_load import CheckedLoad
 
 pytestmark = pytest.mark.slow
+
+TOKEN = "fault-test-token-0123456789"
 
 #: Bounds, not speed checks: the machine may be busy. The goal (5 s) is printed.
 RESTART_DEADLINE = 20.0
@@ -191,13 +193,15 @@ async def wait_until(predicate: Callable[[], bool], timeout: float) -> bool:
 async def test_sigkill_of_the_coordinator_loses_nothing_and_smart_clients_go_on(
     tmp_path: Path, record_property: Callable[[str, object], None], fault_results: list[str]
 ) -> None:
-    async with ecache_up(tmp_path / "state") as up:
+    # With a cluster token: the restarted coordinator and the nodes must still require it.
+    (tmp_path / "token").write_text(TOKEN + "\n")
+    async with ecache_up(tmp_path / "state", "--token-file", str(tmp_path / "token")) as up:
         ready = await up.event("ready", 60)
         url, coordinator = str(ready["url"]), int(ready["coordinator_pid"])
         async with (
-            AsyncClient(url, timeout=5, retries=1) as routed,
-            AsyncClient(url, timeout=5, retries=1) as routed2,
-            AsyncClient(url, direct=True, timeout=5) as direct,
+            AsyncClient(url, timeout=5, retries=1, token=TOKEN) as routed,
+            AsyncClient(url, timeout=5, retries=1, token=TOKEN) as routed2,
+            AsyncClient(url, direct=True, timeout=5, token=TOKEN) as direct,
         ):
             before = await routed.cluster()
             nodes = {n["id"]: int(n["ref"]) for n in before["nodes"]}
@@ -259,6 +263,13 @@ async def test_sigkill_of_the_coordinator_loses_nothing_and_smart_clients_go_on(
                     assert await routed.get(key) in (None, value), key
             assert await checked.final_mismatches(routed) == []
             assert await checked.final_mismatches(direct) == []
+            for pid in [*nodes.values(), int(restarted["coordinator_pid"])]:
+                cmdline = await asyncio.to_thread(Path(f"/proc/{pid}/cmdline").read_bytes)
+                assert TOKEN.encode() not in cmdline  # in the environment only
+            for where in (url, after["nodes"][0]["address"]):
+                async with AsyncClient(where) as stranger:  # no token
+                    with pytest.raises(Unauthorized):
+                        await stranger.get("early0")
 
         # The supervisor itself SIGKILLed: its children see their stdin close and stop.
         children = [*nodes.values(), int(restarted["coordinator_pid"])]

@@ -24,16 +24,30 @@ from elastic_cache.coordinator.service import Coordinator
 from elastic_cache.errors import ProvisionError
 from elastic_cache.fastpath import FastServer
 from elastic_cache.node import build_node_service
-from elastic_cache.node.app import MAX_VALUE, METER, SERVICE
+from elastic_cache.node.app import GUARD, MAX_VALUE, METER, SERVICE
 from elastic_cache.node.fast import NodeHotRoutes
 from elastic_cache.node.runner import start_node_server
 from elastic_cache.provisioner.base import NodeHandle
 
 
 def free_port() -> int:
+    """A port that was free a moment ago, for a child process that must be told its port
+    before it starts (``ecache up --demo-origin-port``, ``--local-s3-port``) or for a
+    port that must refuse connections. Another process can take it in between: a server
+    of our own binds port 0 instead (`serve_on_free_port`, ``--port 0``)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+async def serve_on_free_port(runner: web.AppRunner) -> int:
+    """Serve ``runner`` on 127.0.0.1 on a port the kernel picks as it binds; return it.
+
+    No other process can take the port between choosing and binding it, as it can with
+    `free_port`.
+    """
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    return int(runner.addresses[0][1])
 
 
 class ServerProvisioner:
@@ -42,9 +56,12 @@ class ServerProvisioner:
     Faster than processes, same HTTP. `kill` stops a node's server abruptly.
     """
 
-    def __init__(self, settings: NodeSettings, boot_delay: float = 0.0) -> None:
+    def __init__(
+        self, settings: NodeSettings, boot_delay: float = 0.0, *, token: str | None = None
+    ) -> None:
         self.settings = settings
         self.boot_delay = boot_delay
+        self.token = token
         self.runners: dict[str, FastServer] = {}
         self.services: dict[str, Any] = {}
         self.fail_next = False
@@ -65,9 +82,9 @@ class ServerProvisioner:
             # A disk tier is local to its node, as the local provisioner gives each
             # node process its own directory.
             settings = dataclasses.replace(settings, tier=f"{settings.tier}/{node_id}")
-        service = build_node_service(settings, node_id=node_id)
+        service = build_node_service(settings, node_id=node_id, token=self.token)
         runner, port = await start_node_server(
-            service, self.settings.max_value_bytes, "127.0.0.1", 0
+            service, self.settings.max_value_bytes, "127.0.0.1", 0, token=self.token
         )
         self.runners[node_id] = runner
         self.services[node_id] = service
@@ -124,8 +141,7 @@ class FakeOrigin:
     async def start(self) -> str:
         self.runner = web.AppRunner(self.app)
         await self.runner.setup()
-        port = free_port()
-        await web.TCPSite(self.runner, "127.0.0.1", port).start()
+        port = await serve_on_free_port(self.runner)
         self.url = f"http://127.0.0.1:{port}"
         return self.url
 
@@ -157,11 +173,12 @@ class CoordinatorHarness:
 
 
 async def start_harness(
-    settings: ClusterSettings, tmp_path: Any
+    settings: ClusterSettings, tmp_path: Any, *, token: str | None = None
 ) -> tuple[CoordinatorHarness, FastServer]:
-    provisioner = ServerProvisioner(settings.nodes)
+    """A coordinator and its in-process nodes; with ``token``, all require it."""
+    provisioner = ServerProvisioner(settings.nodes, token=token)
     coord = Coordinator(
-        settings, provisioner, state_path=tmp_path / "cluster.json", poll_period=0.2
+        settings, provisioner, state_path=tmp_path / "cluster.json", poll_period=0.2, token=token
     )
     app = make_coordinator_app(coord)
     server, port = await start_coordinator_server(coord, app, "127.0.0.1", 0)
@@ -236,7 +253,7 @@ class LeanTestServer(TestServer):
         await self.runner.setup()
         app = self.app
         routes = NodeHotRoutes(app[SERVICE], app[MAX_VALUE], app[METER])
-        self.front = FastServer(self.runner, routes)  # type: ignore[arg-type]
+        self.front = FastServer(self.runner, routes, guard=app[GUARD])  # type: ignore[arg-type]
         self.port = await self.front.start(self.host, 0)
         self.scheme = "http"
         self._root = URL(f"http://{self.host}:{self.port}")

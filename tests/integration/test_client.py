@@ -279,3 +279,8 @@ async def test_read_through_passes_the_origins_4xx_on(
         assert (missing.status, missing.cache) == (404, "PASS")
         with pytest.raises(errors.UnknownOrigin):
             await client.read_through("nope", "x")
+
+
+def test_retries_count_attempts_and_must_be_positive() -> None:
+    with pytest.raises(errors.InvalidRequest, match="at least 1"):
+        AsyncClient("http://127.0.0.1:1", retries=0)

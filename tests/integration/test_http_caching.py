@@ -26,7 +26,7 @@ from yarl import URL
 from elastic_cache.coordinator import origins
 from elastic_cache.httpcache.keys import cache_key
 
-from .conftest import CoordinatorHarness, cluster_settings, free_port, start_harness
+from .conftest import CoordinatorHarness, cluster_settings, serve_on_free_port, start_harness
 from .test_fastpath import Replies
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -76,8 +76,7 @@ class CaseOrigin:
         app.router.add_route("*", "/base/{name}/{rest:.*}", self.dispatch)
         self.runner = web.AppRunner(app)
         await self.runner.setup()
-        port = free_port()
-        await web.TCPSite(self.runner, "127.0.0.1", port).start()
+        port = await serve_on_free_port(self.runner)
         self.url = f"http://127.0.0.1:{port}"
 
     async def stop(self) -> None:

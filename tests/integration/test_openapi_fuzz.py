@@ -45,7 +45,7 @@ from schemathesis.checks import (
 
 from elastic_cache.node.service import NodeService
 
-from .conftest import CoordinatorHarness, cluster_settings, free_port, start_harness
+from .conftest import CoordinatorHarness, cluster_settings, serve_on_free_port, start_harness
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
@@ -96,8 +96,7 @@ class Origin:
     async def start(self) -> None:
         self.runner = web.AppRunner(self.app)
         await self.runner.setup()
-        port = free_port()
-        await web.TCPSite(self.runner, "127.0.0.1", port).start()
+        port = await serve_on_free_port(self.runner)
         self.url = f"http://127.0.0.1:{port}"
 
     async def stop(self) -> None:

@@ -168,12 +168,13 @@ def value_for(key: str) -> bytes:
     return (key.encode() + b":") * 300  # ~2-3 KiB, different per key
 
 
-async def start_node(directory: Path, port: int) -> asyncio.subprocess.Process:
+async def start_node(directory: Path) -> tuple[asyncio.subprocess.Process, str]:
+    """``ecache node`` on a port the kernel picks; the process and its address."""
     proc = await asyncio.create_subprocess_exec(
         *ECACHE,
         "node",
         "--port",
-        str(port),
+        "0",
         "--index",
         "sorted",
         "--capacity-records",
@@ -186,9 +187,9 @@ async def start_node(directory: Path, port: int) -> asyncio.subprocess.Process:
         stderr=asyncio.subprocess.DEVNULL,
     )
     assert proc.stdout is not None
-    line = await asyncio.wait_for(proc.stdout.readline(), 30)
-    assert json.loads(line)["event"] == "listening"
-    return proc
+    line = json.loads(await asyncio.wait_for(proc.stdout.readline(), 30))
+    assert line["event"] == "listening"
+    return proc, str(line["address"])
 
 
 async def test_sigkill_while_demoting_to_disk_leaves_no_torn_or_lost_file(
@@ -204,10 +205,8 @@ async def test_sigkill_while_demoting_to_disk_leaves_no_torn_or_lost_file(
       A key with a file on disk is never a miss.
     """
     directory = tmp_path / "cold"
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
     acknowledged: list[str] = []
-    proc = await start_node(directory, port)
+    proc, url = await start_node(directory)
     try:
         async with aiohttp.ClientSession() as http:
             for i in range(300):
@@ -247,7 +246,7 @@ async def test_sigkill_while_demoting_to_disk_leaves_no_torn_or_lost_file(
             await proc.wait()
     assert len(acknowledged) > 300  # the kill came while writes (and demotions) ran
     # Restart on the same directory: it cleans up partial writes, then serves warm.
-    proc = await start_node(directory, port)
+    proc, url = await start_node(directory)
     try:
         tier = DiskTier(directory)
         tmp_files = [p for p in directory.rglob("*") if p.name.endswith(".tmp")]

@@ -19,8 +19,6 @@ import pytest
 from elastic_cache.config import ClusterSettings
 from elastic_cache.errors import ConfigError
 
-from .conftest import free_port
-
 
 def alive(pid: int) -> bool:
     try:
@@ -44,11 +42,10 @@ async def fresh(method: str, url: str, **kwargs: Any) -> tuple[int, bytes]:
 
 @pytest.fixture
 async def cluster(tmp_path: Path) -> AsyncIterator[tuple[str, asyncio.subprocess.Process]]:
-    port = free_port()
     config = tmp_path / "cluster.toml"
     config.write_text(
-        "[coordinator]\n"
-        f'port = {port}\nstate_dir = "{tmp_path / "state"}"\nworkers = 2\n'
+        "[coordinator]\n"  # port 0: the kernel picks; the listening line says which
+        f'port = 0\nstate_dir = "{tmp_path / "state"}"\nworkers = 2\n'
         "[nodes]\ncapacity_records = 100000\n[scaler]\nenabled = false\n"
     )
     proc = await asyncio.create_subprocess_exec(

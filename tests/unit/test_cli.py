@@ -3,10 +3,18 @@
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import pytest
 
-from elastic_cache.cli import NODE_FLAGS, _cluster_settings, build_parser, main
+from elastic_cache.cli import (
+    NODE_FLAGS,
+    _client_token,
+    _cluster_settings,
+    _server_token,
+    build_parser,
+    main,
+)
 from elastic_cache.config import NodeSettings
 
 
@@ -188,3 +196,37 @@ def test_bad_tier_flags(
         return
     assert main(argv) == 2
     assert fragment in capsys.readouterr().err
+
+
+def test_server_token_from_a_file_or_a_flag_never_from_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``ecache up`` stays open for a user who keeps a deployed cluster's token in
+    ``$ECACHE_TOKEN``; ``--token-file`` (first line) or ``--token`` turn it on."""
+    monkeypatch.setenv("ECACHE_TOKEN", "from-the-environment-0123")
+    parser = build_parser()
+    assert _server_token(parser.parse_args(["up"])) is None
+    assert _server_token(parser.parse_args(["coordinator"])) is None
+    path = tmp_path / "token"
+    path.write_text("  file-token-0123456789abcdef \nignored\n")
+    args = parser.parse_args(["up", "--token-file", str(path)])
+    assert _server_token(args) == "file-token-0123456789abcdef"
+    args = parser.parse_args(["coordinator", "--token", "flag-token-0123456789"])
+    assert _server_token(args) == "flag-token-0123456789"
+    # A client command sends --token, else $ECACHE_TOKEN.
+    assert _client_token(parser.parse_args(["status"])) == "from-the-environment-0123"
+    assert _client_token(parser.parse_args(["fill", "--token", "t" * 20])) == "t" * 20
+    with pytest.raises(SystemExit):  # one or the other
+        parser.parse_args(["up", "--token", "x" * 20, "--token-file", str(path)])
+
+
+@pytest.mark.parametrize("token", ["short", "has space in it 0123", "x" * 513, "é" * 20])
+def test_a_bad_server_token_exits_2_saying_what_a_token_is(
+    token: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "token"
+    path.write_text(token)
+    assert main(["up", "--token-file", str(path)]) == 2
+    assert "a cluster token must be 16 to 512 characters" in capsys.readouterr().err
+    assert main(["up", "--token-file", str(tmp_path / "missing")]) == 2
+    assert "cannot read --token-file" in capsys.readouterr().err

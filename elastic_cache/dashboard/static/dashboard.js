@@ -329,8 +329,29 @@
 
   // -- polling ------------------------------------------------------------------------
 
+  // -- the cluster token ----------------------------------------------------------------
+  // A cluster with a token answers its API only with "Authorization: Bearer TOKEN". The
+  // page takes it from its address (/#token=TOKEN: a fragment is never sent to a server
+  // nor logged by one), or asks once; it keeps it for this tab only (sessionStorage).
+
+  const TOKEN_KEY = "ecache-token";
+  let askedForToken = false;
+
+  function takeTokenFromAddress() {
+    const m = /(?:^#|&)token=([^&]+)/.exec(window.location.hash);
+    if (m) {
+      sessionStorage.setItem(TOKEN_KEY, decodeURIComponent(m[1]));
+      history.replaceState(null, "", window.location.pathname + window.location.search);
+    }
+  }
+
+  class Unauthorized extends Error {}
+
   async function getJson(url) {
-    const resp = await fetch(url, { cache: "no-store" });
+    const token = sessionStorage.getItem(TOKEN_KEY);
+    const headers = token ? { Authorization: `Bearer ${token}` } : {};
+    const resp = await fetch(url, { cache: "no-store", headers });
+    if (resp.status === 401) throw new Unauthorized(url);
     if (!resp.ok) throw new Error(`${url}: ${resp.status}`);
     return resp.json();
   }
@@ -358,11 +379,22 @@
       document.body.dataset.epoch = view.epoch;
     } catch (err) {
       status.className = "status down";
-      status.textContent = "no answer from the coordinator; retrying";
+      if (err instanceof Unauthorized) {
+        status.textContent =
+          "this cluster needs its token: open /#token=TOKEN (ecache token --name NAME prints it)";
+        if (!askedForToken) {
+          askedForToken = true;
+          const given = window.prompt("This cluster needs its token (ecache token --name NAME):");
+          if (given) sessionStorage.setItem(TOKEN_KEY, given.trim());
+        }
+      } else {
+        status.textContent = "no answer from the coordinator; retrying";
+      }
     } finally {
       setTimeout(tick, POLL_MS);
     }
   }
 
+  takeTokenFromAddress();
   tick();
 })();

@@ -100,3 +100,44 @@ async def test_nothing_to_do_without_moves() -> None:
     cluster = await two_nodes_with_keys()
     assert await abort_interrupted_moves(cluster) == 0
     assert await everything_reads_back(cluster)
+
+
+async def test_a_repair_copy_keeps_its_source_a_holder() -> None:
+    """With replication a copy's source may be a holder that is not the owner: the
+    interrupted copy is aborted, and the source keeps its records."""
+    settings = ClusterSettings.from_mapping(
+        {
+            "cluster": {"replication": 2},
+            "coordinator": {"initial_nodes": 3},
+            "nodes": {"index": "sorted", "capacity_records": 1000},
+            "scaler": {"enabled": False},
+        }
+    )
+    network = LocalNetwork()
+    meter = CpuMeter()
+    clock = MigrationClock(meter, 1e9)
+    provisioner = SimProvisioner(settings.nodes, network, meter, lambda: 0.0)
+    provisioner.booting = False
+    cluster = Cluster(
+        settings, provisioner, lambda h: SimNodeClient(h.node_id, h.address, network, clock)
+    )
+    await cluster.start()
+    bucket = next(iter(cluster.ring))
+    lo, hi = cluster.ring.range_of(bucket.token)
+    owner, copy_holder = cluster.holders(hi)[:2]
+    (other,) = set(cluster.nodes) - {owner, copy_holder}
+    for key in KEYS:
+        if cluster.ring.lookup(key).token == bucket.token:
+            for node in (owner, copy_holder):
+                await cluster.client_for(node).put(key, key.encode(), "text/plain", None)
+    (held,) = await cluster.client_for(copy_holder).count_ranges([(lo, hi)])
+    assert held > 0
+    src, dst = cluster.client_for(copy_holder), cluster.client_for(other)
+    await dst.begin_migration("c1", "destination", lo, hi)
+    await src.begin_migration("c1", "source", lo, hi, peer=dst.address)
+    await src.send_migration("c1")
+    await cluster.refresh_stats()
+
+    assert await abort_interrupted_moves(cluster) == 2
+    assert await cluster.client_for(copy_holder).count_ranges([(lo, hi)]) == [held]
+    assert await cluster.client_for(other).count_ranges([(lo, hi)]) == [0]

@@ -55,10 +55,15 @@ def test_coordinator_policy_is_scoped() -> None:
     json.dumps(doc)  # a valid JSON document
 
 
-def test_node_policy_is_the_tier_prefix_only() -> None:
+def test_node_policy_is_the_tier_prefix_and_the_token_only() -> None:
     doc = node_policy(NAMES)
     s3 = [r for s in doc["Statement"] for r in resources(s) if r.startswith("arn:aws:s3")]
     assert s3 == [f"arn:aws:s3:::{NAMES.bucket}/demo/tier/*", f"arn:aws:s3:::{NAMES.bucket}"]
+    token = next(s for s in doc["Statement"] if s["Sid"] == "ReadTheToken")
+    assert token["Action"] == "ssm:GetParameter"
+    assert token["Resource"] == NAMES.token_parameter_arn  # that one parameter, no wildcard
+    ssm = [s for s in doc["Statement"] if "ssm:GetParameter" in json.dumps(s["Action"])]
+    assert ssm == [token]
     listing = next(s for s in doc["Statement"] if s["Sid"] == "ListColdTier")
     assert listing["Condition"] == {"StringLike": {"s3:prefix": ["demo/tier/*"]}}
     shell = next(s for s in doc["Statement"] if s["Sid"] == "SessionManagerShell")

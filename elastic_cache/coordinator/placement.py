@@ -1,0 +1,163 @@
+"""Where a key's copies live: the owner and its ring successors (docs/replication.md).
+
+With a replication factor ``rf``, the *desired* holders of a bucket are its owner and the
+owners of the next buckets clockwise until ``rf`` distinct nodes are found (fewer when the
+cluster has fewer nodes). The *actual* holders (`Held`) are the nodes known to hold a full
+copy of the bucket's range: a node becomes one only when a copy of the range committed on
+it (a move or a repair), and stops being one when the coordinator tells it to drop the
+range. Routing writes to the actual holders, never to the desired ones, is what keeps an
+acknowledged write on every copy that a read can reach.
+
+Everything here is pure: the ring and the held map in, decisions out. ``rf = 1`` keeps no
+map at all (a bucket's only holder is its owner), so a cluster without replication routes
+exactly as before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from elastic_cache.ring import HashRing
+
+__all__ = [
+    "Held",
+    "after_remove",
+    "after_split",
+    "desired_holders",
+    "holders_of",
+    "initial_held",
+    "known_nodes",
+    "missing_copies",
+    "ranges_held",
+    "trim",
+    "under_replicated",
+    "without_node",
+]
+
+#: bucket token → the nodes holding the bucket's whole range (the owner first).
+Held = dict[int, tuple[str, ...]]
+
+
+def desired_holders(ring: HashRing, bucket: int, rf: int) -> tuple[str, ...]:
+    """The owner of ``bucket`` and the next ``rf - 1`` distinct owners clockwise."""
+    owner = ring.bucket(bucket).node
+    found = [owner]
+    token = bucket
+    for _ in range(len(ring) - 1):
+        if len(found) >= rf:
+            break
+        token = ring.successor(token)
+        node = ring.bucket(token).node
+        if node not in found:
+            found.append(node)
+    return tuple(found)
+
+
+def holders_of(ring: HashRing, held: Mapping[int, tuple[str, ...]], token: int) -> tuple[str, ...]:
+    """Who holds ``token``'s key: the ring owner first, then the other holders."""
+    bucket = ring.bucket_for_token(token)
+    copies = held.get(bucket.token)
+    if not copies:
+        return (bucket.node,)
+    if copies[0] == bucket.node:
+        return copies
+    return (bucket.node, *(n for n in copies if n != bucket.node))
+
+
+def initial_held(ring: HashRing, rf: int) -> Held:
+    """The held map of a new, empty cluster: every desired holder holds (nothing yet)."""
+    if rf <= 1:
+        return {}
+    return {b.token: desired_holders(ring, b.token, rf) for b in ring}
+
+
+def ranges_held(ring: HashRing, held: Mapping[int, tuple[str, ...]], node: str) -> list[list[int]]:
+    """The ranges ``node`` holds (as owner or copy), for its ownership check."""
+    out = []
+    for bucket in ring:
+        copies = held.get(bucket.token) or (bucket.node,)
+        if node in copies or bucket.node == node:
+            lo, hi = ring.range_of(bucket.token)
+            out.append([lo, hi])
+    return out
+
+
+def after_split(held: Held, bucket: int, at: int, destination: str) -> Held:
+    """``(lo, at]`` of ``bucket`` was copied to ``destination`` and split off to it: the
+    new bucket's holders are the old bucket's plus the destination (first, the owner)."""
+    out = dict(held)
+    old = held.get(bucket, ())
+    out[at] = (destination, *(n for n in old if n != destination))
+    return out
+
+
+def after_remove(held: Held, ring: HashRing, bucket: int, successor: int) -> Held:
+    """``bucket`` (already removed from ``ring``) merged into ``successor``: only nodes
+    that held both ranges hold the merged one. The new owner is counted as a holder of
+    the removed range when it held it (a copy, or a move just made)."""
+    out = dict(held)
+    gone = out.pop(bucket, ())
+    kept = out.get(successor, ())
+    owner = ring.bucket(successor).node
+    both = [n for n in kept if n in gone]
+    if owner in gone and owner not in both:
+        both.insert(0, owner)
+    out[successor] = tuple(both) if both else (owner,)
+    return out
+
+
+def without_node(held: Held, node: str) -> Held:
+    """``node`` is gone: it holds nothing any more."""
+    return {b: tuple(n for n in copies if n != node) for b, copies in held.items()}
+
+
+def missing_copies(
+    ring: HashRing, held: Mapping[int, tuple[str, ...]], rf: int
+) -> list[tuple[int, str, str]]:
+    """Copies to make: ``(bucket, source, destination)`` for every desired holder that does
+    not hold its bucket yet, the source being the owner when it holds the range."""
+    todo = []
+    for bucket in ring:
+        copies = held.get(bucket.token, ())
+        if not copies:
+            continue  # nobody holds it (the data is lost): nothing to copy from
+        source = bucket.node if bucket.node in copies else copies[0]
+        for node in desired_holders(ring, bucket.token, rf):
+            if node not in copies:
+                todo.append((bucket.token, source, node))
+    return todo
+
+
+def trim(ring: HashRing, held: Held, rf: int) -> tuple[Held, list[tuple[str, int, int]]]:
+    """Drop copies no longer wanted, where every desired copy exists.
+
+    Returns:
+        The new held map and ``(node, lo, hi)`` for each copy to drop.
+    """
+    out = dict(held)
+    drops: list[tuple[str, int, int]] = []
+    for bucket in ring:
+        copies = held.get(bucket.token, ())
+        want = desired_holders(ring, bucket.token, rf)
+        if not copies or any(n not in copies for n in want):
+            continue
+        extra = [n for n in copies if n not in want]
+        if extra:
+            out[bucket.token] = want
+            lo, hi = ring.range_of(bucket.token)
+            drops.extend((n, lo, hi) for n in extra)
+    return out, drops
+
+
+def under_replicated(ring: HashRing, held: Mapping[int, tuple[str, ...]], rf: int) -> int:
+    """Buckets holding fewer copies than desired (shown by status and metrics)."""
+    return sum(
+        1
+        for b in ring
+        if any(n not in held.get(b.token, ()) for n in desired_holders(ring, b.token, rf))
+    )
+
+
+def known_nodes(held: Mapping[int, Iterable[str]]) -> set[str]:
+    """Every node named in the held map."""
+    return {n for copies in held.values() for n in copies}

@@ -1,0 +1,177 @@
+"""The node protocol: what the coordinator (and the simulator) ask of a cache node.
+
+Both sides import it: the coordinator's `HttpNodeClient`
+(`elastic_cache.coordinator.nodeclient`, which re-exports these names) speaks it over
+HTTP, and `elastic_cache.node.local.LocalNodeClient` by direct calls, so the scaler and
+the migration code run unchanged on real nodes and on the simulator's in-process ones.
+
+- `NodeClient`: the operations the coordinator needs from a node.
+- `Answer`: a node's answer to a key request; `NodeStats`: what a node reports about
+  itself.
+- The response headers a node's key answers carry (`EPOCH_HEADER`, `FILL_HEADER`, ...),
+  described in docs/api.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+
+if TYPE_CHECKING:
+    # Type only: the coordinator's keep-alive client hands a large answer over as it
+    # arrives. docs/architecture.md lists this edge among those to remove.
+    from elastic_cache.coordinator.pool import BodyStream
+
+__all__ = [
+    "CACHE_HEADER",
+    "COLD_HIT",
+    "EPOCH_HEADER",
+    "EVICTED_HEADER",
+    "FILL_HEADER",
+    "LENGTH_HEADER",
+    "STORED_HEADER",
+    "Answer",
+    "NodeClient",
+    "NodeStats",
+]
+
+#: The node's ring epoch, on every answer to a key.
+EPOCH_HEADER = "X-Ecache-Epoch"
+#: ``USED CAPACITY`` after a write, so the coordinator's scaler needs no polling.
+FILL_HEADER = "X-Ecache-Fill"
+#: The value's length, on a HEAD answer.
+LENGTH_HEADER = "X-Ecache-Length"
+#: ``cold`` when a write went to the cold tier instead of memory.
+STORED_HEADER = "X-Ecache-Stored"
+#: How many records a write evicted to make room.
+EVICTED_HEADER = "X-Ecache-Evicted"
+#: `COLD_HIT` when a value was found in the node's cold tier.
+CACHE_HEADER = "X-Cache"
+COLD_HIT = "HIT-COLD"
+
+
+class Answer(NamedTuple):
+    """A node's answer to a key request, passed on to the caller as it is.
+
+    Attributes:
+        status: HTTP status.
+        body: the value, or a JSON error body.
+        content_type: Content-Type of ``body``.
+        epoch: the node's ring epoch.
+        used: fill after a write, in the capacity's unit (-1 when not reported).
+        capacity: capacity (-1 when not reported).
+        cache: the node's ``X-Cache`` header ("HIT-COLD" for a value from its cold
+            tier; "" when absent).
+        stream: the body, when it is streamed (a GET with ``stream_above``; ``body``
+            is then empty); whoever takes the answer reads it and closes it.
+        retry_after: the node's ``Retry-After`` header ("" when absent): a node whose
+            cold tier refuses writes says when to retry a 507.
+    """
+
+    status: int
+    body: bytes
+    content_type: str
+    epoch: int
+    used: int = -1
+    capacity: int = -1
+    cache: str = ""
+    stream: BodyStream | None = None
+    retry_after: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class NodeStats:
+    """What a node reports about itself (a subset of ``GET /v1/stats``)."""
+
+    records: int
+    bytes: int
+    used: int
+    capacity: int
+    unit: str
+    index: str
+    epoch: int
+    hits: int
+    misses: int
+    evictions: int
+    raw: dict[str, Any]
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> NodeStats:
+        return cls(
+            records=int(data["records"]),
+            bytes=int(data["bytes"]),
+            used=int(data["used"]),
+            capacity=int(data["capacity"]),
+            unit=str(data["unit"]),
+            index=str(data["index"]),
+            epoch=int(data["epoch"]),
+            hits=int(data.get("hits", 0)),
+            misses=int(data.get("misses", 0)),
+            evictions=int(data.get("evictions", 0)),
+            raw=data,
+        )
+
+
+class NodeClient(Protocol):
+    """The operations the coordinator needs from a node."""
+
+    node_id: str
+    address: str
+
+    async def get(self, key: str, *, head: bool = False, stream_above: int = -1) -> Answer:
+        """The node's answer for ``key``. With ``stream_above`` >= 0 a 200 whose body is
+        larger comes back as ``Answer.stream`` (a client may read every body whole)."""
+        ...
+
+    async def put(
+        self, key: str, value: bytes, content_type: str, ttl: float | None, epoch: int = 0
+    ) -> Answer:
+        """Store ``key``; ``epoch`` (the routing ring's, 0: none) lets the node refuse a
+        write routed by a ring older than its own (421)."""
+        ...
+
+    async def put_stream(
+        self,
+        key: str,
+        chunks: AsyncIterator[bytes],
+        content_type: str,
+        ttl: float | None,
+        length: int | None,
+        epoch: int = 0,
+    ) -> tuple[Answer, bool]:
+        """PUT a value larger than ``max_value_bytes`` as it arrives; returns the answer
+        and whether any of ``chunks`` was taken (see `HttpNodeClient.put_stream`).
+
+        Raises:
+            ValueTooLarge: this kind of node takes no streamed value.
+        """
+        ...
+
+    async def delete(self, key: str, epoch: int = 0) -> Answer: ...
+
+    async def stats(self) -> NodeStats: ...
+
+    async def healthy(self) -> bool: ...
+
+    async def set_ownership(self, epoch: int, ranges: list[list[int]]) -> None: ...
+
+    async def count_ranges(self, ranges: list[tuple[int, int]]) -> list[int]: ...
+
+    async def median_token(self, lo: int, hi: int) -> int | None: ...
+
+    async def begin_migration(
+        self, migration: str, role: str, lo: int, hi: int, peer: str | None = None
+    ) -> None: ...
+
+    async def send_migration(self, migration: str) -> dict[str, Any]: ...
+
+    async def commit_migration(
+        self, migration: str, epoch: int, ranges: list[list[int]]
+    ) -> dict[str, Any]: ...
+
+    async def abort_migration(self, migration: str) -> None: ...
+
+    async def drop_range(self, lo: int, hi: int) -> int: ...
+
+    async def close(self) -> None: ...

@@ -1,0 +1,182 @@
+"""Replicas on ring successors, with real node processes killed by real signals.
+
+The coordinator runs in the test process (so the test can watch its ring and held map);
+every node is an ``ecache node`` process; clients go through the coordinator's HTTP port.
+Every read is checked against a model of the last acknowledged write per key.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import signal
+from pathlib import Path
+
+import pytest
+
+from elastic_cache.client import AsyncClient
+from elastic_cache.coordinator import placement
+from elastic_cache.coordinator.cluster import Cluster
+from elastic_cache.errors import ElasticCacheError
+
+from ..checked_load import CheckedLoad
+from .test_cluster_processes import pid_alive, process_cluster
+
+pytestmark = pytest.mark.slow
+
+
+def replicated(cluster: Cluster) -> bool:
+    """Every bucket has its copies and no repair is under way."""
+    task = cluster._repair_task
+    return (task is None or task.done()) and not placement.under_replicated(
+        cluster.ring, cluster.held, cluster.rf
+    )
+
+
+async def until(check: object, seconds: float, what: str) -> None:
+    assert callable(check)
+    for _ in range(int(seconds * 20)):
+        if check():
+            return
+        await asyncio.sleep(0.05)
+    pytest.fail(f"timed out waiting for {what}")
+
+
+def settings(replication: int = 2, nodes: int = 3) -> dict[str, object]:
+    return {
+        "cluster": {"replication": replication},
+        "coordinator": {"initial_nodes": nodes, "request_budget": 3.0},
+        "nodes": {"index": "sorted", "capacity_records": 50_000},
+        "scaler": {"enabled": False, "max_nodes": 8},
+    }
+
+
+async def test_every_write_is_on_two_nodes_and_reads_fall_back(tmp_path: Path) -> None:
+    async with process_cluster(tmp_path, settings()) as pc:
+        cluster = pc.coord.cluster
+        assert replicated(cluster)
+        async with AsyncClient(pc.url, timeout=30) as client:
+            for i in range(300):
+                await client.put(f"k{i}", f"v{i}".encode())
+            stats = await asyncio.gather(*(n.client.stats() for n in cluster.nodes.values()))
+            assert sum(s.records for s in stats) == 600  # two copies of each
+            for i in range(0, 300, 7):
+                token = cluster.ring.token_of(f"k{i}")
+                assert len(cluster.holders(token)) == 2
+            # Kill a node: its keys are read from their copies at once, none is lost.
+            victim = cluster.nodes["node-2"]
+            os.kill(int(victim.handle.ref), signal.SIGKILL)
+            for i in range(300):
+                assert await client.get(f"k{i}") == f"v{i}".encode(), i
+            await until(lambda: "node-2" not in cluster.nodes, 20, "the death to be noticed")
+            await until(lambda: replicated(cluster), 30, "re-replication")
+            stats = await asyncio.gather(*(n.client.stats() for n in cluster.nodes.values()))
+            assert sum(s.records for s in stats) == 600  # both copies again, on two nodes
+            for i in range(300):
+                assert await client.get(f"k{i}") == f"v{i}".encode(), i
+            await client.delete("k1")
+            assert await client.get("k1") is None
+        kinds = [e["kind"] for e in cluster.events.since(0)]
+        assert "node_failed" in kinds
+
+
+async def test_ten_node_kills_under_traffic_lose_no_acknowledged_write(tmp_path: Path) -> None:
+    """rf = 2, w = 2: a node is SIGKILLed, the cluster notices, re-replicates and gets a
+    new node (a live split into it), ten times over, while four clients write, delete
+    and read; every read and the final state match the model."""
+    rng = random.Random(7)
+    async with process_cluster(tmp_path, settings()) as pc:
+        cluster = pc.coord.cluster
+        load = CheckedLoad([f"user:{i}" for i in range(1500)], 4, put=0.45, delete=0.05)
+        stop = asyncio.Event()
+        tolerate = (ElasticCacheError,)
+
+        async def run(n: int) -> None:
+            async with AsyncClient(pc.url, timeout=60, retries=2) as client:
+                await load.client_ops(client, n, stop=stop, tolerate=tolerate)
+
+        clients = [asyncio.create_task(run(n)) for n in range(4)]
+        try:
+            for _ in range(10):
+                await until(lambda: replicated(cluster), 60, "re-replication")
+                await asyncio.sleep(0.3)  # traffic on the replicated cluster
+                victim = rng.choice(sorted(cluster.nodes))
+                os.kill(int(cluster.nodes[victim].handle.ref), signal.SIGKILL)
+                await until(lambda v=victim: v not in cluster.nodes, 30, f"{victim} dropped")
+                await cluster.add_node()
+            await until(lambda: replicated(cluster), 60, "re-replication")
+        except BaseException:
+            for e in cluster.events.since(0)[-30:]:
+                print(e)
+            print(cluster.ring.to_dict(), cluster.held)
+            print(placement.missing_copies(cluster.ring, cluster.held, 2))
+            raise
+        finally:
+            stop.set()
+            await asyncio.gather(*clients)
+        print(f"{load.ops} operations, {load.errors} failed (tolerated)")
+        assert load.failures == []
+        assert load.ops > 1000
+        async with AsyncClient(pc.url, timeout=60) as client:
+            assert await load.final_mismatches(client) == []
+        kills = [e for e in cluster.events.since(0) if e["kind"] == "node_failed"]
+        assert len(kills) == 10
+
+
+async def test_removing_a_node_keeps_every_key_on_two_nodes(tmp_path: Path) -> None:
+    async with process_cluster(tmp_path, settings()) as pc:
+        cluster = pc.coord.cluster
+        async with AsyncClient(pc.url, timeout=30) as client:
+            for i in range(300):
+                await client.put(f"k{i}", f"v{i}".encode())
+            pid = int(cluster.nodes["node-2"].handle.ref)
+            await cluster.remove_node("node-2")
+            assert sorted(cluster.nodes) == ["node-1", "node-3"]
+            assert replicated(cluster)
+            stats = await asyncio.gather(*(n.client.stats() for n in cluster.nodes.values()))
+            assert sum(s.records for s in stats) == 600
+            for i in range(300):
+                assert await client.get(f"k{i}") == f"v{i}".encode(), i
+        await until(lambda: not pid_alive(pid), 10, "the removed node to stop")
+
+
+async def test_a_paused_owner_is_read_from_its_copy(tmp_path: Path) -> None:
+    """SIGSTOP: reads of its keys wait at most the request budget once, then go to the
+    copy while it is suspect; writes to its ranges answer 503 (w = 2 cannot be met)
+    rather than hang; after SIGCONT nothing is lost."""
+    data = settings()
+    data["coordinator"] = {"initial_nodes": 3, "request_budget": 1.0}
+    async with process_cluster(tmp_path, data) as pc:
+        cluster = pc.coord.cluster
+        async with AsyncClient(pc.url, timeout=30, retries=1) as client:
+            for i in range(100):
+                await client.put(f"k{i}", f"v{i}".encode())
+            info = cluster.nodes["node-1"]
+            pid = int(info.handle.ref)
+            os.kill(pid, signal.SIGSTOP)
+            try:
+                loop = asyncio.get_running_loop()
+                started = loop.time()
+                for i in range(100):
+                    assert await client.get(f"k{i}") == f"v{i}".encode(), i
+                await until(lambda: bool(info.suspect_since), 20, "the node to turn suspect")
+                began = loop.time()
+                for i in range(100):
+                    assert await client.get(f"k{i}") == f"v{i}".encode(), i
+                assert loop.time() - began < 10  # no read waits for the paused node now
+                assert loop.time() - started < 60
+                mine = next(
+                    f"k{i}"
+                    for i in range(100)
+                    if "node-1" in cluster.holders(cluster.ring.token_of(f"k{i}"))
+                )
+                with pytest.raises(ElasticCacheError):
+                    await client.put(mine, b"new")
+            finally:
+                os.kill(pid, signal.SIGCONT)
+            await until(lambda: not info.suspect_since, 30, "the node to answer again")
+            for i in range(100):
+                assert await client.get(f"k{i}") in (f"v{i}".encode(), b"new"), i
+            await client.put(mine, b"newer")
+            assert await client.get(mine) == b"newer"

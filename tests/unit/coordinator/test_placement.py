@@ -1,0 +1,112 @@
+"""Replica placement on ring successors (pure decisions)."""
+
+from __future__ import annotations
+
+import pytest
+
+from elastic_cache.config import ClusterSettings
+from elastic_cache.coordinator import placement
+from elastic_cache.errors import ConfigError
+from elastic_cache.hashing import make_hasher
+from elastic_cache.ring import HashRing
+
+
+def ring_of(*buckets: tuple[int, str]) -> HashRing:
+    ring = HashRing(make_hasher("modulo:1000"))
+    for token, node in buckets:
+        ring.add_bucket(token, node)
+    return ring
+
+
+def test_desired_holders_are_the_owner_and_distinct_successors() -> None:
+    ring = ring_of((100, "a"), (200, "a"), (300, "b"), (400, "c"))
+    assert placement.desired_holders(ring, 100, 2) == ("a", "b")  # skips a's own 200
+    assert placement.desired_holders(ring, 400, 2) == ("c", "a")  # wraps
+    assert placement.desired_holders(ring, 100, 3) == ("a", "b", "c")
+    assert placement.desired_holders(ring, 300, 5) == ("b", "c", "a")  # fewer nodes than rf
+    assert placement.desired_holders(ring, 300, 1) == ("b",)
+
+
+def test_holders_put_the_owner_first_and_default_to_it() -> None:
+    ring = ring_of((100, "a"), (300, "b"))
+    held = {100: ("b", "a")}
+    assert placement.holders_of(ring, held, 50) == ("a", "b")
+    assert placement.holders_of(ring, held, 250) == ("b",)  # no entry: the owner only
+    assert placement.holders_of(ring, {}, 999) == ("a",)  # wraps to the first bucket
+
+
+def test_ranges_held_include_copies() -> None:
+    ring = ring_of((100, "a"), (300, "b"), (600, "c"))
+    held = placement.initial_held(ring, 2)
+    assert held == {100: ("a", "b"), 300: ("b", "c"), 600: ("c", "a")}
+    assert placement.ranges_held(ring, held, "b") == [[600, 100], [100, 300]]
+    assert placement.ranges_held(ring, held, "a") == [[600, 100], [300, 600]]
+    assert placement.initial_held(ring, 1) == {}
+
+
+def test_a_split_copies_to_the_new_node_and_trims_the_old_last_copy() -> None:
+    ring = ring_of((100, "a"), (300, "b"), (600, "c"))
+    held = placement.initial_held(ring, 2)
+    ring.split(300, 200, "d")  # d takes (100, 200] from b
+    held = placement.after_split(held, 300, 200, "d")
+    assert held[200] == ("d", "b", "c")
+    held, drops = placement.trim(ring, held, 2)
+    assert held[200] == ("d", "b")  # its successor b keeps a copy
+    assert drops == [("c", 100, 200)]
+    # a's successor is now d: a copy of (600, 100] must go to d, then b's goes.
+    assert placement.missing_copies(ring, held, 2) == [(100, "a", "d")]
+    assert placement.under_replicated(ring, held, 2) == 1
+
+
+def test_trim_keeps_surplus_copies_until_every_desired_one_exists() -> None:
+    ring = ring_of((100, "a"), (300, "b"), (600, "c"))
+    held = {100: ("a", "c"), 300: ("b", "c"), 600: ("c", "a")}
+    same, drops = placement.trim(ring, held, 2)
+    assert drops == [] and same[100] == ("a", "c")  # b lacks (600, 100]: c stays
+    held[100] = ("a", "c", "b")
+    trimmed, drops = placement.trim(ring, held, 2)
+    assert trimmed[100] == ("a", "b") and drops == [("c", 600, 100)]
+
+
+def test_a_dead_owner_hands_its_range_to_the_successor_that_holds_a_copy() -> None:
+    ring = ring_of((100, "a"), (300, "b"), (600, "c"))
+    held = placement.without_node(placement.initial_held(ring, 2), "b")
+    ring.remove(300)
+    held = placement.after_remove(held, ring, 300, 600)
+    assert held[600] == ("c",)  # c held (100, 300] and (300, 600]
+    assert placement.holders_of(ring, held, 250) == ("c",)
+    assert placement.missing_copies(ring, held, 2) == [(100, "a", "c"), (600, "c", "a")]
+
+
+def test_a_merge_keeps_only_nodes_holding_both_ranges() -> None:
+    ring = ring_of((100, "a"), (300, "b"), (600, "c"))
+    held = {100: ("a", "b"), 300: ("b", "c"), 600: ("c", "a")}
+    ring.remove(300)
+    merged = placement.after_remove(held, ring, 300, 600)
+    assert merged[600] == ("c",)
+    # Nobody left holds the removed range: its new owner starts empty (data lost).
+    lost = placement.after_remove({300: (), 600: ("a",)}, ring, 300, 600)
+    assert lost[600] == ("c",)
+
+
+@pytest.mark.parametrize(
+    ("section", "message"),
+    [
+        ({"replication": 0}, "replication must be an integer"),
+        ({"replication": 9}, "replication must be an integer"),
+        ({"replication": True}, "replication must be"),
+        ({"replication": 2, "write_quorum": 3}, "exceeds cluster.replication"),
+        ({"write_quorum": -1}, "write_quorum must be an integer"),
+        ({"copies": 2}, "unknown setting"),
+    ],
+)
+def test_bad_replication_settings_name_the_key(section: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        ClusterSettings.from_mapping({"cluster": section})
+
+
+def test_quorum_defaults_to_every_copy() -> None:
+    assert ClusterSettings.from_mapping({"cluster": {"replication": 3}}).cluster.quorum == 3
+    one = ClusterSettings.from_mapping({"cluster": {"replication": 3, "write_quorum": 1}})
+    assert one.cluster.quorum == 1
+    assert ClusterSettings().cluster.quorum == 1
