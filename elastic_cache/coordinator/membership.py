@@ -400,9 +400,13 @@ class Membership:
         info.cold_pauses = None if cold is None else int(cold.get("demotion_pauses", 0))
 
     async def refresh_stats(self) -> list[str]:
-        """Poll every node's stats; returns the ids of nodes that did not answer."""
+        """Poll every node's stats; returns the ids of nodes that did not answer within
+        the request budget (a paused node must not hold up the poll of the others)."""
         infos = list(self.nodes.values())
-        results = await asyncio.gather(*(self._refresh(i) for i in infos), return_exceptions=True)
+        budget = self.settings.coordinator.request_budget
+        results = await asyncio.gather(
+            *(asyncio.wait_for(self._refresh(i), budget) for i in infos), return_exceptions=True
+        )
         failed = []
         for info, result in zip(infos, results, strict=True):
             _ = info.requests.rate  # fold the last poll period into the moving average

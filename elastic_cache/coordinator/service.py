@@ -255,7 +255,9 @@ class Coordinator:
                         self.scaler.observe_write(node.node_id, node.used, node.capacity, 0)
                 for node_id in failed:
                     info = self.cluster.nodes.get(node_id)
-                    if info is not None and info.failures >= self.dead_after:
+                    if info is not None and (
+                        info.failures >= self.dead_after or info.suspect_since
+                    ):
                         # Dead only if its process or instance is gone (or it stayed
                         # unresponsive past the grace); otherwise suspect.
                         await self.cluster.unresponsive(node_id)
