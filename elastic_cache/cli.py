@@ -329,6 +329,22 @@ def cmd_worker(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_supervised_coordinator(args: argparse.Namespace) -> int:
+    import pickle
+
+    from elastic_cache.supervisor import serve_supervised_coordinator
+
+    # Written by this program's supervisor (``ecache up``), in its private directory (0700).
+    settings = pickle.loads(Path(args.settings).read_bytes())
+    token = os.environ.get(TOKEN_ENV) or None  # from its supervisor, as for a worker
+    eventloop.run(
+        serve_supervised_coordinator(
+            settings, control=args.control, token=None if token is None else check_token(token)
+        )
+    )
+    return 0
+
+
 def _add_workers(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--workers",
@@ -699,6 +715,12 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument("--index", type=int, required=True)
     worker.set_defaults(func=cmd_worker)
 
+    # Started by ``ecache up``'s supervisor (elastic_cache.supervisor).
+    supervised = sub.add_parser("supervised-coordinator", help=argparse.SUPPRESS)
+    supervised.add_argument("--settings", required=True)
+    supervised.add_argument("--control", required=True)
+    supervised.set_defaults(func=cmd_supervised_coordinator)
+
     status = sub.add_parser("status", help="show a running cluster: nodes, fill, epoch, cost")
     where = status.add_mutually_exclusive_group()
     where.add_argument(
@@ -906,6 +928,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--delay", type=float, default=0.0, help="extra seconds of latency per request"
     )
     origin.set_defaults(func=cmd_demo_origin)
+    # argparse lists a sub-command added with help=SUPPRESS as "==SUPPRESS==" instead of
+    # hiding it (CPython issue 22848): drop the internal ones from the listing.
+    sub._choices_actions = [a for a in sub._choices_actions if a.help != argparse.SUPPRESS]
     return parser
 
 

@@ -213,7 +213,12 @@ class Membership:
             await asyncio.get_running_loop().run_in_executor(None, _atomic_write, path, data)
 
     async def _resume(self) -> bool:
-        """Adopt the nodes of a persisted state if every one of them still answers."""
+        """Adopt the nodes of a persisted state if any of them still answers.
+
+        Members that do not answer are adopted too and then go the way of any node that
+        stops answering (the stats poll finds them; dead when their process is gone):
+        a node that died while the coordinator was away must not cost the others'
+        records."""
         path = self.state_path
         if path is None or not path.exists():
             return False
@@ -229,7 +234,7 @@ class Membership:
             return False
         clients = [self._client_factory(h) for h in handles]
         alive = await asyncio.gather(*(c.healthy() for c in clients))
-        if not all(alive):
+        if not any(alive):
             stale = path.with_suffix(".stale.json")
             os.replace(path, stale)
             log.info("previous cluster in %s is gone (nodes down); starting fresh", stale)
@@ -241,8 +246,10 @@ class Membership:
                 handle=handle, client=client, requests=self._request_meter()
             )
         self._next_id = int(state.get("next_id", len(handles) + 1))
-        await self._push_ownership(list(self.nodes))
-        self.events.add("resumed", f"resumed {len(handles)} node(s) at epoch {ring.epoch}")
+        await self._push_ownership([h.node_id for h, ok in zip(handles, alive, strict=True) if ok])
+        silent = [h.node_id for h, ok in zip(handles, alive, strict=True) if not ok]
+        note = f"; not answering: {', '.join(silent)}" if silent else ""
+        self.events.add("resumed", f"resumed {len(handles)} node(s) at epoch {ring.epoch}{note}")
         return True
 
     # -- life cycle --------------------------------------------------------------------

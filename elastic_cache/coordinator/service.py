@@ -19,6 +19,7 @@ from elastic_cache.coordinator.cluster import Cluster
 from elastic_cache.coordinator.nodeclient import HttpNodeClient, NodeClient
 from elastic_cache.coordinator.origins import ReadThrough
 from elastic_cache.coordinator.rates import RateMeter
+from elastic_cache.coordinator.resume import abort_interrupted_moves
 from elastic_cache.coordinator.router import Router
 from elastic_cache.coordinator.scaler import Scaler
 from elastic_cache.cost import instance_price
@@ -205,6 +206,7 @@ class Coordinator:
         """Launch (or resume) the nodes, terminate stray ones, and start polling."""
         await self.cluster.start()
         await self._reap_strays()
+        await abort_interrupted_moves(self.cluster)  # an earlier life died mid-move
         self._monitor = asyncio.create_task(self._poll())
 
     async def _reap_strays(self) -> None:
