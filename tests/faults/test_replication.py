@@ -22,7 +22,7 @@ from elastic_cache.coordinator.cluster import Cluster
 from elastic_cache.errors import ElasticCacheError
 
 from ..checked_load import CheckedLoad
-from .test_cluster_processes import pid_alive, process_cluster
+from ..integration.test_cluster_processes import pid_alive, process_cluster
 
 pytestmark = pytest.mark.slow
 
@@ -82,7 +82,9 @@ async def test_every_write_is_on_two_nodes_and_reads_fall_back(tmp_path: Path) -
         assert "node_failed" in kinds
 
 
-async def test_ten_node_kills_under_traffic_lose_no_acknowledged_write(tmp_path: Path) -> None:
+async def test_ten_node_kills_under_traffic_lose_no_acknowledged_write(
+    tmp_path: Path, fault_results: list[str]
+) -> None:
     """rf = 2, w = 2: a node is SIGKILLed, the cluster notices, re-replicates and gets a
     new node (a live split into it), ten times over, while four clients write, delete
     and read; every read and the final state match the model."""
@@ -116,7 +118,10 @@ async def test_ten_node_kills_under_traffic_lose_no_acknowledged_write(tmp_path:
         finally:
             stop.set()
             await asyncio.gather(*clients)
-        print(f"{load.ops} operations, {load.errors} failed (tolerated)")
+        fault_results.append(
+            f"rf=2, 10 node kills under traffic: {load.ops:,} operations, {load.errors} "
+            f"failed (tolerated), {len(load.failures)} wrong answers"
+        )
         assert load.failures == []
         assert load.ops > 1000
         async with AsyncClient(pc.url, timeout=60) as client:
