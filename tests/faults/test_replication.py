@@ -14,6 +14,7 @@ import random
 import signal
 from pathlib import Path
 
+import aiohttp
 import pytest
 
 from elastic_cache.client import AsyncClient
@@ -80,6 +81,15 @@ async def test_every_write_is_on_two_nodes_and_reads_fall_back(tmp_path: Path) -
             assert await client.get("k1") is None
         kinds = [e["kind"] for e in cluster.events.since(0)]
         assert "node_failed" in kinds
+        async with aiohttp.ClientSession() as http:
+            async with http.get(f"{pc.url}/v1/cluster") as resp:
+                rep = (await resp.json())["replication"]
+            async with http.get(f"{pc.url}/metrics") as resp:
+                metrics = await resp.text()
+        assert rep["factor"] == 2 and rep["write_quorum"] == 2
+        assert rep["under_replicated"] == 0 and rep["copies_made"] >= 1
+        assert "ecache_under_replicated_ranges 0.0" in metrics
+        assert "ecache_replication_factor 2.0" in metrics
 
 
 async def test_ten_node_kills_under_traffic_lose_no_acknowledged_write(
