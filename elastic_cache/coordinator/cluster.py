@@ -34,6 +34,10 @@ __all__ = ["Cluster", "EventLog", "MigrationInfo", "MoveFailed", "NodeInfo"]
 
 log = logging.getLogger("elastic_cache.cluster")
 
+#: Seconds within which a neighbour's heartbeat must have reached a node for the
+#: neighbour to vouch that it lives (`Cluster.heard_by`); heartbeats go every second.
+HEARD_WITHIN = 5.0
+
 
 class Cluster(Membership):
     """Ring, nodes and provisioner, and every operation that changes membership.
@@ -151,6 +155,8 @@ class Cluster(Membership):
                 await self._push_ownership([source])
                 await src.client.drop_range(lo, hi)
         await self._drop_surplus([s for s in surplus if s[0] != source])
+        with contextlib.suppress(ElasticCacheError):
+            await self._push_ownership(list(self.nodes))  # new ring neighbours to watch
         mig.state, mig.finished = "done", time.time()
         self.events.add(
             "migration_done",
@@ -480,8 +486,33 @@ class Cluster(Membership):
                     node=node_id,
                 )
             return False
+        heard_by = self.heard_by(node_id)
+        if heard_by and await self._still_running(info):
+            # Past the grace, but its ring neighbours still hear it: the coordinator is
+            # cut off from a live node. Dropping it would lose its copies for nothing.
+            if not info.cut_off:
+                info.cut_off = True
+                self.events.add(
+                    "node_cut_off",
+                    f"{node_id} does not answer the coordinator but {', '.join(heard_by)} "
+                    "still hear it: kept (suspect) rather than declared dead",
+                    node=node_id,
+                )
+            return False
         await self.drop_dead_node(node_id)
         return True
+
+    def heard_by(self, node_id: str) -> list[str]:
+        """The other nodes whose heartbeats reached ``node_id`` lately (within
+        `HEARD_WITHIN` seconds, as of their last poll)."""
+        return sorted(
+            n
+            for n, info in self.nodes.items()
+            if n != node_id
+            and not info.suspect_since
+            and (age := info.peer_ages.get(node_id)) is not None
+            and age <= HEARD_WITHIN
+        )
 
     async def _still_running(self, info: NodeInfo) -> bool:
         """Whether the provisioner still runs ``info``'s process or instance (True when

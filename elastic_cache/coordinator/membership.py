@@ -52,6 +52,11 @@ class NodeInfo:
     #: Since when (time.monotonic) the node has not answered, while its process or
     #: instance still runs; 0.0: it answers. Requests for its keys fail fast meanwhile.
     suspect_since: float = 0.0
+    #: Seconds since the node last heard each ring neighbour (its heartbeats), as of
+    #: the last poll (None: not yet).
+    peer_ages: dict[str, float | None] = field(default_factory=dict)
+    #: Past its grace but still heard by its neighbours (event ``node_cut_off`` sent).
+    cut_off: bool = False
     used: int = 0
     capacity: int = 1
     records: int = 0
@@ -385,8 +390,11 @@ class Membership:
         info.index = stats.index
         info.migrations = list(stats.raw.get("migrations", []))
         info.failures = 0
+        peers = stats.raw.get("peers")
+        info.peer_ages = dict(peers) if isinstance(peers, dict) else {}
         if info.suspect_since:
             info.suspect_since = 0.0
+            info.cut_off = False
             self.events.add("node_recovered", f"{info.node_id} answers again", node=info.node_id)
         self._note_cold(info, stats.raw.get("cold"))
 
@@ -426,11 +434,21 @@ class Membership:
 
     # -- ownership ---------------------------------------------------------------------
 
+    def peers_of(self, node: str) -> dict[str, str]:
+        """The ring neighbours ``node`` watches with heartbeats: the owners of the two
+        buckets after and the two before each of its buckets (its copies' holders)."""
+        addresses = {n: info.handle.address for n, info in self.nodes.items()}
+        return {
+            n: addresses[n]
+            for n in placement.neighbours(self.ring, node, 2)
+            if n in addresses and n != node
+        }
+
     async def _push_ownership(self, node_ids: list[str]) -> None:
         ring = self.ring
         await asyncio.gather(
             *(
-                self.nodes[n].client.set_ownership(ring.epoch, self.ranges_for(n))
+                self.nodes[n].client.set_ownership(ring.epoch, self.ranges_for(n), self.peers_of(n))
                 for n in node_ids
                 if n in self.nodes
             )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import os
 import random
 import signal
@@ -290,3 +291,50 @@ async def test_a_node_paused_past_the_grace_is_dropped_and_never_serves_again(
                 assert await client.get(f"k{i}") == f"w{i}".encode(), i
         kinds = [e["kind"] for e in cluster.events.since(0)]
         assert "node_suspect" in kinds and "node_failed" in kinds
+
+
+async def test_a_node_the_coordinator_cannot_reach_but_its_neighbours_hear_is_kept(
+    tmp_path: Path,
+) -> None:
+    """The failure detector asks for a second opinion: past `suspect_grace` a node is
+    declared dead only if its ring neighbours stopped hearing its heartbeats too. Here
+    the coordinator's own way to one node is cut (its client points at a closed port)
+    while the node runs: it turns suspect, then *cut off*, and is never dropped; once
+    the coordinator reaches it again it recovers with every value."""
+    data = settings()
+    data["coordinator"] = {"initial_nodes": 3, "request_budget": 1.0, "suspect_grace": 2.0}
+    async with process_cluster(tmp_path, data) as pc:
+        cluster = pc.coord.cluster
+        async with AsyncClient(pc.url, timeout=30, retries=1) as client:
+            for i in range(100):
+                await client.put(f"k{i}", f"v{i}".encode())
+        await until(
+            lambda: (
+                all(
+                    age is not None
+                    for info in cluster.nodes.values()
+                    for age in info.peer_ages.values()
+                )
+                and all(info.peer_ages for info in cluster.nodes.values())
+            ),
+            20,
+            "every node to hear its neighbours",
+        )
+        info = cluster.nodes["node-2"]
+        real = info.client
+        info.client = cluster._client_factory(
+            dataclasses.replace(info.handle, address="http://127.0.0.1:9")
+        )
+        try:
+            await until(lambda: info.cut_off, 30, "the node to be kept as cut off")
+            await asyncio.sleep(1.5)  # several polls past the grace: still a member
+            assert "node-2" in cluster.nodes and info.suspect_since
+        finally:
+            await info.client.close()
+            info.client = real
+        await until(lambda: not info.suspect_since, 30, "the node to recover")
+        async with AsyncClient(pc.url, timeout=30) as client:
+            for i in range(100):
+                assert await client.get(f"k{i}") == f"v{i}".encode(), i
+        kinds = [e["kind"] for e in cluster.events.since(0)]
+        assert "node_cut_off" in kinds and "node_failed" not in kinds
