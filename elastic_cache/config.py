@@ -332,6 +332,15 @@ class ScalerSettings:
         speculative: launch when a node's fill crosses T(n) (the paper's speculative
             pre-launch); False launches only when a node is full (the paper's baseline
             "without speculation", kept for the experiments).
+        bootstrap: how a new node gets its first data: ``split`` (half of the fullest
+            bucket of the fullest node, the paper's Algorithm 1) or ``two-phase`` (a small
+            share first, so it serves sooner, then background moves until the imbalance
+            index is under ``imbalance_target``; ElasCass).
+        first_share: under ``two-phase``, the share of the fullest bucket the first move
+            takes (rounded to a power of two: 1/2 ... 1/64).
+        imbalance_target: under ``two-phase``, the imbalance index (standard deviation /
+            mean of the records each node owns) the background moves aim for.
+        balance_pause: seconds between two background moves (the throttle).
     """
 
     enabled: bool = True
@@ -347,8 +356,22 @@ class ScalerSettings:
     low_watermark: float = 0.25
     scale_down_cooldown: float = 300.0
     speculative: bool = True
+    bootstrap: str = "split"
+    first_share: float = 0.0625
+    imbalance_target: float = 0.1
+    balance_pause: float = 0.2
 
     def __post_init__(self) -> None:
+        if self.bootstrap not in ("split", "two-phase"):
+            raise ConfigError(
+                f"scaler.bootstrap must be 'split' or 'two-phase', got {self.bootstrap!r}"
+            )
+        if not 1 / 64 <= self.first_share <= 0.5:
+            raise ConfigError(
+                f"scaler.first_share must be in [1/64, 0.5], got {self.first_share!r}"
+            )
+        _positive("imbalance_target", self.imbalance_target)
+        _non_negative("balance_pause", self.balance_pause)
         _positive("d_low", self.d_low)
         _positive("d_high", self.d_high)
         if self.d_high < self.d_low:

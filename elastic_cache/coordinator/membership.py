@@ -133,6 +133,9 @@ class Membership:
         self._launch_seconds: list[float] = []
         self._suspects: dict[str, asyncio.Task[bool]] = {}
         self._repair_task: asyncio.Task[None] | None = None
+        self._balance_task: asyncio.Task[None] | None = None
+        #: The imbalance index at the last balancing step (two-phase bootstrap).
+        self.imbalance = 0.0
         #: Range copies made by repair since start (a metric).
         self.copies_made = 0
         #: Instances whose termination failed, by ``ref``: they may still run (and bill),
@@ -275,8 +278,9 @@ class Membership:
 
     async def shutdown(self) -> None:
         """Stop every node this coordinator started."""
-        if self._repair_task is not None:
-            self._repair_task.cancel()
+        for task in (self._repair_task, self._balance_task):
+            if task is not None:
+                task.cancel()
         for info in self.nodes.values():
             await info.client.close()
         await self.provisioner.close()

@@ -141,6 +141,20 @@ def admin_schemas() -> dict[str, Schema]:
             "nodes": {"type": "array", "items": {"$ref": "#/components/schemas/ClusterNode"}},
             "launching": {"type": "array", "items": string},
             "unterminated": {"type": "array", "items": {"type": "object"}},
+            "bootstrap": {
+                "type": "object",
+                "description": (
+                    "How new nodes get their data (`split` or `two-phase`), the imbalance "
+                    "index (standard deviation / mean of the records each node owns) at the "
+                    "last balancing step, its target, and whether background moves run."
+                ),
+                "properties": {
+                    "policy": {"enum": ["split", "two-phase"]},
+                    "imbalance": number,
+                    "target": number,
+                    "balancing": {"type": "boolean"},
+                },
+            },
             "replication": {
                 "type": "object",
                 "description": (

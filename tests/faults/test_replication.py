@@ -25,6 +25,7 @@ from elastic_cache.errors import ElasticCacheError
 
 from ..checked_load import CheckedLoad
 from ..integration.test_cluster_processes import pid_alive, process_cluster
+from .traffic import check_filled, checked_traffic, fill
 
 pytestmark = pytest.mark.slow
 
@@ -216,21 +217,10 @@ async def test_a_node_killed_mid_move_loses_no_acknowledged_write(
     }
     async with process_cluster(tmp_path, data) as pc:
         cluster = pc.coord.cluster
-        async with AsyncClient(pc.url, timeout=60) as client:
-            for i in range(0, 9000, 300):
-                await asyncio.gather(
-                    *(client.put(f"k{j}", f"v{j}".encode()) for j in range(i, i + 300))
-                )
+        await fill(pc.url, 9000)
         load = CheckedLoad([f"user:{i}" for i in range(600)], 3, put=0.5, delete=0.05)
-        stop = asyncio.Event()
-
-        async def run(n: int) -> None:
-            async with AsyncClient(pc.url, timeout=60, retries=2) as c:
-                await load.client_ops(c, n, stop=stop, tolerate=(ElasticCacheError,))
-
-        clients = [asyncio.create_task(run(n)) for n in range(3)]
-        adding = asyncio.create_task(cluster.add_node())
-        try:
+        async with checked_traffic(pc.url, load):
+            adding = asyncio.create_task(cluster.add_node())
             for _ in range(1000):
                 mig = cluster.active_migration
                 if mig is not None and mig.kind == "split":
@@ -248,14 +238,10 @@ async def test_a_node_killed_mid_move_loses_no_acknowledged_write(
             await until(lambda: node not in cluster.nodes, 30, f"{node} dropped")
             await until(lambda: replicated(cluster), 60, "re-replication")
             await asyncio.sleep(0.5)  # traffic on the recovered cluster
-        finally:
-            stop.set()
-            await asyncio.gather(*clients)
         assert load.failures == []
         async with AsyncClient(pc.url, timeout=60) as client:
             assert await load.final_mismatches(client) == []
-            for j in range(0, 9000, 7):
-                assert await client.get(f"k{j}") == f"v{j}".encode(), j
+        await check_filled(pc.url, 9000)
         assert mig.state == "abandoned"
 
 
