@@ -79,6 +79,7 @@ if TYPE_CHECKING:
         RegionPrices,
         cluster_cost_per_hour,
         instance_price,
+        price_source,
         price_table,
     )
     from elastic_cache.cost.speedup import cache_speedup, cost_per_speedup
@@ -121,6 +122,7 @@ __all__ = [
     "io_cost",
     "monthly_cost",
     "monthly_costs",
+    "price_source",
     "price_table",
     "ranked",
     "request_cost",
@@ -167,6 +169,7 @@ __getattr__, __dir__ = lazy_exports(
         "io_cost": "elastic_cache.cost.model",
         "monthly_cost": "elastic_cache.cost.model",
         "monthly_costs": "elastic_cache.cost.model",
+        "price_source": "elastic_cache.cost.prices",
         "price_table": "elastic_cache.cost.prices",
         "ranked": "elastic_cache.cost.model",
         "request_cost": "elastic_cache.cost.model",
