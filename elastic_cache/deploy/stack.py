@@ -41,6 +41,7 @@ from elastic_cache.deploy.coordinator import (
     start_again,
     wait_running,
 )
+from elastic_cache.deploy.inplace import update_cluster
 from elastic_cache.deploy.names import ClusterNames
 from elastic_cache.deploy.network import (
     api_cidr,
@@ -69,7 +70,6 @@ from elastic_cache.deploy.storage import (
     set_lifecycle,
     upload_bundle,
 )
-from elastic_cache.deploy.update import update_cluster
 from elastic_cache.errors import ProvisionError
 from elastic_cache.progress import Progress
 from elastic_cache.provisioner.ec2 import (

@@ -34,9 +34,9 @@ set -euo pipefail
 imds=http://169.254.169.254/latest
 token=$(curl -sf -X PUT "$imds/api/token" -H 'X-aws-ec2-metadata-token-ttl-seconds: 60')
 config=$(curl -sf -H "X-aws-ec2-metadata-token: $token" "$imds/user-data" |
-    sed -n 's#^echo \([A-Za-z0-9+/=]*\) | base64 -d >/etc/ecache/config.toml$#\1#p')
+    sed -n 's#^echo \([A-Za-z0-9+/=]*\) [|] base64 -d >/etc/ecache/config.toml$#\1#p')
 [ -n "$config" ] || exit 0
-echo "$config" | base64 -d >/etc/ecache/config.toml.new
+printf '%s' "$config" | base64 --decode >/etc/ecache/config.toml.new
 if ! cmp -s /etc/ecache/config.toml.new /etc/ecache/config.toml; then
     chmod 0644 /etc/ecache/config.toml.new
     mv /etc/ecache/config.toml.new /etc/ecache/config.toml
