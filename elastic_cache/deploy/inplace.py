@@ -21,7 +21,7 @@ from __future__ import annotations
 import base64
 import time
 import tomllib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from elastic_cache.awserrors import AwsError, aws_call
@@ -35,7 +35,7 @@ from elastic_cache.deploy.coordinator import (
     wait_running,
 )
 from elastic_cache.deploy.names import ClusterNames
-from elastic_cache.deploy.preflight import hourly_prices
+from elastic_cache.deploy.preflight import check_offerings, hourly_prices
 from elastic_cache.deploy.pricelist import memory_gb
 from elastic_cache.deploy.settings import DeploySettings
 from elastic_cache.errors import ConfigError, ProvisionError
@@ -233,6 +233,8 @@ def update_cluster(
     unknown = [t for t in settings.instance_types if t not in memory]
     if unknown:
         raise ConfigError(f"unknown instance type(s): {', '.join(unknown)}; nothing was changed")
+    if running.ec2 is not None:
+        _check_types(ec2, settings, running.ec2.coordinator_instance_type, running.ec2.subnets)
     smallest = min(memory.values()) * (1 << 30)
     capacity = running.nodes.capacity_bytes
     if capacity is not None and capacity > 0.9 * smallest:
@@ -277,6 +279,40 @@ def update_cluster(
             sleep(10)
     out(f"endpoint: {endpoint}")
     return True
+
+
+def _check_types(
+    ec2: Any, settings: DeploySettings, coordinator_type: str, subnets: Sequence[str]
+) -> None:
+    """The new node types share the running coordinator's CPU architecture (its bundle
+    is of that one) and are offered in the zone of every running subnet.
+
+    Raises:
+        ConfigError: not so; nothing was changed.
+    """
+    types = sorted({*settings.instance_types, coordinator_type})
+    described = aws_call(
+        ec2, "DescribeInstanceTypes", doing="checking the instance types", InstanceTypes=types
+    )["InstanceTypes"]
+    archs = {
+        str(t["InstanceType"]): "arm64"
+        if "arm64" in t["ProcessorInfo"]["SupportedArchitectures"]
+        else "x86_64"
+        for t in described
+    }
+    wrong = [t for t in settings.instance_types if archs.get(t) != archs.get(coordinator_type)]
+    if wrong:
+        raise ConfigError(
+            f"{', '.join(wrong)} is not of the running bundle's architecture "
+            f"({archs.get(coordinator_type)}, the coordinator's {coordinator_type}); "
+            "nothing was changed"
+        )
+    if subnets:
+        found = aws_call(
+            ec2, "DescribeSubnets", doing="finding the subnets' zones", SubnetIds=list(subnets)
+        )["Subnets"]
+        zones = {str(x["SubnetId"]): str(x["AvailabilityZone"]) for x in found}
+        check_offerings(ec2, list(settings.instance_types), zones, chosen=True)
 
 
 def _wait_stopped(

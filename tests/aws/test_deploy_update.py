@@ -99,3 +99,31 @@ def test_a_failure_mid_update_restores_the_running_configuration(
 def test_update_without_a_cluster_says_to_deploy(session: Any) -> None:
     with pytest.raises(ConfigError, match="deploy without --update"):
         run_update(session, settings())
+
+
+@pytest.mark.parametrize(
+    ("types", "fragment"),
+    [
+        (("m7g.large",), "not of the running bundle's architecture"),
+        (("t3.nano",), "does not fit t3.nano"),
+    ],
+)
+def test_update_refuses_node_types_the_running_cluster_cannot_take(
+    session: Any, tmp_path: Path, types: tuple[str, ...], fragment: str
+) -> None:
+    s = settings()
+    first = run_deploy(session, tmp_path, s)
+    with pytest.raises(ConfigError, match=fragment):
+        run_update(session, settings(name=s.name, instance_types=types))
+    running = config_of(session, first.coordinator_instance).ec2
+    assert running is not None and running.instance_types == ("t3.small",)
+    assert state(session, first.coordinator_instance) == "running"
+
+
+def test_update_to_larger_node_types(session: Any, tmp_path: Path) -> None:
+    s = settings()
+    first = run_deploy(session, tmp_path, s)
+    changed, lines = run_update(session, settings(name=s.name, instance_types=("t3.medium",)))
+    assert changed and any("--instance-type" in line for line in lines)
+    running = config_of(session, first.coordinator_instance).ec2
+    assert running is not None and running.instance_types == ("t3.medium",)
