@@ -10,10 +10,12 @@ from typing import Any
 
 import pytest
 
+from elastic_cache import cli
 from elastic_cache.awserrors import AwsError
 from elastic_cache.deploy import update
 from elastic_cache.errors import ConfigError
 
+from .conftest import REGION
 from .test_deploy import run_deploy, settings
 from .test_deploy_plan import config_of, inject
 
@@ -127,3 +129,23 @@ def test_update_to_larger_node_types(session: Any, tmp_path: Path) -> None:
     assert changed and any("--instance-type" in line for line in lines)
     running = config_of(session, first.coordinator_instance).ec2
     assert running is not None and running.instance_types == ("t3.medium",)
+
+
+def test_the_update_flag_on_the_command_line(
+    session: Any,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    s = settings()
+    first = run_deploy(session, tmp_path, s)
+    monkeypatch.setattr(cli, "_boto_session", lambda region: session)
+    monkeypatch.setattr("time.sleep", lambda seconds: None)
+    argv = ["deploy", "--name", s.name, "--region", REGION, "--allow-cidr", "203.0.113.7/32"]
+    # A plain deploy refuses (exit 2) and points to --update; --update applies.
+    assert cli.main([*argv, "--max-nodes", "5", "--no-wait"]) == 2
+    assert "pass --update" in capsys.readouterr().err
+    assert cli.main([*argv, "--max-nodes", "5", "--no-wait", "--update"]) == 0
+    out = capsys.readouterr().out
+    assert "running 4" in out and "asked 5" in out and "applied:" in out
+    assert config_of(session, first.coordinator_instance).scaler.max_nodes == 5
