@@ -19,7 +19,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from elastic_cache import __version__, eventloop
 from elastic_cache.auth import TOKEN_ENV, check_token
@@ -33,6 +33,9 @@ from elastic_cache.config import (
 )
 from elastic_cache.errors import ConfigError, ElasticCacheError
 from elastic_cache.progress import Progress
+
+if TYPE_CHECKING:
+    from elastic_cache.cost.pricelist import PriceCache
 
 __all__ = ["build_parser", "main"]
 
@@ -509,6 +512,13 @@ def _cache_dir() -> Path:
     return Path(base) / "ecache" / "wheelhouse"
 
 
+def _price_cache() -> PriceCache:
+    """The on-disk cache of prices fetched from the AWS Price List API."""
+    from elastic_cache.cost.pricelist import PriceCache
+
+    return PriceCache(_cache_dir().parent / "prices.json")
+
+
 def _deploy_prices(path: str | None) -> CostSettings:
     """The ``[cost]`` table of ``ecache deploy --prices FILE``, validated as the
     coordinator validates its configuration's (deploy hands it on to the coordinator)."""
@@ -524,15 +534,17 @@ def _deploy_prices(path: str | None) -> CostSettings:
 
 
 def cmd_deploy(args: argparse.Namespace) -> int:
-    from elastic_cache.deploy import DeploySettings, deploy, plan
+    from elastic_cache.deploy import DeploySettings, deploy, plan, update
 
     session = _boto_session(args.region)
     coordinator_types = args.coordinator_instance_type or ["t3.small"]
     settings = DeploySettings(
         name=args.name,
         region=_region(args, session),
-        allow_cidr=args.allow_cidr or _caller_cidr(),
+        # --private: the API is for the VPC, so the default is its CIDR (found later).
+        allow_cidr=args.allow_cidr or ("" if args.private else _caller_cidr()),
         public=args.public,
+        private=args.private,
         instance_types=tuple(args.instance_type or ["t3.small"]),
         coordinator_instance_type=coordinator_types[0],
         coordinator_fallback_types=tuple(coordinator_types[1:]),
@@ -553,8 +565,13 @@ def cmd_deploy(args: argparse.Namespace) -> int:
         demoted_expiry_days=args.expire_demoted_days,
         replication=args.replication,
     )
+    if args.update:
+        if args.dry_run:
+            raise ConfigError("--update and --dry-run: run --update alone; it checks first")
+        update(settings, session=session, prices=_price_cache())
+        return 0
     if args.dry_run:
-        plan(settings, session=session)
+        plan(settings, session=session, prices=_price_cache())
         return 0
     wheelhouse = Path(args.wheelhouse) if args.wheelhouse else None
     if wheelhouse is not None and not wheelhouse.is_dir():
@@ -570,6 +587,7 @@ def cmd_deploy(args: argparse.Namespace) -> int:
             cache_dir=_cache_dir(),
             out=bar.note,
             progress=bar,
+            prices=_price_cache(),
         )
     return 0 if result.healthy or not settings.wait else 1
 
@@ -829,6 +847,13 @@ def build_parser() -> argparse.ArgumentParser:
         "spend). Without it such a CIDR is refused before anything is created",
     )
     dep.add_argument(
+        "--private",
+        action="store_true",
+        help="give no instance a public IP address; the endpoint is the coordinator's "
+        "private address and --allow-cidr defaults to the VPC's CIDR. Needs --subnet "
+        "values that reach S3, SSM and EC2 through a NAT gateway or VPC endpoints",
+    )
+    dep.add_argument(
         "--prices",
         metavar="FILE",
         help="TOML file with a [cost] table (price table, overrides) for the budget, as in "
@@ -878,6 +903,13 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="run every check, print what would be created and its $/hour at the minimum "
         "and maximum size, and create nothing",
+    )
+    dep.add_argument(
+        "--update",
+        action="store_true",
+        help="change --max-nodes, --min-nodes, --max-usd-per-hour, --instance-type and "
+        "--tag of the running cluster in place: prints the running and the new values, "
+        "restarts the coordinator with the new configuration (the nodes keep running)",
     )
     dep.add_argument(
         "--no-wait", action="store_true", help="do not wait for the coordinator to answer"

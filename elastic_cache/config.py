@@ -54,6 +54,7 @@ import types
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import date
 from types import MappingProxyType
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
@@ -613,6 +614,8 @@ class Ec2Settings:
             capacity.
         tags: the user's tags (``KEY=VALUE``, `parse_tag`) on every node instance and
             volume, beside the cluster's own.
+        private: launch nodes without a public IP address, whatever the subnet's
+            default (``ecache deploy --private``).
     """
 
     cluster: str
@@ -633,6 +636,7 @@ class Ec2Settings:
     root_volume_gb: int = 8
     az_spread: bool = False
     tags: tuple[str, ...] = ()
+    private: bool = False
 
     def __post_init__(self) -> None:
         check_cluster_name(self.cluster)
@@ -677,16 +681,47 @@ class CostSettings:
         prices: overrides in the shape of `PriceTable.with_overrides` (a
             ``[cost.prices]`` TOML table): region → prices, and ``instances`` → type →
             fields.
+        fetched: instance prices ``ecache deploy`` read from AWS's Price List API, as
+            ``{"region": ..., "instances": {type: {"usd_per_hour": ..., "memory_gb":
+            ..., "fetched": "YYYY-MM-DD"}}}``; applied before ``prices``, so an operator's
+            override still wins. Empty: none.
     """
 
     table: str = "current"
     prices: Mapping[str, Any] = field(default_factory=dict)
+    fetched: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not isinstance(self.prices, Mapping):
             raise ConfigError(f"[cost.prices] must be a table, got {self.prices!r}")
         object.__setattr__(self, "prices", MappingProxyType(dict(self.prices)))
-        self.price_table()  # validates the table name and every override
+        if not isinstance(self.fetched, Mapping):
+            raise ConfigError(f"[cost] fetched must be a table, got {self.fetched!r}")
+        object.__setattr__(self, "fetched", MappingProxyType(dict(self.fetched)))
+        self.price_table()  # validates the table name, the fetched prices and overrides
+
+    def _fetched(self) -> tuple[str, dict[str, tuple[float, float, date]]] | None:
+        if not self.fetched:
+            return None
+        if set(self.fetched) != {"region", "instances"}:
+            raise ConfigError("[cost] fetched must hold exactly region and instances")
+        region, instances = self.fetched["region"], self.fetched["instances"]
+        if not isinstance(region, str) or not isinstance(instances, Mapping):
+            raise ConfigError("[cost] fetched: region must be a string, instances a table")
+        out: dict[str, tuple[float, float, date]] = {}
+        for name, spec in instances.items():
+            try:
+                out[str(name)] = (
+                    spec["usd_per_hour"],
+                    spec["memory_gb"],
+                    date.fromisoformat(spec["fetched"]),
+                )
+            except (KeyError, TypeError, ValueError) as exc:
+                raise ConfigError(
+                    f"[cost] fetched {name!r} needs usd_per_hour, memory_gb and an ISO "
+                    f"fetched date: {exc}"
+                ) from exc
+        return region, out
 
     def price_table(self) -> PriceTable:
         """The table with the overrides applied.
@@ -695,6 +730,9 @@ class CostSettings:
             ConfigError: an unknown table, or a bad override.
         """
         base = price_table(self.table)
+        fetched = self._fetched()
+        if fetched is not None:
+            base = base.with_fetched(*fetched)
         return base.with_overrides(self.prices) if self.prices else base
 
 
@@ -752,10 +790,11 @@ class ClusterSettings:
         cost = data.get("cost", {})
         if not isinstance(cost, Mapping):
             raise ConfigError("[cost] must be a table")
-        unknown = set(cost) - {"table", "prices"}
+        unknown = set(cost) - {"table", "prices", "fetched"}
         if unknown:
             raise ConfigError(
-                f"unknown setting(s) in [cost]: {', '.join(sorted(unknown))}; known: prices, table"
+                f"unknown setting(s) in [cost]: {', '.join(sorted(unknown))}; known: fetched, "
+                "prices, table"
             )
         table = cost.get("table", "current")
         if not isinstance(table, str):
@@ -767,7 +806,9 @@ class ClusterSettings:
             scaler=_build(ScalerSettings, data.get("scaler", {}), "scaler"),
             origins=tuple(origins),
             ec2=None if ec2 is None else _build(Ec2Settings, ec2, "ec2"),
-            cost=CostSettings(table=table, prices=cost.get("prices", {})),
+            cost=CostSettings(
+                table=table, prices=cost.get("prices", {}), fetched=cost.get("fetched", {})
+            ),
             cluster=_build(ReplicationSettings, data.get("cluster", {}), "cluster"),
         )
 

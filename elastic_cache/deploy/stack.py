@@ -18,13 +18,16 @@ them. Every function here blocks; the session is passed in.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import time
 from collections.abc import Callable
+from datetime import UTC, date, datetime
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 from elastic_cache.awserrors import AwsError, aws_call, ignoring
+from elastic_cache.cost.pricelist import PriceCache
 from elastic_cache.deploy.access import delete_role, ensure_role, ensure_token
 from elastic_cache.deploy.bundle import fetch_dependencies
 from elastic_cache.deploy.coordinator import (
@@ -38,8 +41,14 @@ from elastic_cache.deploy.coordinator import (
     start_again,
     wait_running,
 )
+from elastic_cache.deploy.inplace import update_cluster
 from elastic_cache.deploy.names import ClusterNames
-from elastic_cache.deploy.network import delete_group, revoke_ingress, security_groups
+from elastic_cache.deploy.network import (
+    api_cidr,
+    delete_group,
+    revoke_ingress,
+    security_groups,
+)
 from elastic_cache.deploy.policies import coordinator_policy, node_policy
 from elastic_cache.deploy.preflight import (
     Preflight,
@@ -48,6 +57,7 @@ from elastic_cache.deploy.preflight import (
     plan_lines,
     preflight,
 )
+from elastic_cache.deploy.pricelist import priced
 from elastic_cache.deploy.rollback import Created, roll_back
 from elastic_cache.deploy.settings import DeployResult, DeploySettings
 from elastic_cache.deploy.storage import (
@@ -71,11 +81,24 @@ from elastic_cache.provisioner.ec2 import (
 from elastic_cache.userdata import coordinator_user_data
 from elastic_cache.version import __version__
 
-__all__ = ["cluster_exists", "deploy", "destroy", "hourly_prices", "identity", "plan"]
+__all__ = [
+    "cluster_exists",
+    "deploy",
+    "destroy",
+    "hourly_prices",
+    "identity",
+    "plan",
+    "update",
+]
 
 Out = Callable[[str], None]
 
 Sleep = Callable[[float], None]
+
+
+def _utc_today() -> date:
+    return datetime.now(UTC).date()
+
 
 DEPLOY_STEPS = 9
 """What a deploy's progress counts: bucket, dependencies, bundle, firewall, roles, token,
@@ -118,13 +141,25 @@ def _clients(session: Any, region: str) -> dict[str, Any]:
 
 
 def _checked(
-    settings: DeploySettings, session: Any
-) -> tuple[dict[str, Any], ClusterNames, Preflight]:
-    """What plan and deploy do first: the clients, the names, every check before anything
-    is created, and the refusal of settings a running coordinator does not have."""
+    settings: DeploySettings,
+    session: Any,
+    prices: PriceCache | None = None,
+    today: Callable[[], date] = _utc_today,
+) -> tuple[DeploySettings, dict[str, Any], ClusterNames, Preflight]:
+    """What plan and deploy do first: the clients, the names, the prices (`priced`:
+    fetched or cached, else built in), every check before anything is created, and the
+    refusal of settings a running coordinator does not have. Returns the settings with
+    the fetched prices in them."""
     region = settings.region
     c = _clients(session, region)
     names = ClusterNames(cluster=settings.name, account=identity(session), region=region)
+    settings, price_lines = priced(
+        settings,
+        session=session,
+        ec2=c["ec2"],
+        cache=prices if prices is not None else PriceCache(None),
+        today=today(),
+    )
     checked = preflight(
         settings,
         names,
@@ -132,19 +167,28 @@ def _checked(
         ssm=c["ssm"],
         quotas=session.client("service-quotas", region_name=region),
     )
+    checked = dataclasses.replace(checked, notes=(*price_lines, *checked.notes))
     refuse_drift(settings, c["ec2"], names)
-    return c, names, checked
+    return settings, c, names, checked
 
 
-def plan(settings: DeploySettings, *, session: Any, out: Out = print) -> Preflight:
+def plan(
+    settings: DeploySettings,
+    *,
+    session: Any,
+    out: Out = print,
+    prices: PriceCache | None = None,
+    today: Callable[[], date] = _utc_today,
+) -> Preflight:
     """``ecache deploy --dry-run``: run every check of a deploy and print what it would
-    create and cost, creating nothing (read-only and ``DryRun`` calls only).
+    create and cost, creating nothing (read-only and ``DryRun`` calls only; the price
+    cache is the one file it may write).
 
     Raises:
         ConfigError, AwsError: as `deploy`'s checks.
     """
     region = settings.region
-    c, names, checked = _checked(settings, session)
+    settings, c, names, checked = _checked(settings, session, prices, today)
     out(
         f"plan for cluster {names.cluster} in {region} (account {names.account}), VPC {checked.vpc}"
     )
@@ -168,6 +212,8 @@ def deploy(
     clock: Callable[[], float] = time.monotonic,
     healthy: Callable[[str], bool] = http_ok,
     client_token: Callable[[], str] = new_client_token,
+    prices: PriceCache | None = None,
+    today: Callable[[], date] = _utc_today,
 ) -> DeployResult:
     """Check, then create (or find) everything and start the coordinator; idempotent.
 
@@ -187,6 +233,9 @@ def deploy(
         clock: seconds, monotonic.
         healthy: checks the coordinator's ``/healthz`` URL.
         client_token: makes the ``ClientToken`` of each launch request.
+        prices: the on-disk cache of prices fetched from the AWS Price List API; None
+            keeps them for this run only.
+        today: the UTC date, which labels fetched prices.
 
     Raises:
         ConfigError: a bad setting, a budget too small for the cluster's floor, or
@@ -195,7 +244,7 @@ def deploy(
         ProvisionError: the coordinator instance did not come up.
     """
     region = settings.region
-    c, names, checked = _checked(settings, session)
+    settings, c, names, checked = _checked(settings, session, prices, today)
     out(f"cluster {names.cluster} in {region} (account {names.account}), VPC {checked.vpc}")
     for note in checked.notes:
         out(f"  check         {note}")
@@ -278,10 +327,11 @@ def _build(
     steps.done(f"  bundle        s3://{bucket}/{bundle_key}")
 
     groups = security_groups(ec2, checked.vpc, names, settings, created=created)
+    source = api_cidr(ec2, checked.vpc, settings)
     steps.done(
-        f"  firewall      {groups['coordinator']}: port {settings.port} from "
-        f"{settings.allow_cidr}; {groups['node']}: port {settings.node_port} from the "
-        "cluster only; no SSH (use Session Manager)"
+        f"  firewall      {groups['coordinator']}: port {settings.port} from {source}; "
+        f"{groups['node']}: port {settings.node_port} from the cluster only; no SSH (use "
+        "Session Manager)"
     )
     ensure_role(
         iam,
@@ -384,7 +434,8 @@ def _build(
         else:
             out(f"the coordinator did not answer within {settings.wait_timeout:.0f}s")
     out("")
-    out(f"endpoint: {endpoint}")
+    where = " (private address: reachable from inside the VPC only)" if settings.private else ""
+    out(f"endpoint: {endpoint}{where}")
     out(cost_line(settings, checked))
     out(f"status: ecache status --name {names.cluster} --region {region}")
     out(f"remove: ecache destroy --name {names.cluster} --region {region}")
@@ -396,6 +447,46 @@ def _build(
         token_parameter=names.token_parameter,
         security_groups=groups,
         healthy=ok,
+    )
+
+
+def update(
+    settings: DeploySettings,
+    *,
+    session: Any,
+    out: Out = print,
+    sleep: Sleep = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+    healthy: Callable[[str], bool] = http_ok,
+    prices: PriceCache | None = None,
+    today: Callable[[], date] = _utc_today,
+) -> bool:
+    """``ecache deploy --update``: the prices of the asked types (as `deploy`), then
+    `update_cluster`. Returns whether anything changed.
+
+    Raises:
+        ConfigError, AwsError, ProvisionError: as `update_cluster`.
+    """
+    region = settings.region
+    c = _clients(session, region)
+    names = ClusterNames(cluster=settings.name, account=identity(session), region=region)
+    settings, lines = priced(
+        settings,
+        session=session,
+        ec2=c["ec2"],
+        cache=prices if prices is not None else PriceCache(None),
+        today=today(),
+    )
+    for line in lines:
+        out(f"  check         {line}")
+    return update_cluster(
+        settings,
+        names,
+        c,
+        out=out,
+        sleep=sleep,
+        clock=clock,
+        healthy=healthy if settings.wait else None,
     )
 
 

@@ -204,6 +204,18 @@ def admin_schemas() -> dict[str, Schema]:
             },
             "cost_per_hour": number,
             "price_region": string,
+            "price_source": {
+                "type": "string",
+                "description": "where the instance prices come from: the price table "
+                "and its date, and when deploy fetched prices from the AWS Price List API, "
+                "'fetched <date>'",
+            },
+            "unpriced_types": {
+                "type": "array",
+                "items": string,
+                "description": "instance types without a price, counted as $0/h (only "
+                "a cluster without a budget runs them)",
+            },
             "workers": {
                 "type": "array",
                 "description": "the processes answering the port (`--workers`): the "

@@ -93,7 +93,8 @@
     const sc = view.scaler || {};
     $("#footer-scaler").textContent =
       "scaler " + (sc.enabled ? "on" : "off") + " · max " + sc.max_nodes + " nodes · on_full=" +
-      sc.on_full + " · prices " + (view.price_region || "?") + " · ";
+      sc.on_full + " · prices " + (view.price_region || "?") +
+      (view.price_source ? " (" + view.price_source + ")" : "") + " · ";
   }
 
   // -- ring ---------------------------------------------------------------------------
