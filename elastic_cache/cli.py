@@ -19,7 +19,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from elastic_cache import __version__, eventloop
 from elastic_cache.auth import TOKEN_ENV, check_token
@@ -33,6 +33,9 @@ from elastic_cache.config import (
 )
 from elastic_cache.errors import ConfigError, ElasticCacheError
 from elastic_cache.progress import Progress
+
+if TYPE_CHECKING:
+    from elastic_cache.cost.pricelist import PriceCache
 
 __all__ = ["build_parser", "main"]
 
@@ -330,6 +333,22 @@ def cmd_worker(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_supervised_coordinator(args: argparse.Namespace) -> int:
+    import pickle
+
+    from elastic_cache.supervisor import serve_supervised_coordinator
+
+    # Written by this program's supervisor (``ecache up``), in its private directory (0700).
+    settings = pickle.loads(Path(args.settings).read_bytes())
+    token = os.environ.get(TOKEN_ENV) or None  # from its supervisor, as for a worker
+    eventloop.run(
+        serve_supervised_coordinator(
+            settings, control=args.control, token=None if token is None else check_token(token)
+        )
+    )
+    return 0
+
+
 def _add_workers(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--workers",
@@ -494,6 +513,13 @@ def _cache_dir() -> Path:
     return Path(base) / "ecache" / "wheelhouse"
 
 
+def _price_cache() -> PriceCache:
+    """The on-disk cache of prices fetched from the AWS Price List API."""
+    from elastic_cache.cost.pricelist import PriceCache
+
+    return PriceCache(_cache_dir().parent / "prices.json")
+
+
 def _deploy_prices(path: str | None) -> CostSettings:
     """The ``[cost]`` table of ``ecache deploy --prices FILE``, validated as the
     coordinator validates its configuration's (deploy hands it on to the coordinator)."""
@@ -509,15 +535,17 @@ def _deploy_prices(path: str | None) -> CostSettings:
 
 
 def cmd_deploy(args: argparse.Namespace) -> int:
-    from elastic_cache.deploy import DeploySettings, deploy, plan
+    from elastic_cache.deploy import DeploySettings, deploy, plan, update
 
     session = _boto_session(args.region)
     coordinator_types = args.coordinator_instance_type or ["t3.small"]
     settings = DeploySettings(
         name=args.name,
         region=_region(args, session),
-        allow_cidr=args.allow_cidr or _caller_cidr(),
+        # --private: the API is for the VPC, so the default is its CIDR (found later).
+        allow_cidr=args.allow_cidr or ("" if args.private else _caller_cidr()),
         public=args.public,
+        private=args.private,
         instance_types=tuple(args.instance_type or ["t3.small"]),
         coordinator_instance_type=coordinator_types[0],
         coordinator_fallback_types=tuple(coordinator_types[1:]),
@@ -539,8 +567,13 @@ def cmd_deploy(args: argparse.Namespace) -> int:
         replication=args.replication,
         spot=args.spot,
     )
+    if args.update:
+        if args.dry_run:
+            raise ConfigError("--update and --dry-run: run --update alone; it checks first")
+        update(settings, session=session, prices=_price_cache())
+        return 0
     if args.dry_run:
-        plan(settings, session=session)
+        plan(settings, session=session, prices=_price_cache())
         return 0
     wheelhouse = Path(args.wheelhouse) if args.wheelhouse else None
     if wheelhouse is not None and not wheelhouse.is_dir():
@@ -556,6 +589,7 @@ def cmd_deploy(args: argparse.Namespace) -> int:
             cache_dir=_cache_dir(),
             out=bar.note,
             progress=bar,
+            prices=_price_cache(),
         )
     return 0 if result.healthy or not settings.wait else 1
 
@@ -701,6 +735,12 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument("--index", type=int, required=True)
     worker.set_defaults(func=cmd_worker)
 
+    # Started by ``ecache up``'s supervisor (elastic_cache.supervisor).
+    supervised = sub.add_parser("supervised-coordinator", help=argparse.SUPPRESS)
+    supervised.add_argument("--settings", required=True)
+    supervised.add_argument("--control", required=True)
+    supervised.set_defaults(func=cmd_supervised_coordinator)
+
     status = sub.add_parser("status", help="show a running cluster: nodes, fill, epoch, cost")
     where = status.add_mutually_exclusive_group()
     where.add_argument(
@@ -809,6 +849,13 @@ def build_parser() -> argparse.ArgumentParser:
         "spend). Without it such a CIDR is refused before anything is created",
     )
     dep.add_argument(
+        "--private",
+        action="store_true",
+        help="give no instance a public IP address; the endpoint is the coordinator's "
+        "private address and --allow-cidr defaults to the VPC's CIDR. Needs --subnet "
+        "values that reach S3, SSM and EC2 through a NAT gateway or VPC endpoints",
+    )
+    dep.add_argument(
         "--prices",
         metavar="FILE",
         help="TOML file with a [cost] table (price table, overrides) for the budget, as in "
@@ -867,6 +914,13 @@ def build_parser() -> argparse.ArgumentParser:
         "and maximum size, and create nothing",
     )
     dep.add_argument(
+        "--update",
+        action="store_true",
+        help="change --max-nodes, --min-nodes, --max-usd-per-hour, --instance-type and "
+        "--tag of the running cluster in place: prints the running and the new values, "
+        "restarts the coordinator with the new configuration (the nodes keep running)",
+    )
+    dep.add_argument(
         "--no-wait", action="store_true", help="do not wait for the coordinator to answer"
     )
     dep.add_argument(
@@ -915,6 +969,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--delay", type=float, default=0.0, help="extra seconds of latency per request"
     )
     origin.set_defaults(func=cmd_demo_origin)
+    # argparse lists a sub-command added with help=SUPPRESS as "==SUPPRESS==" instead of
+    # hiding it (CPython issue 22848): drop the internal ones from the listing.
+    sub._choices_actions = [a for a in sub._choices_actions if a.help != argparse.SUPPRESS]
     return parser
 
 

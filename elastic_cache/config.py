@@ -54,6 +54,7 @@ import types
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import date
 from types import MappingProxyType
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
@@ -334,6 +335,15 @@ class ScalerSettings:
         speculative: launch when a node's fill crosses T(n) (the paper's speculative
             pre-launch); False launches only when a node is full (the paper's baseline
             "without speculation", kept for the experiments).
+        bootstrap: how a new node gets its first data: ``split`` (half of the fullest
+            bucket of the fullest node, the paper's Algorithm 1) or ``two-phase`` (a small
+            share first, so it serves sooner, then background moves until the imbalance
+            index is under ``imbalance_target``; ElasCass).
+        first_share: under ``two-phase``, the share of the fullest bucket the first move
+            takes (rounded to a power of two: 1/2 ... 1/64).
+        imbalance_target: under ``two-phase``, the imbalance index (standard deviation /
+            mean of the records each node owns) the background moves aim for.
+        balance_pause: seconds between two background moves (the throttle).
     """
 
     enabled: bool = True
@@ -349,8 +359,22 @@ class ScalerSettings:
     low_watermark: float = 0.25
     scale_down_cooldown: float = 300.0
     speculative: bool = True
+    bootstrap: str = "split"
+    first_share: float = 0.0625
+    imbalance_target: float = 0.1
+    balance_pause: float = 0.2
 
     def __post_init__(self) -> None:
+        if self.bootstrap not in ("split", "two-phase"):
+            raise ConfigError(
+                f"scaler.bootstrap must be 'split' or 'two-phase', got {self.bootstrap!r}"
+            )
+        if not 1 / 64 <= self.first_share <= 0.5:
+            raise ConfigError(
+                f"scaler.first_share must be in [1/64, 0.5], got {self.first_share!r}"
+            )
+        _positive("imbalance_target", self.imbalance_target)
+        _non_negative("balance_pause", self.balance_pause)
         _positive("d_low", self.d_low)
         _positive("d_high", self.d_high)
         if self.d_high < self.d_low:
@@ -620,6 +644,8 @@ class Ec2Settings:
             cost, in the live cost per hour (`elastic_cache.cost.spot`).
         spot_poll_interval: seconds between the coordinator's looks for interruption
             notices of its Spot nodes.
+        private: launch nodes without a public IP address, whatever the subnet's
+            default (``ecache deploy --private``).
     """
 
     cluster: str
@@ -643,6 +669,7 @@ class Ec2Settings:
     spot: bool = False
     spot_price_fraction: float = SPOT_PRICE_FRACTION
     spot_poll_interval: float = 5.0
+    private: bool = False
 
     def __post_init__(self) -> None:
         check_cluster_name(self.cluster)
@@ -695,16 +722,47 @@ class CostSettings:
         prices: overrides in the shape of `PriceTable.with_overrides` (a
             ``[cost.prices]`` TOML table): region → prices, and ``instances`` → type →
             fields.
+        fetched: instance prices ``ecache deploy`` read from AWS's Price List API, as
+            ``{"region": ..., "instances": {type: {"usd_per_hour": ..., "memory_gb":
+            ..., "fetched": "YYYY-MM-DD"}}}``; applied before ``prices``, so an operator's
+            override still wins. Empty: none.
     """
 
     table: str = "current"
     prices: Mapping[str, Any] = field(default_factory=dict)
+    fetched: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not isinstance(self.prices, Mapping):
             raise ConfigError(f"[cost.prices] must be a table, got {self.prices!r}")
         object.__setattr__(self, "prices", MappingProxyType(dict(self.prices)))
-        self.price_table()  # validates the table name and every override
+        if not isinstance(self.fetched, Mapping):
+            raise ConfigError(f"[cost] fetched must be a table, got {self.fetched!r}")
+        object.__setattr__(self, "fetched", MappingProxyType(dict(self.fetched)))
+        self.price_table()  # validates the table name, the fetched prices and overrides
+
+    def _fetched(self) -> tuple[str, dict[str, tuple[float, float, date]]] | None:
+        if not self.fetched:
+            return None
+        if set(self.fetched) != {"region", "instances"}:
+            raise ConfigError("[cost] fetched must hold exactly region and instances")
+        region, instances = self.fetched["region"], self.fetched["instances"]
+        if not isinstance(region, str) or not isinstance(instances, Mapping):
+            raise ConfigError("[cost] fetched: region must be a string, instances a table")
+        out: dict[str, tuple[float, float, date]] = {}
+        for name, spec in instances.items():
+            try:
+                out[str(name)] = (
+                    spec["usd_per_hour"],
+                    spec["memory_gb"],
+                    date.fromisoformat(spec["fetched"]),
+                )
+            except (KeyError, TypeError, ValueError) as exc:
+                raise ConfigError(
+                    f"[cost] fetched {name!r} needs usd_per_hour, memory_gb and an ISO "
+                    f"fetched date: {exc}"
+                ) from exc
+        return region, out
 
     def price_table(self) -> PriceTable:
         """The table with the overrides applied.
@@ -713,6 +771,9 @@ class CostSettings:
             ConfigError: an unknown table, or a bad override.
         """
         base = price_table(self.table)
+        fetched = self._fetched()
+        if fetched is not None:
+            base = base.with_fetched(*fetched)
         return base.with_overrides(self.prices) if self.prices else base
 
 
@@ -770,10 +831,11 @@ class ClusterSettings:
         cost = data.get("cost", {})
         if not isinstance(cost, Mapping):
             raise ConfigError("[cost] must be a table")
-        unknown = set(cost) - {"table", "prices"}
+        unknown = set(cost) - {"table", "prices", "fetched"}
         if unknown:
             raise ConfigError(
-                f"unknown setting(s) in [cost]: {', '.join(sorted(unknown))}; known: prices, table"
+                f"unknown setting(s) in [cost]: {', '.join(sorted(unknown))}; known: fetched, "
+                "prices, table"
             )
         table = cost.get("table", "current")
         if not isinstance(table, str):
@@ -785,7 +847,9 @@ class ClusterSettings:
             scaler=_build(ScalerSettings, data.get("scaler", {}), "scaler"),
             origins=tuple(origins),
             ec2=None if ec2 is None else _build(Ec2Settings, ec2, "ec2"),
-            cost=CostSettings(table=table, prices=cost.get("prices", {})),
+            cost=CostSettings(
+                table=table, prices=cost.get("prices", {}), fetched=cost.get("fetched", {})
+            ),
             cluster=_build(ReplicationSettings, data.get("cluster", {}), "cluster"),
         )
 

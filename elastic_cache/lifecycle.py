@@ -11,7 +11,7 @@ import asyncio
 import signal
 import sys
 
-__all__ = ["wait_for_stop"]
+__all__ = ["stop_on_stdin_eof", "wait_for_stop"]
 
 
 class _EofWatcher(asyncio.Protocol):
@@ -28,6 +28,17 @@ class _EofWatcher(asyncio.Protocol):
         self._stop.set()
 
 
+async def stop_on_stdin_eof(stop: asyncio.Event) -> asyncio.BaseTransport:
+    """Set ``stop`` when stdin closes; close the returned transport when done.
+
+    For a process that handles its signals itself (the supervised coordinator) but must
+    still not outlive its launcher.
+    """
+    loop = asyncio.get_running_loop()
+    transport, _ = await loop.connect_read_pipe(lambda: _EofWatcher(stop), sys.stdin)
+    return transport
+
+
 async def wait_for_stop(*, watch_stdin: bool = False, stop: asyncio.Event | None = None) -> None:
     """Return on SIGTERM or SIGINT, when ``stop`` is set, or (``watch_stdin``) at stdin EOF."""
     loop = asyncio.get_running_loop()
@@ -35,9 +46,7 @@ async def wait_for_stop(*, watch_stdin: bool = False, stop: asyncio.Event | None
     signals = (signal.SIGTERM, signal.SIGINT)
     for sig in signals:
         loop.add_signal_handler(sig, stop.set)
-    transport = None
-    if watch_stdin:
-        transport, _ = await loop.connect_read_pipe(lambda: _EofWatcher(stop), sys.stdin)
+    transport = await stop_on_stdin_eof(stop) if watch_stdin else None
     try:
         await stop.wait()
     finally:

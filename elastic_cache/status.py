@@ -95,6 +95,13 @@ def render_status(view: dict[str, Any]) -> str:
         f"requests/s {view.get('request_rate', 0):.1f}   "
         f"cost ${view.get('cost_per_hour', 0):.4f}/h ({view.get('price_region', '?')})"
     )
+    boot = view.get("bootstrap") or {}
+    if boot.get("policy") == "two-phase":
+        lines.append(
+            f"bootstrap two-phase: imbalance index {boot.get('imbalance', 0):.3f} "
+            f"(target {boot.get('target', 0):g})"
+            + (", balancing in the background" if boot.get("balancing") else "")
+        )
     rep = view.get("replication") or {}
     if rep.get("factor", 1) > 1:
         under = rep.get("under_replicated", 0)

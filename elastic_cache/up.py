@@ -1,5 +1,8 @@
 """``ecache up``: the demo origin, the coordinator and its first nodes, in one command.
 
+The process is the supervisor (`elastic_cache.supervisor`): it owns the node processes
+and the coordinator's, and restarts the coordinator when it dies.
+
 ``ecache up --hybrid`` without a tier of its own also starts a local S3 (moto's server,
 a dev dependency) for the nodes' cold tier: a demo without an AWS account, whose values
 live only as long as that process.
@@ -12,18 +15,18 @@ import contextlib
 import dataclasses
 import importlib.util
 import json
+import signal
 import socket
 import sys
 import time
-from pathlib import Path
+from typing import Any
 
 import aiohttp
 
 from elastic_cache.config import ClusterSettings, OriginSettings
-from elastic_cache.coordinator.runner import serve_coordinator
-from elastic_cache.coordinator.service import Coordinator
 from elastic_cache.errors import ConfigError
-from elastic_cache.provisioner.local import LocalProvisioner, stop_process
+from elastic_cache.provisioner.local import stop_process
+from elastic_cache.supervisor import Supervisor
 from elastic_cache.tiers.spec import parse_tier_spec
 
 __all__ = ["run_up"]
@@ -117,13 +120,15 @@ async def _start_local_s3(port: int, bucket: str) -> asyncio.subprocess.Process:
     )
 
 
-def _banner(settings: ClusterSettings, url: str, coord: Coordinator, demo: bool) -> str:
+def _banner(
+    settings: ClusterSettings, url: str, node_count: int, *, demo: bool, guarded: bool
+) -> str:
     nodes = settings.nodes
     # With a token, the examples read it from the environment: it is not printed.
-    auth = "" if coord.guard is None else '-H "Authorization: Bearer $ECACHE_TOKEN" '
+    auth = '-H "Authorization: Bearer $ECACHE_TOKEN" ' if guarded else ""
     lines = [
         "elastic-cache is running",
-        f"  coordinator  {url}   ({len(coord.cluster.nodes)} node(s), index {nodes.index}, "
+        f"  coordinator  {url}   ({node_count} node(s), index {nodes.index}, "
         f"capacity {nodes.capacity} {nodes.capacity_unit} per node, on_full={nodes.on_full}, "
         f"max {settings.scaler.max_nodes} nodes)",
         f"  dashboard    {url}/   (metrics at {url}/metrics)",
@@ -134,7 +139,7 @@ def _banner(settings: ClusterSettings, url: str, coord: Coordinator, demo: bool)
         where = f" at {nodes.s3_endpoint_url}" if nodes.s3_endpoint_url else ""
         lines.append(f"  cold tier    {nodes.tier}{where}")
     lines.append(f"  state        {settings.coordinator.state_dir}/ (node logs in logs/)")
-    if coord.guard is not None:
+    if guarded:
         lines.append(
             "  token        required on every route but /healthz and the dashboard's files "
             "(export ECACHE_TOKEN=...; the dashboard asks for it)"
@@ -150,7 +155,9 @@ def _banner(settings: ClusterSettings, url: str, coord: Coordinator, demo: bool)
             f"  curl -i {auth}'{url}/v1/svc/{DEMO_ORIGIN}/shoreline?lat=36.6&lon=-121.9&t=3'"
         )
     lines.append(f"  curl {auth}{url}/v1/cluster")
-    lines.append("Press Ctrl-C to stop (every node stops with it).")
+    lines.append(
+        "Press Ctrl-C to stop (every node stops with it; a crashed coordinator is restarted)."
+    )
     return "\n".join(lines)
 
 
@@ -176,7 +183,7 @@ async def run_up(
     """
     proc = None
     s3_proc = None
-    provisioner = None
+    env: dict[str, str] = {}
     if local_s3_port is not None:
         assert settings.nodes.tier is not None
         bucket = parse_tier_spec(settings.nodes.tier).bucket
@@ -185,12 +192,7 @@ async def run_up(
             settings.nodes, s3_endpoint_url=f"http://127.0.0.1:{local_s3_port}"
         )
         settings = settings.replace(nodes=nodes)
-        provisioner = LocalProvisioner(
-            nodes,
-            log_dir=Path(settings.coordinator.state_dir) / "logs",
-            env=LOCAL_S3_ENV,
-            token=token,
-        )
+        env = LOCAL_S3_ENV
     if demo_origin and settings.origin(DEMO_ORIGIN) is None:
         try:
             proc = await _start_demo_origin(demo_origin_port)
@@ -200,17 +202,48 @@ async def run_up(
             raise
         origin = OriginSettings(name=DEMO_ORIGIN, url=f"http://127.0.0.1:{demo_origin_port}")
         settings = settings.replace(origins=(*settings.origins, origin))
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
     try:
 
-        def ready(coord: Coordinator, url: str) -> None:
-            print(_banner(settings, url, coord, proc is not None), flush=True)
-            print(json.dumps({"event": "ready", "url": url}), file=sys.stderr, flush=True)
+        def ready(report: dict[str, Any]) -> None:
+            url = str(report["url"])
+            banner = _banner(
+                settings,
+                url,
+                int(report["nodes"]),
+                demo=proc is not None,
+                guarded=token is not None,
+            )
+            print(banner, flush=True)
+            event = {"event": "ready", "url": url, "coordinator_pid": report["pid"]}
+            print(json.dumps(event), file=sys.stderr, flush=True)
 
-        await serve_coordinator(settings, provisioner=provisioner, on_ready=ready, token=token)
+        def restarted(report: dict[str, Any]) -> None:
+            event = {
+                "event": "coordinator_restarted",
+                "url": report["url"],
+                "coordinator_pid": report["pid"],
+                "nodes": report["nodes"],
+                "down_seconds": report["down_seconds"],
+            }
+            print(json.dumps(event), file=sys.stderr, flush=True)
+
+        supervisor = Supervisor(
+            settings, env=env, token=token, on_ready=ready, on_restart=restarted
+        )
+        code = await supervisor.run(stop)
     finally:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)
         if proc is not None:
             await stop_process(proc)
         if s3_proc is not None:
             await stop_process(s3_proc)
-    print("elastic-cache stopped.", flush=True)
-    return 0
+    if code:
+        print("elastic-cache stopped: the coordinator kept crashing.", flush=True)
+    else:
+        print("elastic-cache stopped.", flush=True)
+    return code

@@ -38,6 +38,7 @@ from elastic_cache.coordinator.nodeclient import Answer
 from elastic_cache.coordinator.origins import ClientRequest, Reply
 from elastic_cache.coordinator.pool import PoolError
 from elastic_cache.coordinator.service import Coordinator
+from elastic_cache.cost import price_source
 from elastic_cache.dashboard import add_dashboard_routes
 from elastic_cache.errors import (
     BadPath,
@@ -287,6 +288,8 @@ def cluster_view(coord: Coordinator) -> dict[str, Any]:
     ]
     view["cost_per_hour"] = round(coord.cost_per_hour(), 6)
     view["price_region"] = coord.settings.coordinator.price_region
+    view["price_source"] = price_source(coord.prices, coord.settings.coordinator.price_region)
+    view["unpriced_types"] = sorted(coord.unpriced)
     hits = sum(n["hits"] for n in view["nodes"])
     lookups = hits + sum(n["misses"] for n in view["nodes"])
     view["hit_rate"] = round(hits / lookups, 6) if lookups else None

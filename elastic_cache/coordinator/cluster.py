@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
+import math
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from elastic_cache.coordinator import placement
@@ -33,6 +35,27 @@ from elastic_cache.ring import HashRing, range_size
 __all__ = ["Cluster", "EventLog", "MigrationInfo", "MoveFailed", "NodeInfo"]
 
 log = logging.getLogger("elastic_cache.cluster")
+
+
+def _split(ring: HashRing, *, bucket: int, at: int, node: str) -> object:
+    return ring.split(bucket, at, node)
+
+
+def imbalance_index(loads: Iterable[float]) -> float:
+    """Standard deviation / mean of per-node loads (ElasCass's imbalance index); 0 for
+    no load."""
+    values = list(loads)
+    if not values:
+        return 0.0
+    mean = sum(values) / len(values)
+    if mean <= 0:
+        return 0.0
+    return math.sqrt(sum((v - mean) ** 2 for v in values) / len(values)) / mean
+
+
+#: Seconds within which a neighbour's heartbeat must have reached a node for the
+#: neighbour to vouch that it lives (`Cluster.heard_by`); heartbeats go every second.
+HEARD_WITHIN = 5.0
 
 
 class Cluster(Membership):
@@ -57,6 +80,7 @@ class Cluster(Membership):
         lo: int,
         hi: int,
         mutate: Callable[[HashRing], object],
+        held_after: Callable[[HashRing], placement.Held] | None = None,
     ) -> MigrationInfo:
         """Move ``(lo, hi]`` live from ``source`` to ``destination`` (docs/architecture.md).
 
@@ -69,7 +93,13 @@ class Cluster(Membership):
         """
         async with self._move_lock:
             return await self._move_locked(
-                kind=kind, source=source, destination=destination, lo=lo, hi=hi, mutate=mutate
+                kind=kind,
+                source=source,
+                destination=destination,
+                lo=lo,
+                hi=hi,
+                mutate=mutate,
+                held_after=held_after,
             )
 
     def _after(
@@ -151,6 +181,8 @@ class Cluster(Membership):
                 await self._push_ownership([source])
                 await src.client.drop_range(lo, hi)
         await self._drop_surplus([s for s in surplus if s[0] != source])
+        with contextlib.suppress(ElasticCacheError):
+            await self._push_ownership(list(self.nodes))  # new ring neighbours to watch
         mig.state, mig.finished = "done", time.time()
         self.events.add(
             "migration_done",
@@ -289,17 +321,7 @@ class Cluster(Membership):
                 source, bucket, lo, _ = found
                 median = await self.client_for(source).median_token(lo, bucket)
                 if median is not None and median != bucket:
-                    return await self._move_locked(
-                        kind="split",
-                        source=source,
-                        destination=new_node,
-                        lo=lo,
-                        hi=median,
-                        mutate=lambda ring: ring.split(bucket, median, new_node),
-                        held_after=lambda ring: placement.after_split(
-                            self.held, bucket, median, new_node
-                        ),
-                    )
+                    return await self._split_off("split", source, bucket, lo, median, new_node)
             # Nothing to split yet: give the new node the middle of the widest range, so it
             # takes a share of the keys written from now on.
             space = self.ring.space
@@ -309,17 +331,114 @@ class Cluster(Membership):
             if size < 2:
                 return None
             at = (lo + size // 2) % space
-            return await self._move_locked(
-                kind="split",
-                source=widest.node,
-                destination=new_node,
-                lo=lo,
-                hi=at,
-                mutate=lambda ring: ring.split(widest.token, at, new_node),
-                held_after=lambda ring: placement.after_split(
-                    self.held, widest.token, at, new_node
-                ),
-            )
+            return await self._split_off("split", widest.node, widest.token, lo, at, new_node)
+
+    # -- two-phase bootstrap (ElasCass) ---------------------------------------------------
+
+    async def bring_in(self, new_node: str) -> MigrationInfo | None:
+        """Give a new node its first data, by the ``[scaler] bootstrap`` policy: half of
+        the fullest bucket (``split``), or a small share now and the rest by background
+        moves until the cluster is balanced (``two-phase``). The node serves once this
+        returns."""
+        if self.settings.scaler.bootstrap == "split":
+            return await self.split_into(new_node)
+        share = self.settings.scaler.first_share
+        halvings = max(1, min(6, round(math.log2(1 / share))))
+        mig = None
+        async with self._move_lock:
+            found = await self.fullest_bucket()
+            if found is not None:
+                source, bucket, lo, _ = found
+                at = await self._share_point(source, lo, bucket, halvings)
+                if at is not None:
+                    mig = await self._split_off("bootstrap", source, bucket, lo, at, new_node)
+        if mig is None:
+            mig = await self.split_into(new_node)  # nothing to take a share of yet
+        self.balance_soon()
+        return mig
+
+    async def _split_off(
+        self, kind: str, source: str, bucket: int, lo: int, at: int, node: str
+    ) -> MigrationInfo:
+        """Move ``(lo, at]`` of the bucket at ``bucket`` (``source``'s) live to ``node``,
+        which owns it as a new bucket once the move commits (the caller holds the lock)."""
+        return await self._move_locked(
+            kind=kind,
+            source=source,
+            destination=node,
+            lo=lo,
+            hi=at,
+            mutate=functools.partial(_split, bucket=bucket, at=at, node=node),
+            held_after=functools.partial(self._held_after_split, bucket=bucket, at=at, node=node),
+        )
+
+    def _held_after_split(
+        self, ring: HashRing, *, bucket: int, at: int, node: str
+    ) -> placement.Held:
+        return placement.after_split(self.held, bucket, at, node)
+
+    async def _share_point(self, node: str, lo: int, hi: int, halvings: int) -> int | None:
+        """A token ``t`` in ``(lo, hi)`` with about ``2**-halvings`` of the node's records
+        of ``(lo, hi]`` in ``(lo, t]`` (successive medians); None when the range cannot
+        be cut."""
+        client = self.client_for(node)
+        at = hi
+        for _ in range(halvings):
+            median = await client.median_token(lo, at)
+            if median is None or median == at:
+                break
+            at = median
+        return None if at == hi else at
+
+    def balance_soon(self) -> None:
+        """Start the background moves of a two-phase bootstrap (one task at a time)."""
+        task = self._balance_task
+        if task is None or task.done():
+            self._balance_task = asyncio.create_task(self._balance())
+
+    async def owned_records(self) -> dict[str, int]:
+        """Records in the ranges each active node owns (copies not counted)."""
+        active = [n for n, i in self.nodes.items() if i.state == "active"]
+        counts = await asyncio.gather(
+            *(self.client_for(n).count_ranges(self.ring.ranges_of(n)) for n in active)
+        )
+        return {n: sum(c) for n, c in zip(active, counts, strict=True)}
+
+    async def _balance(self) -> None:
+        """Move slices from the node owning the most records to the one owning the
+        fewest until the imbalance index is under the target, it stops improving, or a
+        bound on the moves is reached; one move at a time, `balance_pause` apart."""
+        scaler = self.settings.scaler
+        best = math.inf
+        for _ in range(8 * max(2, len(self.nodes))):
+            await asyncio.sleep(scaler.balance_pause)
+            try:
+                async with self._move_lock:
+                    loads = await self.owned_records()
+                    self.imbalance = imbalance_index(loads.values())
+                    if len(loads) < 2 or self.imbalance <= scaler.imbalance_target:
+                        return
+                    if self.imbalance >= best:
+                        return  # the last move did not help: the rest is granularity
+                    best = self.imbalance
+                    mean = sum(loads.values()) / len(loads)
+                    heavy = max(loads, key=lambda n: loads[n])
+                    light = min(loads, key=lambda n: loads[n])
+                    want = min(loads[heavy] - mean, mean - loads[light])
+                    ranges = self.ring.ranges_of(heavy)
+                    counts = await self.client_for(heavy).count_ranges(ranges)
+                    i = max(range(len(ranges)), key=lambda k: counts[k])
+                    if want < 1 or counts[i] < 2:
+                        return
+                    lo, bucket = ranges[i]
+                    halvings = max(1, min(6, round(math.log2(max(1.0, counts[i] / want)))))
+                    at = await self._share_point(heavy, lo, bucket, halvings)
+                    if at is None:
+                        return
+                    await self._split_off("balance", heavy, bucket, lo, at, light)
+            except ElasticCacheError as exc:
+                log.warning("a balancing move failed: %s", exc)
+                return
 
     async def add_node(self) -> tuple[NodeInfo, MigrationInfo | None]:
         """Launch a node and split the fullest bucket into it.
@@ -332,7 +451,7 @@ class Cluster(Membership):
             raise Conflict(f"the cluster is at max_nodes = {self.settings.scaler.max_nodes}")
         info = await self.launch_node()
         try:
-            mig = await self.split_into(info.node_id)
+            mig = await self.bring_in(info.node_id)
         except ElasticCacheError:
             await self.discard_if_idle(info.node_id)
             raise
@@ -480,8 +599,33 @@ class Cluster(Membership):
                     node=node_id,
                 )
             return False
+        heard_by = self.heard_by(node_id)
+        if heard_by and await self._still_running(info):
+            # Past the grace, but its ring neighbours still hear it: the coordinator is
+            # cut off from a live node. Dropping it would lose its copies for nothing.
+            if not info.cut_off:
+                info.cut_off = True
+                self.events.add(
+                    "node_cut_off",
+                    f"{node_id} does not answer the coordinator but {', '.join(heard_by)} "
+                    "still hear it: kept (suspect) rather than declared dead",
+                    node=node_id,
+                )
+            return False
         await self.drop_dead_node(node_id)
         return True
+
+    def heard_by(self, node_id: str) -> list[str]:
+        """The other nodes whose heartbeats reached ``node_id`` lately (within
+        `HEARD_WITHIN` seconds, as of their last poll)."""
+        return sorted(
+            n
+            for n, info in self.nodes.items()
+            if n != node_id
+            and not info.suspect_since
+            and (age := info.peer_ages.get(node_id)) is not None
+            and age <= HEARD_WITHIN
+        )
 
     async def _still_running(self, info: NodeInfo) -> bool:
         """Whether the provisioner still runs ``info``'s process or instance (True when
@@ -584,6 +728,12 @@ class Cluster(Membership):
             "migrations": [m.to_json() for m in self.migrations],
             "events": self.events.since(0)[-50:],
             "replication": self.replication_view(),
+            "bootstrap": {
+                "policy": self.settings.scaler.bootstrap,
+                "imbalance": round(self.imbalance, 4),
+                "target": self.settings.scaler.imbalance_target,
+                "balancing": self._balance_task is not None and not self._balance_task.done(),
+            },
         }
 
     def replication_view(self) -> dict[str, Any]:

@@ -52,6 +52,11 @@ class NodeInfo:
     #: Since when (time.monotonic) the node has not answered, while its process or
     #: instance still runs; 0.0: it answers. Requests for its keys fail fast meanwhile.
     suspect_since: float = 0.0
+    #: Seconds since the node last heard each ring neighbour (its heartbeats), as of
+    #: the last poll (None: not yet).
+    peer_ages: dict[str, float | None] = field(default_factory=dict)
+    #: Past its grace but still heard by its neighbours (event ``node_cut_off`` sent).
+    cut_off: bool = False
     used: int = 0
     capacity: int = 1
     records: int = 0
@@ -134,6 +139,9 @@ class Membership:
         self._launch_seconds: list[float] = []
         self._suspects: dict[str, asyncio.Task[bool]] = {}
         self._repair_task: asyncio.Task[None] | None = None
+        self._balance_task: asyncio.Task[None] | None = None
+        #: The imbalance index at the last balancing step (two-phase bootstrap).
+        self.imbalance = 0.0
         #: Range copies made by repair since start (a metric).
         self.copies_made = 0
         #: Instances whose termination failed, by ``ref``: they may still run (and bill),
@@ -219,7 +227,12 @@ class Membership:
             await asyncio.get_running_loop().run_in_executor(None, store.save, data)
 
     async def _resume(self) -> bool:
-        """Adopt the nodes of a persisted state if every one of them still answers."""
+        """Adopt the nodes of a persisted state if any of them still answers.
+
+        Members that do not answer are adopted too and then go the way of any node that
+        stops answering (the stats poll finds them; dead when their process is gone):
+        a node that died while the coordinator was away must not cost the others'
+        records."""
         store = self.state_store
         if store is None:
             return False
@@ -240,7 +253,7 @@ class Membership:
             return False
         clients = [self._client_factory(h) for h in handles]
         alive = await asyncio.gather(*(c.healthy() for c in clients))
-        if not all(alive):
+        if not any(alive):
             await asyncio.to_thread(store.discard)
             where = store.describe()
             log.info("previous cluster in %s is gone (nodes down); starting afresh", where)
@@ -252,8 +265,10 @@ class Membership:
                 handle=handle, client=client, requests=self._request_meter()
             )
         self._next_id = int(state.get("next_id", len(handles) + 1))
-        await self._push_ownership(list(self.nodes))
-        self.events.add("resumed", f"resumed {len(handles)} node(s) at epoch {ring.epoch}")
+        await self._push_ownership([h.node_id for h, ok in zip(handles, alive, strict=True) if ok])
+        silent = [h.node_id for h, ok in zip(handles, alive, strict=True) if not ok]
+        note = f"; not answering: {', '.join(silent)}" if silent else ""
+        self.events.add("resumed", f"resumed {len(handles)} node(s) at epoch {ring.epoch}{note}")
         return True
 
     # -- life cycle --------------------------------------------------------------------
@@ -274,8 +289,9 @@ class Membership:
 
     async def shutdown(self) -> None:
         """Stop every node this coordinator started."""
-        if self._repair_task is not None:
-            self._repair_task.cancel()
+        for task in (self._repair_task, self._balance_task):
+            if task is not None:
+                task.cancel()
         for info in self.nodes.values():
             await info.client.close()
         await self.provisioner.close()
@@ -389,8 +405,11 @@ class Membership:
         info.index = stats.index
         info.migrations = list(stats.raw.get("migrations", []))
         info.failures = 0
+        peers = stats.raw.get("peers")
+        info.peer_ages = dict(peers) if isinstance(peers, dict) else {}
         if info.suspect_since:
             info.suspect_since = 0.0
+            info.cut_off = False
             self.events.add("node_recovered", f"{info.node_id} answers again", node=info.node_id)
         self._note_cold(info, stats.raw.get("cold"))
 
@@ -430,11 +449,21 @@ class Membership:
 
     # -- ownership ---------------------------------------------------------------------
 
+    def peers_of(self, node: str) -> dict[str, str]:
+        """The ring neighbours ``node`` watches with heartbeats: the owners of the two
+        buckets after and the two before each of its buckets (its copies' holders)."""
+        addresses = {n: info.handle.address for n, info in self.nodes.items()}
+        return {
+            n: addresses[n]
+            for n in placement.neighbours(self.ring, node, 2)
+            if n in addresses and n != node
+        }
+
     async def _push_ownership(self, node_ids: list[str]) -> None:
         ring = self.ring
         await asyncio.gather(
             *(
-                self.nodes[n].client.set_ownership(ring.epoch, self.ranges_for(n))
+                self.nodes[n].client.set_ownership(ring.epoch, self.ranges_for(n), self.peers_of(n))
                 for n in node_ids
                 if n in self.nodes
             )

@@ -278,8 +278,13 @@ class HttpNodeClient:
             return False
         return True
 
-    async def set_ownership(self, epoch: int, ranges: list[list[int]]) -> None:
-        await self._json("PUT", "/v1/ownership", {"epoch": epoch, "ranges": ranges})
+    async def set_ownership(
+        self, epoch: int, ranges: list[list[int]], peers: dict[str, str] | None = None
+    ) -> None:
+        body: dict[str, Any] = {"epoch": epoch, "ranges": ranges}
+        if peers is not None:
+            body["peers"] = peers
+        await self._json("PUT", "/v1/ownership", body)
 
     async def count_ranges(self, ranges: list[tuple[int, int]]) -> list[int]:
         data = await self._json("POST", "/v1/ranges/count", {"ranges": [list(r) for r in ranges]})

@@ -28,6 +28,7 @@ __all__ = [
     "initial_held",
     "known_nodes",
     "missing_copies",
+    "neighbours",
     "ranges_held",
     "trim",
     "under_replicated",
@@ -104,6 +105,24 @@ def after_remove(held: Held, ring: HashRing, bucket: int, successor: int) -> Hel
         both.insert(0, owner)
     out[successor] = tuple(both) if both else (owner,)
     return out
+
+
+def neighbours(ring: HashRing, node: str, count: int) -> list[str]:
+    """Up to ``count`` distinct other owners after and before each bucket of ``node``
+    (whose liveness its copies depend on), in ring order."""
+    found: list[str] = []
+    for bucket in ring.buckets_of(node):
+        for step in (ring.successor, ring.predecessor):
+            token, walk = bucket.token, []
+            for _ in range(len(ring) - 1):
+                token = step(token)
+                other = ring.bucket(token).node
+                if other != node and other not in walk:
+                    walk.append(other)
+                    if len(walk) >= count:
+                        break
+            found.extend(n for n in walk if n not in found)
+    return found
 
 
 def without_node(held: Held, node: str) -> Held:

@@ -418,7 +418,7 @@ class Scaler:
             self.launches += 1
             self.shrink.membership_changed()
             try:
-                await self.cluster.split_into(info.node_id)
+                await self.cluster.bring_in(info.node_id)
             except ElasticCacheError:
                 await self.cluster.discard_if_idle(info.node_id)
                 raise

@@ -19,6 +19,7 @@ from elastic_cache.coordinator.cluster import Cluster
 from elastic_cache.coordinator.nodeclient import HttpNodeClient, NodeClient
 from elastic_cache.coordinator.origins import ReadThrough
 from elastic_cache.coordinator.rates import RateMeter
+from elastic_cache.coordinator.resume import abort_interrupted_moves
 from elastic_cache.coordinator.router import Router
 from elastic_cache.coordinator.scaler import Scaler
 from elastic_cache.coordinator.spotdrain import Interrupted, SpotDrain
@@ -26,7 +27,7 @@ from elastic_cache.coordinator.statestore import StateStore
 from elastic_cache.cost import instance_price
 from elastic_cache.cost.spot import spot_price
 from elastic_cache.dashboard.history import ClusterHistory
-from elastic_cache.errors import ElasticCacheError
+from elastic_cache.errors import ElasticCacheError, UnknownPrice
 from elastic_cache.metrics import CoordinatorMetrics, MeteredProvisioner
 from elastic_cache.provisioner.base import NodeHandle, Provisioner
 
@@ -120,6 +121,8 @@ class Coordinator:
         self.cluster.events.listeners.append(self.metrics.on_event)
         self.rate = RateMeter(settings.scaler.rate_half_life)
         self.prices = settings.cost.price_table()
+        #: Instance types without a price, counted as $0/h (only without a budget).
+        self.unpriced: set[str] = set()
         self.scaler = Scaler(
             settings.scaler,
             self.cluster,
@@ -178,11 +181,24 @@ class Coordinator:
         """USD per hour of one node of ``instance_type`` (0 for a local process).
 
         Raises:
-            UnknownPrice: the price table knows no such type in ``price_region``.
+            UnknownPrice: the price table knows no such type in ``price_region`` and a
+                budget is set (without one such a type counts $0, see `unpriced`).
         """
         if instance_type == "local":
             return 0.0
-        return instance_price(instance_type, self.settings.coordinator.price_region, self.prices)
+        try:
+            return instance_price(
+                instance_type, self.settings.coordinator.price_region, self.prices
+            )
+        except UnknownPrice:
+            # Without a budget an unpriced type may run (ecache deploy warned); it costs
+            # $0 here and is listed in the view. A budget needs every price.
+            if self.settings.scaler.max_usd_per_hour is not None:
+                raise
+            if instance_type not in self.unpriced:
+                log.warning("no price for %s: counted as $0/h (no budget)", instance_type)
+                self.unpriced.add(instance_type)
+            return 0.0
 
     def provisioner_instance_type(self) -> str:
         """The instance type the provisioner launches next ("local" for processes)."""
@@ -230,6 +246,7 @@ class Coordinator:
         """Launch (or resume) the nodes, terminate stray ones, and start polling."""
         await self.cluster.start()
         await self._reap_strays()
+        await abort_interrupted_moves(self.cluster)  # an earlier life died mid-move
         self._monitor = asyncio.create_task(self._poll())
 
     async def _reap_strays(self) -> None:

@@ -57,7 +57,14 @@ from elastic_cache.metrics import RequestMeter
 from elastic_cache.provisioner.base import NodeHandle
 from elastic_cache.ring import HashRing
 
-__all__ = ["LeaderControl", "WorkerView", "serve_worker", "start_workers", "stop_workers"]
+__all__ = [
+    "LeaderControl",
+    "WorkerView",
+    "pickle_settings",
+    "serve_worker",
+    "start_workers",
+    "stop_workers",
+]
 
 log = logging.getLogger("elastic_cache.coordinator")
 
@@ -148,11 +155,7 @@ async def start_workers(
         ConfigError: a worker did not start (its output is in the message).
     """
     settings_file = Path(private_dir) / "settings.pickle"
-    pickler_bytes = io.BytesIO()
-    pickler = pickle.Pickler(pickler_bytes)
-    pickler.dispatch_table = {**copyreg.dispatch_table, MappingProxyType: _reduce_proxy}
-    pickler.dump(settings)
-    settings_file.write_bytes(pickler_bytes.getvalue())
+    settings_file.write_bytes(pickle_settings(settings))
     os.chmod(settings_file, 0o600)
     env = dict(os.environ)
     env.pop(TOKEN_ENV, None)
@@ -192,6 +195,16 @@ async def start_workers(
             await stop_workers(procs)
             raise ConfigError(f"a coordinator worker did not start: {line[:300]!r}")
     return procs
+
+
+def pickle_settings(settings: ClusterSettings) -> bytes:
+    """``settings`` pickled for a child process of this program (a worker, the
+    supervised coordinator); `pickle.loads` reads them back."""
+    out = io.BytesIO()
+    pickler = pickle.Pickler(out)
+    pickler.dispatch_table = {**copyreg.dispatch_table, MappingProxyType: _reduce_proxy}
+    pickler.dump(settings)
+    return out.getvalue()
 
 
 def _reduce_proxy(proxy: MappingProxyType[Any, Any]) -> tuple[Any, tuple[dict[Any, Any]]]:

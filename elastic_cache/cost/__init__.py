@@ -1,11 +1,13 @@
 """AWS price tables and the paper's cost formulas for keeping a cache on AWS.
 
-Four modules, one public face:
+Five modules, one public face:
 
 * `elastic_cache.cost.prices`: dated, immutable price tables (`PAPER_2011_PRICES`, the
   paper's Table I as far as we could confirm or reconstruct it, and `CURRENT_PRICES`),
   overrides from configuration, and the hourly look-ups the coordinator's budget and
   ``ecache status`` use (`instance_price`, `cluster_cost_per_hour`).
+* `elastic_cache.cost.pricelist`: what ``ecache deploy`` asks AWS's Price List API and
+  how the answer becomes a price (`PriceCache` keeps them on disk with their date).
 * `elastic_cache.cost.model`: the paper's formulas ``C = C_alloc + C_io``,
   ``C_EBS = C_alloc + C_store + C_req + C_io``, ``C_S3 = C_store + C_req + C_io``, the
   monthly cost of each configuration for a `Workload` in an explicit `Transfer` setting,
@@ -26,7 +28,10 @@ every read transferred out of AWS (the paper's setting)::
     >>> round(s3.store, 2), round(s3.io, 2)
     (3.75, 14.65)
 
-Nothing here imports aiohttp, asyncio or boto3; prices are data, never fetched.
+Nothing here imports aiohttp, asyncio or boto3: prices are data. ``ecache deploy``
+fetches instance prices from AWS's Price List API (``elastic_cache.deploy.pricelist``)
+and adds them with `PriceTable.with_fetched`; `elastic_cache.cost.pricelist` holds the
+pure half (the request's filters, reading the answer, the on-disk cache).
 ``docs/cost.md`` has the tables, sources, assumptions and the Figure 7 numbers.
 """
 
@@ -79,6 +84,7 @@ if TYPE_CHECKING:
         RegionPrices,
         cluster_cost_per_hour,
         instance_price,
+        price_source,
         price_table,
     )
     from elastic_cache.cost.speedup import cache_speedup, cost_per_speedup
@@ -121,6 +127,7 @@ __all__ = [
     "io_cost",
     "monthly_cost",
     "monthly_costs",
+    "price_source",
     "price_table",
     "ranked",
     "request_cost",
@@ -167,6 +174,7 @@ __getattr__, __dir__ = lazy_exports(
         "io_cost": "elastic_cache.cost.model",
         "monthly_cost": "elastic_cache.cost.model",
         "monthly_costs": "elastic_cache.cost.model",
+        "price_source": "elastic_cache.cost.prices",
         "price_table": "elastic_cache.cost.prices",
         "ranked": "elastic_cache.cost.model",
         "request_cost": "elastic_cache.cost.model",

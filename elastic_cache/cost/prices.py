@@ -19,6 +19,7 @@ All prices are USD. A GB is 2**30 bytes, as AWS bills storage.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -39,6 +40,7 @@ __all__ = [
     "RegionPrices",
     "cluster_cost_per_hour",
     "instance_price",
+    "price_source",
     "price_table",
 ]
 
@@ -56,6 +58,8 @@ class Evidence(StrEnum):
     UNVERIFIED = "unverified"
     #: Set by the operator's configuration (an override or a loaded table).
     OPERATOR = "operator"
+    #: Read from AWS's Price List API on the date the `InstanceType` carries.
+    FETCHED = "fetched"
 
 
 # -- validation ------------------------------------------------------------------------
@@ -115,6 +119,8 @@ class InstanceType:
         memory_gb: memory, GB.
         disk_gb: instance-store disk, GB; 0 when the type has only EBS.
         evidence: how sure we are of the price.
+        fetched: the day the price was read from AWS's Price List API (evidence
+            `Evidence.FETCHED`); None for a price from a table.
     """
 
     name: str
@@ -122,6 +128,7 @@ class InstanceType:
     memory_gb: float
     disk_gb: float = 0.0
     evidence: Evidence = Evidence.OPERATOR
+    fetched: date | None = None
 
     def __post_init__(self) -> None:
         _name("instance type name", self.name)
@@ -130,6 +137,19 @@ class InstanceType:
         object.__setattr__(self, "memory_gb", memory)
         object.__setattr__(self, "disk_gb", finite_number(f"{self.name} disk_gb", self.disk_gb))
         object.__setattr__(self, "evidence", _evidence(self.evidence))
+        if (self.fetched is None) != (self.evidence is not Evidence.FETCHED):
+            raise ConfigError(
+                f"{self.name}: a fetched price needs its date and evidence 'fetched', got "
+                f"{self.evidence} fetched {self.fetched!r}"
+            )
+
+    @property
+    def label(self) -> str:
+        """Where the price comes from, as shown beside it: ``"fetched 2026-11-26"`` for a
+        Price List price, else its evidence (``"corroborated"``, ``"operator"``, ...)."""
+        if self.fetched is not None:
+            return f"fetched {self.fetched.isoformat()}"
+        return str(self.evidence)
 
 
 #: The per-region scalar prices, in the order `RegionPrices` declares them.
@@ -263,6 +283,57 @@ class PriceTable:
         """
         return self.region(region).instance(instance_type)
 
+    def with_fetched(
+        self, region: str, instances: Mapping[str, tuple[float, float, date]]
+    ) -> PriceTable:
+        """A copy with instance prices read from AWS's Price List API in ``region``.
+
+        Each fetched type replaces the table's (evidence `Evidence.FETCHED`, with its
+        date). A region the table lacks is added with the default region's storage,
+        request and transfer prices labelled `Evidence.UNVERIFIED`: the budget and the
+        cost per hour count instances only (docs/cost.md).
+
+        Args:
+            region: the region the prices are of.
+            instances: instance type → ``(usd_per_hour, memory_gb, day fetched)``.
+
+        Raises:
+            ConfigError: a bad price, memory size or date.
+        """
+        _name("region", region)
+        base = self.regions.get(region)
+        stand_in = base is None
+        if base is None:
+            home = self.regions[self.default_region]
+            base = RegionPrices(
+                region=region,
+                instances={},
+                evidence={p: Evidence.UNVERIFIED for p in _REGION_PRICES},
+                **{p: getattr(home, p) for p in _REGION_PRICES},
+            )
+        merged = dict(base.instances)
+        for name, (usd, memory, fetched) in instances.items():
+            if not isinstance(fetched, date):
+                raise ConfigError(f"{region} {name}: the fetch date must be a date")
+            old = merged.get(name)
+            merged[name] = InstanceType(
+                name=name,
+                usd_per_hour=usd,
+                memory_gb=memory,
+                disk_gb=old.disk_gb if old else 0.0,
+                evidence=Evidence.FETCHED,
+                fetched=fetched,
+            )
+        regions = dict(self.regions)
+        regions[region] = dataclasses.replace(base, instances=merged)
+        days = sorted({f.isoformat() for _, _, f in instances.values()})
+        note = f" {region} instance prices fetched {', '.join(days)} (AWS Price List API)."
+        if stand_in:
+            note += (
+                f" {region}'s storage and transfer prices are {self.default_region}'s, unverified."
+            )
+        return dataclasses.replace(self, regions=regions, source=self.source + note)
+
     def with_overrides(
         self, overrides: Mapping[str, Any], *, as_of: date | None = None
     ) -> PriceTable:
@@ -353,12 +424,15 @@ class PriceTable:
 
 
 def _instance_dict(inst: InstanceType) -> dict[str, Any]:
-    return {
+    data: dict[str, Any] = {
         "usd_per_hour": inst.usd_per_hour,
         "memory_gb": inst.memory_gb,
         "disk_gb": inst.disk_gb,
         "evidence": str(inst.evidence),
     }
+    if inst.fetched is not None:
+        data["fetched"] = inst.fetched.isoformat()
+    return data
 
 
 def _region_from_dict(
@@ -393,11 +467,16 @@ def _region_from_dict(
     for name, spec in raw_instances.items():
         if not isinstance(spec, Mapping):
             raise ConfigError(f"{region} instance {name!r} must be a table, got {spec!r}")
-        allowed_fields = _INSTANCE_FIELDS[:-1] if operator else _INSTANCE_FIELDS
+        allowed_fields = _INSTANCE_FIELDS[:-1] if operator else (*_INSTANCE_FIELDS, "fetched")
         _unknown_keys(f"field of {region} {name}:", spec, allowed_fields)
         old = instances.get(name)
         merged = {f: getattr(old, f) for f in _INSTANCE_FIELDS} if old else {}
         merged.update(spec)
+        if isinstance(merged.get("fetched"), str):
+            try:
+                merged["fetched"] = date.fromisoformat(merged["fetched"])
+            except ValueError as exc:
+                raise ConfigError(f"{region} {name} fetched must be an ISO date") from exc
         if operator:
             merged["evidence"] = Evidence.OPERATOR
         lacking = [f for f in ("usd_per_hour", "memory_gb") if f not in merged]
@@ -556,6 +635,20 @@ def price_table(name: str) -> PriceTable:
         raise ConfigError(
             f"unknown price table {name!r}; built in: {', '.join(sorted(PRICE_TABLES))}"
         ) from None
+
+
+def price_source(table: PriceTable, region: str) -> str:
+    """Where ``table``'s instance prices in ``region`` come from, in a few words:
+    ``"current table of 2026-11-22"``, with ``"; fetched 2026-11-26"`` when some were
+    read from AWS's Price List API (the dates, oldest first)."""
+    text = f"{table.name} table of {table.as_of.isoformat()}"
+    prices = table.regions.get(region)
+    days = sorted(
+        {i.fetched.isoformat() for i in prices.instances.values() if i.fetched is not None}
+        if prices is not None
+        else set()
+    )
+    return f"{text}; fetched {', '.join(days)}" if days else text
 
 
 def instance_price(instance_type: str, region: str, table: PriceTable = CURRENT_PRICES) -> float:

@@ -17,7 +17,7 @@ from elastic_cache.lazy import lazy_exports
 if TYPE_CHECKING:
     from elastic_cache.deploy.names import ClusterNames
     from elastic_cache.deploy.settings import DeployResult, DeploySettings
-    from elastic_cache.deploy.stack import cluster_exists, deploy, destroy, plan
+    from elastic_cache.deploy.stack import cluster_exists, deploy, destroy, plan, update
     from elastic_cache.deploy.status import ClusterNotFound, read_cluster_token, status_by_name
 
 __all__ = [
@@ -31,6 +31,7 @@ __all__ = [
     "plan",
     "read_cluster_token",
     "status_by_name",
+    "update",
 ]
 
 __getattr__, __dir__ = lazy_exports(
@@ -46,5 +47,6 @@ __getattr__, __dir__ = lazy_exports(
         "plan": "elastic_cache.deploy.stack",
         "read_cluster_token": "elastic_cache.deploy.status",
         "status_by_name": "elastic_cache.deploy.status",
+        "update": "elastic_cache.deploy.stack",
     },
 )

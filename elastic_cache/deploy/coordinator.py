@@ -22,6 +22,7 @@ from elastic_cache.provisioner.ec2 import (
     cluster_filters,
     instance_params,
     new_client_token,
+    without_public_ip,
 )
 from elastic_cache.userdata import coordinator_config_of
 
@@ -134,10 +135,15 @@ def coordinator_config(
                 "az_spread": settings.az_spread,
                 "tags": list(settings.tags),
                 "spot": settings.spot,
+                "private": settings.private,
             },
             # The prices deploy checked the budget with, for the coordinator's cost and
             # budget, and for `ecache status` (it reads them back from the user data).
-            "cost": {"table": settings.cost.table, "prices": settings.cost.prices},
+            "cost": {
+                "table": settings.cost.table,
+                "prices": settings.cost.prices,
+                "fetched": settings.cost.fetched,
+            },
         }
     )
     ClusterSettings.from_mapping(tomllib.loads(text))
@@ -200,6 +206,7 @@ def settings_drift(settings: DeploySettings, running: ClusterSettings) -> list[s
             ("--az-spread", ec2.az_spread, settings.az_spread),
             ("--spot", ec2.spot, settings.spot),
             ("--tag", sorted(ec2.tags), sorted(settings.tags)),
+            ("--private", ec2.private, settings.private),
         ]
         if ec2.coordinator_instance_type not in settings.coordinator_types:
             pairs.append(
@@ -215,7 +222,7 @@ def settings_drift(settings: DeploySettings, running: ClusterSettings) -> list[s
 def refuse_drift(settings: DeploySettings, ec2: Any, names: ClusterNames) -> None:
     """Refuse, before anything changes, a deploy whose settings differ from those the
     cluster's coordinator runs with: it could not apply them, and printing them as if
-    it had would mislead (there is no ``deploy --update`` yet).
+    it had would mislead (``deploy --update`` changes some of them, `update_cluster`).
 
     Raises:
         ConfigError: the running settings differ; the message lists them.
@@ -226,9 +233,10 @@ def refuse_drift(settings: DeploySettings, ec2: Any, names: ClusterNames) -> Non
     if drift:
         raise ConfigError(
             f"cluster {names.cluster} runs (coordinator {existing[0]['InstanceId']}) with "
-            f"other settings than asked: {'; '.join(drift)}. Deploy cannot change a "
-            "running cluster's settings (there is no --update yet): deploy again with the "
-            "running values, or destroy and deploy again. Nothing was changed"
+            f"other settings than asked: {'; '.join(drift)}. A plain deploy does not change "
+            "a running cluster's settings: pass --update to change --max-nodes, "
+            "--min-nodes, --max-usd-per-hour, --instance-type and --tag in place, deploy "
+            "again with the running values, or destroy and deploy again. Nothing was changed"
         )
 
 
@@ -338,6 +346,8 @@ def run_coordinator(
             params["SecurityGroupIds"] = [group]
             params["IamInstanceProfile"] = {"Name": names.role("coordinator")}
             params["ClientToken"] = client_token()
+            if settings.private:
+                params = without_public_ip(params)
             try:
                 instance = _run_once(ec2, params, sleep=sleep)
             except AwsError as exc:
@@ -409,6 +419,6 @@ def http_ok(url: str) -> bool:
 
 
 def endpoint_of(instance: Mapping[str, Any], port: int) -> str:
-    """The coordinator's URL: its public address, else its private one."""
+    """The coordinator's URL: its public address, else (``--private``) its private one."""
     ip = instance.get("PublicIpAddress") or instance.get("PrivateIpAddress")
     return f"http://{ip}:{port}"

@@ -16,7 +16,14 @@ from elastic_cache.errors import ConfigError
 if TYPE_CHECKING:
     from elastic_cache.deploy.created import Created
 
-__all__ = ["delete_group", "ensure_group", "find_group", "find_network", "security_groups"]
+__all__ = [
+    "api_cidr",
+    "delete_group",
+    "ensure_group",
+    "find_group",
+    "find_network",
+    "security_groups",
+]
 
 
 def find_network(ec2: Any, subnets: Sequence[str]) -> tuple[str, list[str]]:
@@ -186,6 +193,15 @@ def _authorize(ec2: Any, group: str, rule: dict[str, Any]) -> None:
             raise
 
 
+def api_cidr(ec2: Any, vpc: str, settings: DeploySettings) -> str:
+    """Who may reach the API port: ``--allow-cidr``, or with ``--private`` and none
+    given, the VPC's primary CIDR block (its own clients)."""
+    if settings.allow_cidr:
+        return settings.allow_cidr
+    vpcs = aws_call(ec2, "DescribeVpcs", doing="reading the VPC's CIDR", VpcIds=[vpc])["Vpcs"]
+    return str(vpcs[0]["CidrBlock"])
+
+
 def security_groups(
     ec2: Any,
     vpc: str,
@@ -216,12 +232,13 @@ def security_groups(
         tags=tags,
         created=created,
     )
+    cidr = api_cidr(ec2, vpc, settings)
     # Converge the public rule on the latest --allow-cidr: drop any other source.
     groups = aws_call(
         ec2, "DescribeSecurityGroups", doing="reading the coordinator's rules", GroupIds=[coord]
     )["SecurityGroups"]
     for perm in groups[0].get("IpPermissions", []):
-        stale = _stale_sources(perm, settings.port, settings.allow_cidr)
+        stale = _stale_sources(perm, settings.port, cidr)
         if stale is not None:
             aws_call(
                 ec2,
@@ -230,7 +247,7 @@ def security_groups(
                 GroupId=coord,
                 IpPermissions=[stale],
             )
-    _authorize(ec2, coord, _tcp(settings.port, **_public_source(settings.allow_cidr)))
+    _authorize(ec2, coord, _tcp(settings.port, **_public_source(cidr)))
     for source, why in ((coord, "the coordinator"), (node, "peer nodes (migrations)")):
         _authorize(
             ec2,

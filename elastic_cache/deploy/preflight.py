@@ -22,8 +22,8 @@ from elastic_cache.deploy.coordinator import coordinator_instances
 from elastic_cache.deploy.names import ClusterNames
 from elastic_cache.deploy.network import find_group, find_network
 from elastic_cache.deploy.settings import DeploySettings
-from elastic_cache.errors import ConfigError
-from elastic_cache.provisioner.ec2 import instance_params, resolve_image
+from elastic_cache.errors import ConfigError, UnknownPrice
+from elastic_cache.provisioner.ec2 import instance_params, resolve_image, without_public_ip
 
 __all__ = [
     "STANDARD_VCPU_QUOTA",
@@ -51,26 +51,44 @@ def standard_family(instance_type: str) -> bool:
     return re.match(r"^[acdhimrtz][a-z]?\d", family) is not None
 
 
-def hourly_prices(settings: DeploySettings) -> tuple[float, float]:
+def hourly_prices(settings: DeploySettings) -> tuple[float | None, float | None]:
     """``(dearest coordinator type, dearest node type)`` in USD per hour, by
-    ``settings.cost`` (the built-in table with any overrides), as the coordinator prices
-    them.
+    ``settings.cost`` (fetched prices, the built-in table, any overrides), as the
+    coordinator prices them; None for a side with a type of unknown price, which only a
+    deploy without a budget accepts (with a warning in the plan).
 
     Raises:
-        ConfigError: the budget cannot pay for the coordinator and ``initial_nodes`` nodes,
-            or a type has no price (`UnknownPrice`).
+        ConfigError: the budget cannot pay for the coordinator and ``initial_nodes`` nodes.
+        UnknownPrice: a budget is set and a type has no price: the budget could not hold.
     """
     region = settings.region
     table = settings.cost.price_table()
-    coordinator = max(instance_price(t, region, table) for t in settings.coordinator_types)
-    node = max(instance_price(t, region, table) for t in settings.instance_types)
     budget = settings.max_usd_per_hour
-    floor = coordinator + settings.initial_nodes * node
-    if budget is not None and floor > budget + 1e-9:
-        raise ConfigError(
-            f"--max-usd-per-hour {budget} cannot pay for the coordinator (${coordinator}/h) "
-            f"and {settings.initial_nodes} node(s) (${node}/h each): at least ${floor:.4f}/h"
-        )
+
+    def dearest(types: Sequence[str]) -> float | None:
+        try:
+            return max(instance_price(t, region, table) for t in types)
+        except UnknownPrice as exc:
+            if budget is None:
+                return None
+            raise UnknownPrice(
+                f"{exc}. With --max-usd-per-hour the coordinator must price every instance "
+                "to keep the budget, and neither the AWS Price List API nor the built-in "
+                "table gave this one: allow pricing:GetProducts, add the price with --prices "
+                "FILE ([cost.prices]), or deploy without a budget",
+                **exc.details,
+            ) from exc
+
+    coordinator = dearest(settings.coordinator_types)
+    node = dearest(settings.instance_types)
+    if budget is not None and coordinator is not None and node is not None:
+        floor = coordinator + settings.initial_nodes * node
+        if floor > budget + 1e-9:
+            raise ConfigError(
+                f"--max-usd-per-hour {budget} cannot pay for the coordinator "
+                f"(${coordinator}/h) and {settings.initial_nodes} node(s) (${node}/h each): "
+                f"at least ${floor:.4f}/h"
+            )
     return coordinator, node
 
 
@@ -102,12 +120,13 @@ def _architecture(described: Mapping[str, Mapping[str, Any]]) -> str:
     return next(iter(archs.values()))
 
 
-def _capacity(settings: DeploySettings) -> int:
+def _capacity(settings: DeploySettings, described: Mapping[str, Mapping[str, Any]]) -> int:
+    """Each node's capacity: ``capacity_bytes``, else ``memory_fraction`` of the smallest
+    node type's memory as EC2 describes it (any type, priced or not)."""
     if settings.capacity_bytes is not None:
         return settings.capacity_bytes
-    table = settings.cost.price_table()
-    memory = min(table.instance(t, settings.region).memory_gb for t in settings.instance_types)
-    return int(memory * (1 << 30) * settings.memory_fraction)
+    mib = min(int(described[t]["MemoryInfo"]["SizeInMiB"]) for t in settings.instance_types)
+    return int(mib * (1 << 20) * settings.memory_fraction)
 
 
 def _zones(ec2: Any, subnets: Sequence[str]) -> dict[str, str]:
@@ -292,7 +311,8 @@ def check_permissions(
         volume_gb=8,
     )
     del params["UserData"]
-    _dry_run(ec2, "RunInstances", SubnetId=subnet, **params)
+    params["SubnetId"] = subnet
+    _dry_run(ec2, "RunInstances", **(without_public_ip(params) if settings.private else params))
     _dry_run(
         ec2,
         "CreateSecurityGroup",
@@ -313,8 +333,9 @@ class Preflight:
         subnets: the subnets to use, in order (those whose zone offers every type).
         zones: subnet id → availability zone.
         image: the AMI id; ``root_device`` its root device name; ``arch`` its CPU.
-        coordinator_price: USD per hour of the dearest coordinator type.
-        node_price: USD per hour of the dearest node type.
+        coordinator_price: USD per hour of the dearest coordinator type; None: unknown
+            (only without a budget).
+        node_price: USD per hour of the dearest node type; None: unknown.
         capacity: each node's capacity in bytes.
         notes: one line per check, what it found.
     """
@@ -325,8 +346,8 @@ class Preflight:
     image: str
     root_device: str
     arch: str
-    coordinator_price: float
-    node_price: float
+    coordinator_price: float | None
+    node_price: float | None
     capacity: int
     notes: tuple[str, ...]
 
@@ -351,7 +372,7 @@ def preflight(
     types = [*settings.coordinator_types, *settings.instance_types]
     described = _instance_types(ec2, types)
     arch = _architecture(described)
-    capacity = _capacity(settings)
+    capacity = _capacity(settings, described)
     vpc, subnets = find_network(ec2, settings.subnets)
     zones = _zones(ec2, subnets)
     kept, notes = check_offerings(
@@ -477,7 +498,14 @@ def _lifecycle(settings: DeploySettings) -> str:
 
 
 def cost_line(settings: DeploySettings, checked: Preflight) -> str:
-    """The $/hour at the minimum and the maximum size, and the budget."""
+    """The $/hour at the minimum and the maximum size, and the budget; with a price
+    unknown, a warning instead (only a deploy without a budget gets this far)."""
+    if checked.coordinator_price is None or checked.node_price is None:
+        return (
+            "cost: WARNING: unknown, some instance type has no price (see the price lines); "
+            "no budget is set, so the coordinator counts such instances as $0/h. Check "
+            "the price on aws.amazon.com/ec2/pricing"
+        )
     low = checked.coordinator_price + settings.initial_nodes * checked.node_price
     high = checked.coordinator_price + settings.max_nodes * checked.node_price
     budget = settings.max_usd_per_hour

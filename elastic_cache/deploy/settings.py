@@ -67,8 +67,12 @@ class DeploySettings:
         name: the cluster's name.
         region: the AWS region.
         allow_cidr: who may reach the public API (the coordinator's port); no broader
-            than `BROADEST_WITHOUT_PUBLIC` unless ``public``.
+            than `BROADEST_WITHOUT_PUBLIC` unless ``public``. With ``private`` it may be
+            "": the VPC's own CIDR blocks.
         public: allow an ``allow_cidr`` as broad as the whole internet.
+        private: no instance gets a public IP address; the endpoint is the
+            coordinator's private address. Needs ``subnets`` whose route to S3, SSM and
+            EC2 goes through a NAT gateway or VPC endpoints (docs/aws.md).
         instance_types: node instance types, in order of preference.
         coordinator_instance_type: the coordinator's instance type.
         coordinator_fallback_types: types the coordinator's launch falls back to, in
@@ -104,6 +108,7 @@ class DeploySettings:
     region: str
     allow_cidr: str
     public: bool = False
+    private: bool = False
     instance_types: tuple[str, ...] = ("t3.small",)
     coordinator_instance_type: str = "t3.small"
     max_nodes: int = 4
@@ -145,9 +150,21 @@ class DeploySettings:
                 f"--expire-demoted-days must be a whole number of days from 1 to 36500, "
                 f"got {self.demoted_expiry_days!r}"
             )
-        object.__setattr__(
-            self, "allow_cidr", check_allow_cidr(self.allow_cidr, public=self.public)
-        )
+        if self.private and self.public:
+            raise ConfigError(
+                "--private and --public contradict each other: --private gives no instance "
+                "a public address, --public opens the API to the internet"
+            )
+        if self.private and not self.subnets:
+            raise ConfigError(
+                "--private needs --subnet: private subnets that reach S3, SSM and EC2 "
+                "through a NAT gateway or VPC endpoints. The default VPC's subnets reach "
+                "them only through public addresses, so the instances could not boot"
+            )
+        if not (self.private and self.allow_cidr == ""):
+            object.__setattr__(
+                self, "allow_cidr", check_allow_cidr(self.allow_cidr, public=self.public)
+            )
         # Reuse the [ec2] validation of region, types, subnets, image and ports.
         Ec2Settings(
             cluster=self.name,
@@ -156,6 +173,7 @@ class DeploySettings:
             subnets=self.subnets,
             image=self.image,
             node_port=self.node_port,
+            private=self.private,
         )
         ClusterSettings.from_mapping(
             {

@@ -18,13 +18,16 @@ them. Every function here blocks; the session is passed in.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import time
 from collections.abc import Callable
+from datetime import UTC, date, datetime
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 from elastic_cache.awserrors import AwsError, aws_call, ignoring
+from elastic_cache.cost.pricelist import PriceCache
 from elastic_cache.cost.spot import SPOT_PRICE_FRACTION, spot_price
 from elastic_cache.deploy.access import delete_role, ensure_role, ensure_token
 from elastic_cache.deploy.bundle import fetch_dependencies
@@ -48,8 +51,14 @@ from elastic_cache.deploy.endpoint import (
     release_addresses,
     set_recovery_alarms,
 )
+from elastic_cache.deploy.inplace import update_cluster
 from elastic_cache.deploy.names import ClusterNames
-from elastic_cache.deploy.network import delete_group, revoke_ingress, security_groups
+from elastic_cache.deploy.network import (
+    api_cidr,
+    delete_group,
+    revoke_ingress,
+    security_groups,
+)
 from elastic_cache.deploy.policies import coordinator_policy, node_policy
 from elastic_cache.deploy.preflight import (
     Preflight,
@@ -58,6 +67,7 @@ from elastic_cache.deploy.preflight import (
     plan_lines,
     preflight,
 )
+from elastic_cache.deploy.pricelist import priced
 from elastic_cache.deploy.rollback import Created, roll_back
 from elastic_cache.deploy.settings import DeployResult, DeploySettings
 from elastic_cache.deploy.storage import (
@@ -81,11 +91,24 @@ from elastic_cache.provisioner.ec2 import (
 from elastic_cache.userdata import coordinator_user_data
 from elastic_cache.version import __version__
 
-__all__ = ["cluster_exists", "deploy", "destroy", "hourly_prices", "identity", "plan"]
+__all__ = [
+    "cluster_exists",
+    "deploy",
+    "destroy",
+    "hourly_prices",
+    "identity",
+    "plan",
+    "update",
+]
 
 Out = Callable[[str], None]
 
 Sleep = Callable[[float], None]
+
+
+def _utc_today() -> date:
+    return datetime.now(UTC).date()
+
 
 DEPLOY_STEPS = 9
 """What a deploy's progress counts: bucket, dependencies, bundle, firewall, roles, token,
@@ -129,13 +152,25 @@ def _clients(session: Any, region: str) -> dict[str, Any]:
 
 
 def _checked(
-    settings: DeploySettings, session: Any
-) -> tuple[dict[str, Any], ClusterNames, Preflight]:
-    """What plan and deploy do first: the clients, the names, every check before anything
-    is created, and the refusal of settings a running coordinator does not have."""
+    settings: DeploySettings,
+    session: Any,
+    prices: PriceCache | None = None,
+    today: Callable[[], date] = _utc_today,
+) -> tuple[DeploySettings, dict[str, Any], ClusterNames, Preflight]:
+    """What plan and deploy do first: the clients, the names, the prices (`priced`:
+    fetched or cached, else built in), every check before anything is created, and the
+    refusal of settings a running coordinator does not have. Returns the settings with
+    the fetched prices in them."""
     region = settings.region
     c = _clients(session, region)
     names = ClusterNames(cluster=settings.name, account=identity(session), region=region)
+    settings, price_lines = priced(
+        settings,
+        session=session,
+        ec2=c["ec2"],
+        cache=prices if prices is not None else PriceCache(None),
+        today=today(),
+    )
     checked = preflight(
         settings,
         names,
@@ -143,19 +178,28 @@ def _checked(
         ssm=c["ssm"],
         quotas=session.client("service-quotas", region_name=region),
     )
+    checked = dataclasses.replace(checked, notes=(*price_lines, *checked.notes))
     refuse_drift(settings, c["ec2"], names)
-    return c, names, checked
+    return settings, c, names, checked
 
 
-def plan(settings: DeploySettings, *, session: Any, out: Out = print) -> Preflight:
+def plan(
+    settings: DeploySettings,
+    *,
+    session: Any,
+    out: Out = print,
+    prices: PriceCache | None = None,
+    today: Callable[[], date] = _utc_today,
+) -> Preflight:
     """``ecache deploy --dry-run``: run every check of a deploy and print what it would
-    create and cost, creating nothing (read-only and ``DryRun`` calls only).
+    create and cost, creating nothing (read-only and ``DryRun`` calls only; the price
+    cache is the one file it may write).
 
     Raises:
         ConfigError, AwsError: as `deploy`'s checks.
     """
     region = settings.region
-    c, names, checked = _checked(settings, session)
+    settings, c, names, checked = _checked(settings, session, prices, today)
     out(
         f"plan for cluster {names.cluster} in {region} (account {names.account}), VPC {checked.vpc}"
     )
@@ -164,7 +208,7 @@ def plan(settings: DeploySettings, *, session: Any, out: Out = print) -> Preflig
     ):
         out(line)
         if line.startswith("  coordinator "):
-            out(endpoint_plan_line(c["ec2"], names))
+            out(endpoint_plan_line(c["ec2"], names, private=settings.private))
     if settings.spot:
         out(spot_cost_line(settings, checked))
     out("dry run: nothing was created")
@@ -183,6 +227,8 @@ def deploy(
     clock: Callable[[], float] = time.monotonic,
     healthy: Callable[[str], bool] = http_ok,
     client_token: Callable[[], str] = new_client_token,
+    prices: PriceCache | None = None,
+    today: Callable[[], date] = _utc_today,
 ) -> DeployResult:
     """Check, then create (or find) everything and start the coordinator; idempotent.
 
@@ -202,6 +248,9 @@ def deploy(
         clock: seconds, monotonic.
         healthy: checks the coordinator's ``/healthz`` URL.
         client_token: makes the ``ClientToken`` of each launch request.
+        prices: the on-disk cache of prices fetched from the AWS Price List API; None
+            keeps them for this run only.
+        today: the UTC date, which labels fetched prices.
 
     Raises:
         ConfigError: a bad setting, a budget too small for the cluster's floor, or
@@ -210,7 +259,7 @@ def deploy(
         ProvisionError: the coordinator instance did not come up.
     """
     region = settings.region
-    c, names, checked = _checked(settings, session)
+    settings, c, names, checked = _checked(settings, session, prices, today)
     out(f"cluster {names.cluster} in {region} (account {names.account}), VPC {checked.vpc}")
     for note in checked.notes:
         out(f"  check         {note}")
@@ -293,10 +342,11 @@ def _build(
     steps.done(f"  bundle        s3://{bucket}/{bundle_key}")
 
     groups = security_groups(ec2, checked.vpc, names, settings, created=created)
+    source = api_cidr(ec2, checked.vpc, settings)
     steps.done(
-        f"  firewall      {groups['coordinator']}: port {settings.port} from "
-        f"{settings.allow_cidr}; {groups['node']}: port {settings.node_port} from the "
-        "cluster only; no SSH (use Session Manager)"
+        f"  firewall      {groups['coordinator']}: port {settings.port} from {source}; "
+        f"{groups['node']}: port {settings.node_port} from the cluster only; no SSH (use "
+        "Session Manager)"
     )
     ensure_role(
         iam,
@@ -322,7 +372,8 @@ def _build(
         f"ecache token --name {names.cluster} prints it)"
     )
 
-    address = ensure_address(ec2, names, tags=tags, created=created)
+    # With --private there is no public address to keep stable (docs/aws.md).
+    address = None if settings.private else ensure_address(ec2, names, tags=tags, created=created)
     for other in existing[1:]:
         out(
             f"  note          another coordinator instance {other['InstanceId']} is "
@@ -393,16 +444,23 @@ def _build(
         polled=lambda state: steps.waiting(f"instance {state}"),
     )
     steps.done()
-    moved = associate_address(ec2, address, str(instance["InstanceId"]))
-    alarms = set_recovery_alarms(
-        c["cloudwatch"], names, str(instance["InstanceId"]), created=created
+    alarms = ", ".join(
+        set_recovery_alarms(c["cloudwatch"], names, str(instance["InstanceId"]), created=created)
     )
-    out(
-        f"  endpoint      Elastic IP {address['PublicIp']} ({address['AllocationId']}"
-        f"{', moved to this coordinator' if moved else ''}); recovery alarms "
-        f"{', '.join(alarms)}"
-    )
-    endpoint = endpoint_of({"PublicIpAddress": address["PublicIp"]}, settings.port)
+    if address is None:
+        out(
+            f"  endpoint      private address {instance.get('PrivateIpAddress')} (no Elastic "
+            f"IP with --private: a replacement coordinator gets another); recovery alarms "
+            f"{alarms}"
+        )
+        endpoint = endpoint_of(instance, settings.port)
+    else:
+        moved = associate_address(ec2, address, str(instance["InstanceId"]))
+        out(
+            f"  endpoint      Elastic IP {address['PublicIp']} ({address['AllocationId']}"
+            f"{', moved to this coordinator' if moved else ''}); recovery alarms {alarms}"
+        )
+        endpoint = endpoint_of({"PublicIpAddress": address["PublicIp"]}, settings.port)
     ok = False
     if settings.wait:
         out("waiting for the coordinator to install the package and start its nodes ...")
@@ -415,7 +473,8 @@ def _build(
         else:
             out(f"the coordinator did not answer within {settings.wait_timeout:.0f}s")
     out("")
-    out(f"endpoint: {endpoint}")
+    where = " (private address: reachable from inside the VPC only)" if settings.private else ""
+    out(f"endpoint: {endpoint}{where}")
     out(cost_line(settings, checked))
     if settings.spot:
         out(spot_cost_line(settings, checked))
@@ -432,10 +491,14 @@ def _build(
     )
 
 
-def endpoint_plan_line(ec2: Any, names: ClusterNames) -> str:
+def endpoint_plan_line(ec2: Any, names: ClusterNames, *, private: bool = False) -> str:
     """The plan's line for the coordinator's Elastic IP and recovery alarms."""
-    found = find_addresses(ec2, names)
     alarms = ", ".join(alarm_names(names))
+    if private:
+        return (
+            f"  endpoint      the coordinator's private address (--private); alarms {alarms}: set"
+        )
+    found = find_addresses(ec2, names)
     if found:
         return (
             f"  endpoint      Elastic IP {found[0].get('PublicIp')} "
@@ -447,6 +510,8 @@ def endpoint_plan_line(ec2: Any, names: ClusterNames) -> str:
 def spot_cost_line(settings: DeploySettings, checked: Preflight) -> str:
     """With ``--spot``: the cost per hour with the nodes at the assumed Spot price
     (`elastic_cache.cost.spot`), and what the budget counts."""
+    if checked.coordinator_price is None or checked.node_price is None:
+        return "spot: nodes as Spot; their cost is unknown too (some type has no price)"
     node = spot_price(checked.node_price)
     low = checked.coordinator_price + settings.initial_nodes * node
     high = checked.coordinator_price + settings.max_nodes * node
@@ -455,6 +520,46 @@ def spot_cost_line(settings: DeploySettings, checked: Preflight) -> str:
         f"${low:.4f}/h at the minimum, ${high:.4f}/h at the maximum; the budget counts "
         "running Spot nodes at that estimate and each new node at on-demand (it may fall "
         "back to on-demand; EC2 bills Spot at most the on-demand price)"
+    )
+
+
+def update(
+    settings: DeploySettings,
+    *,
+    session: Any,
+    out: Out = print,
+    sleep: Sleep = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+    healthy: Callable[[str], bool] = http_ok,
+    prices: PriceCache | None = None,
+    today: Callable[[], date] = _utc_today,
+) -> bool:
+    """``ecache deploy --update``: the prices of the asked types (as `deploy`), then
+    `update_cluster`. Returns whether anything changed.
+
+    Raises:
+        ConfigError, AwsError, ProvisionError: as `update_cluster`.
+    """
+    region = settings.region
+    c = _clients(session, region)
+    names = ClusterNames(cluster=settings.name, account=identity(session), region=region)
+    settings, lines = priced(
+        settings,
+        session=session,
+        ec2=c["ec2"],
+        cache=prices if prices is not None else PriceCache(None),
+        today=today(),
+    )
+    for line in lines:
+        out(f"  check         {line}")
+    return update_cluster(
+        settings,
+        names,
+        c,
+        out=out,
+        sleep=sleep,
+        clock=clock,
+        healthy=healthy if settings.wait else None,
     )
 
 

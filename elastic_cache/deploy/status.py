@@ -90,6 +90,9 @@ def coordinator_prices(ec2: Any, instance_id: str) -> tuple[PriceTable, str]:
     except (AwsError, ConfigError, ValueError, UnicodeDecodeError) as exc:
         return CostSettings().price_table(), f"built in; the coordinator's are unknown: {exc}"
     overrides = " with overrides" if cost.prices else ""
+    fetched = sorted({str(i["fetched"]) for i in cost.fetched.get("instances", {}).values()})
+    if fetched:
+        overrides += f"; instance prices fetched {', '.join(fetched)} (AWS Price List API)"
     return cost.price_table(), f"the coordinator's configuration{overrides}"
 
 

@@ -60,6 +60,7 @@ from elastic_cache.httpio import (
     str_field,
 )
 from elastic_cache.metrics import RequestMeter, metered, metrics_response, node_registry
+from elastic_cache.node.heartbeat import Heartbeats
 from elastic_cache.node.protocol import (
     CACHE_HEADER,
     COLD_HIT,
@@ -83,6 +84,7 @@ FRAME_BUFFERS: web.AppKey[BufferPool] = web.AppKey("frame_buffers", BufferPool)
 METER: web.AppKey[RequestMeter] = web.AppKey("meter", RequestMeter)
 #: The token check of the app (None: none), for the lean layer in front of it.
 GUARD: web.AppKey[TokenGuard | None] = web.AppKey("guard")
+HEARTBEATS: web.AppKey[Heartbeats] = web.AppKey("heartbeats", Heartbeats)
 
 #: Largest migration frame accepted.
 MAX_FRAME_BYTES = 256 * 1024 * 1024
@@ -243,7 +245,9 @@ async def delete_kv(request: web.Request) -> web.StreamResponse:
 
 
 async def stats(request: web.Request) -> web.StreamResponse:
-    return web.json_response(request.app[SERVICE].stats())
+    data = request.app[SERVICE].stats()
+    data["peers"] = request.app[HEARTBEATS].ages()
+    return web.json_response(data)
 
 
 async def healthz(request: web.Request) -> web.StreamResponse:
@@ -254,7 +258,16 @@ async def healthz(request: web.Request) -> web.StreamResponse:
 async def put_ownership(request: web.Request) -> web.StreamResponse:
     service = request.app[SERVICE]
     body = await json_body(request)
+    peers = body.get("peers")
+    if peers is not None and not (
+        isinstance(peers, dict)
+        and all(isinstance(k, str) and isinstance(v, str) for k, v in peers.items())
+        and all(v.startswith(("http://", "https://")) for v in peers.values())
+    ):
+        raise InvalidBody('"peers" must map node ids to http(s):// addresses')
     changed = service.set_ownership(int_field(body, "epoch"), ranges_field(body))
+    if peers is not None:
+        request.app[HEARTBEATS].set_peers(peers)
     return web.json_response({"changed": changed, "epoch": service.epoch})
 
 
@@ -385,6 +398,7 @@ def make_node_app(
     app[SERVICE] = service
     app[MAX_VALUE] = max_value_bytes
     app[FRAME_BUFFERS] = BufferPool()
+    heartbeats = app[HEARTBEATS] = Heartbeats(token=token)
     meter = app[METER] = RequestMeter()
     registry = node_registry(service, meter)
 
@@ -420,10 +434,12 @@ def make_node_app(
         if service.cold is not None:
             await service.cold.start()  # a local tier is listed before the node serves
         task = asyncio.create_task(_expiry_loop(service, expiry_period))
+        beats = asyncio.create_task(heartbeats.run())
         yield
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        for t in (task, beats):
+            t.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await t
         for mid in list(service.outgoing):
             await service.abort_outgoing(mid)
         await service.close()

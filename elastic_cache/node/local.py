@@ -161,8 +161,10 @@ class LocalNodeClient:
             return False
         return True
 
-    async def set_ownership(self, epoch: int, ranges: list[list[int]]) -> None:
-        self._svc.set_ownership(epoch, ranges)
+    async def set_ownership(
+        self, epoch: int, ranges: list[list[int]], peers: dict[str, str] | None = None
+    ) -> None:
+        self._svc.set_ownership(epoch, ranges)  # in-process nodes exchange no heartbeats
 
     async def count_ranges(self, ranges: list[tuple[int, int]]) -> list[int]:
         svc = self._svc

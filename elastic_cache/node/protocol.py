@@ -154,7 +154,12 @@ class NodeClient(Protocol):
 
     async def healthy(self) -> bool: ...
 
-    async def set_ownership(self, epoch: int, ranges: list[list[int]]) -> None: ...
+    async def set_ownership(
+        self, epoch: int, ranges: list[list[int]], peers: dict[str, str] | None = None
+    ) -> None:
+        """Hold ``ranges`` at ``epoch``; ``peers`` (node id → address): the ring
+        neighbours the node is to watch with heartbeats (None: unchanged)."""
+        ...
 
     async def count_ranges(self, ranges: list[tuple[int, int]]) -> list[int]: ...
 

@@ -141,6 +141,20 @@ def admin_schemas() -> dict[str, Schema]:
             "nodes": {"type": "array", "items": {"$ref": "#/components/schemas/ClusterNode"}},
             "launching": {"type": "array", "items": string},
             "unterminated": {"type": "array", "items": {"type": "object"}},
+            "bootstrap": {
+                "type": "object",
+                "description": (
+                    "How new nodes get their data (`split` or `two-phase`), the imbalance "
+                    "index (standard deviation / mean of the records each node owns) at the "
+                    "last balancing step, its target, and whether background moves run."
+                ),
+                "properties": {
+                    "policy": {"enum": ["split", "two-phase"]},
+                    "imbalance": number,
+                    "target": number,
+                    "balancing": {"type": "boolean"},
+                },
+            },
             "replication": {
                 "type": "object",
                 "description": (
@@ -190,6 +204,18 @@ def admin_schemas() -> dict[str, Schema]:
             },
             "cost_per_hour": number,
             "price_region": string,
+            "price_source": {
+                "type": "string",
+                "description": "where the instance prices come from: the price table "
+                "and its date, and when deploy fetched prices from the AWS Price List API, "
+                "'fetched <date>'",
+            },
+            "unpriced_types": {
+                "type": "array",
+                "items": string,
+                "description": "instance types without a price, counted as $0/h (only "
+                "a cluster without a budget runs them)",
+            },
             "workers": {
                 "type": "array",
                 "description": "the processes answering the port (`--workers`): the "

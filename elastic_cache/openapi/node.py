@@ -237,7 +237,18 @@ def _internal_paths() -> dict[str, Schema]:
     epoch_ranges = {
         "type": "object",
         "required": ["epoch", "ranges"],
-        "properties": {"epoch": integer, "ranges": _RANGES},
+        "properties": {
+            "epoch": integer,
+            "ranges": _RANGES,
+            "peers": {
+                "type": "object",
+                "description": (
+                    "Ring neighbours to watch with heartbeats: node id → address "
+                    "(`http://` or `https://`). Absent: unchanged."
+                ),
+                "additionalProperties": {"type": "string", "pattern": "^https?://"},
+            },
+        },
     }
     return {
         "/v1/ownership": {
@@ -503,6 +514,14 @@ def _schemas() -> dict[str, Schema]:
                 "demotions": integer,
                 "cold": {"type": ["object", "null"]},
                 "cold_hits": integer,
+                "peers": {
+                    "type": "object",
+                    "description": (
+                        "Seconds since each ring neighbour last answered this node's "
+                        "heartbeat (null: not yet)."
+                    ),
+                    "additionalProperties": {"type": ["number", "null"]},
+                },
             },
         },
         "NodeMigration": {

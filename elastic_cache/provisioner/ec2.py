@@ -68,6 +68,7 @@ __all__ = [
     "node_args",
     "resolve_image",
     "spread_order",
+    "without_public_ip",
 ]
 
 log = logging.getLogger("elastic_cache.provisioner.ec2")
@@ -256,6 +257,20 @@ def instance_params(
     return params
 
 
+def without_public_ip(params: dict[str, Any]) -> dict[str, Any]:
+    """``params`` launching with no public IP address whatever the subnet's default:
+    the subnet and security groups move into a network interface that says so (EC2
+    takes ``AssociatePublicIpAddress`` only there)."""
+    out = dict(params)
+    interface: dict[str, Any] = {"DeviceIndex": 0, "AssociatePublicIpAddress": False}
+    if "SubnetId" in out:
+        interface["SubnetId"] = out.pop("SubnetId")
+    if "SecurityGroupIds" in out:
+        interface["Groups"] = out.pop("SecurityGroupIds")
+    out["NetworkInterfaces"] = [interface]
+    return out
+
+
 class Ec2Provisioner:
     """Starts nodes as EC2 instances.
 
@@ -399,7 +414,7 @@ class Ec2Provisioner:
         if market == "spot":
             params["InstanceMarketOptions"] = spot_options()
         params["ClientToken"] = self._client_token()
-        return params
+        return without_public_ip(params) if self.settings.private else params
 
     async def subnet_order(self) -> list[str]:
         """The subnets in the order a launch tries them: as configured, or with

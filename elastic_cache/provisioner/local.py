@@ -235,6 +235,19 @@ class LocalProvisioner:
         await stop_process(proc, grace)
         log.info("node %s stopped (pid %d, status %s)", node_id, proc.pid, proc.returncode)
 
+    async def stop(self, node_id: str, *, ref: str | None = None) -> bool:
+        """Stop node ``node_id`` if this provisioner started it (and, given ``ref``, if
+        that is its PID: a newer process under a reused id is left alone).
+
+        Returns:
+            Whether a process was stopped (or reaped, if it had exited by itself).
+        """
+        proc = self._procs.get(node_id)
+        if proc is None or (ref is not None and ref != str(proc.pid)):
+            return False
+        await self._stop(node_id)
+        return True
+
     async def terminate(self, handle: NodeHandle) -> None:
         """SIGTERM the node's process, SIGKILL after 5 s; idempotent."""
         await self._stop(handle.node_id)

@@ -25,6 +25,26 @@ PrivateTmp=yes
 [Install]
 WantedBy=multi-user.target
 UNIT
+# `ecache deploy --update` rewrites the user data while the instance is stopped; at each
+# later boot this takes the configuration from it (IMDSv2) before the coordinator runs.
+install -d -m 0755 /var/lib/cloud/scripts/per-boot
+cat >/var/lib/cloud/scripts/per-boot/ecache-config.sh <<'PERBOOT'
+#!/bin/bash
+set -euo pipefail
+imds=http://169.254.169.254/latest
+token=$(curl -sf -X PUT "$imds/api/token" -H 'X-aws-ec2-metadata-token-ttl-seconds: 60')
+config=$(curl -sf -H "X-aws-ec2-metadata-token: $token" "$imds/user-data" |
+    sed -n 's#^echo \([A-Za-z0-9+/=]*\) [|] base64 -d >/etc/ecache/config.toml$#\1#p')
+[ -n "$config" ] || exit 0
+printf '%s' "$config" | base64 --decode >/etc/ecache/config.toml.new
+if ! cmp -s /etc/ecache/config.toml.new /etc/ecache/config.toml; then
+    chmod 0644 /etc/ecache/config.toml.new
+    mv /etc/ecache/config.toml.new /etc/ecache/config.toml
+    systemctl restart ecache-coordinator.service
+fi
+rm -f /etc/ecache/config.toml.new
+PERBOOT
+chmod 0755 /var/lib/cloud/scripts/per-boot/ecache-config.sh
 systemctl daemon-reload
 systemctl enable --now ecache-coordinator.service
 echo "ecache coordinator started $(date -u +%FT%TZ)"

@@ -21,8 +21,11 @@ REGION = "us-east-1"
 
 
 @pytest.fixture
-def aws_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Fake credentials, so nothing can reach a real account by accident."""
+def aws_credentials(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Fake credentials, so nothing can reach a real account by accident, and a cache
+    directory of the test's own (``ecache deploy`` keeps fetched prices there: a real
+    one must not change a test's prices)."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-cache"))
     for name, value in {
         "AWS_ACCESS_KEY_ID": "testing",
         "AWS_SECRET_ACCESS_KEY": "testing",

@@ -215,3 +215,17 @@ def test_a_refused_alarm_rolls_back_the_address_with_the_rest(session: Any, tmp_
         if instance(session, i)["State"]["Name"] not in ("terminated", "shutting-down")
     ]
     assert found == NOTHING
+
+
+def test_a_private_cluster_gets_the_alarms_but_no_elastic_ip(
+    session: Any, tmp_path: Path
+) -> None:
+    subnet = session.client("ec2").describe_subnets()["Subnets"][0]["SubnetId"]
+    s = settings(private=True, allow_cidr="", subnets=(subnet,))
+    lines: list[str] = []
+    result = run_deploy(session, tmp_path, s, out=lines.append)
+    assert addresses(session) == []
+    private_ip = instance(session, result.coordinator_instance)["PrivateIpAddress"]
+    assert result.endpoint == f"http://{private_ip}:{s.port}"
+    assert len(alarms(session)) == 2
+    assert any("no Elastic IP with --private" in line for line in lines)

@@ -249,11 +249,16 @@ async def test_sigterm_stops_every_process_ecache_up_started(tmp_path: Path) -> 
             else:
                 pytest.fail(f"the scaler did not add a node: {len(view['nodes'])} node(s)")
         children = children_of(proc.pid)
+        # ecache up is the supervisor: the nodes (the scaler's third too) are its
+        # children, not the coordinator's, and so is the coordinator.
         node_pids = {int(n["ref"]) for n in view["nodes"]}
         assert node_pids <= set(children), (node_pids, children)
         origins = [p for p in children if "demo-origin" in cmdline(p)]
         assert len(origins) == 1, {p: cmdline(p) for p in children}
-        assert len(children) == 4  # three nodes and the demo origin, nothing else
+        coordinators = [p for p in children if "supervised-coordinator" in cmdline(p)]
+        assert len(coordinators) == 1, {p: cmdline(p) for p in children}
+        # Three nodes, the demo origin and the coordinator, nothing else.
+        assert len(children) == 5, {p: cmdline(p) for p in children}
 
         proc.send_signal(signal.SIGTERM)
         assert await asyncio.wait_for(proc.wait(), 60) == 0
@@ -269,7 +274,7 @@ async def test_sigterm_stops_every_process_ecache_up_started(tmp_path: Path) -> 
             reader.cancel()
 
 
-async def test_killed_coordinator_leaves_no_orphan(tmp_path: Path) -> None:
+async def test_killed_supervisor_leaves_no_orphan(tmp_path: Path) -> None:
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -293,7 +298,8 @@ async def test_killed_coordinator_leaves_no_orphan(tmp_path: Path) -> None:
             line = await asyncio.wait_for(proc.stderr.readline(), 60)
             assert line, "ecache up exited before it was ready"
             if b'"event": "ready"' in line:
-                url = str(json.loads(line)["url"])
+                ready = json.loads(line)
+                url = str(ready["url"])
                 break
         async with AsyncClient(url) as client:
             view = await client.cluster()
@@ -301,13 +307,15 @@ async def test_killed_coordinator_leaves_no_orphan(tmp_path: Path) -> None:
             assert await client.get("k") == b"v"
         pids = [int(n["ref"]) for n in view["nodes"]]
         assert len(pids) == 2 and all(pid_alive(p) for p in pids)
-        proc.kill()  # SIGKILL: no clean-up code runs in the coordinator
+        pids.append(int(ready["coordinator_pid"]))
+        assert pid_alive(pids[-1])
+        proc.kill()  # SIGKILL: no clean-up code runs in the supervisor (ecache up)
         await proc.wait()
         for _ in range(300):  # a deadline, not a speed check: the machine may be busy
             if not any(pid_alive(p) for p in pids):
                 break
             await asyncio.sleep(0.1)
-        assert not any(pid_alive(p) for p in pids), "nodes outlived a SIGKILLed coordinator"
+        assert not any(pid_alive(p) for p in pids), "processes outlived a SIGKILLed ecache up"
     finally:
         if proc.returncode is None:
             proc.kill()

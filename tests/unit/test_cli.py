@@ -126,7 +126,10 @@ def test_bad_toml(tmp_path: pytest.TempPathFactory, capsys: pytest.CaptureFixtur
 
 def test_no_command_prints_help(capsys: pytest.CaptureFixture[str]) -> None:
     assert main([]) == 2
-    assert "COMMAND" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "COMMAND" in out
+    # The commands ecache starts itself (worker, supervised-coordinator) are not listed.
+    assert "SUPPRESS" not in out and "worker" not in out and "supervised" not in out
 
 
 def test_tier_flags_and_modes(tmp_path: pytest.TempPathFactory) -> None:

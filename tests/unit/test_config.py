@@ -156,3 +156,18 @@ def test_node_failure_timings_are_bounded_seconds(name: str, bad: object) -> Non
 def test_node_failure_timings_default_to_a_short_budget_and_a_long_grace() -> None:
     coordinator = ClusterSettings.from_mapping({}).coordinator
     assert (coordinator.request_budget, coordinator.suspect_grace) == (5.0, 120.0)
+
+
+@pytest.mark.parametrize(
+    ("scaler", "message"),
+    [
+        ({"bootstrap": "halves"}, "scaler.bootstrap must be 'split' or 'two-phase'"),
+        ({"first_share": 0.75}, "first_share must be in"),
+        ({"first_share": 0.001}, "first_share must be in"),
+        ({"imbalance_target": 0}, "imbalance_target"),
+        ({"balance_pause": -1}, "balance_pause"),
+    ],
+)
+def test_bad_bootstrap_settings_name_the_key(scaler: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        ClusterSettings.from_mapping({"scaler": scaler})

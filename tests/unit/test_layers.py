@@ -32,6 +32,7 @@ CORE_MODULES = [
     "elastic_cache.coordinator.membership",
     "elastic_cache.coordinator.migration",
     "elastic_cache.coordinator.rates",
+    "elastic_cache.coordinator.resume",
     "elastic_cache.coordinator.router",
     "elastic_cache.coordinator.scaler",
     "elastic_cache.cost",

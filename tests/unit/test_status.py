@@ -94,3 +94,22 @@ def test_a_suspect_node_shows_as_suspect_with_its_event() -> None:
     row = next(line for line in text.splitlines() if line.startswith("node-1"))
     assert row.rstrip().endswith("suspect")
     assert "node-1 does not answer" in text
+
+
+def test_replication_shows_copies_and_repair() -> None:
+    view: dict[str, object] = {"epoch": 3, "nodes": []}
+    assert "replication" not in render_status(view)  # one copy: nothing to say
+    view["replication"] = {
+        "factor": 2,
+        "write_quorum": 2,
+        "buckets": 4,
+        "under_replicated": 1,
+        "repairing": True,
+        "copies_made": 5,
+    }
+    assert (
+        "replication 2 (writes wait for 2): 1 of 4 ranges under-replicated, repairing; "
+        "5 range copies made"
+    ) in render_status(view)
+    view["replication"] = {**view["replication"], "under_replicated": 0}  # type: ignore[dict-item]
+    assert "every range has its copies" in render_status(view)

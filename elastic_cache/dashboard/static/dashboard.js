@@ -93,7 +93,23 @@
     const sc = view.scaler || {};
     $("#footer-scaler").textContent =
       "scaler " + (sc.enabled ? "on" : "off") + " · max " + sc.max_nodes + " nodes · on_full=" +
-      sc.on_full + " · prices " + (view.price_region || "?") + " · ";
+      sc.on_full + " · prices " + (view.price_region || "?") +
+      (view.price_source ? " (" + view.price_source + ")" : "") + " · " +
+      copiesText(view.replication) + bootstrapText(view.bootstrap);
+  }
+
+  function copiesText(rep) {
+    if (!rep || rep.factor <= 1) return "";
+    const short = rep.under_replicated
+      ? rep.under_replicated + " of " + rep.buckets + " ranges short of copies" +
+        (rep.repairing ? ", repairing" : "")
+      : "every range has its copies";
+    return "copies " + rep.factor + " (" + short + ") · ";
+  }
+
+  function bootstrapText(boot) {
+    if (!boot || boot.policy !== "two-phase") return "";
+    return "imbalance " + boot.imbalance.toFixed(3) + (boot.balancing ? ", balancing" : "") + " · ";
   }
 
   // -- ring ---------------------------------------------------------------------------

@@ -46,6 +46,7 @@ def test_public_names_are_pinned() -> None:
         "io_cost",
         "monthly_cost",
         "monthly_costs",
+        "price_source",
         "price_table",
         "ranked",
         "request_cost",

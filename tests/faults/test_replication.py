@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import os
 import random
 import signal
 from pathlib import Path
 
+import aiohttp
 import pytest
 
 from elastic_cache.client import AsyncClient
@@ -22,7 +24,8 @@ from elastic_cache.coordinator.cluster import Cluster
 from elastic_cache.errors import ElasticCacheError
 
 from ..checked_load import CheckedLoad
-from .test_cluster_processes import pid_alive, process_cluster
+from ..integration.test_cluster_processes import pid_alive, process_cluster
+from .traffic import check_filled, checked_traffic, fill
 
 pytestmark = pytest.mark.slow
 
@@ -80,9 +83,20 @@ async def test_every_write_is_on_two_nodes_and_reads_fall_back(tmp_path: Path) -
             assert await client.get("k1") is None
         kinds = [e["kind"] for e in cluster.events.since(0)]
         assert "node_failed" in kinds
+        async with aiohttp.ClientSession() as http:
+            async with http.get(f"{pc.url}/v1/cluster") as resp:
+                rep = (await resp.json())["replication"]
+            async with http.get(f"{pc.url}/metrics") as resp:
+                metrics = await resp.text()
+        assert rep["factor"] == 2 and rep["write_quorum"] == 2
+        assert rep["under_replicated"] == 0 and rep["copies_made"] >= 1
+        assert "ecache_under_replicated_ranges 0.0" in metrics
+        assert "ecache_replication_factor 2.0" in metrics
 
 
-async def test_ten_node_kills_under_traffic_lose_no_acknowledged_write(tmp_path: Path) -> None:
+async def test_ten_node_kills_under_traffic_lose_no_acknowledged_write(
+    tmp_path: Path, fault_results: list[str]
+) -> None:
     """rf = 2, w = 2: a node is SIGKILLed, the cluster notices, re-replicates and gets a
     new node (a live split into it), ten times over, while four clients write, delete
     and read; every read and the final state match the model."""
@@ -116,7 +130,10 @@ async def test_ten_node_kills_under_traffic_lose_no_acknowledged_write(tmp_path:
         finally:
             stop.set()
             await asyncio.gather(*clients)
-        print(f"{load.ops} operations, {load.errors} failed (tolerated)")
+        fault_results.append(
+            f"rf=2, 10 node kills under traffic: {load.ops:,} operations, {load.errors} "
+            f"failed (tolerated), {len(load.failures)} wrong answers"
+        )
         assert load.failures == []
         assert load.ops > 1000
         async with AsyncClient(pc.url, timeout=60) as client:
@@ -200,21 +217,10 @@ async def test_a_node_killed_mid_move_loses_no_acknowledged_write(
     }
     async with process_cluster(tmp_path, data) as pc:
         cluster = pc.coord.cluster
-        async with AsyncClient(pc.url, timeout=60) as client:
-            for i in range(0, 9000, 300):
-                await asyncio.gather(
-                    *(client.put(f"k{j}", f"v{j}".encode()) for j in range(i, i + 300))
-                )
+        await fill(pc.url, 9000)
         load = CheckedLoad([f"user:{i}" for i in range(600)], 3, put=0.5, delete=0.05)
-        stop = asyncio.Event()
-
-        async def run(n: int) -> None:
-            async with AsyncClient(pc.url, timeout=60, retries=2) as c:
-                await load.client_ops(c, n, stop=stop, tolerate=(ElasticCacheError,))
-
-        clients = [asyncio.create_task(run(n)) for n in range(3)]
-        adding = asyncio.create_task(cluster.add_node())
-        try:
+        async with checked_traffic(pc.url, load):
+            adding = asyncio.create_task(cluster.add_node())
             for _ in range(1000):
                 mig = cluster.active_migration
                 if mig is not None and mig.kind == "split":
@@ -232,14 +238,10 @@ async def test_a_node_killed_mid_move_loses_no_acknowledged_write(
             await until(lambda: node not in cluster.nodes, 30, f"{node} dropped")
             await until(lambda: replicated(cluster), 60, "re-replication")
             await asyncio.sleep(0.5)  # traffic on the recovered cluster
-        finally:
-            stop.set()
-            await asyncio.gather(*clients)
         assert load.failures == []
         async with AsyncClient(pc.url, timeout=60) as client:
             assert await load.final_mismatches(client) == []
-            for j in range(0, 9000, 7):
-                assert await client.get(f"k{j}") == f"v{j}".encode(), j
+        await check_filled(pc.url, 9000)
         assert mig.state == "abandoned"
 
 
@@ -275,3 +277,50 @@ async def test_a_node_paused_past_the_grace_is_dropped_and_never_serves_again(
                 assert await client.get(f"k{i}") == f"w{i}".encode(), i
         kinds = [e["kind"] for e in cluster.events.since(0)]
         assert "node_suspect" in kinds and "node_failed" in kinds
+
+
+async def test_a_node_the_coordinator_cannot_reach_but_its_neighbours_hear_is_kept(
+    tmp_path: Path,
+) -> None:
+    """The failure detector asks for a second opinion: past `suspect_grace` a node is
+    declared dead only if its ring neighbours stopped hearing its heartbeats too. Here
+    the coordinator's own way to one node is cut (its client points at a closed port)
+    while the node runs: it turns suspect, then *cut off*, and is never dropped; once
+    the coordinator reaches it again it recovers with every value."""
+    data = settings()
+    data["coordinator"] = {"initial_nodes": 3, "request_budget": 1.0, "suspect_grace": 2.0}
+    async with process_cluster(tmp_path, data) as pc:
+        cluster = pc.coord.cluster
+        async with AsyncClient(pc.url, timeout=30, retries=1) as client:
+            for i in range(100):
+                await client.put(f"k{i}", f"v{i}".encode())
+        await until(
+            lambda: (
+                all(
+                    age is not None
+                    for info in cluster.nodes.values()
+                    for age in info.peer_ages.values()
+                )
+                and all(info.peer_ages for info in cluster.nodes.values())
+            ),
+            20,
+            "every node to hear its neighbours",
+        )
+        info = cluster.nodes["node-2"]
+        real = info.client
+        info.client = cluster._client_factory(
+            dataclasses.replace(info.handle, address="http://127.0.0.1:9")
+        )
+        try:
+            await until(lambda: info.cut_off, 30, "the node to be kept as cut off")
+            await asyncio.sleep(1.5)  # several polls past the grace: still a member
+            assert "node-2" in cluster.nodes and info.suspect_since
+        finally:
+            await info.client.close()
+            info.client = real
+        await until(lambda: not info.suspect_since, 30, "the node to recover")
+        async with AsyncClient(pc.url, timeout=30) as client:
+            for i in range(100):
+                assert await client.get(f"k{i}") == f"v{i}".encode(), i
+        kinds = [e["kind"] for e in cluster.events.since(0)]
+        assert "node_cut_off" in kinds and "node_failed" not in kinds

@@ -1,0 +1,170 @@
+"""``ecache deploy --update`` against moto: the running and the asked values are printed,
+the coordinator is stopped, its user data rewritten and started again; settings it
+cannot change are refused with nothing changed; a failure mid-update puts the old
+configuration back and starts the coordinator again."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from elastic_cache import cli
+from elastic_cache.awserrors import AwsError
+from elastic_cache.deploy import update
+from elastic_cache.deploy.access import POLICY_NAME
+from elastic_cache.errors import ConfigError
+
+from .conftest import REGION, record_calls
+from .test_deploy import run_deploy, settings
+from .test_deploy_plan import config_of, inject
+
+
+def run_update(session: Any, s: Any) -> tuple[bool, list[str]]:
+    lines: list[str] = []
+    changed = update(s, session=session, out=lines.append, sleep=lambda _: None)
+    return changed, lines
+
+
+def state(session: Any, instance_id: str) -> str:
+    reply = session.client("ec2").describe_instances(InstanceIds=[instance_id])
+    return str(reply["Reservations"][0]["Instances"][0]["State"]["Name"])
+
+
+def test_update_changes_limits_budget_and_tags_in_place(session: Any, tmp_path: Path) -> None:
+    s = settings()
+    first = run_deploy(session, tmp_path, s)
+    asked = settings(
+        name=s.name, max_nodes=6, min_nodes=2, max_usd_per_hour=1.0, tags=("team=cache",)
+    )
+    changed, lines = run_update(session, asked)
+    assert changed
+    text = "\n".join(lines)
+    assert "--max-nodes" in text and "running 4" in text and "asked 6" in text
+    # "applied" comes after the restart, never before.
+    applied = next(i for i, line in enumerate(lines) if line.startswith("applied:"))
+    stopping = next(i for i, line in enumerate(lines) if line.startswith("stopping"))
+    assert stopping < applied
+    running = config_of(session, first.coordinator_instance)
+    assert (running.scaler.max_nodes, running.scaler.min_nodes) == (6, 2)
+    assert running.scaler.max_usd_per_hour == 1.0
+    assert running.ec2 is not None and running.ec2.tags == ("team=cache",)
+    assert state(session, first.coordinator_instance) == "running"
+    tags = session.client("ec2").describe_instances(InstanceIds=[first.coordinator_instance])
+    found = {t["Key"]: t["Value"] for t in tags["Reservations"][0]["Instances"][0]["Tags"]}
+    assert found["team"] == "cache"
+    # A plain deploy with the new values now agrees with the cluster.
+    run_deploy(session, tmp_path, asked)
+    # Nothing left to change.
+    assert run_update(session, asked)[0] is False
+
+
+def test_update_refuses_what_it_cannot_change(session: Any, tmp_path: Path) -> None:
+    s = settings()
+    first = run_deploy(session, tmp_path, s)
+    with pytest.raises(ConfigError, match=r"--port: running 8080, asked 9090") as err:
+        run_update(session, settings(name=s.name, port=9090, max_nodes=6))
+    assert "Nothing was changed" in str(err.value)
+    assert config_of(session, first.coordinator_instance).scaler.max_nodes == 4
+    assert state(session, first.coordinator_instance) == "running"
+
+
+def test_a_plain_deploy_with_other_limits_points_to_update(session: Any, tmp_path: Path) -> None:
+    s = settings()
+    run_deploy(session, tmp_path, s)
+    with pytest.raises(ConfigError, match="pass --update"):
+        run_deploy(session, tmp_path, settings(name=s.name, max_nodes=6))
+
+
+def test_a_failure_mid_update_restores_the_running_configuration(
+    session: Any, tmp_path: Path
+) -> None:
+    s = settings()
+    first = run_deploy(session, tmp_path, s)
+    inject(session, "ec2", "ModifyInstanceAttribute", code="UnauthorizedOperation")
+    lines: list[str] = []
+    with pytest.raises(AwsError):
+        update(
+            settings(name=s.name, max_nodes=6),
+            session=session,
+            out=lines.append,
+            sleep=lambda _: None,
+        )
+    text = "\n".join(lines)
+    assert "update failed" in text and "the running values remain" in text
+    assert not any(line.startswith("applied") for line in lines)
+    assert config_of(session, first.coordinator_instance).scaler.max_nodes == 4
+    assert state(session, first.coordinator_instance) == "running"
+    assert "runs again with its old configuration" in text
+
+
+def test_update_without_a_cluster_says_to_deploy(session: Any) -> None:
+    with pytest.raises(ConfigError, match="deploy without --update"):
+        run_update(session, settings())
+
+
+@pytest.mark.parametrize(
+    ("types", "fragment"),
+    [
+        (("m7g.large",), "not of the running bundle's architecture"),
+        (("t3.nano",), "does not fit t3.nano"),
+    ],
+)
+def test_update_refuses_node_types_the_running_cluster_cannot_take(
+    session: Any, tmp_path: Path, types: tuple[str, ...], fragment: str
+) -> None:
+    s = settings()
+    first = run_deploy(session, tmp_path, s)
+    with pytest.raises(ConfigError, match=fragment):
+        run_update(session, settings(name=s.name, instance_types=types))
+    running = config_of(session, first.coordinator_instance).ec2
+    assert running is not None and running.instance_types == ("t3.small",)
+    assert state(session, first.coordinator_instance) == "running"
+
+
+def test_update_to_larger_node_types(session: Any, tmp_path: Path) -> None:
+    s = settings()
+    first = run_deploy(session, tmp_path, s)
+    puts = record_calls(session.events, "iam", "PutRolePolicy")
+    changed, lines = run_update(session, settings(name=s.name, instance_types=("t3.medium",)))
+    assert changed and any("--instance-type" in line for line in lines)
+    running = config_of(session, first.coordinator_instance).ec2
+    assert running is not None and running.instance_types == ("t3.medium",)
+    # The coordinator's role names the types it may launch: the old and the new while the
+    # coordinator restarts, then the new one only.
+    allowed = [
+        next(
+            st["Condition"]["StringEquals"]["ec2:InstanceType"]
+            for st in json.loads(call["PolicyDocument"])["Statement"]
+            if st["Sid"] == "RunOnlyTaggedNodes"
+        )
+        for call in puts
+    ]
+    assert allowed == [["t3.small", "t3.medium"], ["t3.medium"]]
+    policy = session.client("iam").get_role_policy(
+        RoleName=f"ecache-{s.name}-coordinator", PolicyName=POLICY_NAME
+    )["PolicyDocument"]
+    run = next(st for st in policy["Statement"] if st["Sid"] == "RunOnlyTaggedNodes")
+    assert run["Condition"]["StringEquals"]["ec2:InstanceType"] == ["t3.medium"]
+
+
+def test_the_update_flag_on_the_command_line(
+    session: Any,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    s = settings()
+    first = run_deploy(session, tmp_path, s)
+    monkeypatch.setattr(cli, "_boto_session", lambda region: session)
+    monkeypatch.setattr("time.sleep", lambda seconds: None)
+    argv = ["deploy", "--name", s.name, "--region", REGION, "--allow-cidr", "203.0.113.7/32"]
+    # A plain deploy refuses (exit 2) and points to --update; --update applies.
+    assert cli.main([*argv, "--max-nodes", "5", "--no-wait"]) == 2
+    assert "pass --update" in capsys.readouterr().err
+    assert cli.main([*argv, "--max-nodes", "5", "--no-wait", "--update"]) == 0
+    out = capsys.readouterr().out
+    assert "running 4" in out and "asked 5" in out and "applied:" in out
+    assert config_of(session, first.coordinator_instance).scaler.max_nodes == 5

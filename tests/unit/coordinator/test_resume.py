@@ -1,0 +1,143 @@
+"""`abort_interrupted_moves`: a coordinator that died mid-move, on simulated nodes (the
+same with real processes and SIGKILL: tests/faults/test_coordinator_crash.py)."""
+
+from __future__ import annotations
+
+from elastic_cache.config import ClusterSettings
+from elastic_cache.coordinator.cluster import Cluster
+from elastic_cache.coordinator.resume import abort_interrupted_moves
+from elastic_cache.node.local import LocalNetwork
+from elastic_cache.sim.metered import CpuMeter
+from elastic_cache.sim.nodeclient import MigrationClock, SimNodeClient
+from elastic_cache.sim.provisioner import SimProvisioner
+
+KEYS = [f"k{i}" for i in range(400)]
+
+
+async def two_nodes_with_keys() -> Cluster:
+    settings = ClusterSettings.from_mapping(
+        {
+            "coordinator": {"initial_nodes": 2},
+            "nodes": {"index": "sorted", "capacity_records": 1000},
+            "scaler": {"enabled": False},
+        }
+    )
+    network = LocalNetwork()
+    meter = CpuMeter()
+    clock = MigrationClock(meter, 1e9)
+    provisioner = SimProvisioner(settings.nodes, network, meter, lambda: 0.0)
+    provisioner.booting = False
+    cluster = Cluster(
+        settings, provisioner, lambda h: SimNodeClient(h.node_id, h.address, network, clock)
+    )
+    await cluster.start()
+    for key in KEYS:
+        owner = cluster.client_for(cluster.ring.lookup(key).node)
+        assert (await owner.put(key, key.encode(), "text/plain", None)).status == 204
+    return cluster
+
+
+async def half_a_move(cluster: Cluster, *, committed: bool) -> tuple[str, str, int, int]:
+    """node-1 sends half of its bucket to node-2 and the coordinator "dies": before the
+    commit, or after the destination's commit and the ring's change (not the source's)."""
+    bucket = cluster.ring.buckets_of("node-1")[0].token
+    lo, _ = cluster.ring.range_of(bucket)
+    src, dst = cluster.client_for("node-1"), cluster.client_for("node-2")
+    median = await src.median_token(lo, bucket)
+    assert median is not None
+    await dst.begin_migration("m1", "destination", lo, median)
+    await src.begin_migration("m1", "source", lo, median, peer=dst.address)
+    await src.send_migration("m1")
+    if committed:
+        ring = cluster.ring.copy()
+        ring.split(bucket, median, "node-2")
+        await dst.commit_migration("m1", ring.epoch, [list(r) for r in ring.ranges_of("node-2")])
+        cluster.ring = ring
+    await cluster.refresh_stats()
+    return "node-1", "node-2", lo, median
+
+
+async def everything_reads_back(cluster: Cluster) -> bool:
+    for key in KEYS:
+        answer = await cluster.client_for(cluster.ring.lookup(key).node).get(key)
+        if answer.status != 200 or answer.body != key.encode():
+            return False
+    return True
+
+
+async def test_before_the_commit_the_source_keeps_the_range_and_the_partial_copy_goes() -> None:
+    cluster = await two_nodes_with_keys()
+    src, dst, lo, hi = await half_a_move(cluster, committed=False)
+    assert [m["id"] for m in cluster.node(src).migrations] == ["m1"]
+    (in_dst,) = await cluster.client_for(dst).count_ranges([(lo, hi)])
+    assert in_dst > 0  # the partial copy
+    (in_src,) = await cluster.client_for(src).count_ranges([(lo, hi)])
+
+    assert await abort_interrupted_moves(cluster) == 2
+    await cluster.refresh_stats()
+    assert cluster.node(src).migrations == cluster.node(dst).migrations == []
+    assert await cluster.client_for(dst).count_ranges([(lo, hi)]) == [0]
+    assert await cluster.client_for(src).count_ranges([(lo, hi)]) == [in_src]
+    assert await everything_reads_back(cluster)
+    assert any(e["kind"] == "migration_abandoned" for e in cluster.events.since())
+
+
+async def test_after_the_ring_moved_the_source_drops_its_stale_copy() -> None:
+    cluster = await two_nodes_with_keys()
+    src, dst, lo, hi = await half_a_move(cluster, committed=True)
+    (moved,) = await cluster.client_for(dst).count_ranges([(lo, hi)])
+    assert moved > 0
+
+    assert await abort_interrupted_moves(cluster) == 1  # the destination had committed
+    await cluster.refresh_stats()
+    assert cluster.node(src).migrations == []
+    assert await cluster.client_for(src).count_ranges([(lo, hi)]) == [0]
+    assert await cluster.client_for(dst).count_ranges([(lo, hi)]) == [moved]
+    assert await everything_reads_back(cluster)
+
+
+async def test_nothing_to_do_without_moves() -> None:
+    cluster = await two_nodes_with_keys()
+    assert await abort_interrupted_moves(cluster) == 0
+    assert await everything_reads_back(cluster)
+
+
+async def test_a_repair_copy_keeps_its_source_a_holder() -> None:
+    """With replication a copy's source may be a holder that is not the owner: the
+    interrupted copy is aborted, and the source keeps its records."""
+    settings = ClusterSettings.from_mapping(
+        {
+            "cluster": {"replication": 2},
+            "coordinator": {"initial_nodes": 3},
+            "nodes": {"index": "sorted", "capacity_records": 1000},
+            "scaler": {"enabled": False},
+        }
+    )
+    network = LocalNetwork()
+    meter = CpuMeter()
+    clock = MigrationClock(meter, 1e9)
+    provisioner = SimProvisioner(settings.nodes, network, meter, lambda: 0.0)
+    provisioner.booting = False
+    cluster = Cluster(
+        settings, provisioner, lambda h: SimNodeClient(h.node_id, h.address, network, clock)
+    )
+    await cluster.start()
+    bucket = next(iter(cluster.ring))
+    lo, hi = cluster.ring.range_of(bucket.token)
+    owner, copy_holder = cluster.holders(hi)[:2]
+    (other,) = set(cluster.nodes) - {owner, copy_holder}
+    for key in KEYS:
+        if cluster.ring.lookup(key).token == bucket.token:
+            for node in (owner, copy_holder):
+                await cluster.client_for(node).put(key, key.encode(), "text/plain", None)
+    (held,) = await cluster.client_for(copy_holder).count_ranges([(lo, hi)])
+    assert held > 0
+    src, dst = cluster.client_for(copy_holder), cluster.client_for(other)
+    await dst.begin_migration("c1", "destination", lo, hi)
+    await src.begin_migration("c1", "source", lo, hi, peer=dst.address)
+    await src.send_migration("c1")
+    await cluster.refresh_stats()
+
+    assert await abort_interrupted_moves(cluster) == 2
+    assert await cluster.client_for(copy_holder).count_ranges([(lo, hi)]) == [held]
+    assert await cluster.client_for(other).count_ranges([(lo, hi)]) == [0]
