@@ -217,9 +217,7 @@ def test_a_refused_alarm_rolls_back_the_address_with_the_rest(session: Any, tmp_
     assert found == NOTHING
 
 
-def test_a_private_cluster_gets_the_alarms_but_no_elastic_ip(
-    session: Any, tmp_path: Path
-) -> None:
+def test_a_private_cluster_gets_the_alarms_but_no_elastic_ip(session: Any, tmp_path: Path) -> None:
     subnet = session.client("ec2").describe_subnets()["Subnets"][0]["SubnetId"]
     s = settings(private=True, allow_cidr="", subnets=(subnet,))
     lines: list[str] = []
