@@ -8,7 +8,8 @@ forwarded by the move protocol, and its copies are re-made elsewhere, within the
 minutes EC2 gives. Should the instance go before the drain ends, the node's death is
 handled as any other (with ``replication`` >= 2 its keys have copies). When the drain
 leaves fewer nodes than the floor (``min_nodes``, and one per copy of a key), a
-replacement is launched.
+replacement is launched; a drain that fails (the node died first) leaves that to the
+death path.
 """
 
 from __future__ import annotations
@@ -108,23 +109,24 @@ class SpotDrain:
             self.cluster.events.add(
                 "spot_drain_failed", f"{node_id}: drain stopped: {exc}", node=node_id
             )
-        else:
-            self.cluster.events.add(
-                "spot_drained", f"{node_id} drained before its interruption", node=node_id
-            )
+            return
         finally:
             self.draining.pop(node_id, None)
+        self.cluster.events.add(
+            "spot_drained", f"{node_id} drained before its interruption", node=node_id
+        )
         try:
             await self._refill()
         except ElasticCacheError as exc:
             self.cluster.events.add("spot_replace_failed", f"replacing {node_id}: {exc}")
 
     async def _refill(self) -> None:
-        """Launch a replacement when the cluster is below its floor."""
+        """Launch a replacement when the cluster, counting launches under way, is below
+        its floor (a drain is no death, so the death path does not)."""
         settings = self.cluster.settings
         floor = max(settings.scaler.min_nodes, settings.cluster.replication)
-        room = settings.scaler.max_nodes - self.cluster.launches_under_way()
-        if len(self.cluster.nodes) < floor and len(self.cluster.nodes) < room:
+        have = len(self.cluster.nodes) + self.cluster.launches_under_way()
+        if have < floor and have < settings.scaler.max_nodes:
             self.cluster.events.add(
                 "spot_replace", f"below {floor} node(s) after a Spot interruption; launching"
             )
