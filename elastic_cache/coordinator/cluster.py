@@ -339,7 +339,44 @@ class Cluster(Membership):
         """Give a new node its first data, by the ``[scaler] bootstrap`` policy: half of
         the fullest bucket (``split``), or a small share now and the rest by background
         moves until the cluster is balanced (``two-phase``). The node serves once this
-        returns."""
+        returns.
+
+        When the move fails because its *source* died (not the new node), the new node is
+        kept: once the dead source is dropped (its ranges go to their successors, which
+        hold their copies under replication), it gets its share again from the cluster
+        as it is then, instead of being discarded and another node launched.
+        """
+        try:
+            return await self._bring_in(new_node)
+        except MoveFailed:
+            failed = next((m for m in reversed(self.migrations) if m.destination == new_node), None)
+            if (
+                failed is None
+                or failed.source == new_node
+                or not await self._source_died(failed.source)
+            ):
+                raise
+            if new_node not in self.nodes or not await self.client_for(new_node).healthy():
+                raise
+            self.events.add(
+                "bootstrap_retried",
+                f"the source of {new_node}'s first move ({failed.source}) died; {new_node} "
+                "gets its share again",
+                node=new_node,
+            )
+            return await self._bring_in(new_node)
+
+    async def _source_died(self, node: str) -> bool:
+        """Whether ``node`` is (or, within 10 s, turns out to be) dropped as dead."""
+        check = self.suspect(node)
+        if check is None:
+            return True
+        try:
+            return await asyncio.wait_for(asyncio.shield(check), 10.0)
+        except TimeoutError:
+            return False
+
+    async def _bring_in(self, new_node: str) -> MigrationInfo | None:
         if self.settings.scaler.bootstrap == "split":
             return await self.split_into(new_node)
         share = self.settings.scaler.first_share

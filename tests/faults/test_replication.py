@@ -206,7 +206,8 @@ async def test_a_node_killed_mid_move_loses_no_acknowledged_write(
 ) -> None:
     """rf = 2: a scale-out's split is streaming (paced) when its source or its destination
     is SIGKILLed, while clients write; the move is abandoned, the cluster recovers from
-    the copies, and every read and the final state match the model."""
+    the copies (a dead source's new node is kept and gets its share again), and every
+    read and the final state match the model."""
     data = settings()
     data["nodes"] = {
         "index": "sorted",
@@ -233,8 +234,15 @@ async def test_a_node_killed_mid_move_loses_no_acknowledged_write(
                 pytest.fail("the split never started streaming")
             node = mig.source if victim == "source" else mig.destination
             os.kill(int(cluster.nodes[node].handle.ref), signal.SIGKILL)
-            with contextlib.suppress(ElasticCacheError):
-                await adding
+            if victim == "source":
+                # The new node is kept and gets its share again once the source is gone.
+                info, again = await adding
+                assert again is not None and again.state == "done"
+                assert info.node_id == mig.destination
+                assert cluster.ring.buckets_of(info.node_id)
+            else:
+                with pytest.raises(ElasticCacheError):
+                    await adding
             await until(lambda: node not in cluster.nodes, 30, f"{node} dropped")
             await until(lambda: replicated(cluster), 60, "re-replication")
             await asyncio.sleep(0.5)  # traffic on the recovered cluster
