@@ -215,6 +215,25 @@ class Cluster(Membership):
 
     # -- replication -------------------------------------------------------------------
 
+    def _replace_for_copies(self) -> None:
+        """Fewer nodes than copies after a death: launch one (in the background, within
+        ``max_nodes``), so every key gets its ``rf`` copies back."""
+        cap = min(self.rf, self.settings.scaler.max_nodes)
+        if len(self.nodes) + self.launches_under_way() >= cap:
+            return
+        self.events.add(
+            "replacing",
+            f"{len(self.nodes)} node(s) left for {self.rf} copies of each key: launching one",
+        )
+
+        async def replace() -> None:
+            try:
+                await self.add_node()
+            except ElasticCacheError as exc:
+                log.warning("launching a node to restore the copies failed: %s", exc)
+
+        self._replacement = asyncio.create_task(replace())
+
     def repair_soon(self) -> None:
         """Start re-creating missing copies in the background (one task at a time)."""
         if self.rf <= 1:
@@ -707,6 +726,7 @@ class Cluster(Membership):
                 with contextlib.suppress(ElasticCacheError):
                     await self._push_ownership(list(self.nodes))
                 self.repair_soon()
+                self._replace_for_copies()
                 return
             else:
                 heirs: set[str] = set()
@@ -779,6 +799,7 @@ class Cluster(Membership):
         under = placement.under_replicated(self.ring, self.held, self.rf) if self.held else 0
         return {
             "factor": self.rf,
+            "nodes": len(self.nodes),
             "write_quorum": self.settings.cluster.quorum,
             "buckets": len(self.ring),
             "under_replicated": under,

@@ -332,3 +332,31 @@ async def test_a_node_the_coordinator_cannot_reach_but_its_neighbours_hear_is_ke
                 assert await client.get(f"k{i}") == f"v{i}".encode(), i
         kinds = [e["kind"] for e in cluster.events.since(0)]
         assert "node_cut_off" in kinds and "node_failed" not in kinds
+
+
+async def test_a_death_below_rf_nodes_launches_a_replacement(tmp_path: Path) -> None:
+    """rf = 2 on two nodes: one is SIGKILLed; the survivor serves every key at once, and
+    the cluster launches a node so that every key has two copies again."""
+    async with process_cluster(tmp_path, settings(nodes=2)) as pc:
+        cluster = pc.coord.cluster
+        async with AsyncClient(pc.url, timeout=30) as client:
+            for i in range(200):
+                await client.put(f"k{i}", f"v{i}".encode())
+            os.kill(int(cluster.nodes["node-1"].handle.ref), signal.SIGKILL)
+            for i in range(200):
+                assert await client.get(f"k{i}") == f"v{i}".encode(), i
+            await until(lambda: "node-1" not in cluster.nodes, 20, "the death to be noticed")
+            await until(
+                lambda: (
+                    cluster._replacement is not None
+                    and cluster._replacement.done()
+                    and len(cluster.nodes) == 2
+                    and replicated(cluster)
+                ),
+                60,
+                "a new node with its copies",
+            )
+            stats = await asyncio.gather(*(n.client.stats() for n in cluster.nodes.values()))
+            assert [s.records for s in stats] == [200, 200]
+        kinds = [e["kind"] for e in cluster.events.since(0)]
+        assert "replacing" in kinds
