@@ -111,6 +111,9 @@ def render_status(view: dict[str, Any]) -> str:
             if under
             else "every range has its copies"
         )
+        nodes = rep.get("nodes", rep["factor"])
+        if nodes < rep["factor"]:
+            state = f"only {nodes} node(s) for {rep['factor']} copies, so {nodes} of each; {state}"
         lines.append(
             f"replication {rep['factor']} (writes wait for {rep.get('write_quorum')}): "
             f"{state}; {rep.get('copies_made', 0)} range copies made"

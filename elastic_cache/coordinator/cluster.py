@@ -215,6 +215,25 @@ class Cluster(Membership):
 
     # -- replication -------------------------------------------------------------------
 
+    def _replace_for_copies(self) -> None:
+        """Fewer nodes than copies after a death: launch one (in the background, within
+        ``max_nodes``), so every key gets its ``rf`` copies back."""
+        cap = min(self.rf, self.settings.scaler.max_nodes)
+        if len(self.nodes) + self.launches_under_way() >= cap:
+            return
+        self.events.add(
+            "replacing",
+            f"{len(self.nodes)} node(s) left for {self.rf} copies of each key: launching one",
+        )
+
+        async def replace() -> None:
+            try:
+                await self.add_node()
+            except ElasticCacheError as exc:
+                log.warning("launching a node to restore the copies failed: %s", exc)
+
+        self._replacement = asyncio.create_task(replace())
+
     def repair_soon(self) -> None:
         """Start re-creating missing copies in the background (one task at a time)."""
         if self.rf <= 1:
@@ -339,7 +358,44 @@ class Cluster(Membership):
         """Give a new node its first data, by the ``[scaler] bootstrap`` policy: half of
         the fullest bucket (``split``), or a small share now and the rest by background
         moves until the cluster is balanced (``two-phase``). The node serves once this
-        returns."""
+        returns.
+
+        When the move fails because its *source* died (not the new node), the new node is
+        kept: once the dead source is dropped (its ranges go to their successors, which
+        hold their copies under replication), it gets its share again from the cluster
+        as it is then, instead of being discarded and another node launched.
+        """
+        try:
+            return await self._bring_in(new_node)
+        except MoveFailed:
+            failed = next((m for m in reversed(self.migrations) if m.destination == new_node), None)
+            if (
+                failed is None
+                or failed.source == new_node
+                or not await self._source_died(failed.source)
+            ):
+                raise
+            if new_node not in self.nodes or not await self.client_for(new_node).healthy():
+                raise
+            self.events.add(
+                "bootstrap_retried",
+                f"the source of {new_node}'s first move ({failed.source}) died; {new_node} "
+                "gets its share again",
+                node=new_node,
+            )
+            return await self._bring_in(new_node)
+
+    async def _source_died(self, node: str) -> bool:
+        """Whether ``node`` is (or, within 10 s, turns out to be) dropped as dead."""
+        check = self.suspect(node)
+        if check is None:
+            return True
+        try:
+            return await asyncio.wait_for(asyncio.shield(check), 10.0)
+        except TimeoutError:
+            return False
+
+    async def _bring_in(self, new_node: str) -> MigrationInfo | None:
         if self.settings.scaler.bootstrap == "split":
             return await self.split_into(new_node)
         share = self.settings.scaler.first_share
@@ -670,6 +726,7 @@ class Cluster(Membership):
                 with contextlib.suppress(ElasticCacheError):
                     await self._push_ownership(list(self.nodes))
                 self.repair_soon()
+                self._replace_for_copies()
                 return
             else:
                 heirs: set[str] = set()
@@ -742,6 +799,7 @@ class Cluster(Membership):
         under = placement.under_replicated(self.ring, self.held, self.rf) if self.held else 0
         return {
             "factor": self.rf,
+            "nodes": len(self.nodes),
             "write_quorum": self.settings.cluster.quorum,
             "buckets": len(self.ring),
             "under_replicated": under,

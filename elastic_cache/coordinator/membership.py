@@ -140,6 +140,7 @@ class Membership:
         self._suspects: dict[str, asyncio.Task[bool]] = {}
         self._repair_task: asyncio.Task[None] | None = None
         self._balance_task: asyncio.Task[None] | None = None
+        self._replacement: asyncio.Task[None] | None = None
         #: The imbalance index at the last balancing step (two-phase bootstrap).
         self.imbalance = 0.0
         #: Range copies made by repair since start (a metric).
@@ -289,7 +290,7 @@ class Membership:
 
     async def shutdown(self) -> None:
         """Stop every node this coordinator started."""
-        for task in (self._repair_task, self._balance_task):
+        for task in (self._repair_task, self._balance_task, self._replacement):
             if task is not None:
                 task.cancel()
         for info in self.nodes.values():

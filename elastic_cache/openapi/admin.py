@@ -165,6 +165,7 @@ def admin_schemas() -> dict[str, Schema]:
                 "required": ["factor", "write_quorum", "under_replicated"],
                 "properties": {
                     "factor": count,
+                    "nodes": count,
                     "write_quorum": count,
                     "buckets": count,
                     "under_replicated": count,

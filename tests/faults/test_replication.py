@@ -206,7 +206,8 @@ async def test_a_node_killed_mid_move_loses_no_acknowledged_write(
 ) -> None:
     """rf = 2: a scale-out's split is streaming (paced) when its source or its destination
     is SIGKILLed, while clients write; the move is abandoned, the cluster recovers from
-    the copies, and every read and the final state match the model."""
+    the copies (a dead source's new node is kept and gets its share again), and every
+    read and the final state match the model."""
     data = settings()
     data["nodes"] = {
         "index": "sorted",
@@ -233,8 +234,15 @@ async def test_a_node_killed_mid_move_loses_no_acknowledged_write(
                 pytest.fail("the split never started streaming")
             node = mig.source if victim == "source" else mig.destination
             os.kill(int(cluster.nodes[node].handle.ref), signal.SIGKILL)
-            with contextlib.suppress(ElasticCacheError):
-                await adding
+            if victim == "source":
+                # The new node is kept and gets its share again once the source is gone.
+                info, again = await adding
+                assert again is not None and again.state == "done"
+                assert info.node_id == mig.destination
+                assert cluster.ring.buckets_of(info.node_id)
+            else:
+                with pytest.raises(ElasticCacheError):
+                    await adding
             await until(lambda: node not in cluster.nodes, 30, f"{node} dropped")
             await until(lambda: replicated(cluster), 60, "re-replication")
             await asyncio.sleep(0.5)  # traffic on the recovered cluster
@@ -324,3 +332,31 @@ async def test_a_node_the_coordinator_cannot_reach_but_its_neighbours_hear_is_ke
                 assert await client.get(f"k{i}") == f"v{i}".encode(), i
         kinds = [e["kind"] for e in cluster.events.since(0)]
         assert "node_cut_off" in kinds and "node_failed" not in kinds
+
+
+async def test_a_death_below_rf_nodes_launches_a_replacement(tmp_path: Path) -> None:
+    """rf = 2 on two nodes: one is SIGKILLed; the survivor serves every key at once, and
+    the cluster launches a node so that every key has two copies again."""
+    async with process_cluster(tmp_path, settings(nodes=2)) as pc:
+        cluster = pc.coord.cluster
+        async with AsyncClient(pc.url, timeout=30) as client:
+            for i in range(200):
+                await client.put(f"k{i}", f"v{i}".encode())
+            os.kill(int(cluster.nodes["node-1"].handle.ref), signal.SIGKILL)
+            for i in range(200):
+                assert await client.get(f"k{i}") == f"v{i}".encode(), i
+            await until(lambda: "node-1" not in cluster.nodes, 20, "the death to be noticed")
+            await until(
+                lambda: (
+                    cluster._replacement is not None
+                    and cluster._replacement.done()
+                    and len(cluster.nodes) == 2
+                    and replicated(cluster)
+                ),
+                60,
+                "a new node with its copies",
+            )
+            stats = await asyncio.gather(*(n.client.stats() for n in cluster.nodes.values()))
+            assert [s.records for s in stats] == [200, 200]
+        kinds = [e["kind"] for e in cluster.events.since(0)]
+        assert "replacing" in kinds
