@@ -300,7 +300,8 @@ def cmd_coordinator(args: argparse.Namespace) -> int:
     settings = _cluster_settings(args)
     session = None
     on_aws = settings.coordinator.provisioner is ProvisionerKind.EC2
-    if on_aws or settings.coordinator.admin_token_parameter is not None:
+    coord = settings.coordinator
+    if on_aws or coord.admin_token_parameter is not None or coord.state_s3 is not None:
         session = _boto_session(settings.ec2.region if settings.ec2 is not None else None)
 
     def ready(coord: object, url: str) -> None:
@@ -564,6 +565,7 @@ def cmd_deploy(args: argparse.Namespace) -> int:
         tags=tuple(args.tag or ()),
         demoted_expiry_days=args.expire_demoted_days,
         replication=args.replication,
+        spot=args.spot,
     )
     if args.update:
         if args.dry_run:
@@ -884,6 +886,13 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="place each new node in the availability zone with the fewest nodes (default "
         "off: the first subnet with capacity; spreading adds cross-zone transfer charges)",
+    )
+    dep.add_argument(
+        "--spot",
+        action="store_true",
+        help="launch the nodes (never the coordinator) as Spot instances, on-demand when "
+        "Spot has no capacity; a node given its interruption notice is drained first "
+        "(default off)",
     )
     dep.add_argument(
         "--tag",

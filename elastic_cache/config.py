@@ -63,6 +63,7 @@ from urllib.parse import urlsplit
 # because settings name them.
 from elastic_cache.capacity import CapacityUnit, OnColdFull, OnFull
 from elastic_cache.cost import PriceTable, price_table
+from elastic_cache.cost.spot import SPOT_PRICE_FRACTION
 from elastic_cache.errors import ConfigError
 from elastic_cache.hashing import make_hasher
 from elastic_cache.indexes import parse_index_spec
@@ -84,6 +85,7 @@ __all__ = [
     "ReplicationSettings",
     "ScalerSettings",
     "check_tags",
+    "parse_state_s3",
     "parse_tag",
 ]
 
@@ -422,6 +424,10 @@ class CoordinatorSettings:
         suspect_grace: seconds a node whose process or instance still runs may stay
             unresponsive before it is declared dead (a pause, a long collection or a
             stalled disk is not a death).
+        state_s3: ``s3://bucket/key`` of a copy of the cluster state, kept beside the
+            file in ``state_dir`` (None: the file only). A coordinator with no file (a
+            replacement instance) resumes the cluster from it instead of starting
+            afresh; ``ecache deploy`` sets it to the deployment's bucket.
     """
 
     host: str = "127.0.0.1"
@@ -435,9 +441,12 @@ class CoordinatorSettings:
     workers: int = 1
     request_budget: float = 5.0
     suspect_grace: float = 120.0
+    state_s3: str | None = None
 
     def __post_init__(self) -> None:
         _check_host("coordinator host", self.host)
+        if self.state_s3 is not None:
+            parse_state_s3(self.state_s3)
         _check_port("coordinator port", self.port)
         if not self.state_dir:
             raise ConfigError("state_dir must not be empty")
@@ -571,6 +580,20 @@ def check_tags(name: str, tags: tuple[str, ...]) -> dict[str, str]:
     return parsed
 
 
+def parse_state_s3(url: str) -> tuple[str, str]:
+    """``s3://bucket/key`` as ``(bucket, key)``.
+
+    Raises:
+        ConfigError: not an ``s3://`` URL with a bucket and a key.
+    """
+    if not isinstance(url, str) or not url.startswith("s3://"):
+        raise ConfigError(f"coordinator.state_s3 must be s3://bucket/key, got {url!r}")
+    bucket, _, key = url[len("s3://") :].partition("/")
+    if not bucket or not key or key.endswith("/"):
+        raise ConfigError(f"coordinator.state_s3 must name a bucket and a key, got {url!r}")
+    return bucket, key
+
+
 def _check_ssm_name(name: str, value: str) -> None:
     if not isinstance(value, str) or not re.match(r"^/[A-Za-z0-9_.\-/]{1,1000}$", value):
         raise ConfigError(f"{name} must be an SSM parameter path such as /a/b, got {value!r}")
@@ -614,6 +637,13 @@ class Ec2Settings:
             capacity.
         tags: the user's tags (``KEY=VALUE``, `parse_tag`) on every node instance and
             volume, beside the cluster's own.
+        spot: launch nodes as Spot instances, falling back to on-demand when Spot has
+            no capacity or its price is refused; a node given its two-minute
+            interruption notice is drained (docs/aws.md, "Spot nodes").
+        spot_price_fraction: the share of the on-demand price a Spot node is assumed to
+            cost, in the live cost per hour (`elastic_cache.cost.spot`).
+        spot_poll_interval: seconds between the coordinator's looks for interruption
+            notices of its Spot nodes.
         private: launch nodes without a public IP address, whatever the subnet's
             default (``ecache deploy --private``).
     """
@@ -636,11 +666,22 @@ class Ec2Settings:
     root_volume_gb: int = 8
     az_spread: bool = False
     tags: tuple[str, ...] = ()
+    spot: bool = False
+    spot_price_fraction: float = SPOT_PRICE_FRACTION
+    spot_poll_interval: float = 5.0
     private: bool = False
 
     def __post_init__(self) -> None:
         check_cluster_name(self.cluster)
         check_tags("ec2.tags", self.tags)
+        if not isinstance(self.spot, bool):
+            raise ConfigError(f"ec2.spot must be true or false, got {self.spot!r}")
+        fraction = self.spot_price_fraction
+        if isinstance(fraction, bool) or not isinstance(fraction, int | float):
+            raise ConfigError(f"ec2.spot_price_fraction must be a number, got {fraction!r}")
+        if not 0 < fraction <= 1:
+            raise ConfigError(f"ec2.spot_price_fraction must be in (0, 1], got {fraction!r}")
+        _positive("ec2.spot_poll_interval", self.spot_poll_interval)
         if not isinstance(self.region, str) or not re.match(
             r"^[a-z]{2}(-[a-z]+)+-\d$", self.region
         ):

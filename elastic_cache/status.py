@@ -21,6 +21,8 @@ STATUS_EVENTS = (
     "node_suspect",
     "node_recovered",
     "node_failed",
+    "spot_interruption",
+    "spot_drain_failed",
 )
 
 #: How many of those it lists, newest last.

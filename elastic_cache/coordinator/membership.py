@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
 import time
 from collections import deque
 from collections.abc import Callable
@@ -25,6 +24,7 @@ from elastic_cache.coordinator import placement
 from elastic_cache.coordinator.events import EventLog, cold_tier_events
 from elastic_cache.coordinator.migration import MigrationInfo
 from elastic_cache.coordinator.rates import RateMeter
+from elastic_cache.coordinator.statestore import FileStateStore, StateStore
 from elastic_cache.errors import ElasticCacheError, ProvisionError, UnknownNode
 from elastic_cache.hashing import make_hasher
 from elastic_cache.node.protocol import NodeClient
@@ -100,6 +100,8 @@ class Membership:
         client_factory: builds a `NodeClient` for a node handle.
         state_path: where the state is persisted (None: not persisted).
         clock: seconds (monotonic), for the nodes' request rates.
+        state_store: where the state is persisted instead of ``state_path`` (on EC2,
+            the file and the deployment's S3 bucket: `statestore.MirroredStateStore`).
     """
 
     def __init__(
@@ -110,12 +112,16 @@ class Membership:
         *,
         state_path: Path | None = None,
         clock: Callable[[], float] = time.monotonic,
+        state_store: StateStore | None = None,
     ) -> None:
         self.settings = settings
         self._clock = clock
         self.provisioner = provisioner
         self._client_factory = client_factory
         self.state_path = state_path
+        if state_store is None and state_path is not None:
+            state_store = FileStateStore(state_path)
+        self.state_store = state_store
         self.ring = HashRing(make_hasher(settings.nodes.hash))
         #: Copies of each bucket beyond one (`placement`); empty with ``replication = 1``.
         self.rf = settings.cluster.replication
@@ -214,12 +220,12 @@ class Membership:
         writers would share the temp file (one renames it away under the other), and
         an older state could land last.
         """
-        if self.state_path is None:
+        store = self.state_store
+        if store is None:
             return
         async with self._persist_lock:
             data = json.dumps(self.to_state(), indent=1).encode()
-            path = self.state_path
-            await asyncio.get_running_loop().run_in_executor(None, _atomic_write, path, data)
+            await asyncio.get_running_loop().run_in_executor(None, store.save, data)
 
     async def _resume(self) -> bool:
         """Adopt the nodes of a persisted state if any of them still answers.
@@ -228,25 +234,30 @@ class Membership:
         stops answering (the stats poll finds them; dead when their process is gone):
         a node that died while the coordinator was away must not cost the others'
         records."""
-        path = self.state_path
-        if path is None or not path.exists():
+        store = self.state_store
+        if store is None:
+            return False
+        # A store that cannot be read fails the start (to be tried again) rather than
+        # start afresh, which would sweep the nodes of the state it could not read.
+        raw = await asyncio.to_thread(store.load)
+        if raw is None:
             return False
         try:
-            state = json.loads(path.read_text())
+            state = json.loads(raw)
             ring = HashRing.from_dict(state["ring"])
             handles = [NodeHandle.from_json(h) for h in state["nodes"]]
             held = {int(b): tuple(str(n) for n in c) for b, c in state.get("held", {}).items()}
         except (OSError, ValueError, KeyError, TypeError, ElasticCacheError) as exc:
-            log.warning("ignoring unreadable state %s: %s", path, exc)
+            log.warning("ignoring unreadable state %s: %s", store.describe(), exc)
             return False
         if ring.hasher.spec != self.ring.hasher.spec or not handles:
             return False
         clients = [self._client_factory(h) for h in handles]
         alive = await asyncio.gather(*(c.healthy() for c in clients))
         if not any(alive):
-            stale = path.with_suffix(".stale.json")
-            os.replace(path, stale)
-            log.info("previous cluster in %s is gone (nodes down); starting fresh", stale)
+            await asyncio.to_thread(store.discard)
+            where = store.describe()
+            log.info("previous cluster in %s is gone (nodes down); starting afresh", where)
             return False
         self.ring = ring
         self.held = held if self.rf > 1 else {}
@@ -458,13 +469,3 @@ class Membership:
                 if n in self.nodes
             )
         )
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)

@@ -13,10 +13,12 @@ from typing import Any
 from aiohttp import web
 
 from elastic_cache.auth import fetch_token
-from elastic_cache.config import ClusterSettings, ProvisionerKind
+from elastic_cache.config import ClusterSettings, ProvisionerKind, parse_state_s3
 from elastic_cache.coordinator.app import make_coordinator_app
 from elastic_cache.coordinator.fast import CoordinatorHotRoutes
+from elastic_cache.coordinator.s3state import S3StateStore
 from elastic_cache.coordinator.service import Coordinator
+from elastic_cache.coordinator.statestore import FileStateStore, MirroredStateStore, StateStore
 from elastic_cache.coordinator.workers import LeaderControl, start_workers, stop_workers
 from elastic_cache.errors import ConfigError
 from elastic_cache.fastpath import FastServer
@@ -25,7 +27,12 @@ from elastic_cache.logs import set_log_context
 from elastic_cache.provisioner.base import Provisioner
 from elastic_cache.provisioner.local import LocalProvisioner
 
-__all__ = ["build_provisioner", "serve_coordinator", "start_coordinator_server"]
+__all__ = [
+    "build_provisioner",
+    "build_state_store",
+    "serve_coordinator",
+    "start_coordinator_server",
+]
 
 
 def build_provisioner(
@@ -55,6 +62,25 @@ def build_provisioner(
         )
     state_dir = Path(settings.coordinator.state_dir)
     return LocalProvisioner(settings.nodes, log_dir=state_dir / "logs", token=token)
+
+
+def build_state_store(settings: ClusterSettings, session: Any = None) -> StateStore | None:
+    """The file in ``state_dir`` and, with ``coordinator.state_s3``, its S3 copy
+    (`MirroredStateStore`); None: the coordinator's default (the file alone).
+
+    Raises:
+        ConfigError: ``state_s3`` without a boto3 session.
+    """
+    url = settings.coordinator.state_s3
+    if url is None:
+        return None
+    if session is None:
+        raise ConfigError("coordinator.state_s3 needs AWS access (a boto3 session)")
+    bucket, key = parse_state_s3(url)
+    region = settings.ec2.region if settings.ec2 is not None else None
+    local = FileStateStore(Path(settings.coordinator.state_dir) / "cluster.json")
+    remote = S3StateStore(session.client("s3", region_name=region), bucket, key)
+    return MirroredStateStore(local, remote)
 
 
 async def start_coordinator_server(
@@ -138,7 +164,9 @@ async def serve_coordinator(
         token = await asyncio.to_thread(fetch_token, ssm, parameter)
     if provisioner is None:
         provisioner = build_provisioner(settings, session=session, token=token)
-    coord = Coordinator(settings, provisioner, token=token)
+    coord = Coordinator(
+        settings, provisioner, token=token, state_store=build_state_store(settings, session)
+    )
     set_log_context(node="coordinator", epoch=lambda: coord.cluster.ring.epoch)
     app = make_coordinator_app(coord, manage_lifecycle=False)
     runner = web.AppRunner(app, access_log=None, handle_signals=False)

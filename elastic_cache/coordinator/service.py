@@ -22,7 +22,10 @@ from elastic_cache.coordinator.rates import RateMeter
 from elastic_cache.coordinator.resume import abort_interrupted_moves
 from elastic_cache.coordinator.router import Router
 from elastic_cache.coordinator.scaler import Scaler
+from elastic_cache.coordinator.spotdrain import Interrupted, SpotDrain
+from elastic_cache.coordinator.statestore import StateStore
 from elastic_cache.cost import instance_price
+from elastic_cache.cost.spot import spot_price
 from elastic_cache.dashboard.history import ClusterHistory
 from elastic_cache.errors import ElasticCacheError, UnknownPrice
 from elastic_cache.metrics import CoordinatorMetrics, MeteredProvisioner
@@ -75,6 +78,8 @@ class Coordinator:
         clock: seconds, monotonic (paces the termination retries).
         token: the cluster token (`elastic_cache.auth`): required on every route of
             the coordinator's edges, and sent to the nodes; None: none.
+        state_store: where the state is persisted instead of ``state_path`` alone (the
+            file and S3 on EC2; `elastic_cache.coordinator.statestore`).
     """
 
     def __init__(
@@ -88,6 +93,7 @@ class Coordinator:
         termination_retry: float = 30.0,
         clock: Callable[[], float] = time.monotonic,
         token: str | None = None,
+        state_store: StateStore | None = None,
     ) -> None:
         self.settings = settings
         self.guard = None if token is None else TokenGuard.for_coordinator(token)
@@ -110,6 +116,7 @@ class Coordinator:
             MeteredProvisioner(provisioner, self.metrics),
             self._client_for,
             state_path=state_path,
+            state_store=state_store,
         )
         self.cluster.events.listeners.append(self.metrics.on_event)
         self.rate = RateMeter(settings.scaler.rate_half_life)
@@ -124,6 +131,15 @@ class Coordinator:
             cluster_cost_per_hour=self.cost_per_hour,
         )
         self.router = Router(self.cluster, self.scaler, self.rate)
+        ec2 = settings.ec2
+        # Only the EC2 provisioner can tell (`Ec2Provisioner.interrupted`).
+        interrupted: Interrupted | None = getattr(provisioner, "interrupted", None)
+        self.spot = SpotDrain(
+            self.cluster,
+            interrupted if ec2 is not None and ec2.spot else None,
+            interval=ec2.spot_poll_interval if ec2 is not None else 5.0,
+            clock=clock,
+        )
         self._readthrough: ReadThrough | None = None
         #: Reports of the worker processes (``--workers``), by worker index.
         self.worker_reports: dict[int, dict[str, Any]] = {}
@@ -204,13 +220,22 @@ class Coordinator:
             return 0.0
         return self.node_price(ec2.coordinator_instance_type)
 
+    def handle_price(self, handle: NodeHandle) -> float:
+        """USD per hour of one node as it runs: a Spot node at the assumed Spot price
+        (`elastic_cache.cost.spot`, ``ec2.spot_price_fraction``)."""
+        price = self.node_price(handle.instance_type)
+        ec2 = self.settings.ec2
+        if handle.extra.get("market") == "spot" and ec2 is not None:
+            return spot_price(price, ec2.spot_price_fraction)
+        return price
+
     def cost_per_hour(self) -> float:
         """What the running nodes (and on EC2 the coordinator's instance) cost per hour,
         from `elastic_cache.cost` prices (``[cost]`` in the configuration). Instances
         whose termination failed (`Cluster.unterminated`) count until they are gone: they
         may still run, and the budget must not undercount."""
-        nodes = sum(self.node_price(n.handle.instance_type) for n in self.cluster.nodes.values())
-        strays = sum(self.node_price(h.instance_type) for h in self.cluster.unterminated.values())
+        nodes = sum(self.handle_price(n.handle) for n in self.cluster.nodes.values())
+        strays = sum(self.handle_price(h) for h in self.cluster.unterminated.values())
         return self.fixed_cost_per_hour() + nodes + strays
 
     def _client_for(self, handle: NodeHandle) -> NodeClient:
@@ -247,6 +272,7 @@ class Coordinator:
             self._monitor.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._monitor
+        await self.spot.close()
         await self.scaler.close()
         if self._readthrough is not None:
             await self._readthrough.close()
@@ -276,6 +302,7 @@ class Coordinator:
                         # Dead only if its process or instance is gone (or it stayed
                         # unresponsive past the grace); otherwise suspect.
                         await self.cluster.unresponsive(node_id)
+                await self.spot.check()
                 if not failed:
                     self.scaler.maybe_scale_down()
                 await self._retry_terminations()

@@ -102,6 +102,8 @@ def coordinator_config(
                 "provisioner": "ec2",
                 "price_region": settings.region,
                 "admin_token_parameter": names.token_parameter,
+                # A replacement coordinator (new instance, new disk) resumes from here.
+                "state_s3": names.state_url,
             },
             "cluster": {"replication": settings.replication},
             "nodes": {
@@ -132,6 +134,7 @@ def coordinator_config(
                 "coordinator_instance_type": instance_type or settings.coordinator_instance_type,
                 "az_spread": settings.az_spread,
                 "tags": list(settings.tags),
+                "spot": settings.spot,
                 "private": settings.private,
             },
             # The prices deploy checked the budget with, for the coordinator's cost and
@@ -201,6 +204,7 @@ def settings_drift(settings: DeploySettings, running: ClusterSettings) -> list[s
         pairs += [
             ("--instance-type", list(ec2.instance_types), list(settings.instance_types)),
             ("--az-spread", ec2.az_spread, settings.az_spread),
+            ("--spot", ec2.spot, settings.spot),
             ("--tag", sorted(ec2.tags), sorted(settings.tags)),
             ("--private", ec2.private, settings.private),
         ]

@@ -24,6 +24,10 @@ class Created:
     profiles: list[str] = field(default_factory=list)
     parameters: list[str] = field(default_factory=list)
     instances: list[str] = field(default_factory=list)
+    #: Elastic IP allocation ids.
+    addresses: list[str] = field(default_factory=list)
+    #: CloudWatch alarm names.
+    alarms: list[str] = field(default_factory=list)
 
     def empty(self) -> bool:
         return not (
@@ -34,4 +38,6 @@ class Created:
             or self.profiles
             or self.parameters
             or self.instances
+            or self.addresses
+            or self.alarms
         )

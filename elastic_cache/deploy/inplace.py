@@ -19,6 +19,7 @@ design and not an admin call: docs/aws.md, "Changing a running cluster".
 from __future__ import annotations
 
 import base64
+import json
 import time
 import tomllib
 from collections.abc import Callable, Mapping, Sequence
@@ -26,6 +27,7 @@ from typing import Any
 
 from elastic_cache.awserrors import AwsError, aws_call
 from elastic_cache.config import ClusterSettings
+from elastic_cache.deploy.access import POLICY_NAME
 from elastic_cache.deploy.coordinator import (
     coordinator_instances,
     endpoint_of,
@@ -35,6 +37,7 @@ from elastic_cache.deploy.coordinator import (
     wait_running,
 )
 from elastic_cache.deploy.names import ClusterNames
+from elastic_cache.deploy.policies import coordinator_policy
 from elastic_cache.deploy.preflight import check_offerings, hourly_prices
 from elastic_cache.deploy.pricelist import memory_gb
 from elastic_cache.deploy.settings import DeploySettings
@@ -249,6 +252,11 @@ def update_cluster(
         old, new = rest.split(", asked ", 1)
         out(f"  {flag:<20} running {old:<24} asked {new}")
     updated = _replace_config(script, config, new_config(config, settings))
+    if running.ec2 is not None and running.ec2.instance_types != settings.instance_types:
+        # The role may launch only the configured types: the old and the new ones until
+        # the coordinator runs with the new configuration, the new ones after.
+        both = (*running.ec2.instance_types, *settings.instance_types)
+        _launch_policy(c, names, running, tuple(dict.fromkeys(both)))
     state = found[0]["State"]["Name"]
     out(f"stopping {instance_id} to write its new configuration (the nodes keep running)")
     try:
@@ -268,6 +276,8 @@ def update_cluster(
     )
     endpoint = endpoint_of(instance, settings.port)
     out(f"applied: the coordinator {instance_id} runs with the new configuration")
+    if running.ec2 is not None and running.ec2.instance_types != settings.instance_types:
+        _launch_policy(c, names, running, settings.instance_types)
     old_tags = dict(t.split("=", 1) for t in (running.ec2.tags if running.ec2 else ()))
     new_tags = dict(t.split("=", 1) for t in settings.tags)
     if old_tags != new_tags:
@@ -279,6 +289,32 @@ def update_cluster(
             sleep(10)
     out(f"endpoint: {endpoint}")
     return True
+
+
+def _launch_policy(
+    c: Mapping[str, Any],
+    names: ClusterNames,
+    running: ClusterSettings,
+    instance_types: Sequence[str],
+) -> None:
+    """Rewrite the coordinator role's policy to allow launching ``instance_types``."""
+    ec2 = running.ec2
+    assert ec2 is not None
+    policy = coordinator_policy(
+        names,
+        node_security_group=ec2.security_groups[0] if ec2.security_groups else "",
+        subnets=ec2.subnets,
+        instance_types=instance_types,
+        spot=ec2.spot,
+    )
+    aws_call(
+        c["iam"],
+        "PutRolePolicy",
+        doing="allowing the coordinator to launch the new instance types",
+        RoleName=names.role("coordinator"),
+        PolicyName=POLICY_NAME,
+        PolicyDocument=json.dumps(policy),
+    )
 
 
 def _check_types(

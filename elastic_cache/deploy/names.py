@@ -58,6 +58,16 @@ class ClusterNames:
         """Object key prefix of the cold tier, the only part of the bucket nodes may use."""
         return f"{self.cluster}/tier/"
 
+    @property
+    def state_key(self) -> str:
+        """Object key of the coordinator's copy of the cluster state (``state_s3``)."""
+        return f"{self.cluster}/state/cluster.json"
+
+    @property
+    def state_url(self) -> str:
+        """``s3://`` URL of that object, the coordinator's ``state_s3``."""
+        return f"s3://{self.bucket}/{self.state_key}"
+
     def role(self, kind: str) -> str:
         """IAM role (and instance profile) of ``coordinator`` or ``node`` instances."""
         return f"{self.prefix}-{kind}"

@@ -3,11 +3,13 @@
 Least privilege, as docs/aws.md explains statement by statement:
 
 * The **coordinator** may run instances only if they (and their volumes) carry the
-  cluster's tags with ``ecache:role = node``, only into the cluster's subnets and node
+  cluster's tags with ``ecache:role = node``, only of the configured instance types and
+  with IMDSv2 required (hop limit 1), only into the cluster's subnets and node
   security group, may tag only at launch, may terminate only instances tagged as this
   cluster's nodes, may pass only the node role and only to EC2, may read only the
-  cluster token and the public Amazon Linux image parameters, and may read only the
-  bundles (to presign their URLs for new nodes).
+  cluster token and the public Amazon Linux image parameters, may read only the
+  bundles (to presign their URLs for new nodes), and may read and write only its copy of
+  the cluster state (``CLUSTER/state/``).
 * A **node** may use only the cluster's cold-tier prefix of the bucket, and read only
   the cluster token (every request to it must carry the token).
 * Both may register with Systems Manager for Session Manager shells (no SSH), with the
@@ -66,12 +68,33 @@ def _session_manager() -> dict[str, Any]:
 
 
 def coordinator_policy(
-    names: ClusterNames, *, node_security_group: str, subnets: Sequence[str]
+    names: ClusterNames,
+    *,
+    node_security_group: str,
+    subnets: Sequence[str],
+    instance_types: Sequence[str] = (),
+    spot: bool = False,
 ) -> Policy:
-    """What the coordinator's role may do: launch and end this cluster's nodes."""
+    """What the coordinator's role may do: launch and end this cluster's nodes.
+
+    Args:
+        instance_types: the node types it may launch (empty: any type).
+        spot: it launches Spot nodes: it may also create the Spot service-linked role
+            (which EC2 needs once per account) and read Spot request statuses.
+    """
     cluster_node_tags = {
         f"aws:RequestTag/{CLUSTER_TAG}": names.cluster,
         f"aws:RequestTag/{ROLE_TAG}": "node",
+    }
+    # The instance, unlike its volume, carries the type and metadata condition keys: only
+    # the configured types, with IMDSv2 required and a hop limit of 1 (`instance_params`).
+    instance_conditions: dict[str, Any] = {
+        "StringEquals": {
+            **cluster_node_tags,
+            "ec2:MetadataHttpTokens": "required",
+            **({"ec2:InstanceType": list(instance_types)} if instance_types else {}),
+        },
+        "NumericLessThanEquals": {"ec2:MetadataHttpPutResponseHopLimit": "1"},
     }
     return {
         "Version": "2012-10-17",
@@ -80,7 +103,14 @@ def coordinator_policy(
                 "Sid": "RunOnlyTaggedNodes",
                 "Effect": "Allow",
                 "Action": "ec2:RunInstances",
-                "Resource": [names.ec2_arn("instance/*"), names.ec2_arn("volume/*")],
+                "Resource": names.ec2_arn("instance/*"),
+                "Condition": instance_conditions,
+            },
+            {
+                "Sid": "RunOnlyTaggedNodeVolumes",
+                "Effect": "Allow",
+                "Action": "ec2:RunInstances",
+                "Resource": names.ec2_arn("volume/*"),
                 "Condition": {"StringEquals": cluster_node_tags},
             },
             {
@@ -122,9 +152,11 @@ def coordinator_policy(
                     "ec2:DescribeInstanceTypes",
                     "ec2:DescribeImages",
                     "ec2:DescribeSubnets",  # the subnets' zones, for az_spread
+                    *(["ec2:DescribeSpotInstanceRequests"] if spot else []),
                 ],
                 "Resource": "*",
             },
+            *(_spot_statements(names) if spot else []),
             {
                 "Sid": "PassOnlyTheNodeRole",
                 "Effect": "Allow",
@@ -142,6 +174,13 @@ def coordinator_policy(
                 ],
             },
             {
+                # Its copy of the cluster state, for a replacement coordinator to resume.
+                "Sid": "ClusterStateObject",
+                "Effect": "Allow",
+                "Action": ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"],
+                "Resource": f"{names.bucket_arn}/{names.cluster}/state/*",
+            },
+            {
                 "Sid": "PresignBundleUrls",
                 "Effect": "Allow",
                 "Action": "s3:GetObject",
@@ -150,6 +189,31 @@ def coordinator_policy(
             _session_manager(),
         ],
     }
+
+
+def _spot_statements(names: ClusterNames) -> list[dict[str, Any]]:
+    """A Spot launch is also a Spot request (a resource of ``RunInstances``), and EC2
+    launches it through the AWSServiceRoleForEC2Spot role, which the first Spot launch in
+    an account creates: that one role, for that service only."""
+    request = {
+        "Sid": "RunSpotRequests",
+        "Effect": "Allow",
+        "Action": "ec2:RunInstances",
+        "Resource": names.ec2_arn("spot-instances-request/*"),
+    }
+    return [
+        request,
+        {
+            "Sid": "CreateTheSpotServiceRole",
+            "Effect": "Allow",
+            "Action": "iam:CreateServiceLinkedRole",
+            "Resource": (
+                f"arn:aws:iam::{names.account}:role/aws-service-role/spot.amazonaws.com/"
+                "AWSServiceRoleForEC2Spot"
+            ),
+            "Condition": {"StringLike": {"iam:AWSServiceName": "spot.amazonaws.com"}},
+        },
+    ]
 
 
 def node_policy(names: ClusterNames) -> Policy:

@@ -2,7 +2,8 @@
 
 Each step of a deploy records here what it made, as opposed to what it found: a bucket,
 a bundle object put into a bucket that was there before, security groups, IAM roles and
-instance profiles, the token parameter, the coordinator instance. When a later step
+instance profiles, the token parameter, the coordinator instance, its Elastic IP and its
+recovery alarms. When a later step
 fails, `roll_back` deletes those, newest first, and leaves alone everything the run found
 (an earlier deploy's resources, with whatever data they hold).
 """
@@ -15,6 +16,7 @@ from typing import Any
 
 from elastic_cache.awserrors import AwsError, aws_call, ignoring
 from elastic_cache.deploy.created import Created
+from elastic_cache.deploy.endpoint import delete_alarms, release_addresses
 from elastic_cache.deploy.network import delete_group, revoke_ingress
 from elastic_cache.deploy.storage import delete_bucket
 from elastic_cache.errors import ElasticCacheError
@@ -88,9 +90,13 @@ def roll_back(
     sleep: Callable[[float], None],
     clock: Callable[[], float],
     timeout: float = 900.0,
+    cloudwatch: Any = None,
 ) -> list[str]:
     """Delete what ``created`` lists, newest first; each step is tried even when an
     earlier one failed.
+
+    Args:
+        cloudwatch: needed when ``created`` lists alarms.
 
     Returns:
         One line per resource that could not be deleted (empty when all went).
@@ -104,6 +110,11 @@ def roll_back(
         except ElasticCacheError as exc:
             left.append(f"{what}: {exc}")
 
+    if created.alarms:
+        attempt(
+            f"alarm(s) {', '.join(created.alarms)}",
+            partial(delete_alarms, cloudwatch, list(created.alarms)),
+        )
     if created.instances:
         ids = list(created.instances)
 
@@ -112,6 +123,11 @@ def roll_back(
             _wait_terminated(ec2, ids, sleep=sleep, clock=clock, timeout=timeout)
 
         attempt(f"instance(s) {', '.join(ids)} terminated", terminate)
+    for allocation in reversed(created.addresses):
+        attempt(
+            f"Elastic IP {allocation}",
+            partial(release_addresses, ec2, [allocation], lambda line: None),
+        )
     if created.groups:
         # Rules that name the other group must go first, or neither can be deleted.
         def revoke() -> None:

@@ -100,6 +100,8 @@ class DeploySettings:
             written (a later read is a miss); None keeps them until evicted.
         replication: copies of each key (`cluster.replication`, docs/replication.md);
             the cluster starts with at least this many nodes.
+        spot: launch the nodes as Spot instances (`ec2.spot`); the coordinator stays
+            on-demand.
     """
 
     name: str
@@ -128,6 +130,7 @@ class DeploySettings:
     tags: tuple[str, ...] = ()
     demoted_expiry_days: int | None = None
     replication: int = 2
+    spot: bool = False
 
     @property
     def initial_nodes(self) -> int:

@@ -28,6 +28,7 @@ from typing import Any
 
 from elastic_cache.awserrors import AwsError, aws_call, ignoring
 from elastic_cache.cost.pricelist import PriceCache
+from elastic_cache.cost.spot import SPOT_PRICE_FRACTION, spot_price
 from elastic_cache.deploy.access import delete_role, ensure_role, ensure_token
 from elastic_cache.deploy.bundle import fetch_dependencies
 from elastic_cache.deploy.coordinator import (
@@ -40,6 +41,15 @@ from elastic_cache.deploy.coordinator import (
     running_config,
     start_again,
     wait_running,
+)
+from elastic_cache.deploy.endpoint import (
+    alarm_names,
+    associate_address,
+    delete_alarms,
+    ensure_address,
+    find_addresses,
+    release_addresses,
+    set_recovery_alarms,
 )
 from elastic_cache.deploy.inplace import update_cluster
 from elastic_cache.deploy.names import ClusterNames
@@ -137,6 +147,7 @@ def _clients(session: Any, region: str) -> dict[str, Any]:
         "ssm": session.client("ssm", region_name=region),
         "iam": session.client("iam", region_name=region),
         "s3": s3_client(session, region),
+        "cloudwatch": session.client("cloudwatch", region_name=region),
     }
 
 
@@ -196,6 +207,10 @@ def plan(
         settings, names, checked, ec2=c["ec2"], ssm=c["ssm"], iam=c["iam"], s3=c["s3"]
     ):
         out(line)
+        if line.startswith("  coordinator "):
+            out(endpoint_plan_line(c["ec2"], names, private=settings.private))
+    if settings.spot:
+        out(spot_cost_line(settings, checked))
     out("dry run: nothing was created")
     return checked
 
@@ -337,7 +352,13 @@ def _build(
         iam,
         names,
         "coordinator",
-        coordinator_policy(names, node_security_group=groups["node"], subnets=subnets),
+        coordinator_policy(
+            names,
+            node_security_group=groups["node"],
+            subnets=subnets,
+            instance_types=settings.instance_types,
+            spot=settings.spot,
+        ),
         tags=tags,
         created=created,
     )
@@ -351,6 +372,8 @@ def _build(
         f"ecache token --name {names.cluster} prints it)"
     )
 
+    # With --private there is no public address to keep stable (docs/aws.md).
+    address = None if settings.private else ensure_address(ec2, names, tags=tags, created=created)
     for other in existing[1:]:
         out(
             f"  note          another coordinator instance {other['InstanceId']} is "
@@ -421,7 +444,23 @@ def _build(
         polled=lambda state: steps.waiting(f"instance {state}"),
     )
     steps.done()
-    endpoint = endpoint_of(instance, settings.port)
+    alarms = ", ".join(
+        set_recovery_alarms(c["cloudwatch"], names, str(instance["InstanceId"]), created=created)
+    )
+    if address is None:
+        out(
+            f"  endpoint      private address {instance.get('PrivateIpAddress')} (no Elastic "
+            f"IP with --private: a replacement coordinator gets another); recovery alarms "
+            f"{alarms}"
+        )
+        endpoint = endpoint_of(instance, settings.port)
+    else:
+        moved = associate_address(ec2, address, str(instance["InstanceId"]))
+        out(
+            f"  endpoint      Elastic IP {address['PublicIp']} ({address['AllocationId']}"
+            f"{', moved to this coordinator' if moved else ''}); recovery alarms {alarms}"
+        )
+        endpoint = endpoint_of({"PublicIpAddress": address["PublicIp"]}, settings.port)
     ok = False
     if settings.wait:
         out("waiting for the coordinator to install the package and start its nodes ...")
@@ -437,6 +476,8 @@ def _build(
     where = " (private address: reachable from inside the VPC only)" if settings.private else ""
     out(f"endpoint: {endpoint}{where}")
     out(cost_line(settings, checked))
+    if settings.spot:
+        out(spot_cost_line(settings, checked))
     out(f"status: ecache status --name {names.cluster} --region {region}")
     out(f"remove: ecache destroy --name {names.cluster} --region {region}")
     return DeployResult(
@@ -447,6 +488,38 @@ def _build(
         token_parameter=names.token_parameter,
         security_groups=groups,
         healthy=ok,
+    )
+
+
+def endpoint_plan_line(ec2: Any, names: ClusterNames, *, private: bool = False) -> str:
+    """The plan's line for the coordinator's Elastic IP and recovery alarms."""
+    alarms = ", ".join(alarm_names(names))
+    if private:
+        return (
+            f"  endpoint      the coordinator's private address (--private); alarms {alarms}: set"
+        )
+    found = find_addresses(ec2, names)
+    if found:
+        return (
+            f"  endpoint      Elastic IP {found[0].get('PublicIp')} "
+            f"({found[0].get('AllocationId')}): exists, kept; alarms {alarms}: set"
+        )
+    return f"  endpoint      Elastic IP: create; alarms {alarms}: set"
+
+
+def spot_cost_line(settings: DeploySettings, checked: Preflight) -> str:
+    """With ``--spot``: the cost per hour with the nodes at the assumed Spot price
+    (`elastic_cache.cost.spot`), and what the budget counts."""
+    if checked.coordinator_price is None or checked.node_price is None:
+        return "spot: nodes as Spot; their cost is unknown too (some type has no price)"
+    node = spot_price(checked.node_price)
+    low = checked.coordinator_price + settings.initial_nodes * node
+    high = checked.coordinator_price + settings.max_nodes * node
+    return (
+        f"spot: nodes as Spot, assumed at {SPOT_PRICE_FRACTION:.0%} of on-demand: "
+        f"${low:.4f}/h at the minimum, ${high:.4f}/h at the maximum; the budget counts "
+        "running Spot nodes at that estimate and each new node at on-demand (it may fall "
+        "back to on-demand; EC2 bills Spot at most the on-demand price)"
     )
 
 
@@ -538,6 +611,9 @@ def cluster_exists(name: str, region: str, *, session: Any) -> list[str]:
     instances = _tagged_states(c["ec2"], name, UNTERMINATED_STATES)
     if instances:
         found.append(f"{len(instances)} instance(s): {', '.join(sorted(instances))}")
+    addresses = find_addresses(c["ec2"], names)
+    if addresses:
+        found.append(f"Elastic IP {', '.join(str(a.get('PublicIp')) for a in addresses)}")
     groups = aws_call(
         c["ec2"],
         "DescribeSecurityGroups",
@@ -605,6 +681,7 @@ def destroy(
     ssm = session.client("ssm", region_name=region)
     iam = session.client("iam", region_name=region)
     s3 = s3_client(session, region)
+    cloudwatch = session.client("cloudwatch", region_name=region)
 
     # Every instance not terminated yet, stopped ones included (their network interfaces
     # keep the security groups in use); one listing per look.
@@ -635,6 +712,21 @@ def destroy(
             sleep(5)
         if progress is not None:
             progress.update(len(instances), total=len(instances))
+    alarms = [
+        a["AlarmName"]
+        for a in aws_call(
+            cloudwatch,
+            "DescribeAlarms",
+            doing="looking for the recovery alarms",
+            AlarmNames=alarm_names(names),
+        )["MetricAlarms"]
+    ]
+    if alarms:
+        delete_alarms(cloudwatch, alarms)
+        out(f"deleted the recovery alarms {', '.join(alarms)}")
+    # The endpoint goes last of the instance's things: until now a coordinator that
+    # was being deployed again could still have used it.
+    release_addresses(ec2, [str(a["AllocationId"]) for a in find_addresses(ec2, names)], out)
     groups = aws_call(
         ec2,
         "DescribeSecurityGroups",

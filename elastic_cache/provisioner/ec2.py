@@ -43,6 +43,12 @@ from elastic_cache.errors import ConfigError, ProvisionError
 from elastic_cache.provisioner.base import NodeHandle
 from elastic_cache.provisioner.health import wait_healthy
 from elastic_cache.provisioner.local import node_arguments
+from elastic_cache.provisioner.spot import (
+    SPOT_FALLBACK_CODES,
+    interrupted,
+    market_of,
+    spot_options,
+)
 from elastic_cache.userdata import node_user_data
 from elastic_cache.version import __version__
 
@@ -379,9 +385,17 @@ class Ec2Provisioner:
         ]
 
     def run_params(
-        self, node_id: str, *, image: str, root_device: str, instance_type: str, subnet: str | None
+        self,
+        node_id: str,
+        *,
+        image: str,
+        root_device: str,
+        instance_type: str,
+        subnet: str | None,
+        market: str = "on-demand",
     ) -> dict[str, Any]:
-        """The ``run_instances`` parameters for one attempt."""
+        """The ``run_instances`` parameters for one attempt (``market``: ``spot`` or
+        ``on-demand``)."""
         params = instance_params(
             image=image,
             instance_type=instance_type,
@@ -397,6 +411,8 @@ class Ec2Provisioner:
             params["SubnetId"] = subnet
         if self.settings.instance_profile:
             params["IamInstanceProfile"] = {"Name": self.settings.instance_profile}
+        if market == "spot":
+            params["InstanceMarketOptions"] = spot_options()
         params["ClientToken"] = self._client_token()
         return without_public_ip(params) if self.settings.private else params
 
@@ -424,38 +440,46 @@ class Ec2Provisioner:
                 counts[zone] = counts.get(zone, 0) + 1
         return spread_order(subnets, self._zones, counts)
 
-    async def _run(self, node_id: str) -> dict[str, Any]:
-        """``run_instances``, falling back over subnets, then instance types."""
+    async def _run(self, node_id: str) -> tuple[dict[str, Any], str]:
+        """``run_instances``, falling back over subnets, then instance types; with
+        ``spot``, all of them as Spot first, then on-demand. Returns the instance and
+        its market."""
         image, root_device, _ = await self.image()
         subnets: list[str | None] = list(await self.subnet_order()) or [None]
         misses = []
-        for instance_type in self.settings.instance_types:
-            for subnet in subnets:
-                # In a thread: presigning may refresh the instance role's credentials.
-                params = await asyncio.to_thread(
-                    functools.partial(
-                        self.run_params,
-                        node_id,
-                        image=image,
-                        root_device=root_device,
-                        instance_type=instance_type,
-                        subnet=subnet,
-                    )
+        markets = ("spot", "on-demand") if self.settings.spot else ("on-demand",)
+        attempts = [
+            (market, instance_type, subnet)
+            for market in markets
+            for instance_type in self.settings.instance_types
+            for subnet in subnets
+        ]
+        for market, instance_type, subnet in attempts:
+            # In a thread: presigning may refresh the instance role's credentials.
+            params = await asyncio.to_thread(
+                functools.partial(
+                    self.run_params,
+                    node_id,
+                    image=image,
+                    root_device=root_device,
+                    instance_type=instance_type,
+                    subnet=subnet,
+                    market=market,
                 )
-                try:
-                    reply = await self._call(
-                        self.ec2, "RunInstances", f"launching {node_id}", **params
-                    )
-                except AwsError as exc:
-                    if exc.aws_code not in CAPACITY_CODES:
-                        raise
-                    self.capacity_misses += 1
-                    where = f"{instance_type} in {subnet or 'the default subnet'}"
-                    misses.append(f"{where}: {exc.aws_code}")
-                    log.warning("no capacity for %s; trying the next choice", where)
-                    continue
-                instance: dict[str, Any] = reply["Instances"][0]
-                return instance
+            )
+            try:
+                reply = await self._call(self.ec2, "RunInstances", f"launching {node_id}", **params)
+            except AwsError as exc:
+                codes = SPOT_FALLBACK_CODES if market == "spot" else CAPACITY_CODES
+                if exc.aws_code not in codes:
+                    raise
+                self.capacity_misses += 1
+                where = f"{instance_type} ({market}) in {subnet or 'the default subnet'}"
+                misses.append(f"{where}: {exc.aws_code}")
+                log.warning("no capacity for %s; trying the next choice", where)
+                continue
+            instance: dict[str, Any] = reply["Instances"][0]
+            return instance, market
         raise AwsCapacityError(
             f"launching {node_id}: no capacity for any configured instance type in any "
             f"configured subnet ({'; '.join(misses)}); add types to ec2.instance_types or "
@@ -503,7 +527,7 @@ class Ec2Provisioner:
         """
         started = self._clock()
         deadline = started + self.settings.boot_timeout
-        instance = await self._run(node_id)
+        instance, market = await self._run(node_id)
         instance_id = str(instance["InstanceId"])
         log.info("launched %s as %s (%s)", node_id, instance_id, instance["InstanceType"])
         try:
@@ -533,6 +557,7 @@ class Ec2Provisioner:
                 "subnet": instance.get("SubnetId"),
                 "private_ip": instance.get("PrivateIpAddress"),
                 "image": instance.get("ImageId"),
+                "market": market_of(instance, market),
             },
         )
         self._handles[node_id] = handle
@@ -600,9 +625,27 @@ class Ec2Provisioner:
                         address=f"http://{ip}:{self.settings.node_port}",
                         ref=str(instance["InstanceId"]),
                         instance_type=str(instance["InstanceType"]),
+                        extra={"market": market_of(instance)},
                     )
                 )
         return handles
+
+    async def interrupted(self, instance_ids: Sequence[str]) -> set[str]:
+        """Which of the Spot instances ``instance_ids`` have their interruption notice
+        (`elastic_cache.provisioner.spot`); empty when none is asked about.
+
+        Raises:
+            AwsError: AWS refused the call.
+        """
+        if not instance_ids:
+            return set()
+        reply = await self._call(
+            self.ec2,
+            "DescribeSpotInstanceRequests",
+            "looking for Spot interruption notices",
+            Filters=[{"Name": "instance-id", "Values": list(instance_ids)}],
+        )
+        return interrupted(reply)
 
     async def close(self) -> None:
         """Release the runner; instances keep running (``ecache destroy`` ends them)."""

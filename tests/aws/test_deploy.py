@@ -402,12 +402,25 @@ def what_exists(session: Any) -> dict[str, list[str]]:
             for p in session.client("ssm").describe_parameters()["Parameters"]
             if not p["Name"].startswith("/aws/")
         ],
+        "addresses": [a["AllocationId"] for a in ec2.describe_addresses()["Addresses"]],
+        "alarms": [
+            a["AlarmName"] for a in session.client("cloudwatch").describe_alarms()["MetricAlarms"]
+        ],
     }
 
 
 NOTHING: dict[str, list[str]] = {
     k: []
-    for k in ("buckets", "security groups", "instances", "roles", "instance profiles", "parameters")
+    for k in (
+        "buckets",
+        "security groups",
+        "instances",
+        "roles",
+        "instance profiles",
+        "parameters",
+        "addresses",
+        "alarms",
+    )
 }
 
 

@@ -203,6 +203,13 @@ def test_deploy_status_destroy(moto_server: str, tmp_path: Path) -> None:
     assert by_sid["RunOnlyTaggedNodes"]["Condition"]["StringEquals"] == {
         "aws:RequestTag/ecache:cluster": name,
         "aws:RequestTag/ecache:role": "node",
+        # Only the --instance-type values, only with IMDSv2.
+        "ec2:InstanceType": ["t3.small", "t3.medium"],
+        "ec2:MetadataHttpTokens": "required",
+    }
+    assert by_sid["RunOnlyTaggedNodeVolumes"]["Condition"]["StringEquals"] == {
+        "aws:RequestTag/ecache:cluster": name,
+        "aws:RequestTag/ecache:role": "node",
     }
     assert by_sid["TerminateOnlyTheClusterNodes"]["Condition"]["StringEquals"] == {
         "aws:ResourceTag/ecache:cluster": name,

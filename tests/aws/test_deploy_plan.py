@@ -123,6 +123,7 @@ def test_dry_run_prints_the_plan_and_its_cost_and_creates_nothing(
     assert f"  role          ecache-{name}-node and its instance profile: create" in out
     assert f"  token         /ecache/{name}/token: create" in out
     assert "  coordinator   launch t3.small from ami-" in out
+    assert f"  endpoint      Elastic IP: create; alarms ecache-{name}-coordinator-recover" in out
     assert "left out: t3.small not offered in us-east-1e" in out
     assert "vCPU quota: not checked (NoSuchResourceException)" in out
     assert "permissions: ec2:RunInstances and ec2:CreateSecurityGroup allowed" in out
@@ -146,7 +147,7 @@ def test_dry_run_after_a_deploy_finds_everything(session: Any, tmp_path: Path) -
     plan(s, session=session, out=lines.append)
     text = "\n".join(lines)
     assert ": create" not in text
-    assert text.count("exists, kept") == 6
+    assert text.count("exists, kept") == 7  # the Elastic IP too
     assert f"coordinator   {result.coordinator_instance}: exists (running), kept" in text
     assert owned(session) == before
 

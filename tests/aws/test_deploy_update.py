@@ -5,6 +5,7 @@ configuration back and starts the coordinator again."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -13,9 +14,10 @@ import pytest
 from elastic_cache import cli
 from elastic_cache.awserrors import AwsError
 from elastic_cache.deploy import update
+from elastic_cache.deploy.access import POLICY_NAME
 from elastic_cache.errors import ConfigError
 
-from .conftest import REGION
+from .conftest import REGION, record_calls
 from .test_deploy import run_deploy, settings
 from .test_deploy_plan import config_of, inject
 
@@ -125,10 +127,27 @@ def test_update_refuses_node_types_the_running_cluster_cannot_take(
 def test_update_to_larger_node_types(session: Any, tmp_path: Path) -> None:
     s = settings()
     first = run_deploy(session, tmp_path, s)
+    puts = record_calls(session.events, "iam", "PutRolePolicy")
     changed, lines = run_update(session, settings(name=s.name, instance_types=("t3.medium",)))
     assert changed and any("--instance-type" in line for line in lines)
     running = config_of(session, first.coordinator_instance).ec2
     assert running is not None and running.instance_types == ("t3.medium",)
+    # The coordinator's role names the types it may launch: the old and the new while the
+    # coordinator restarts, then the new one only.
+    allowed = [
+        next(
+            st["Condition"]["StringEquals"]["ec2:InstanceType"]
+            for st in json.loads(call["PolicyDocument"])["Statement"]
+            if st["Sid"] == "RunOnlyTaggedNodes"
+        )
+        for call in puts
+    ]
+    assert allowed == [["t3.small", "t3.medium"], ["t3.medium"]]
+    policy = session.client("iam").get_role_policy(
+        RoleName=f"ecache-{s.name}-coordinator", PolicyName=POLICY_NAME
+    )["PolicyDocument"]
+    run = next(st for st in policy["Statement"] if st["Sid"] == "RunOnlyTaggedNodes")
+    assert run["Condition"]["StringEquals"]["ec2:InstanceType"] == ["t3.medium"]
 
 
 def test_the_update_flag_on_the_command_line(

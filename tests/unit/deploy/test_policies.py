@@ -76,3 +76,45 @@ def test_bucket_policy_denies_plain_http() -> None:
     assert deny["Effect"] == "Deny" and deny["Principal"] == "*" and deny["Action"] == "s3:*"
     assert deny["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
     assert resources(deny) == [NAMES.bucket_arn, f"{NAMES.bucket_arn}/*"]
+
+
+def test_the_coordinator_launches_only_the_configured_types_with_imdsv2() -> None:
+    doc = coordinator_policy(
+        NAMES,
+        node_security_group="sg-0abc",
+        subnets=["subnet-1"],
+        instance_types=["t3.small", "t3.medium"],
+    )
+    by_sid = {s["Sid"]: s for s in doc["Statement"]}
+    run = by_sid["RunOnlyTaggedNodes"]
+    assert resources(run) == ["arn:aws:ec2:eu-west-1:123456789012:instance/*"]
+    equals = run["Condition"]["StringEquals"]
+    assert equals["ec2:InstanceType"] == ["t3.small", "t3.medium"]
+    assert equals["ec2:MetadataHttpTokens"] == "required"
+    assert equals["aws:RequestTag/ecache:role"] == "node"
+    assert run["Condition"]["NumericLessThanEquals"] == {"ec2:MetadataHttpPutResponseHopLimit": "1"}
+    # The volume carries no type or metadata keys: its own statement, tags only.
+    volumes = by_sid["RunOnlyTaggedNodeVolumes"]
+    assert resources(volumes) == ["arn:aws:ec2:eu-west-1:123456789012:volume/*"]
+    assert set(volumes["Condition"]["StringEquals"]) == {
+        "aws:RequestTag/ecache:cluster",
+        "aws:RequestTag/ecache:role",
+    }
+    # Without Spot: no Spot permissions.
+    assert "CreateTheSpotServiceRole" not in by_sid and "RunSpotRequests" not in by_sid
+    assert "ec2:DescribeSpotInstanceRequests" not in by_sid["Describe"]["Action"]
+
+
+def test_spot_adds_the_service_role_and_the_request_statuses_only() -> None:
+    doc = coordinator_policy(NAMES, node_security_group="sg-0abc", subnets=["subnet-1"], spot=True)
+    by_sid = {s["Sid"]: s for s in doc["Statement"]}
+    assert "ec2:DescribeSpotInstanceRequests" in by_sid["Describe"]["Action"]
+    role = by_sid["CreateTheSpotServiceRole"]
+    assert role["Action"] == "iam:CreateServiceLinkedRole"
+    assert role["Resource"].endswith("spot.amazonaws.com/AWSServiceRoleForEC2Spot")
+    assert role["Condition"] == {"StringLike": {"iam:AWSServiceName": "spot.amazonaws.com"}}
+    assert resources(by_sid["RunSpotRequests"]) == [
+        "arn:aws:ec2:eu-west-1:123456789012:spot-instances-request/*"
+    ]
+    # The state object, for a replacement coordinator.
+    assert resources(by_sid["ClusterStateObject"]) == [f"{NAMES.bucket_arn}/demo/state/*"]
