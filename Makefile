@@ -117,7 +117,8 @@ bench-peers: $(STAMP)
 # that time something run one at a time. Runs are cached in experiments/results/.cache
 # while the figures are made; the cache is cleared first. 38 minutes on 2 shared cores
 # (2026-11-25).
-EXPERIMENTS     := miss_rate index_time migration_time prelaunch hit_time cost hybrid
+EXPERIMENTS     := miss_rate index_time overhead migration_time prelaunch sensitivity hit_time cost \
+                   hybrid baselines zipf
 EXPERIMENT_JOBS ?= 2
 
 experiments: $(STAMP)

@@ -15,9 +15,11 @@ from elastic_cache.sim.harness import simulate
 from elastic_cache.sim.metered import CpuMeter, MeteredIndex, metered
 from elastic_cache.sim.models import DEMO_ORIGIN_QUANTILES, BootDelayModel, ServiceTimeModel
 from elastic_cache.sim.nodeclient import MigrationClock, MigrationRecord, SimNodeClient
+from elastic_cache.sim.policies import TargetTrackingScaler, target_tracking_wants_launch
 from elastic_cache.sim.provisioner import LaunchRecord, SimProvisioner
 from elastic_cache.sim.workload import (
     PAPER_INDEXES,
+    POLICIES,
     RunResult,
     Scenario,
     StepClock,
@@ -25,11 +27,13 @@ from elastic_cache.sim.workload import (
     drive,
     even_ring,
     index_spec,
+    key_sampler,
 )
 
 __all__ = [
     "DEMO_ORIGIN_QUANTILES",
     "PAPER_INDEXES",
+    "POLICIES",
     "BootDelayModel",
     "CpuMeter",
     "LaunchRecord",
@@ -44,11 +48,14 @@ __all__ = [
     "SimulationDeadlock",
     "StepClock",
     "StepRecord",
+    "TargetTrackingScaler",
     "VirtualTimeLoop",
     "drive",
     "even_ring",
     "index_spec",
+    "key_sampler",
     "metered",
     "run_virtual",
     "simulate",
+    "target_tracking_wants_launch",
 ]

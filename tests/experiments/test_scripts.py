@@ -31,6 +31,10 @@ OUTPUTS = {
     "hit_time": ["fig6_hit_time.csv", "fig6_hit_time.png"],
     "cost": ["fig7_cost.csv", "fig7_cost.png"],
     "hybrid": ["fig8_hybrid.csv", "fig8_summary.csv", "fig8_hybrid.png", "fig8_real.csv"],
+    "baselines": ["baselines.csv", "baselines_vs_paper.csv", "baselines.png"],
+    "overhead": ["overhead_sweep.csv", "fig3_calibrated.csv", "overhead_sweep.png"],
+    "sensitivity": ["sweep_prelaunch.csv", "sweep_migration.csv", "sweeps.png"],
+    "zipf": ["fig2_zipf_summary.csv", "fig2_zipf.png"],
 }
 
 
@@ -67,6 +71,13 @@ INTERVALS = {
     "fig8_summary.csv": ["miss_rate", "cold_hit_rate", "to_s3", "evicted"],
     "fig8_hybrid.csv": ["miss_rate", "cold_hit_rate", "to_s3"],
     "fig8_real.csv": ["miss_rate", "to_s3"],
+    "baselines.csv": ["miss_rate", "minutes", "node_hours", "usd", "usd_hourly_billing"],
+    "baselines_vs_paper.csv": ["miss_rate_minus_paper", "usd_minus_paper"],
+    "overhead_sweep.csv": ["overhead_share", "total_min", "ratio"],
+    "fig3_calibrated.csv": ["overhead_share", "total_min", "mean_boot_s", "mean_service_s"],
+    "sweep_prelaunch.csv": ["startup_without_s", "startup_with_s", "reduction"],
+    "sweep_migration.csv": ["ms_per_migration", "records_per_migration"],
+    "fig2_zipf_summary.csv": ["miss_rate", "final_nodes", "node_hours"],
 }
 
 
