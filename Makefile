@@ -115,8 +115,11 @@ bench-peers: $(STAMP)
 # simulated configuration, three repetitions of every real run, 95 % confidence intervals
 # in every table and plot. Simulated runs use two processes (EXPERIMENT_JOBS); real runs
 # that time something run one at a time. Runs are cached in experiments/results/.cache
-# while the figures are made; the cache is cleared first. 38 minutes on 2 shared cores
-# (2026-11-25).
+# while the figures are made; the cache is cleared first (scripts that share runs come
+# after the one that makes them: overhead after index_time, sensitivity after prelaunch,
+# baselines after miss_rate). The paper's figures took 38 minutes on 2 shared cores
+# (2026-11-25); baselines, overhead, sensitivity and zipf add about 10 more on an idle
+# machine (estimated from single-run times, not timed end to end; docs/results.md).
 EXPERIMENTS     := miss_rate index_time overhead migration_time prelaunch sensitivity hit_time cost \
                    hybrid baselines zipf
 EXPERIMENT_JOBS ?= 2
