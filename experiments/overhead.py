@@ -265,7 +265,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         defaults[rate] = run_all(
             [base(rate, scale, s) for s in seeds(opts)], "sim", opts.out, jobs=opts.jobs
         )
-        for ratio in RATIOS:
+        for ratio in RATIOS if scale == "full" else RATIOS[1:2]:
             scenarios = []
             for seed in seeds(opts):
                 sc = base(rate, scale, seed)
