@@ -261,3 +261,47 @@ def test_figure8_the_hybrid_cache_loses_nothing(quick_results: Path) -> None:
         assert {k: v for k, v in process.items() if k != "mode"} == {
             k: v for k, v in local.items() if k != "mode"
         }
+
+
+@pytest.mark.slow
+def test_baselines_run_every_policy_on_one_workload(quick_results: Path) -> None:
+    by = {(r["queries_per_step"], r["config"]): r for r in rows(quick_results / "baselines.csv")}
+    for rate in ("50", "255"):
+        for config in ("co-op", "co-op, no pre-launch", "tt-75%", "tt-50%", "static-8"):
+            assert (rate, config) in by, (rate, config)
+        for n in (2, 4, 8, 14):
+            r = by[(rate, f"static-{n}")]
+            # A static cluster launches nothing and pays its N nodes for the whole run.
+            assert float(r["launches"]) == 0
+            assert float(r["node_hours"]) == pytest.approx(n * float(r["minutes"]) / 60, rel=1e-4)
+            assert float(r["usd"]) == pytest.approx(0.085 * float(r["node_hours"]), rel=1e-4)
+        # Caches that never evict miss exactly the keys asked for: the same queries, the
+        # same misses, whatever they cost.
+        assert by[(rate, "co-op")]["miss_rate"] == by[(rate, "co-op, no pre-launch")]["miss_rate"]
+        assert by[(rate, "co-op")]["miss_rate"] == by[(rate, "static-14")]["miss_rate"]
+        assert float(by[(rate, "tt-75%")]["launches"]) >= 1
+    deltas = rows(quick_results / "baselines_vs_paper.csv")
+    assert {r["config"] for r in deltas} == {
+        "co-op, no pre-launch",
+        "tt-75%",
+        "tt-50%",
+        "static-2",
+        "static-4",
+        "static-8",
+        "static-14",
+    }
+
+
+@pytest.mark.slow
+def test_overhead_calibration_runs_the_times_it_backs_out(quick_results: Path) -> None:
+    data = rows(quick_results / "fig3_calibrated.csv")
+    settings = {r["setting"] for r in data}
+    assert settings == {"defaults", "calibrated on 50", "calibrated on 255", "calibrated on both"}
+    for r in data:
+        if r["setting"] == "defaults":
+            continue
+        # The service model is rescaled to the backed-out mean exactly (per key draws vary).
+        assert float(r["mean_service_s"]) == pytest.approx(float(r["target_service_s"]), rel=0.05)
+    by = {(r["queries_per_step"], r["setting"]): r for r in data}
+    assert float(by[("50", "calibrated on 50")]["target_boot_s"]) == pytest.approx(230.4, abs=0.1)
+    assert float(by[("255", "calibrated on 255")]["target_boot_s"]) == pytest.approx(73.9, abs=0.1)
