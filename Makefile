@@ -131,7 +131,9 @@ experiments: $(STAMP)
 	done
 
 # The small runs the tests make, into experiments/results/quick/ (not committed); also ten
-# seeds and three real repetitions. Under 2 minutes on 2 cores.
+# seeds and three real repetitions. 124 s on 2 cores busy with other jobs (load 4,
+# 2026-11-26), 28 s of it baselines, overhead, sensitivity and zipf; expected under 2
+# minutes on a quiet machine (not timed there).
 experiments-quick: $(STAMP)
 	rm -rf experiments/results/quick
 	for e in $(EXPERIMENTS); do \
