@@ -130,9 +130,13 @@ bench-faults: $(STAMP)
 # simulated configuration, three repetitions of every real run, 95 % confidence intervals
 # in every table and plot. Simulated runs use two processes (EXPERIMENT_JOBS); real runs
 # that time something run one at a time. Runs are cached in experiments/results/.cache
-# while the figures are made; the cache is cleared first. 38 minutes on 2 shared cores
-# (2026-11-25).
-EXPERIMENTS     := miss_rate index_time migration_time prelaunch hit_time cost hybrid bootstrap
+# while the figures are made; the cache is cleared first (scripts that share runs come
+# after the one that makes them: overhead after index_time, sensitivity after prelaunch,
+# baselines after miss_rate). The paper's figures took 38 minutes on 2 shared cores
+# (2026-11-25); baselines, overhead, sensitivity and zipf add about 10 more on an idle
+# machine (estimated from single-run times, not timed end to end; docs/results.md).
+EXPERIMENTS     := miss_rate index_time overhead migration_time prelaunch sensitivity hit_time cost \
+                   hybrid baselines zipf bootstrap
 EXPERIMENT_JOBS ?= 2
 
 experiments: $(STAMP)
@@ -142,7 +146,9 @@ experiments: $(STAMP)
 	done
 
 # The small runs the tests make, into experiments/results/quick/ (not committed); also ten
-# seeds and three real repetitions. Under 2 minutes on 2 cores.
+# seeds and three real repetitions. 124 s on 2 cores busy with other jobs (load 4,
+# 2026-11-26), 28 s of it baselines, overhead, sensitivity and zipf; expected under 2
+# minutes on a quiet machine (not timed there).
 experiments-quick: $(STAMP)
 	rm -rf experiments/results/quick
 	for e in $(EXPERIMENTS); do \

@@ -64,7 +64,7 @@ __all__ = [
 RESULTS = Path(__file__).resolve().parent / "results"
 
 #: Bump when the simulator changes what a run produces, to ignore cached runs.
-CACHE_VERSION = 1
+CACHE_VERSION = 2
 
 #: Reduced scale: every count divided by this.
 REDUCTION = 10
@@ -206,6 +206,11 @@ class RunData:
                 "miss_rate": run.miss_rate,
                 "block_timeouts": float(run.block_timeouts),
                 "wall": run.wall_seconds,
+                "node_seconds": run.node_seconds,
+                # EC2 in 2011 billed every started instance-hour (the paper's setting).
+                "node_hours_billed": float(
+                    sum(math.ceil(life / 3600 - 1e-9) for life in run.node_lifetimes())
+                ),
             },
         )
 
@@ -265,7 +270,7 @@ def figure_progress(label: str) -> Iterator[Progress]:
 
 def _line(mode: str, scenario: Scenario, data: RunData) -> str:
     return (
-        f"  {mode:4} {scenario.label:8} {scenario.index:7} "
+        f"  {mode:4} {scenario.label:9} {scenario.index:7} "
         f"q={scenario.queries_per_step:<3} spec={'y' if scenario.speculative else 'n'} "
         f"seed={scenario.seed}: miss {data.totals['miss_rate']:.3f}, "
         f"nodes {data.steps[-1]['nodes']}, total {data.totals['total']:.0f}s "

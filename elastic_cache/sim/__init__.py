@@ -24,9 +24,11 @@ if TYPE_CHECKING:
     from elastic_cache.sim.metered import CpuMeter, MeteredIndex
     from elastic_cache.sim.models import DEMO_ORIGIN_QUANTILES, BootDelayModel, ServiceTimeModel
     from elastic_cache.sim.nodeclient import MigrationClock, MigrationRecord, SimNodeClient
+    from elastic_cache.sim.policies import TargetTrackingScaler, target_tracking_wants_launch
     from elastic_cache.sim.provisioner import LaunchRecord, SimProvisioner
     from elastic_cache.sim.workload import (
         PAPER_INDEXES,
+        POLICIES,
         RunResult,
         Scenario,
         StepClock,
@@ -34,11 +36,13 @@ if TYPE_CHECKING:
         drive,
         even_ring,
         index_spec,
+        key_sampler,
     )
 
 __all__ = [
     "DEMO_ORIGIN_QUANTILES",
     "PAPER_INDEXES",
+    "POLICIES",
     "BootDelayModel",
     "CpuMeter",
     "LaunchRecord",
@@ -53,13 +57,16 @@ __all__ = [
     "SimulationDeadlock",
     "StepClock",
     "StepRecord",
+    "TargetTrackingScaler",
     "VirtualTimeLoop",
     "drive",
     "even_ring",
     "index_spec",
+    "key_sampler",
     "metered",
     "run_virtual",
     "simulate",
+    "target_tracking_wants_launch",
 ]
 
 __getattr__, __dir__ = lazy_exports(
@@ -73,6 +80,7 @@ __getattr__, __dir__ = lazy_exports(
         "MigrationClock": "elastic_cache.sim.nodeclient",
         "MigrationRecord": "elastic_cache.sim.nodeclient",
         "PAPER_INDEXES": "elastic_cache.sim.workload",
+        "POLICIES": "elastic_cache.sim.workload",
         "RunResult": "elastic_cache.sim.workload",
         "Scenario": "elastic_cache.sim.workload",
         "ServiceTimeModel": "elastic_cache.sim.models",
@@ -81,11 +89,14 @@ __getattr__, __dir__ = lazy_exports(
         "SimulationDeadlock": "elastic_cache.sim.clock",
         "StepClock": "elastic_cache.sim.workload",
         "StepRecord": "elastic_cache.sim.workload",
+        "TargetTrackingScaler": "elastic_cache.sim.policies",
         "VirtualTimeLoop": "elastic_cache.sim.clock",
         "drive": "elastic_cache.sim.workload",
         "even_ring": "elastic_cache.sim.workload",
         "index_spec": "elastic_cache.sim.workload",
+        "key_sampler": "elastic_cache.sim.workload",
         "run_virtual": "elastic_cache.sim.clock",
         "simulate": "elastic_cache.sim.harness",
+        "target_tracking_wants_launch": "elastic_cache.sim.policies",
     },
 )

@@ -21,6 +21,7 @@ from elastic_cache.provisioner.base import NodeHandle
 from elastic_cache.sim.clock import run_virtual
 from elastic_cache.sim.metered import CpuMeter
 from elastic_cache.sim.nodeclient import MigrationClock, SimNodeClient
+from elastic_cache.sim.policies import TargetTrackingScaler
 from elastic_cache.sim.provisioner import SimProvisioner
 from elastic_cache.sim.workload import (
     RunResult,
@@ -61,7 +62,18 @@ async def _simulate(scenario: Scenario) -> RunResult:
     cluster = Cluster(settings, provisioner, client_for)
     step_clock = StepClock()
     rate = RateMeter(scenario.rate_half_life, clock=step_clock)
-    scaler = Scaler(settings.scaler, cluster, rate)
+    scaler: Scaler
+    if scenario.policy == "target-tracking":
+        scaler = TargetTrackingScaler(
+            settings.scaler,
+            cluster,
+            rate,
+            target_fill=scenario.target_fill,
+            cooldown=scenario.scale_out_cooldown,
+            clock=asyncio.get_running_loop().time,
+        )
+    else:
+        scaler = Scaler(settings.scaler, cluster, rate)
     # The router counts a miss's get and put as two requests; R counts queries, so the
     # workload feeds the scaler's meter itself and the router gets a meter of its own.
     router = Router(cluster, scaler, RateMeter(1.0, clock=asyncio.get_running_loop().time))
@@ -94,4 +106,5 @@ async def _simulate(scenario: Scenario) -> RunResult:
         migration_wait_seconds=totals["migration_wait"],
         block_timeouts=int(totals["block_timeouts"]),
         wall_seconds=elapsed(),
+        started_at=totals["started"],
     )

@@ -27,6 +27,8 @@ step, as the paper's numbers have it.
 from __future__ import annotations
 
 import asyncio
+import bisect
+import itertools
 import random
 import time
 from collections.abc import Callable
@@ -45,6 +47,7 @@ from elastic_cache.sim.provisioner import LaunchRecord
 
 __all__ = [
     "PAPER_INDEXES",
+    "POLICIES",
     "RunResult",
     "Scenario",
     "StepClock",
@@ -52,10 +55,16 @@ __all__ = [
     "drive",
     "even_ring",
     "index_spec",
+    "key_sampler",
 ]
 
 #: The index configurations of the paper's Figure 3, by the paper's labels.
 PAPER_INDEXES: tuple[str, ...] = ("B+Tree", "CBF", "EH100", "EH300", "EH500")
+
+#: Scale-out policies of the co-op cache: the paper's speculative threshold T(n)
+#: (Algorithm 1, or launch-when-full with ``speculative=False``), or a managed cache's
+#: reactive target tracking on the cluster's memory (`elastic_cache.sim.policies`).
+POLICIES: tuple[str, ...] = ("threshold", "target-tracking")
 
 
 def index_spec(label: str, *, keys: int, capacity: int) -> str:
@@ -90,10 +99,21 @@ class Scenario:
             out, writes to a full node wait: ``on_full = block``); N for a static cache
             of N nodes, evenly split, that evicts LRU records when full.
         speculative: pre-launch at T(n) (True) or launch only when a node is full.
+        policy: how the co-op cache scales out (`POLICIES`): ``threshold`` (the paper's
+            scaler) or ``target-tracking`` (one launch when the cluster's fill is above
+            ``target_fill``, then a cool-down; `elastic_cache.sim.policies`).
+        target_fill: the fill (used / capacity over every node) target tracking keeps
+            under, as a fraction.
+        scale_out_cooldown: seconds after a target-tracking scale-out completes before
+            the next may start.
+        zipf: the exponent s of a Zipf popularity over the keys (key of rank i asked with
+            weight 1/i^s, ranks shuffled over the key space by the seed); 0 draws keys
+            uniformly, the paper's workload.
         on_full: what a write to a full node does, any ``OnFull`` value of the node
-            settings; None picks ``block`` for the co-op cache and ``evict`` for a static
-            one (the paper's two behaviours). The hook for the hybrid cache of Figure 8:
-            one static node whose full store moves values to a cold tier.
+            settings; None picks ``block`` for the paper's co-op cache and ``evict`` for
+            a static one (the paper's two behaviours) and for target tracking (what a
+            managed cache does when a node is full). The hook for the hybrid cache of
+            Figure 8: one static node whose full store moves values to a cold tier.
         max_nodes: cap on the co-op cache's nodes.
         max_launches_in_flight: concurrent launches (the paper: 2, +1 for a full node).
         value_bytes: bytes of each cached value.
@@ -115,6 +135,10 @@ class Scenario:
     index: str = "B+Tree"
     static_nodes: int | None = None
     speculative: bool = True
+    policy: str = "threshold"
+    target_fill: float = 0.75
+    scale_out_cooldown: float = 300.0
+    zipf: float = 0.0
     on_full: str | None = None
     max_nodes: int = 64
     max_launches_in_flight: int = 2
@@ -136,11 +160,22 @@ class Scenario:
             raise ConfigError("static_nodes must be >= 1 or None")
         if self.bandwidth <= 0 or self.cpu_scale < 0 or self.value_bytes < 0:
             raise ConfigError("bandwidth must be > 0, cpu_scale and value_bytes >= 0")
+        if self.policy not in POLICIES:
+            raise ConfigError(f"scenario policy must be one of {POLICIES}, got {self.policy!r}")
+        if not 0 < self.target_fill <= 1 or self.scale_out_cooldown < 0 or self.zipf < 0:
+            raise ConfigError(
+                "target_fill must be in (0, 1], scale_out_cooldown and zipf >= 0; got "
+                f"{self.target_fill}, {self.scale_out_cooldown}, {self.zipf}"
+            )
 
     @property
     def label(self) -> str:
-        """``co-op`` or ``static-N``."""
-        return "co-op" if self.static_nodes is None else f"static-{self.static_nodes}"
+        """``co-op``, ``tt-75%`` (target tracking at 75 %) or ``static-N``."""
+        if self.static_nodes is not None:
+            return f"static-{self.static_nodes}"
+        if self.policy == "target-tracking":
+            return f"tt-{100 * self.target_fill:g}%"
+        return "co-op"
 
     @property
     def index_spec(self) -> str:
@@ -153,6 +188,7 @@ class Scenario:
     def cluster_settings(self, *, state_dir: str = ".ecache-sim") -> ClusterSettings:
         """The cluster configuration this scenario runs with."""
         static = self.static_nodes is not None
+        evicts = static or self.policy == "target-tracking"
         nodes = self.static_nodes or 1
         return ClusterSettings.from_mapping(
             {
@@ -160,7 +196,7 @@ class Scenario:
                 "nodes": {
                     "index": self.index_spec,
                     "capacity_records": self.capacity,
-                    "on_full": self.on_full or str(OnFull.EVICT if static else OnFull.BLOCK),
+                    "on_full": self.on_full or str(OnFull.EVICT if evicts else OnFull.BLOCK),
                     "hash": f"modulo:{self.keys}",
                 },
                 "scaler": {
@@ -228,6 +264,22 @@ class RunResult:
     migration_wait_seconds: float
     block_timeouts: int
     wall_seconds: float
+    started_at: float = 0.0
+
+    def node_lifetimes(self) -> list[float]:
+        """Seconds each node was allocated during the run, from its launch request (or
+        the run's start, for the nodes it starts with) to the run's end: what a cloud
+        bills. A node still booting at the end counts too."""
+        end = self.started_at + self.total_seconds
+        initial = self.scenario.static_nodes or 1
+        return [self.total_seconds] * initial + [
+            max(0.0, end - max(launch.requested_at, self.started_at)) for launch in self.launches
+        ]
+
+    @property
+    def node_seconds(self) -> float:
+        """Node-seconds allocated over the run (the sum of `node_lifetimes`)."""
+        return sum(self.node_lifetimes())
 
     @property
     def migration_seconds(self) -> float:
@@ -321,10 +373,10 @@ async def drive(
     """
     loop = asyncio.get_running_loop()
     queries = random.Random(f"queries:{scenario.seed}")
+    draw = key_sampler(scenario, queries)
     service = scenario.service.per_key(scenario.keys, scenario.seed)
     value = b"v" * scenario.value_bytes
     q = scenario.queries_per_step
-    keys = scenario.keys
     records: list[StepRecord] = []
     total_service = total_startup = total_migration = 0.0
     timeouts = 0
@@ -335,7 +387,7 @@ async def drive(
         for i in range(q):
             step_clock.now = step + i / q
             rate.hit()
-            key = queries.randrange(keys)
+            key = draw()
             name = str(key)
             answer = await router.get(name)
             if answer.status == 200:
@@ -383,8 +435,30 @@ async def drive(
         "startup": total_startup,
         "migration_wait": total_migration,
         "block_timeouts": float(timeouts),
+        "started": started,
     }
     return records, totals
+
+
+def key_sampler(scenario: Scenario, rng: random.Random) -> Callable[[], int]:
+    """Draws the key of each query from ``rng``.
+
+    Uniform (``zipf = 0``): ``rng.randrange(keys)``, the paper's workload. Zipf: the
+    key of popularity rank i (1-based) has weight 1/i^s; which key has which rank is a
+    permutation seeded by the scenario's seed, so the popular keys are spread over the
+    ring rather than packed into the first bucket. Each draw is one ``rng.random()`` and
+    a binary search of the cumulative weights: O(log keys).
+    """
+    keys = scenario.keys
+    if scenario.zipf == 0:
+        return lambda: rng.randrange(keys)
+    s = scenario.zipf
+    cumulative = list(itertools.accumulate(1.0 / (i**s) for i in range(1, keys + 1)))
+    total = cumulative[-1]
+    ranked = list(range(keys))
+    random.Random(f"zipf:{scenario.seed}").shuffle(ranked)
+    last = keys - 1
+    return lambda: ranked[min(bisect.bisect_right(cumulative, rng.random() * total), last)]
 
 
 def wall_timer() -> Callable[[], float]:

@@ -12,7 +12,19 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-SCRIPTS = ("miss_rate", "index_time", "migration_time", "prelaunch", "hit_time", "cost", "hybrid")
+SCRIPTS = (
+    "miss_rate",
+    "index_time",
+    "migration_time",
+    "prelaunch",
+    "hit_time",
+    "cost",
+    "hybrid",
+    "baselines",
+    "overhead",
+    "sensitivity",
+    "zipf",
+)
 #: Scripts the tests also run with ``--real`` (real node processes).
 REAL = ("miss_rate", "hybrid")
 

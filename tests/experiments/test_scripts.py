@@ -31,6 +31,10 @@ OUTPUTS = {
     "hit_time": ["fig6_hit_time.csv", "fig6_hit_time.png"],
     "cost": ["fig7_cost.csv", "fig7_cost.png"],
     "hybrid": ["fig8_hybrid.csv", "fig8_summary.csv", "fig8_hybrid.png", "fig8_real.csv"],
+    "baselines": ["baselines.csv", "baselines_vs_paper.csv", "baselines.png"],
+    "overhead": ["overhead_sweep.csv", "fig3_calibrated.csv", "overhead_sweep.png"],
+    "sensitivity": ["sweep_prelaunch.csv", "sweep_migration.csv", "sweeps.png"],
+    "zipf": ["fig2_zipf_summary.csv", "fig2_zipf.png"],
 }
 
 
@@ -67,6 +71,13 @@ INTERVALS = {
     "fig8_summary.csv": ["miss_rate", "cold_hit_rate", "to_s3", "evicted"],
     "fig8_hybrid.csv": ["miss_rate", "cold_hit_rate", "to_s3"],
     "fig8_real.csv": ["miss_rate", "to_s3"],
+    "baselines.csv": ["miss_rate", "minutes", "node_hours", "usd", "usd_hourly_billing"],
+    "baselines_vs_paper.csv": ["miss_rate_minus_paper", "usd_minus_paper"],
+    "overhead_sweep.csv": ["overhead_share", "total_min", "ratio"],
+    "fig3_calibrated.csv": ["overhead_share", "total_min", "mean_boot_s", "mean_service_s"],
+    "sweep_prelaunch.csv": ["startup_without_s", "startup_with_s", "reduction"],
+    "sweep_migration.csv": ["ms_per_migration", "records_per_migration"],
+    "fig2_zipf_summary.csv": ["miss_rate", "final_nodes", "node_hours"],
 }
 
 
@@ -250,3 +261,47 @@ def test_figure8_the_hybrid_cache_loses_nothing(quick_results: Path) -> None:
         assert {k: v for k, v in process.items() if k != "mode"} == {
             k: v for k, v in local.items() if k != "mode"
         }
+
+
+@pytest.mark.slow
+def test_baselines_run_every_policy_on_one_workload(quick_results: Path) -> None:
+    by = {(r["queries_per_step"], r["config"]): r for r in rows(quick_results / "baselines.csv")}
+    for rate in ("50", "255"):
+        for config in ("co-op", "co-op, no pre-launch", "tt-75%", "tt-50%", "static-8"):
+            assert (rate, config) in by, (rate, config)
+        for n in (2, 4, 8, 14):
+            r = by[(rate, f"static-{n}")]
+            # A static cluster launches nothing and pays its N nodes for the whole run.
+            assert float(r["launches"]) == 0
+            assert float(r["node_hours"]) == pytest.approx(n * float(r["minutes"]) / 60, rel=1e-4)
+            assert float(r["usd"]) == pytest.approx(0.085 * float(r["node_hours"]), rel=1e-4)
+        # Caches that never evict miss exactly the keys asked for: the same queries, the
+        # same misses, whatever they cost.
+        assert by[(rate, "co-op")]["miss_rate"] == by[(rate, "co-op, no pre-launch")]["miss_rate"]
+        assert by[(rate, "co-op")]["miss_rate"] == by[(rate, "static-14")]["miss_rate"]
+        assert float(by[(rate, "tt-75%")]["launches"]) >= 1
+    deltas = rows(quick_results / "baselines_vs_paper.csv")
+    assert {r["config"] for r in deltas} == {
+        "co-op, no pre-launch",
+        "tt-75%",
+        "tt-50%",
+        "static-2",
+        "static-4",
+        "static-8",
+        "static-14",
+    }
+
+
+@pytest.mark.slow
+def test_overhead_calibration_runs_the_times_it_backs_out(quick_results: Path) -> None:
+    data = rows(quick_results / "fig3_calibrated.csv")
+    settings = {r["setting"] for r in data}
+    assert settings == {"defaults", "calibrated on 50", "calibrated on 255", "calibrated on both"}
+    for r in data:
+        if r["setting"] == "defaults":
+            continue
+        # The service model is rescaled to the backed-out mean exactly (per key draws vary).
+        assert float(r["mean_service_s"]) == pytest.approx(float(r["target_service_s"]), rel=0.05)
+    by = {(r["queries_per_step"], r["setting"]): r for r in data}
+    assert float(by[("50", "calibrated on 50")]["target_boot_s"]) == pytest.approx(230.4, abs=0.1)
+    assert float(by[("255", "calibrated on 255")]["target_boot_s"]) == pytest.approx(73.9, abs=0.1)
