@@ -52,6 +52,10 @@ class WriteObserver(Protocol):
 #: Attempts for a request that meets 421 while the ring changes under it.
 _ATTEMPTS = 5
 
+#: Seconds a blocked write (``on_full = block``) waits before it tries again and asks
+#: for help again.
+_HELP_SLICE = 1.0
+
 
 class Router:
     """Sends each key request to its owner and reports writes to the scaler.
@@ -274,10 +278,15 @@ class Router:
                     "cap (on_full = block)"
                 )
             left = deadline - loop.time()
-            if left <= 0 or not await self.cluster.wait_for_room(node, left):
+            if left <= 0:
                 raise StoreFull(
                     f"node {node} stayed full for {self.block_timeout:.0f}s (on_full = block)"
                 )
+            # Wait in slices and write again: a refused request for help (launches in
+            # flight) may be followed by moves that split *other* nodes, so the write asks
+            # again after each slice instead of waiting for a move out of this node that
+            # nobody plans (it waited the whole block timeout).
+            await self.cluster.wait_for_room(node, min(left, _HELP_SLICE))
 
     async def put_stream(
         self,
