@@ -112,7 +112,7 @@ def summarize(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 {
                     "policy": policy,
                     "nodes": nodes,
-                    "seeds": len(mine),
+                    "runs": len(mine),
                     **ci("records_before_serving", (r["records_before_serving"] for r in mine)),
                     **ci("seconds_to_serve", (r["seconds_to_serve"] for r in mine)),
                     **ci("imbalance", (r["imbalance"] for r in mine)),
@@ -123,8 +123,8 @@ def summarize(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     opts = options(__doc__.splitlines()[0], argv)
-    records = 20_000 if opts.quick else 200_000
-    seeds = range(opts.seed, opts.seed + (3 if opts.quick else opts.runs))
+    records = 10_000 if opts.quick else 200_000
+    seeds = range(opts.seed, opts.seed + opts.runs)
     rows = [r for p in POLICIES for s in seeds for r in run(p, records, s)]
     table = summarize(rows)
     write_csv(figure_path(opts, "bootstrap", "csv"), table)

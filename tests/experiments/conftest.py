@@ -24,6 +24,7 @@ SCRIPTS = (
     "overhead",
     "sensitivity",
     "zipf",
+    "bootstrap",
 )
 #: Scripts the tests also run with ``--real`` (real node processes).
 REAL = ("miss_rate", "hybrid")

@@ -35,6 +35,7 @@ OUTPUTS = {
     "overhead": ["overhead_sweep.csv", "fig3_calibrated.csv", "overhead_sweep.png"],
     "sensitivity": ["sweep_prelaunch.csv", "sweep_migration.csv", "sweeps.png"],
     "zipf": ["fig2_zipf_summary.csv", "fig2_zipf.png"],
+    "bootstrap": ["bootstrap.csv", "bootstrap.png"],
 }
 
 
@@ -78,6 +79,7 @@ INTERVALS = {
     "sweep_prelaunch.csv": ["startup_without_s", "startup_with_s", "reduction"],
     "sweep_migration.csv": ["ms_per_migration", "records_per_migration"],
     "fig2_zipf_summary.csv": ["miss_rate", "final_nodes", "node_hours"],
+    "bootstrap.csv": ["records_before_serving", "seconds_to_serve", "imbalance"],
 }
 
 
@@ -305,3 +307,12 @@ def test_overhead_calibration_runs_the_times_it_backs_out(quick_results: Path) -
     by = {(r["queries_per_step"], r["setting"]): r for r in data}
     assert float(by[("50", "calibrated on 50")]["target_boot_s"]) == pytest.approx(230.4, abs=0.1)
     assert float(by[("255", "calibrated on 255")]["target_boot_s"]) == pytest.approx(73.9, abs=0.1)
+
+
+@pytest.mark.slow
+def test_two_phase_bootstrap_serves_sooner_and_balances(quick_results: Path) -> None:
+    by = {(r["policy"], int(r["nodes"])): r for r in rows(quick_results / "bootstrap.csv")}
+    for nodes in range(2, 17):
+        split, two = by[("split", nodes)], by[("two-phase", nodes)]
+        assert float(two["records_before_serving"]) < float(split["records_before_serving"])
+    assert float(by[("two-phase", 9)]["imbalance"]) < float(by[("split", 9)]["imbalance"])
