@@ -422,6 +422,10 @@ class CoordinatorSettings:
         suspect_grace: seconds a node whose process or instance still runs may stay
             unresponsive before it is declared dead (a pause, a long collection or a
             stalled disk is not a death).
+        watch_buffer: changes the coordinator keeps for watchers that reconnect with
+            ``Last-Event-ID`` (docs/watch.md).
+        watch_queue: changes that may wait for one watcher; past it the watcher is cut
+            off (a ``cutoff`` event) rather than growing the coordinator's memory.
     """
 
     host: str = "127.0.0.1"
@@ -435,13 +439,15 @@ class CoordinatorSettings:
     workers: int = 1
     request_budget: float = 5.0
     suspect_grace: float = 120.0
+    watch_buffer: int = 65536
+    watch_queue: int = 10000
 
     def __post_init__(self) -> None:
         _check_host("coordinator host", self.host)
         _check_port("coordinator port", self.port)
         if not self.state_dir:
             raise ConfigError("state_dir must not be empty")
-        for name in ("initial_nodes", "vnodes", "workers"):
+        for name in ("initial_nodes", "vnodes", "workers", "watch_buffer", "watch_queue"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ConfigError(f"{name} must be a positive integer, got {value!r}")
