@@ -570,7 +570,8 @@ class Client:
         reconnect: bool = True,
     ) -> Iterator[ChangeEvent]:
         """`AsyncClient.watch` as a blocking iterator; closing it (or leaving the loop)
-        closes the stream."""
+        closes the stream. The stream opens when this is called, not at the first
+        ``next()``."""
         pending: queue.Queue[ChangeEvent | BaseException | None] = queue.Queue(maxsize=1000)
         stream = self._async.watch(
             prefix, keys=keys, last_event_id=last_event_id, reconnect=reconnect
@@ -598,16 +599,20 @@ class Client:
         if self._closed:
             raise RuntimeError("the client is closed")
         future = asyncio.run_coroutine_threadsafe(pump(), self._loop)
-        try:
-            while True:
-                item = pending.get()
-                if item is None:
-                    return
-                if isinstance(item, BaseException):
-                    raise item
-                yield item
-        finally:
-            future.cancel()
+
+        def events() -> Iterator[ChangeEvent]:
+            try:
+                while True:
+                    item = pending.get()
+                    if item is None:
+                        return
+                    if isinstance(item, BaseException):
+                        raise item
+                    yield item
+            finally:
+                future.cancel()
+
+        return events()
 
     def put(
         self,

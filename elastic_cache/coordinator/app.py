@@ -284,6 +284,14 @@ def cluster_view(coord: Coordinator) -> dict[str, Any]:
         "not_modified": rt.counts.not_modified,
         "invalidations": rt.counts.invalidations,
     }
+    hub = coord.watch
+    view["watch"] = {
+        "watchers": len(hub.watchers),
+        "published": hub.published,
+        "resets": hub.resets,
+        "cut_offs": hub.cut_offs,
+        "skipped": coord.watch_feed.skipped,
+    }
     view["workers"] = [
         {"worker": 0, "pid": os.getpid(), "answered": coord.metrics.requests.total(PUBLIC)},
         *(coord.worker_reports[i] for i in sorted(coord.worker_reports)),
@@ -438,6 +446,11 @@ def make_coordinator_app(coord: Coordinator, *, manage_lifecycle: bool = True) -
     # Any character, newlines too: with ``.*`` a path holding an encoded newline matched
     # no route and got aiohttp's plain-text 404.
     app.router.add_route("*", "/{tail:[\\s\\S]*}", metered(not_found, "other", meter))
+
+    async def end_watches(app: web.Application) -> None:
+        coord.watch.close()  # open streams would hold the shutdown for its whole timeout
+
+    app.on_shutdown.append(end_watches)
     if manage_lifecycle:
 
         async def on_startup(app: web.Application) -> None:

@@ -256,6 +256,7 @@ class Coordinator:
 
     async def stop(self) -> None:
         """Stop polling and scaling, stop every node, close connections."""
+        self.watch.close()
         for task in (self._monitor, self._watching):
             if task is not None:
                 task.cancel()

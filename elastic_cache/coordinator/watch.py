@@ -104,6 +104,8 @@ class Watcher:
         self.limit = limit
         self.pending: deque[bytes] = deque()
         self.cut_off = False
+        #: The coordinator is stopping: the stream ends.
+        self.closed = False
         self.delivered = 0
         self._wake = asyncio.Event()
 
@@ -121,8 +123,8 @@ class Watcher:
 
     async def next_frames(self, timeout: float) -> list[bytes]:
         """The frames pending now, waiting up to ``timeout`` seconds for one (an empty
-        list: none came, or the watcher is cut off)."""
-        if not self.pending and not self.cut_off:
+        list: none came, or the watcher is cut off or closed)."""
+        if not self.pending and not self.cut_off and not self.closed:
             self._wake.clear()
             try:
                 await asyncio.wait_for(self._wake.wait(), timeout)
@@ -250,6 +252,12 @@ class WatchHub:
             return []
         start = after + 1 - buf[0][0]
         return [buf[i] for i in range(max(start, 0), len(buf))]
+
+    def close(self) -> None:
+        """End every stream (the coordinator stops)."""
+        for w in self.watchers:
+            w.closed = True
+            w._wake.set()
 
     def unsubscribe(self, watcher: Watcher) -> None:
         """Forget ``watcher`` (its stream ended)."""

@@ -46,15 +46,25 @@ async def watch_stream(request: web.Request, hub: WatchHub) -> web.StreamRespons
         await resp.prepare(request)
         hello = json.dumps({"kind": "subscribed", "seq": hub.seq, "boot": hub.boot})
         await resp.write(f"retry: 1000\nevent: subscribed\ndata: {hello}\n\n".encode())
+        idle = 0.0
         while True:
-            frames = await watcher.next_frames(KEEPALIVE)
+            # Waits of a second: a watcher that went away is noticed within one (aiohttp
+            # does not cancel a handler whose client disconnects).
+            frames = await watcher.next_frames(1.0)
             if frames:
                 data = b"".join(frames)
+                idle = 0.0
             elif watcher.cut_off:
                 with contextlib.suppress(TimeoutError, ConnectionError):
                     await asyncio.wait_for(resp.write(hub.cutoff_frame()), 1.0)
                 break
+            elif watcher.closed or request.transport is None or request.transport.is_closing():
+                break
             else:
+                idle += 1.0
+                if idle < KEEPALIVE:
+                    continue
+                idle = 0.0
                 data = b": keepalive\n\n"
             try:
                 await asyncio.wait_for(resp.write(data), WRITE_TIMEOUT)

@@ -87,8 +87,28 @@ METER: web.AppKey[RequestMeter] = web.AppKey("meter", RequestMeter)
 #: The token check of the app (None: none), for the lean layer in front of it.
 GUARD: web.AppKey[TokenGuard | None] = web.AppKey("guard")
 HEARTBEATS: web.AppKey[Heartbeats] = web.AppKey("heartbeats", Heartbeats)
-#: Set by the change log on each entry: wakes the long polls of ``GET /v1/changes``.
-CHANGES_WOKEN: web.AppKey[asyncio.Event] = web.AppKey("changes_woken", asyncio.Event)
+
+
+class _Wakeup:
+    """Wakes the long polls of ``GET /v1/changes`` waiting when an entry is logged.
+
+    Each wait takes the current event; a new entry sets it and puts a fresh one in its
+    place, so one poll returning cannot make another miss the wake-up. With no poll
+    waiting, an entry costs one attribute check.
+    """
+
+    def __init__(self) -> None:
+        self.event = asyncio.Event()
+        self.waiting = 0
+
+    def fire(self) -> None:
+        if self.waiting:
+            self.event.set()
+            self.event = asyncio.Event()
+            self.waiting = 0
+
+
+CHANGES_WOKEN: web.AppKey[_Wakeup] = web.AppKey("changes_woken", _Wakeup)
 
 #: Largest migration frame accepted.
 MAX_FRAME_BYTES = 256 * 1024 * 1024
@@ -397,10 +417,10 @@ async def get_changes(request: web.Request) -> web.StreamResponse:
     else:
         lost = False
     if wait and after >= log.seq:
-        woken = request.app[CHANGES_WOKEN]
-        woken.clear()
+        wakeup = request.app[CHANGES_WOKEN]
+        wakeup.waiting += 1
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(woken.wait(), wait)
+            await asyncio.wait_for(wakeup.event.wait(), wait)
     entries, missed = log.since(after, limit)
     return web.json_response(
         {
@@ -479,8 +499,8 @@ def make_node_app(
     )
     app.router.add_delete("/v1/migrations/{id}", metered(abort_migration, "migrations", meter))
     app.router.add_get("/v1/changes", metered(get_changes, "changes", meter))
-    woken = app[CHANGES_WOKEN] = asyncio.Event()
-    service.changes.notify = woken.set
+    wakeup = app[CHANGES_WOKEN] = _Wakeup()
+    service.changes.notify = wakeup.fire
     # Any character, newlines too: with ``.*`` a path holding an encoded newline matched
     # no route and got aiohttp's plain-text 404.
     app.router.add_route("*", "/{tail:[\\s\\S]*}", metered(not_found, "other", meter))

@@ -216,3 +216,12 @@ async def test_the_feed_resets_watchers_when_a_node_restarts_or_overflows() -> N
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
+
+
+async def test_closing_the_hub_ends_every_stream_at_once() -> None:
+    hub = WatchHub("b")
+    w = hub.subscribe(WatchFilter.parse([""], []), None)
+    waiting = asyncio.create_task(w.next_frames(30.0))
+    await asyncio.sleep(0)
+    hub.close()
+    assert await asyncio.wait_for(waiting, 1.0) == [] and w.closed
