@@ -139,7 +139,13 @@ class Coordinator:
             queue_limit=settings.coordinator.watch_queue,
         )
         self.watch_feed = WatchFeed(self.watch, self.cluster)
+        self.cluster.events.listeners.append(self._reset_watchers_on_failure)
         self._watching: asyncio.Task[None] | None = None
+
+    def _reset_watchers_on_failure(self, event: dict[str, Any]) -> None:
+        """A node that failed may have applied changes the coordinator never read."""
+        if event.get("kind") == "node_failed":
+            self.watch.reset(f"node {event.get('node')} failed: changes it applied may be lost")
 
     @property
     def session(self) -> aiohttp.ClientSession:

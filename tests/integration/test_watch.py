@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import signal
 import socket
 import time
 from collections import defaultdict
@@ -350,3 +352,19 @@ async def test_a_node_wakes_every_long_poll_of_its_change_log(aiohttp_client: An
     async with client.get("/v1/changes", params={"after": 99}) as resp:
         data = await resp.json()
     assert data["lost"] and len(data["changes"]) == 1
+
+
+async def test_a_failed_node_sends_watchers_a_reset(tmp_path: Path) -> None:
+    data = {"coordinator": {"initial_nodes": 2}, **NO_SCALER}
+    async with process_cluster(tmp_path, data) as cluster, AsyncClient(cluster.url) as client:
+        for _ in range(200):
+            if len(cluster.coord.cluster.nodes) == 2:
+                break
+            await asyncio.sleep(0.05)
+        watcher = Collector(client, "")
+        await _subscribed(cluster.coord, 1)
+        victim = cluster.provisioner.pids()[-1]
+        os.kill(victim, signal.SIGKILL)
+        await watcher.wait_for(1, timeout=30)
+        assert watcher.events[0].kind == "reset"
+        await watcher.stop()
