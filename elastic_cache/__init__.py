@@ -16,11 +16,13 @@ if TYPE_CHECKING:
     from elastic_cache.errors import ElasticCacheError
     from elastic_cache.hashing import make_hasher
     from elastic_cache.indexes import Index, make_index
+    from elastic_cache.nearcache import ChangeEvent
     from elastic_cache.ring import Bucket, HashRing
 
 __all__ = [
     "AsyncClient",
     "Bucket",
+    "ChangeEvent",
     "Client",
     "ElasticCacheError",
     "HashRing",
@@ -35,6 +37,7 @@ __getattr__, __dir__ = lazy_exports(
     {
         "AsyncClient": "elastic_cache.client",
         "Bucket": "elastic_cache.ring",
+        "ChangeEvent": "elastic_cache.nearcache",
         "Client": "elastic_cache.client",
         "ElasticCacheError": "elastic_cache.errors",
         "HashRing": "elastic_cache.ring",

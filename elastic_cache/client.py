@@ -1,5 +1,9 @@
 """Python clients: `AsyncClient` (asyncio) and `Client` (blocking).
 
+Both talk to the coordinator by default. With ``near_cache=N`` they keep up to N values
+they read and drop each when the coordinator's change stream reports its key changed
+(docs/watch.md); ``watch(prefix)`` iterates over change events.
+
 Both talk to the coordinator by default. With ``direct=True`` they fetch the ring from
 ``GET /v1/cluster`` and send each key request straight to the node that owns it, saving a
 hop; a node that no longer owns the key answers 421, and the client refreshes the ring
@@ -19,8 +23,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import queue
 import threading
-from collections.abc import Coroutine, Mapping
+from collections.abc import AsyncIterator, Coroutine, Iterable, Iterator, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass
 from types import TracebackType
@@ -40,9 +45,16 @@ from elastic_cache.errors import (
 )
 from elastic_cache.hashing import validate_key
 from elastic_cache.httpio import body_payload
+from elastic_cache.nearcache import ChangeEvent, NearCache, SseParser, change_event
 from elastic_cache.ring import HashRing
 
-__all__ = ["AsyncClient", "Client", "Fetched", "Item"]
+__all__ = ["AsyncClient", "ChangeEvent", "Client", "Fetched", "Item"]
+
+#: Seconds without a byte (the coordinator sends a keep-alive every 15 s) after which a
+#: watch stream counts as lost.
+WATCH_SILENCE = 45.0
+#: Seconds between reconnections of a lost watch stream.
+WATCH_RETRY = 0.5
 
 T = TypeVar("T")
 
@@ -91,6 +103,11 @@ class AsyncClient:
             ``direct``, to the nodes) as ``Authorization: Bearer TOKEN``; a deployed
             cluster, or one started with ``ecache up --token``, answers 401
             (`Unauthorized`) without it (docs/aws.md).
+        near_cache: values of keys read to keep in this process (0: none); they are
+            answered locally until the coordinator's change stream, which the client
+            follows over one connection, reports that their key changed (docs/watch.md).
+        near_cache_prefix: only keys with this prefix are kept (and only their changes
+            are streamed); default every key.
     """
 
     def __init__(
@@ -101,6 +118,8 @@ class AsyncClient:
         timeout: float = 30.0,
         retries: int = 4,
         token: str | None = None,
+        near_cache: int = 0,
+        near_cache_prefix: str = "",
     ) -> None:
         self.url = url.rstrip("/")
         self._headers = {"Authorization": authorization(token)} if token else {}
@@ -112,6 +131,12 @@ class AsyncClient:
         self._session: aiohttp.ClientSession | None = None
         self._ring: HashRing | None = None
         self._addresses: dict[str, str] = {}
+        if isinstance(near_cache, bool) or not isinstance(near_cache, int) or near_cache < 0:
+            raise InvalidRequest(f"near_cache counts values: 0 or more, got {near_cache!r}")
+        self.near: NearCache[Item] | None = NearCache(near_cache) if near_cache else None
+        self._near_prefix = near_cache_prefix
+        self._near_task: asyncio.Task[None] | None = None
+        self._near_subscribed = asyncio.Event()
 
     async def __aenter__(self) -> AsyncClient:
         return self
@@ -125,7 +150,12 @@ class AsyncClient:
         await self.close()
 
     async def close(self) -> None:
-        """Close pooled connections."""
+        """Close pooled connections (and the near cache's stream)."""
+        task, self._near_task = self._near_task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
         if self._session is not None:
             await self._session.close()
             self._session = None
@@ -219,7 +249,23 @@ class AsyncClient:
     # -- key-value -----------------------------------------------------------------------
 
     async def get_item(self, key: str) -> Item | None:
-        """The value and content type of ``key``, or None on a miss."""
+        """The value and content type of ``key``, or None on a miss (from the near cache
+        when it holds the key)."""
+        near = self.near
+        if near is None or not key.startswith(self._near_prefix):
+            return await self._get_item(key)
+        item = near.get(key)
+        if item is not None:
+            return item
+        self._follow_changes()
+        token = near.begin(key)
+        try:
+            item = await self._get_item(key)
+        finally:
+            near.finish(key, token, item)
+        return item
+
+    async def _get_item(self, key: str) -> Item | None:
         status, body, headers = await self._kv("GET", key)
         if status == 404:
             return None
@@ -248,6 +294,8 @@ class AsyncClient:
             data = bytes(value)
             ctype = content_type or "application/octet-stream"
         query = {"ttl": repr(float(ttl))} if ttl is not None else None
+        if self.near is not None:
+            self.near.invalidate(key)  # read your own writes
         status, body, _ = await self._kv(
             "PUT", key, data=data, headers={"Content-Type": ctype}, query=query
         )
@@ -256,11 +304,115 @@ class AsyncClient:
 
     async def delete(self, key: str) -> bool:
         """Delete ``key``; True when it was there."""
+        if self.near is not None:
+            self.near.invalidate(key)
         status, body, _ = await self._kv("DELETE", key)
         if status == 404:
             return False
         if status >= 300:
             raise _error(status, body)
+        return True
+
+    # -- changes -----------------------------------------------------------------------
+
+    async def watch(
+        self,
+        prefix: str | None = None,
+        *,
+        keys: Iterable[str] = (),
+        last_event_id: str | None = None,
+        reconnect: bool = True,
+    ) -> AsyncIterator[ChangeEvent]:
+        """The changes of the keys starting with ``prefix`` (``""``: every key) or
+        named in ``keys``, as they happen (``GET /v1/watch``, docs/watch.md).
+
+        A lost stream is reconnected with ``Last-Event-ID`` (unless ``reconnect`` is
+        false), so the events it missed come first, or one ``reset`` event when the
+        coordinator no longer has them. ``cutoff`` events are passed on too.
+
+        Raises:
+            InvalidRequest: no filter, or a malformed prefix, key or ``last_event_id``.
+        """
+        keys = list(keys)
+        if prefix is None and not keys:
+            raise InvalidRequest('watch needs a prefix ("" for every key) or keys')
+        last = last_event_id
+        while True:
+            try:
+                async for event in self._watch_once(prefix, keys, last):
+                    if event.id is not None:
+                        last = event.id
+                    if event.kind != "subscribed":
+                        yield event
+            except NodeUnavailable:
+                if not reconnect:
+                    raise
+            if not reconnect:
+                return
+            await asyncio.sleep(WATCH_RETRY)
+
+    async def _watch_once(
+        self, prefix: str | None, keys: list[str], last: str | None
+    ) -> AsyncIterator[ChangeEvent]:
+        params: list[tuple[str, str]] = [("key", k) for k in keys]
+        if prefix is not None:
+            params.append(("prefix", prefix))
+        url = URL(self.url + "/v1/watch").with_query(params)
+        headers = {"Accept": "text/event-stream"}
+        if last is not None:
+            headers["Last-Event-ID"] = last
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=WATCH_SILENCE)
+        parser = SseParser()
+        try:
+            async with self._http().get(url, headers=headers, timeout=timeout) as resp:
+                if resp.status != 200:
+                    raise _error(resp.status, await resp.read())
+                while True:
+                    raw = await resp.content.readline()
+                    if not raw:
+                        return
+                    found = parser.feed(raw.decode("utf-8", "replace").rstrip("\r\n"))
+                    if found is not None:
+                        yield change_event(*found)
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise NodeUnavailable(f"the watch stream of {self.url} broke: {exc!r}") from exc
+
+    def _follow_changes(self) -> None:
+        """Start the near cache's change stream if it is not running."""
+        if self._near_task is None or self._near_task.done():
+            self._near_task = asyncio.create_task(self._near_follow())
+
+    async def _near_follow(self) -> None:
+        near = self.near
+        assert near is not None
+        while True:
+            try:
+                async for event in self._watch_once(self._near_prefix, [], None):
+                    if event.kind == "subscribed":
+                        near.live = True
+                        self._near_subscribed.set()
+                    elif event.key is not None:
+                        near.invalidate(event.key)
+                    else:  # reset, cutoff: anything may have changed
+                        near.clear()
+            except ElasticCacheError:
+                pass
+            # Lost: nothing kept can be trusted any more, nor kept until subscribed again.
+            near.live = False
+            self._near_subscribed.clear()
+            near.clear()
+            await asyncio.sleep(WATCH_RETRY)
+
+    async def near_ready(self, timeout: float = 10.0) -> bool:
+        """Start the near cache's stream and wait until it is subscribed (reads before
+        that are answered but not kept). False when it did not subscribe in time."""
+        if self.near is None:
+            return False
+        self._follow_changes()
+        try:
+            await asyncio.wait_for(self._near_subscribed.wait(), timeout)
+        except TimeoutError:
+            return False
         return True
 
     async def read_through(
@@ -337,13 +489,23 @@ class Client:
         timeout: float = 30.0,
         retries: int = 4,
         token: str | None = None,
+        near_cache: int = 0,
+        near_cache_prefix: str = "",
     ) -> None:
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(
             target=self._loop.run_forever, name="ecache-client", daemon=True
         )
         self._thread.start()
-        self._async = AsyncClient(url, direct=direct, timeout=timeout, retries=retries, token=token)
+        self._async = AsyncClient(
+            url,
+            direct=direct,
+            timeout=timeout,
+            retries=retries,
+            token=token,
+            near_cache=near_cache,
+            near_cache_prefix=near_cache_prefix,
+        )
         self._closed = False
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
@@ -374,13 +536,83 @@ class Client:
         self._thread.join()
         self._loop.close()
 
+    @property
+    def near(self) -> NearCache[Item] | None:
+        """The near cache (None: ``near_cache=0``)."""
+        return self._async.near
+
     def get(self, key: str) -> bytes | None:
         """The value of ``key``, or None on a miss."""
-        return self._run(self._async.get(key))
+        item = self.get_item(key)
+        return None if item is None else item.value
 
     def get_item(self, key: str) -> Item | None:
         """The value and content type of ``key``, or None."""
+        near = self._async.near
+        if near is not None:
+            # Answered in the caller's thread: a hop to the loop thread would cost more
+            # than the lookup (each operation on the OrderedDict holds the GIL).
+            item = near.get(key)
+            if item is not None:
+                return item
         return self._run(self._async.get_item(key))
+
+    def near_ready(self, timeout: float = 10.0) -> bool:
+        """See `AsyncClient.near_ready`."""
+        return self._run(self._async.near_ready(timeout))
+
+    def watch(
+        self,
+        prefix: str | None = None,
+        *,
+        keys: Iterable[str] = (),
+        last_event_id: str | None = None,
+        reconnect: bool = True,
+    ) -> Iterator[ChangeEvent]:
+        """`AsyncClient.watch` as a blocking iterator; closing it (or leaving the loop)
+        closes the stream. The stream opens when this is called, not at the first
+        ``next()``."""
+        pending: queue.Queue[ChangeEvent | BaseException | None] = queue.Queue(maxsize=1000)
+        stream = self._async.watch(
+            prefix, keys=keys, last_event_id=last_event_id, reconnect=reconnect
+        )
+
+        async def hand_over(item: ChangeEvent | BaseException | None) -> None:
+            # Waits in a thread while the consumer lags; a cancelled pump (the iterator
+            # was closed) stops at the next second at most.
+            while True:
+                try:
+                    await asyncio.to_thread(pending.put, item, True, 1.0)
+                    return
+                except queue.Full:
+                    continue
+
+        async def pump() -> None:
+            try:
+                async for event in stream:
+                    await hand_over(event)
+            except Exception as exc:
+                await hand_over(exc)
+                return
+            await hand_over(None)
+
+        if self._closed:
+            raise RuntimeError("the client is closed")
+        future = asyncio.run_coroutine_threadsafe(pump(), self._loop)
+
+        def events() -> Iterator[ChangeEvent]:
+            try:
+                while True:
+                    item = pending.get()
+                    if item is None:
+                        return
+                    if isinstance(item, BaseException):
+                        raise item
+                    yield item
+            finally:
+                future.cancel()
+
+        return events()
 
     def put(
         self,

@@ -428,6 +428,10 @@ class CoordinatorSettings:
             file in ``state_dir`` (None: the file only). A coordinator with no file (a
             replacement instance) resumes the cluster from it instead of starting
             afresh; ``ecache deploy`` sets it to the deployment's bucket.
+        watch_buffer: changes the coordinator keeps for watchers that reconnect with
+            ``Last-Event-ID`` (docs/watch.md).
+        watch_queue: changes that may wait for one watcher; past it the watcher is cut
+            off (a ``cutoff`` event) rather than growing the coordinator's memory.
     """
 
     host: str = "127.0.0.1"
@@ -442,6 +446,8 @@ class CoordinatorSettings:
     request_budget: float = 5.0
     suspect_grace: float = 120.0
     state_s3: str | None = None
+    watch_buffer: int = 65536
+    watch_queue: int = 10000
 
     def __post_init__(self) -> None:
         _check_host("coordinator host", self.host)
@@ -450,7 +456,7 @@ class CoordinatorSettings:
         _check_port("coordinator port", self.port)
         if not self.state_dir:
             raise ConfigError("state_dir must not be empty")
-        for name in ("initial_nodes", "vnodes", "workers"):
+        for name in ("initial_nodes", "vnodes", "workers", "watch_buffer", "watch_queue"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ConfigError(f"{name} must be a positive integer, got {value!r}")

@@ -439,6 +439,15 @@ class CoordinatorCollector:
             "Range copies made to restore the replication factor.",
             rep["copies_made"],
         )
+        hub = coord.watch
+        yield _gauge("ecache_watchers", "Open GET /v1/watch streams.", len(hub.watchers))
+        yield _counter("ecache_watch_events", "Key changes published to watchers.", hub.published)
+        yield _counter(
+            "ecache_watch_cut_offs", "Watchers cut off for falling behind.", hub.cut_offs
+        )
+        yield _counter(
+            "ecache_watch_resets", "Reset events sent (changes lost on the way).", hub.resets
+        )
         states = GaugeMetricFamily(
             "ecache_cluster_nodes", "Nodes in the cluster, by state.", labels=["state"]
         )

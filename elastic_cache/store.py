@@ -165,6 +165,9 @@ class Store:
         self._victims: list[Victim] = []
         #: One string object per content type (see `put`).
         self._types: dict[str, str] = {}
+        #: Told ``(kind, key)`` when a record expires (``expire``) or is evicted
+        #: (``evict``); the node's change log (docs/watch.md). Never on a read that hits.
+        self.on_change: Callable[[str, str], None] | None = None
 
     # -- accounting ------------------------------------------------------------------
 
@@ -210,6 +213,8 @@ class Store:
         if rec.expires_at and rec.expires_at <= self._clock():
             self._remove(key, rec)
             self.expirations += 1
+            if self.on_change is not None:
+                self.on_change("expire", key)
             return None
         recent = self._recent
         recent.pop(key, None)
@@ -371,7 +376,10 @@ class Store:
         if rec is None:
             return False
         self._remove(key, rec)
-        return not (rec.expires_at and rec.expires_at <= self._clock())
+        live = not (rec.expires_at and rec.expires_at <= self._clock())
+        if not live and self.on_change is not None:
+            self.on_change("expire", key)
+        return live
 
     def delete_older(self, key: str, version: int) -> bool:
         """Remove ``key`` if its stored version is below ``version`` (a replicated delete)."""
@@ -426,6 +434,9 @@ class Store:
             self._remove(victim, vrec)
             need -= cap.cost(stored_size(victim, vrec))
         self.evictions += len(evicted)
+        if evicted and self.on_change is not None:
+            for victim in evicted:
+                self.on_change("evict", victim)
         return tuple(evicted)
 
     def _lru_victim(self, keep: str | None) -> tuple[str, Record] | None:
@@ -531,6 +542,8 @@ class Store:
             if rec is not None and rec.expires_at == when:
                 self._remove(key, rec)
                 removed += 1
+                if self.on_change is not None:
+                    self.on_change("expire", key)
         self.expirations += removed
         return removed
 

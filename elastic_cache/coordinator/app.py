@@ -4,6 +4,7 @@ Public::
 
     GET/HEAD/PUT/DELETE /v1/kv/{key}        PUT takes ?ttl=SECONDS and stores Content-Type
     GET /v1/svc/{origin}/{path}?{query}     read-through; answers X-Cache: HIT | MISS
+    GET /v1/watch?prefix=P&key=K            key changes as Server-Sent Events (docs/watch.md)
 
 Admin::
 
@@ -38,6 +39,7 @@ from elastic_cache.coordinator.nodeclient import Answer
 from elastic_cache.coordinator.origins import ClientRequest, Reply
 from elastic_cache.coordinator.pool import PoolError
 from elastic_cache.coordinator.service import Coordinator
+from elastic_cache.coordinator.watchroute import watch_stream
 from elastic_cache.cost import price_source
 from elastic_cache.dashboard import add_dashboard_routes
 from elastic_cache.errors import (
@@ -282,6 +284,14 @@ def cluster_view(coord: Coordinator) -> dict[str, Any]:
         "not_modified": rt.counts.not_modified,
         "invalidations": rt.counts.invalidations,
     }
+    hub = coord.watch
+    view["watch"] = {
+        "watchers": len(hub.watchers),
+        "published": hub.published,
+        "resets": hub.resets,
+        "cut_offs": hub.cut_offs,
+        "skipped": coord.watch_feed.skipped,
+    }
     view["workers"] = [
         {"worker": 0, "pid": os.getpid(), "answered": coord.metrics.requests.total(PUBLIC)},
         *(coord.worker_reports[i] for i in sorted(coord.worker_reports)),
@@ -335,6 +345,10 @@ async def get_history(request: web.Request) -> web.StreamResponse:
         raise InvalidBody(f"since must be a number of seconds, got {raw[:40]!r}") from None
     coord = request.app[COORDINATOR]
     return web.json_response({"span": coord.history.span, "samples": coord.history.since(since)})
+
+
+async def get_watch(request: web.Request) -> web.StreamResponse:
+    return await watch_stream(request, request.app[COORDINATOR].watch)
 
 
 async def get_metrics(request: web.Request) -> web.StreamResponse:
@@ -415,6 +429,7 @@ def make_coordinator_app(coord: Coordinator, *, manage_lifecycle: bool = True) -
     app.router.add_delete(kv, metered(delete_kv, "kv", meter))
     svc = "/v1/svc/{origin}/{path:[\\s\\S]*}"  # any character: read-through checks the raw path
     app.router.add_route("*", svc, metered(read_through, "svc", meter))
+    app.router.add_get("/v1/watch", metered(get_watch, "watch", meter))
     app.router.add_get("/v1/cluster", metered(get_cluster, "cluster", meter))
     app.router.add_get("/v1/cluster/history", metered(get_history, "cluster", meter))
     app.router.add_post("/v1/cluster/nodes", metered(add_nodes, "nodes", meter))
@@ -431,6 +446,11 @@ def make_coordinator_app(coord: Coordinator, *, manage_lifecycle: bool = True) -
     # Any character, newlines too: with ``.*`` a path holding an encoded newline matched
     # no route and got aiohttp's plain-text 404.
     app.router.add_route("*", "/{tail:[\\s\\S]*}", metered(not_found, "other", meter))
+
+    async def end_watches(app: web.Application) -> None:
+        coord.watch.close()  # open streams would hold the shutdown for its whole timeout
+
+    app.on_shutdown.append(end_watches)
     if manage_lifecycle:
 
         async def on_startup(app: web.Application) -> None:

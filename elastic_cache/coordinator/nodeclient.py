@@ -268,6 +268,29 @@ class HttpNodeClient:
             raise err
         return payload
 
+    async def changes(self, after: int, wait: float) -> dict[str, Any]:
+        """The node's change log after ``after``, waiting up to ``wait`` seconds for an
+        entry (``GET /v1/changes``, docs/watch.md).
+
+        Raises:
+            NodeUnavailable: the node did not answer.
+        """
+        timeout = aiohttp.ClientTimeout(total=wait + (self._control.total or 10.0))
+        url = self._base.with_path("/v1/changes").with_query(after=after, wait=f"{wait:g}")
+        try:
+            async with self._session.get(url, timeout=timeout) as resp:
+                status = resp.status
+                raw = await resp.read()
+        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+            raise NodeUnavailable(f"node {self.node_id} at {self.address}: {exc!r}") from exc
+        try:
+            payload = json.loads(raw)
+        except ValueError:
+            payload = {"error": "internal", "message": raw[:200].decode("utf-8", "replace")}
+        if status >= 400 or not isinstance(payload, dict):
+            raise error_from_json(status, payload if isinstance(payload, dict) else {})
+        return payload
+
     async def stats(self) -> NodeStats:
         return NodeStats.from_json(await self._json("GET", "/v1/stats"))
 

@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import logging
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,8 @@ from elastic_cache.coordinator.router import Router
 from elastic_cache.coordinator.scaler import Scaler
 from elastic_cache.coordinator.spotdrain import Interrupted, SpotDrain
 from elastic_cache.coordinator.statestore import StateStore
+from elastic_cache.coordinator.watch import WatchHub
+from elastic_cache.coordinator.watchfeed import WatchFeed
 from elastic_cache.cost import instance_price
 from elastic_cache.cost.spot import spot_price
 from elastic_cache.dashboard.history import ClusterHistory
@@ -144,6 +147,21 @@ class Coordinator:
         #: Reports of the worker processes (``--workers``), by worker index.
         self.worker_reports: dict[int, dict[str, Any]] = {}
         self._monitor: asyncio.Task[None] | None = None
+        #: Key-change subscriptions (``GET /v1/watch``, docs/watch.md) and the node
+        #: followers that feed them.
+        self.watch = WatchHub(
+            uuid.uuid4().hex[:8],
+            buffer=settings.coordinator.watch_buffer,
+            queue_limit=settings.coordinator.watch_queue,
+        )
+        self.watch_feed = WatchFeed(self.watch, self.cluster)
+        self.cluster.events.listeners.append(self._reset_watchers_on_failure)
+        self._watching: asyncio.Task[None] | None = None
+
+    def _reset_watchers_on_failure(self, event: dict[str, Any]) -> None:
+        """A node that failed may have applied changes the coordinator never read."""
+        if event.get("kind") == "node_failed":
+            self.watch.reset(f"node {event.get('node')} failed: changes it applied may be lost")
 
     @property
     def session(self) -> aiohttp.ClientSession:
@@ -248,6 +266,7 @@ class Coordinator:
         await self._reap_strays()
         await abort_interrupted_moves(self.cluster)  # an earlier life died mid-move
         self._monitor = asyncio.create_task(self._poll())
+        self._watching = asyncio.create_task(self.watch_feed.run())
 
     async def _reap_strays(self) -> None:
         """Terminate nodes the provisioner runs that are not members: on EC2, the nodes of
@@ -268,10 +287,12 @@ class Coordinator:
 
     async def stop(self) -> None:
         """Stop polling and scaling, stop every node, close connections."""
-        if self._monitor is not None:
-            self._monitor.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._monitor
+        self.watch.close()
+        for task in (self._monitor, self._watching):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         await self.spot.close()
         await self.scaler.close()
         if self._readthrough is not None:

@@ -20,6 +20,8 @@ Control plane (used by the coordinator and by peer nodes)::
     POST /v1/migrations/{id}/forward      binary frame of forwarded writes
     POST /v1/migrations/{id}/commit       {"epoch": e, "ranges": [...]}
     DELETE /v1/migrations/{id}            abort
+    GET  /v1/changes?after=SEQ&wait=S     the change log after SEQ, waiting up to S seconds
+                                          for one (docs/watch.md)
 
 Every answer to a key carries ``X-Ecache-Epoch``; a write answer also carries
 ``X-Ecache-Fill: USED CAPACITY`` so the coordinator's scaler needs no polling.
@@ -38,7 +40,7 @@ from collections.abc import AsyncIterator
 from aiohttp import web
 
 from elastic_cache.auth import TokenGuard, token_middleware
-from elastic_cache.errors import Conflict, ElasticCacheError, InvalidBody
+from elastic_cache.errors import Conflict, ElasticCacheError, InvalidBody, InvalidRequest
 from elastic_cache.httpio import (
     STREAM_ABOVE,
     BufferPool,
@@ -85,6 +87,28 @@ METER: web.AppKey[RequestMeter] = web.AppKey("meter", RequestMeter)
 #: The token check of the app (None: none), for the lean layer in front of it.
 GUARD: web.AppKey[TokenGuard | None] = web.AppKey("guard")
 HEARTBEATS: web.AppKey[Heartbeats] = web.AppKey("heartbeats", Heartbeats)
+
+
+class _Wakeup:
+    """Wakes the long polls of ``GET /v1/changes`` waiting when an entry is logged.
+
+    Each wait takes the current event; a new entry sets it and puts a fresh one in its
+    place, so one poll returning cannot make another miss the wake-up. With no poll
+    waiting, an entry costs one attribute check.
+    """
+
+    def __init__(self) -> None:
+        self.event = asyncio.Event()
+        self.waiting = 0
+
+    def fire(self) -> None:
+        if self.waiting:
+            self.event.set()
+            self.event = asyncio.Event()
+            self.waiting = 0
+
+
+CHANGES_WOKEN: web.AppKey[_Wakeup] = web.AppKey("changes_woken", _Wakeup)
 
 #: Largest migration frame accepted.
 MAX_FRAME_BYTES = 256 * 1024 * 1024
@@ -361,6 +385,54 @@ async def abort_migration(request: web.Request) -> web.StreamResponse:
     return web.json_response({"aborted": mid, "dropped": dropped})
 
 
+#: Most entries one ``GET /v1/changes`` answers, and the longest wait it may ask for.
+CHANGES_LIMIT = 2048
+CHANGES_MAX_WAIT = 30.0
+
+
+def _query_number(request: web.Request, name: str, default: float, top: float) -> float:
+    raw = request.query.get(name)
+    if raw is None:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise InvalidRequest(f"{name} must be a number, got {raw[:40]!r}") from None
+    if not 0 <= value <= top:
+        raise InvalidRequest(f"{name} must be between 0 and {top:g}, got {raw[:40]!r}")
+    return value
+
+
+async def get_changes(request: web.Request) -> web.StreamResponse:
+    """The change log after ``after`` (long poll: waits up to ``wait`` seconds for an
+    entry when there is none yet)."""
+    service = request.app[SERVICE]
+    log = service.changes
+    after = int(_query_number(request, "after", 0, 2**62))
+    wait = _query_number(request, "wait", 0, CHANGES_MAX_WAIT)
+    limit = int(_query_number(request, "limit", CHANGES_LIMIT, CHANGES_LIMIT)) or 1
+    if after > log.seq:
+        after = 0  # a sequence of an earlier process: everything we have is new
+        lost = True
+    else:
+        lost = False
+    if wait and after >= log.seq:
+        wakeup = request.app[CHANGES_WOKEN]
+        wakeup.waiting += 1
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(wakeup.event.wait(), wait)
+    entries, missed = log.since(after, limit)
+    return web.json_response(
+        {
+            "node": service.node_id,
+            "boot": log.boot,
+            "seq": log.seq,
+            "lost": lost or missed,
+            "changes": entries,
+        }
+    )
+
+
 async def _expiry_loop(service: NodeService, period: float) -> None:
     while True:
         await asyncio.sleep(period)
@@ -426,6 +498,9 @@ def make_node_app(
         "/v1/migrations/{id}/commit", metered(commit_migration, "migrations", meter)
     )
     app.router.add_delete("/v1/migrations/{id}", metered(abort_migration, "migrations", meter))
+    app.router.add_get("/v1/changes", metered(get_changes, "changes", meter))
+    wakeup = app[CHANGES_WOKEN] = _Wakeup()
+    service.changes.notify = wakeup.fire
     # Any character, newlines too: with ``.*`` a path holding an encoded newline matched
     # no route and got aiohttp's plain-text 404.
     app.router.add_route("*", "/{tail:[\\s\\S]*}", metered(not_found, "other", meter))

@@ -34,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
+import uuid
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
@@ -49,6 +50,7 @@ from elastic_cache.errors import (
     ValueTooLarge,
 )
 from elastic_cache.hashing import TokenHasher, validate_key
+from elastic_cache.node.changes import ChangeLog
 from elastic_cache.node.migration import (
     Incoming,
     Outgoing,
@@ -85,6 +87,8 @@ class NodeService:
             so a large drop does not stall the event loop.
         max_rate: most records per second a snapshot stream sends (0: no limit).
         cold: the node's cold tier joined to ``store`` (None: memory only).
+        changes: where the node logs the changes it applies (docs/watch.md); default a
+            log of 65,536 entries with a random boot id.
     """
 
     def __init__(
@@ -100,6 +104,7 @@ class NodeService:
         drop_chunk: int = 4096,
         max_rate: float = 0.0,
         cold: ColdLayer | None = None,
+        changes: ChangeLog | None = None,
     ) -> None:
         self.node_id = node_id
         self.store = store
@@ -120,6 +125,11 @@ class NodeService:
         self.cold = cold
         self.hits = 0
         self.misses = 0
+        self.changes = changes if changes is not None else ChangeLog(65536, uuid.uuid4().hex)
+        store.on_change = self._store_changed
+
+    def _store_changed(self, kind: str, key: str) -> None:
+        self.changes.record(kind, key, self.epoch)
 
     # -- ownership ---------------------------------------------------------------------
 
@@ -277,14 +287,19 @@ class NodeService:
         """
         if self.cold is not None or self.outgoing:
             return None
-        return self.store.put(key, self.token(key), value, content_type, ttl)
+        outcome = self.store.put(key, self.token(key), value, content_type, ttl)
+        self.changes.record("put", key, self.epoch)
+        return outcome
 
     def delete_now(self, key: str) -> bool | None:
         """`delete` when nothing has to be awaited; None when it must call `delete`."""
         if self.cold is not None or self.outgoing:
             return None
         self.token(key)
-        return self.store.delete(key)
+        existed = self.store.delete(key)
+        if existed:
+            self.changes.record("delete", key, self.epoch)
+        return existed
 
     async def put(self, key: str, value: bytes, content_type: str, ttl: float | None) -> PutOutcome:
         """Store a value; forward it first to a migration's destination when moving.
@@ -295,6 +310,7 @@ class NodeService:
         token = self.token(key)
         out = self._outgoing_for(token) if self.outgoing else None
         outcome = self.store.put(key, token, value, content_type, ttl)
+        self.changes.record("put", key, self.epoch)
         cold = self.cold
         # Victims must be readable (pending) before anything awaits.
         victims = self._demote() if cold is not None else []
@@ -339,7 +355,7 @@ class NodeService:
                 )
 
         check()
-        return await cold.put_large(
+        length = await cold.put_large(
             key,
             token,
             content_type,
@@ -348,6 +364,8 @@ class NodeService:
             check=check,
             next_version=self.store.next_version,
         )
+        self.changes.record("put", key, self.epoch)
+        return length
 
     async def _after_store(self, victims: list[Victim]) -> None:
         """Forward victims of a moving range to its destination, then wait if the tier
@@ -376,11 +394,14 @@ class NodeService:
         token = self.token(key)
         out = self._outgoing_for(token) if self.outgoing else None
         existed = self.store.delete(key)
+        if existed:
+            self.changes.record("delete", key, self.epoch)
         if out is not None:
             out.hold()
         try:
-            if self.cold is not None:
-                existed = await self.cold.remove(key, token) or existed
+            if self.cold is not None and await self.cold.remove(key, token) and not existed:
+                existed = True
+                self.changes.record("delete", key, self.epoch)
             if out is not None:
                 version = self.store.next_version()
                 await self._forward(out, WireRecord(key, token, version, deleted=True))
@@ -544,6 +565,9 @@ class NodeService:
         """The move is committed: own ``ranges`` at ``epoch`` and forget the floor."""
         inc = self._incoming(migration)
         self.set_ownership(epoch, ranges)
+        # Changes logged after this marker come from this node as the range's owner;
+        # the coordinator passes them on after the source's `handoff` (docs/watch.md).
+        self.changes.record("takeover", migration, self.epoch)
         del self.incoming[migration]
         self._committed[migration] = inc
         while len(self._committed) > 64:
@@ -678,6 +702,7 @@ class NodeService:
         # their way to the destination: closing the link under them would fail them
         # (a 503 for a write the destination may well have). New ones get 421 now.
         await out.idle.wait()
+        self.changes.record("handoff", migration, self.epoch)
         await out.peer.close()
         if out.hi in self.owned:
             return 0  # copied, not moved: this node still holds the range

@@ -203,6 +203,14 @@ def admin_schemas() -> dict[str, Schema]:
                 "properties": {"origins": {"type": "array", "items": string}},
                 "additionalProperties": count,
             },
+            "watch": {
+                "type": "object",
+                "description": "Key-change subscriptions (docs/watch.md): watchers now, "
+                "changes published, resets, watchers cut off, and changes not published "
+                "because a copy (not the owner) applied them.",
+                "required": ["watchers", "published", "resets", "cut_offs", "skipped"],
+                "additionalProperties": count,
+            },
             "cost_per_hour": number,
             "price_region": string,
             "price_source": {

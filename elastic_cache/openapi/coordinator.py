@@ -13,6 +13,7 @@ from elastic_cache.errors import (
     EmptyRing,
     InvalidBody,
     InvalidKey,
+    InvalidRequest,
     InvalidTTL,
     KeyNotFound,
     MethodNotAllowed,
@@ -317,6 +318,51 @@ def _svc_path(origins: Sequence[str]) -> Schema:
     return item
 
 
+def _watch_path() -> Schema:
+    def query(name: str, text: str) -> Schema:
+        return {
+            "name": name,
+            "in": "query",
+            "required": False,
+            "description": text,
+            "schema": {"type": "array", "items": {"type": "string"}},
+            "style": "form",
+            "explode": True,
+        }
+
+    return {
+        "get": operation(
+            "watch",
+            "Key changes as Server-Sent Events",
+            description="A `text/event-stream` of the changes of the keys named: events "
+            "`put`, `delete`, `expire`, `evict` (data: `seq`, `kind`, `key`, `epoch`, "
+            "`node`), with `id: BOOT:SEQ`; `reset` when changes were lost; `cutoff` (then "
+            "the stream ends) when this watcher fell too far behind; a first `subscribed` "
+            "event. Reconnect with `Last-Event-ID` to receive what was missed. At least "
+            "one `prefix` or `key` is required (docs/watch.md).",
+            tags=["keys"],
+            parameters=[
+                query("prefix", "Keys starting with this (repeatable; empty: every key)."),
+                query("key", "This exact key (repeatable)."),
+                {
+                    "name": "Last-Event-ID",
+                    "in": "header",
+                    "required": False,
+                    "description": "The `id` of the last event received (`BOOT:SEQ`).",
+                    "schema": {"type": "string"},
+                },
+            ],
+            responses={
+                "200": {
+                    "description": "The stream (it does not end by itself).",
+                    "content": {"text/event-stream": {"schema": {"type": "string"}}},
+                }
+            },
+            errors=(InvalidRequest, InvalidKey),
+        )
+    }
+
+
 def _operations_paths() -> dict[str, Schema]:
     dashboard_types = sorted(set(STATIC_FILES.values()))
     return {
@@ -415,6 +461,7 @@ def coordinator_document(origins: Sequence[str] = ()) -> dict[str, Any]:
         "paths": {
             "/v1/kv/{key}": _kv_path(),
             "/v1/svc/{origin}/{path}": _svc_path(origins),
+            "/v1/watch": _watch_path(),
             **admin_paths(),
             **_operations_paths(),
         },

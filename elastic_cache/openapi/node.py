@@ -10,6 +10,7 @@ from elastic_cache.errors import (
     Conflict,
     InvalidBody,
     InvalidKey,
+    InvalidRequest,
     InvalidTTL,
     KeyNotFound,
     Misdirected,
@@ -269,6 +270,62 @@ def _internal_paths() -> dict[str, Schema]:
                     )
                 },
                 errors=(InvalidBody,),
+            )
+        },
+        "/v1/changes": {
+            "get": operation(
+                "nodeChanges",
+                "The node's change log (long poll)",
+                description="The changes this node applied after sequence `after` (put, "
+                "delete, expire, evict, and the move markers takeover and handoff), each "
+                "`[seq, kind, key, epoch]`, oldest first; waits up to `wait` seconds when "
+                "there is none yet. `lost`: entries after `after` were already forgotten. "
+                "The coordinator follows it (docs/watch.md).",
+                tags=_INTERNAL,
+                parameters=[
+                    {
+                        "name": name,
+                        "in": "query",
+                        "required": False,
+                        "description": text,
+                        "schema": {"type": "number", "minimum": 0, "maximum": top},
+                    }
+                    for name, text, top in (
+                        ("after", "Sequence number already seen (default 0).", 2**62),
+                        ("wait", "Seconds to wait for a change (default 0).", 30),
+                        ("limit", "Most entries to answer (default and maximum 2048).", 2048),
+                    )
+                ],
+                responses={
+                    "200": json_response(
+                        {
+                            "type": "object",
+                            "required": ["node", "boot", "seq", "lost", "changes"],
+                            "properties": {
+                                "node": {"type": "string"},
+                                "boot": {"type": "string"},
+                                "seq": integer,
+                                "lost": {"type": "boolean"},
+                                "changes": {
+                                    "type": "array",
+                                    "items": {
+                                        "type": "array",
+                                        "prefixItems": [
+                                            integer,
+                                            {"type": "string"},
+                                            {"type": "string"},
+                                            integer,
+                                        ],
+                                        "minItems": 4,
+                                        "maxItems": 4,
+                                    },
+                                },
+                            },
+                        },
+                        "The entries after `after`.",
+                    )
+                },
+                errors=(InvalidRequest,),
             )
         },
         "/v1/ranges/count": {

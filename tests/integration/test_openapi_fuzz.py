@@ -69,11 +69,13 @@ CHECKS = [
 COORDINATOR_EXCLUDED = {
     "addNodes": "launches nodes",
     "removeNode": "would move data and stop the only node (refused with 409, but racy)",
+    "watch": "a valid subscription is a stream that never ends",
 }
 NODE_EXCLUDED = {
     "setOwnership": "a valid call gives the node's ranges away: every key then answers 421",
     "beginMigration": "a valid source move forwards later writes to a random peer",
     "dropRange": "a valid call on a range the node does not own drops records by design",
+    "nodeChanges": "a valid long poll may wait 30 s, past the fuzzer's request timeout",
 }
 
 
@@ -314,6 +316,12 @@ async def test_excluded_operations_refuse_as_documented(cluster: CoordinatorHarn
     move = {"id": "m", "role": "destination", "lo": 1, "hi": 2}  # already its own range
     assert await checked(address, "beginMigration", body=move) == 409
     assert await checked(address, "dropRange", body={"lo": 1, "hi": 2}) == 409
+    assert await checked(url, "watch") == 400
+    assert await checked(url, "watch", query={"prefix": ["\n"]}) == 400
+    assert (
+        await checked(url, "watch", query={"prefix": ["a"]}, headers={"Last-Event-ID": "x"}) == 400
+    )
+    assert await checked(address, "nodeChanges", query={"wait": 31}) == 400
     assert await fingerprint(service, service.store._clock() + 30.0) == before
     assert service.epoch == epoch and not service.incoming and not service.outgoing
     assert len(cluster.coord.cluster.nodes) == 1

@@ -164,3 +164,25 @@ async def test_a_stopped_coordinator_takes_its_workers_with_it(
 def test_workers_must_be_a_count_from_1_to_64(bad: object) -> None:
     with pytest.raises(ConfigError, match="workers"):
         ClusterSettings.from_mapping({"coordinator": {"workers": bad}})
+
+
+async def test_watch_streams_reach_the_leader_through_any_process(
+    cluster: tuple[str, asyncio.subprocess.Process],
+) -> None:
+    """``GET /v1/watch`` lives on the leader; a worker relays it there as it streams
+    (docs/watch.md). Eight connections: the kernel spreads them over both processes."""
+    url, _ = cluster
+    streams = []
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(force_close=True)) as http:
+        for _ in range(8):
+            resp = await http.get(url + "/v1/watch?prefix=w/", timeout=aiohttp.ClientTimeout(30))
+            assert resp.status == 200
+            assert (await resp.content.readuntil(b"\n\n")).startswith(b"retry:")
+            streams.append(resp)
+        assert (await cluster_view(url))["watch"]["watchers"] == 8
+        assert (await fresh("PUT", f"{url}/v1/kv/w/1", data=b"v"))[0] == 204
+        for resp in streams:
+            async with asyncio.timeout(10):
+                frame = await resp.content.readuntil(b"\n\n")
+            assert b"event: put" in frame and b'"key":"w/1"' in frame
+            resp.close()

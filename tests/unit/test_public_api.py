@@ -9,6 +9,7 @@ def test_public_names_are_pinned() -> None:
     assert elastic_cache.__all__ == [
         "AsyncClient",
         "Bucket",
+        "ChangeEvent",
         "Client",
         "ElasticCacheError",
         "HashRing",

@@ -95,7 +95,13 @@
       "scaler " + (sc.enabled ? "on" : "off") + " · max " + sc.max_nodes + " nodes · on_full=" +
       sc.on_full + " · prices " + (view.price_region || "?") +
       (view.price_source ? " (" + view.price_source + ")" : "") + " · " +
-      copiesText(view.replication) + bootstrapText(view.bootstrap);
+      copiesText(view.replication) + bootstrapText(view.bootstrap) + watchText(view.watch);
+  }
+
+  function watchText(watch) {
+    if (!watch) return "";
+    return "watchers " + fmtInt(watch.watchers) + " (" + fmtInt(watch.published) + " changes sent" +
+      (watch.cut_offs ? ", " + fmtInt(watch.cut_offs) + " cut off" : "") + ")";
   }
 
   function copiesText(rep) {

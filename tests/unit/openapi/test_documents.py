@@ -39,7 +39,6 @@ NOT_OVER_HTTP: dict[type[ElasticCacheError], str] = {
     errors.ConfigError: "settings are checked when a process starts, before it serves",
     errors.IndexSpecError: "index specs are settings",
     errors.UnknownPrice: "price tables are read when the coordinator starts",
-    errors.InvalidRequest: "raised as itself only by the demo origin, a separate app",
     errors.Unavailable: "a parent: only its subclasses are raised",
     errors.InvalidSplit: "ring splits are the coordinator's own decisions",
     errors.UnknownBucket: "buckets are looked up by the coordinator itself",

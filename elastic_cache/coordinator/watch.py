@@ -1,0 +1,316 @@
+"""Key-change subscriptions on the coordinator: `WatchHub` fans the changes the nodes
+applied out to its watchers (``GET /v1/watch``, Server-Sent Events). Design and
+guarantees: docs/watch.md.
+
+- `WatchFilter`: which keys a watcher wants (prefixes, exact keys).
+- `Watcher`: one subscription, with a bounded queue of pending frames; a watcher that
+  falls `Watcher.limit` frames behind is *cut off* (one ``cutoff`` event, then the
+  stream ends) instead of growing the coordinator's memory.
+- `WatchHub`: numbers every change (the coordinator's sequence, the SSE ``id``), keeps
+  the last ones in a bounded buffer for ``Last-Event-ID`` replay, and answers a replay it
+  cannot make with one ``reset`` event.
+- `RingHistory`: the rings of recent epochs, so a change is passed on only when the node
+  that applied it owned the key at the change's epoch (a copy's change is not).
+
+No aiohttp here: the HTTP edge is `elastic_cache.coordinator.app`, the node followers
+`elastic_cache.coordinator.watchfeed`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import OrderedDict, deque
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from elastic_cache.errors import InvalidRequest
+from elastic_cache.hashing import validate_key
+from elastic_cache.ring import HashRing
+
+__all__ = ["RingHistory", "WatchFilter", "WatchHub", "Watcher", "parse_event_id"]
+
+#: Most prefixes plus keys one watcher may name.
+MAX_FILTERS = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class WatchFilter:
+    """The keys one watcher wants: those starting with one of ``prefixes`` (``""``: all
+    keys) or equal to one of ``keys``."""
+
+    prefixes: tuple[str, ...] = ()
+    keys: frozenset[str] = frozenset()
+
+    @classmethod
+    def parse(cls, prefixes: Iterable[str], keys: Iterable[str]) -> WatchFilter:
+        """A filter from the query's ``prefix`` and ``key`` values.
+
+        Raises:
+            InvalidRequest: neither is given, too many are, or a prefix or key is not a
+                valid key (control characters, over 1024 UTF-8 bytes; a prefix may be
+                empty, meaning every key).
+        """
+        plist, klist = list(prefixes), list(keys)
+        if not plist and not klist:
+            raise InvalidRequest(
+                "a watch needs a filter: ?prefix=P (prefix= for every key) or ?key=K, "
+                "repeated as needed"
+            )
+        if len(plist) + len(klist) > MAX_FILTERS:
+            raise InvalidRequest(f"a watch names at most {MAX_FILTERS} prefixes and keys")
+        for p in plist:
+            if p:
+                try:
+                    validate_key(p)
+                except InvalidRequest as exc:
+                    raise InvalidRequest(f"bad prefix {p[:80]!r}: {exc}") from exc
+        for k in klist:
+            validate_key(k)
+        return cls(tuple(sorted(set(plist))), frozenset(klist))
+
+    def matches(self, key: str) -> bool:
+        """Whether ``key`` is watched. Cost: O(prefixes)."""
+        return key in self.keys or any(key.startswith(p) for p in self.prefixes)
+
+
+def parse_event_id(raw: str) -> tuple[str, int]:
+    """``BOOT:SEQ`` (an SSE ``id`` this coordinator sent) as ``(boot, seq)``.
+
+    Raises:
+        InvalidRequest: not of that form.
+    """
+    boot, sep, seq = raw.strip().partition(":")
+    if not sep or not boot or not seq.isdigit() or len(seq) > 18:
+        raise InvalidRequest(f"Last-Event-ID must be BOOT:SEQ as sent, got {raw[:40]!r}")
+    return boot, int(seq)
+
+
+def _frame(event_id: str, kind: str, data: dict[str, object]) -> bytes:
+    body = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+    return f"id: {event_id}\nevent: {kind}\ndata: {body}\n\n".encode()
+
+
+class Watcher:
+    """One subscription: frames waiting to be written to its stream.
+
+    Args:
+        filter: the keys it wants.
+        limit: most frames pending; one more cuts the watcher off.
+    """
+
+    def __init__(self, filter: WatchFilter, limit: int) -> None:
+        self.filter = filter
+        self.limit = limit
+        self.pending: deque[bytes] = deque()
+        self.cut_off = False
+        #: The coordinator is stopping: the stream ends.
+        self.closed = False
+        self.delivered = 0
+        self._wake = asyncio.Event()
+
+    def offer(self, frame: bytes) -> None:
+        """Queue one frame; past the limit, drop what is pending and mark the watcher
+        cut off (the stream then says so and ends). Runtime complexity: O(1)."""
+        if self.cut_off:
+            return
+        if len(self.pending) >= self.limit:
+            self.cut_off = True
+            self.pending.clear()
+        else:
+            self.pending.append(frame)
+        self._wake.set()
+
+    async def next_frames(self, timeout: float) -> list[bytes]:
+        """The frames pending now, waiting up to ``timeout`` seconds for one (an empty
+        list: none came, or the watcher is cut off or closed)."""
+        if not self.pending and not self.cut_off and not self.closed:
+            self._wake.clear()
+            try:
+                await asyncio.wait_for(self._wake.wait(), timeout)
+            except TimeoutError:
+                return []
+        frames = list(self.pending)
+        self.pending.clear()
+        self.delivered += len(frames)
+        return frames
+
+
+class WatchHub:
+    """Numbers changes, keeps the recent ones, and hands them to matching watchers.
+
+    Args:
+        boot: this coordinator process's id, the first part of every event id (a
+            ``Last-Event-ID`` of another process is answered with ``reset``).
+        buffer: changes kept for replay.
+        queue_limit: frames a watcher may have pending before it is cut off.
+    """
+
+    def __init__(self, boot: str, *, buffer: int = 65536, queue_limit: int = 10000) -> None:
+        if buffer < 1 or queue_limit < 1:
+            raise ValueError("buffer and queue_limit must be at least 1")
+        self.boot = boot
+        self.queue_limit = queue_limit
+        self.seq = 0
+        #: ``(seq, key, frame)`` of the last `buffer` changes.
+        self._buffer: deque[tuple[int, str, bytes]] = deque(maxlen=buffer)
+        #: No replay reaches back past this sequence (a reset happened there).
+        self._floor = 0
+        self.watchers: set[Watcher] = set()
+        # Watchers of exact keys only, by key; the rest (with a prefix) are scanned.
+        self._by_key: dict[str, set[Watcher]] = {}
+        self._scanned: set[Watcher] = set()
+        self.published = 0
+        self.resets = 0
+        self.cut_offs = 0
+
+    def _next_id(self) -> str:
+        self.seq += 1
+        return f"{self.boot}:{self.seq}"
+
+    def publish(self, kind: str, key: str, epoch: int, node: str) -> int:
+        """Number one change and offer it to every watcher that wants its key.
+
+        Returns:
+            Its sequence number.
+
+        Runtime complexity: O(watchers of this exact key + prefix watchers × their
+        prefixes).
+        """
+        event_id = self._next_id()
+        seq = self.seq
+        frame = _frame(
+            event_id, kind, {"seq": seq, "kind": kind, "key": key, "epoch": epoch, "node": node}
+        )
+        self._buffer.append((seq, key, frame))
+        self.published += 1
+        keyed = self._by_key.get(key)
+        if keyed:
+            for w in keyed:
+                w.offer(frame)
+        for w in self._scanned:
+            if w.filter.matches(key):
+                w.offer(frame)
+        return seq
+
+    def reset(self, reason: str) -> None:
+        """Changes were lost on the way (a node's log overflowed or it restarted): every
+        watcher gets one ``reset`` (drop what you derived from earlier events), and no
+        replay reaches back past this point."""
+        frame = self._reset_frame(reason)
+        self._floor = self.seq
+        self._buffer.clear()
+        self.resets += 1
+        for w in self.watchers:
+            w.offer(frame)
+
+    def _reset_frame(self, reason: str) -> bytes:
+        return _frame(
+            f"{self.boot}:{self.seq}", "reset", {"seq": self.seq, "kind": "reset", "reason": reason}
+        )
+
+    def cutoff_frame(self) -> bytes:
+        """The last frame a cut-off watcher gets (no ``id``: reconnecting with the last
+        id received replays what it missed, while the buffer still holds it)."""
+        body = json.dumps(
+            {
+                "kind": "cutoff",
+                "reason": f"more than {self.queue_limit} changes were waiting for this "
+                "watcher; reconnect with Last-Event-ID",
+            }
+        )
+        return f"event: cutoff\ndata: {body}\n\n".encode()
+
+    def subscribe(self, filter: WatchFilter, last_event_id: str | None) -> Watcher:
+        """A new watcher, with the changes it missed after ``last_event_id`` queued
+        (or one ``reset`` when they are no longer all here).
+
+        Raises:
+            InvalidRequest: a malformed ``last_event_id``.
+        """
+        watcher = Watcher(filter, self.queue_limit)
+        if last_event_id is not None:
+            boot, after = parse_event_id(last_event_id)
+            oldest = self._buffer[0][0] if self._buffer else self.seq + 1
+            if boot != self.boot or after > self.seq or after < self._floor or after + 1 < oldest:
+                watcher.offer(self._reset_frame("the changes after Last-Event-ID are gone"))
+            else:
+                for _seq, key, frame in self._replay(after):
+                    if filter.matches(key):
+                        watcher.offer(frame)
+        self.watchers.add(watcher)
+        if filter.prefixes:
+            self._scanned.add(watcher)
+        else:
+            for key in filter.keys:
+                self._by_key.setdefault(key, set()).add(watcher)
+        return watcher
+
+    def _replay(self, after: int) -> list[tuple[int, str, bytes]]:
+        buf = self._buffer
+        if not buf or after >= self.seq:
+            return []
+        start = after + 1 - buf[0][0]
+        return [buf[i] for i in range(max(start, 0), len(buf))]
+
+    def close(self) -> None:
+        """End every stream (the coordinator stops)."""
+        for w in self.watchers:
+            w.closed = True
+            w._wake.set()
+
+    def unsubscribe(self, watcher: Watcher) -> None:
+        """Forget ``watcher`` (its stream ended)."""
+        if watcher.cut_off:
+            self.cut_offs += 1
+        self.watchers.discard(watcher)
+        self._scanned.discard(watcher)
+        for key in watcher.filter.keys:
+            keyed = self._by_key.get(key)
+            if keyed is not None:
+                keyed.discard(watcher)
+                if not keyed:
+                    del self._by_key[key]
+
+    def _check(self) -> None:
+        seqs = [s for s, _, _ in self._buffer]
+        assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
+        assert not seqs or seqs[-1] <= self.seq
+        for w in self.watchers:
+            assert len(w.pending) <= w.limit
+
+
+class RingHistory:
+    """Rings of the last ``size`` epochs seen, to answer who owned a token at an epoch.
+
+    Args:
+        size: epochs kept.
+    """
+
+    def __init__(self, size: int = 64) -> None:
+        self.size = size
+        self._rings: OrderedDict[int, HashRing] = OrderedDict()
+
+    def observe(self, ring: HashRing) -> None:
+        """Remember ``ring`` if its epoch is new (a copy: rings change in place)."""
+        if ring.epoch in self._rings or not len(ring):
+            return
+        self._rings[ring.epoch] = ring.copy()
+        while len(self._rings) > self.size:
+            self._rings.popitem(last=False)
+
+    def owner(self, epoch: int, token: int) -> str | None:
+        """The owner of ``token`` on the ring of ``epoch``; on the newest older ring when
+        that epoch was not seen; None when no ring at or before ``epoch`` is known."""
+        ring = self._rings.get(epoch)
+        if ring is None:
+            older = [e for e in self._rings if e <= epoch]
+            if not older:
+                return None
+            ring = self._rings[max(older)]
+        return ring.node_for_token(token)
+
+    @property
+    def newest(self) -> int:
+        """The newest epoch seen (-1: none)."""
+        return next(reversed(self._rings)) if self._rings else -1

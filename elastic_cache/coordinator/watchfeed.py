@@ -1,0 +1,183 @@
+"""`WatchFeed`: follows every node's change log and publishes its changes to the
+`WatchHub` (docs/watch.md).
+
+One task per node long-polls ``GET /v1/changes``. A change is published when the node
+owned the key on the ring of the change's epoch (`RingHistory`), so with replication a
+copy's change is not published twice. Around a move, the destination's log holds a
+``takeover`` marker at its commit and the source's a ``handoff`` marker at its own: the
+destination's later changes wait until the source's log has been read up to its
+handoff, so every change of a moving key is published once, in order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import OrderedDict
+from collections.abc import Mapping
+from typing import Any, Protocol, runtime_checkable
+
+from elastic_cache.coordinator.watch import RingHistory, WatchHub
+from elastic_cache.errors import ElasticCacheError
+from elastic_cache.node.changes import KINDS
+from elastic_cache.ring import HashRing
+
+__all__ = ["ChangeSource", "WatchFeed"]
+
+log = logging.getLogger(__name__)
+
+
+@runtime_checkable
+class ChangeSource(Protocol):
+    """A node client that can read the node's change log."""
+
+    async def changes(self, after: int, wait: float) -> dict[str, Any]: ...
+
+
+class ClusterView(Protocol):
+    """What the feed reads of the cluster: its nodes and its ring."""
+
+    @property
+    def nodes(self) -> Mapping[str, Any]: ...
+
+    @property
+    def ring(self) -> HashRing: ...
+
+
+class WatchFeed:
+    """The node followers of one coordinator.
+
+    Args:
+        hub: where changes go.
+        cluster: the nodes to follow and the ring.
+        wait: seconds a long poll waits at a node.
+        period: seconds between looks at the node list and the ring.
+        handoff_timeout: longest a destination's changes wait for its source's handoff
+            (a source that died or failed its commit never writes one).
+    """
+
+    def __init__(
+        self,
+        hub: WatchHub,
+        cluster: ClusterView,
+        *,
+        wait: float = 10.0,
+        period: float = 0.1,
+        handoff_timeout: float = 5.0,
+    ) -> None:
+        self.hub = hub
+        self.cluster = cluster
+        self.wait = wait
+        self.period = period
+        self.handoff_timeout = handoff_timeout
+        self.history = RingHistory()
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._handoffs: OrderedDict[str, None] = OrderedDict()
+        self._handoff_waits: dict[str, asyncio.Event] = {}
+        self._started = False
+        #: Changes read but not published: applied by a node that did not own the key
+        #: (a copy, or a destination before its commit).
+        self.skipped = 0
+
+    async def run(self) -> None:
+        """Follow the nodes until cancelled."""
+        try:
+            while True:
+                self.history.observe(self.cluster.ring)
+                self._reconcile()
+                self._started = True
+                await asyncio.sleep(self.period)
+        finally:
+            await self.close()
+
+    def _reconcile(self) -> None:
+        nodes = self.cluster.nodes
+        for node_id, info in nodes.items():
+            task = self._tasks.get(node_id)
+            if task is not None and not task.done():
+                continue
+            client = info.client
+            if isinstance(client, ChangeSource):
+                # Nodes there when the feed starts: from their current entry on (nobody
+                # watched before); nodes that join later: from their first entry.
+                self._tasks[node_id] = asyncio.create_task(
+                    self._follow(node_id, client, from_start=self._started)
+                )
+        for node_id in [n for n in self._tasks if n not in nodes]:
+            self._tasks.pop(node_id).cancel()
+
+    async def close(self) -> None:
+        """Stop every follower."""
+        tasks = list(self._tasks.values())
+        self._tasks.clear()
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+    async def _follow(self, node_id: str, source: ChangeSource, *, from_start: bool) -> None:
+        after: int | None = 0 if from_start else None
+        boot: str | None = None
+        pause = 0.05
+        while True:
+            try:
+                data = await source.changes(after or 0, 0.0 if after is None else self.wait)
+            except ElasticCacheError as exc:
+                log.debug("change log of %s: %s", node_id, exc)
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, 1.0)
+                continue
+            pause = 0.05
+            if after is None:  # first look: start from here
+                after, boot = int(data["seq"]), str(data["boot"])
+                continue
+            if boot is not None and data["boot"] != boot:
+                self.hub.reset(f"node {node_id} restarted")
+            elif data.get("lost"):
+                self.hub.reset(f"changes of node {node_id} were lost (its log overflowed)")
+            boot = str(data["boot"])
+            changes = data.get("changes") or []
+            for seq, kind, key, epoch in changes:
+                after = int(seq)
+                await self._apply(node_id, str(kind), str(key), int(epoch))
+
+    async def _apply(self, node_id: str, kind: str, key: str, epoch: int) -> None:
+        if kind == "handoff":
+            self._handoff_seen(key)
+        elif kind == "takeover":
+            await self._await_handoff(key)
+        elif kind in KINDS:
+            if self._owned(node_id, key, epoch):
+                self.hub.publish(kind, key, epoch, node_id)
+            else:
+                self.skipped += 1
+
+    def _owned(self, node_id: str, key: str, epoch: int) -> bool:
+        history = self.history
+        if epoch > history.newest:
+            history.observe(self.cluster.ring)
+        ring = self.cluster.ring
+        owner = history.owner(epoch, ring.token_of(key))
+        # An epoch no ring is known for: trust the node (it applied the change).
+        return owner is None or owner == node_id or epoch > history.newest
+
+    def _handoff_seen(self, migration: str) -> None:
+        self._handoffs[migration] = None
+        while len(self._handoffs) > 1024:
+            self._handoffs.popitem(last=False)
+        waiting = self._handoff_waits.pop(migration, None)
+        if waiting is not None:
+            waiting.set()
+
+    async def _await_handoff(self, migration: str) -> None:
+        if migration in self._handoffs:
+            return
+        event = self._handoff_waits.setdefault(migration, asyncio.Event())
+        try:
+            await asyncio.wait_for(event.wait(), self.handoff_timeout)
+        except TimeoutError:
+            log.warning("no handoff of move %s after %.1fs", migration, self.handoff_timeout)
+        finally:
+            self._handoff_waits.pop(migration, None)

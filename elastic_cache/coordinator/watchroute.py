@@ -1,0 +1,80 @@
+"""``GET /v1/watch``: key changes as Server-Sent Events (docs/watch.md).
+
+The handler parses the filter and ``Last-Event-ID``, subscribes to the coordinator's
+`WatchHub`, and writes the frames the hub queues. A watcher whose socket stops taking
+bytes for `WRITE_TIMEOUT` seconds is dropped; one that falls `WatchHub.queue_limit`
+changes behind gets a ``cutoff`` event and the stream ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+
+from aiohttp import web
+
+from elastic_cache.coordinator.watch import WatchFilter, WatchHub
+
+__all__ = ["KEEPALIVE", "WRITE_TIMEOUT", "watch_stream"]
+
+#: Seconds between comment lines on an idle stream (proxies close silent connections).
+KEEPALIVE = 15.0
+#: Seconds a write may wait for the watcher's socket before the watcher is dropped.
+WRITE_TIMEOUT = 10.0
+
+
+async def watch_stream(request: web.Request, hub: WatchHub) -> web.StreamResponse:
+    """Stream the changes of the keys ``?prefix=`` / ``?key=`` name.
+
+    Raises:
+        InvalidRequest: no filter, a malformed prefix or key, a malformed
+            ``Last-Event-ID`` (answered 400 before the stream starts).
+    """
+    query = request.query
+    filt = WatchFilter.parse(query.getall("prefix", []), query.getall("key", []))
+    last = request.headers.get("Last-Event-ID") or query.get("last_event_id")
+    watcher = hub.subscribe(filt, last)
+    try:
+        resp = web.StreamResponse(
+            headers={
+                "Content-Type": "text/event-stream",
+                "Cache-Control": "no-cache",
+                "X-Accel-Buffering": "no",
+            }
+        )
+        await resp.prepare(request)
+        hello = json.dumps({"kind": "subscribed", "seq": hub.seq, "boot": hub.boot})
+        await resp.write(f"retry: 1000\nevent: subscribed\ndata: {hello}\n\n".encode())
+        idle = 0.0
+        while True:
+            # Waits of a second: a watcher that went away is noticed within one (aiohttp
+            # does not cancel a handler whose client disconnects).
+            frames = await watcher.next_frames(1.0)
+            if frames:
+                data = b"".join(frames)
+                idle = 0.0
+            elif watcher.cut_off:
+                with contextlib.suppress(TimeoutError, ConnectionError):
+                    await asyncio.wait_for(resp.write(hub.cutoff_frame()), 1.0)
+                break
+            elif watcher.closed or request.transport is None or request.transport.is_closing():
+                break
+            else:
+                idle += 1.0
+                if idle < KEEPALIVE:
+                    continue
+                idle = 0.0
+                data = b": keepalive\n\n"
+            try:
+                await asyncio.wait_for(resp.write(data), WRITE_TIMEOUT)
+            except TimeoutError:
+                watcher.cut_off = True
+                if request.transport is not None:
+                    request.transport.abort()
+                break
+            except ConnectionError:
+                break
+        return resp
+    finally:
+        hub.unsubscribe(watcher)

@@ -1,0 +1,169 @@
+"""The client side of key-change subscriptions (docs/watch.md): `ChangeEvent`, the
+Server-Sent Events parser `SseParser`, and `NearCache`, the values a client keeps of
+the keys it read, dropped when the coordinator's stream reports a change.
+
+Pure: the HTTP side is in `elastic_cache.client`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+__all__ = ["ChangeEvent", "NearCache", "SseParser"]
+
+V = TypeVar("V")
+
+
+@dataclass(frozen=True, slots=True)
+class ChangeEvent:
+    """One event of a watch stream.
+
+    Attributes:
+        kind: ``put``, ``delete``, ``expire`` or ``evict`` (a key changed); ``reset``
+            (changes were lost: drop what you derived from earlier events);
+            ``cutoff`` (this watcher fell too far behind; the client reconnects).
+        key: the key (None for ``reset`` and ``cutoff``).
+        epoch: the ring epoch at the node that applied the change.
+        seq: the coordinator's sequence number of the event.
+        node: the node that applied the change.
+        id: the SSE ``id`` to resume from (``Last-Event-ID``); None when the event has none.
+    """
+
+    kind: str
+    key: str | None = None
+    epoch: int | None = None
+    seq: int | None = None
+    node: str | None = None
+    id: str | None = None
+
+
+class SseParser:
+    """Turns the lines of a ``text/event-stream`` into ``(event, data, id)`` triples."""
+
+    def __init__(self) -> None:
+        self._event = ""
+        self._data: list[str] = []
+        self._id: str | None = None
+        #: The last ``id`` field seen (what a reconnection sends as ``Last-Event-ID``).
+        self.last_id: str | None = None
+
+    def feed(self, line: str) -> tuple[str, str, str | None] | None:
+        """Take one line (without its end); a complete event when the line ends one."""
+        if not line:
+            if not self._data and not self._event:
+                self._id = None
+                return None
+            event = (self._event or "message", "\n".join(self._data), self._id)
+            self._event, self._data, self._id = "", [], None
+            return event
+        if line.startswith(":"):
+            return None  # a comment (keep-alive)
+        name, _, value = line.partition(":")
+        value = value.removeprefix(" ")
+        if name == "event":
+            self._event = value
+        elif name == "data":
+            self._data.append(value)
+        elif name == "id":
+            self._id = value
+            self.last_id = value
+        return None
+
+
+def change_event(event: str, data: str, event_id: str | None) -> ChangeEvent:
+    """A parsed SSE event as a `ChangeEvent`."""
+    try:
+        body = json.loads(data) if data else {}
+    except ValueError:
+        body = {}
+    if not isinstance(body, dict):
+        body = {}
+    key, epoch, seq, node = body.get("key"), body.get("epoch"), body.get("seq"), body.get("node")
+    return ChangeEvent(
+        kind=event,
+        key=key if isinstance(key, str) else None,
+        epoch=epoch if isinstance(epoch, int) else None,
+        seq=seq if isinstance(seq, int) else None,
+        node=node if isinstance(node, str) else None,
+        id=event_id,
+    )
+
+
+class NearCache(Generic[V]):
+    """Up to ``size`` values of the keys a client read, least recently used out first.
+
+    A value read while the stream is not live, or whose key changed while the read was
+    on its way, is not kept: `begin` before the read and `finish` after it tell which.
+
+    Args:
+        size: values kept.
+    """
+
+    def __init__(self, size: int) -> None:
+        if size < 1:
+            raise ValueError(f"a near cache keeps at least one value, got {size}")
+        self.size = size
+        self._values: OrderedDict[str, V] = OrderedDict()
+        #: Reads on their way: key -> [changes seen since, reads of it on their way].
+        self._reading: dict[str, list[int]] = {}
+        #: Bumped whenever everything is dropped (a reset, the stream lost).
+        self._generation = 0
+        #: Whether the stream is subscribed: values are kept only then.
+        self.live = False
+        self.hits = 0
+        self.invalidations = 0
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def get(self, key: str) -> V | None:
+        """The value kept for ``key``. Runtime complexity: O(1)."""
+        value = self._values.get(key)
+        if value is not None:
+            self._values.move_to_end(key)
+            self.hits += 1
+        return value
+
+    def begin(self, key: str) -> int:
+        """A read of ``key`` starts; returns the token `finish` takes."""
+        entry = self._reading.get(key)
+        if entry is None:
+            self._reading[key] = [0, 1]
+        else:
+            entry[1] += 1
+        return self._generation
+
+    def finish(self, key: str, token: int, value: V | None) -> bool:
+        """The read of ``key`` that `begin` returned ``token`` for answered ``value``;
+        keep it unless the key changed meanwhile. Returns whether it was kept."""
+        entry = self._reading[key]
+        changed = entry[0] > 0
+        entry[1] -= 1
+        if entry[1] == 0:
+            del self._reading[key]
+        if value is None or changed or token != self._generation or not self.live:
+            return False
+        values = self._values
+        values[key] = value
+        values.move_to_end(key)
+        while len(values) > self.size:
+            values.popitem(last=False)
+        return True
+
+    def invalidate(self, key: str) -> None:
+        """``key`` changed. Runtime complexity: O(1)."""
+        if self._values.pop(key, None) is not None:
+            self.invalidations += 1
+        entry = self._reading.get(key)
+        if entry is not None:
+            entry[0] += 1
+
+    def clear(self) -> None:
+        """Drop everything, and what reads on their way would keep."""
+        self._values.clear()
+        self._generation += 1
+        for entry in self._reading.values():
+            entry[0] += 1

@@ -1,0 +1,370 @@
+"""Key-change subscriptions against real processes on 127.0.0.1 (docs/watch.md): a
+coordinator, its node processes, ``GET /v1/watch`` and the client's near cache."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import socket
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from elastic_cache.client import AsyncClient, ChangeEvent
+from elastic_cache.config import ClusterSettings
+from elastic_cache.node import build_node_service, make_node_app
+
+from .test_cluster_processes import process_cluster
+
+pytestmark = pytest.mark.slow
+
+NO_SCALER: dict[str, Any] = {"scaler": {"enabled": False}}
+
+
+class Collector:
+    """Runs ``client.watch(...)`` in a task and keeps what it yields."""
+
+    def __init__(self, client: AsyncClient, prefix: str | None = "", **kw: Any) -> None:
+        self.events: list[ChangeEvent] = []
+        self._task = asyncio.create_task(self._run(client, prefix, kw))
+
+    async def _run(self, client: AsyncClient, prefix: str | None, kw: dict[str, Any]) -> None:
+        async for event in client.watch(prefix, **kw):
+            self.events.append(event)
+
+    def changes(self) -> list[tuple[str, str | None]]:
+        return [(e.kind, e.key) for e in self.events]
+
+    async def wait_for(self, count: int, timeout: float = 10.0) -> None:
+        deadline = time.monotonic() + timeout
+        while len(self.events) < count and time.monotonic() < deadline:  # noqa: ASYNC110
+            await asyncio.sleep(0.02)
+        assert len(self.events) >= count, self.changes()
+
+    async def stop(self) -> None:
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+
+
+async def _subscribed(cluster_coord: Any, count: int) -> None:
+    for _ in range(500):
+        if len(cluster_coord.watch.watchers) >= count:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("the watcher did not subscribe")
+
+
+async def test_changes_arrive_in_order_with_expire_evict_and_replay(tmp_path: Path) -> None:
+    data = {"nodes": {"capacity_records": 4, "on_full": "evict"}, **NO_SCALER}
+    async with process_cluster(tmp_path, data) as cluster, AsyncClient(cluster.url) as client:
+        watcher = Collector(client, "a/")
+        keyed = Collector(client, None, keys=["b"])
+        await _subscribed(cluster.coord, 2)
+        assert (await client.cluster())["watch"]["watchers"] == 2
+        for i in range(3):
+            await client.put("a/k", f"v{i}")
+        await client.put("b", "x")
+        await client.delete("a/k")
+        await client.put("a/t", "x", ttl=0.2)
+        await client.put("a/1", "x")
+        await client.put("a/2", "x")
+        await client.put("a/3", "x")  # the store holds 4: the LRU one (b) is evicted
+        await asyncio.sleep(1.5)  # the node's expiry sweep runs every second
+        await watcher.wait_for(9)
+        await keyed.wait_for(2)
+        changes = watcher.changes()
+        assert changes[:5] == [("put", "a/k")] * 3 + [("delete", "a/k"), ("put", "a/t")]
+        assert ("expire", "a/t") in changes
+        assert ("evict", "b") not in changes  # not under the prefix
+        assert keyed.changes() == [("put", "b"), ("evict", "b")]
+        seqs = [e.seq for e in watcher.events if e.seq is not None]
+        assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
+        # Reconnect from the third event: what followed it comes again, in order.
+        third = watcher.events[2].id
+        assert third is not None
+        replay = Collector(client, "a/", last_event_id=third)
+        await replay.wait_for(len(changes) - 3)
+        assert replay.changes()[: len(changes) - 3] == changes[3:]
+        for c in (watcher, keyed, replay):
+            await c.stop()
+
+
+async def test_bad_watch_requests_are_json_400s(tmp_path: Path) -> None:
+    async with process_cluster(tmp_path, NO_SCALER) as cluster, aiohttp.ClientSession() as http:
+        for query, headers in [
+            ("", {}),
+            ("?prefix=%0A", {}),
+            ("?key=", {}),
+            ("?prefix=a", {"Last-Event-ID": "nonsense"}),
+        ]:
+            async with http.get(f"{cluster.url}/v1/watch{query}", headers=headers) as resp:
+                assert resp.status == 400, query
+                body = await resp.json()
+                assert body["error"] == "bad_request" or body["error"].startswith("bad_")
+        assert not cluster.coord.watch.watchers
+
+
+async def test_a_watcher_that_stops_reading_is_cut_off(tmp_path: Path) -> None:
+    data = {"coordinator": {"watch_queue": 20}, **NO_SCALER}
+    async with process_cluster(tmp_path, data) as cluster, AsyncClient(cluster.url) as client:
+        port = int(cluster.url.rsplit(":", 1)[1])
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.connect(("127.0.0.1", port))
+        sock.sendall(b"GET /v1/watch?prefix= HTTP/1.1\r\nHost: x\r\n\r\n")
+        await _subscribed(cluster.coord, 1)
+        watcher = next(iter(cluster.coord.watch.watchers))
+        key = "k" * 900  # long keys: fewer changes fill the socket
+        sem = asyncio.Semaphore(20)
+
+        async def put(i: int) -> None:
+            async with sem:
+                await client.put(f"{key}{i}", "x")
+
+        for start in range(0, 6000, 500):
+            await asyncio.gather(*(put(i) for i in range(start, start + 500)))
+            if watcher.cut_off:
+                break
+        assert watcher.cut_off
+        assert len(watcher.pending) == 0  # nothing more is kept for it
+        # Reading again: what was written, then the cutoff event, then the end.
+        sock.setblocking(False)
+        received = b""
+        loop = asyncio.get_running_loop()
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            try:
+                chunk = await asyncio.wait_for(loop.sock_recv(sock, 65536), 2.0)
+            except TimeoutError:
+                continue
+            if not chunk:
+                break
+            received += chunk
+            if b"event: cutoff" in received:
+                break
+        sock.close()
+        assert b"event: cutoff" in received
+        for _ in range(100):
+            if not cluster.coord.watch.watchers:
+                break
+            await asyncio.sleep(0.05)
+        assert not cluster.coord.watch.watchers
+
+
+async def test_a_watch_across_a_live_move_loses_and_duplicates_nothing(tmp_path: Path) -> None:
+    data = {
+        "nodes": {
+            "index": "sorted",
+            "capacity_records": 100_000,
+            "migration_batch_records": 50,
+            "migration_parallel": 1,
+            "migration_max_rate": 3000,
+        },
+        **NO_SCALER,
+    }
+    async with process_cluster(tmp_path, data) as cluster, AsyncClient(cluster.url) as client:
+        # Bulk so that the move takes a while, with writes landing during it.
+        for start in range(0, 3000, 500):
+            await asyncio.gather(*(client.put(f"bulk{i}", "x") for i in range(start, start + 500)))
+        watcher = Collector(client, "w/")
+        await _subscribed(cluster.coord, 1)
+        done: dict[str, list[str]] = defaultdict(list)
+        stop = asyncio.Event()
+
+        async def writer(n: int) -> None:
+            key = f"w/{n}"
+            step = 0
+            while not stop.is_set() or step < 10:
+                if step % 2 == 0:
+                    await client.put(key, str(step))
+                    done[key].append("put")
+                else:
+                    assert await client.delete(key)
+                    done[key].append("delete")
+                step += 1
+
+        writers = [asyncio.create_task(writer(n)) for n in range(40)]
+        await asyncio.sleep(0.3)
+        added = await client.add_nodes(1)
+        assert added
+        for _ in range(400):
+            moves = [m for m in cluster.coord.cluster.migrations if m.state == "done"]
+            if moves:
+                break
+            await asyncio.sleep(0.05)
+        assert moves, "the move did not finish"
+        await asyncio.sleep(0.3)
+        stop.set()
+        await asyncio.gather(*writers)
+        total = sum(len(v) for v in done.values())
+        await watcher.wait_for(total, timeout=20)
+        await asyncio.sleep(0.5)  # anything duplicated would arrive by now
+        got: dict[str, list[str]] = defaultdict(list)
+        nodes: dict[str, set[str]] = defaultdict(set)
+        for e in watcher.events:
+            assert e.key is not None, e
+            got[e.key].append(e.kind)
+            assert e.node is not None
+            nodes[e.key].add(e.node)
+        assert dict(got) == dict(done)
+        # The move happened under the writes: some keys changed on both nodes.
+        assert any(len(n) == 2 for n in nodes.values())
+        await watcher.stop()
+
+
+async def test_the_near_cache_answers_locally_and_is_invalidated(tmp_path: Path) -> None:
+    async with (
+        process_cluster(tmp_path, NO_SCALER) as cluster,
+        AsyncClient(cluster.url, near_cache=100) as near,
+        AsyncClient(cluster.url) as other,
+    ):
+        await other.put("hot", "v1")
+        await asyncio.sleep(0.3)  # its change event is sent before the near cache subscribes
+        assert await near.near_ready()
+        assert await near.get("hot") == b"v1"
+        assert near.near is not None and len(near.near) == 1
+        assert await near.get("hot") == b"v1"
+        assert near.near.hits == 1
+        await other.put("hot", "v2")
+        started = time.monotonic()
+        while await near.get("hot") != b"v2":
+            assert time.monotonic() - started < 2.0, "not invalidated"
+            await asyncio.sleep(0.005)
+        await other.delete("hot")
+        started = time.monotonic()
+        while await near.get("hot") is not None:
+            assert time.monotonic() - started < 2.0, "not invalidated"
+            await asyncio.sleep(0.005)
+        # Its own writes are seen at once.
+        await near.put("mine", "a")
+        assert await near.get("mine") == b"a"
+        await near.put("mine", "b")
+        assert await near.get("mine") == b"b"
+
+
+def test_the_blocking_client_watches_and_near_caches(tmp_path: Path) -> None:
+    from elastic_cache.client import Client
+
+    async def scenario() -> None:
+        async with process_cluster(tmp_path, NO_SCALER) as cluster:
+
+            def blocking() -> list[tuple[str, str | None]]:
+                with Client(cluster.url, near_cache=10) as c:
+                    assert c.near_ready()
+                    c.put("x", "1")
+                    # Until the event of that put has come back, a value read may be
+                    # dropped again by it: read until one is answered locally.
+                    near = c.near
+                    assert near is not None
+                    for _ in range(200):
+                        assert c.get("x") == b"1"
+                        if near.hits:
+                            break
+                        time.sleep(0.01)
+                    assert near.hits >= 1
+                    stream = c.watch("x")
+                    for _ in range(200):
+                        if c.cluster()["watch"]["watchers"] == 2:  # and the near cache's
+                            break
+                        time.sleep(0.01)
+                    events = []
+                    c.put("x", "2")
+                    for event in stream:
+                        events.append((event.kind, event.key))
+                        break
+                    stream.close()
+                    return events
+
+            events = await asyncio.to_thread(blocking)
+            assert events == [("put", "x")]
+
+    asyncio.run(scenario())
+
+
+async def test_with_replication_each_change_is_sent_once(tmp_path: Path) -> None:
+    data = {
+        "cluster": {"replication": 2},
+        "coordinator": {"initial_nodes": 3, "vnodes": 2},
+        **NO_SCALER,
+    }
+    async with process_cluster(tmp_path, data) as cluster, AsyncClient(cluster.url) as client:
+        for _ in range(200):
+            held = cluster.coord.cluster.held
+            if (
+                len(cluster.coord.cluster.nodes) == 3
+                and held
+                and all(len(h) == 2 for h in held.values())
+            ):
+                break
+            await asyncio.sleep(0.05)
+        watcher = Collector(client, "r/")
+        await _subscribed(cluster.coord, 1)
+        expected = []
+        for i in range(60):
+            await client.put(f"r/{i}", "x")
+            expected.append(("put", f"r/{i}"))
+        for i in range(0, 60, 3):
+            assert await client.delete(f"r/{i}")
+            expected.append(("delete", f"r/{i}"))
+        await watcher.wait_for(len(expected))
+        await asyncio.sleep(0.5)  # a copy's change would arrive by now
+        assert sorted(watcher.changes()) == sorted(expected)
+        assert cluster.coord.watch_feed.skipped >= len(expected)  # the copies' changes
+        assert len({e.node for e in watcher.events}) == 3
+        await watcher.stop()
+
+
+async def test_a_node_wakes_every_long_poll_of_its_change_log(aiohttp_client: Any) -> None:
+    settings = ClusterSettings.from_mapping({"nodes": {"capacity_records": 100}}).nodes
+    service = build_node_service(settings, node_id="n1")
+    client = await aiohttp_client(make_node_app(service, max_value_bytes=1024))
+    async with client.get("/v1/changes") as resp:
+        first = await resp.json()
+    assert first["changes"] == [] and first["seq"] == 0 and not first["lost"]
+
+    async def poll() -> dict[str, Any]:
+        async with client.get("/v1/changes", params={"after": 0, "wait": 10}) as resp:
+            data: dict[str, Any] = await resp.json()
+            return data
+
+    polls = [asyncio.create_task(poll()) for _ in range(3)]
+    await asyncio.sleep(0.2)
+    started = time.monotonic()
+    async with client.put("/v1/kv/k", data=b"v") as resp:
+        assert resp.status == 204
+    answers = await asyncio.gather(*polls)
+    assert time.monotonic() - started < 2.0
+    for data in answers:
+        assert data["changes"] == [[1, "put", "k", service.epoch]]
+        assert data["boot"] == first["boot"] and data["node"] == "n1"
+    for bad in ({"wait": "31"}, {"after": "x"}, {"limit": "-1"}):
+        async with client.get("/v1/changes", params=bad) as resp:
+            assert resp.status == 400
+            assert (await resp.json())["error"] == "bad_request"
+    # A sequence this process never reached: everything it has, flagged lost.
+    async with client.get("/v1/changes", params={"after": 99}) as resp:
+        data = await resp.json()
+    assert data["lost"] and len(data["changes"]) == 1
+
+
+async def test_a_failed_node_sends_watchers_a_reset(tmp_path: Path) -> None:
+    data = {"coordinator": {"initial_nodes": 2}, **NO_SCALER}
+    async with process_cluster(tmp_path, data) as cluster, AsyncClient(cluster.url) as client:
+        for _ in range(200):
+            if len(cluster.coord.cluster.nodes) == 2:
+                break
+            await asyncio.sleep(0.05)
+        watcher = Collector(client, "")
+        await _subscribed(cluster.coord, 1)
+        victim = cluster.provisioner.pids()[-1]
+        os.kill(victim, signal.SIGKILL)
+        await watcher.wait_for(1, timeout=30)
+        assert watcher.events[0].kind == "reset"
+        await watcher.stop()

@@ -1,0 +1,227 @@
+"""`WatchHub`, `WatchFilter`, `RingHistory` and `WatchFeed` (docs/watch.md)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from elastic_cache.coordinator.watch import RingHistory, WatchFilter, WatchHub, parse_event_id
+from elastic_cache.coordinator.watchfeed import WatchFeed
+from elastic_cache.errors import InvalidRequest
+from elastic_cache.hashing import Murmur3Hasher
+from elastic_cache.node.changes import ChangeLog
+from elastic_cache.ring import HashRing
+
+
+def _events(frames: list[bytes]) -> list[dict[str, Any]]:
+    out = []
+    for frame in frames:
+        fields = dict(
+            line.split(": ", 1) for line in frame.decode().strip().split("\n") if ": " in line
+        )
+        out.append({"event": fields["event"], "id": fields.get("id"), **json.loads(fields["data"])})
+    return out
+
+
+def test_a_filter_needs_a_prefix_or_a_key_and_refuses_bad_ones() -> None:
+    with pytest.raises(InvalidRequest, match="needs a filter"):
+        WatchFilter.parse([], [])
+    with pytest.raises(InvalidRequest, match="bad prefix"):
+        WatchFilter.parse(["a\nb"], [])
+    with pytest.raises(InvalidRequest):
+        WatchFilter.parse([], [""])
+    f = WatchFilter.parse(["user/", ""], ["k"])
+    assert f.matches("anything")
+    f = WatchFilter.parse(["user/"], ["k"])
+    assert f.matches("user/1") and f.matches("k") and not f.matches("kk")
+
+
+def test_event_ids_are_boot_and_sequence() -> None:
+    assert parse_event_id("ab:12") == ("ab", 12)
+    for bad in ("12", "ab:", "ab:x", ":3", "ab:-1"):
+        with pytest.raises(InvalidRequest):
+            parse_event_id(bad)
+
+
+async def test_changes_reach_matching_watchers_in_order() -> None:
+    hub = WatchHub("b")
+    users = hub.subscribe(WatchFilter.parse(["user/"], []), None)
+    one = hub.subscribe(WatchFilter.parse([], ["k"]), None)
+    hub.publish("put", "user/1", 1, "n1")
+    hub.publish("put", "k", 1, "n1")
+    hub.publish("delete", "user/1", 1, "n2")
+    got = _events(await users.next_frames(0.1))
+    assert [(e["event"], e["key"], e["seq"]) for e in got] == [
+        ("put", "user/1", 1),
+        ("delete", "user/1", 3),
+    ]
+    assert [e["id"] for e in got] == ["b:1", "b:3"]
+    assert [e["key"] for e in _events(await one.next_frames(0.1))] == ["k"]
+    hub.unsubscribe(one)
+    hub.publish("put", "k", 1, "n1")
+    assert not hub._by_key
+    hub._check()
+
+
+async def test_reconnecting_with_last_event_id_replays_what_was_missed() -> None:
+    hub = WatchHub("b", buffer=3)
+    for i in range(5):
+        hub.publish("put", f"k{i}", 1, "n")
+    w = hub.subscribe(WatchFilter.parse([""], []), "b:3")
+    assert [e["key"] for e in _events(await w.next_frames(0.1))] == ["k3", "k4"]
+    # Too old for the buffer, another coordinator's id, or from the future: one reset.
+    for last in ("b:1", "other:4", "b:99"):
+        w = hub.subscribe(WatchFilter.parse([""], []), last)
+        assert [e["event"] for e in _events(await w.next_frames(0.1))] == ["reset"]
+    with pytest.raises(InvalidRequest):
+        hub.subscribe(WatchFilter.parse([""], []), "garbage")
+    hub._check()
+
+
+async def test_a_reset_reaches_everyone_and_ends_replay_before_it() -> None:
+    hub = WatchHub("b")
+    hub.publish("put", "k", 1, "n")
+    w = hub.subscribe(WatchFilter.parse([], ["x"]), None)
+    hub.reset("node n restarted")
+    assert [e["event"] for e in _events(await w.next_frames(0.1))] == ["reset"]
+    w2 = hub.subscribe(WatchFilter.parse([""], []), "b:0")
+    assert [e["event"] for e in _events(await w2.next_frames(0.1))] == ["reset"]
+
+
+async def test_a_watcher_that_falls_behind_is_cut_off_and_memory_stays_bounded() -> None:
+    hub = WatchHub("b", queue_limit=5)
+    slow = hub.subscribe(WatchFilter.parse([""], []), None)
+    for i in range(100):
+        hub.publish("put", f"k{i}", 1, "n")
+        hub._check()
+    assert slow.cut_off and not slow.pending
+    assert await slow.next_frames(0.1) == []
+    assert b"event: cutoff" in hub.cutoff_frame()
+    hub.unsubscribe(slow)
+    assert hub.cut_offs == 1 and not hub.watchers
+
+
+def test_ring_history_answers_the_owner_at_an_epoch() -> None:
+    ring = HashRing(Murmur3Hasher())
+    ring.add_node("a")
+    history = RingHistory(size=2)
+    history.observe(ring)
+    old = ring.epoch
+    token = ring.token_of("key")
+    bucket = ring.bucket_for_token(token)
+    ring.reassign(bucket.token, "b")
+    history.observe(ring)
+    assert history.owner(old, token) == "a"
+    assert history.owner(ring.epoch, token) == "b"
+    assert history.owner(ring.epoch + 5, token) == "b"  # newest older ring
+    assert history.owner(old - 1, token) is None
+    assert history.newest == ring.epoch
+
+
+@dataclass
+class FakeNode:
+    log: ChangeLog
+    polls: int = 0
+
+    async def changes(self, after: int, wait: float) -> dict[str, Any]:
+        self.polls += 1
+        if after >= self.log.seq:
+            await asyncio.sleep(min(wait, 0.01))
+        entries, lost = self.log.since(after, 2048)
+        return {"boot": self.log.boot, "seq": self.log.seq, "lost": lost, "changes": entries}
+
+
+@dataclass
+class FakeInfo:
+    client: FakeNode
+
+
+@dataclass
+class FakeCluster:
+    ring: HashRing
+    infos: dict[str, FakeInfo] = field(default_factory=dict)
+
+    @property
+    def nodes(self) -> Mapping[str, Any]:
+        return self.infos
+
+
+async def _until(cond: Any, timeout: float = 3.0) -> None:
+    for _ in range(int(timeout / 0.01)):
+        if cond():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("condition not met")
+
+
+async def test_the_feed_publishes_owner_changes_and_orders_a_handoff() -> None:
+    ring = HashRing(Murmur3Hasher())
+    ring.add_node("src")
+    src, dst = FakeNode(ChangeLog(100, "s")), FakeNode(ChangeLog(100, "d"))
+    cluster = FakeCluster(ring, {"src": FakeInfo(src), "dst": FakeInfo(dst)})
+    hub = WatchHub("b")
+    w = hub.subscribe(WatchFilter.parse([""], []), None)
+    feed = WatchFeed(hub, cluster, wait=0.05, period=0.01, handoff_timeout=5.0)
+    task = asyncio.create_task(feed.run())
+    try:
+        await _until(lambda: src.polls > 1 and dst.polls > 1)
+        old = ring.epoch
+        src.log.record("put", "k", old)  # the owner's change: published
+        dst.log.record("put", "k", old)  # a copy's change (not the owner at old): skipped
+        await _until(lambda: hub.published == 1)
+        # A move: dst commits first and logs a change of k at once; src logs one more
+        # change it accepted before its own commit, then its handoff.
+        new_ring = ring.copy()
+        new_ring.reassign(new_ring.bucket_for_token(ring.token_of("k")).token, "dst")
+        dst.log.record("takeover", "m1", new_ring.epoch)
+        dst.log.record("put", "k", new_ring.epoch)
+        cluster.ring = new_ring
+        await asyncio.sleep(0.1)
+        assert hub.published == 1  # dst waits for src's handoff
+        src.log.record("delete", "k", old)
+        src.log.record("handoff", "m1", new_ring.epoch)
+        await _until(lambda: hub.published == 3)
+        got = _events(await w.next_frames(0.1))
+        assert [(e["event"], e["node"]) for e in got] == [
+            ("put", "src"),
+            ("delete", "src"),
+            ("put", "dst"),
+        ]
+        assert feed.skipped == 1
+    finally:
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+
+async def test_the_feed_resets_watchers_when_a_node_restarts_or_overflows() -> None:
+    ring = HashRing(Murmur3Hasher())
+    ring.add_node("n")
+    node = FakeNode(ChangeLog(2, "one"))
+    cluster = FakeCluster(ring, {"n": FakeInfo(node)})
+    hub = WatchHub("b")
+    feed = WatchFeed(hub, cluster, wait=0.05, period=0.01)
+    task = asyncio.create_task(feed.run())
+    try:
+        await _until(lambda: node.polls > 1)
+        node.log = ChangeLog(2, "two")
+        node.log.record("put", "k", ring.epoch)
+        await _until(lambda: hub.resets == 1)
+    finally:
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+
+async def test_closing_the_hub_ends_every_stream_at_once() -> None:
+    hub = WatchHub("b")
+    w = hub.subscribe(WatchFilter.parse([""], []), None)
+    waiting = asyncio.create_task(w.next_frames(30.0))
+    await asyncio.sleep(0)
+    hub.close()
+    assert await asyncio.wait_for(waiting, 1.0) == [] and w.closed

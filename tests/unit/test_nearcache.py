@@ -1,0 +1,51 @@
+"""The client side of subscriptions: the SSE parser and the near cache."""
+
+from __future__ import annotations
+
+import pytest
+
+from elastic_cache.nearcache import ChangeEvent, NearCache, SseParser, change_event
+
+
+def test_the_parser_reads_events_ids_and_skips_comments() -> None:
+    p = SseParser()
+    lines = [": keepalive", "", "id: b:3", "event: put", 'data: {"key": "k", "seq": 3}', ""]
+    out = [e for e in (p.feed(line) for line in lines) if e is not None]
+    assert out == [("put", '{"key": "k", "seq": 3}', "b:3")]
+    assert p.last_id == "b:3"
+    assert change_event(*out[0]) == ChangeEvent("put", key="k", seq=3, id="b:3")
+
+
+def test_an_event_without_json_has_no_key() -> None:
+    assert change_event("cutoff", "not json", None) == ChangeEvent("cutoff")
+
+
+def test_values_are_kept_only_while_live_and_unchanged() -> None:
+    near: NearCache[bytes] = NearCache(2)
+    t = near.begin("a")
+    assert not near.finish("a", t, b"1")  # not live yet
+    near.live = True
+    t = near.begin("a")
+    near.invalidate("a")  # changed while the read was on its way
+    assert not near.finish("a", t, b"old")
+    t = near.begin("a")
+    assert near.finish("a", t, b"new")
+    assert near.get("a") == b"new"
+    near.invalidate("a")
+    assert near.get("a") is None and near.invalidations == 1
+
+
+def test_a_clear_during_a_read_drops_its_value_and_the_lru_is_bounded() -> None:
+    near: NearCache[bytes] = NearCache(2)
+    near.live = True
+    t = near.begin("a")
+    near.clear()
+    assert not near.finish("a", t, b"1")
+    for k in "abc":
+        near.finish(k, near.begin(k), k.encode())
+    assert len(near) == 2 and near.get("a") is None and near.get("c") == b"c"
+
+
+def test_a_near_cache_keeps_at_least_one_value() -> None:
+    with pytest.raises(ValueError):
+        NearCache(0)
