@@ -100,12 +100,19 @@ class _Wakeup:
     def __init__(self) -> None:
         self.event = asyncio.Event()
         self.waiting = 0
+        self.closed = False
 
     def fire(self) -> None:
         if self.waiting:
             self.event.set()
             self.event = asyncio.Event()
             self.waiting = 0
+
+    def close(self) -> None:
+        """The node is shutting down: answer every waiting poll now and wait no more
+        (aiohttp waits for running handlers, up to a minute, before it cleans up)."""
+        self.closed = True
+        self.event.set()
 
 
 CHANGES_WOKEN: web.AppKey[_Wakeup] = web.AppKey("changes_woken", _Wakeup)
@@ -416,7 +423,7 @@ async def get_changes(request: web.Request) -> web.StreamResponse:
         lost = True
     else:
         lost = False
-    if wait and after >= log.seq:
+    if wait and after >= log.seq and not request.app[CHANGES_WOKEN].closed:
         wakeup = request.app[CHANGES_WOKEN]
         wakeup.waiting += 1
         with contextlib.suppress(TimeoutError):
@@ -520,4 +527,9 @@ def make_node_app(
         await service.close()
 
     app.cleanup_ctx.append(background)
+
+    async def wake_polls(app: web.Application) -> None:
+        app[CHANGES_WOKEN].close()
+
+    app.on_shutdown.append(wake_polls)
     return app

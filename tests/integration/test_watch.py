@@ -354,6 +354,36 @@ async def test_a_node_wakes_every_long_poll_of_its_change_log(aiohttp_client: An
     assert data["lost"] and len(data["changes"]) == 1
 
 
+async def test_a_node_shutting_down_answers_its_long_polls_at_once() -> None:
+    """aiohttp waits up to a minute for running handlers before it cleans up: a waiting
+    poll of the change log must not hold a node's shutdown (it held every test's
+    teardown of an in-process cluster for its whole wait)."""
+    from aiohttp import web
+
+    from elastic_cache.node.app import CHANGES_WOKEN
+
+    settings = ClusterSettings.from_mapping({"nodes": {"capacity_records": 100}}).nodes
+    service = build_node_service(settings, node_id="n1")
+    app = make_node_app(service, max_value_bytes=1024)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    async with aiohttp.ClientSession() as http:
+        url = f"http://127.0.0.1:{port}/v1/changes"
+        poll = asyncio.create_task(http.get(url, params={"after": 0, "wait": 30}))
+        for _ in range(200):  # until the poll waits at the node
+            if app[CHANGES_WOKEN].waiting:
+                break
+            await asyncio.sleep(0.05)
+        assert app[CHANGES_WOKEN].waiting == 1
+        await asyncio.wait_for(runner.cleanup(), 10)  # not the poll's 30 s
+        resp = await poll
+        assert resp.status == 200 and (await resp.json())["changes"] == []
+        resp.release()
+
+
 async def test_a_failed_node_sends_watchers_a_reset(tmp_path: Path) -> None:
     data = {"coordinator": {"initial_nodes": 2}, **NO_SCALER}
     async with process_cluster(tmp_path, data) as cluster, AsyncClient(cluster.url) as client:
