@@ -25,6 +25,7 @@ from elastic_cache.coordinator.app import make_coordinator_app
 from elastic_cache.coordinator.cluster import MoveFailed
 from elastic_cache.coordinator.runner import start_coordinator_server
 from elastic_cache.coordinator.service import Coordinator
+from elastic_cache.errors import NodeUnavailable
 from elastic_cache.provisioner.local import LocalProvisioner
 
 from ..checked_load import CheckedLoad
@@ -134,8 +135,22 @@ async def test_sigkill_destination_mid_migration_abandons_the_move(tmp_path: Pat
             pytest.fail("the migration never started streaming")
         dst = cluster.coord.cluster.nodes[mig.destination]
         os.kill(int(dst.handle.ref), signal.SIGKILL)
-        # Writes keep flowing during the failure.
-        await asyncio.gather(*(client.put(f"k{j}", f"w{j}") for j in range(0, 100)))
+        # Writes keep flowing during the failure. One may be answered 503 with
+        # Retry-After while the source sorts out the failed move (under load a write to
+        # the source has waited the whole request budget): a client retries it, as
+        # this one does, and it must then land.
+
+        async def write(j: int) -> None:
+            for attempt in range(5):
+                try:
+                    await client.put(f"k{j}", f"w{j}")
+                    return
+                except NodeUnavailable:
+                    if attempt == 4:
+                        raise
+                    await asyncio.sleep(1)
+
+        await asyncio.gather(*(write(j) for j in range(0, 100)))
         with pytest.raises(MoveFailed):
             await adding
         assert cluster.coord.cluster.ring.epoch == epoch
