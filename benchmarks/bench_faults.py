@@ -58,7 +58,6 @@ from peer_servers import Fleet, free_port, get_json, wait_http  # noqa: E402
 
 from elastic_cache.client import AsyncClient  # noqa: E402
 from elastic_cache.config import ClusterSettings  # noqa: E402
-from elastic_cache.coordinator import placement  # noqa: E402
 from elastic_cache.coordinator.app import make_coordinator_app  # noqa: E402
 from elastic_cache.coordinator.cluster import Cluster  # noqa: E402
 from elastic_cache.coordinator.runner import start_coordinator_server  # noqa: E402
@@ -95,10 +94,7 @@ async def cluster_in_process(tmp: Path, data: dict[str, Any]) -> AsyncIterator[t
 
 
 def replicated(cluster: Cluster) -> bool:
-    task = cluster._repair_task
-    return (task is None or task.done()) and not placement.under_replicated(
-        cluster.ring, cluster.held, cluster.rf
-    )
+    return cluster.replicated()
 
 
 async def until(check: Callable[[], bool], seconds: float, what: str) -> float:

@@ -793,6 +793,13 @@ class Cluster(Membership):
             },
         }
 
+    def replicated(self) -> bool:
+        """Every bucket has its copies and no repair is under way."""
+        task = self._repair_task
+        return (task is None or task.done()) and not (
+            self.held and placement.under_replicated(self.ring, self.held, self.rf)
+        )
+
     def replication_view(self) -> dict[str, Any]:
         """Copies per key, the write quorum, and how far repair has got."""
         task = self._repair_task

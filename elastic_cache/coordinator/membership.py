@@ -189,8 +189,6 @@ class Membership:
 
     def holders(self, token: int) -> tuple[str, ...]:
         """The nodes holding ``token``'s key, its owner first."""
-        if not self.held:
-            return (self.ring.node_for_token(token),)
         return placement.holders_of(self.ring, self.held, token)
 
     def ranges_for(

@@ -15,7 +15,7 @@ exactly as before.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 
 from elastic_cache.ring import HashRing
 
@@ -26,7 +26,6 @@ __all__ = [
     "desired_holders",
     "holders_of",
     "initial_held",
-    "known_nodes",
     "missing_copies",
     "neighbours",
     "ranges_held",
@@ -175,8 +174,3 @@ def under_replicated(ring: HashRing, held: Mapping[int, tuple[str, ...]], rf: in
         for b in ring
         if any(n not in held.get(b.token, ()) for n in desired_holders(ring, b.token, rf))
     )
-
-
-def known_nodes(held: Mapping[int, Iterable[str]]) -> set[str]:
-    """Every node named in the held map."""
-    return {n for copies in held.values() for n in copies}

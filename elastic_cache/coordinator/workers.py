@@ -310,8 +310,6 @@ class WorkerView:
 
     def holders(self, token: int) -> tuple[str, ...]:
         """The nodes holding ``token``'s key, as the leader last said."""
-        if not self.held:
-            return (self.ring.node_for_token(token),)
         return placement.holders_of(self.ring, self.held, token)
 
     def report(self, index: int, rate: _CountingMeter, answered: int) -> dict[str, Any]:

@@ -31,11 +31,7 @@ pytestmark = pytest.mark.slow
 
 
 def replicated(cluster: Cluster) -> bool:
-    """Every bucket has its copies and no repair is under way."""
-    task = cluster._repair_task
-    return (task is None or task.done()) and not placement.under_replicated(
-        cluster.ring, cluster.held, cluster.rf
-    )
+    return cluster.replicated()
 
 
 async def until(check: object, seconds: float, what: str) -> None:
