@@ -549,6 +549,7 @@ class Cluster(Membership):
                     if heir == node_id or heir in self.held.get(bucket, ()):
                         # Its successor is its own, or holds a copy already (replication):
                         # no data moves, the range merges.
+                        ring_before, held_before = self.ring.copy(), self.held
                         self.ring.remove(bucket)
                         if self.held:
                             self.held = placement.after_remove(
@@ -556,6 +557,10 @@ class Cluster(Membership):
                             )
                         await self._push_ownership(list(self.nodes))
                         await self.persist()
+                        if self.held:
+                            await self._drop_surplus(
+                                placement.released(ring_before, held_before, self.ring, self.held)
+                            )
                         continue
 
                     def merge(ring: HashRing, b: int = bucket) -> object:
@@ -714,6 +719,7 @@ class Cluster(Membership):
                 # Replicated: the next holder of each of its ranges takes over at once
                 # (the successor is the first copy), and the missing copies are made
                 # again in the background.
+                ring_before, held_before = self.ring.copy(), self.held
                 held = placement.without_node(self.held, node_id)
                 for bucket in self.ring.buckets_of(node_id):
                     successor = self.ring.successor(bucket.token)
@@ -725,6 +731,9 @@ class Cluster(Membership):
                 await self.persist()
                 with contextlib.suppress(ElasticCacheError):
                     await self._push_ownership(list(self.nodes))
+                await self._drop_surplus(
+                    placement.released(ring_before, held_before, self.ring, self.held)
+                )
                 self.repair_soon()
                 self._replace_for_copies()
                 return

@@ -29,6 +29,7 @@ __all__ = [
     "missing_copies",
     "neighbours",
     "ranges_held",
+    "released",
     "trim",
     "under_replicated",
     "without_node",
@@ -103,6 +104,26 @@ def after_remove(held: Held, ring: HashRing, bucket: int, successor: int) -> Hel
     if owner in gone and owner not in both:
         both.insert(0, owner)
     out[successor] = tuple(both) if both else (owner,)
+    return out
+
+
+def released(
+    before: HashRing, held_before: Held, after: HashRing, held_after: Held
+) -> list[tuple[str, int, int]]:
+    """Copies that buckets merging took away: ``(node, lo, hi)`` for each bucket range of
+    ``before`` whose holder does not hold the bucket of ``after`` that contains it (a
+    merge only: every range of ``before`` lies inside one bucket of ``after``).
+
+    Such a node keeps the range's records until told to drop them; they would otherwise
+    go stale while counting against its fill.
+    """
+    out = []
+    for bucket in before:
+        lo, hi = before.range_of(bucket.token)
+        now = holders_of(after, held_after, hi)
+        out.extend(
+            (n, lo, hi) for n in holders_of(before, held_before, hi) if n not in now
+        )
     return out
 
 

@@ -110,6 +110,8 @@ class Incoming:
     floor: dict[str, int] = field(default_factory=dict)
     applied: int = 0
     skipped: int = 0
+    #: Records of the range this node still had from an earlier copy, dropped at the start.
+    leftovers: int = 0
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -119,6 +121,7 @@ class Incoming:
             "hi": self.hi,
             "applied": self.applied,
             "skipped": self.skipped,
+            "leftovers": self.leftovers,
         }
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Sequence
 
 from elastic_cache.errors import InvalidBody
@@ -58,6 +58,16 @@ class RangeSet:
     def ranges(self) -> tuple[tuple[int, int], ...]:
         """The ranges as given."""
         return self._ranges
+
+    def overlaps(self, lo: int, hi: int) -> bool:
+        """Whether any token of ``(lo, hi]`` is in the set (``(x, x]``: the whole ring)."""
+        his, los = self._his, self._los
+        pieces = [(lo, hi)] if lo < hi else [(lo, self.space - 1), (-1, hi)]
+        for a, b in pieces:
+            i = bisect_right(his, a)  # the first piece that ends past a
+            if i < len(his) and los[i] < b:
+                return True
+        return False
 
     def __contains__(self, token: int) -> bool:
         his = self._his

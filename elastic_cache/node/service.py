@@ -438,12 +438,16 @@ class NodeService:
         self._check_bounds(lo, hi)
         if migration in self.incoming or migration in self.outgoing:
             raise Conflict(f"migration {migration} already exists on {self.node_id}")
-        if lo in self.owned and hi in self.owned:
-            raise Conflict(f"node {self.node_id} already owns ({lo}, {hi}]")
-        inc = Incoming(migration, lo, hi)
+        if self.owned.overlaps(lo, hi):
+            raise Conflict(f"node {self.node_id} already holds some of ({lo}, {hi}]")
+        # Records this node kept of a range it held before (a copy it stopped holding)
+        # predate the move: the source's copy is the truth. Dropped first, because each
+        # node numbers its versions itself, so a leftover could outrank the source's
+        # newer value, or outlive a delete the snapshot cannot carry.
+        inc = Incoming(migration, lo, hi, leftovers=len(self.store.pop_range(lo, hi)))
         self.incoming[migration] = inc
         if self.cold is not None:
-            # Local files in an arriving range predate it: the source's copy is the truth.
+            # Local files in an arriving range predate it too.
             self.cold.drop_range_soon(lo, hi)
         return inc
 

@@ -89,6 +89,23 @@ def test_a_merge_keeps_only_nodes_holding_both_ranges() -> None:
     assert lost[600] == ("c",)
 
 
+def test_a_merge_releases_the_copies_its_holders_lost() -> None:
+    """b dies: c, which held both ranges, takes the merged one; a held only (300, 600]
+    and must drop it (its records would go stale, then outrank a later copy's)."""
+    before = ring_of((100, "a"), (300, "b"), (600, "c"))
+    held = {100: ("a", "b"), 300: ("b", "c"), 600: ("c", "a")}
+    ring = before.copy()
+    ring.remove(300)
+    merged = placement.after_remove(placement.without_node(held, "b"), ring, 300, 600)
+    assert merged[600] == ("c",)
+    assert sorted(placement.released(before, held, ring, merged)) == [
+        ("a", 300, 600),  # a's copy of c's old range
+        ("b", 100, 300),  # the dead node's (the cluster has forgotten it)
+        ("b", 600, 100),
+    ]
+    assert placement.released(before, held, before, held) == []
+
+
 @pytest.mark.parametrize(
     ("section", "message"),
     [

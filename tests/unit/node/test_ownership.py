@@ -50,3 +50,14 @@ def test_in_range_agrees() -> None:
     rs = RangeSet([(10, 20), (100, 5)], SPACE)
     for t in range(SPACE):
         assert (t in rs) == (in_range(t, 10, 20) or in_range(t, 100, 5))
+
+
+@given(
+    st.lists(st.tuples(st.integers(0, SPACE - 1), st.integers(0, SPACE - 1)), max_size=1),
+    st.integers(0, SPACE - 1),
+    st.integers(0, SPACE - 1),
+)
+def test_overlaps_agrees_with_membership(owned: list[tuple[int, int]], lo: int, hi: int) -> None:
+    rs = RangeSet(owned, SPACE)
+    tokens = range(SPACE) if lo == hi else [t for t in range(SPACE) if in_range(t, lo, hi)]
+    assert rs.overlaps(lo, hi) == any(t in rs for t in tokens)

@@ -157,6 +157,38 @@ async def test_snapshot_never_resurrects_a_delete() -> None:
     assert dst.store.peek("k") is None
 
 
+async def test_a_destination_drops_what_it_kept_of_the_range_before() -> None:
+    """A node that stopped holding a copy keeps its records until it gets the range
+    again; each node numbers versions itself, so those leftovers must go first: one
+    could outrank the source's newer value (a stale read), or outlive a delete."""
+    net, src, dst = make_pair()
+    for i in range(30):  # dst's version counter runs far ahead of src's
+        dst.store.put("other", dst.hasher("other"), f"x{i}".encode(), "t", None)
+    for key, old in (("k", b"old"), ("gone", b"old")):
+        dst.store.put(key, dst.hasher(key), old, "t", None)  # the stale leftovers
+    await src.put("k", b"new", "t", None)
+    await move(net, src, dst, 0, 0)  # the whole ring: dst holds nothing of it now
+    assert dst.incoming["m1"].leftovers == 3
+    await src.put("k", b"newer", "t", None)  # forwarded during the move
+    await src.send("m1")
+    dst.commit_incoming("m1", 2, [[0, 0]])
+    await src.commit_outgoing("m1", 2, [])
+    assert dst.get("k").value == b"newer"
+    with pytest.raises(KeyNotFound):
+        dst.get("gone")  # deleted at the source meanwhile: no snapshot record brings it
+    dst.store._check()
+
+
+async def test_a_range_partly_held_already_is_refused() -> None:
+    net, src, dst = make_pair()
+    dst.set_ownership(2, [[100, 200]])
+    with pytest.raises(Conflict, match="already holds"):
+        dst.begin_incoming("m1", 150, 300)
+    with pytest.raises(Conflict, match="already holds"):
+        dst.begin_incoming("m1", 0, 0)
+    dst.begin_incoming("m1", 200, 300)  # next to it: fine
+
+
 async def test_a_record_whose_token_is_not_its_keys_hash_is_refused() -> None:
     # The B+-tree files keys by their hash; a peer that sends another token (a cluster
     # with two hash settings) is refused and the record is not stored.
