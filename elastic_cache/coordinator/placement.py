@@ -117,13 +117,11 @@ def released(
     Such a node keeps the range's records until told to drop them; they would otherwise
     go stale while counting against its fill.
     """
-    out = []
+    out: list[tuple[str, int, int]] = []
     for bucket in before:
         lo, hi = before.range_of(bucket.token)
         now = holders_of(after, held_after, hi)
-        out.extend(
-            (n, lo, hi) for n in holders_of(before, held_before, hi) if n not in now
-        )
+        out.extend((n, lo, hi) for n in holders_of(before, held_before, hi) if n not in now)
     return out
 
 
