@@ -180,7 +180,7 @@ async def test_a_destination_drops_what_it_kept_of_the_range_before() -> None:
 
 
 async def test_a_range_partly_held_already_is_refused() -> None:
-    net, src, dst = make_pair()
+    _, _, dst = make_pair()
     dst.set_ownership(2, [[100, 200]])
     with pytest.raises(Conflict, match="already holds"):
         dst.begin_incoming("m1", 150, 300)
