@@ -432,6 +432,11 @@ class CoordinatorSettings:
             ``Last-Event-ID`` (docs/watch.md).
         watch_queue: changes that may wait for one watcher; past it the watcher is cut
             off (a ``cutoff`` event) rather than growing the coordinator's memory.
+        hot_answers_bytes: memory for read-through answers the coordinator keeps after
+            reading them from a node, so that a fresh hit needs no trip to a node; kept
+            until the key changes on any node (the change feed), for at most
+            ``hot_answers_seconds``; 0 turns it off (docs/http-caching.md).
+        hot_answers_seconds: longest an answer is kept before it is read again.
     """
 
     host: str = "127.0.0.1"
@@ -448,6 +453,8 @@ class CoordinatorSettings:
     state_s3: str | None = None
     watch_buffer: int = 65536
     watch_queue: int = 10000
+    hot_answers_bytes: int = 32 * 2**20
+    hot_answers_seconds: float = 5.0
 
     def __post_init__(self) -> None:
         _check_host("coordinator host", self.host)
@@ -462,7 +469,14 @@ class CoordinatorSettings:
                 raise ConfigError(f"{name} must be a positive integer, got {value!r}")
         if self.workers > MAX_WORKERS:
             raise ConfigError(f"workers must be at most {MAX_WORKERS}, got {self.workers}")
-        for name in ("request_budget", "suspect_grace"):
+        if (
+            not isinstance(self.hot_answers_bytes, int)
+            or isinstance(self.hot_answers_bytes, bool)
+            or not 0 <= self.hot_answers_bytes <= 2**40
+        ):
+            got = self.hot_answers_bytes
+            raise ConfigError(f"hot_answers_bytes must be an integer in [0, 2**40], got {got!r}")
+        for name in ("request_budget", "suspect_grace", "hot_answers_seconds"):
             value = getattr(self, name)
             if (
                 isinstance(value, bool)

@@ -537,6 +537,17 @@ class CoordinatorCollector:
             "Read-through misses that waited for a call already under way.",
             rt.coalesced if rt else 0,
         )
+        hot = rt.hot if rt else None
+        yield _counter(
+            "ecache_readthrough_hot_hits_total",
+            "Read-through hits answered from the coordinator's hot answers (no node asked).",
+            hot.hits if hot else 0,
+        )
+        yield _gauge(
+            "ecache_readthrough_hot_bytes",
+            "Memory the coordinator's hot answers take (keys, stored answers, overhead).",
+            hot.bytes if hot else 0,
+        )
 
 
 class MeteredProvisioner:

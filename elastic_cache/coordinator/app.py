@@ -283,6 +283,14 @@ def cluster_view(coord: Coordinator) -> dict[str, Any]:
         "revalidated": rt.counts.revalidated,
         "not_modified": rt.counts.not_modified,
         "invalidations": rt.counts.invalidations,
+        "hot": None
+        if rt.hot is None
+        else {
+            "hits": rt.hot.hits,
+            "answers": len(rt.hot),
+            "bytes": rt.hot.bytes,
+            "max_bytes": rt.hot.max_bytes,
+        },
     }
     hub = coord.watch
     view["watch"] = {

@@ -56,6 +56,7 @@ class CoordinatorHotRoutes:
         self, router: Router, readthrough: ReadThrough, meter: RequestMeter, max_value_bytes: int
     ) -> None:
         self.router = router
+        self.rate_hit = router.rate.hit
         self.readthrough = readthrough
         self.record = meter.record
         self.max_value = max_value_bytes
@@ -190,13 +191,23 @@ class CoordinatorHotRoutes:
         client = ClientRequest(
             request.method, unquote(parts[3]), parts[4], query, headers, remote=request.remote
         )
-        return self._svc(request, client)
+        try:
+            reply = self.readthrough.answer_now(client)
+        except ElasticCacheError as err:
+            return self._error(request, "svc", err)
+        if reply is None:
+            return self._svc(request, client)
+        self.rate_hit()  # the request rate of the threshold formula counts it too
+        return self._reply(request, reply)
 
     async def _svc(self, request: HotRequest, client: ClientRequest) -> bytes | Streamed:
         try:
             reply = await self.readthrough.handle(client)
         except ElasticCacheError as err:
             return self._error(request, "svc", err)
+        return self._reply(request, reply)
+
+    def _reply(self, request: HotRequest, reply: Reply) -> bytes | Streamed:
         self._done(request, "svc", reply.status)
         headers = [*reply.headers, ("X-Cache", reply.cache)]
         keep = request.keep_alive

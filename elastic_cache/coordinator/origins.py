@@ -30,6 +30,7 @@ from urllib.parse import urljoin, urlsplit
 import aiohttp
 
 from elastic_cache.config import MAX_TTL_SECONDS, OriginSettings
+from elastic_cache.coordinator.hotanswers import HotAnswers
 from elastic_cache.coordinator.origin_client import (
     Fetched,
     OriginCall,
@@ -198,6 +199,9 @@ class ReadThrough:
         session: pooled HTTP client for origin calls (``auto_decompress=False``).
         max_value_bytes: the nodes' value limit; a larger answer is streamed, not stored.
         clock: seconds since the epoch.
+        hot: answers kept in this process's memory (None: every lookup asks a node);
+            only a process whose `HotAnswers` hears every change of the nodes may pass
+            one (the coordinator, through its change feed).
     """
 
     def __init__(
@@ -208,8 +212,10 @@ class ReadThrough:
         *,
         max_value_bytes: int,
         clock: Callable[[], float] = time.time,
+        hot: HotAnswers | None = None,
     ) -> None:
         self.origins = {o.name: o for o in origins}
+        self.hot = hot
         self.rules = {
             o.name: FreshnessRules(
                 ttl=o.ttl,
@@ -276,10 +282,7 @@ class ReadThrough:
             UpstreamError / UpstreamTimeout / UpstreamTooLarge: the origin failed and no
                 stale answer may stand in.
         """
-        origin = self.origin(request.origin)
-        if len(request.raw_path) + len(request.raw_query) > MAX_URL_BYTES:
-            raise UriTooLong(f"the URL is longer than {MAX_URL_BYTES} bytes")
-        check_path(request.raw_path)
+        origin = self._checked(request)
         method = request.method
         if method in ("GET", "HEAD"):
             return await self._read(origin, request)
@@ -291,6 +294,44 @@ class ReadThrough:
                 allow="GET, HEAD",
             )
         return await self._pass_on(origin, request)
+
+    def _checked(self, request: ClientRequest) -> OriginSettings:
+        """The request's origin, once its URL passes the checks (see `handle`)."""
+        origin = self.origin(request.origin)
+        if len(request.raw_path) + len(request.raw_query) > MAX_URL_BYTES:
+            raise UriTooLong(f"the URL is longer than {MAX_URL_BYTES} bytes")
+        check_path(request.raw_path)
+        return origin
+
+    def answer_now(self, request: ClientRequest) -> Reply | None:
+        """A GET or HEAD answered at once from a fresh hot answer (no node asked, nothing
+        awaited), or None: then `handle` answers it.
+
+        Raises:
+            As `handle`, for a request it refuses.
+        """
+        hot = self.hot
+        if hot is None or request.method not in ("GET", "HEAD"):
+            return None
+        origin = self._checked(request)
+        key = cache_key(
+            origin.name, request.raw_path, request.raw_query, sort_query=origin.sort_query
+        )
+        marker = self._markers.get(key)
+        if marker is None:
+            record = hot.get(key)
+        else:
+            selected = select_variant(marker.names, request.fields)
+            record = hot.get(variant_key(key, marker.generation, selected))
+            if record is not None and record.vary != selected:
+                return None
+        if record is None or record.staleness(self.clock()) >= 0:
+            return None
+        if not record.shared_ok and self._credentialed(origin, request):
+            return None
+        hot.hits += 1
+        self.counts.hits += 1
+        return self._from_record(record, request, "HIT")
 
     async def fetch(
         self, name: str, raw_path: str, raw_query: str = "", headers: Iterable[tuple[str, str]] = ()
@@ -373,25 +414,41 @@ class ReadThrough:
         remembers; a marker the node lost meanwhile only means its variants are found
         under the generation this coordinator gave them, as before the loss.
         """
+        hot = self.hot
         try:
             marker = self._markers.get(key)
             if marker is None:
+                if hot is not None and (kept := hot.get(key)) is not None:
+                    return _Found(kept)
+                mark = hot.mark() if hot is not None else 0
                 answer = await self.router.get(key)
                 if answer.status != 200:
                     return _Found()
                 if answer.content_type != VARY_TYPE:
                     record = decode_record(answer.body, answer.content_type, now=self.clock())
-                    return _Found(record if record.vary is None else None)
+                    if record.vary is not None:
+                        return _Found()
+                    if hot is not None:
+                        hot.keep(key, record, len(answer.body), mark)
+                    return _Found(record)
                 marker = VaryMarker.decode(answer.body)
                 self._remember(key, marker)
             else:
                 self._markers.move_to_end(key)
             selected = select_variant(marker.names, request.fields)
-            answer = await self.router.get(variant_key(key, marker.generation, selected))
+            where = variant_key(key, marker.generation, selected)
+            if hot is not None and (kept := hot.get(where)) is not None and kept.vary == selected:
+                return _Found(kept, marker)
+            mark = hot.mark() if hot is not None else 0
+            answer = await self.router.get(where)
             if answer.status != 200:
                 return _Found(None, marker)
             record = decode_record(answer.body, answer.content_type, now=self.clock())
-            return _Found(record if record.vary == selected else None, marker)
+            if record.vary != selected:
+                return _Found(None, marker)
+            if hot is not None:
+                hot.keep(where, record, len(answer.body), mark)
+            return _Found(record, marker)
         except RecordError as exc:
             log.warning("read-through record at %s unreadable (%s): treated as a miss", key, exc)
         except ElasticCacheError as exc:
@@ -559,15 +616,21 @@ class ReadThrough:
         if len(value) > self.max_value_bytes:
             return False
         ttl = None if verdict.ttl is None else min(max(verdict.ttl, 0.001), MAX_TTL_SECONDS)
+        hot = self.hot
         try:
             if record.vary is None:
                 self._markers.pop(key, None)
+                if hot is not None:
+                    hot.changed(key)
                 answer = await self.router.put(key, value, RECORD_TYPE, ttl)
                 return answer.status < 300
             names = tuple(name for name, _ in record.vary)
             if marker is None or marker.names != names:
                 marker = VaryMarker(names, secrets.token_hex(8))
             where = variant_key(key, marker.generation, record.vary)
+            if hot is not None:
+                hot.changed(key)
+                hot.changed(where)
             answer = await self.router.put(where, value, RECORD_TYPE, ttl)
             if answer.status >= 300:
                 return False
@@ -659,6 +722,8 @@ class ReadThrough:
         variant), and refuse to store answers to requests sent before ``since``."""
         self._invalidated[key] = since
         self._markers.pop(key, None)  # its variants are never found again
+        if self.hot is not None:
+            self.hot.changed(key)
         if len(self._invalidated) > _INVALIDATIONS_KEPT:
             cutoff = self.clock() - 60.0
             self._invalidated = {k: t for k, t in self._invalidated.items() if t >= cutoff}

@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import OrderedDict, deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from elastic_cache.errors import InvalidRequest
@@ -163,6 +163,9 @@ class WatchHub:
         self.published = 0
         self.resets = 0
         self.cut_offs = 0
+        #: Called with each changed key, and with None on a reset (the coordinator's
+        #: hot answers, `HotAnswers`).
+        self.listeners: list[Callable[[str | None], None]] = []
 
     def _next_id(self) -> str:
         self.seq += 1
@@ -184,6 +187,8 @@ class WatchHub:
         )
         self._buffer.append((seq, key, frame))
         self.published += 1
+        for listener in self.listeners:
+            listener(key)
         keyed = self._by_key.get(key)
         if keyed:
             for w in keyed:
@@ -201,6 +206,8 @@ class WatchHub:
         self._floor = self.seq
         self._buffer.clear()
         self.resets += 1
+        for listener in self.listeners:
+            listener(None)
         for w in self.watchers:
             w.offer(frame)
 

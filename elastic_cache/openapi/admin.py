@@ -199,8 +199,18 @@ def admin_schemas() -> dict[str, Schema]:
             "scaler": {"type": "object"},
             "read_through": {
                 "type": "object",
-                "required": ["origins", "hits", "misses", "origin_calls"],
-                "properties": {"origins": {"type": "array", "items": string}},
+                "required": ["origins", "hits", "misses", "origin_calls", "hot"],
+                "properties": {
+                    "origins": {"type": "array", "items": string},
+                    "hot": {
+                        "description": "Hot answers (docs/http-caching.md): hits answered "
+                        "from the coordinator's memory, answers and bytes kept, the bound; "
+                        "null when turned off.",
+                        "type": ["object", "null"],
+                        "required": ["hits", "answers", "bytes", "max_bytes"],
+                        "additionalProperties": count,
+                    },
+                },
                 "additionalProperties": count,
             },
             "watch": {

@@ -842,6 +842,7 @@ async def test_remembered_vary_markers_are_bounded(
     cache: CoordinatorHarness, case_origin: CaseOrigin, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(origins, "MARKERS_KEPT", 2)
+    monkeypatch.setattr(cache.coord.readthrough, "hot", None)  # every lookup asks a node
     for name in ("v1", "v2", "v3"):
         await localised_route(case_origin, name)
         await get(cache, f"web/{name}", Accept_Language="en")
@@ -852,6 +853,96 @@ async def test_remembered_vary_markers_are_bounded(
         assert (body, h["X-Cache"]) == (f"{name} in en".encode(), "HIT")
         assert len(reads) == lookups  # v1 was forgotten first: marker, then variant
     assert [case_origin.calls[n] for n in ("v1", "v2", "v3")] == [1, 1, 1]
+
+
+# -- hot answers: fresh hits from the coordinator's memory ------------------------------
+
+
+async def kept_hot(cache: CoordinatorHarness, path: str, key: str) -> None:
+    """Read ``path`` until the coordinator keeps its answer (the change feed's echo of
+    the coordinator's own write may drop the first one kept)."""
+    hot = cache.coord.readthrough.hot
+    assert hot is not None
+    for _ in range(100):
+        await get(cache, path)
+        if hot.get(key) is not None:
+            return
+        await asyncio.sleep(0.02)
+    pytest.fail(f"{key} was never kept")
+
+
+async def test_a_fresh_hit_is_answered_from_the_coordinators_memory(
+    cache: CoordinatorHarness, case_origin: CaseOrigin, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    case_origin.route("hot", answer(b"hot body", Cache_Control="max-age=60", ETag='"v1"'))
+    assert (await get(cache, "web/hot"))[2]["X-Cache"] == "MISS"
+    await kept_hot(cache, "web/hot", cache_key("web", "hot", ""))
+    reads = count_cache_reads(cache, monkeypatch)
+    hot = cache.coord.readthrough.hot
+    assert hot is not None
+    before = hot.hits
+    for _ in range(3):
+        s, body, h, _ = await get(cache, "web/hot")
+        assert (s, body, h["X-Cache"], h["ETag"]) == (200, b"hot body", "HIT", '"v1"')
+        assert "Age" in h
+    s, body, h, _ = await get(cache, "web/hot", If_None_Match='"v1"')
+    assert (s, body) == (304, b"")
+    assert reads == [] and hot.hits == before + 4
+    assert case_origin.calls["hot"] == 1
+
+
+async def test_a_change_on_a_node_reaches_the_coordinators_memory(
+    cache: CoordinatorHarness, case_origin: CaseOrigin
+) -> None:
+    """The stored answer is deleted on its node without read-through knowing (as
+    another coordinator process or an operator would): the change feed drops the kept
+    answer, and the next request asks the origin again instead of answering a HIT."""
+    case_origin.route("feed", answer(b"v", Cache_Control="max-age=60"))
+    key = cache_key("web", "feed", "")
+    await get(cache, "web/feed")
+    await kept_hot(cache, "web/feed", key)
+    status, _, _ = await cache.call("DELETE", f"/v1/kv/{key}")
+    assert status == 204
+    hot = cache.coord.readthrough.hot
+    assert hot is not None
+    for _ in range(200):
+        if hot.get(key) is None:
+            break
+        await asyncio.sleep(0.01)
+    s, _, h, _ = await get(cache, "web/feed")
+    assert (s, h["X-Cache"]) == (200, "MISS")
+    assert case_origin.calls["feed"] == 2
+
+
+async def test_a_stale_kept_answer_is_revalidated_not_served(
+    cache: CoordinatorHarness, case_origin: CaseOrigin, clock: Clock
+) -> None:
+    case_origin.route("short", answer(b"s", Cache_Control="max-age=10", ETag='"s1"'))
+    key = cache_key("web", "short", "")
+    await get(cache, "web/short")
+    await kept_hot(cache, "web/short", key)
+    clock.advance(11)
+    s, body, h, _ = await get(cache, "web/short")
+    assert (s, body, h["X-Cache"]) == (200, b"s", "MISS")  # this origin ignores validators
+    assert case_origin.calls["short"] == 2
+    assert case_origin.seen[-1][1]["If-None-Match"] == '"s1"'  # asked conditionally
+
+
+async def test_hot_answers_can_be_turned_off(tmp_path: Path, case_origin: CaseOrigin) -> None:
+    settings = cluster_settings(
+        origins={"web": {"url": case_origin.url + "/base", "timeout": 2.0}},
+        coordinator={"hot_answers_bytes": 0},
+        scaler={"enabled": False},
+    )
+    h, runner = await start_harness(settings, tmp_path)
+    try:
+        assert h.coord.readthrough.hot is None
+        case_origin.route("off", answer(b"o", Cache_Control="max-age=60"))
+        for expected in ("MISS", "HIT", "HIT"):
+            assert (await get(h, "web/off"))[2]["X-Cache"] == expected
+    finally:
+        await h.http.close()
+        await runner.close()
 
 
 async def test_many_askers_of_a_cacheable_answer_call_the_origin_once(

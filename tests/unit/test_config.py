@@ -146,11 +146,19 @@ def test_on_cold_full() -> None:
         NodeSettings(on_cold_full="ignore")  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("name", ["request_budget", "suspect_grace"])
+@pytest.mark.parametrize("name", ["request_budget", "suspect_grace", "hot_answers_seconds"])
 @pytest.mark.parametrize("bad", [0, -1, 3601, True, "2"])
 def test_node_failure_timings_are_bounded_seconds(name: str, bad: object) -> None:
     with pytest.raises(ConfigError, match=name):
         ClusterSettings.from_mapping({"coordinator": {name: bad}})
+
+
+@pytest.mark.parametrize("bad", [-1, 2**41, True, "32MiB", 1.5])
+def test_hot_answers_bytes_is_a_byte_count(bad: object) -> None:
+    with pytest.raises(ConfigError, match="hot_answers_bytes"):
+        ClusterSettings.from_mapping({"coordinator": {"hot_answers_bytes": bad}})
+    off = ClusterSettings.from_mapping({"coordinator": {"hot_answers_bytes": 0}})
+    assert off.coordinator.hot_answers_bytes == 0
 
 
 def test_node_failure_timings_default_to_a_short_budget_and_a_long_grace() -> None:
