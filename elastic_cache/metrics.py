@@ -550,6 +550,14 @@ class CoordinatorCollector:
         )
 
 
+#: How a move ended, by the event that says so.
+_MOVE_OUTCOMES = {
+    "migration_done": "done",
+    "migration_abandoned": "abandoned",
+    "migration_salvaged": "salvaged",
+}
+
+
 class MeteredProvisioner:
     """A provisioner whose launches and terminations are counted and timed.
 
@@ -645,7 +653,8 @@ class CoordinatorMetrics:
         )
         self.migrations = Counter(
             "ecache_migrations_total",
-            "Live migrations finished, by kind (split, merge) and outcome (done, abandoned).",
+            "Live migrations finished, by kind (split, merge) and outcome (done, abandoned, "
+            "salvaged).",
             ["kind", "outcome"],
             registry=registry,
         )
@@ -672,12 +681,12 @@ class CoordinatorMetrics:
     def on_event(self, event: dict[str, Any]) -> None:
         """Count a finished migration (an `EventLog` listener)."""
         kind = event.get("kind")
-        if kind not in ("migration_done", "migration_abandoned"):
+        outcome = _MOVE_OUTCOMES.get(str(kind))
+        if outcome is None:
             return
         mid = event.get("migration")
         for mig in self.coord.cluster.migrations:
             if mig.id == mid:
-                outcome = "done" if kind == "migration_done" else "abandoned"
                 self.migrations.labels(mig.kind, outcome).inc()
                 self.migration_records.labels(mig.kind).inc(mig.records)
                 self.migration_bytes.labels(mig.kind).inc(mig.bytes)

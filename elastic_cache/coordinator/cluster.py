@@ -29,7 +29,7 @@ from elastic_cache.coordinator import placement
 from elastic_cache.coordinator.events import EventLog
 from elastic_cache.coordinator.membership import Membership, NodeInfo
 from elastic_cache.coordinator.migration import MigrationInfo, MoveFailed
-from elastic_cache.errors import Conflict, ElasticCacheError
+from elastic_cache.errors import Conflict, ElasticCacheError, NodeUnavailable
 from elastic_cache.ring import HashRing, range_size
 
 __all__ = ["Cluster", "EventLog", "MigrationInfo", "MoveFailed", "NodeInfo"]
@@ -135,9 +135,11 @@ class Cluster(Membership):
             destination=destination,
         )
         began: list[NodeInfo] = []
+        calling = dst
         try:
             await dst.client.begin_migration(mig.id, "destination", lo, hi)
             began.append(dst)
+            calling = src
             await src.client.begin_migration(mig.id, "source", lo, hi, peer=dst.client.address)
             began.append(src)
             for m in (await src.client.stats()).raw.get("migrations", []):
@@ -149,10 +151,20 @@ class Cluster(Membership):
             new_ring = self.ring.copy()
             mutate(new_ring)
             new_held, surplus = self._after(new_ring, held_after)
+            calling = dst
             await dst.client.commit_migration(
                 mig.id, new_ring.epoch, self.ranges_for(destination, new_ring, new_held)
             )
         except ElasticCacheError as exc:
+            if (
+                self.rf <= 1
+                and calling is src
+                and dst in began
+                and isinstance(exc, NodeUnavailable)
+                and await self._gone(src)
+                and await self._salvage(mig, dst, mutate)
+            ):
+                return mig
             mig.state, mig.error, mig.finished = "abandoned", str(exc), time.time()
             for info in began:
                 with contextlib.suppress(ElasticCacheError):
@@ -198,6 +210,54 @@ class Cluster(Membership):
         with contextlib.suppress(ElasticCacheError):
             await asyncio.gather(self._refresh(src), self._refresh(dst))
         return mig
+
+    async def _gone(self, info: NodeInfo) -> bool:
+        """Whether ``info``'s process or instance is gone (looked at for up to a second:
+        a process killed a moment ago may not be reaped yet)."""
+        for attempt in range(5):
+            if not await self._still_running(info):
+                return True
+            if attempt < 4:
+                await asyncio.sleep(0.2)
+        return False
+
+    async def _salvage(
+        self, mig: MigrationInfo, dst: NodeInfo, mutate: Callable[[HashRing], object]
+    ) -> bool:
+        """The source of a move without copies died: the destination keeps the range with
+        what it received instead of dropping it. Every write acknowledged during the move
+        reached the destination before its answer (forwarded), so what it holds is never
+        older than an acknowledged write; the records it had not received yet died with
+        the source, as its other ranges did. The dead source is checked (and dropped) once
+        the move lock is free. Returns whether the destination took the range."""
+        new_ring = self.ring.copy()
+        mutate(new_ring)
+        received = 0
+        with contextlib.suppress(ElasticCacheError):
+            for m in (await dst.client.stats()).raw.get("migrations", []):
+                if m.get("id") == mig.id:
+                    received = int(m.get("applied", 0))
+        try:
+            await dst.client.commit_migration(
+                mig.id, new_ring.epoch, self.ranges_for(dst.node_id, new_ring, {})
+            )
+        except ElasticCacheError as exc:
+            log.warning("the destination of %s could not keep the range: %s", mig.id, exc)
+            return False
+        self.ring = new_ring
+        await self.persist()
+        mig.state, mig.records, mig.finished = "salvaged", received, time.time()
+        self.events.add(
+            "migration_salvaged",
+            f"{mig.source} died during the move to {mig.destination}: "
+            f"{mig.destination} keeps the range with the {received} records it received",
+            migration=mig.id,
+            records=received,
+        )
+        with contextlib.suppress(ElasticCacheError):
+            await self._push_ownership([n for n in self.nodes if n != mig.source])
+        self.suspect(mig.source)
+        return True
 
     async def _drop_surplus(self, surplus: list[tuple[str, int, int]]) -> None:
         """Tell each node with a surplus copy that it no longer holds it (the new epoch

@@ -161,6 +161,64 @@ async def test_sigkill_destination_mid_migration_abandons_the_move(tmp_path: Pat
         assert mig.state == "abandoned"
 
 
+async def test_sigkill_source_mid_migration_keeps_what_the_destination_received(
+    tmp_path: Path,
+) -> None:
+    """Without copies (rf = 1) the source's records die with it; the new node keeps the
+    part of the range it had received (the move is *salvaged*), never an older value
+    than the last acknowledged one, and serves at once."""
+    data = {
+        "nodes": {
+            "index": "sorted",
+            "capacity_records": 100_000,
+            "migration_batch_records": 50,
+            "migration_parallel": 1,
+            "migration_max_rate": 1500,
+        },
+        "scaler": {"enabled": False},
+    }
+    async with process_cluster(tmp_path, data) as cluster, AsyncClient(cluster.url) as client:
+        coord = cluster.coord.cluster
+        await asyncio.gather(
+            *(
+                asyncio.gather(*(client.put(f"k{j}", f"v{j}") for j in range(i, i + 500)))
+                for i in range(0, 6000, 500)
+            )
+        )
+        adding = asyncio.create_task(coord.add_node())
+        for _ in range(400):
+            mig = coord.active_migration
+            if mig is not None:
+                moving = (await coord.nodes[mig.source].client.stats()).raw["migrations"]
+                if moving and 0 < moving[0]["sent"] < moving[0]["total"] // 2:
+                    break
+            await asyncio.sleep(0.01)
+        else:
+            pytest.fail("the migration never started streaming")
+        for j in range(0, 6000, 60):  # acknowledged during the move: forwarded first
+            await client.put(f"k{j}", f"w{j}")
+        os.kill(int(coord.nodes[mig.source].handle.ref), signal.SIGKILL)
+        info, moved = await adding
+        assert moved is mig and mig.state == "salvaged" and 0 < mig.records < mig.total
+        assert info.node_id == mig.destination
+        for _ in range(200):
+            if mig.source not in coord.nodes:
+                break
+            await asyncio.sleep(0.05)
+        assert coord.ring.nodes() == [mig.destination]
+        found = 0
+        for j in range(6000):
+            got = await client.get(f"k{j}")
+            if got is not None:
+                found += 1
+                assert got == (f"w{j}" if j % 60 == 0 else f"v{j}").encode(), j
+        assert found >= mig.records  # what it received (plus forwarded writes) serves
+        kinds = [e["kind"] for e in coord.events.since(0)]
+        assert "migration_salvaged" in kinds and "node_failed" in kinds
+        await client.put("after", "x")
+        assert await client.get("after") == b"x"
+
+
 def start_time(pid: int) -> int | None:
     """The kernel's start time of ``pid`` (clock ticks since boot), or None when there
     is no such process: with the pid it names one process, even if the pid is reused."""

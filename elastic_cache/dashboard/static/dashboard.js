@@ -264,7 +264,9 @@
     for (const m of finished) {
       const what = m.state === "done"
         ? `${fmtInt(m.records)} records (${fmtBytes(m.bytes)}) in ${fmtSeconds(m.seconds)}`
-        : (m.error || "abandoned");
+        : m.state === "salvaged"
+          ? `the source died; ${fmtInt(m.records)} records received were kept`
+          : (m.error || "abandoned");
       items.push(el("li", { "data-migration": m.id, "data-state": m.state },
         el("span", { class: "tag " + m.state }, m.state),
         `${m.source} → ${m.destination} (${m.kind}) · ${what}`));
