@@ -24,9 +24,10 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 
+from elastic_cache.config import CoordinatorSettings
 from elastic_cache.httpcache.record import StoredResponse
 
-__all__ = ["HotAnswers"]
+__all__ = ["HotAnswers", "hot_answers"]
 
 #: Bytes counted for an entry beyond its key and stored value (dict slot, tuple, record).
 ENTRY_OVERHEAD = 240
@@ -143,3 +144,15 @@ class HotAnswers:
         """Assert the invariants (tests)."""
         assert self.bytes == sum(c for _, c, _ in self._entries.values())
         assert self.bytes <= self.max_bytes
+
+
+def hot_answers(
+    settings: CoordinatorSettings, listeners: list[Callable[[str | None], None]]
+) -> HotAnswers | None:
+    """The hot answers ``settings`` ask for (None: turned off), told of every change by
+    joining ``listeners`` (a `WatchHub`'s, fed by a change feed in the same process)."""
+    if not settings.hot_answers_bytes:
+        return None
+    hot = HotAnswers(settings.hot_answers_bytes, settings.hot_answers_seconds)
+    listeners.append(hot.heard)
+    return hot

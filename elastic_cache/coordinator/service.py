@@ -17,7 +17,7 @@ import aiohttp
 from elastic_cache.auth import TokenGuard, authorization
 from elastic_cache.config import ClusterSettings
 from elastic_cache.coordinator.cluster import Cluster
-from elastic_cache.coordinator.hotanswers import HotAnswers
+from elastic_cache.coordinator.hotanswers import hot_answers
 from elastic_cache.coordinator.nodeclient import HttpNodeClient, NodeClient
 from elastic_cache.coordinator.origins import ReadThrough
 from elastic_cache.coordinator.rates import RateMeter
@@ -183,13 +183,9 @@ class Coordinator:
     def readthrough(self) -> ReadThrough:
         if self._readthrough is None:
             self._origin_session = make_origin_session()
-            hot = None
-            settings = self.settings.coordinator
-            if settings.hot_answers_bytes:
-                # The change feed runs in this process: it tells the hot answers of
-                # every change of a key on any node.
-                hot = HotAnswers(settings.hot_answers_bytes, settings.hot_answers_seconds)
-                self.watch.listeners.append(hot.heard)
+            # The change feed runs in this process: it tells the hot answers of every
+            # change of a key on any node.
+            hot = hot_answers(self.settings.coordinator, self.watch.listeners)
             self._readthrough = ReadThrough(
                 self.settings.origins,
                 self.router,

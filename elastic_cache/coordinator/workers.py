@@ -43,12 +43,15 @@ from elastic_cache.auth import TOKEN_ENV, TokenGuard
 from elastic_cache.config import ClusterSettings
 from elastic_cache.coordinator import placement
 from elastic_cache.coordinator.fast import CoordinatorHotRoutes
+from elastic_cache.coordinator.hotanswers import hot_answers
 from elastic_cache.coordinator.membership import NodeInfo
 from elastic_cache.coordinator.nodeclient import HttpNodeClient
 from elastic_cache.coordinator.origins import ReadThrough
 from elastic_cache.coordinator.rates import RateMeter
 from elastic_cache.coordinator.router import Router
 from elastic_cache.coordinator.service import Coordinator, make_origin_session, node_headers
+from elastic_cache.coordinator.watch import WatchHub
+from elastic_cache.coordinator.watchfeed import WatchFeed
 from elastic_cache.errors import ConfigError
 from elastic_cache.fastpath import FastServer
 from elastic_cache.hashing import make_hasher
@@ -404,15 +407,25 @@ async def serve_worker(
     rate = _CountingMeter()
     router = Router(view, view, rate)
     origin_session = make_origin_session()
+    # The worker follows the nodes' change logs itself, for its own hot answers (no
+    # watcher subscribes here: /v1/watch is relayed to the leader).
+    changes = WatchHub(f"worker-{index}")
+    feed = WatchFeed(changes, view)
     readthrough = ReadThrough(
-        settings.origins, router, origin_session, max_value_bytes=settings.nodes.max_value_bytes
+        settings.origins,
+        router,
+        origin_session,
+        max_value_bytes=settings.nodes.max_value_bytes,
+        hot=hot_answers(settings.coordinator, changes.listeners),
     )
     meter = RequestMeter()
     routes = CoordinatorHotRoutes(router, readthrough, meter, settings.nodes.max_value_bytes)
     server = FastServer(None, routes, relay_to=relay_to, guard=guard)
     reporter: asyncio.Task[None] | None = None
+    following: asyncio.Task[None] | None = None
     try:
         await view.follow()
+        following = asyncio.create_task(feed.run())
         bound = await server.start(host, port, reuse_port=True)
         line = {"event": "listening", "worker": index, "port": bound, "pid": os.getpid()}
         sys.stdout.write(json.dumps(line) + "\n")
@@ -422,10 +435,11 @@ async def serve_worker(
         )
         await wait_for_stop(watch_stdin=True)
     finally:
-        if reporter is not None:
-            reporter.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await reporter
+        for task in (reporter, following):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         await server.close()
         await view.close()
         await origin_session.close()

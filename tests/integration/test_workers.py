@@ -5,6 +5,7 @@ neither outlives a stop. Real processes, real signals."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -12,12 +13,15 @@ import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import aiohttp
 import pytest
+from aiohttp import web
 
 from elastic_cache.config import ClusterSettings
 from elastic_cache.errors import ConfigError
+from elastic_cache.httpcache.keys import cache_key
 
 
 def alive(pid: int) -> bool:
@@ -42,11 +46,20 @@ async def fresh(method: str, url: str, **kwargs: Any) -> tuple[int, bytes]:
 
 @pytest.fixture
 async def cluster(tmp_path: Path) -> AsyncIterator[tuple[str, asyncio.subprocess.Process]]:
+    async with running_cluster(tmp_path) as started:
+        yield started
+
+
+@contextlib.asynccontextmanager
+async def running_cluster(
+    tmp_path: Path, more: str = ""
+) -> AsyncIterator[tuple[str, asyncio.subprocess.Process]]:
+    """``ecache coordinator --workers 2`` with ``more`` appended to its config."""
     config = tmp_path / "cluster.toml"
     config.write_text(
         "[coordinator]\n"  # port 0: the kernel picks; the listening line says which
         f'port = 0\nstate_dir = "{tmp_path / "state"}"\nworkers = 2\n'
-        "[nodes]\ncapacity_records = 100000\n[scaler]\nenabled = false\n"
+        "[nodes]\ncapacity_records = 100000\n[scaler]\nenabled = false\n" + more
     )
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
@@ -186,3 +199,36 @@ async def test_watch_streams_reach_the_leader_through_any_process(
                 frame = await resp.content.readuntil(b"\n\n")
             assert b"event: put" in frame and b'"key":"w/1"' in frame
             resp.close()
+
+
+async def test_every_process_drops_its_hot_answer_when_the_key_changes(tmp_path: Path) -> None:
+    """Both processes keep read-through answers in memory (hot answers) and follow the
+    nodes' change logs: once the stored answer is deleted through either process, no
+    process answers the old one again (each asks its node, then the origin)."""
+    version = [1]
+
+    async def item(request: web.Request) -> web.Response:
+        return web.Response(
+            text=f"v{version[0]}", headers={"Cache-Control": "public, max-age=600"}
+        )
+
+    app = web.Application()
+    app.router.add_get("/item", item)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    try:
+        more = f'[origins.web]\nurl = "http://127.0.0.1:{port}"\n'
+        async with running_cluster(tmp_path, more) as (url, _):
+            for _ in range(40):  # both processes read it and keep it
+                assert await fresh("GET", url + "/v1/svc/web/item") == (200, b"v1")
+            version[0] = 2
+            key = quote(cache_key("web", "item", ""), safe="")
+            assert (await fresh("DELETE", f"{url}/v1/kv/{key}"))[0] == 204
+            await asyncio.sleep(0.5)  # the change feed's delivery, generously
+            for _ in range(40):
+                assert await fresh("GET", url + "/v1/svc/web/item") == (200, b"v2")
+    finally:
+        await runner.cleanup()
