@@ -208,9 +208,7 @@ async def test_every_process_drops_its_hot_answer_when_the_key_changes(tmp_path:
     version = [1]
 
     async def item(request: web.Request) -> web.Response:
-        return web.Response(
-            text=f"v{version[0]}", headers={"Cache-Control": "public, max-age=600"}
-        )
+        return web.Response(text=f"v{version[0]}", headers={"Cache-Control": "public, max-age=600"})
 
     app = web.Application()
     app.router.add_get("/item", item)
