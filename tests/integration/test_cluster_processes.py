@@ -23,6 +23,7 @@ from elastic_cache.client import AsyncClient
 from elastic_cache.config import ClusterSettings
 from elastic_cache.coordinator.app import make_coordinator_app
 from elastic_cache.coordinator.cluster import MoveFailed
+from elastic_cache.coordinator.migration import MigrationInfo
 from elastic_cache.coordinator.runner import start_coordinator_server
 from elastic_cache.coordinator.service import Coordinator
 from elastic_cache.errors import NodeUnavailable
@@ -100,39 +101,50 @@ async def test_mixed_load_while_scaling_out_loses_nothing(tmp_path: Path) -> Non
         assert sum(s.evictions for s in stats) == 0
 
 
-async def test_sigkill_destination_mid_migration_abandons_the_move(tmp_path: Path) -> None:
-    data = {
-        "nodes": {
-            "index": "sorted",
-            "capacity_records": 100_000,
-            # A paced stream (about 3000 records at 1500/s): the kill lands in the middle.
-            "migration_batch_records": 50,
-            "migration_parallel": 1,
-            "migration_max_rate": 1500,
-        },
-        "scaler": {"enabled": False},
-    }
-    async with process_cluster(tmp_path, data) as cluster, AsyncClient(cluster.url) as client:
-        await asyncio.gather(
-            *(
-                asyncio.gather(*(client.put(f"k{j}", f"v{j}") for j in range(i, i + 500)))
-                for i in range(0, 6000, 500)
-            )
+#: One node of 6,000 keys whose scale-out streams paced (about 3,000 records at
+#: 1,500/s), so that a kill lands in the middle of the move.
+PACED_MOVE: dict[str, Any] = {
+    "nodes": {
+        "index": "sorted",
+        "capacity_records": 100_000,
+        "migration_batch_records": 50,
+        "migration_parallel": 1,
+        "migration_max_rate": 1500,
+    },
+    "scaler": {"enabled": False},
+}
+
+
+async def fill_and_start_a_move(
+    cluster: ProcessCluster, client: AsyncClient
+) -> tuple[asyncio.Task[Any], MigrationInfo]:
+    """Write k0..k5999 = v0..v5999, add a node, and return once the split into it is
+    streaming (under half sent): the add's task and the move."""
+    await asyncio.gather(
+        *(
+            asyncio.gather(*(client.put(f"k{j}", f"v{j}") for j in range(i, i + 500)))
+            for i in range(0, 6000, 500)
         )
+    )
+    coord = cluster.coord.cluster
+    adding = asyncio.create_task(coord.add_node())
+    for _ in range(400):
+        mig = coord.active_migration
+        if mig is not None:
+            moving = (await coord.nodes[mig.source].client.stats()).raw["migrations"]
+            if moving and 0 < moving[0]["sent"] < moving[0]["total"] // 2:
+                return adding, mig
+        await asyncio.sleep(0.01)
+    pytest.fail("the migration never started streaming")
+
+
+async def test_sigkill_destination_mid_migration_abandons_the_move(tmp_path: Path) -> None:
+    async with (
+        process_cluster(tmp_path, PACED_MOVE) as cluster,
+        AsyncClient(cluster.url) as client,
+    ):
         epoch = cluster.coord.cluster.ring.epoch
-        adding = asyncio.create_task(cluster.coord.cluster.add_node())
-        # Wait until the move is streaming, then kill its destination.
-        for _ in range(400):
-            mig = cluster.coord.cluster.active_migration
-            if mig is not None:
-                source = cluster.coord.cluster.nodes[mig.source]
-                stats = await source.client.stats()
-                moving = stats.raw["migrations"]
-                if moving and 0 < moving[0]["sent"] < moving[0]["total"] // 2:
-                    break
-            await asyncio.sleep(0.01)
-        else:
-            pytest.fail("the migration never started streaming")
+        adding, mig = await fill_and_start_a_move(cluster, client)
         dst = cluster.coord.cluster.nodes[mig.destination]
         os.kill(int(dst.handle.ref), signal.SIGKILL)
         # Writes keep flowing during the failure. One may be answered 503 with
@@ -167,34 +179,12 @@ async def test_sigkill_source_mid_migration_keeps_what_the_destination_received(
     """Without copies (rf = 1) the source's records die with it; the new node keeps the
     part of the range it had received (the move is *salvaged*), never an older value
     than the last acknowledged one, and serves at once."""
-    data = {
-        "nodes": {
-            "index": "sorted",
-            "capacity_records": 100_000,
-            "migration_batch_records": 50,
-            "migration_parallel": 1,
-            "migration_max_rate": 1500,
-        },
-        "scaler": {"enabled": False},
-    }
-    async with process_cluster(tmp_path, data) as cluster, AsyncClient(cluster.url) as client:
+    async with (
+        process_cluster(tmp_path, PACED_MOVE) as cluster,
+        AsyncClient(cluster.url) as client,
+    ):
         coord = cluster.coord.cluster
-        await asyncio.gather(
-            *(
-                asyncio.gather(*(client.put(f"k{j}", f"v{j}") for j in range(i, i + 500)))
-                for i in range(0, 6000, 500)
-            )
-        )
-        adding = asyncio.create_task(coord.add_node())
-        for _ in range(400):
-            mig = coord.active_migration
-            if mig is not None:
-                moving = (await coord.nodes[mig.source].client.stats()).raw["migrations"]
-                if moving and 0 < moving[0]["sent"] < moving[0]["total"] // 2:
-                    break
-            await asyncio.sleep(0.01)
-        else:
-            pytest.fail("the migration never started streaming")
+        adding, mig = await fill_and_start_a_move(cluster, client)
         for j in range(0, 6000, 60):  # acknowledged during the move: forwarded first
             await client.put(f"k{j}", f"w{j}")
         os.kill(int(coord.nodes[mig.source].handle.ref), signal.SIGKILL)
