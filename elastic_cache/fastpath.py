@@ -31,6 +31,7 @@ import hmac
 import json
 import logging
 import os
+import shutil
 import socket
 import tempfile
 import time
@@ -52,6 +53,7 @@ from elastic_cache.errors import ElasticCacheError
 __all__ = [
     "CLIENT_HEADER",
     "DECLINE",
+    "RUN_DIR_ENV",
     "FastServer",
     "HotRequest",
     "HotRoutes",
@@ -71,6 +73,10 @@ log = logging.getLogger("elastic_cache.http")
 #: application; trusted only on the private Unix socket (`client_address`).
 CLIENT_HEADER = "X-Ecache-Client"
 _CLIENT_HEADER_LOW = CLIENT_HEADER.lower().encode()
+
+#: A directory the parent process made for this one's private sockets, and removes
+#: when this process ends (however it ends): `LocalProvisioner` gives one to each node.
+RUN_DIR_ENV = "ECACHE_RUN_DIR"
 
 #: Pipelined requests parsed ahead of their answers before reading pauses.
 MAX_QUEUED = 32
@@ -825,8 +831,10 @@ class FastServer:
         self.request_timeout = request_timeout
         self.connections: set[_Connection] = set()
         self.sockets: list[socket.socket] = []
-        #: A private directory (mode 0700) for this server's sockets.
-        self.private_dir = tempfile.mkdtemp(prefix="ecache-")
+        #: A private directory (mode 0700) for this server's sockets, removed with it;
+        #: under ``$ECACHE_RUN_DIR`` when the parent process gives one (and removes it
+        #: should this process be killed), else in the system's temporary directory.
+        self.private_dir = tempfile.mkdtemp(prefix="ecache-", dir=os.environ.get(RUN_DIR_ENV))
         self.socket_path = relay_to or str(Path(self.private_dir) / "app.sock")
         self._server: asyncio.AbstractServer | None = None
         self._sweeper: asyncio.Task[None] | None = None
@@ -895,10 +903,9 @@ class FastServer:
                 await self._sweeper
         if self.runner is not None:
             await self.runner.cleanup()
-            with contextlib.suppress(OSError):
-                os.unlink(self.socket_path)
-        with contextlib.suppress(OSError):
-            os.rmdir(self.private_dir)
+        # Its sockets and whatever else was put there (a coordinator's control socket
+        # and the settings it hands its workers).
+        shutil.rmtree(self.private_dir, ignore_errors=True)
 
 
 def client_address(request: web.Request) -> str | None:

@@ -40,6 +40,7 @@ from elastic_cache.auth import TOKEN_ENV
 from elastic_cache.config import ClusterSettings
 from elastic_cache.coordinator.workers import pickle_settings
 from elastic_cache.errors import ConfigError, ProvisionError
+from elastic_cache.fastpath import RUN_DIR_ENV
 from elastic_cache.logs import current_format
 from elastic_cache.provisioner.local import LocalProvisioner, stop_process
 
@@ -212,6 +213,9 @@ class Supervisor:
         env.pop(TOKEN_ENV, None)
         if self.token is not None:
             env[TOKEN_ENV] = self.token
+        # Its private sockets go in our directory, removed when we stop, so a killed
+        # coordinator leaves nothing behind once the supervisor ends.
+        env[RUN_DIR_ENV] = self._private_dir
         return await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",

@@ -13,7 +13,9 @@ import contextlib
 import json
 import logging
 import os
+import shutil
 import sys
+import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -21,6 +23,7 @@ from pathlib import Path
 from elastic_cache.auth import TOKEN_ENV
 from elastic_cache.config import NodeSettings
 from elastic_cache.errors import ProvisionError
+from elastic_cache.fastpath import RUN_DIR_ENV
 from elastic_cache.logs import current_format
 from elastic_cache.provisioner.base import NodeHandle
 from elastic_cache.provisioner.health import wait_healthy
@@ -147,6 +150,7 @@ class LocalProvisioner:
         self.health_timeout = health_timeout
         self._procs: dict[str, asyncio.subprocess.Process] = {}
         self._handles: dict[str, NodeHandle] = {}
+        self._run_dirs: dict[str, str] = {}
 
     @property
     def name(self) -> str:
@@ -181,6 +185,11 @@ class LocalProvisioner:
         env.pop(TOKEN_ENV, None)
         if self.token is not None:
             env[TOKEN_ENV] = self.token
+        # The node's private sockets go in a directory of ours, removed when the node
+        # ends, so that a killed node leaves nothing behind in /tmp.
+        run_dir = tempfile.mkdtemp(prefix="ecache-node-", dir=os.environ.get(RUN_DIR_ENV))
+        self._run_dirs[node_id] = run_dir
+        env[RUN_DIR_ENV] = run_dir
         try:
             proc = await asyncio.create_subprocess_exec(
                 *cmd,
@@ -192,6 +201,7 @@ class LocalProvisioner:
                 start_new_session=True,  # a Ctrl-C in the terminal reaches the coordinator only
             )
         except OSError as exc:
+            shutil.rmtree(self._run_dirs.pop(node_id), ignore_errors=True)
             raise ProvisionError(f"cannot start node {node_id}: {exc}") from exc
         finally:
             if log_file is not None:
@@ -233,6 +243,9 @@ class LocalProvisioner:
         if proc is None:
             return
         await stop_process(proc, grace)
+        run_dir = self._run_dirs.pop(node_id, None)
+        if run_dir is not None:
+            shutil.rmtree(run_dir, ignore_errors=True)
         log.info("node %s stopped (pid %d, status %s)", node_id, proc.pid, proc.returncode)
 
     async def stop(self, node_id: str, *, ref: str | None = None) -> bool:

@@ -16,8 +16,10 @@ import contextlib
 import itertools
 import json
 import os
+import shutil
 import signal
 import sys
+import tempfile
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -101,7 +103,10 @@ class UpProcess:
 
 @contextlib.asynccontextmanager
 async def ecache_up(state_dir: Path, *args: str) -> AsyncIterator[UpProcess]:
-    """``ecache up`` with three nodes and no scaling; ``args`` add or override flags."""
+    """``ecache up`` with three nodes and no scaling; ``args`` add or override flags.
+    Its temporary files go to a directory of the test's own (a SIGKILLed supervisor
+    cannot remove its private one)."""
+    scratch = tempfile.mkdtemp(prefix="ecache-test-")  # short: socket paths are limited
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -120,6 +125,7 @@ async def ecache_up(state_dir: Path, *args: str) -> AsyncIterator[UpProcess]:
         *args,
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, "TMPDIR": scratch},
     )
     up = UpProcess(proc)
     reader = asyncio.create_task(up.read())
@@ -134,6 +140,7 @@ async def ecache_up(state_dir: Path, *args: str) -> AsyncIterator[UpProcess]:
                 proc.kill()
                 await proc.wait()
         reader.cancel()
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 @dataclass

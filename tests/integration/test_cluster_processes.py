@@ -10,8 +10,10 @@ import asyncio
 import contextlib
 import json
 import os
+import shutil
 import signal
 import sys
+import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -338,6 +340,7 @@ async def test_sigterm_stops_every_process_ecache_up_started(tmp_path: Path) -> 
 
 
 async def test_killed_supervisor_leaves_no_orphan(tmp_path: Path) -> None:
+    scratch = tempfile.mkdtemp(prefix="ecache-test-")  # what the killed supervisor leaves
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -354,6 +357,7 @@ async def test_killed_supervisor_leaves_no_orphan(tmp_path: Path) -> None:
         str(tmp_path / "state"),
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, "TMPDIR": scratch},
     )
     try:
         assert proc.stderr is not None
@@ -383,6 +387,7 @@ async def test_killed_supervisor_leaves_no_orphan(tmp_path: Path) -> None:
         if proc.returncode is None:
             proc.kill()
             await proc.wait()
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 async def test_a_paused_node_is_suspect_not_dead_and_keeps_its_data(tmp_path: Path) -> None:
