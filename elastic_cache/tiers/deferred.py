@@ -13,6 +13,11 @@ the write be acknowledged anyway, without giving up the rule:
   older write of the key and before every newer one, as if it had succeeded at once.
 * While a key is held, the layer never answers it from the tier: its cold copy, if
   any, is older than a write or delete this node acknowledged.
+* Once the tier answers again, a demotion of the key's value may be submitted while it
+  is still held: it waits behind the hold and lands after the removal. When a newer
+  write or delete of the key is then acknowledged, that queued value is older than it,
+  so the hold is *renewed* (`renew`): the key takes a new place after the queued calls
+  and stays held until a removal there succeeds.
 * A background task retries the removals (doubling its pause from ``retry`` seconds up
   to 30 s while the tier keeps failing). A key whose range has been listed and whose
   name the Bloom filter rejects has no cold copy: it is released without a request.
@@ -118,7 +123,8 @@ class DeferredRemovals:
         its way already, and nothing newer can reach the tier before it.
 
         Returns:
-            What ``fn`` returned; the key is not held.
+            What ``fn`` returned; the key is not held (unless a newer write or delete
+            of it renewed the hold meanwhile).
 
         Raises:
             ColdTierError: the tier failed, or is failing and ``fn`` was not run. The key
@@ -170,9 +176,29 @@ class DeferredRemovals:
             raise
         finally:
             held.busy = False
+            if self._held.get(key) is not held:
+                held.hold.release()  # renewed meanwhile: the new place removes again
         self._release(key, held)
         self.answered()
         return result
+
+    def renew(self, key: str) -> None:
+        """A newer write or delete of held ``key`` was acknowledged: if calls were
+        submitted for the key after its hold (a demotion of a value it supersedes), the
+        key takes a new place after them and its removal is retried there, so they can
+        never land after the acknowledged write. Cost: O(1).
+        """
+        held = self._held.get(key)
+        if held is None or not self.io.queued_after(key, held.hold):
+            return
+        self._held[key] = _Held(held.token, self.io.hold(key), held.cost)
+        if not held.busy:
+            # Nothing runs in the old place: let the queued calls go; the new place
+            # removes whatever they and the older writes left. A removal in flight
+            # releases its place itself when it ends (`_run`), so that it cannot
+            # overlap a call queued after it.
+            held.hold.release()
+        self._ensure_retrying()
 
     def _reap(self, task: asyncio.Task[Any]) -> None:
         self._tasks.discard(task)

@@ -118,6 +118,12 @@ class TierIO:
         self._chain(key, tail, start)
         return Hold(ready, tail)
 
+    def queued_after(self, key: str, hold: Hold) -> bool:
+        """Whether a call was submitted for ``key`` after ``hold`` (it waits for the
+        hold's release). Cost: O(1)."""
+        tail = self._tails.get(key)
+        return tail is not None and tail is not hold._tail
+
     def _chain(self, key: str, tail: asyncio.Future[Any], start: Callable[..., None]) -> None:
         """Make ``tail`` the last place in ``key``'s order; ``start`` runs once the place
         before it is done (now, when there is none)."""

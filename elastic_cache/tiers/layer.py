@@ -22,7 +22,9 @@ Rules that keep a cold value from ever resurrecting a deleted or overwritten key
   (`elastic_cache.tiers.deferred`): its place in the order of its tier calls is kept
   until a background retry removes the copy, nothing newer reaches the tier before
   that, and the key is never answered from the tier meanwhile. The write is
-  acknowledged; memory keeps taking writes while the tier fails.
+  acknowledged; memory keeps taking writes while the tier fails. A later write or
+  delete of a held key *renews* the hold after any demotion queued behind it, so an
+  older value waiting there cannot land after it.
 - DELETE removes the cold copy (ordered the same way) before it is acknowledged. A
   held key's cold copy is stale by definition, so a DELETE of it needs no request.
 - A cold read that overlapped a write or a delete of its key is answered but not
@@ -622,8 +624,13 @@ class ColdLayer:
         self._dirty(key)
         maybe = self.maybe(key, token)
         self._drop_pending(key)
-        if not maybe or key in self.deferred:
-            return  # a held key's removal comes before anything newer reaches the tier
+        if key in self.deferred:
+            # Its removal comes before anything newer reaches the tier, and after
+            # anything older queued behind it (a demotion of the value just replaced).
+            self.deferred.renew(key)
+            return
+        if not maybe:
+            return
         try:
             await self.deferred.remove(key, token, functools.partial(self.tier.delete, key, token))
         except ColdTierError:
@@ -646,13 +653,11 @@ class ColdLayer:
         if not maybe:
             return False
         if key in self.deferred:
-            # Its cold copy is stale and its removal is on its way. But a newer value's
-            # write may be queued behind that removal (`_write` submits it while the
-            # tier answers): remove again after it, in the key's order, or that write
-            # would bring the deleted value back.
-            # (While the tier fails, `_write` strands writes instead of queueing them.)
-            if had and not self.deferred.failing:
-                await self.io.ordered(key, lambda: self.tier.delete(key, token))
+            # Its cold copy is stale and its removal is on its way. But a write of a
+            # value this delete removes may be queued behind that removal (`_write`
+            # submits one while the tier answers; it may fail again since): the hold
+            # is renewed after it, or that write would bring the deleted value back.
+            self.deferred.renew(key)
             return had
 
         def head_and_delete() -> ColdEntry | None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import threading
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -41,6 +42,9 @@ class FlakyS3:
         self._client = client
         self.down: str | None = None
         self.calls: Counter[str] = Counter()
+        #: ``DeleteObject`` of this object name waits for ``gate`` (then fails if down).
+        self.gated: str | None = None
+        self.gate = threading.Event()
 
     def _error(self, op: str) -> ClientError:
         code = self.down or "ServiceUnavailable"
@@ -57,6 +61,8 @@ class FlakyS3:
 
         def call(*args: Any, **kwargs: Any) -> Any:
             self.calls[name] += 1
+            if name == "delete_object" and kwargs.get("Key") == self.gated:
+                self.gate.wait(10)
             if self.down:
                 raise self._error(name)
             return real(*args, **kwargs)
@@ -222,6 +228,52 @@ async def test_delete_while_s3_fails_is_refused_and_still_takes_effect(
     await until(lambda: len(cold.deferred) == 0)
     assert objects(s3_client, bucket) == []
     assert await value_of(node, "a") is None
+
+
+@pytest.mark.parametrize("then", ["put_then_delete", "put_then_expire", "delete_while_failing"])
+async def test_a_demotion_queued_behind_a_held_key_never_lands_after_a_later_write(
+    node: NodeService, flaky: FlakyS3, s3_client: Any, bucket: str, then: str
+) -> None:
+    """A held key's newer value can be demoted once the tier answers again, before the
+    held removal is done: its write waits behind the hold. A later write or delete of
+    the key must not let that write land after it (found by the flaky-S3 machine)."""
+    node.store.on_cold_full = OnColdFull.EVICT  # a failed demotion drops, never blocks
+    cold = cold_of(node)
+    for key in ("x", "a", "b"):
+        await node.put(key, f"{key}1".encode(), "t", None)  # x1, a1 -> S3
+    await cold.io.idle()
+    flaky.down = "ServiceUnavailable"
+    await node.put("x", b"x2", "t", None)  # held, and the tier is failing
+    await node.put("a", b"a2", "t", None)  # held at once
+    assert "x" in cold.deferred and "a" in cold.deferred and cold.deferred.failing
+    await until(lambda: not node.store.demotion_paused)
+    # S3 answers again, but a1's removal is slow: x's removal (the probe) ends the
+    # failing state while a stays held.
+    flaky.gated = S3Tier(s3_client, bucket, "c").name_of("a", node.hasher("a"))
+    flaky.gate.clear()
+    flaky.down = None
+    await until(lambda: not cold.deferred.failing and "x" not in cold.deferred)
+    assert "a" in cold.deferred
+    await node.put("c", b"c1", "t", None)  # a2 leaves memory: its write waits behind a1's removal
+    assert cold.pending("a") is not None
+    if then == "put_then_delete":
+        await node.put("a", b"a3", "t", None)  # acknowledged from memory
+        assert await node.delete("a")  # acknowledged: a3 was there
+    elif then == "put_then_expire":
+        await node.put("a", b"a3", "t", 1.0)  # acknowledged from memory, then expires
+        clock = node.store._clock
+        assert isinstance(clock, FakeClock)
+        clock.now += 5
+    else:
+        flaky.down = "ServiceUnavailable"
+        await node.put("x", b"x3", "t", None)  # its removal fails: x held, failing
+        assert cold.deferred.failing
+        assert await node.delete("a")  # acknowledged: a2 was there
+    flaky.gate.set()
+    flaky.down = None
+    await until(lambda: len(cold.deferred) == 0)
+    await cold.io.idle()
+    assert await value_of(node, "a") is None  # never a2 (nor a1)
 
 
 async def test_a_move_waits_for_held_keys(s3_client: Any, bucket: str) -> None:
