@@ -491,6 +491,10 @@ class CoordinatorSettings:
             _check_ssm_name("admin_token_parameter", self.admin_token_parameter)
 
 
+#: The values of ``[cluster] placement``.
+PLACEMENTS = ("successors", "primaries")
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ReplicationSettings:
     """Copies of every key on ring successors (docs/replication.md).
@@ -502,10 +506,17 @@ class ReplicationSettings:
             0 means all ``replication`` copies (the default: one crash loses no
             acknowledged write). 1 answers sooner and can lose a write that reached one
             copy only.
+        placement: where a key's copies go. ``successors``: the owner and the next
+            distinct owners clockwise. ``primaries``: the same, except that a key
+            owned by a secondary node always has a copy on a *primary* (one of the
+            ``scaler.min_nodes`` oldest nodes, the next one clockwise), so every
+            secondary can leave or fail at once without losing a key and scale-down
+            moves no data (docs/replication.md, "Primaries").
     """
 
     replication: int = 1
     write_quorum: int = 0
+    placement: str = "successors"
 
     def __post_init__(self) -> None:
         for name, low in (("replication", 1), ("write_quorum", 0)):
@@ -517,6 +528,13 @@ class ReplicationSettings:
                 f"cluster.write_quorum ({self.write_quorum}) exceeds cluster.replication "
                 f"({self.replication})"
             )
+        if self.placement not in PLACEMENTS:
+            raise ConfigError(
+                f"cluster.placement must be one of {', '.join(PLACEMENTS)}, got "
+                f"{self.placement!r}"
+            )
+        if self.placement == "primaries" and self.replication < 2:
+            raise ConfigError("cluster.placement = 'primaries' needs cluster.replication >= 2")
 
     @property
     def quorum(self) -> int:

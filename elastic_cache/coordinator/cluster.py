@@ -109,7 +109,7 @@ class Cluster(Membership):
         if self.rf <= 1:
             return {}, []
         held = held_after(ring) if held_after is not None else self.held
-        return placement.trim(ring, held, self.rf)
+        return placement.trim(ring, held, self.rf, self.primaries)
 
     async def _move_locked(
         self,
@@ -259,6 +259,16 @@ class Cluster(Membership):
         self.suspect(mig.source)
         return True
 
+    def _handed_over(
+        self, held: placement.Held, bucket: int, holder: str, leaving: str
+    ) -> placement.Held:
+        """Give ``bucket`` whole to ``holder``, which holds a copy of it (nothing moves);
+        ``leaving`` holds it no more. Returns the held map after."""
+        self.ring.reassign(bucket, holder)
+        out = dict(held)
+        out[bucket] = (holder, *(n for n in held[bucket] if n not in (holder, leaving)))
+        return out
+
     async def _drop_surplus(self, surplus: list[tuple[str, int, int]]) -> None:
         """Tell each node with a surplus copy that it no longer holds it (the new epoch
         fences late writes), then drop the copy. A node that does not answer keeps a
@@ -310,11 +320,15 @@ class Cluster(Membership):
             async with self._move_lock:
                 todo = [
                     t
-                    for t in placement.missing_copies(self.ring, self.held, self.rf)
+                    for t in placement.missing_copies(
+                        self.ring, self.held, self.rf, self.primaries
+                    )
                     if t[1] in self.nodes and t[2] in self.nodes
                 ]
                 if not todo:
-                    new_held, surplus = placement.trim(self.ring, self.held, self.rf)
+                    new_held, surplus = placement.trim(
+                        self.ring, self.held, self.rf, self.primaries
+                    )
                     if surplus:
                         self.held = new_held
                         self.ring.touch()
@@ -477,7 +491,11 @@ class Cluster(Membership):
         self, kind: str, source: str, bucket: int, lo: int, at: int, node: str
     ) -> MigrationInfo:
         """Move ``(lo, at]`` of the bucket at ``bucket`` (``source``'s) live to ``node``,
-        which owns it as a new bucket once the move commits (the caller holds the lock)."""
+        which owns it as a new bucket once the move commits (the caller holds the lock).
+        A ``node`` that holds a copy of the bucket already (replication) just takes the
+        range over: nothing moves."""
+        if node in self.held.get(bucket, ()):
+            return await self._take_over(kind, source, bucket, lo, at, node)
         return await self._move_locked(
             kind=kind,
             source=source,
@@ -487,6 +505,35 @@ class Cluster(Membership):
             mutate=functools.partial(_split, bucket=bucket, at=at, node=node),
             held_after=functools.partial(self._held_after_split, bucket=bucket, at=at, node=node),
         )
+
+    async def _take_over(
+        self, kind: str, source: str, bucket: int, lo: int, at: int, node: str
+    ) -> MigrationInfo:
+        """`_split_off` for a ``node`` that holds the bucket's range as a copy: the ring
+        gives it ``(lo, at]``, it becomes that range's first holder, and a holder now
+        beyond the wanted copies drops it; no record moves."""
+        mig = MigrationInfo(uuid.uuid4().hex[:12], kind, source, node, lo, at)
+        self.migrations.append(mig)
+        new_ring = self.ring.copy()
+        _split(new_ring, bucket=bucket, at=at, node=node)
+        new_held, surplus = self._after(
+            new_ring, functools.partial(self._held_after_split, bucket=bucket, at=at, node=node)
+        )
+        self.ring, self.held = new_ring, new_held
+        await self.persist()
+        with contextlib.suppress(ElasticCacheError):
+            await self._push_ownership(list(self.nodes))
+        await self._drop_surplus(surplus)
+        mig.state, mig.finished = "done", time.time()
+        self.events.add(
+            "migration_done",
+            f"{node} took ({lo}, {at}] over from {source}: it held a copy, nothing moved",
+            migration=mig.id,
+            records=0,
+        )
+        self._room_made(source)
+        self.repair_soon()
+        return mig
 
     def _held_after_split(
         self, ring: HashRing, *, bucket: int, at: int, node: str
@@ -606,15 +653,19 @@ class Cluster(Membership):
                     heir = self.ring.bucket(self.ring.successor(bucket)).node
                     lo, hi = self.ring.range_of(bucket)
                     successor = self.ring.successor(bucket)
-                    if heir == node_id or heir in self.held.get(bucket, ()):
-                        # Its successor is its own, or holds a copy already (replication):
-                        # no data moves, the range merges.
+                    holder = placement.heir(self.held, bucket, node_id, self.primaries)
+                    if holder is not None or heir == node_id:
+                        # A node holding a copy (replication; a primary first) takes the
+                        # bucket whole, or its successor is its own: no data moves.
                         ring_before, held_before = self.ring.copy(), self.held
-                        self.ring.remove(bucket)
-                        if self.held:
-                            self.held = placement.after_remove(
-                                self.held, self.ring, bucket, successor
-                            )
+                        if holder is not None:
+                            self.held = self._handed_over(self.held, bucket, holder, node_id)
+                        else:
+                            self.ring.remove(bucket)
+                            if self.held:
+                                self.held = placement.after_remove(
+                                    self.held, self.ring, bucket, successor
+                                )
                         await self._push_ownership(list(self.nodes))
                         await self.persist()
                         if self.held:
@@ -780,12 +831,20 @@ class Cluster(Membership):
                 # (the successor is the first copy), and the missing copies are made
                 # again in the background.
                 ring_before, held_before = self.ring.copy(), self.held
-                held = placement.without_node(self.held, node_id)
+                held = self.held
+                primaries = self.primaries - {node_id}
                 for bucket in self.ring.buckets_of(node_id):
+                    holder = placement.heir(held, bucket.token, node_id, primaries)
+                    if holder is not None:
+                        # A surviving copy's holder takes the bucket whole.
+                        held = self._handed_over(held, bucket.token, holder, node_id)
+                        continue
+                    # Nobody else holds it (lost): its range merges into its successor.
+                    held = placement.without_node(held, node_id)
                     successor = self.ring.successor(bucket.token)
                     self.ring.remove(bucket.token)
                     held = placement.after_remove(held, self.ring, bucket.token, successor)
-                self.held = held
+                self.held = placement.without_node(held, node_id)
                 self.ring.touch()
                 await self._forget(node_id)
                 await self.persist()
@@ -866,15 +925,22 @@ class Cluster(Membership):
         """Every bucket has its copies and no repair is under way."""
         task = self._repair_task
         return (task is None or task.done()) and not (
-            self.held and placement.under_replicated(self.ring, self.held, self.rf)
+            self.held
+            and placement.under_replicated(self.ring, self.held, self.rf, self.primaries)
         )
 
     def replication_view(self) -> dict[str, Any]:
         """Copies per key, the write quorum, and how far repair has got."""
         task = self._repair_task
-        under = placement.under_replicated(self.ring, self.held, self.rf) if self.held else 0
+        under = (
+            placement.under_replicated(self.ring, self.held, self.rf, self.primaries)
+            if self.held
+            else 0
+        )
         return {
             "factor": self.rf,
+            "placement": self.settings.cluster.placement,
+            "primaries": sorted(self.primaries),
             "nodes": len(self.nodes),
             "write_quorum": self.settings.cluster.quorum,
             "buckets": len(self.ring),

@@ -191,6 +191,14 @@ class Membership:
         """The nodes holding ``token``'s key, its owner first."""
         return placement.holders_of(self.ring, self.held, token)
 
+    @property
+    def primaries(self) -> placement.Primaries:
+        """Under ``[cluster] placement = "primaries"``, the ``min_nodes`` oldest nodes
+        (the ones the scaler never removes); empty under ``successors``."""
+        if self.settings.cluster.placement != "primaries":
+            return frozenset()
+        return frozenset(list(self.nodes)[: self.settings.scaler.min_nodes])
+
     def ranges_for(
         self, node: str, ring: HashRing | None = None, held: placement.Held | None = None
     ) -> list[list[int]]:
@@ -281,7 +289,7 @@ class Membership:
         infos = await asyncio.gather(*(self.launch_node() for _ in range(count)))
         for info in infos:
             self.ring.add_node(info.node_id, vnodes=self.settings.coordinator.vnodes)
-        self.held = placement.initial_held(self.ring, self.rf)
+        self.held = placement.initial_held(self.ring, self.rf, self.primaries)
         await self._push_ownership(list(self.nodes))
         await self.persist()
         await self.refresh_stats()

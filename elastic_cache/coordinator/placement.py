@@ -21,9 +21,11 @@ from elastic_cache.ring import HashRing
 
 __all__ = [
     "Held",
+    "Primaries",
     "after_remove",
     "after_split",
     "desired_holders",
+    "heir",
     "holders_of",
     "initial_held",
     "missing_copies",
@@ -38,11 +40,26 @@ __all__ = [
 #: bucket token → the nodes holding the bucket's whole range (the owner first).
 Held = dict[int, tuple[str, ...]]
 
+#: The primary nodes under ``placement = "primaries"`` (empty: successors placement).
+Primaries = frozenset[str]
 
-def desired_holders(ring: HashRing, bucket: int, rf: int) -> tuple[str, ...]:
-    """The owner of ``bucket`` and the next ``rf - 1`` distinct owners clockwise."""
+
+def desired_holders(
+    ring: HashRing, bucket: int, rf: int, primaries: Primaries = frozenset()
+) -> tuple[str, ...]:
+    """The owner of ``bucket`` and the next ``rf - 1`` distinct owners clockwise; with
+    ``primaries``, a bucket owned by another node has its first copy on the next
+    primary clockwise instead (so every bucket has a copy on a primary)."""
     owner = ring.bucket(bucket).node
     found = [owner]
+    if rf > 1 and primaries and owner not in primaries:
+        token = bucket
+        for _ in range(len(ring) - 1):
+            token = ring.successor(token)
+            node = ring.bucket(token).node
+            if node in primaries:
+                found.append(node)
+                break
     token = bucket
     for _ in range(len(ring) - 1):
         if len(found) >= rf:
@@ -65,11 +82,11 @@ def holders_of(ring: HashRing, held: Mapping[int, tuple[str, ...]], token: int) 
     return (bucket.node, *(n for n in copies if n != bucket.node))
 
 
-def initial_held(ring: HashRing, rf: int) -> Held:
+def initial_held(ring: HashRing, rf: int, primaries: Primaries = frozenset()) -> Held:
     """The held map of a new, empty cluster: every desired holder holds (nothing yet)."""
     if rf <= 1:
         return {}
-    return {b.token: desired_holders(ring, b.token, rf) for b in ring}
+    return {b.token: desired_holders(ring, b.token, rf, primaries) for b in ring}
 
 
 def ranges_held(ring: HashRing, held: Mapping[int, tuple[str, ...]], node: str) -> list[list[int]]:
@@ -149,7 +166,7 @@ def without_node(held: Held, node: str) -> Held:
 
 
 def missing_copies(
-    ring: HashRing, held: Mapping[int, tuple[str, ...]], rf: int
+    ring: HashRing, held: Mapping[int, tuple[str, ...]], rf: int, primaries: Primaries = frozenset()
 ) -> list[tuple[int, str, str]]:
     """Copies to make: ``(bucket, source, destination)`` for every desired holder that does
     not hold its bucket yet, the source being the owner when it holds the range."""
@@ -159,13 +176,15 @@ def missing_copies(
         if not copies:
             continue  # nobody holds it (the data is lost): nothing to copy from
         source = bucket.node if bucket.node in copies else copies[0]
-        for node in desired_holders(ring, bucket.token, rf):
+        for node in desired_holders(ring, bucket.token, rf, primaries):
             if node not in copies:
                 todo.append((bucket.token, source, node))
     return todo
 
 
-def trim(ring: HashRing, held: Held, rf: int) -> tuple[Held, list[tuple[str, int, int]]]:
+def trim(
+    ring: HashRing, held: Held, rf: int, primaries: Primaries = frozenset()
+) -> tuple[Held, list[tuple[str, int, int]]]:
     """Drop copies no longer wanted, where every desired copy exists.
 
     Returns:
@@ -175,7 +194,7 @@ def trim(ring: HashRing, held: Held, rf: int) -> tuple[Held, list[tuple[str, int
     drops: list[tuple[str, int, int]] = []
     for bucket in ring:
         copies = held.get(bucket.token, ())
-        want = desired_holders(ring, bucket.token, rf)
+        want = desired_holders(ring, bucket.token, rf, primaries)
         if not copies or any(n not in copies for n in want):
             continue
         extra = [n for n in copies if n not in want]
@@ -186,10 +205,23 @@ def trim(ring: HashRing, held: Held, rf: int) -> tuple[Held, list[tuple[str, int
     return out, drops
 
 
-def under_replicated(ring: HashRing, held: Mapping[int, tuple[str, ...]], rf: int) -> int:
+def under_replicated(
+    ring: HashRing, held: Mapping[int, tuple[str, ...]], rf: int, primaries: Primaries = frozenset()
+) -> int:
     """Buckets holding fewer copies than desired (shown by status and metrics)."""
     return sum(
         1
         for b in ring
-        if any(n not in held.get(b.token, ()) for n in desired_holders(ring, b.token, rf))
+        if any(
+            n not in held.get(b.token, ()) for n in desired_holders(ring, b.token, rf, primaries)
+        )
     )
+
+
+def heir(
+    held: Mapping[int, tuple[str, ...]], bucket: int, leaving: str, primaries: Primaries
+) -> str | None:
+    """Who takes ``bucket`` over, whole, when ``leaving`` (its owner) goes: a node that
+    holds a copy of it (a primary first), so that nothing moves; None when none does."""
+    others = [n for n in held.get(bucket, ()) if n != leaving]
+    return next((n for n in others if n in primaries), others[0] if others else None)

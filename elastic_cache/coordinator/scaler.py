@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from elastic_cache.config import ScalerSettings
+from elastic_cache.coordinator import placement
 from elastic_cache.coordinator.backoff import LaunchBackoff
 from elastic_cache.coordinator.rates import RateMeter
 from elastic_cache.errors import ElasticCacheError
@@ -184,11 +185,21 @@ def cluster_fill(loads: Sequence[NodeLoad]) -> float:
     return sum(n.used for n in loads) / capacity if capacity > 0 else 0.0
 
 
-def heirs_of(ring: HashRing, node_id: str) -> frozenset[str]:
+def heirs_of(
+    ring: HashRing,
+    node_id: str,
+    held: placement.Held | None = None,
+    primaries: placement.Primaries = frozenset(),
+) -> frozenset[str]:
     """The nodes that receive ``node_id``'s buckets when it leaves: for each of its
-    buckets, the owner of the first clockwise bucket that is not its own."""
+    buckets, a node holding a copy of it (replication: `placement.heir`), else the owner
+    of the first clockwise bucket that is not its own."""
     heirs = set()
     for bucket in ring.buckets_of(node_id):
+        holder = placement.heir(held or {}, bucket.token, node_id, primaries)
+        if holder is not None:
+            heirs.add(holder)
+            continue
         token = ring.successor(bucket.token)
         for _ in range(len(ring)):
             owner = ring.bucket(token).node
@@ -456,7 +467,7 @@ class Scaler:
                     used=info.used,
                     capacity=info.capacity,
                     primary=info.node_id in primaries,
-                    heirs=heirs_of(ring, info.node_id),
+                    heirs=heirs_of(ring, info.node_id, cluster.held, cluster.primaries),
                     threshold_after=speculative_threshold(
                         info.capacity,
                         fewer,

@@ -160,11 +160,14 @@ def admin_schemas() -> dict[str, Schema]:
                 "description": (
                     "Copies kept of each key (`factor`), copies a write waits for "
                     "(`write_quorum`), ring ranges with fewer copies than `factor` "
-                    "(`under_replicated`), whether repair runs, and range copies made."
+                    "(`under_replicated`), whether repair runs, and range copies made; "
+                    "`placement` (successors or primaries) and the primary nodes."
                 ),
-                "required": ["factor", "write_quorum", "under_replicated"],
+                "required": ["factor", "write_quorum", "under_replicated", "placement"],
                 "properties": {
                     "factor": count,
+                    "placement": {"type": "string", "enum": ["successors", "primaries"]},
+                    "primaries": {"type": "array", "items": string},
                     "nodes": count,
                     "write_quorum": count,
                     "buckets": count,

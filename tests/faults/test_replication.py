@@ -356,3 +356,70 @@ async def test_a_death_below_rf_nodes_launches_a_replacement(tmp_path: Path) -> 
             assert [s.records for s in stats] == [200, 200]
         kinds = [e["kind"] for e in cluster.events.since(0)]
         assert "replacing" in kinds
+
+
+async def test_with_primaries_every_secondary_can_die_at_once(tmp_path: Path) -> None:
+    """placement = primaries, rf = 2, two primaries among five nodes: the three
+    secondaries are SIGKILLed together under checked traffic. Every key had a copy on a
+    primary, which takes its buckets whole: nothing acknowledged is lost, nothing
+    wrong is read (with successor placement, three of five nodes dying at once would
+    take the keys of every range two of them held)."""
+    data = settings(nodes=5)
+    data["cluster"] = {"replication": 2, "placement": "primaries"}
+    data["scaler"] = {"enabled": False, "min_nodes": 2, "max_nodes": 8}
+    async with process_cluster(tmp_path, data) as pc:
+        cluster = pc.coord.cluster
+        primaries = cluster.primaries
+        assert len(primaries) == 2 and replicated(cluster)
+        await fill(pc.url, 3000)
+        load = CheckedLoad([f"user:{i}" for i in range(600)], 3, put=0.5, delete=0.05)
+        async with checked_traffic(pc.url, load):
+            await asyncio.sleep(0.5)
+            secondaries = [n for n in cluster.nodes if n not in primaries]
+            for node in secondaries:
+                os.kill(int(cluster.nodes[node].handle.ref), signal.SIGKILL)
+            await until(lambda: all(n not in cluster.nodes for n in secondaries), 30, "the deaths")
+            assert set(cluster.ring.nodes()) == set(primaries)
+            await until(lambda: replicated(cluster), 60, "re-replication on the primaries")
+            await asyncio.sleep(0.5)  # traffic on what is left
+        assert load.failures == []
+        async with AsyncClient(pc.url, timeout=60) as client:
+            assert await load.final_mismatches(client) == []
+        await check_filled(pc.url, 3000, step=1)
+        view = cluster.replication_view()
+        assert view["placement"] == "primaries" and view["primaries"] == sorted(primaries)
+
+
+async def test_with_primaries_removing_a_secondary_moves_no_data(tmp_path: Path) -> None:
+    data = settings(nodes=4)
+    data["cluster"] = {"replication": 2, "placement": "primaries"}
+    data["scaler"] = {"enabled": False, "min_nodes": 2, "max_nodes": 8}
+    async with process_cluster(tmp_path, data) as pc:
+        cluster = pc.coord.cluster
+        await fill(pc.url, 2000)
+        secondary = next(n for n in cluster.nodes if n not in cluster.primaries)
+        moves = await cluster.remove_node(secondary)
+        assert moves == []  # each bucket went whole to its primary copy's holder
+        assert secondary not in cluster.nodes
+        await until(lambda: replicated(cluster), 60, "re-replication")
+        await check_filled(pc.url, 2000, step=1)
+
+
+async def test_a_split_to_a_node_holding_a_copy_moves_nothing(tmp_path: Path) -> None:
+    """A balancing move whose destination already holds the range (a copy) hands the
+    range over on the ring alone; every value still reads, and copies are restored."""
+    async with process_cluster(tmp_path, settings()) as pc:
+        cluster = pc.coord.cluster
+        await fill(pc.url, 2000)
+        bucket = next(iter(cluster.ring))
+        owner, copy = cluster.held[bucket.token][:2]
+        lo, _ = cluster.ring.range_of(bucket.token)
+        async with cluster._move_lock:
+            at = await cluster._share_point(owner, lo, bucket.token, 1)
+            assert at is not None
+            mig = await cluster._split_off("balance", owner, bucket.token, lo, at, copy)
+        assert (mig.state, mig.records) == ("done", 0)
+        assert cluster.ring.node_for_token(at) == copy
+        assert cluster.held[at][0] == copy
+        await until(lambda: replicated(cluster), 60, "re-replication")
+        await check_filled(pc.url, 2000, step=1)

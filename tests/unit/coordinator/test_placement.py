@@ -127,3 +127,41 @@ def test_quorum_defaults_to_every_copy() -> None:
     one = ClusterSettings.from_mapping({"cluster": {"replication": 3, "write_quorum": 1}})
     assert one.cluster.quorum == 1
     assert ClusterSettings().cluster.quorum == 1
+
+
+def test_with_primaries_every_bucket_has_a_copy_on_a_primary() -> None:
+    ring = ring_of((100, "p1"), (200, "s1"), (300, "s2"), (400, "s3"), (500, "p2"), (600, "s4"))
+    primaries = frozenset({"p1", "p2"})
+    # A secondary's bucket: its first copy is the next primary clockwise.
+    assert placement.desired_holders(ring, 200, 2, primaries) == ("s1", "p2")
+    assert placement.desired_holders(ring, 600, 2, primaries) == ("s4", "p1")  # wraps
+    assert placement.desired_holders(ring, 200, 3, primaries) == ("s1", "p2", "s2")
+    # A primary's bucket: successors, as without primaries.
+    assert placement.desired_holders(ring, 100, 2, primaries) == ("p1", "s1")
+    held = placement.initial_held(ring, 2, primaries)
+    assert all(primaries & set(copies) for copies in held.values())
+    assert placement.missing_copies(ring, held, 2, primaries) == []
+    # Every secondary can go at once: each of its buckets has a primary holder left.
+    for b in ring:
+        if b.node not in primaries:
+            assert placement.heir(held, b.token, b.node, primaries) in primaries
+
+
+def test_the_heir_of_a_bucket_is_a_holder_a_primary_first() -> None:
+    held = {100: ("a", "b", "p")}
+    assert placement.heir(held, 100, "a", frozenset({"p"})) == "p"
+    assert placement.heir(held, 100, "a", frozenset()) == "b"
+    assert placement.heir({100: ("a",)}, 100, "a", frozenset()) is None
+    assert placement.heir({}, 100, "a", frozenset()) is None  # rf = 1: no held map
+
+
+@pytest.mark.parametrize(
+    ("section", "message"),
+    [
+        ({"placement": "ring"}, "placement must be one of successors, primaries"),
+        ({"placement": "primaries"}, "needs cluster.replication >= 2"),
+    ],
+)
+def test_bad_placement_names_the_key(section: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        ClusterSettings.from_mapping({"cluster": section})
