@@ -56,6 +56,7 @@ from elastic_cache.lifecycle import wait_for_stop
 from elastic_cache.metrics import RequestMeter
 from elastic_cache.provisioner.base import NodeHandle
 from elastic_cache.ring import HashRing
+from elastic_cache.tls import server_context
 
 __all__ = [
     "LeaderControl",
@@ -411,9 +412,15 @@ async def serve_worker(
     routes = CoordinatorHotRoutes(router, readthrough, meter, settings.nodes.max_value_bytes)
     server = FastServer(None, routes, relay_to=relay_to, guard=guard)
     reporter: asyncio.Task[None] | None = None
+    coord = settings.coordinator
     try:
+        # The leader's files (with a key from SSM, in a private directory it removes
+        # once every worker has loaded it).
+        tls = None
+        if coord.tls_cert is not None and coord.tls_key is not None:
+            tls = server_context(coord.tls_cert, coord.tls_key)
         await view.follow()
-        bound = await server.start(host, port, reuse_port=True)
+        bound = await server.start(host, port, reuse_port=True, tls=tls)
         line = {"event": "listening", "worker": index, "port": bound, "pid": os.getpid()}
         sys.stdout.write(json.dumps(line) + "\n")
         sys.stdout.flush()
