@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import ssl
 import threading
 import time
 import urllib.error
@@ -34,6 +35,7 @@ def admin_call(
     *,
     timeout: float = 3600.0,
     token: str | None = None,
+    tls: ssl.SSLContext | None = None,
 ) -> dict[str, Any]:
     """One admin API request; returns the JSON answer.
 
@@ -44,6 +46,8 @@ def admin_call(
         timeout: seconds.
         token: the cluster token (a cluster with a token needs it); sent as
             ``Authorization: Bearer TOKEN``.
+        tls: whom an ``https://`` coordinator is trusted by
+            (`elastic_cache.tls.client_context`; None: the system's CAs).
 
     Raises:
         NodeUnavailable: the coordinator did not answer.
@@ -56,7 +60,7 @@ def admin_call(
     if token:
         request.add_header("Authorization", f"Bearer {token}")
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as resp:
+        with urllib.request.urlopen(request, timeout=timeout, context=tls) as resp:
             answer: dict[str, Any] = json.load(resp)
             return answer
     except urllib.error.HTTPError as exc:
@@ -190,8 +194,12 @@ def watch_call(
     return result
 
 
-def _watcher(url: str, stream: TextIO, tty: bool | None, token: str | None) -> ClusterWatcher:
-    return ClusterWatcher(lambda: fetch_cluster(url, timeout=5.0, token=token), stream, tty=tty)
+def _watcher(
+    url: str, stream: TextIO, tty: bool | None, token: str | None, tls: ssl.SSLContext | None
+) -> ClusterWatcher:
+    return ClusterWatcher(
+        lambda: fetch_cluster(url, timeout=5.0, token=token, tls=tls), stream, tty=tty
+    )
 
 
 def add_nodes(
@@ -202,6 +210,7 @@ def add_nodes(
     tty: bool | None = None,
     period: float = 0.5,
     token: str | None = None,
+    tls: ssl.SSLContext | None = None,
 ) -> dict[str, Any]:
     """``POST /v1/cluster/nodes`` while reporting the launches and migrations.
 
@@ -211,8 +220,10 @@ def add_nodes(
     base = url.rstrip("/")
     stream.write(f"adding {count} node(s) to {base}\n")
     answer = watch_call(
-        lambda: admin_call("POST", f"{base}/v1/cluster/nodes", {"count": count}, token=token),
-        _watcher(base, stream, tty, token),
+        lambda: admin_call(
+            "POST", f"{base}/v1/cluster/nodes", {"count": count}, token=token, tls=tls
+        ),
+        _watcher(base, stream, tty, token, tls),
         period=period,
     )
     for node in answer.get("added", []):
@@ -235,6 +246,7 @@ def remove_node(
     tty: bool | None = None,
     period: float = 0.5,
     token: str | None = None,
+    tls: ssl.SSLContext | None = None,
 ) -> dict[str, Any]:
     """``DELETE /v1/cluster/nodes/{id}`` while reporting the migrations.
 
@@ -244,8 +256,8 @@ def remove_node(
     base = url.rstrip("/")
     stream.write(f"removing {node_id} from {base}\n")
     answer = watch_call(
-        lambda: admin_call("DELETE", f"{base}/v1/cluster/nodes/{node_id}", token=token),
-        _watcher(base, stream, tty, token),
+        lambda: admin_call("DELETE", f"{base}/v1/cluster/nodes/{node_id}", token=token, tls=tls),
+        _watcher(base, stream, tty, token, tls),
         period=period,
     )
     moved = sum(int(m.get("records", 0)) for m in answer.get("migrations", []))

@@ -37,6 +37,7 @@ __all__ = [
     "TOKEN_ENV",
     "TokenGuard",
     "check_token",
+    "fetch_parameter",
     "fetch_token",
     "token_middleware",
     "unauthorized",
@@ -134,10 +135,20 @@ def fetch_token(ssm: Any, parameter: str) -> str:
     Raises:
         AwsError: the parameter cannot be read (for example the role may not).
     """
+    return fetch_parameter(ssm, parameter, what="the cluster token")
+
+
+def fetch_parameter(ssm: Any, parameter: str, *, what: str) -> str:
+    """Read ``parameter`` from SSM Parameter Store, decrypted (blocking); ``what`` names
+    it in errors. The coordinator reads the token and its TLS key this way.
+
+    Raises:
+        AwsError: the parameter cannot be read (for example the role may not).
+    """
     reply = aws_call(
         ssm,
         "GetParameter",
-        doing=f"reading the cluster token {parameter}",
+        doing=f"reading {what} {parameter}",
         Name=parameter,
         WithDecryption=True,
     )

@@ -35,6 +35,8 @@ from elastic_cache.errors import ConfigError, ElasticCacheError
 from elastic_cache.progress import Progress
 
 if TYPE_CHECKING:
+    import ssl
+
     from elastic_cache.cost.pricelist import PriceCache
 
 __all__ = ["build_parser", "main"]
@@ -158,6 +160,43 @@ def _client_token(args: argparse.Namespace) -> str | None:
     return getattr(args, "token", None) or os.environ.get(TOKEN_ENV) or None
 
 
+def _tls_ca(args: argparse.Namespace) -> str | None:
+    """The certificate file a command trusts: ``--tls-ca``, else ``$ECACHE_TLS_CA``."""
+    from elastic_cache.tls import TLS_CA_ENV
+
+    return getattr(args, "tls_ca", None) or os.environ.get(TLS_CA_ENV) or None
+
+
+def _client_tls(args: argparse.Namespace) -> ssl.SSLContext | None:
+    """Whom an ``https://`` cluster is trusted by (`_tls_ca`; None: the system's CAs).
+
+    Raises:
+        ConfigError: the file cannot be read or holds no certificate.
+    """
+    from elastic_cache.tls import client_context
+
+    path = _tls_ca(args)
+    return None if path is None else client_context(cafile=path)
+
+
+def _config_dir() -> Path:
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "ecache"
+
+
+def _certificate_record(name: str, region: str) -> Path:
+    """Where ``ecache deploy`` records the certificate of cluster ``name`` in
+    ``region``, for the commands that talk to it (and for ``--tls-ca``)."""
+    return _config_dir() / "clusters" / region / f"{name}.pem"
+
+
+def _record_certificate(name: str, region: str, pem: str) -> Path:
+    path = _certificate_record(name, region)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(pem, encoding="ascii")
+    return path
+
+
 def _server_token(args: argparse.Namespace) -> str | None:
     """The token a server started here requires: ``--token-file`` (first line) or
     ``--token``; never ``$ECACHE_TOKEN``, so ``ecache up`` stays open for a user who
@@ -190,6 +229,13 @@ def _add_client_token(parser: argparse.ArgumentParser) -> None:
         "--token",
         help="the cluster token, if the cluster has one (default: $ECACHE_TOKEN; "
         "ecache token --name NAME prints a deployed cluster's)",
+    )
+    parser.add_argument(
+        "--tls-ca",
+        metavar="PATH",
+        help="PEM certificate an https:// cluster is trusted by: a deployed cluster's "
+        "(ecache deploy records it; ecache cert --name NAME prints it) is pinned, "
+        "whatever the address (default: $ECACHE_TLS_CA, else the system's CAs)",
     )
 
 
@@ -412,6 +458,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     if args.name is not None:
         import importlib
 
+        session = _boto_session(args.region)
+
         try:
             deploy = importlib.import_module("elastic_cache.deploy")
         except ImportError as exc:  # until the AWS part lands
@@ -420,11 +468,12 @@ def cmd_status(args: argparse.Namespace) -> int:
             args.name,
             region=args.region,
             as_json=args.json,
-            session=_boto_session(args.region),
+            session=session,
             token=_client_token(args),
+            tls_ca=_tls_ca(args) or _recorded(args.name, session, args.region),
         )
         return code
-    view = fetch_cluster(args.url, token=_client_token(args))
+    view = fetch_cluster(args.url, token=_client_token(args), tls=_client_tls(args))
     print(json.dumps(view, indent=2) if args.json else render_status(view))
     return 0
 
@@ -434,10 +483,11 @@ def cmd_nodes(args: argparse.Namespace) -> int:
 
     # A cluster with a token needs it (docs/aws.md); `ecache up` has none by default.
     token = _client_token(args)
+    tls = _client_tls(args)
     if args.nodes_command == "add":
-        answer = add_nodes(args.url, args.count, stream=sys.stderr, token=token)
+        answer = add_nodes(args.url, args.count, stream=sys.stderr, token=token, tls=tls)
     else:
-        answer = remove_node(args.url, args.node_id, stream=sys.stderr, token=token)
+        answer = remove_node(args.url, args.node_id, stream=sys.stderr, token=token, tls=tls)
     if args.json:
         print(json.dumps(answer, indent=2))
     return 0
@@ -458,6 +508,7 @@ def cmd_fill(args: argparse.Namespace) -> int:
             concurrency=args.concurrency,
             stream=sys.stderr,
             token=_client_token(args),
+            tls=_client_tls(args),
         )
     )
     print(
@@ -534,6 +585,38 @@ def _deploy_prices(path: str | None) -> CostSettings:
     return ClusterSettings.from_mapping({"cost": data["cost"]}).cost
 
 
+def _recorded(name: str, session: Any, region: str | None) -> str | None:
+    """The certificate ``ecache deploy`` recorded for cluster ``name`` here, if any."""
+    where = region or session.region_name
+    if not where:
+        return None
+    path = _certificate_record(name, str(where))
+    return str(path) if path.is_file() else None
+
+
+def _read_pem(flag: str, path: str) -> str:
+    try:
+        return Path(path).read_text(encoding="ascii")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else "not ASCII PEM text"
+        raise ConfigError(f"cannot read {flag} {path}: {reason}") from exc
+
+
+def _deploy_certificate(args: argparse.Namespace) -> Any:
+    """``--tls-cert`` and ``--tls-key``, read and checked (`check_key_pair`); None
+    without them (deploy makes a self-signed certificate)."""
+    if (args.tls_cert is None) != (args.tls_key is None):
+        given, missing = ("--tls-cert", "--tls-key")[:: 1 if args.tls_cert else -1]
+        raise ConfigError(f"{given} needs {missing}: the certificate and its private key")
+    if args.tls_cert is None:
+        return None
+    from elastic_cache.deploy.certificate import check_key_pair
+
+    return check_key_pair(
+        _read_pem("--tls-cert", args.tls_cert), _read_pem("--tls-key", args.tls_key)
+    )
+
+
 def cmd_deploy(args: argparse.Namespace) -> int:
     from elastic_cache.deploy import DeploySettings, deploy, plan, update
 
@@ -566,6 +649,7 @@ def cmd_deploy(args: argparse.Namespace) -> int:
         demoted_expiry_days=args.expire_demoted_days,
         replication=args.replication,
         spot=args.spot,
+        tls=_deploy_certificate(args),
     )
     if args.update:
         if args.dry_run:
@@ -591,6 +675,12 @@ def cmd_deploy(args: argparse.Namespace) -> int:
             progress=bar,
             prices=_price_cache(),
         )
+    if result.tls_cert is not None:
+        path = _record_certificate(settings.name, settings.region, result.tls_cert)
+        print(
+            f"certificate recorded in {path}: ecache status --name uses it; elsewhere pass "
+            f"--tls-ca {path} (or export ECACHE_TLS_CA={path}), tls_ca= in Python"
+        )
     return 0 if result.healthy or not settings.wait else 1
 
 
@@ -599,6 +689,14 @@ def cmd_token(args: argparse.Namespace) -> int:
 
     session = _boto_session(args.region)
     print(read_cluster_token(session, args.name, _region(args, session)))
+    return 0
+
+
+def cmd_cert(args: argparse.Namespace) -> int:
+    from elastic_cache.deploy import read_cluster_certificate
+
+    session = _boto_session(args.region)
+    print(read_cluster_certificate(session, args.name, _region(args, session)), end="")
     return 0
 
 
@@ -649,6 +747,10 @@ def cmd_destroy(args: argparse.Namespace) -> int:
             out=bar.note,
             progress=bar,
         )
+    record = _certificate_record(args.name, region)
+    if record.is_file():
+        record.unlink()
+        print(f"deleted the recorded certificate {record}")
     return 0
 
 
@@ -799,6 +901,17 @@ def build_parser() -> argparse.ArgumentParser:
     tok.add_argument("--region", help="AWS region (default: the AWS configuration's)")
     tok.set_defaults(func=cmd_token)
 
+    cert = sub.add_parser(
+        "cert",
+        help="print a deployed cluster's TLS certificate (from SSM Parameter Store)",
+        description="Print the PEM certificate the cluster NAME's endpoint serves, which "
+        "clients pin (ecache deploy records it on the machine that deployed): "
+        "ecache cert --name NAME > NAME.pem, then --tls-ca NAME.pem.",
+    )
+    cert.add_argument("--name", required=True, help="the cluster's name")
+    cert.add_argument("--region", help="AWS region (default: the AWS configuration's)")
+    cert.set_defaults(func=cmd_cert)
+
     dep = sub.add_parser(
         "deploy",
         help="run the elastic cache on EC2 (idempotent)",
@@ -906,6 +1019,17 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="DAYS",
         help="S3 deletes values demoted to the bucket DAYS days after they were written "
         "(a later read is a miss; default: kept until evicted)",
+    )
+    dep.add_argument(
+        "--tls-cert",
+        metavar="PEM",
+        help="the endpoint's certificate chain (yours, with --tls-key); default: a "
+        "self-signed one made for the cluster, which clients pin",
+    )
+    dep.add_argument(
+        "--tls-key",
+        metavar="PEM",
+        help="the unencrypted private key of --tls-cert (kept in SSM as a SecureString)",
     )
     dep.add_argument(
         "--dry-run",

@@ -47,6 +47,7 @@ from elastic_cache.hashing import validate_key
 from elastic_cache.httpio import body_payload
 from elastic_cache.nearcache import ChangeEvent, NearCache, SseParser, change_event
 from elastic_cache.ring import HashRing
+from elastic_cache.tls import client_context
 
 __all__ = ["AsyncClient", "ChangeEvent", "Client", "Fetched", "Item"]
 
@@ -108,6 +109,11 @@ class AsyncClient:
             follows over one connection, reports that their key changed (docs/watch.md).
         near_cache_prefix: only keys with this prefix are kept (and only their changes
             are streamed); default every key.
+        tls_ca: a PEM file of the certificates an ``https://`` coordinator is trusted
+            by, instead of the system's CAs: one certificate that is not a CA's (what
+            ``ecache deploy`` records) is pinned, as the only one accepted, whatever the
+            address; several, or a CA's, are checked with the host name
+            (`elastic_cache.tls`). None: the system's CAs. ``http://`` ignores it.
     """
 
     def __init__(
@@ -120,8 +126,10 @@ class AsyncClient:
         token: str | None = None,
         near_cache: int = 0,
         near_cache_prefix: str = "",
+        tls_ca: str | None = None,
     ) -> None:
         self.url = url.rstrip("/")
+        self._tls = None if tls_ca is None else client_context(cafile=tls_ca)
         self._headers = {"Authorization": authorization(token)} if token else {}
         self.direct = direct
         if isinstance(retries, bool) or not isinstance(retries, int) or retries < 1:
@@ -162,7 +170,11 @@ class AsyncClient:
 
     def _http(self) -> aiohttp.ClientSession:
         if self._session is None:
-            self._session = aiohttp.ClientSession(timeout=self._timeout, headers=self._headers)
+            self._session = aiohttp.ClientSession(
+                timeout=self._timeout,
+                headers=self._headers,
+                connector=None if self._tls is None else aiohttp.TCPConnector(ssl=self._tls),
+            )
         return self._session
 
     async def _request(
@@ -491,12 +503,10 @@ class Client:
         token: str | None = None,
         near_cache: int = 0,
         near_cache_prefix: str = "",
+        tls_ca: str | None = None,
     ) -> None:
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(
-            target=self._loop.run_forever, name="ecache-client", daemon=True
-        )
-        self._thread.start()
+        # Built before the loop's thread starts: a bad argument (a TLS file that cannot
+        # be read, say) then leaves no thread behind.
         self._async = AsyncClient(
             url,
             direct=direct,
@@ -505,7 +515,13 @@ class Client:
             token=token,
             near_cache=near_cache,
             near_cache_prefix=near_cache_prefix,
+            tls_ca=tls_ca,
         )
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name="ecache-client", daemon=True
+        )
+        self._thread.start()
         self._closed = False
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:

@@ -437,6 +437,15 @@ class CoordinatorSettings:
             until the key changes on any node (the change feed), for at most
             ``hot_answers_seconds``; 0 turns it off (docs/http-caching.md).
         hot_answers_seconds: longest an answer is kept before it is read again.
+        tls_cert: path of a PEM certificate chain; with ``tls_key`` the public port
+            (of the coordinator and of each worker) serves HTTPS only (`elastic_cache.tls`).
+            The Unix sockets inside and the traffic to the nodes stay plain.
+        tls_key: path of the chain's unencrypted PEM private key; both or neither.
+        tls_cert_parameter: SSM parameter (String) holding the PEM certificate chain,
+            read at start as the token is (``ecache deploy`` sets it); both or neither
+            with ``tls_key_parameter``, and not with ``tls_cert``/``tls_key``.
+        tls_key_parameter: SSM parameter (SecureString) holding the private key; kept
+            in memory and in a private temporary file while the servers load it.
     """
 
     host: str = "127.0.0.1"
@@ -455,9 +464,42 @@ class CoordinatorSettings:
     watch_queue: int = 10000
     hot_answers_bytes: int = 32 * 2**20
     hot_answers_seconds: float = 5.0
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    tls_cert_parameter: str | None = None
+    tls_key_parameter: str | None = None
+
+    @property
+    def tls(self) -> bool:
+        """Whether the public port serves HTTPS."""
+        return self.tls_cert is not None or self.tls_cert_parameter is not None
+
+    def _check_tls(self) -> None:
+        for name in ("tls_cert", "tls_key"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, str) or not value.strip()):
+                raise ConfigError(f"[coordinator] {name} must be a file path, got {value!r}")
+        for name in ("tls_cert_parameter", "tls_key_parameter"):
+            value = getattr(self, name)
+            if value is not None:
+                _check_ssm_name(f"[coordinator] {name}", value)
+        for a, b in (("tls_cert", "tls_key"), ("tls_cert_parameter", "tls_key_parameter")):
+            given = [n for n in (a, b) if getattr(self, n) is not None]
+            if len(given) == 1:
+                other = b if given[0] == a else a
+                raise ConfigError(
+                    f"[coordinator] {given[0]} is set but {other} is not: TLS needs both "
+                    "the certificate and its private key (or neither, for plain HTTP)"
+                )
+        if self.tls_cert is not None and self.tls_cert_parameter is not None:
+            raise ConfigError(
+                "[coordinator] tls_cert/tls_key (files) and tls_cert_parameter/"
+                "tls_key_parameter (SSM) are two sources of one certificate: set one pair"
+            )
 
     def __post_init__(self) -> None:
         _check_host("coordinator host", self.host)
+        self._check_tls()
         if self.state_s3 is not None:
             parse_state_s3(self.state_s3)
         _check_port("coordinator port", self.port)
@@ -530,8 +572,7 @@ class ReplicationSettings:
             )
         if self.placement not in PLACEMENTS:
             raise ConfigError(
-                f"cluster.placement must be one of {', '.join(PLACEMENTS)}, got "
-                f"{self.placement!r}"
+                f"cluster.placement must be one of {', '.join(PLACEMENTS)}, got {self.placement!r}"
             )
         if self.placement == "primaries" and self.replication < 2:
             raise ConfigError("cluster.placement = 'primaries' needs cluster.replication >= 2")

@@ -33,6 +33,7 @@ import logging
 import os
 import shutil
 import socket
+import ssl
 import tempfile
 import time
 from collections import deque
@@ -855,11 +856,19 @@ class FastServer:
         return protocol
 
     async def start(
-        self, host: str, port: int, *, backlog: int = 1024, reuse_port: bool = False
+        self,
+        host: str,
+        port: int,
+        *,
+        backlog: int = 1024,
+        reuse_port: bool = False,
+        tls: ssl.SSLContext | None = None,
     ) -> int:
         """Listen on ``host:port`` (0: a free port) and on the private socket; returns
         the port bound. ``reuse_port``: other processes may listen on the same port
-        (``SO_REUSEPORT``; the kernel spreads new connections over them)."""
+        (``SO_REUSEPORT``; the kernel spreads new connections over them). ``tls``: the
+        port speaks HTTPS only (`elastic_cache.tls.server_context`); the private socket
+        stays plain, and a connection handed over to the application keeps its TLS."""
         if self.runner is not None:
             await web.UnixSite(self.runner, self.socket_path).start()
             os.chmod(self.socket_path, 0o600)
@@ -871,6 +880,7 @@ class FastServer:
             backlog=backlog,
             reuse_address=True,
             reuse_port=reuse_port or None,
+            ssl=tls,
         )
         self.sockets = list(self._server.sockets)
         self._sweeper = loop.create_task(self._sweep())

@@ -11,6 +11,7 @@ retried.
 from __future__ import annotations
 
 import asyncio
+import ssl
 import time
 from dataclasses import dataclass
 from typing import TextIO
@@ -48,6 +49,7 @@ async def fill(
     stream: TextIO,
     tty: bool | None = None,
     token: str | None = None,
+    tls: ssl.SSLContext | None = None,
 ) -> FillReport:
     """Write keys ``prefix + str(i)`` for ``i`` in ``[start, start + count)``.
 
@@ -68,7 +70,10 @@ async def fill(
     timeout = aiohttp.ClientTimeout(total=120)
     with Progress(label, total=count, unit="records", stream=stream, tty=tty) as bar:
         headers = {"Authorization": authorization(token)} if token else {}
-        async with aiohttp.ClientSession(timeout=timeout, headers=headers) as session:
+        connector = None if tls is None else aiohttp.TCPConnector(ssl=tls)
+        async with aiohttp.ClientSession(
+            timeout=timeout, headers=headers, connector=connector
+        ) as session:
             try:
                 async with session.get(f"{base}/healthz") as resp:
                     await resp.read()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import ssl
 import time
 import urllib.error
 import urllib.request
@@ -29,8 +30,16 @@ STATUS_EVENTS = (
 STATUS_EVENT_COUNT = 5
 
 
-def fetch_cluster(url: str, *, timeout: float = 10.0, token: str | None = None) -> dict[str, Any]:
-    """``GET {url}/v1/cluster``, with the cluster ``token`` if given.
+def fetch_cluster(
+    url: str,
+    *,
+    timeout: float = 10.0,
+    token: str | None = None,
+    tls: ssl.SSLContext | None = None,
+) -> dict[str, Any]:
+    """``GET {url}/v1/cluster``, with the cluster ``token`` if given; ``tls`` is whom an
+    ``https://`` coordinator is trusted by (`elastic_cache.tls.client_context`; None:
+    the system's CAs).
 
     Raises:
         Unauthorized: the cluster needs a token and got none or a wrong one.
@@ -40,7 +49,7 @@ def fetch_cluster(url: str, *, timeout: float = 10.0, token: str | None = None) 
     if token:
         request.add_header("Authorization", authorization(token))
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as resp:
+        with urllib.request.urlopen(request, timeout=timeout, context=tls) as resp:
             data: dict[str, Any] = json.load(resp)
     except urllib.error.HTTPError as exc:
         if exc.code == 401:

@@ -320,9 +320,7 @@ class Cluster(Membership):
             async with self._move_lock:
                 todo = [
                     t
-                    for t in placement.missing_copies(
-                        self.ring, self.held, self.rf, self.primaries
-                    )
+                    for t in placement.missing_copies(self.ring, self.held, self.rf, self.primaries)
                     if t[1] in self.nodes and t[2] in self.nodes
                 ]
                 if not todo:
@@ -925,8 +923,7 @@ class Cluster(Membership):
         """Every bucket has its copies and no repair is under way."""
         task = self._repair_task
         return (task is None or task.done()) and not (
-            self.held
-            and placement.under_replicated(self.ring, self.held, self.rf, self.primaries)
+            self.held and placement.under_replicated(self.ring, self.held, self.rf, self.primaries)
         )
 
     def replication_view(self) -> dict[str, Any]:

@@ -4,15 +4,19 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
+import shutil
 import signal
+import ssl
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from aiohttp import web
 
-from elastic_cache.auth import fetch_token
+from elastic_cache.auth import fetch_parameter, fetch_token
 from elastic_cache.config import ClusterSettings, ProvisionerKind, parse_state_s3
 from elastic_cache.coordinator.app import make_coordinator_app
 from elastic_cache.coordinator.fast import CoordinatorHotRoutes
@@ -26,12 +30,15 @@ from elastic_cache.gctuning import tune_gc
 from elastic_cache.logs import set_log_context
 from elastic_cache.provisioner.base import Provisioner
 from elastic_cache.provisioner.local import LocalProvisioner
+from elastic_cache.tls import server_context
 
 __all__ = [
     "build_provisioner",
     "build_state_store",
     "serve_coordinator",
     "start_coordinator_server",
+    "tls_from_parameters",
+    "tls_of",
 ]
 
 
@@ -83,12 +90,65 @@ def build_state_store(settings: ClusterSettings, session: Any = None) -> StateSt
     return MirroredStateStore(local, remote)
 
 
+def tls_of(settings: ClusterSettings) -> ssl.SSLContext | None:
+    """The public port's TLS context, from ``[coordinator] tls_cert`` and ``tls_key``
+    (None: plain HTTP).
+
+    Raises:
+        ConfigError: a file cannot be read, or the key is not the certificate's.
+    """
+    coord = settings.coordinator
+    if coord.tls_cert is None or coord.tls_key is None:
+        return None
+    return server_context(coord.tls_cert, coord.tls_key)
+
+
+def tls_from_parameters(settings: ClusterSettings, ssm: Any) -> tuple[ClusterSettings, str]:
+    """Read ``tls_cert_parameter`` and ``tls_key_parameter`` from SSM into a new private
+    directory (mode 0700; the key file 0600), for the coordinator and its workers to
+    load (``ssl`` loads a key from a file only).
+
+    Returns:
+        The settings with ``tls_cert`` and ``tls_key`` naming those files instead of the
+        parameters, and the directory (remove it once every server has loaded them).
+
+    Raises:
+        AwsError: a parameter cannot be read.
+    """
+    coord = settings.coordinator
+    assert coord.tls_cert_parameter is not None and coord.tls_key_parameter is not None
+    cert = fetch_parameter(ssm, coord.tls_cert_parameter, what="the TLS certificate")
+    key = fetch_parameter(ssm, coord.tls_key_parameter, what="the TLS private key")
+    directory = tempfile.mkdtemp(prefix="ecache-tls-")
+    paths = {}
+    for name, text in (("cert.pem", cert), ("key.pem", key)):
+        path = os.path.join(directory, name)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w", encoding="ascii") as fh:
+            fh.write(text)
+        paths[name] = path
+    files = dataclasses.replace(
+        coord,
+        tls_cert=paths["cert.pem"],
+        tls_key=paths["key.pem"],
+        tls_cert_parameter=None,
+        tls_key_parameter=None,
+    )
+    return dataclasses.replace(settings, coordinator=files), directory
+
+
 async def start_coordinator_server(
-    coord: Coordinator, app: web.Application, host: str, port: int
+    coord: Coordinator,
+    app: web.Application,
+    host: str,
+    port: int,
+    *,
+    tls: ssl.SSLContext | None = None,
 ) -> tuple[FastServer, int]:
     """Serve ``app`` (the coordinator's) on ``host:port`` (0: a free port): the lean
     layer answers keys and read-through, the application the rest (`elastic_cache.fastpath`);
-    both require the cluster token when ``coord`` has one.
+    both require the cluster token when ``coord`` has one. With ``tls`` the port speaks
+    HTTPS only.
 
     Returns:
         The server (``close()`` it to stop; that cleans up the application) and the port.
@@ -97,7 +157,7 @@ async def start_coordinator_server(
     await runner.setup()
     front = FastServer(runner, CoordinatorHotRoutes.of(coord), guard=coord.guard)
     try:
-        bound = await front.start(host, port)
+        bound = await front.start(host, port, tls=tls)
     except BaseException:
         await front.close()
         raise
@@ -162,6 +222,19 @@ async def serve_coordinator(
         region = settings.ec2.region if settings.ec2 is not None else None
         ssm = session.client("ssm", region_name=region)
         token = await asyncio.to_thread(fetch_token, ssm, parameter)
+    tls_dir: str | None = None
+    if settings.coordinator.tls_key_parameter is not None:
+        if session is None:
+            raise ConfigError("tls_key_parameter needs AWS access (a boto3 session)")
+        region = settings.ec2.region if settings.ec2 is not None else None
+        ssm = session.client("ssm", region_name=region)
+        settings, tls_dir = await asyncio.to_thread(tls_from_parameters, settings, ssm)
+    try:
+        tls = tls_of(settings)
+    except BaseException:
+        if tls_dir is not None:
+            shutil.rmtree(tls_dir, ignore_errors=True)
+        raise
     if provisioner is None:
         provisioner = build_provisioner(settings, session=session, token=token)
     coord = Coordinator(
@@ -183,7 +256,7 @@ async def serve_coordinator(
         workers = settings.coordinator.workers
         front = FastServer(runner, CoordinatorHotRoutes.of(coord), guard=coord.guard)
         try:
-            bound = await front.start(host, port, reuse_port=workers > 1)
+            bound = await front.start(host, port, reuse_port=workers > 1, tls=tls)
         except OSError as exc:
             raise ConfigError(
                 f"cannot listen on {host}:{port}: {exc.strerror}; pass --port"
@@ -192,11 +265,16 @@ async def serve_coordinator(
         await coord.start()
         if workers > 1:
             procs, control_runner = await _start_workers(coord, front, host, bound)
-        url = f"http://{host}:{bound}"
+        if tls_dir is not None:
+            # Every server has loaded the key: it need not stay on disk.
+            shutil.rmtree(tls_dir, ignore_errors=True)
+        url = f"{'https' if tls is not None else 'http'}://{host}:{bound}"
         if on_ready is not None:
             on_ready(coord, url)
         await stop.wait()
     finally:
+        if tls_dir is not None:
+            shutil.rmtree(tls_dir, ignore_errors=True)
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(sig)
         await stop_workers(procs)

@@ -59,6 +59,7 @@ from elastic_cache.lifecycle import wait_for_stop
 from elastic_cache.metrics import RequestMeter
 from elastic_cache.provisioner.base import NodeHandle
 from elastic_cache.ring import HashRing
+from elastic_cache.tls import server_context
 
 __all__ = [
     "LeaderControl",
@@ -423,10 +424,16 @@ async def serve_worker(
     server = FastServer(None, routes, relay_to=relay_to, guard=guard)
     reporter: asyncio.Task[None] | None = None
     following: asyncio.Task[None] | None = None
+    coord = settings.coordinator
     try:
+        # The leader's files (with a key from SSM, in a private directory it removes
+        # once every worker has loaded it).
+        tls = None
+        if coord.tls_cert is not None and coord.tls_key is not None:
+            tls = server_context(coord.tls_cert, coord.tls_key)
         await view.follow()
         following = asyncio.create_task(feed.run())
-        bound = await server.start(host, port, reuse_port=True)
+        bound = await server.start(host, port, reuse_port=True, tls=tls)
         line = {"event": "listening", "worker": index, "port": bound, "pid": os.getpid()}
         sys.stdout.write(json.dumps(line) + "\n")
         sys.stdout.flush()

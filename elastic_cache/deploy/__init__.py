@@ -18,7 +18,12 @@ if TYPE_CHECKING:
     from elastic_cache.deploy.names import ClusterNames
     from elastic_cache.deploy.settings import DeployResult, DeploySettings
     from elastic_cache.deploy.stack import cluster_exists, deploy, destroy, plan, update
-    from elastic_cache.deploy.status import ClusterNotFound, read_cluster_token, status_by_name
+    from elastic_cache.deploy.status import (
+        ClusterNotFound,
+        read_cluster_certificate,
+        read_cluster_token,
+        status_by_name,
+    )
 
 __all__ = [
     "ClusterNames",
@@ -29,6 +34,7 @@ __all__ = [
     "deploy",
     "destroy",
     "plan",
+    "read_cluster_certificate",
     "read_cluster_token",
     "status_by_name",
     "update",
@@ -45,6 +51,7 @@ __getattr__, __dir__ = lazy_exports(
         "deploy": "elastic_cache.deploy.stack",
         "destroy": "elastic_cache.deploy.stack",
         "plan": "elastic_cache.deploy.stack",
+        "read_cluster_certificate": "elastic_cache.deploy.status",
         "read_cluster_token": "elastic_cache.deploy.status",
         "status_by_name": "elastic_cache.deploy.status",
         "update": "elastic_cache.deploy.stack",

@@ -6,6 +6,7 @@ import base64
 import binascii
 import json
 import logging
+import ssl
 import tomllib
 import urllib.error
 import urllib.request
@@ -33,10 +34,12 @@ log = logging.getLogger("elastic_cache.deploy")
 
 __all__ = [
     "PORT_TAG",
+    "SCHEME_TAG",
     "coordinator_config",
     "coordinator_instances",
     "endpoint_of",
     "http_ok",
+    "is_tls",
     "refuse_drift",
     "run_coordinator",
     "running_config",
@@ -47,6 +50,9 @@ __all__ = [
 ]
 
 PORT_TAG = "ecache:port"
+#: ``https`` on a coordinator that serves TLS (`endpoint_of`); absent: plain HTTP (one
+#: deployed before TLS was built).
+SCHEME_TAG = "ecache:scheme"
 
 #: The inline policy name on both roles.
 
@@ -88,10 +94,12 @@ def coordinator_config(
     bundle_key: str,
     capacity_bytes: int,
     instance_type: str | None = None,
+    tls: bool = False,
 ) -> str:
     """The coordinator's ``config.toml``, validated by parsing it back; ``instance_type``
     is the coordinator's own (default ``settings.coordinator_instance_type``), which its
-    cost counts."""
+    cost counts. ``tls``: the public port serves the certificate and key kept in SSM
+    (`elastic_cache.deploy.certificate`), which the coordinator reads at start."""
     text = to_toml(
         {
             "coordinator": {
@@ -104,6 +112,8 @@ def coordinator_config(
                 "admin_token_parameter": names.token_parameter,
                 # A replacement coordinator (new instance, new disk) resumes from here.
                 "state_s3": names.state_url,
+                "tls_cert_parameter": names.tls_cert_parameter if tls else None,
+                "tls_key_parameter": names.tls_key_parameter if tls else None,
             },
             "cluster": {"replication": settings.replication},
             "nodes": {
@@ -310,6 +320,7 @@ def run_coordinator(
     sleep: Sleep,
     client_token: Callable[[], str] = new_client_token,
     created: Created | None = None,
+    tls: bool = False,
 ) -> dict[str, Any]:
     """Launch the coordinator, falling back as node launches do: over ``subnets`` on a
     capacity shortage, then over ``settings.coordinator_types``.
@@ -320,6 +331,7 @@ def run_coordinator(
 
     Args:
         user_data: the boot script for an instance type (its configuration names it).
+        tls: it serves HTTPS (tagged `SCHEME_TAG`, so status finds the scheme).
 
     Raises:
         AwsCapacityError: no type had capacity in any subnet.
@@ -328,6 +340,7 @@ def run_coordinator(
     tags = [
         *names.tags("coordinator"),
         {"Key": PORT_TAG, "Value": str(settings.port)},
+        *([{"Key": SCHEME_TAG, "Value": "https"}] if tls else []),
         *settings.user_tags(),
     ]
     misses: list[str] = []
@@ -409,16 +422,25 @@ def wait_running(
         sleep(5)
 
 
-def http_ok(url: str) -> bool:
-    """Whether ``GET url`` answers 200 within a few seconds."""
+def http_ok(url: str, *, tls: ssl.SSLContext | None = None) -> bool:
+    """Whether ``GET url`` answers 200 within a few seconds; ``tls`` is whom an
+    ``https://`` URL is trusted by (the deployment's pinned certificate)."""
     try:
-        with urllib.request.urlopen(url, timeout=5) as resp:
+        with urllib.request.urlopen(url, timeout=5, context=tls) as resp:
             return bool(resp.status == 200)
     except (urllib.error.URLError, OSError, ValueError):
         return False
 
 
+def is_tls(instance: Mapping[str, Any]) -> bool:
+    """Whether a coordinator instance serves HTTPS (its `SCHEME_TAG`)."""
+    return any(
+        t.get("Key") == SCHEME_TAG and t.get("Value") == "https" for t in instance.get("Tags", ())
+    )
+
+
 def endpoint_of(instance: Mapping[str, Any], port: int) -> str:
-    """The coordinator's URL: its public address, else (``--private``) its private one."""
+    """The coordinator's URL: its public address, else (``--private``) its private one;
+    ``https`` when it is tagged so (`is_tls`)."""
     ip = instance.get("PublicIpAddress") or instance.get("PrivateIpAddress")
-    return f"http://{ip}:{port}"
+    return f"{'https' if is_tls(instance) else 'http'}://{ip}:{port}"

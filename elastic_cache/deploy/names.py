@@ -9,12 +9,17 @@ from dataclasses import dataclass
 from elastic_cache.config import check_cluster_name
 from elastic_cache.provisioner.ec2 import CLUSTER_TAG, ROLE_TAG
 
-__all__ = ["ClusterNames", "token_parameter_of"]
+__all__ = ["ClusterNames", "tls_cert_parameter_of", "token_parameter_of"]
 
 
 def token_parameter_of(cluster: str) -> str:
     """SSM parameter (SecureString) of the cluster token of ``cluster``."""
     return f"/ecache/{check_cluster_name(cluster)}/token"
+
+
+def tls_cert_parameter_of(cluster: str) -> str:
+    """SSM parameter (String: it is public) of the TLS certificate of ``cluster``."""
+    return f"/ecache/{check_cluster_name(cluster)}/tls-cert"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -87,6 +92,20 @@ class ClusterNames:
     @property
     def token_parameter_arn(self) -> str:
         return f"arn:aws:ssm:{self.region}:{self.account}:parameter{self.token_parameter}"
+
+    @property
+    def tls_key_parameter(self) -> str:
+        """SSM parameter (SecureString) of the coordinator's TLS private key."""
+        return f"/ecache/{self.cluster}/tls-key"
+
+    @property
+    def tls_cert_parameter(self) -> str:
+        """SSM parameter (String) of the coordinator's TLS certificate."""
+        return tls_cert_parameter_of(self.cluster)
+
+    def parameter_arn(self, name: str) -> str:
+        """ARN of the SSM parameter ``name`` (a path starting with ``/``)."""
+        return f"arn:aws:ssm:{self.region}:{self.account}:parameter{name}"
 
     def ec2_arn(self, resource: str) -> str:
         """ARN of an EC2 resource in this account and region, e.g. ``instance/*``."""

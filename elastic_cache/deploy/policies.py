@@ -170,6 +170,10 @@ def coordinator_policy(
                 "Action": "ssm:GetParameter",
                 "Resource": [
                     names.token_parameter_arn,
+                    # Its TLS certificate and key (docs/aws.md, "TLS"); the nodes' role
+                    # may read neither.
+                    names.parameter_arn(names.tls_cert_parameter),
+                    names.parameter_arn(names.tls_key_parameter),
                     f"arn:aws:ssm:{names.region}::parameter/aws/service/ami-amazon-linux-latest/*",
                 ],
             },

@@ -469,6 +469,17 @@ def plan_lines(
         ("ParameterNotFound",),
     )
     lines.append(f"  token         {names.token_parameter}: {mark(token)}")
+    cert = _exists(
+        lambda: aws_call(
+            ssm, "GetParameter", doing="looking for the certificate", Name=names.tls_cert_parameter
+        ),
+        ("ParameterNotFound",),
+    )
+    source = "your --tls-cert" if settings.tls is not None else "self-signed, made by deploy"
+    lines.append(
+        f"  tls           {names.tls_cert_parameter}, {names.tls_key_parameter}: "
+        f"{'exists, kept' if cert else f'create ({source})'}"
+    )
     existing = coordinator_instances(ec2, names.cluster)
     if existing:
         lines.append(

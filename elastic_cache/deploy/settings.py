@@ -5,6 +5,7 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from elastic_cache.config import (
     DEFAULT_INDEX,
@@ -16,6 +17,9 @@ from elastic_cache.config import (
     check_tags,
 )
 from elastic_cache.errors import ConfigError
+
+if TYPE_CHECKING:
+    from elastic_cache.deploy.certificate import Certificate
 
 __all__ = ["BROADEST_WITHOUT_PUBLIC", "DeployResult", "DeploySettings", "check_allow_cidr"]
 
@@ -51,8 +55,9 @@ def check_allow_cidr(cidr: str, *, public: bool) -> str:
         given = cidr.strip()
         shown = given if given == str(net) else f"{given} ({net})"
         raise ConfigError(
-            f"--allow-cidr {shown} admits {what}: anyone there could reach the cache's API "
-            "over plain HTTP, read and write it and drive its scaling. Pass only the "
+            f"--allow-cidr {shown} admits {what}: anyone there could reach the cache's API, "
+            "try tokens on it, and with one read and write it and drive its scaling. Pass "
+            "only the "
             "networks that need it (the default is your own address), or add --public to "
             "open the API port this wide on purpose"
         )
@@ -102,6 +107,9 @@ class DeploySettings:
             the cluster starts with at least this many nodes.
         spot: launch the nodes as Spot instances (`ec2.spot`); the coordinator stays
             on-demand.
+        tls: the user's certificate and key for the coordinator's HTTPS port
+            (``--tls-cert``/``--tls-key``, checked by `check_key_pair`); None: deploy
+            makes a self-signed one (`elastic_cache.deploy.certificate`).
     """
 
     name: str
@@ -131,6 +139,7 @@ class DeploySettings:
     demoted_expiry_days: int | None = None
     replication: int = 2
     spot: bool = False
+    tls: Certificate | None = None
 
     @property
     def initial_nodes(self) -> int:
@@ -227,3 +236,6 @@ class DeployResult:
     token_parameter: str
     security_groups: Mapping[str, str]
     healthy: bool
+    #: The certificate the endpoint serves (PEM), which clients pin; None: plain HTTP
+    #: (a coordinator deployed before TLS).
+    tls_cert: str | None = None

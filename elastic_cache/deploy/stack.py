@@ -31,11 +31,13 @@ from elastic_cache.cost.pricelist import PriceCache
 from elastic_cache.cost.spot import SPOT_PRICE_FRACTION, spot_price
 from elastic_cache.deploy.access import delete_role, ensure_role, ensure_token
 from elastic_cache.deploy.bundle import fetch_dependencies
+from elastic_cache.deploy.certificate import ensure_certificate, read_certificate
 from elastic_cache.deploy.coordinator import (
     coordinator_config,
     coordinator_instances,
     endpoint_of,
     http_ok,
+    is_tls,
     refuse_drift,
     run_coordinator,
     running_config,
@@ -88,6 +90,7 @@ from elastic_cache.provisioner.ec2 import (
     cluster_filters,
     new_client_token,
 )
+from elastic_cache.tls import client_context, fingerprint
 from elastic_cache.userdata import coordinator_user_data
 from elastic_cache.version import __version__
 
@@ -108,6 +111,10 @@ Sleep = Callable[[float], None]
 
 def _utc_today() -> date:
     return datetime.now(UTC).date()
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
 
 
 DEPLOY_STEPS = 9
@@ -225,10 +232,11 @@ def deploy(
     progress: Progress | None = None,
     sleep: Sleep = time.sleep,
     clock: Callable[[], float] = time.monotonic,
-    healthy: Callable[[str], bool] = http_ok,
+    healthy: Callable[[str], bool] | None = None,
     client_token: Callable[[], str] = new_client_token,
     prices: PriceCache | None = None,
     today: Callable[[], date] = _utc_today,
+    now: Callable[[], datetime] = _utc_now,
 ) -> DeployResult:
     """Check, then create (or find) everything and start the coordinator; idempotent.
 
@@ -246,11 +254,13 @@ def deploy(
             waiting for the coordinator.
         sleep: how to wait between polls.
         clock: seconds, monotonic.
-        healthy: checks the coordinator's ``/healthz`` URL.
+        healthy: checks the coordinator's ``/healthz`` URL; None: `http_ok`, trusting
+            the deployment's certificate only.
         client_token: makes the ``ClientToken`` of each launch request.
         prices: the on-disk cache of prices fetched from the AWS Price List API; None
             keeps them for this run only.
         today: the UTC date, which labels fetched prices.
+        now: the UTC time, which starts a new certificate's validity.
 
     Raises:
         ConfigError: a bad setting, a budget too small for the cluster's floor, or
@@ -279,6 +289,7 @@ def deploy(
             clock=clock,
             healthy=healthy,
             client_token=client_token,
+            now=now,
         )
     except BaseException as exc:
         if not created.empty():
@@ -309,8 +320,9 @@ def _build(
     progress: Progress | None,
     sleep: Sleep,
     clock: Callable[[], float],
-    healthy: Callable[[str], bool],
+    healthy: Callable[[str], bool] | None,
     client_token: Callable[[], str],
+    now: Callable[[], datetime],
 ) -> DeployResult:
     """The creating part of `deploy`, recording in ``created`` what it made."""
     ec2, ssm, iam, s3 = c["ec2"], c["ssm"], c["iam"], c["s3"]
@@ -374,6 +386,35 @@ def _build(
 
     # With --private there is no public address to keep stable (docs/aws.md).
     address = None if settings.private else ensure_address(ec2, names, tags=tags, created=created)
+    # A coordinator that runs keeps its scheme: one deployed before TLS serves plain
+    # HTTP until it is replaced.
+    tls = not existing or is_tls(existing[0])
+    cert_pem: str | None = None
+    if tls:
+        cert_pem, how = ensure_certificate(
+            ssm,
+            names,
+            given=settings.tls,
+            addresses=[str(address["PublicIp"])] if address is not None else [],
+            now=now,
+            tags=tags,
+            created=created,
+        )
+        what = {
+            "new": f"new, self-signed for ecache-{names.cluster}"
+            + (f" and {address['PublicIp']}" if address is not None else ""),
+            "given": "yours (--tls-cert)",
+            "kept": "kept",
+        }[how]
+        out(
+            f"  tls           {names.tls_cert_parameter}, {names.tls_key_parameter} "
+            f"(SecureString): {what}; SHA-256 {fingerprint(cert_pem)}"
+        )
+    else:
+        out(
+            f"  note          coordinator {existing[0]['InstanceId']} was deployed before "
+            "TLS and serves plain HTTP; destroy and deploy again for HTTPS"
+        )
     for other in existing[1:]:
         out(
             f"  note          another coordinator instance {other['InstanceId']} is "
@@ -411,6 +452,7 @@ def _build(
                 bundle_key=bundle_key,
                 capacity_bytes=checked.capacity,
                 instance_type=instance_type,
+                tls=tls,
             )
             return coordinator_user_data(
                 bundle_url=presign(s3, bucket, bundle_key),
@@ -430,6 +472,7 @@ def _build(
             sleep=sleep,
             client_token=client_token,
             created=created,
+            tls=tls,
         )
         steps.done(
             f"  coordinator   {instance['InstanceId']} ({instance['InstanceType']} in "
@@ -460,7 +503,13 @@ def _build(
             f"  endpoint      Elastic IP {address['PublicIp']} ({address['AllocationId']}"
             f"{', moved to this coordinator' if moved else ''}); recovery alarms {alarms}"
         )
-        endpoint = endpoint_of({"PublicIpAddress": address["PublicIp"]}, settings.port)
+        endpoint = endpoint_of(
+            {"PublicIpAddress": address["PublicIp"], "Tags": instance.get("Tags", [])},
+            settings.port,
+        )
+    if healthy is None:
+        pinned = None if cert_pem is None else client_context(cadata=cert_pem)
+        healthy = partial(http_ok, tls=pinned)
     ok = False
     if settings.wait:
         out("waiting for the coordinator to install the package and start its nodes ...")
@@ -475,6 +524,11 @@ def _build(
     out("")
     where = " (private address: reachable from inside the VPC only)" if settings.private else ""
     out(f"endpoint: {endpoint}{where}")
+    if cert_pem is not None:
+        out(
+            f"certificate: SHA-256 {fingerprint(cert_pem)} (self-signed unless yours: "
+            "clients pin it; ecache records it for its own commands)"
+        )
     out(cost_line(settings, checked))
     if settings.spot:
         out(spot_cost_line(settings, checked))
@@ -488,6 +542,7 @@ def _build(
         token_parameter=names.token_parameter,
         security_groups=groups,
         healthy=ok,
+        tls_cert=cert_pem,
     )
 
 
@@ -530,7 +585,7 @@ def update(
     out: Out = print,
     sleep: Sleep = time.sleep,
     clock: Callable[[], float] = time.monotonic,
-    healthy: Callable[[str], bool] = http_ok,
+    healthy: Callable[[str], bool] | None = None,
     prices: PriceCache | None = None,
     today: Callable[[], date] = _utc_today,
 ) -> bool:
@@ -552,6 +607,9 @@ def update(
     )
     for line in lines:
         out(f"  check         {line}")
+    if healthy is None:
+        cert = read_certificate(c["ssm"], names)
+        healthy = partial(http_ok, tls=None if cert is None else client_context(cadata=cert))
     return update_cluster(
         settings,
         names,
@@ -742,13 +800,16 @@ def destroy(
     for kind in ("coordinator", "node"):
         if delete_role(iam, names, kind):
             out(f"deleted IAM role and instance profile {names.role(kind)}")
-    if ignoring(
-        ("ParameterNotFound",),
-        lambda: aws_call(
-            ssm, "DeleteParameter", doing="deleting the token", Name=names.token_parameter
-        ),
+    for parameter, what in (
+        (names.token_parameter, "the token"),
+        (names.tls_key_parameter, "the TLS private key"),
+        (names.tls_cert_parameter, "the TLS certificate"),
     ):
-        out(f"deleted the token {names.token_parameter}")
+        if ignoring(
+            ("ParameterNotFound",),
+            partial(aws_call, ssm, "DeleteParameter", doing=f"deleting {what}", Name=parameter),
+        ):
+            out(f"deleted {what} {parameter}")
     try:
         aws_call(s3, "HeadBucket", doing="looking for the bucket", Bucket=names.bucket)
     except AwsError as exc:

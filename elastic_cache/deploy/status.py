@@ -14,7 +14,7 @@ from elastic_cache.awserrors import AwsError, aws_call
 from elastic_cache.config import ClusterSettings, CostSettings, check_cluster_name
 from elastic_cache.cost import PriceTable, UnknownPrice, instance_price
 from elastic_cache.deploy.coordinator import PORT_TAG, endpoint_of
-from elastic_cache.deploy.names import token_parameter_of
+from elastic_cache.deploy.names import tls_cert_parameter_of, token_parameter_of
 from elastic_cache.errors import ConfigError, NodeUnavailable, NotFound, Unauthorized
 from elastic_cache.provisioner.ec2 import (
     NODE_TAG,
@@ -23,12 +23,14 @@ from elastic_cache.provisioner.ec2 import (
     cluster_filters,
 )
 from elastic_cache.status import fetch_cluster, render_status
+from elastic_cache.tls import client_context
 from elastic_cache.userdata import coordinator_config_of
 
 __all__ = [
     "ClusterNotFound",
     "aws_view",
     "coordinator_prices",
+    "read_cluster_certificate",
     "read_cluster_token",
     "status_by_name",
 ]
@@ -61,6 +63,28 @@ def read_cluster_token(session: Any, name: str, region: str) -> str:
                 f"no cluster named {name} in {region} (no token {token_parameter_of(name)})"
             ) from exc
         raise
+
+
+def read_cluster_certificate(session: Any, name: str, region: str) -> str:
+    """The TLS certificate (PEM) of cluster ``name`` (``ecache cert``), from SSM
+    Parameter Store, where deploy keeps it beside the token; public, unlike the key.
+
+    Raises:
+        ClusterNotFound: the cluster has no certificate (no such cluster in ``region``,
+            or one deployed before TLS).
+        AwsError: AWS refused the call.
+    """
+    ssm = session.client("ssm", region_name=region)
+    parameter = tls_cert_parameter_of(name)
+    try:
+        reply = aws_call(ssm, "GetParameter", doing="reading the certificate", Name=parameter)
+    except AwsError as exc:
+        if exc.aws_code == "ParameterNotFound":
+            raise ClusterNotFound(
+                f"no TLS certificate of a cluster named {name} in {region} (no {parameter})"
+            ) from exc
+        raise
+    return str(reply["Parameter"]["Value"])
 
 
 def _token_if_readable(session: Any, name: str, region: str) -> str | None:
@@ -199,6 +223,7 @@ def status_by_name(
     out: Callable[[str], None] = print,
     fetch: Fetch | None = None,
     token: str | None = None,
+    tls_ca: str | None = None,
 ) -> int:
     """Print a deployed cluster's state: instances from AWS, then the coordinator's view.
 
@@ -212,6 +237,8 @@ def status_by_name(
         fetch: reads the coordinator's ``/v1/cluster`` (tests pass a fake).
         token: the cluster token for that read; default: the one in SSM, if this
             caller may read it (else the coordinator's 401 is shown).
+        tls_ca: the certificate an ``https://`` coordinator is trusted by (the one
+            deploy recorded); default: the cluster's, read from SSM.
 
     Returns:
         0 when the coordinator answered, 1 when only AWS did.
@@ -241,11 +268,18 @@ def status_by_name(
             if fetch is None:
                 if token is None:
                     token = _token_if_readable(session, name, region)
-                cluster = fetch_cluster(endpoint, timeout=5, token=token)
+                tls = None
+                if endpoint.startswith("https://"):
+                    tls = (
+                        client_context(cafile=tls_ca)
+                        if tls_ca is not None
+                        else client_context(cadata=read_cluster_certificate(session, name, region))
+                    )
+                cluster = fetch_cluster(endpoint, timeout=5, token=token, tls=tls)
             else:
                 cluster = fetch(endpoint)
             coordinator["answered"] = True
-        except (NodeUnavailable, Unauthorized) as exc:
+        except (NodeUnavailable, Unauthorized, ClusterNotFound) as exc:
             coordinator["error"] = str(exc)
     if as_json:
         out(json.dumps({**view, "coordinator": coordinator, "cluster": cluster}, indent=2))

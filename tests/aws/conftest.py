@@ -22,10 +22,12 @@ REGION = "us-east-1"
 
 @pytest.fixture
 def aws_credentials(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """Fake credentials, so nothing can reach a real account by accident, and a cache
-    directory of the test's own (``ecache deploy`` keeps fetched prices there: a real
-    one must not change a test's prices)."""
+    """Fake credentials, so nothing can reach a real account by accident, and cache and
+    configuration directories of the test's own (``ecache deploy`` keeps fetched prices
+    in one, a real one must not change a test's prices; and records certificates in the
+    other, which must not fill the user's)."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-cache"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
     for name, value in {
         "AWS_ACCESS_KEY_ID": "testing",
         "AWS_SECRET_ACCESS_KEY": "testing",

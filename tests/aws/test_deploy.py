@@ -176,7 +176,7 @@ def test_deploy_and_destroy_report_progress(session: Any, tmp_path: Path) -> Non
         )
     text = stream.getvalue()
     assert bar.done == bar.total == 9
-    assert "  bucket " in text and "  roles " in text and "endpoint: http://" in text
+    assert "  bucket " in text and "  roles " in text and "endpoint: https://" in text
     # The health wait (4 polls, 10 s apart) kept the report alive with its note.
     assert "deploying: 8/9 steps (89%) after 20.0 s; installing and starting" in text
     assert text.splitlines()[-1].startswith("deploying: done, 9/9 steps in 40.0 s")

@@ -104,7 +104,10 @@ def test_deploy_status_destroy(moto_server: str, tmp_path: Path) -> None:
     ]
     done = run(moto_server, *deploy)
     assert done.returncode == 0, done.stderr
-    assert "endpoint: http://" in done.stdout
+    assert "endpoint: https://" in done.stdout
+    # The certificate is recorded where the fixture's XDG_CONFIG_HOME says.
+    record = Path(os.environ["XDG_CONFIG_HOME"]) / "ecache" / "clusters" / REGION / f"{name}.pem"
+    assert f"certificate recorded in {record}" in done.stdout and record.is_file()
 
     session = boto3.Session(region_name=REGION)
     ec2 = session.client("ec2", endpoint_url=moto_server)
@@ -329,6 +332,19 @@ async def test_status_shows_what_an_answering_coordinator_says(
     endpoint = next(
         ln.split()[-1] for ln in deployed.stdout.splitlines() if ln.startswith("endpoint:")
     )
+    # The stand-in below is plain HTTP behind an HTTP proxy: make the coordinator one
+    # deployed before TLS (no ecache:scheme tag), which status reaches over http://.
+    # HTTPS with the pinned certificate: tests/aws/test_deploy_tls.py.
+    assert endpoint.startswith("https://")
+    endpoint = "http://" + endpoint.removeprefix("https://")
+    ec2 = boto3.Session(region_name=REGION).client("ec2", endpoint_url=moto_server)
+    coordinators = ec2.describe_instances(
+        Filters=[
+            {"Name": "tag:ecache:cluster", "Values": [name]},
+            {"Name": "tag:ecache:role", "Values": ["coordinator"]},
+        ]
+    )["Reservations"][0]["Instances"]
+    ec2.delete_tags(Resources=[coordinators[0]["InstanceId"]], Tags=[{"Key": "ecache:scheme"}])
 
     asked: list[str] = []
 

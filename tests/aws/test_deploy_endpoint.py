@@ -70,7 +70,7 @@ def test_deploy_gives_the_coordinator_an_elastic_ip_and_recovery_alarms(
     result = run_deploy(session, tmp_path, s, out=lines.append)
     [address] = addresses(session)
     assert address["InstanceId"] == result.coordinator_instance
-    assert result.endpoint == f"http://{address['PublicIp']}:{s.port}"
+    assert result.endpoint == f"https://{address['PublicIp']}:{s.port}"
     tags = {t["Key"]: t["Value"] for t in address.get("Tags", [])}
     assert tags["ecache:cluster"] == s.name and tags["ecache:role"] == "coordinator"
     assert any(f"Elastic IP {address['PublicIp']}" in line for line in lines)
@@ -224,6 +224,6 @@ def test_a_private_cluster_gets_the_alarms_but_no_elastic_ip(session: Any, tmp_p
     result = run_deploy(session, tmp_path, s, out=lines.append)
     assert addresses(session) == []
     private_ip = instance(session, result.coordinator_instance)["PrivateIpAddress"]
-    assert result.endpoint == f"http://{private_ip}:{s.port}"
+    assert result.endpoint == f"https://{private_ip}:{s.port}"
     assert len(alarms(session)) == 2
     assert any("no Elastic IP with --private" in line for line in lines)

@@ -147,7 +147,7 @@ def test_dry_run_after_a_deploy_finds_everything(session: Any, tmp_path: Path) -
     plan(s, session=session, out=lines.append)
     text = "\n".join(lines)
     assert ": create" not in text
-    assert text.count("exists, kept") == 7  # the Elastic IP too
+    assert text.count("exists, kept") == 8  # the Elastic IP and the TLS certificate too
     assert f"coordinator   {result.coordinator_instance}: exists (running), kept" in text
     assert owned(session) == before
 

@@ -39,7 +39,7 @@ def test_a_private_cluster_has_no_public_address(session: Any, tmp_path: Path) -
     instance = coordinator_instances(ec2, s.name)[0]
     # The default subnets map a public address on launch; the interface says no.
     assert "PublicIpAddress" not in instance
-    assert result.endpoint == f"http://{instance['PrivateIpAddress']}:8080"
+    assert result.endpoint == f"https://{instance['PrivateIpAddress']}:8080"
     assert any(line.startswith(f"endpoint: {result.endpoint} (private address") for line in lines)
     real = [p for p in launches if not p.get("DryRun")]
     assert [p["NetworkInterfaces"][0]["AssociatePublicIpAddress"] for p in real] == [False]
