@@ -18,6 +18,7 @@ ROUTED_GET, ROUTED_PUT = "routed GET (coordinator + node)", "routed PUT (coordin
 NGINX_HIT, VARNISH_HIT = "nginx proxy_cache hit", "Varnish hit"
 SVC_HIT = "read-through hit (/v1/svc)"
 SVC_HIT_NO_VARY = "read-through hit, no Vary"
+SVC_HIT_NODE = "read-through hit, hot answers off"
 #: Routed GETs against a coordinator with 1 and with 2 workers, nothing pinned: the
 #: coordinator's processes, the node and wrk all share the machine's CPUs.
 ROUTED_GET_1W = "routed GET, 1 worker (nothing pinned)"

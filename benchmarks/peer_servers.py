@@ -245,14 +245,24 @@ def varnish_vcl(origin_port: int) -> str:
 
 
 def coordinator_config(
-    tmp: Path, port: int, origin_port: int, keys: int, *, workers: int = 1, name: str = "ecache"
+    tmp: Path,
+    port: int,
+    origin_port: int,
+    keys: int,
+    *,
+    workers: int = 1,
+    name: str = "ecache",
+    hot: bool = True,
 ) -> str:
+    """``hot = False`` turns the coordinator's hot answers off: every read-through hit
+    then asks the node, as before they existed."""
     return textwrap.dedent(
         f"""
         [coordinator]
         port = {port}
         workers = {workers}
         state_dir = "{tmp / name}"
+        hot_answers_bytes = {33554432 if hot else 0}
         [nodes]
         index = "{DEFAULT_INDEX}"
         capacity_records = {4 * keys + 10_000}
@@ -276,6 +286,8 @@ class Servers:
     redis_port: int | None = None
     #: Coordinators with 1 and 2 workers, nothing pinned (by worker count).
     scaling: dict[int, str] = field(default_factory=dict)
+    #: A pinned coordinator (and node) with hot answers off.
+    cold_hits: str | None = None
     skipped: dict[str, str] = field(default_factory=dict)
     versions: dict[str, str] = field(default_factory=dict)
 
@@ -297,15 +309,24 @@ def version_of(argv: Sequence[str]) -> str:
 
 
 def start_elastic_cache(
-    fleet: Fleet, origin_port: int, keys: int, *, workers: int = 1, pinned: bool = True
+    fleet: Fleet,
+    origin_port: int,
+    keys: int,
+    *,
+    workers: int = 1,
+    pinned: bool = True,
+    hot: bool = True,
 ) -> tuple[str, str]:
     """``ecache coordinator`` with one node and the origin; returns both base URLs.
-    ``pinned``: coordinator and node on the server CPU (when the fleet pins at all)."""
+    ``pinned``: coordinator and node on the server CPU (when the fleet pins at all);
+    ``hot``: the coordinator keeps hot answers (its default)."""
     port = free_port()
     name = "coordinator" if pinned and workers == 1 else f"coordinator-{workers}w"
+    if not hot:
+        name += "-nohot"
     config = fleet.tmp / f"{name}.toml"
     config.write_text(
-        coordinator_config(fleet.tmp, port, origin_port, keys, workers=workers, name=name)
+        coordinator_config(fleet.tmp, port, origin_port, keys, workers=workers, name=name, hot=hot)
     )
     # The node the coordinator launches inherits its CPU affinity: both on CPU 0.
     argv = [sys.executable, "-m", "elastic_cache", "coordinator", "--config", str(config)]
@@ -377,6 +398,7 @@ def start_servers(fleet: Fleet, keys: int) -> Servers:
     wait_http(origin_url + "/served", origin, fleet, "origin")
     coord_url, node_url = start_elastic_cache(fleet, origin_port, keys)
     servers = Servers(origin=origin_url, coordinator=coord_url, node=node_url)
+    servers.cold_hits, _ = start_elastic_cache(fleet, origin_port, keys, hot=False)
     if len(os.sched_getaffinity(0)) >= 2:
         for workers in (1, 2):
             url, _ = start_elastic_cache(fleet, origin_port, keys, workers=workers, pinned=False)
