@@ -127,6 +127,18 @@ def render_status(view: dict[str, Any]) -> str:
             f"replication {rep['factor']} (writes wait for {rep.get('write_quorum')}): "
             f"{state}; {rep.get('copies_made', 0)} range copies made"
         )
+        if rep.get("placement") == "primaries":
+            lines.append(
+                f"placement primaries: {', '.join(rep.get('primaries') or []) or 'none yet'} "
+                "hold a copy of every key"
+            )
+    hot = (view.get("read_through") or {}).get("hot")
+    if hot and hot.get("hits"):
+        lines.append(
+            f"hot answers: {hot['hits']:,} read-through hits from the coordinator's memory; "
+            f"{hot.get('answers', 0):,} kept, {_size(hot.get('bytes', 0))} of "
+            f"{_size(hot.get('max_bytes', 0))}"
+        )
     for m in moving:
         sent = m.get("sent", m["records"])  # live count from the source node's stats
         lines.append(f"moving {m['source']} -> {m['destination']}: {sent:,}/{m['total']:,} records")

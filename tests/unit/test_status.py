@@ -113,3 +113,31 @@ def test_replication_shows_copies_and_repair() -> None:
     ) in render_status(view)
     view["replication"] = {**view["replication"], "under_replicated": 0}  # type: ignore[dict-item]
     assert "every range has its copies" in render_status(view)
+
+
+def test_status_shows_primaries_and_hot_answers() -> None:
+    view = {
+        "epoch": 2,
+        "nodes": [],
+        "migrations": [],
+        "hit_rate": None,
+        "replication": {
+            "factor": 2,
+            "write_quorum": 2,
+            "under_replicated": 0,
+            "nodes": 3,
+            "placement": "primaries",
+            "primaries": ["node-1", "node-2"],
+        },
+        "read_through": {
+            "hot": {"hits": 1200, "answers": 30, "bytes": 40960, "max_bytes": 33554432}
+        },
+    }
+    lines = render_status(view).splitlines()
+    assert "placement primaries: node-1, node-2 hold a copy of every key" in lines
+    assert (
+        "hot answers: 1,200 read-through hits from the coordinator's memory; 30 kept, "
+        "40.0 KiB of 32.0 MiB"
+    ) in lines
+    quiet = render_status({**view, "read_through": {"hot": None}})
+    assert "hot answers" not in quiet

@@ -95,7 +95,8 @@
       "scaler " + (sc.enabled ? "on" : "off") + " · max " + sc.max_nodes + " nodes · on_full=" +
       sc.on_full + " · prices " + (view.price_region || "?") +
       (view.price_source ? " (" + view.price_source + ")" : "") + " · " +
-      copiesText(view.replication) + bootstrapText(view.bootstrap) + watchText(view.watch);
+      copiesText(view.replication) + bootstrapText(view.bootstrap) + hotText(view.read_through) +
+      watchText(view.watch);
   }
 
   function watchText(watch) {
@@ -110,7 +111,16 @@
       ? rep.under_replicated + " of " + rep.buckets + " ranges short of copies" +
         (rep.repairing ? ", repairing" : "")
       : "every range has its copies";
-    return "copies " + rep.factor + " (" + short + ") · ";
+    const where = rep.placement === "primaries"
+      ? ", primaries " + (rep.primaries || []).join(", ")
+      : "";
+    return "copies " + rep.factor + " (" + short + where + ") · ";
+  }
+
+  function hotText(rt) {
+    const hot = rt && rt.hot;
+    if (!hot || !hot.hits) return "";
+    return "hot answers " + fmtInt(hot.hits) + " hits, " + fmtBytes(hot.bytes) + " · ";
   }
 
   function bootstrapText(boot) {
