@@ -193,11 +193,17 @@ class DeferredRemovals:
             return
         self._held[key] = _Held(held.token, self.io.hold(key), held.cost)
         if not held.busy:
-            # Nothing runs in the old place: let the queued calls go; the new place
-            # removes whatever they and the older writes left. A removal in flight
-            # releases its place itself when it ends (`_run`), so that it cannot
-            # overlap a call queued after it.
-            held.hold.release()
+            # Nothing runs in the old place: let the queued calls go once the calls
+            # before the place are done (releasing earlier would let them overtake one
+            # still running, an older value landing last); the new place removes
+            # whatever they and the older writes left. A removal in flight releases its
+            # place itself when it ends (`_run`), so that it cannot overlap a call
+            # queued after it.
+            old = held.hold
+            if old.ready.done():
+                old.release()
+            else:
+                old.ready.add_done_callback(lambda _: old.release())
         self._ensure_retrying()
 
     def _reap(self, task: asyncio.Task[Any]) -> None:

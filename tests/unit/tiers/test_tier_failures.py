@@ -27,6 +27,8 @@ from elastic_cache.node.local import LocalNetwork
 from elastic_cache.node.service import NodeService
 from elastic_cache.tiers import deferred as deferred_module
 from elastic_cache.tiers.base import ColdTierError, ColdTierUnavailable
+from elastic_cache.tiers.deferred import DeferredRemovals
+from elastic_cache.tiers.io import TierIO
 from elastic_cache.tiers.s3 import S3Tier
 
 from .helpers import FakeClock, cold_of, tiered_service, value_of
@@ -274,6 +276,48 @@ async def test_a_demotion_queued_behind_a_held_key_never_lands_after_a_later_wri
     await until(lambda: len(cold.deferred) == 0)
     await cold.io.idle()
     assert await value_of(node, "a") is None  # never a2 (nor a1)
+
+
+async def test_a_renewed_hold_lets_no_queued_write_overtake_a_call_still_running() -> None:
+    """The old place of a renewed hold is let go only once the calls before it are
+    done: a demotion queued behind it must not start while an older write of the key
+    still runs, or the older value lands last (found in review)."""
+    done: list[str] = []
+    gate = threading.Event()
+
+    class Tier:
+        def describe(self) -> str:
+            return "fake"
+
+        def delete(self, key: str, token: int) -> None:  # the retried removal
+            done.append("removal")
+
+    io = TierIO(workers=4)
+    removals = DeferredRemovals(
+        Tier(), io, on_error=lambda e, w: None, may_be_cold=lambda k, t: True, retry=0.01
+    )
+
+    def older_write() -> None:  # v0's demotion, hanging on the tier
+        gate.wait(5)
+        done.append("v0 written")
+
+    io.submit("k", older_write)
+    removals._failed(ColdTierError("down"), "another key")  # the tier is failing
+    with pytest.raises(ColdTierError):
+        await removals.remove("k", 1, lambda: done.append("removal"))  # held, not run
+    removals.answered()  # another call succeeded: not failing any more
+    io.submit("k", lambda: done.append("v1 written"))  # v1's demotion, behind the hold
+    removals.renew("k")  # v2 acknowledged
+    await asyncio.sleep(0.05)
+    assert done == []  # v1's write waits for v0's, still running
+    gate.set()
+    for _ in range(200):
+        if "k" not in removals:
+            break
+        await asyncio.sleep(0.01)
+    assert done == ["v0 written", "v1 written", "removal"]
+    await removals.close()
+    await io.close()
 
 
 async def test_a_move_waits_for_held_keys(s3_client: Any, bucket: str) -> None:
