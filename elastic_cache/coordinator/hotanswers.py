@@ -146,13 +146,10 @@ class HotAnswers:
         assert self.bytes <= self.max_bytes
 
 
-def hot_answers(
-    settings: CoordinatorSettings, listeners: list[Callable[[str | None], None]]
-) -> HotAnswers | None:
-    """The hot answers ``settings`` ask for (None: turned off), told of every change by
-    joining ``listeners`` (a `WatchHub`'s, fed by a change feed in the same process)."""
+def hot_answers(settings: CoordinatorSettings) -> HotAnswers | None:
+    """The hot answers ``settings`` ask for (None: turned off). Whoever makes them must
+    tell them of every change (`ReadThrough.heard`, a `WatchHub` listener fed by a
+    change feed in the same process)."""
     if not settings.hot_answers_bytes:
         return None
-    hot = HotAnswers(settings.hot_answers_bytes, settings.hot_answers_seconds)
-    listeners.append(hot.heard)
-    return hot
+    return HotAnswers(settings.hot_answers_bytes, settings.hot_answers_seconds)

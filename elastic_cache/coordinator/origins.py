@@ -238,6 +238,17 @@ class ReadThrough:
         #: The Vary markers this coordinator wrote or read, by URL key (`_load`).
         self._markers: OrderedDict[str, VaryMarker] = OrderedDict()
 
+    def heard(self, key: str | None) -> None:
+        """A change feed's news: ``key`` changed on some node (None: anything may have).
+        Its hot answer goes, and so does its Vary marker, which another process may
+        have replaced or invalidated (the next lookup reads it from the node)."""
+        if key is None:
+            self._markers.clear()
+        else:
+            self._markers.pop(key, None)
+        if self.hot is not None:
+            self.hot.heard(key)
+
     # Counters under their historical names (dashboard, metrics, tests).
     @property
     def hits(self) -> int:
@@ -623,6 +634,8 @@ class ReadThrough:
                 if hot is not None:
                     hot.changed(key)
                 answer = await self.router.put(key, value, RECORD_TYPE, ttl)
+                if hot is not None:
+                    hot.changed(key)  # a read that overlapped the put may not keep the old
                 return answer.status < 300
             names = tuple(name for name, _ in record.vary)
             if marker is None or marker.names != names:
@@ -635,6 +648,9 @@ class ReadThrough:
             if answer.status >= 300:
                 return False
             answer = await self.router.put(key, marker.encode(), VARY_TYPE, ttl)
+            if hot is not None:
+                hot.changed(key)
+                hot.changed(where)
             if answer.status >= 300:
                 return False
             self._remember(key, marker)

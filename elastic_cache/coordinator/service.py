@@ -183,16 +183,16 @@ class Coordinator:
     def readthrough(self) -> ReadThrough:
         if self._readthrough is None:
             self._origin_session = make_origin_session()
-            # The change feed runs in this process: it tells the hot answers of every
-            # change of a key on any node.
-            hot = hot_answers(self.settings.coordinator, self.watch.listeners)
             self._readthrough = ReadThrough(
                 self.settings.origins,
                 self.router,
                 self._origin_session,
                 max_value_bytes=self.settings.nodes.max_value_bytes,
-                hot=hot,
+                hot=hot_answers(self.settings.coordinator),
             )
+            # The change feed runs in this process: it tells read-through of every
+            # change of a key on any node (hot answers, Vary markers).
+            self.watch.listeners.append(self._readthrough.heard)
         return self._readthrough
 
     @property

@@ -163,8 +163,10 @@ class WatchHub:
         self.published = 0
         self.resets = 0
         self.cut_offs = 0
-        #: Called with each changed key, and with None on a reset (the coordinator's
-        #: hot answers, `HotAnswers`).
+        #: Told of every change the feed reads, published or not (a copy's, one at an
+        #: epoch whose owner is unsure), and with None when changes may have been
+        #: missed (a reset, a node no longer followed): read-through's hot answers and
+        #: Vary markers, which must drop what may have changed (`changed`).
         self.listeners: list[Callable[[str | None], None]] = []
 
     def _next_id(self) -> str:
@@ -187,8 +189,6 @@ class WatchHub:
         )
         self._buffer.append((seq, key, frame))
         self.published += 1
-        for listener in self.listeners:
-            listener(key)
         keyed = self._by_key.get(key)
         if keyed:
             for w in keyed:
@@ -198,6 +198,11 @@ class WatchHub:
                 w.offer(frame)
         return seq
 
+    def changed(self, key: str | None) -> None:
+        """Tell the listeners that ``key`` changed on some node (None: anything may have)."""
+        for listener in self.listeners:
+            listener(key)
+
     def reset(self, reason: str) -> None:
         """Changes were lost on the way (a node's log overflowed or it restarted): every
         watcher gets one ``reset`` (drop what you derived from earlier events), and no
@@ -206,8 +211,7 @@ class WatchHub:
         self._floor = self.seq
         self._buffer.clear()
         self.resets += 1
-        for listener in self.listeners:
-            listener(None)
+        self.changed(None)
         for w in self.watchers:
             w.offer(frame)
 

@@ -104,8 +104,14 @@ class WatchFeed:
                 self._tasks[node_id] = asyncio.create_task(
                     self._follow(node_id, client, from_start=self._started)
                 )
-        for node_id in [n for n in self._tasks if n not in nodes]:
+        gone = [n for n in self._tasks if n not in nodes]
+        for node_id in gone:
             self._tasks.pop(node_id).cancel()
+        if gone:
+            # What it changed and this feed had not read yet is not known: caches of
+            # stored values must start again (watchers keep their stream: the copies'
+            # logs carry on, and a change nobody published is the documented gap).
+            self.hub.changed(None)
 
     async def close(self) -> None:
         """Stop every follower."""
@@ -149,6 +155,7 @@ class WatchFeed:
         elif kind == "takeover":
             await self._await_handoff(key)
         elif kind in KINDS:
+            self.hub.changed(key)  # every change, published or not
             if self._owned(node_id, key, epoch):
                 self.hub.publish(kind, key, epoch, node_id)
             else:

@@ -417,8 +417,9 @@ async def serve_worker(
         router,
         origin_session,
         max_value_bytes=settings.nodes.max_value_bytes,
-        hot=hot_answers(settings.coordinator, changes.listeners),
+        hot=hot_answers(settings.coordinator),
     )
+    changes.listeners.append(readthrough.heard)
     meter = RequestMeter()
     routes = CoordinatorHotRoutes(router, readthrough, meter, settings.nodes.max_value_bytes)
     server = FastServer(None, routes, relay_to=relay_to, guard=guard)

@@ -202,13 +202,15 @@ async def test_watch_streams_reach_the_leader_through_any_process(
 
 
 async def test_every_process_drops_its_hot_answer_when_the_key_changes(tmp_path: Path) -> None:
-    """Both processes keep read-through answers in memory (hot answers) and follow the
-    nodes' change logs: once the stored answer is deleted through either process, no
-    process answers the old one again (each asks its node, then the origin)."""
+    """Both processes keep read-through answers in memory (hot answers) and the Vary
+    markers they read, and follow the nodes' change logs: once the URL's stored marker
+    is deleted through either process, no process answers the old variant again (each
+    reads the marker from its node, finds none, and asks the origin)."""
     version = [1]
 
     async def item(request: web.Request) -> web.Response:
-        return web.Response(text=f"v{version[0]}", headers={"Cache-Control": "public, max-age=600"})
+        headers = {"Cache-Control": "public, max-age=600", "Vary": "Accept-Language"}
+        return web.Response(text=f"v{version[0]}", headers=headers)
 
     app = web.Application()
     app.router.add_get("/item", item)

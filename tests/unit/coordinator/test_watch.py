@@ -218,6 +218,33 @@ async def test_the_feed_resets_watchers_when_a_node_restarts_or_overflows() -> N
             await task
 
 
+async def test_listeners_hear_every_change_read_and_a_node_that_leaves() -> None:
+    """Caches of stored values (read-through's hot answers) must drop a key on every
+    change the feed reads -- a copy's too, which is not published -- and everything
+    when a followed node leaves (its unread changes are unknown)."""
+    ring = HashRing(Murmur3Hasher())
+    ring.add_node("src")
+    src, dst = FakeNode(ChangeLog(100, "s")), FakeNode(ChangeLog(100, "d"))
+    cluster = FakeCluster(ring, {"src": FakeInfo(src), "dst": FakeInfo(dst)})
+    hub = WatchHub("b")
+    heard: list[str | None] = []
+    hub.listeners.append(heard.append)
+    feed = WatchFeed(hub, cluster, wait=0.05, period=0.01)
+    task = asyncio.create_task(feed.run())
+    try:
+        await _until(lambda: src.polls > 1 and dst.polls > 1)
+        dst.log.record("put", "copy-only", ring.epoch)  # not the owner: not published
+        src.log.record("delete", "owned", ring.epoch)
+        await _until(lambda: {"copy-only", "owned"} <= set(heard))
+        assert hub.published == 1
+        del cluster.infos["dst"]
+        await _until(lambda: None in heard)
+    finally:
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+
 async def test_closing_the_hub_ends_every_stream_at_once() -> None:
     hub = WatchHub("b")
     w = hub.subscribe(WatchFilter.parse([""], []), None)
