@@ -255,7 +255,11 @@ class Cluster(Membership):
             records=received,
         )
         with contextlib.suppress(ElasticCacheError):
-            await self._push_ownership([n for n in self.nodes if n != mig.source])
+            await self._push_ownership(list(self.nodes))
+        # Should the source live after all (an instance still stopping), it must stop
+        # serving and forwarding the range: best effort, it is most likely gone.
+        with contextlib.suppress(ElasticCacheError):
+            await self.node(mig.source).client.abort_migration(mig.id)
         self.suspect(mig.source)
         return True
 
@@ -831,8 +835,10 @@ class Cluster(Membership):
                 ring_before, held_before = self.ring.copy(), self.held
                 held = self.held
                 primaries = self.primaries - {node_id}
+                # A suspect holder may be dead too: another one takes over first.
+                suspects = frozenset(n for n, i in self.nodes.items() if i.suspect_since)
                 for bucket in self.ring.buckets_of(node_id):
-                    holder = placement.heir(held, bucket.token, node_id, primaries)
+                    holder = placement.heir(held, bucket.token, node_id, primaries, suspects)
                     if holder is not None:
                         # A surviving copy's holder takes the bucket whole.
                         held = self._handed_over(held, bucket.token, holder, node_id)

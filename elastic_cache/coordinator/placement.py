@@ -112,7 +112,8 @@ def after_split(held: Held, bucket: int, at: int, destination: str) -> Held:
 def after_remove(held: Held, ring: HashRing, bucket: int, successor: int) -> Held:
     """``bucket`` (already removed from ``ring``) merged into ``successor``: only nodes
     that held both ranges hold the merged one. The new owner is counted as a holder of
-    the removed range when it held it (a copy, or a move just made)."""
+    the removed range when it held it (a copy, or a move just made). When nobody holds
+    the removed range any more (lost), the successor's holders keep holding."""
     out = dict(held)
     gone = out.pop(bucket, ())
     kept = out.get(successor, ())
@@ -120,7 +121,14 @@ def after_remove(held: Held, ring: HashRing, bucket: int, successor: int) -> Hel
     both = [n for n in kept if n in gone]
     if owner in gone and owner not in both:
         both.insert(0, owner)
-    out[successor] = tuple(both) if both else (owner,)
+    if both:
+        out[successor] = tuple(both)
+    elif not gone and kept:
+        # Nothing of the removed range survives anywhere: the successor's holders hold
+        # all there is of the merged one (dropping them would lose its copies too).
+        out[successor] = kept
+    else:
+        out[successor] = (owner,)
     return out
 
 
@@ -219,9 +227,15 @@ def under_replicated(
 
 
 def heir(
-    held: Mapping[int, tuple[str, ...]], bucket: int, leaving: str, primaries: Primaries
+    held: Mapping[int, tuple[str, ...]],
+    bucket: int,
+    leaving: str,
+    primaries: Primaries,
+    avoid: frozenset[str] = frozenset(),
 ) -> str | None:
     """Who takes ``bucket`` over, whole, when ``leaving`` (its owner) goes: a node that
-    holds a copy of it (a primary first), so that nothing moves; None when none does."""
+    holds a copy of it, so that nothing moves -- one not in ``avoid`` (suspect nodes)
+    first, a primary first among those; None when no other node holds it."""
     others = [n for n in held.get(bucket, ()) if n != leaving]
-    return next((n for n in others if n in primaries), others[0] if others else None)
+    ranked = sorted(others, key=lambda n: (n in avoid, n not in primaries))
+    return ranked[0] if ranked else None

@@ -84,9 +84,14 @@ def test_a_merge_keeps_only_nodes_holding_both_ranges() -> None:
     ring.remove(300)
     merged = placement.after_remove(held, ring, 300, 600)
     assert merged[600] == ("c",)
-    # Nobody left holds the removed range: its new owner starts empty (data lost).
-    lost = placement.after_remove({300: (), 600: ("a",)}, ring, 300, 600)
-    assert lost[600] == ("c",)
+    # Nobody left holds the removed range (lost): the successor's holders keep holding
+    # what there is (found in review: they used to be dropped, and told to drop it).
+    before = ring_of((100, "a"), (300, "b"), (600, "c"))
+    lost = placement.after_remove({300: (), 600: ("c", "a")}, ring, 300, 600)
+    assert lost[600] == ("c", "a")
+    released = placement.released(before, {300: (), 600: ("c", "a")}, ring, lost)
+    assert [n for n, _, _ in released] == ["b"]  # the dead owner only
+    assert placement.after_remove({300: (), 600: ()}, ring, 300, 600)[600] == ("c",)
 
 
 def test_a_merge_releases_the_copies_its_holders_lost() -> None:
