@@ -74,6 +74,7 @@ bench: $(STAMP)
 	    echo "wrk is not installed (needs root and apt-get): bench_cluster will be skipped"; \
 	  fi; }
 	$(BIN)/python benchmarks/bench_indexes.py
+	$(BIN)/python benchmarks/bench_lookup.py --repeats 7
 	$(BIN)/python benchmarks/bench_ehash_cbf.py --records 100000 1000000
 	$(BIN)/python benchmarks/bench_tiers.py
 	$(BIN)/python benchmarks/bench_metrics.py
