@@ -153,7 +153,7 @@ experiments: $(STAMP)
 # the interpreter and the imports are paid once, not twelve times. 2026-11-26, on 2 cores
 # shared with other jobs (load 5-7): 144 s of CPU and 241 s of wall time in one process,
 # against 157 s of CPU and about 350 s of wall time script by script (the old loop; the
-# same runs). Figure 8's S3 tier is 43 s of that CPU; the real processes of Figures 2, 6
+# same runs); at load 3-5, 150 s of CPU and 215 s of wall time. Figure 8's S3 tier is 43 s of that CPU; the real processes of Figures 2, 6
 # and 8 wait more than they compute. Not timed on a quiet machine (docs/results.md).
 experiments-quick: $(STAMP)
 	rm -rf experiments/results/quick
