@@ -74,6 +74,7 @@ bench: $(STAMP)
 	    echo "wrk is not installed (needs root and apt-get): bench_cluster will be skipped"; \
 	  fi; }
 	$(BIN)/python benchmarks/bench_indexes.py
+	$(BIN)/python benchmarks/bench_lookup.py --repeats 7
 	$(BIN)/python benchmarks/bench_ehash_cbf.py --records 100000 1000000
 	$(BIN)/python benchmarks/bench_tiers.py
 	$(BIN)/python benchmarks/bench_metrics.py
@@ -134,7 +135,9 @@ bench-faults: $(STAMP)
 # after the one that makes them: overhead after index_time, sensitivity after prelaunch,
 # baselines after miss_rate). The paper's figures took 38 minutes on 2 shared cores
 # (2026-11-25); baselines, overhead, sensitivity and zipf add about 10 more on an idle
-# machine (estimated from single-run times, not timed end to end; docs/results.md).
+# machine, and Figure 4's midpoint-split runs (100 full-size runs, about 10 minutes of
+# CPU) about 5 more on two cores (estimated from single-run times, not timed end to end;
+# docs/results.md).
 EXPERIMENTS     := miss_rate index_time overhead migration_time prelaunch sensitivity hit_time cost \
                    hybrid baselines zipf bootstrap
 EXPERIMENT_JOBS ?= 2
@@ -146,16 +149,16 @@ experiments: $(STAMP)
 	done
 
 # The small runs the tests make, into experiments/results/quick/ (not committed); also ten
-# seeds and three real repetitions. 124 s on 2 cores busy with other jobs (load 4,
-# 2026-11-26), 28 s of it baselines, overhead, sensitivity and zipf; expected under 2
-# minutes on a quiet machine (not timed there).
+# seeds and three real repetitions. Every script in one process (python -m experiments):
+# the interpreter and the imports are paid once, not twelve times. 2026-11-26, on 2 cores
+# shared with other jobs (load 5-7): 144 s of CPU and 241 s of wall time in one process,
+# against 157 s of CPU and about 350 s of wall time script by script (the old loop; the
+# same runs); at load 3-5, 150 s of CPU and 215 s of wall time. Figure 8's S3 tier is 43 s of that CPU; the real processes of Figures 2, 6
+# and 8 wait more than they compute. Not timed on a quiet machine (docs/results.md).
 experiments-quick: $(STAMP)
 	rm -rf experiments/results/quick
-	for e in $(EXPERIMENTS); do \
-	  $(BIN)/python -m experiments.$$e --quick --jobs $(EXPERIMENT_JOBS) \
-	    --out experiments/results/quick \
-	    $$( [ $$e = miss_rate ] || [ $$e = hybrid ] && echo --real ) || exit 1; \
-	done
+	$(BIN)/python -m experiments --quick --jobs $(EXPERIMENT_JOBS) \
+	  --out experiments/results/quick --real-for miss_rate,hybrid
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .grimp_cache .import_linter_cache $(CACHE_TESTS_DIR)

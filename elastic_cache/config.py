@@ -344,6 +344,10 @@ class ScalerSettings:
         imbalance_target: under ``two-phase``, the imbalance index (standard deviation /
             mean of the records each node owns) the background moves aim for.
         balance_pause: seconds between two background moves (the throttle).
+        split_at: where a ``split`` cuts the fullest bucket: ``median`` (its median
+            record: half of its records move, the paper's Algorithm 1) or ``midpoint``
+            (half way along its token range, the paper's Figure 1(b): the records whose
+            tokens fall in the lower half move, however many that is).
     """
 
     enabled: bool = True
@@ -363,8 +367,13 @@ class ScalerSettings:
     first_share: float = 0.0625
     imbalance_target: float = 0.1
     balance_pause: float = 0.2
+    split_at: str = "median"
 
     def __post_init__(self) -> None:
+        if self.split_at not in ("median", "midpoint"):
+            raise ConfigError(
+                f"scaler.split_at must be 'median' or 'midpoint', got {self.split_at!r}"
+            )
         if self.bootstrap not in ("split", "two-phase"):
             raise ConfigError(
                 f"scaler.bootstrap must be 'split' or 'two-phase', got {self.bootstrap!r}"

@@ -20,7 +20,7 @@ from typing import Any
 from elastic_cache.errors import ConfigError, EmptyRing, InvalidSplit, UnknownBucket
 from elastic_cache.hashing import Murmur3Hasher, TokenHasher, make_hasher
 
-__all__ = ["Bucket", "HashRing", "in_range", "range_size"]
+__all__ = ["Bucket", "HashRing", "in_range", "midpoint_token", "range_size"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +44,19 @@ def in_range(token: int, lo: int, hi: int) -> bool:
 def range_size(lo: int, hi: int, space: int) -> int:
     """Number of tokens in ``(lo, hi]`` on a ring of ``space`` tokens."""
     return (hi - lo) % space or space
+
+
+def midpoint_token(lo: int, hi: int, space: int) -> int | None:
+    """The token half way along ``(lo, hi]`` (wrapping past 0), where a new bucket
+    splits the range into two of (nearly) equal width: ``(lo, mid]`` and ``(mid, hi]``.
+
+    Returns:
+        None when the range is a single token and cannot be cut.
+    """
+    size = range_size(lo, hi, space)
+    if size < 2:
+        return None
+    return (lo + size // 2) % space
 
 
 class HashRing:

@@ -28,21 +28,22 @@ Run: ``python -m experiments.baselines [--quick] [--runs N] [--jobs N]``.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from elastic_cache.sim import Scenario
 from experiments.common import (
     RunData,
+    begin,
     ci,
     figure_path,
-    figure_progress,
-    options,
     paper_scenario,
     pyplot,
-    run_all,
+    run_script,
     save_figure,
-    seeds,
+    sim_runs,
     write_csv,
 )
 from experiments.stats import ci_columns, paired_difference
@@ -164,27 +165,25 @@ def plot(path: Any, rows: list[dict[str, Any]], title: str) -> None:
     save_figure(fig, path)
 
 
+def scenario(rate: int, scale: str, config: Config, seed: int) -> Scenario:
+    """One run of ``config`` at ``rate``."""
+    s = paper_scenario(rate, scale, seed=seed, cpu_scale=0.0, **dict(config.changes))
+    if s.policy == "target-tracking":
+        # The cool-down is in seconds, like the boot delays: scale it with them at reduced
+        # scale.
+        return s.with_(scale_out_cooldown=s.scale_out_cooldown * s.boot.scale)
+    return s
+
+
 def main(argv: Sequence[str] | None = None) -> None:
-    opts = options(__doc__.splitlines()[0], argv)
-    scale = "quick" if opts.quick else "full"
-    print(f"Baselines ({scale}, {opts.runs} run(s) each)")
+    opts = begin(__doc__, "Baselines", argv)
     rows, deltas = [], []
     for rate in RATES:
         by_config: dict[str, list[RunData]] = {}
         for config in CONFIGS:
-            scenarios = [
-                paper_scenario(rate, scale, seed=s, cpu_scale=0.0, **dict(config.changes))
-                for s in seeds(opts)
-            ]
-            # The target-tracking cool-down is in seconds, like the boot delays: scale it
-            # with them at reduced scale.
-            scenarios = [
-                s.with_(scale_out_cooldown=s.scale_out_cooldown * s.boot.scale)
-                if s.policy == "target-tracking"
-                else s
-                for s in scenarios
-            ]
-            by_config[config.name] = run_all(scenarios, "sim", opts.out, jobs=opts.jobs)
+            by_config[config.name] = sim_runs(
+                opts, functools.partial(scenario, rate, opts.sim_scale, config)
+            )
             rows.append(summary_row(rate, config.name, by_config[config.name]))
         for name, runs in by_config.items():
             if name != PAPER:
@@ -207,5 +206,4 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    with figure_progress("Baselines"):
-        main()
+    run_script("Baselines", main)

@@ -34,19 +34,28 @@ import json
 import math
 import statistics
 import tempfile
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from elastic_cache.progress import Progress
-from elastic_cache.sim import BootDelayModel, RunResult, Scenario, ServiceTimeModel, simulate
+from elastic_cache.sim import (
+    PAPER_INDEXES,
+    BootDelayModel,
+    RunResult,
+    Scenario,
+    ServiceTimeModel,
+    lookup_model,
+    simulate,
+)
 from experiments.stats import Interval, ci_columns, t_interval
 
 __all__ = [
     "RESULTS",
     "Options",
     "RunData",
+    "begin",
     "ci",
     "figure_path",
     "figure_progress",
@@ -56,7 +65,9 @@ __all__ = [
     "paper_scenario",
     "real_seeds",
     "run_all",
+    "run_script",
     "seeds",
+    "sim_runs",
     "write_csv",
 ]
 
@@ -64,7 +75,13 @@ __all__ = [
 RESULTS = Path(__file__).resolve().parent / "results"
 
 #: Bump when the simulator changes what a run produces, to ignore cached runs.
-CACHE_VERSION = 2
+CACHE_VERSION = 3
+
+#: ns per ``get`` of each index, measured by ``benchmarks/bench_lookup.py``; when absent
+#: the simulator uses the same figures built in (`elastic_cache.sim.PAPER_LOOKUP_NS`).
+LOOKUP_COSTS = (
+    Path(__file__).resolve().parent.parent / "benchmarks" / "results" / "lookup_cost.json"
+)
 
 #: Reduced scale: every count divided by this.
 REDUCTION = 10
@@ -91,6 +108,11 @@ class Options:
     @property
     def scale(self) -> str:
         return "real" if self.real else ("quick" if self.quick else "full")
+
+    @property
+    def sim_scale(self) -> str:
+        """The scale of the simulated runs: ``quick`` or ``full``."""
+        return "quick" if self.quick else "full"
 
 
 def options(description: str, argv: Sequence[str] | None = None) -> Options:
@@ -135,6 +157,20 @@ def options(description: str, argv: Sequence[str] | None = None) -> Options:
     )
 
 
+def begin(doc: str | None, title: str, argv: Sequence[str] | None = None) -> Options:
+    """Parse a figure script's command line (described by the first line of ``doc``, the
+    script's docstring) and print its header: ``TITLE (SCALE, N run(s) each)``."""
+    opts = options((doc or title).splitlines()[0], argv)
+    print(f"{title} ({opts.sim_scale}, {opts.runs} run(s) each)")
+    return opts
+
+
+def run_script(label: str, main: Callable[[], None]) -> None:
+    """Run a figure script's ``main`` under its progress report (`figure_progress`)."""
+    with figure_progress(label):
+        main()
+
+
 def paper_scenario(queries_per_step: int, scale: str, **changes: Any) -> Scenario:
     """The paper's workload at ``queries_per_step`` (50 or 255) and a scale.
 
@@ -143,7 +179,15 @@ def paper_scenario(queries_per_step: int, scale: str, **changes: Any) -> Scenari
         scale: ``full``, ``quick`` (reduced scale, 150 steps) or ``real`` (reduced scale,
             times compressed for real processes).
         changes: any other `Scenario` field.
+
+    Every query served from a node is charged its index's lookup time
+    (`LOOKUP_COSTS`) unless ``changes`` sets ``lookup``; at every scale the same, since
+    a lookup is real work that no scale reduces. Indexes given as a spec rather than one
+    of the paper's labels are charged nothing.
     """
+    if "lookup" not in changes:
+        index = changes.get("index", Scenario().index)
+        changes["lookup"] = lookup_model(index, LOOKUP_COSTS) if index in PAPER_INDEXES else None
     if scale == "full":
         return Scenario(queries_per_step=queries_per_step, **changes)
     f = REDUCTION
@@ -198,6 +242,7 @@ class RunData:
             totals={
                 "total": run.total_seconds,
                 "service": run.service_seconds,
+                "request": run.request_seconds,
                 "startup": run.startup_seconds,
                 "migration_wait": run.migration_wait_seconds,
                 "migration": run.migration_seconds,
@@ -325,6 +370,12 @@ def run_all(
             done[i] = future.result()
             report(scenarios[i], done[i])
     return [done[i] for i in range(len(scenarios))]
+
+
+def sim_runs(opts: Options, make: Callable[..., Scenario]) -> list[RunData]:
+    """One simulated run per seed of ``opts`` (`seeds`), ``make(seed=seed)`` building
+    each scenario, run ``opts.jobs`` at a time."""
+    return run_all([make(seed=seed) for seed in seeds(opts)], "sim", opts.out, jobs=opts.jobs)
 
 
 def seeds(opts: Options) -> list[int]:

@@ -33,15 +33,14 @@ from typing import Any
 from elastic_cache.sim import BootDelayModel, Scenario, ServiceTimeModel
 from experiments.common import (
     RunData,
+    begin,
     ci,
     figure_path,
-    figure_progress,
-    options,
     paper_scenario,
     pyplot,
-    run_all,
+    run_script,
     save_figure,
-    seeds,
+    sim_runs,
     write_csv,
 )
 
@@ -126,10 +125,6 @@ def with_times(scenario: Scenario, *, boot: float, service: float) -> Scenario:
         boot=replace(b, scale=boot / unit_boot),
         service=replace(s, scale=service / replace(s, scale=1.0).mean),
     )
-
-
-def scale_name(quick: bool) -> str:
-    return "quick" if quick else "full"
 
 
 def base(rate: int, scale: str, seed: int) -> Scenario:
@@ -254,27 +249,25 @@ def plot(path: Any, sweep: list[dict[str, Any]], calibrated: list[dict[str, Any]
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    opts = options(__doc__.splitlines()[0], argv)
-    scale = scale_name(opts.quick)
-    print(f"Overhead share sweep and Figure 3 calibration ({scale}, {opts.runs} run(s) each)")
+    opts = begin(__doc__, "Overhead share sweep and Figure 3 calibration", argv)
+    scale = opts.sim_scale
     service_mean = ServiceTimeModel().mean
     sweep, calibrated = [], []
     defaults: dict[int, list[RunData]] = {}
     reduced = 1.0 if scale == "full" else 1 / 10
     for rate in RATES:
-        defaults[rate] = run_all(
-            [base(rate, scale, s) for s in seeds(opts)], "sim", opts.out, jobs=opts.jobs
-        )
+        defaults[rate] = sim_runs(opts, functools.partial(base, rate, scale))
         for ratio in RATIOS if scale == "full" else RATIOS[1:2]:
-            scenarios = []
-            for seed in seeds(opts):
-                sc = base(rate, scale, seed)
-                # At reduced scale boots are a tenth (a node holds a tenth): B/s is a
-                # tenth too, so each point stands for the full-scale ratio.
-                scenarios.append(
-                    with_times(sc, boot=ratio * service_mean * reduced, service=service_mean)
-                )
-            runs = run_all(scenarios, "sim", opts.out, jobs=opts.jobs)
+            # At reduced scale boots are a tenth (a node holds a tenth): B/s is a tenth
+            # too, so each point stands for the full-scale ratio.
+            runs = sim_runs(
+                opts,
+                lambda seed, rate=rate, ratio=ratio: with_times(
+                    base(rate, scale, seed),
+                    boot=ratio * service_mean * reduced,
+                    service=service_mean,
+                ),
+            )
             sweep.append(summary(rate, f"B/s = {ratio:g}", runs, nominal_ratio=ratio))
     # Calibration, at full scale whatever the run's scale: the paper's launches and
     # shares, and the misses of its workload over our 1000 steps (the paper gives none).
@@ -302,11 +295,12 @@ def main(argv: Sequence[str] | None = None) -> None:
             summary(rate, "defaults", defaults[rate], target_boot_s=nan, target_service_s=nan)
         )
         for name, (boot, service) in pairs.items():
-            scenarios = [
-                with_times(base(rate, scale, seed), boot=boot * reduced, service=service)
-                for seed in seeds(opts)
-            ]
-            runs = run_all(scenarios, "sim", opts.out, jobs=opts.jobs)
+            runs = sim_runs(
+                opts,
+                lambda seed, rate=rate, boot=boot, service=service: with_times(
+                    base(rate, scale, seed), boot=boot * reduced, service=service
+                ),
+            )
             calibrated.append(
                 summary(rate, name, runs, target_boot_s=boot, target_service_s=service)
             )
@@ -323,5 +317,4 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    with figure_progress("Overhead share"):
-        main()
+    run_script("Overhead share", main)

@@ -10,32 +10,35 @@ Outputs: ``fig5_prelaunch.csv`` (start-up overhead without and with speculation,
 over the seeded runs with their 95 % confidence intervals, and the reduction, the ratio
 of the two means, with a paired bootstrap interval), ``fig5_prelaunch.png`` (error bars:
 the intervals); with ``--real``, ``fig5_real.csv`` (reduced scale, three repetitions on
-real node processes beside the simulator).
+real node processes beside the simulator, and the simulator once more with the real
+processes' request and process-start costs folded in, mode ``sim+real-costs``;
+`experiments.real_costs`).
 
 Run: ``python -m experiments.prelaunch [--quick] [--real]``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from elastic_cache.sim import ServiceTimeModel
 from experiments.common import (
     Options,
     RunData,
+    begin,
     ci,
     figure_path,
-    figure_progress,
-    options,
     paper_scenario,
     pyplot,
     real_seeds,
     run_all,
+    run_script,
     save_figure,
     seeds,
     write_csv,
 )
+from experiments.real_costs import RealCosts
 from experiments.stats import bootstrap_ratio, ci_columns
 
 INDEXES = ("EH300", "CBF")
@@ -51,11 +54,14 @@ def runs_for(
     scale: str | None = None,
     mode: str = "sim",
     steps: int | None = None,
+    changes: Mapping[str, Any] | None = None,
 ) -> list[RunData]:
-    scale = scale or ("quick" if opts.quick else "full")
+    scale = scale or opts.sim_scale
     out = []
     for seed in real_seeds(opts) if scale == "real" else seeds(opts):
-        s = paper_scenario(RATE, scale, index=index, speculative=speculative, seed=seed)
+        s = paper_scenario(
+            RATE, scale, index=index, speculative=speculative, seed=seed, **(changes or {})
+        )
         s = s.with_(service=ServiceTimeModel(scale=s.service.scale * service_scale))
         out.append(s if steps is None else s.with_(steps=steps))
     return run_all(out, mode, opts.out, jobs=opts.jobs)
@@ -141,8 +147,7 @@ def plot(path: Any, rows: list[dict[str, Any]], title: str) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    opts = options(__doc__.splitlines()[0], argv)
-    print(f"Figure 5 ({'quick' if opts.quick else 'full'}, {opts.runs} run(s) each)")
+    opts = begin(__doc__, "Figure 5", argv)
     rows = []
     for factor in SERVICE_SCALES:
         for index in INDEXES:
@@ -169,11 +174,35 @@ def main(argv: Sequence[str] | None = None) -> None:
     if opts.real:
         real = []
         steps = 60 if opts.quick else None
+        pairs: dict[tuple[str, str], list[RunData]] = {}
         for index in INDEXES:
             for mode in ("sim", "real"):
                 before = runs_for(opts, index, False, 1.0, "real", mode, steps)
                 after = runs_for(opts, index, True, 1.0, "real", mode, steps)
+                pairs[index, mode] = before + after
                 real.append(compare(mode, index, 1.0, before, after))
+        # The simulator again with the real processes' request and start costs
+        # (experiments.real_costs), measured on these very runs.
+        costs = RealCosts.measure(
+            [r for i in INDEXES for r in pairs[i, "sim"]],
+            [r for i in INDEXES for r in pairs[i, "real"]],
+        )
+        print(
+            f"  measured on real processes: {1000 * costs.request_seconds:.2f} ms per request, "
+            f"{costs.node_start_seconds:.2f} s per process start ({costs.runs} run pairs)"
+        )
+        for index in INDEXES:
+            before, after = (
+                runs_for(opts, index, spec, 1.0, "real", steps=steps, changes=costs.changes())
+                for spec in (False, True)
+            )
+            real.append(compare("sim+real-costs", index, 1.0, before, after))
+        for r in real:
+            print(
+                f"  {r['mode']:14} {r['index']:6} start-up {r['startup_without_s']:.2f}s -> "
+                f"{r['startup_with_s']:.2f}s, reduction {r['reduction']:.2f}x "
+                f"[{r['reduction_ci_low']:.2f}, {r['reduction_ci_high']:.2f}]"
+            )
         write_csv(figure_path(opts, "fig5_real", "csv"), real)
         plot(
             figure_path(opts, "fig5_real", "png"),
@@ -183,5 +212,4 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    with figure_progress("Figure 5"):
-        main()
+    run_script("Figure 5", main)

@@ -21,6 +21,7 @@ Run: ``python -m experiments.sensitivity [--quick] [--runs N] [--jobs N]``.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -28,16 +29,15 @@ from elastic_cache.sim import ServiceTimeModel
 from elastic_cache.sim.workload import Scenario
 from experiments.common import (
     RunData,
+    begin,
     ci,
     figure_path,
-    figure_progress,
     mean,
-    options,
     paper_scenario,
     pyplot,
-    run_all,
+    run_script,
     save_figure,
-    seeds,
+    sim_runs,
     write_csv,
 )
 from experiments.overhead import boot_mean
@@ -172,30 +172,34 @@ def plot(path: Any, pre: list[dict[str, Any]], mig: list[dict[str, Any]]) -> Non
     save_figure(fig, path)
 
 
+def prelaunch_scenario(scale: str, factor: float, speculative: bool, seed: int) -> Scenario:
+    """Figure 5's EH300 run with its service times times ``factor`` (built as Figure 5
+    builds it, so the runs it shares with it are cached)."""
+    s = paper_scenario(50, scale, index="EH300", speculative=speculative, seed=seed)
+    return s.with_(service=ServiceTimeModel(scale=s.service.scale * factor))
+
+
 def main(argv: Sequence[str] | None = None) -> None:
-    opts = options(__doc__.splitlines()[0], argv)
-    scale = "quick" if opts.quick else "full"
-    print(f"Sensitivity sweeps ({scale}, {opts.runs} run(s) each)")
+    opts = begin(__doc__, "Sensitivity sweeps", argv)
+    scale = opts.sim_scale
     pre = []
     # Quick: two service times and the two smallest nodes (the others never fill in
     # 150 steps), to stay within make experiments-quick's two minutes.
     factors = SERVICE_SCALES if scale == "full" else (1.0, 0.1)
     for factor in factors:
-        arms = []
-        for speculative in (False, True):
-            scenarios = []
-            for seed in seeds(opts):
-                s = paper_scenario(50, scale, index="EH300", speculative=speculative, seed=seed)
-                # Built as Figure 5 builds it, so the runs it shares with it are cached.
-                scenarios.append(s.with_(service=ServiceTimeModel(scale=s.service.scale * factor)))
-            arms.append(run_all(scenarios, "sim", opts.out, jobs=opts.jobs))
-        pre.append(prelaunch_row(factor, arms[0], arms[1], fill_over_boot(scenarios[0])))
+        arms = [
+            sim_runs(opts, functools.partial(prelaunch_scenario, scale, factor, speculative))
+            for speculative in (False, True)
+        ]
+        first = prelaunch_scenario(scale, factor, True, opts.seed)
+        pre.append(prelaunch_row(factor, arms[0], arms[1], fill_over_boot(first)))
     mig = []
     reduce = 1 if scale == "full" else 10
     for capacity in CAPACITIES if scale == "full" else CAPACITIES[:2]:
         for index in ("B+Tree", "CBF"):
-            scenarios = [
-                paper_scenario(
+            runs = sim_runs(
+                opts,
+                lambda seed, capacity=capacity, index=index: paper_scenario(
                     50,
                     scale,
                     index=index,
@@ -203,10 +207,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                     seed=seed,
                     capacity=capacity // reduce,
                     steps=MIGRATION_STEPS if scale == "full" else 150,
-                )
-                for seed in seeds(opts)
-            ]
-            runs = run_all(scenarios, "sim", opts.out, jobs=opts.jobs)
+                ),
+            )
             mig += migration_rows(capacity, index, runs)
     write_csv(figure_path(opts, "sweep_prelaunch", "csv"), pre)
     write_csv(figure_path(opts, "sweep_migration", "csv"), mig)
@@ -226,5 +228,4 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    with figure_progress("Sensitivity"):
-        main()
+    run_script("Sensitivity", main)

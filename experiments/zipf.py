@@ -21,15 +21,14 @@ from typing import Any
 
 from experiments.common import (
     RunData,
+    begin,
     ci,
     figure_path,
-    figure_progress,
-    options,
     paper_scenario,
     pyplot,
-    run_all,
+    run_script,
     save_figure,
-    seeds,
+    sim_runs,
     write_csv,
 )
 from experiments.miss_rate import CONFIGS, RATES, SMOOTH, label, series, smooth, summary_row
@@ -99,9 +98,8 @@ def plot(path: Any, curves: dict[tuple[float, int, str], list[dict[str, float]]]
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    opts = options(__doc__.splitlines()[0], argv)
-    scale = "quick" if opts.quick else "full"
-    print(f"Figure 2 under Zipf queries ({scale}, {opts.runs} run(s) each)")
+    opts = begin(__doc__, "Figure 2 under Zipf queries", argv)
+    scale = opts.sim_scale
     curves: dict[tuple[float, int, str], list[dict[str, float]]] = {}
     rows = []
     # Quick: s = 1 only, to stay within make experiments-quick's two minutes.
@@ -111,13 +109,12 @@ def main(argv: Sequence[str] | None = None) -> None:
             # the other static caches there are left out to save time (five times the
             # queries of a run at 50).
             for static in CONFIGS if rate != 255 else (None, 8):
-                scenarios = [
-                    paper_scenario(
+                runs = sim_runs(
+                    opts,
+                    lambda seed, rate=rate, static=static, s=s: paper_scenario(
                         rate, scale, static_nodes=static, seed=seed, cpu_scale=0.0, zipf=s
-                    )
-                    for seed in seeds(opts)
-                ]
-                runs = run_all(scenarios, "sim", opts.out, jobs=opts.jobs)
+                    ),
+                )
                 curves[(s, rate, label(static))] = series(runs)
                 rows.append(zipf_row(s, rate, label(static), runs))
     write_csv(figure_path(opts, "fig2_zipf_summary", "csv"), rows)
@@ -132,5 +129,4 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    with figure_progress("Figure 2, Zipf"):
-        main()
+    run_script("Figure 2, Zipf", main)

@@ -30,7 +30,7 @@ from elastic_cache.coordinator.events import EventLog
 from elastic_cache.coordinator.membership import Membership, NodeInfo
 from elastic_cache.coordinator.migration import MigrationInfo, MoveFailed
 from elastic_cache.errors import Conflict, ElasticCacheError, NodeUnavailable
-from elastic_cache.ring import HashRing, range_size
+from elastic_cache.ring import HashRing, midpoint_token, range_size
 
 __all__ = ["Cluster", "EventLog", "MigrationInfo", "MoveFailed", "NodeInfo"]
 
@@ -402,9 +402,11 @@ class Cluster(Membership):
         return None
 
     async def split_into(self, new_node: str) -> MigrationInfo | None:
-        """Move half of the fullest bucket of the fullest node to ``new_node``.
+        """Move half of the fullest bucket of the fullest node to ``new_node``: from its
+        start to its median record, or to the middle of its token range under
+        ``[scaler] split_at = "midpoint"``.
 
-        The plan (which bucket, which median) is made under the move lock, so no other
+        The plan (which bucket, which cut) is made under the move lock, so no other
         move can change the bucket between the plan and the move.
 
         Returns:
@@ -414,18 +416,20 @@ class Cluster(Membership):
             found = await self.fullest_bucket()
             if found is not None:
                 source, bucket, lo, _ = found
-                median = await self.client_for(source).median_token(lo, bucket)
-                if median is not None and median != bucket:
-                    return await self._split_off("split", source, bucket, lo, median, new_node)
+                if self.settings.scaler.split_at == "midpoint":
+                    at = midpoint_token(lo, bucket, self.ring.space)
+                else:
+                    at = await self.client_for(source).median_token(lo, bucket)
+                if at is not None and at != bucket:
+                    return await self._split_off("split", source, bucket, lo, at, new_node)
             # Nothing to split yet: give the new node the middle of the widest range, so it
             # takes a share of the keys written from now on.
             space = self.ring.space
             widest = max(self.ring, key=lambda b: range_size(*self.ring.range_of(b.token), space))
-            lo, hi = self.ring.range_of(widest.token)
-            size = range_size(lo, hi, space)
-            if size < 2:
+            lo, _ = self.ring.range_of(widest.token)
+            at = midpoint_token(lo, widest.token, space)
+            if at is None:
                 return None
-            at = (lo + size // 2) % space
             return await self._split_off("split", widest.node, widest.token, lo, at, new_node)
 
     # -- two-phase bootstrap (ElasCass) ---------------------------------------------------

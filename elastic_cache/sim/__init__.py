@@ -22,8 +22,20 @@ if TYPE_CHECKING:
     from elastic_cache.sim.clock import SimulationDeadlock, VirtualTimeLoop, run_virtual
     from elastic_cache.sim.harness import simulate
     from elastic_cache.sim.metered import CpuMeter, MeteredIndex
-    from elastic_cache.sim.models import DEMO_ORIGIN_QUANTILES, BootDelayModel, ServiceTimeModel
-    from elastic_cache.sim.nodeclient import MigrationClock, MigrationRecord, SimNodeClient
+    from elastic_cache.sim.models import (
+        DEMO_ORIGIN_QUANTILES,
+        PAPER_LOOKUP_NS,
+        BootDelayModel,
+        LookupCostModel,
+        ServiceTimeModel,
+        lookup_model,
+    )
+    from elastic_cache.sim.nodeclient import (
+        MigrationClock,
+        MigrationRecord,
+        RequestCost,
+        SimNodeClient,
+    )
     from elastic_cache.sim.policies import TargetTrackingScaler, target_tracking_wants_launch
     from elastic_cache.sim.provisioner import LaunchRecord, SimProvisioner
     from elastic_cache.sim.workload import (
@@ -42,13 +54,16 @@ if TYPE_CHECKING:
 __all__ = [
     "DEMO_ORIGIN_QUANTILES",
     "PAPER_INDEXES",
+    "PAPER_LOOKUP_NS",
     "POLICIES",
     "BootDelayModel",
     "CpuMeter",
     "LaunchRecord",
+    "LookupCostModel",
     "MeteredIndex",
     "MigrationClock",
     "MigrationRecord",
+    "RequestCost",
     "RunResult",
     "Scenario",
     "ServiceTimeModel",
@@ -63,6 +78,7 @@ __all__ = [
     "even_ring",
     "index_spec",
     "key_sampler",
+    "lookup_model",
     "metered",
     "run_virtual",
     "simulate",
@@ -76,6 +92,10 @@ __getattr__, __dir__ = lazy_exports(
         "CpuMeter": "elastic_cache.sim.metered",
         "DEMO_ORIGIN_QUANTILES": "elastic_cache.sim.models",
         "LaunchRecord": "elastic_cache.sim.provisioner",
+        "LookupCostModel": "elastic_cache.sim.models",
+        "PAPER_LOOKUP_NS": "elastic_cache.sim.models",
+        "RequestCost": "elastic_cache.sim.nodeclient",
+        "lookup_model": "elastic_cache.sim.models",
         "MeteredIndex": "elastic_cache.sim.metered",
         "MigrationClock": "elastic_cache.sim.nodeclient",
         "MigrationRecord": "elastic_cache.sim.nodeclient",

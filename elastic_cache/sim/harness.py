@@ -20,7 +20,7 @@ from elastic_cache.node.local import LocalNetwork
 from elastic_cache.provisioner.base import NodeHandle
 from elastic_cache.sim.clock import run_virtual
 from elastic_cache.sim.metered import CpuMeter
-from elastic_cache.sim.nodeclient import MigrationClock, SimNodeClient
+from elastic_cache.sim.nodeclient import MigrationClock, RequestCost, SimNodeClient
 from elastic_cache.sim.policies import TargetTrackingScaler
 from elastic_cache.sim.provisioner import SimProvisioner
 from elastic_cache.sim.workload import (
@@ -52,12 +52,14 @@ async def _simulate(scenario: Scenario) -> RunResult:
     network = LocalNetwork()
     meter = CpuMeter()
     migrations = MigrationClock(meter, scenario.bandwidth, scenario.cpu_scale)
+    boot = scenario.boot.sampler(scenario.seed)
     provisioner = SimProvisioner(
-        settings.nodes, network, meter, scenario.boot.sampler(scenario.seed)
+        settings.nodes, network, meter, lambda: boot() + scenario.node_start_seconds
     )
+    requests = RequestCost(scenario.lookup, scenario.request_seconds)
 
     def client_for(handle: NodeHandle) -> SimNodeClient:
-        return SimNodeClient(handle.node_id, handle.address, network, migrations)
+        return SimNodeClient(handle.node_id, handle.address, network, migrations, requests)
 
     cluster = Cluster(settings, provisioner, client_for)
     step_clock = StepClock()
@@ -102,6 +104,7 @@ async def _simulate(scenario: Scenario) -> RunResult:
         launches=[rec for rec in provisioner.launches if rec.boot_seconds > 0],
         total_seconds=totals["total"],
         service_seconds=totals["service"],
+        request_seconds=totals["request"],
         startup_seconds=totals["startup"],
         migration_wait_seconds=totals["migration_wait"],
         block_timeouts=int(totals["block_timeouts"]),

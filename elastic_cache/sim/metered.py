@@ -5,8 +5,9 @@ CPU time of the operations a migration asks of an index — ``count_range``,
 ``median_token``, ``entries_range``, ``pop_range`` and ``put_many`` (the destination's bulk
 insert) — with `time.process_time` and charges it as virtual time afterwards
 (`elastic_cache.sim.nodeclient`). Point operations (get, put, delete) are not metered:
-they are the same for every migration plan, and the simulator charges a hit nothing (our
-simplification: the paper expects an index's lookup speed to matter, docs/results.md).
+they are the same for every migration plan, and a query's lookup is charged from a
+measured table instead (`LookupCostModel`: timing every get here would cost more than
+the get).
 
 `metered(index, meter)` wraps any `Index` without changing what it does; the wrapper
 keeps the wrapped class's ``name`` and ``ordered`` so a node treats it exactly as it

@@ -1,7 +1,7 @@
 """Seeded models of what the simulator does not run for real: instance boot delays and the
 service time of a miss.
 
-Both are pure and deterministic: the same seed gives the same numbers in the same order.
+All are pure and deterministic: the same seed gives the same numbers in the same order.
 
 Boot delay (`BootDelayModel`): a log-normal distribution clipped to a range. The default,
 a median of 90 s, spread 0.35 and a range of 30–240 s, is **our assumption**, fitted to
@@ -16,19 +16,34 @@ quantiles and interpolated linearly between them. The default quantiles are the 
 time per request of our demo shoreline origin, measured by
 ``benchmarks/bench_demo_origin.py`` (``benchmarks/results/demo_origin.txt``, run 4 of
 docs/demo-origin.md): 44 ms minimum, 150 ms median, 358 ms maximum.
+
+Lookup cost (`LookupCostModel`): what serving one query costs a node's index, as a
+function of the records it holds: ns per ``get`` measured at a few sizes by
+``benchmarks/bench_lookup.py`` (``benchmarks/results/lookup_cost.json``), linear between
+them and flat beyond. `PAPER_LOOKUP_NS` holds the figures of the committed run, the
+fallback when the file is not there (`lookup_model`).
 """
 
 from __future__ import annotations
 
 import bisect
 import itertools
+import json
 import math
 import random
 from dataclasses import dataclass
+from pathlib import Path
 
 from elastic_cache.errors import ConfigError
 
-__all__ = ["DEMO_ORIGIN_QUANTILES", "BootDelayModel", "ServiceTimeModel"]
+__all__ = [
+    "DEMO_ORIGIN_QUANTILES",
+    "PAPER_LOOKUP_NS",
+    "BootDelayModel",
+    "LookupCostModel",
+    "ServiceTimeModel",
+    "lookup_model",
+]
 
 #: (probability, seconds): CPU time of one demo-origin shoreline request, 300 random
 #: locations (benchmarks/results/demo_origin.txt).
@@ -133,3 +148,81 @@ class ServiceTimeModel:
         for (p0, s0), (p1, s1) in itertools.pairwise(self.quantiles):
             total += (p1 - p0) * (s0 + s1) / 2
         return total * self.scale
+
+
+#: ns per ``get`` at (records held) of each of the paper's indexes, as the simulator
+#: builds them (65,536 keys under the modulo hash, c(n) = 5000): the medians of
+#: ``benchmarks/results/lookup_cost.json``, kept here for when that file is absent.
+PAPER_LOOKUP_NS: dict[str, tuple[tuple[int, float], ...]] = {
+    "B+Tree": ((500, 290.7), (1000, 281.8), (2500, 303.1), (5000, 305.8)),
+    "CBF": ((500, 742.1), (1000, 635.8), (2500, 704.8), (5000, 721.0)),
+    "EH100": ((500, 911.0), (1000, 894.0), (2500, 1712.3), (5000, 1112.8)),
+    "EH300": ((500, 3247.2), (1000, 3160.3), (2500, 2954.8), (5000, 2046.5)),
+    "EH500": ((500, 4042.7), (1000, 3094.7), (2500, 4537.4), (5000, 4931.1)),
+}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LookupCostModel:
+    """Seconds one query costs a node's index, by the records the node holds.
+
+    Attributes:
+        points: ``(records, ns per get)`` pairs, records rising strictly; linear between
+            two points, the nearest point's cost outside them.
+        scale: factor applied to every cost (0 charges nothing).
+    """
+
+    points: tuple[tuple[int, float], ...]
+    scale: float = 1.0
+
+    def __post_init__(self) -> None:
+        sizes = [n for n, _ in self.points]
+        if (
+            not self.points
+            or any(b <= a for a, b in itertools.pairwise(sizes))
+            or any(ns < 0 for _, ns in self.points)
+            or sizes[0] < 0
+            or self.scale < 0
+        ):
+            raise ConfigError(
+                "lookup cost points must be (records, ns >= 0) with records rising strictly; "
+                f"got {self.points} (scale {self.scale})"
+            )
+
+    def seconds(self, records: int) -> float:
+        """Seconds of one ``get`` on an index of ``records`` records.
+
+        Runtime complexity: O(log(points)).
+        """
+        sizes = [n for n, _ in self.points]
+        i = bisect.bisect_right(sizes, records)
+        if i == 0:
+            ns = self.points[0][1]
+        elif i == len(sizes):
+            ns = self.points[-1][1]
+        else:
+            (n0, c0), (n1, c1) = self.points[i - 1], self.points[i]
+            ns = c0 + (c1 - c0) * (records - n0) / (n1 - n0)
+        return ns * 1e-9 * self.scale
+
+
+def lookup_model(label: str, results: Path | None = None, *, scale: float = 1.0) -> LookupCostModel:
+    """The lookup cost of one of the paper's indexes (`PAPER_LOOKUP_NS` labels).
+
+    Args:
+        label: ``B+Tree``, ``CBF``, ``EH100``, ``EH300`` or ``EH500``.
+        results: a ``lookup_cost.json`` written by ``benchmarks/bench_lookup.py``; None,
+            or a path that does not exist, falls back to `PAPER_LOOKUP_NS`.
+        scale: factor on every cost.
+
+    Raises:
+        ConfigError: no cost is known for ``label``.
+    """
+    table: dict[str, tuple[tuple[int, float], ...]] = dict(PAPER_LOOKUP_NS)
+    if results is not None and results.exists():
+        data = json.loads(results.read_text())
+        for name, points in data["ns_per_get"].items():
+            table[name] = tuple((int(n), float(ns)) for n, ns in points)
+    if label not in table:
+        raise ConfigError(f"no lookup cost measured for index {label!r}; known: {sorted(table)}")
+    return LookupCostModel(points=table[label], scale=scale)

@@ -7,6 +7,10 @@ by `metered`, times ``cpu_scale``), plus, for a snapshot stream, the bytes sent 
 the bandwidth. The cluster's move protocol therefore commits — and a writer blocked under
 ``on_full = block`` is released — only after the migration's time has passed.
 
+Requests cost time too when the scenario says so (`RequestCost`): a ``get`` costs the
+index's lookup time at the node's current size (`LookupCostModel`) plus a fixed cost per
+request, a ``put`` the fixed cost; both default to nothing.
+
 `MigrationClock` keeps the ledger: every charged interval (so the simulator can tell
 waiting for a migration from waiting for a launch) and one `MigrationRecord` per move,
 with the planning cost (counting buckets, finding the median) folded into the move that
@@ -20,9 +24,46 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from elastic_cache.node.local import LocalNetwork, LocalNodeClient
+from elastic_cache.node.protocol import Answer
 from elastic_cache.sim.metered import CpuMeter
+from elastic_cache.sim.models import LookupCostModel
 
-__all__ = ["MigrationClock", "MigrationRecord", "SimNodeClient"]
+__all__ = ["MigrationClock", "MigrationRecord", "RequestCost", "SimNodeClient"]
+
+
+@dataclass(slots=True)
+class RequestCost:
+    """What a request to a node costs on the virtual clock, shared by every node's client.
+
+    A lookup costs microseconds; sleeping for each one would cost the simulator more
+    wall time than the lookup it charges. Charges are therefore owed until they reach
+    ``quantum`` seconds and then slept in one go by the request that reached it, so each
+    charge is paid at most ``quantum`` late and a run pays all but the last ``quantum``
+    of them.
+
+    Attributes:
+        lookup: the index's lookup cost by its size, charged on every ``get``; None
+            charges nothing.
+        fixed: seconds charged on every ``get`` and ``put`` (an HTTP round trip).
+        quantum: seconds owed before they are slept.
+    """
+
+    lookup: LookupCostModel | None = None
+    fixed: float = 0.0
+    quantum: float = 1e-3
+    owed: float = 0.0
+
+    def get_seconds(self, records: int) -> float:
+        """Seconds a ``get`` costs on a node holding ``records`` records."""
+        lookup = 0.0 if self.lookup is None else self.lookup.seconds(records)
+        return lookup + self.fixed
+
+    async def charge(self, seconds: float) -> None:
+        """Owe ``seconds``; sleep what is owed once it reaches the quantum."""
+        self.owed += seconds
+        if self.owed >= self.quantum:
+            owed, self.owed = self.owed, 0.0
+            await asyncio.sleep(owed)
 
 
 @dataclass(slots=True)
@@ -107,13 +148,33 @@ class MigrationClock:
 
 
 class SimNodeClient(LocalNodeClient):
-    """`LocalNodeClient` that charges each call's metered CPU (and transfers) as time."""
+    """`LocalNodeClient` that charges each call's metered CPU (and transfers) as time,
+    and each request its `RequestCost`."""
 
     def __init__(
-        self, node_id: str, address: str, network: LocalNetwork, clock: MigrationClock
+        self,
+        node_id: str,
+        address: str,
+        network: LocalNetwork,
+        clock: MigrationClock,
+        requests: RequestCost | None = None,
     ) -> None:
         super().__init__(node_id, address, network)
         self._clock = clock
+        self._requests = requests or RequestCost()
+
+    async def get(self, key: str, *, head: bool = False, stream_above: int = -1) -> Answer:
+        records = len(self._svc.store)
+        answer = await super().get(key, head=head, stream_above=stream_above)
+        await self._requests.charge(self._requests.get_seconds(records))
+        return answer
+
+    async def put(
+        self, key: str, value: bytes, content_type: str, ttl: float | None, epoch: int = 0
+    ) -> Answer:
+        answer = await super().put(key, value, content_type, ttl, epoch)
+        await self._requests.charge(self._requests.fixed)
+        return answer
 
     @property
     def _cpu(self) -> float:

@@ -142,6 +142,7 @@ async def _run_real(
         launches=list(provisioner.records),
         total_seconds=totals["total"],
         service_seconds=totals["service"],
+        request_seconds=totals["request"],
         startup_seconds=totals["startup"],
         migration_wait_seconds=totals["migration_wait"],
         block_timeouts=int(totals["block_timeouts"]),

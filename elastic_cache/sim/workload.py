@@ -11,7 +11,11 @@ in-process on a virtual clock (`elastic_cache.sim.harness`) or real processes ov
 (`elastic_cache.sim.real`). One client sends the queries one after the other, so the run's
 total time is the sum of what each query waited for:
 
-* **service**: the service time of each miss (`ServiceTimeModel`; a hit costs nothing);
+* **service**: the service time of each miss (`ServiceTimeModel`);
+* **requests**: the time of each query's lookup (``get``) through the router: in the
+  simulator, the index's lookup cost at the node's size (`LookupCostModel`, when the
+  scenario has one) plus a fixed cost per request (``request_seconds``, 0 unless set); on
+  real processes, the HTTP round trips;
 * **migration**: time a write was held (``on_full = block``) while a migration ran;
 * **start-up**: time a write was held while no migration ran, i.e. waiting for a node to
   boot (or for a launch slot).
@@ -41,7 +45,7 @@ from elastic_cache.coordinator.rates import RateMeter
 from elastic_cache.coordinator.router import Router
 from elastic_cache.errors import ConfigError, StoreFull
 from elastic_cache.ring import HashRing
-from elastic_cache.sim.models import BootDelayModel, ServiceTimeModel
+from elastic_cache.sim.models import BootDelayModel, LookupCostModel, ServiceTimeModel
 from elastic_cache.sim.nodeclient import MigrationRecord
 from elastic_cache.sim.provisioner import LaunchRecord
 
@@ -122,6 +126,15 @@ class Scenario:
             is fully deterministic: no measured quantity steers it).
         boot: the boot-delay model.
         service: the service-time model.
+        lookup: what a ``get`` costs the node's index (charged on every query a node
+            serves, hit or miss); None charges nothing.
+        request_seconds: a fixed cost of every request to a node (``get`` and ``put``):
+            what an HTTP round trip costs on real processes (`elastic_cache.sim.real`).
+        node_start_seconds: added to every boot delay: the start of the node's process
+            once its instance is up.
+        split_at: where a split cuts the fullest bucket, ``median`` (half its records,
+            the paper's Algorithm 1) or ``midpoint`` (half its token range, the paper's
+            Figure 1(b): the records in that half move, however many).
         rate_half_life: half-life of R's moving average, in time steps.
         seed: seeds the queries, the service times and the boot delays.
     """
@@ -147,6 +160,10 @@ class Scenario:
     cpu_scale: float = 1.0
     boot: BootDelayModel = field(default_factory=BootDelayModel)
     service: ServiceTimeModel = field(default_factory=ServiceTimeModel)
+    lookup: LookupCostModel | None = None
+    request_seconds: float = 0.0
+    node_start_seconds: float = 0.0
+    split_at: str = "median"
     rate_half_life: float = 1.0
     seed: int = 1
 
@@ -160,6 +177,10 @@ class Scenario:
             raise ConfigError("static_nodes must be >= 1 or None")
         if self.bandwidth <= 0 or self.cpu_scale < 0 or self.value_bytes < 0:
             raise ConfigError("bandwidth must be > 0, cpu_scale and value_bytes >= 0")
+        if self.request_seconds < 0 or self.node_start_seconds < 0:
+            raise ConfigError("request_seconds and node_start_seconds must be >= 0")
+        if self.split_at not in ("median", "midpoint"):
+            raise ConfigError(f"split_at must be 'median' or 'midpoint', got {self.split_at!r}")
         if self.policy not in POLICIES:
             raise ConfigError(f"scenario policy must be one of {POLICIES}, got {self.policy!r}")
         if not 0 < self.target_fill <= 1 or self.scale_out_cooldown < 0 or self.zipf < 0:
@@ -206,6 +227,7 @@ class Scenario:
                     "max_nodes": max(self.max_nodes, nodes),
                     "max_launches_in_flight": self.max_launches_in_flight,
                     "speculative": self.speculative,
+                    "split_at": self.split_at,
                     # Boot delays are minutes; a held write must outlast several of them.
                     "block_timeout": 6 * 3600.0,
                 },
@@ -243,6 +265,7 @@ class StepRecord:
     service_seconds: float
     startup_seconds: float
     migration_seconds: float
+    request_seconds: float = 0.0
 
     @property
     def miss_rate(self) -> float:
@@ -265,6 +288,7 @@ class RunResult:
     block_timeouts: int
     wall_seconds: float
     started_at: float = 0.0
+    request_seconds: float = 0.0
 
     def node_lifetimes(self) -> list[float]:
         """Seconds each node was allocated during the run, from its launch request (or
@@ -288,10 +312,12 @@ class RunResult:
 
     @property
     def other_seconds(self) -> float:
-        """Total time not explained by service, start-up or migration waits (≈ 0)."""
+        """Total time not explained by service, requests, start-up or migration waits
+        (≈ 0)."""
         return (
             self.total_seconds
             - self.service_seconds
+            - self.request_seconds
             - self.startup_seconds
             - self.migration_wait_seconds
         )
@@ -365,8 +391,8 @@ async def drive(
         migration_overlap: seconds of a waiting interval during which a migration ran.
 
     Returns:
-        The per-step records and the totals (``total``, ``service``, ``startup``,
-        ``migration_wait``, ``block_timeouts``).
+        The per-step records and the totals (``total``, ``service``, ``request``,
+        ``startup``, ``migration_wait``, ``block_timeouts``).
 
     Raises:
         RuntimeError: a write was refused for another reason than a full node.
@@ -378,18 +404,20 @@ async def drive(
     value = b"v" * scenario.value_bytes
     q = scenario.queries_per_step
     records: list[StepRecord] = []
-    total_service = total_startup = total_migration = 0.0
+    total_service = total_startup = total_migration = total_request = 0.0
     timeouts = 0
     started = loop.time()
     for step in range(scenario.steps):
         hits = misses = 0
-        s_service = s_startup = s_migration = 0.0
+        s_service = s_startup = s_migration = s_request = 0.0
         for i in range(q):
             step_clock.now = step + i / q
             rate.hit()
             key = draw()
             name = str(key)
+            asked = loop.time()
             answer = await router.get(name)
+            s_request += loop.time() - asked
             if answer.status == 200:
                 hits += 1
                 continue
@@ -414,6 +442,7 @@ async def drive(
         total_service += s_service
         total_startup += s_startup
         total_migration += s_migration
+        total_request += s_request
         records.append(
             StepRecord(
                 step=step,
@@ -426,12 +455,14 @@ async def drive(
                 service_seconds=s_service,
                 startup_seconds=s_startup,
                 migration_seconds=s_migration,
+                request_seconds=s_request,
             )
         )
     step_clock.now = float(scenario.steps)
     totals = {
         "total": loop.time() - started,
         "service": total_service,
+        "request": total_request,
         "startup": total_startup,
         "migration_wait": total_migration,
         "block_timeouts": float(timeouts),

@@ -61,7 +61,28 @@ def run_experiment() -> Callable[..., str]:
 
 @pytest.fixture(scope="session")
 def quick_results(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """What ``make experiments-quick`` makes: every script, in one process."""
     out = tmp_path_factory.mktemp("quick-results")
-    for name in SCRIPTS:
-        run_script(name, out, *(["--real"] if name in REAL else []))
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "experiments",
+            "--scripts",
+            ",".join(SCRIPTS),
+            "--real-for",
+            ",".join(REAL),
+            "--quick",
+            "--jobs",
+            "2",
+            "--out",
+            str(out),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    assert proc.returncode == 0, f"python -m experiments failed:\n{proc.stdout}\n{proc.stderr}"
     return out

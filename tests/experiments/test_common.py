@@ -48,3 +48,16 @@ def test_runs_in_parallel_come_back_in_order_and_equal_serial_runs(tmp_path: Pat
     serial = run_all(batch, "sim", tmp_path / "serial")
     assert [r.scenario["seed"] for r in parallel] == [1, 2]
     assert [r.steps for r in parallel] == [r.steps for r in serial]
+
+
+def test_the_runner_runs_the_scripts_asked_for_in_one_process(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from experiments.__main__ import main
+
+    assert main(["--scripts", "cost", "--quick", "--out", str(tmp_path)]) == 0
+    assert (tmp_path / "fig7_cost.csv").stat().st_size > 0
+    assert not (tmp_path / "fig2_summary.csv").exists()
+    with pytest.raises(SystemExit):
+        main(["--scripts", "cost,nope"])
+    assert "unknown scripts ['nope']" in capsys.readouterr().err

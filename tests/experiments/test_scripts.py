@@ -25,6 +25,7 @@ OUTPUTS = {
         "fig4_order.csv",
         "fig4_by_migration.csv",
         "fig4_migrations.csv",
+        "fig4_claims.csv",
         "fig4_migration_time.png",
     ],
     "prelaunch": ["fig5_prelaunch.csv", "fig5_prelaunch.png"],
@@ -316,3 +317,21 @@ def test_two_phase_bootstrap_serves_sooner_and_balances(quick_results: Path) -> 
         split, two = by[("split", nodes)], by[("two-phase", nodes)]
         assert float(two["records_before_serving"]) < float(split["records_before_serving"])
     assert float(by[("two-phase", 9)]["imbalance"]) < float(by[("split", 9)]["imbalance"])
+
+
+@pytest.mark.slow
+def test_figure4_moves_what_each_split_rule_gives(quick_results: Path) -> None:
+    moved: dict[str, set[int]] = {"median": set(), "midpoint": set()}
+    for r in rows(quick_results / "fig4_migrations.csv"):
+        moved[r["split"]].add(int(r["records"]))
+    # c(n) = 500 at reduced scale: the median moves half a full node, always.
+    assert moved["median"] == {250}
+    # The midpoint moves what the ring's lower half holds: sizes vary.
+    assert len(moved["midpoint"]) > 1
+    for c in rows(quick_results / "fig4_claims.csv"):
+        low, high = float(c["estimate_ci_low"]), float(c["estimate_ci_high"])
+        if c["verdict"] in ("confirmed", "refuted"):
+            assert not (low <= 0 <= high), c
+        else:
+            assert c["verdict"] == "not resolved"
+            assert math.isnan(low) or low <= 0 <= high, c

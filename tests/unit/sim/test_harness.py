@@ -6,7 +6,13 @@ import random
 
 import pytest
 
-from elastic_cache.sim import BootDelayModel, Scenario, ServiceTimeModel, simulate
+from elastic_cache.sim import (
+    BootDelayModel,
+    LookupCostModel,
+    Scenario,
+    ServiceTimeModel,
+    simulate,
+)
 
 # A tenth of the paper's scale on every axis but time: 2,000 keys, 200 records a node.
 SMALL = Scenario(
@@ -105,3 +111,55 @@ def test_scenario_settings() -> None:
     lru_coop = SMALL.with_(on_full="evict").cluster_settings()
     assert str(lru_coop.nodes.on_full) == "evict" and lru_coop.scaler.enabled
     assert ServiceTimeModel().mean > 0
+
+
+def test_every_query_is_charged_its_index_lookup() -> None:
+    # A flat 2 ms per get: the request time is exactly queries x 2 ms, on top of the rest.
+    flat = LookupCostModel(points=((0, 2e6),))
+    run = simulate(SMALL.with_(lookup=flat))
+    plain = simulate(SMALL)
+    queries = SMALL.steps * SMALL.queries_per_step
+    assert plain.request_seconds == 0
+    assert run.request_seconds == pytest.approx(queries * 2e-3)
+    assert sum(s.request_seconds for s in run.steps) == pytest.approx(run.request_seconds)
+    assert run.other_seconds == pytest.approx(0.0, abs=1e-6)
+    assert run.service_seconds == pytest.approx(plain.service_seconds)
+    assert [s.misses for s in run.steps] == [s.misses for s in plain.steps]
+
+
+def test_the_lookup_is_charged_at_the_serving_nodes_size() -> None:
+    # 0 ns on an empty index, 1 ms per record held: the first query (empty node) is free,
+    # and no query costs more than a full node's lookup.
+    rising = LookupCostModel(points=((0, 0.0), (SMALL.capacity, SMALL.capacity * 1e6)))
+    run = simulate(SMALL.with_(lookup=rising, steps=40))
+    assert 0 < run.request_seconds < 40 * SMALL.queries_per_step * SMALL.capacity * 1e-3
+    assert run.steps[0].request_seconds < run.steps[-1].request_seconds
+
+
+def test_request_and_process_start_costs_are_charged() -> None:
+    base = SMALL.with_(speculative=False)
+    plain = simulate(base)
+    run = simulate(base.with_(request_seconds=0.01, node_start_seconds=5.0))
+    queries = SMALL.steps * SMALL.queries_per_step
+    # Every get pays it (request time); a miss's put too, counted with the write's wait.
+    assert run.request_seconds == pytest.approx(queries * 0.01)
+    assert run.startup_seconds > plain.startup_seconds
+    boots = [x.boot_seconds for x in run.launches]
+    assert boots == pytest.approx([x.boot_seconds + 5.0 for x in plain.launches[: len(boots)]])
+
+
+def test_a_midpoint_split_moves_what_falls_in_the_lower_half() -> None:
+    median = simulate(SMALL.with_(speculative=False))
+    midpoint = simulate(SMALL.with_(speculative=False, split_at="midpoint"))
+    assert {m.records for m in median.migrations} == {SMALL.capacity // 2}
+    sizes = [m.records for m in midpoint.migrations]
+    assert len(set(sizes)) > 1  # what the ring gives, not half by construction
+    assert all(0 < n < SMALL.capacity for n in sizes)
+
+
+def test_tiny_lookups_are_paid_in_quanta_of_a_millisecond() -> None:
+    # 1 us a get is owed until a millisecond is, then slept: all but the last ms is paid.
+    run = simulate(SMALL.with_(lookup=LookupCostModel(points=((0, 1000.0),))))
+    owed = SMALL.steps * SMALL.queries_per_step * 1e-6
+    assert owed - 1e-3 <= run.request_seconds <= owed + 1e-9
+    assert run.other_seconds == pytest.approx(0.0, abs=1e-6)

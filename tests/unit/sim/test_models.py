@@ -1,13 +1,23 @@
-"""Boot-delay and service-time models: seeded, within their bounds."""
+"""Boot-delay, service-time and lookup-cost models: seeded, within their bounds."""
 
 from __future__ import annotations
 
+import json
 import statistics
+from pathlib import Path
 
 import pytest
 
 from elastic_cache.errors import ConfigError
-from elastic_cache.sim.models import DEMO_ORIGIN_QUANTILES, BootDelayModel, ServiceTimeModel
+from elastic_cache.sim import PAPER_INDEXES
+from elastic_cache.sim.models import (
+    DEMO_ORIGIN_QUANTILES,
+    PAPER_LOOKUP_NS,
+    BootDelayModel,
+    LookupCostModel,
+    ServiceTimeModel,
+    lookup_model,
+)
 
 
 def test_boot_delays_are_seeded_and_clipped() -> None:
@@ -52,3 +62,34 @@ def test_service_time_follows_its_quantiles() -> None:
 def test_service_time_rejects_bad_quantiles(quantiles: tuple[tuple[float, float], ...]) -> None:
     with pytest.raises(ConfigError):
         ServiceTimeModel(quantiles=quantiles)
+
+
+def test_lookup_cost_is_linear_between_sizes_and_flat_beyond() -> None:
+    model = LookupCostModel(points=((1000, 400.0), (5000, 2000.0)))
+    assert model.seconds(1000) == pytest.approx(400e-9)
+    assert model.seconds(3000) == pytest.approx(1200e-9)
+    assert model.seconds(0) == pytest.approx(400e-9)  # below the first size: its cost
+    assert model.seconds(50_000) == pytest.approx(2000e-9)  # beyond the last: its cost
+    assert LookupCostModel(points=model.points, scale=0.5).seconds(3000) == pytest.approx(600e-9)
+
+
+@pytest.mark.parametrize(
+    "points", [(), ((10, 1.0), (10, 2.0)), ((10, 1.0), (5, 2.0)), ((10, -1.0),)]
+)
+def test_lookup_cost_rejects_bad_points(points: tuple[tuple[int, float], ...]) -> None:
+    with pytest.raises(ConfigError):
+        LookupCostModel(points=points)
+
+
+def test_lookup_model_reads_the_benchmark_file_and_falls_back(tmp_path: Path) -> None:
+    missing = lookup_model("EH300", tmp_path / "absent.json")
+    assert missing.points == PAPER_LOOKUP_NS["EH300"]
+    measured = tmp_path / "lookup_cost.json"
+    measured.write_text(json.dumps({"ns_per_get": {"EH300": [[100, 10.0], [200, 30.0]]}}))
+    model = lookup_model("EH300", measured)
+    assert model.points == ((100, 10.0), (200, 30.0))
+    assert model.seconds(150) == pytest.approx(20e-9)
+    assert lookup_model("CBF", measured).points == PAPER_LOOKUP_NS["CBF"]  # not in the file
+    with pytest.raises(ConfigError, match="no lookup cost"):
+        lookup_model("bptree:order=8")
+    assert set(PAPER_LOOKUP_NS) == set(PAPER_INDEXES)
