@@ -81,12 +81,14 @@ async def running_cluster(
             if "coordinator listening on " in line:
                 url = line.split("coordinator listening on ", 1)[1].strip()
     drain = asyncio.create_task(proc.stdout.read())
-    yield url, proc
-    if proc.returncode is None:
-        proc.send_signal(signal.SIGTERM)
-        async with asyncio.timeout(30):
-            await proc.wait()
-    await drain
+    try:
+        yield url, proc
+    finally:  # a failing test must not leave the coordinator and its workers running
+        if proc.returncode is None:
+            proc.send_signal(signal.SIGTERM)
+            async with asyncio.timeout(30):
+                await proc.wait()
+        await drain
 
 
 async def eventually(check: Callable[[], Awaitable[bool]], seconds: float) -> None:
