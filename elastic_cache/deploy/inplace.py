@@ -100,6 +100,7 @@ def new_config(config: str, settings: DeploySettings) -> str:
     data["cost"] = {
         **data.get("cost", {}),
         "fetched": dict(settings.cost.fetched),
+        "spot": dict(settings.cost.spot),
     }
     text = to_toml(data)
     ClusterSettings.from_mapping(tomllib.loads(text))
