@@ -751,13 +751,20 @@ def cluster_exists(name: str, region: str, *, session: Any) -> list[str]:
             ),
         ):
             found.append(f"IAM role {names.role(kind)}")
-    if ignoring(
-        ("ParameterNotFound",),
-        lambda: aws_call(
-            c["ssm"], "GetParameter", doing="looking for the token", Name=names.token_parameter
-        ),
+    # The TLS parameters too: a deploy rolled back part-way, or a destroy stopped
+    # part-way, may leave them alone, and destroy must still find them to delete them.
+    for parameter, what in (
+        (names.token_parameter, "token"),
+        (names.tls_key_parameter, "TLS private key"),
+        (names.tls_cert_parameter, "TLS certificate"),
     ):
-        found.append(f"token {names.token_parameter}")
+        if ignoring(
+            ("ParameterNotFound",),
+            partial(
+                aws_call, c["ssm"], "GetParameter", doing=f"looking for the {what}", Name=parameter
+            ),
+        ):
+            found.append(f"{what} {parameter}")
     if ignoring(
         ("404", "NoSuchBucket", "NotFound"),
         lambda: aws_call(
