@@ -63,7 +63,7 @@ from urllib.parse import urlsplit
 # because settings name them.
 from elastic_cache.capacity import CapacityUnit, OnColdFull, OnFull
 from elastic_cache.cost import PriceTable, price_table
-from elastic_cache.cost.spot import SPOT_PRICE_FRACTION
+from elastic_cache.cost.spot import SPOT_PRICE_FRACTION, SpotPrice
 from elastic_cache.errors import ConfigError
 from elastic_cache.hashing import make_hasher
 from elastic_cache.indexes import parse_index_spec
@@ -814,11 +814,17 @@ class CostSettings:
             ``{"region": ..., "instances": {type: {"usd_per_hour": ..., "memory_gb":
             ..., "fetched": "YYYY-MM-DD"}}}``; applied before ``prices``, so an operator's
             override still wins. Empty: none.
+        spot: Spot prices ``ecache deploy`` read from EC2 (``DescribeSpotPriceHistory``),
+            as ``{"region": ..., "instances": {type: {"usd_per_hour": ..., "fetched":
+            "YYYY-MM-DD", "zones": [...], "zone": ...}}}`` (`SpotPrice`); a running Spot
+            node of a type listed here counts at that price, one of another type at
+            ``ec2.spot_price_fraction`` of on-demand. Empty: none.
     """
 
     table: str = "current"
     prices: Mapping[str, Any] = field(default_factory=dict)
     fetched: Mapping[str, Any] = field(default_factory=dict)
+    spot: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not isinstance(self.prices, Mapping):
@@ -827,7 +833,34 @@ class CostSettings:
         if not isinstance(self.fetched, Mapping):
             raise ConfigError(f"[cost] fetched must be a table, got {self.fetched!r}")
         object.__setattr__(self, "fetched", MappingProxyType(dict(self.fetched)))
+        if not isinstance(self.spot, Mapping):
+            raise ConfigError(f"[cost] spot must be a table, got {self.spot!r}")
+        object.__setattr__(self, "spot", MappingProxyType(dict(self.spot)))
         self.price_table()  # validates the table name, the fetched prices and overrides
+        self.spot_prices()
+
+    def spot_prices(self) -> dict[str, SpotPrice]:
+        """The Spot prices of ``spot``: instance type → price (empty: none fetched).
+
+        Raises:
+            ConfigError: ``spot`` is not of the documented shape.
+        """
+        if not self.spot:
+            return {}
+        if set(self.spot) != {"region", "instances"}:
+            raise ConfigError("[cost] spot must hold exactly region and instances")
+        region, instances = self.spot["region"], self.spot["instances"]
+        if not isinstance(region, str) or not isinstance(instances, Mapping):
+            raise ConfigError("[cost] spot: region must be a string, instances a table")
+        out = {}
+        for name, spec in instances.items():
+            if not isinstance(spec, Mapping):
+                raise ConfigError(f"[cost] spot {name!r} must be a table")
+            try:
+                out[str(name)] = SpotPrice.from_mapping(region, spec)
+            except ConfigError as exc:
+                raise ConfigError(f"[cost] spot {name!r}: {exc}") from exc
+        return out
 
     def _fetched(self) -> tuple[str, dict[str, tuple[float, float, date]]] | None:
         if not self.fetched:
@@ -919,11 +952,11 @@ class ClusterSettings:
         cost = data.get("cost", {})
         if not isinstance(cost, Mapping):
             raise ConfigError("[cost] must be a table")
-        unknown = set(cost) - {"table", "prices", "fetched"}
+        unknown = set(cost) - {"table", "prices", "fetched", "spot"}
         if unknown:
             raise ConfigError(
                 f"unknown setting(s) in [cost]: {', '.join(sorted(unknown))}; known: fetched, "
-                "prices, table"
+                "prices, spot, table"
             )
         table = cost.get("table", "current")
         if not isinstance(table, str):
@@ -936,7 +969,10 @@ class ClusterSettings:
             origins=tuple(origins),
             ec2=None if ec2 is None else _build(Ec2Settings, ec2, "ec2"),
             cost=CostSettings(
-                table=table, prices=cost.get("prices", {}), fetched=cost.get("fetched", {})
+                table=table,
+                prices=cost.get("prices", {}),
+                fetched=cost.get("fetched", {}),
+                spot=cost.get("spot", {}),
             ),
             cluster=_build(ReplicationSettings, data.get("cluster", {}), "cluster"),
         )

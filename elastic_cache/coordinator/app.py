@@ -307,6 +307,9 @@ def cluster_view(coord: Coordinator) -> dict[str, Any]:
     view["cost_per_hour"] = round(coord.cost_per_hour(), 6)
     view["price_region"] = coord.settings.coordinator.price_region
     view["price_source"] = price_source(coord.prices, coord.settings.coordinator.price_region)
+    spot = coord.spot_source()
+    if spot:
+        view["price_source"] += f"; {spot}"
     view["unpriced_types"] = sorted(coord.unpriced)
     hits = sum(n["hits"] for n in view["nodes"])
     lookups = hits + sum(n["misses"] for n in view["nodes"])

@@ -29,7 +29,7 @@ from elastic_cache.coordinator.statestore import StateStore
 from elastic_cache.coordinator.watch import WatchHub
 from elastic_cache.coordinator.watchfeed import WatchFeed
 from elastic_cache.cost import instance_price
-from elastic_cache.cost.spot import spot_price
+from elastic_cache.cost.spot import assumed_label, spot_price
 from elastic_cache.dashboard.history import ClusterHistory
 from elastic_cache.errors import ElasticCacheError, UnknownPrice
 from elastic_cache.metrics import CoordinatorMetrics, MeteredProvisioner
@@ -125,6 +125,12 @@ class Coordinator:
         self.cluster.events.listeners.append(self.metrics.on_event)
         self.rate = RateMeter(settings.scaler.rate_half_life)
         self.prices = settings.cost.price_table()
+        #: Spot prices EC2 gave ``ecache deploy`` for this region (``[cost] spot``).
+        self.spot_prices = {
+            t: p
+            for t, p in settings.cost.spot_prices().items()
+            if p.region == settings.coordinator.price_region
+        }
         #: Instance types without a price, counted as $0/h (only without a budget).
         self.unpriced: set[str] = set()
         self.scaler = Scaler(
@@ -244,13 +250,32 @@ class Coordinator:
         return self.node_price(ec2.coordinator_instance_type)
 
     def handle_price(self, handle: NodeHandle) -> float:
-        """USD per hour of one node as it runs: a Spot node at the assumed Spot price
+        """USD per hour of one node as it runs: a Spot node at the Spot price EC2 gave
+        deploy for its type (``[cost] spot``), else at the assumed share of on-demand
         (`elastic_cache.cost.spot`, ``ec2.spot_price_fraction``)."""
-        price = self.node_price(handle.instance_type)
         ec2 = self.settings.ec2
         if handle.extra.get("market") == "spot" and ec2 is not None:
-            return spot_price(price, ec2.spot_price_fraction)
-        return price
+            fetched = self.spot_prices.get(handle.instance_type)
+            if fetched is not None:
+                return fetched.usd_per_hour
+            return spot_price(self.node_price(handle.instance_type), ec2.spot_price_fraction)
+        return self.node_price(handle.instance_type)
+
+    def spot_source(self) -> str | None:
+        """Where the Spot nodes' prices come from, as shown beside the cost per hour
+        (None without Spot): the days EC2's prices were read, and the assumption for
+        the node types it gave none."""
+        ec2 = self.settings.ec2
+        if ec2 is None or not ec2.spot:
+            return None
+        parts = []
+        days = sorted({p.fetched.isoformat() for p in self.spot_prices.values()})
+        if days:
+            parts.append(f"Spot prices fetched {', '.join(days)} (EC2 Spot price history)")
+        rest = [t for t in ec2.instance_types if t not in self.spot_prices]
+        if rest:
+            parts.append(f"Spot {', '.join(rest)}: {assumed_label(ec2.spot_price_fraction)}")
+        return "; ".join(parts)
 
     def cost_per_hour(self) -> float:
         """What the running nodes (and on EC2 the coordinator's instance) cost per hour,

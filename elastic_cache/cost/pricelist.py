@@ -6,7 +6,8 @@ The API (the boto3 ``pricing`` client, ``GetProducts``) answers in three regions
 pre-installed software, capacity that is used (not a reservation). `on_demand_usd_per_hour`
 reads the hourly price out of the JSON documents it returns. `PriceCache` is the on-disk
 record of what was fetched and when, so a price is fetched once a week at most and is
-always shown with its date.
+always shown with its date; it keeps the Spot prices EC2 gave too (`SpotPrice`, a day
+at most: they move).
 
 Nothing here calls AWS: the client lives in ``elastic_cache.deploy.pricelist``.
 """
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from elastic_cache.cost.prices import finite_number
+from elastic_cache.cost.spot import SpotPrice
 from elastic_cache.errors import ConfigError
 
 __all__ = [
@@ -98,19 +100,29 @@ class CachedPrice:
 
 
 class PriceCache:
-    """Fetched prices on disk, one JSON file: region → instance type → price and date.
+    """Fetched prices on disk, one JSON file: region → instance type → price and date,
+    and region → ``"spot"`` → instance type → Spot price (`SpotPrice.to_mapping`).
 
     A missing or unreadable file is an empty cache (it is only a cache); prices older
-    than ``max_age`` are not returned, so they are fetched again.
+    than ``max_age`` (Spot prices: ``spot_max_age``) are not returned, so they are
+    fetched again.
 
     Args:
         path: the JSON file; None keeps the cache in memory only.
-        max_age: how long a fetched price is used before it is fetched again.
+        max_age: how long a fetched on-demand price is used before it is fetched again.
+        spot_max_age: the same for a Spot price, which moves with demand: a day.
     """
 
-    def __init__(self, path: Path | None, *, max_age: timedelta = timedelta(days=7)) -> None:
+    def __init__(
+        self,
+        path: Path | None,
+        *,
+        max_age: timedelta = timedelta(days=7),
+        spot_max_age: timedelta = timedelta(days=1),
+    ) -> None:
         self.path = path
         self.max_age = max_age
+        self.spot_max_age = spot_max_age
         self._data: dict[str, dict[str, dict[str, Any]]] = self._load()
 
     def _load(self) -> dict[str, dict[str, dict[str, Any]]]:
@@ -143,6 +155,33 @@ class PriceCache:
             "usd_per_hour": price.usd_per_hour,
             "fetched": price.fetched.isoformat(),
         }
+        self._write()
+
+    def get_spot(
+        self, region: str, instance_type: str, zones: Sequence[str], *, today: date
+    ) -> SpotPrice | None:
+        """The Spot price fetched within ``spot_max_age`` of ``today`` for exactly
+        ``zones`` (another set of zones may have another highest price), or None."""
+        spot = self._data.get(region, {}).get("spot")
+        entry = spot.get(instance_type) if isinstance(spot, Mapping) else None
+        if not isinstance(entry, Mapping):
+            return None
+        try:
+            price = SpotPrice.from_mapping(region, entry)
+        except ConfigError:
+            return None
+        if price.zones != tuple(sorted(set(zones))) or today - price.fetched > self.spot_max_age:
+            return None
+        return price
+
+    def put_spot(self, instance_type: str, price: SpotPrice) -> None:
+        """Record the Spot ``price`` and write the file (best effort, as `put`)."""
+        self._data.setdefault(price.region, {}).setdefault("spot", {})[instance_type] = (
+            price.to_mapping()
+        )
+        self._write()
+
+    def _write(self) -> None:
         if self.path is None:
             return
         try:

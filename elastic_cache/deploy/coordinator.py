@@ -153,6 +153,7 @@ def coordinator_config(
                 "table": settings.cost.table,
                 "prices": settings.cost.prices,
                 "fetched": settings.cost.fetched,
+                "spot": settings.cost.spot,
             },
         }
     )

@@ -100,6 +100,7 @@ def new_config(config: str, settings: DeploySettings) -> str:
     data["cost"] = {
         **data.get("cost", {}),
         "fetched": dict(settings.cost.fetched),
+        "spot": dict(settings.cost.spot),
     }
     text = to_toml(data)
     ClusterSettings.from_mapping(tomllib.loads(text))
@@ -118,7 +119,8 @@ def _tag_resources(
     c: Mapping[str, Any], names: ClusterNames, old: Mapping[str, str], new: Mapping[str, str]
 ) -> list[str]:
     """Put the new user tags on the cluster's instances, volumes and security groups, its
-    roles and its token; remove the dropped ones. Returns what was retagged."""
+    roles, its token and its TLS key and certificate (when it has them); remove the
+    dropped ones. Returns what was retagged."""
     ec2 = c["ec2"]
     gone = sorted(set(old) - set(new))
     ids: list[str] = []
@@ -158,26 +160,57 @@ def _tag_resources(
             aws_call(c["iam"], "TagRole", doing="tagging the roles", RoleName=role, Tags=tags)
         if gone:
             aws_call(c["iam"], "UntagRole", doing="untagging", RoleName=role, TagKeys=gone)
-    param = names.token_parameter
-    if tags:
-        aws_call(
-            c["ssm"],
-            "AddTagsToResource",
-            doing="tagging the token",
-            ResourceType="Parameter",
-            ResourceId=param,
-            Tags=tags,
-        )
-    if gone:
-        aws_call(
-            c["ssm"],
-            "RemoveTagsFromResource",
-            doing="untagging the token",
-            ResourceType="Parameter",
-            ResourceId=param,
-            TagKeys=gone,
-        )
-    return [f"{len(ids)} EC2 resource(s)", "2 roles", "the token"]
+    done = [f"{len(ids)} EC2 resource(s)", "2 roles"]
+    for param, what, optional in (
+        (names.token_parameter, "the token", False),
+        (names.tls_key_parameter, "the TLS key", True),
+        (names.tls_cert_parameter, "the TLS certificate", True),
+    ):
+        # A cluster deployed before TLS has no TLS parameters: nothing to tag there.
+        if _tag_parameter(c["ssm"], param, what, tags, gone, optional=optional):
+            done.append(what)
+    return done
+
+
+def _tag_parameter(
+    ssm: Any,
+    param: str,
+    what: str,
+    tags: Sequence[Mapping[str, str]],
+    gone: Sequence[str],
+    *,
+    optional: bool,
+) -> bool:
+    """Put ``tags`` on the SSM parameter ``param`` and remove the ``gone`` keys. Returns
+    False when ``optional`` and the parameter does not exist.
+
+    Raises:
+        AwsError: SSM refused (also a missing parameter that is not ``optional``).
+    """
+    try:
+        if tags:
+            aws_call(
+                ssm,
+                "AddTagsToResource",
+                doing=f"tagging {what}",
+                ResourceType="Parameter",
+                ResourceId=param,
+                Tags=list(tags),
+            )
+        if gone:
+            aws_call(
+                ssm,
+                "RemoveTagsFromResource",
+                doing=f"untagging {what}",
+                ResourceType="Parameter",
+                ResourceId=param,
+                TagKeys=list(gone),
+            )
+    except AwsError as exc:
+        if optional and exc.aws_code == "InvalidResourceId":
+            return False
+        raise
+    return True
 
 
 def update_cluster(

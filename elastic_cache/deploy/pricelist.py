@@ -8,17 +8,23 @@ the Price List API (``pricing:GetProducts``), and the memory from EC2
 plan, the coordinator's budget and ``ecache status`` use the same prices, each labelled
 "fetched <date>". When the API cannot be reached (no network, no ``pricing:GetProducts``
 permission, moto) the built-in tables are the fallback, and the notes say so.
+
+With ``--spot``, `spot_priced` runs after the checks (it needs the zones of the subnets
+the nodes may launch in): for each node type it reads EC2's Spot price history
+(``DescribeSpotPriceHistory``, Linux/UNIX, the last hour) in those zones and keeps the
+highest zone's latest price (`highest_zone_price`), cached like the on-demand prices (a
+day) and put in ``[cost] spot``. When EC2 gives none, the type's Spot price is the
+assumed fraction of on-demand (`elastic_cache.cost.spot`), and the notes say so.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from datetime import date
+from datetime import date, datetime, timedelta
 from typing import Any
 
 from elastic_cache.awserrors import AwsError, aws_call
-from elastic_cache.config import CostSettings
 from elastic_cache.cost.pricelist import (
     CachedPrice,
     PriceCache,
@@ -26,10 +32,28 @@ from elastic_cache.cost.pricelist import (
     price_list_region,
     product_filters,
 )
+from elastic_cache.cost.spot import SpotPrice, assumed_label, highest_zone_price
 from elastic_cache.deploy.settings import DeploySettings
 from elastic_cache.errors import ConfigError, UnknownPrice
 
-__all__ = ["fetch_prices", "memory_gb", "price_notes", "priced"]
+__all__ = [
+    "SPOT_HISTORY_WINDOW",
+    "fetch_prices",
+    "fetch_spot_prices",
+    "memory_gb",
+    "price_notes",
+    "priced",
+    "spot_priced",
+]
+
+#: How far back deploy asks for Spot prices. EC2 answers with the price changes since
+#: then and the price in effect at the start, so a short window still has a price for
+#: every zone with any history, and few pages.
+SPOT_HISTORY_WINDOW = timedelta(hours=1)
+
+#: At most this many pages of Spot price history are read per type (a page is up to
+#: 1000 entries; an hour of a few zones fills a fraction of one).
+_MAX_SPOT_PAGES = 10
 
 
 def memory_gb(ec2: Any, types: Sequence[str]) -> dict[str, float]:
@@ -132,9 +156,8 @@ def priced(
         for t, p in prices.items()
         if t in memory
     }
-    cost = settings.cost
     fetched = {"region": region, "instances": instances} if instances else {}
-    cost = CostSettings(table=cost.table, prices=cost.prices, fetched=fetched)
+    cost = dataclasses.replace(settings.cost, fetched=fetched)
     out = dataclasses.replace(settings, cost=cost)
     return out, [*notes, *price_notes(out, types)]
 
@@ -157,3 +180,121 @@ def price_notes(settings: DeploySettings, types: Sequence[str]) -> list[str]:
         )
         lines.append(f"price: {t} in {settings.region}: ${inst.usd_per_hour:.4f}/h ({source})")
     return lines
+
+
+def fetch_spot_prices(
+    ec2: Any,
+    region: str,
+    types: Sequence[str],
+    zones: Sequence[str],
+    cache: PriceCache,
+    *,
+    today: date,
+    now: datetime,
+) -> tuple[dict[str, SpotPrice], list[str]]:
+    """The Spot prices of ``types`` in ``region``: for each, the highest latest price
+    over ``zones`` (module docstring), cached ones first, the rest from EC2 (and then
+    cached). ``today`` labels what is fetched; the history is asked from
+    `SPOT_HISTORY_WINDOW` before ``now``.
+
+    Returns:
+        ``(type → price, notes)``; a type missing from the first has no Spot price from
+        EC2 (a note says why). After one failed call EC2 is not asked again in this run.
+    """
+    found: dict[str, SpotPrice] = {}
+    notes: list[str] = []
+    wanted = sorted(set(zones))
+    if not wanted:
+        return found, ["spot price: no zone to read Spot prices in"]
+    reachable = True
+    for instance_type in dict.fromkeys(types):
+        cached = cache.get_spot(region, instance_type, wanted, today=today)
+        if cached is not None:
+            found[instance_type] = cached
+            continue
+        if not reachable:
+            continue
+        try:
+            history = _spot_history(ec2, instance_type, wanted, since=now - SPOT_HISTORY_WINDOW)
+        except AwsError as exc:
+            reachable = False
+            notes.append(f"spot price: EC2 DescribeSpotPriceHistory failed ({exc.aws_code}: {exc})")
+            continue
+        best = highest_zone_price(history, wanted)
+        if best is None:
+            notes.append(
+                f"spot price: EC2 has no Spot price history for {instance_type} (Linux/UNIX) "
+                f"in {', '.join(wanted)}"
+            )
+            continue
+        usd, zone = best
+        price = SpotPrice(
+            usd_per_hour=usd, fetched=today, region=region, zones=tuple(wanted), zone=zone
+        )
+        cache.put_spot(instance_type, price)
+        found[instance_type] = price
+    return found, notes
+
+
+def _spot_history(
+    ec2: Any, instance_type: str, zones: Sequence[str], *, since: datetime
+) -> list[dict[str, Any]]:
+    """``SpotPriceHistory`` of ``instance_type`` in ``zones`` since ``since``, every page."""
+    entries: list[dict[str, Any]] = []
+    token: str | None = None
+    for _ in range(_MAX_SPOT_PAGES):
+        reply = aws_call(
+            ec2,
+            "DescribeSpotPriceHistory",
+            doing="reading Spot prices",
+            InstanceTypes=[instance_type],
+            ProductDescriptions=["Linux/UNIX"],
+            # The AvailabilityZone parameter takes one zone; the filter takes several.
+            Filters=[{"Name": "availability-zone", "Values": list(zones)}],
+            StartTime=since,
+            **({"NextToken": token} if token else {}),
+        )
+        entries += reply.get("SpotPriceHistory", [])
+        token = reply.get("NextToken") or None
+        if token is None:
+            break
+    return entries
+
+
+def spot_priced(
+    settings: DeploySettings,
+    zones: Sequence[str],
+    *,
+    ec2: Any,
+    cache: PriceCache,
+    today: date,
+    now: datetime,
+) -> tuple[DeploySettings, list[str]]:
+    """With ``settings.spot``: ``settings`` with the Spot prices of the node types in
+    ``zones`` in its ``cost.spot``, and a line per type saying what a Spot node of it is
+    counted at and where that comes from (the assumption, when EC2 gave none). Without
+    ``--spot``: ``settings`` unchanged and no lines.
+    """
+    if not settings.spot:
+        return settings, []
+    types = list(dict.fromkeys(settings.instance_types))
+    prices, notes = fetch_spot_prices(
+        ec2, settings.region, types, zones, cache, today=today, now=now
+    )
+    spot = (
+        {
+            "region": settings.region,
+            "instances": {t: p.to_mapping() for t, p in prices.items()},
+        }
+        if prices
+        else {}
+    )
+    out = dataclasses.replace(settings, cost=dataclasses.replace(settings.cost, spot=spot))
+    lines = []
+    for t in types:
+        p = prices.get(t)
+        if p is not None:
+            lines.append(f"spot price: {t}: ${p.usd_per_hour:.5f}/h ({p.label})")
+        else:
+            lines.append(f"spot price: {t}: {assumed_label()}")
+    return out, [*notes, *lines]

@@ -27,8 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from elastic_cache.awserrors import AwsError, aws_call, ignoring
+from elastic_cache.cost import instance_price
 from elastic_cache.cost.pricelist import PriceCache
-from elastic_cache.cost.spot import SPOT_PRICE_FRACTION, spot_price
+from elastic_cache.cost.spot import assumed_label, spot_price
 from elastic_cache.deploy.access import delete_role, ensure_role, ensure_token
 from elastic_cache.deploy.bundle import fetch_dependencies
 from elastic_cache.deploy.certificate import ensure_certificate, read_certificate
@@ -69,7 +70,7 @@ from elastic_cache.deploy.preflight import (
     plan_lines,
     preflight,
 )
-from elastic_cache.deploy.pricelist import priced
+from elastic_cache.deploy.pricelist import priced, spot_priced
 from elastic_cache.deploy.rollback import Created, roll_back
 from elastic_cache.deploy.settings import DeployResult, DeploySettings
 from elastic_cache.deploy.storage import (
@@ -163,19 +164,22 @@ def _checked(
     session: Any,
     prices: PriceCache | None = None,
     today: Callable[[], date] = _utc_today,
+    now: Callable[[], datetime] = _utc_now,
 ) -> tuple[DeploySettings, dict[str, Any], ClusterNames, Preflight]:
     """What plan and deploy do first: the clients, the names, the prices (`priced`:
-    fetched or cached, else built in), every check before anything is created, and the
+    fetched or cached, else built in), every check before anything is created, with
+    ``--spot`` the Spot prices in the zones the checks chose (`spot_priced`), and the
     refusal of settings a running coordinator does not have. Returns the settings with
     the fetched prices in them."""
     region = settings.region
     c = _clients(session, region)
     names = ClusterNames(cluster=settings.name, account=identity(session), region=region)
+    cache = prices if prices is not None else PriceCache(None)
     settings, price_lines = priced(
         settings,
         session=session,
         ec2=c["ec2"],
-        cache=prices if prices is not None else PriceCache(None),
+        cache=cache,
         today=today(),
     )
     checked = preflight(
@@ -185,7 +189,15 @@ def _checked(
         ssm=c["ssm"],
         quotas=session.client("service-quotas", region_name=region),
     )
-    checked = dataclasses.replace(checked, notes=(*price_lines, *checked.notes))
+    settings, spot_lines = spot_priced(
+        settings,
+        [checked.zones[s] for s in checked.subnets if s in checked.zones],
+        ec2=c["ec2"],
+        cache=cache,
+        today=today(),
+        now=now(),
+    )
+    checked = dataclasses.replace(checked, notes=(*price_lines, *checked.notes, *spot_lines))
     refuse_drift(settings, c["ec2"], names)
     return settings, c, names, checked
 
@@ -197,6 +209,7 @@ def plan(
     out: Out = print,
     prices: PriceCache | None = None,
     today: Callable[[], date] = _utc_today,
+    now: Callable[[], datetime] = _utc_now,
 ) -> Preflight:
     """``ecache deploy --dry-run``: run every check of a deploy and print what it would
     create and cost, creating nothing (read-only and ``DryRun`` calls only; the price
@@ -206,7 +219,7 @@ def plan(
         ConfigError, AwsError: as `deploy`'s checks.
     """
     region = settings.region
-    settings, c, names, checked = _checked(settings, session, prices, today)
+    settings, c, names, checked = _checked(settings, session, prices, today, now)
     out(
         f"plan for cluster {names.cluster} in {region} (account {names.account}), VPC {checked.vpc}"
     )
@@ -260,7 +273,8 @@ def deploy(
         prices: the on-disk cache of prices fetched from the AWS Price List API; None
             keeps them for this run only.
         today: the UTC date, which labels fetched prices.
-        now: the UTC time, which starts a new certificate's validity.
+        now: the UTC time, which starts a new certificate's validity and the window of
+            Spot price history read.
 
     Raises:
         ConfigError: a bad setting, a budget too small for the cluster's floor, or
@@ -269,7 +283,7 @@ def deploy(
         ProvisionError: the coordinator instance did not come up.
     """
     region = settings.region
-    settings, c, names, checked = _checked(settings, session, prices, today)
+    settings, c, names, checked = _checked(settings, session, prices, today, now)
     out(f"cluster {names.cluster} in {region} (account {names.account}), VPC {checked.vpc}")
     for note in checked.notes:
         out(f"  check         {note}")
@@ -563,19 +577,44 @@ def endpoint_plan_line(ec2: Any, names: ClusterNames, *, private: bool = False) 
 
 
 def spot_cost_line(settings: DeploySettings, checked: Preflight) -> str:
-    """With ``--spot``: the cost per hour with the nodes at the assumed Spot price
-    (`elastic_cache.cost.spot`), and what the budget counts."""
+    """With ``--spot``: the cost per hour with the nodes at their Spot price (the one EC2
+    gave in ``settings.cost.spot``, else the assumption; `elastic_cache.cost.spot`),
+    where that price comes from, and what the budget counts."""
     if checked.coordinator_price is None or checked.node_price is None:
         return "spot: nodes as Spot; their cost is unknown too (some type has no price)"
-    node = spot_price(checked.node_price)
+    node, source = node_spot_price(settings)
     low = checked.coordinator_price + settings.initial_nodes * node
     high = checked.coordinator_price + settings.max_nodes * node
     return (
-        f"spot: nodes as Spot, assumed at {SPOT_PRICE_FRACTION:.0%} of on-demand: "
+        f"spot: nodes as Spot at ${node:.5f}/h each ({source}): "
         f"${low:.4f}/h at the minimum, ${high:.4f}/h at the maximum; the budget counts "
-        "running Spot nodes at that estimate and each new node at on-demand (it may fall "
+        "running Spot nodes at that price and each new node at on-demand (it may fall "
         "back to on-demand; EC2 bills Spot at most the on-demand price)"
     )
+
+
+def node_spot_price(settings: DeploySettings) -> tuple[float, str]:
+    """The Spot price per hour of the dearest node type, and where it comes from: a
+    type with a Spot price from EC2 counts at it, one without at `SPOT_PRICE_FRACTION`
+    of its on-demand price (so labelled).
+
+    Raises:
+        UnknownPrice: some node type has no on-demand price (the caller checks first).
+    """
+    table = settings.cost.price_table()
+    fetched = settings.cost.spot_prices()
+    best: tuple[float, str] | None = None
+    for t in settings.instance_types:
+        p = fetched.get(t)
+        if p is not None:
+            usd, source = p.usd_per_hour, f"{t}: {p.label}"
+        else:
+            usd = spot_price(instance_price(t, settings.region, table))
+            source = f"{t}: {assumed_label()}"
+        if best is None or usd > best[0]:
+            best = (usd, source)
+    assert best is not None  # instance_types is never empty
+    return best
 
 
 def update(
@@ -588,8 +627,10 @@ def update(
     healthy: Callable[[str], bool] | None = None,
     prices: PriceCache | None = None,
     today: Callable[[], date] = _utc_today,
+    now: Callable[[], datetime] = _utc_now,
 ) -> bool:
-    """``ecache deploy --update``: the prices of the asked types (as `deploy`), then
+    """``ecache deploy --update``: the prices of the asked types (as `deploy`; with
+    ``--spot`` their Spot prices in the zones of the running coordinator's subnets), then
     `update_cluster`. Returns whether anything changed.
 
     Raises:
@@ -598,13 +639,19 @@ def update(
     region = settings.region
     c = _clients(session, region)
     names = ClusterNames(cluster=settings.name, account=identity(session), region=region)
-    settings, lines = priced(
-        settings,
-        session=session,
-        ec2=c["ec2"],
-        cache=prices if prices is not None else PriceCache(None),
-        today=today(),
-    )
+    cache = prices if prices is not None else PriceCache(None)
+    settings, lines = priced(settings, session=session, ec2=c["ec2"], cache=cache, today=today())
+    if settings.spot:
+        spot_lines: list[str]
+        settings, spot_lines = spot_priced(
+            settings,
+            _running_zones(c["ec2"], names),
+            ec2=c["ec2"],
+            cache=cache,
+            today=today(),
+            now=now(),
+        )
+        lines += spot_lines
     for line in lines:
         out(f"  check         {line}")
     if healthy is None:
@@ -619,6 +666,18 @@ def update(
         clock=clock,
         healthy=healthy if settings.wait else None,
     )
+
+
+def _running_zones(ec2: Any, names: ClusterNames) -> list[str]:
+    """The zones of the subnets the running coordinator launches nodes in (none when it
+    or its configuration cannot be found: `update_cluster` then refuses)."""
+    found = coordinator_instances(ec2, names.cluster)
+    running = running_config(ec2, str(found[0]["InstanceId"])) if found else None
+    subnets = list(running.ec2.subnets) if running is not None and running.ec2 else []
+    if not subnets:
+        return []
+    reply = aws_call(ec2, "DescribeSubnets", doing="finding the subnets' zones", SubnetIds=subnets)
+    return sorted({str(x["AvailabilityZone"]) for x in reply["Subnets"]})
 
 
 def _retire_bundles(s3: Any, names: ClusterNames, in_use: str | None, out: Out) -> None:
@@ -692,13 +751,20 @@ def cluster_exists(name: str, region: str, *, session: Any) -> list[str]:
             ),
         ):
             found.append(f"IAM role {names.role(kind)}")
-    if ignoring(
-        ("ParameterNotFound",),
-        lambda: aws_call(
-            c["ssm"], "GetParameter", doing="looking for the token", Name=names.token_parameter
-        ),
+    # The TLS parameters too: a deploy rolled back part-way, or a destroy stopped
+    # part-way, may leave them alone, and destroy must still find them to delete them.
+    for parameter, what in (
+        (names.token_parameter, "token"),
+        (names.tls_key_parameter, "TLS private key"),
+        (names.tls_cert_parameter, "TLS certificate"),
     ):
-        found.append(f"token {names.token_parameter}")
+        if ignoring(
+            ("ParameterNotFound",),
+            partial(
+                aws_call, c["ssm"], "GetParameter", doing=f"looking for the {what}", Name=parameter
+            ),
+        ):
+            found.append(f"{what} {parameter}")
     if ignoring(
         ("404", "NoSuchBucket", "NotFound"),
         lambda: aws_call(

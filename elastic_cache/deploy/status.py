@@ -117,6 +117,9 @@ def coordinator_prices(ec2: Any, instance_id: str) -> tuple[PriceTable, str]:
     fetched = sorted({str(i["fetched"]) for i in cost.fetched.get("instances", {}).values()})
     if fetched:
         overrides += f"; instance prices fetched {', '.join(fetched)} (AWS Price List API)"
+    spot = sorted({str(i["fetched"]) for i in cost.spot.get("instances", {}).values()})
+    if spot:
+        overrides += f"; Spot prices fetched {', '.join(spot)} (EC2 Spot price history)"
     return cost.price_table(), f"the coordinator's configuration{overrides}"
 
 

@@ -1,6 +1,8 @@
 """TLS through ``ecache deploy`` against moto: the certificate and key in SSM, never in
 user data; the https endpoint and its fingerprint; the coordinator reading both at
-start; destroy and roll-back deleting them; the user's own certificate."""
+start; destroy and roll-back deleting them; ``deploy --update`` re-tagging them;
+``ecache destroy`` finding a cluster of which only they are left; the user's own
+certificate."""
 
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ from elastic_cache import cli
 from elastic_cache.awserrors import AwsCapacityError
 from elastic_cache.config import ClusterSettings
 from elastic_cache.coordinator.runner import tls_from_parameters, tls_of
-from elastic_cache.deploy import destroy, status_by_name
+from elastic_cache.deploy import cluster_exists, destroy, status_by_name, update
 from elastic_cache.deploy.certificate import check_key_pair, self_signed
 from elastic_cache.deploy.coordinator import SCHEME_TAG, coordinator_instances
 from elastic_cache.deploy.names import ClusterNames
@@ -131,6 +133,92 @@ def test_destroy_deletes_the_key_and_the_certificate(session: Any, tmp_path: Pat
     left = [p["Name"] for p in session.client("ssm").describe_parameters()["Parameters"]]
     assert names.tls_key_parameter not in left and names.tls_cert_parameter not in left
     assert any(f"deleted the TLS private key {names.tls_key_parameter}" in x for x in lines)
+
+
+def parameter_tags(session: Any, name: str) -> dict[str, str]:
+    tags = session.client("ssm").list_tags_for_resource(ResourceType="Parameter", ResourceId=name)
+    return {t["Key"]: t["Value"] for t in tags["TagList"]}
+
+
+def test_update_retags_the_tls_parameters_like_the_token(session: Any, tmp_path: Path) -> None:
+    """``--update`` with other ``--tag``s: the key and the certificate gain the new tags
+    and lose the dropped ones, as the token does; the cluster's own tag stays."""
+    s = settings(tags=("team=cache", "tier=gold"))
+    run_deploy(session, tmp_path, s)
+    names = names_of(session, s.name)
+    lines: list[str] = []
+    asked = settings(name=s.name, tags=("team=store",))
+    assert update(asked, session=session, out=lines.append, sleep=lambda _: None)
+    for param in (names.token_parameter, names.tls_key_parameter, names.tls_cert_parameter):
+        assert parameter_tags(session, param) == {"ecache:cluster": s.name, "team": "store"}
+    [line] = [x for x in lines if x.startswith("tags: set on")]
+    assert "the token, the TLS key, the TLS certificate" in line
+
+
+def test_update_retags_a_cluster_without_tls_parameters(session: Any, tmp_path: Path) -> None:
+    """A cluster deployed before TLS has no key or certificate: the update tags the rest
+    and says nothing of them."""
+    s = settings()
+    run_deploy(session, tmp_path, s)
+    names = names_of(session, s.name)
+    ssm = session.client("ssm")
+    for param in (names.tls_key_parameter, names.tls_cert_parameter):
+        ssm.delete_parameter(Name=param)
+    lines: list[str] = []
+    assert update(
+        settings(name=s.name, tags=("team=store",)),
+        session=session,
+        out=lines.append,
+        sleep=lambda _: None,
+    )
+    assert parameter_tags(session, names.token_parameter)["team"] == "store"
+    [line] = [x for x in lines if x.startswith("tags: set on")]
+    assert line.endswith("the token")
+
+
+def test_destroy_finds_a_cluster_of_which_only_the_tls_parameters_are_left(
+    session: Any,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Everything but the key and the certificate is gone (a destroy or a roll-back that
+    stopped part-way): the cluster still exists for ``ecache destroy``, which deletes
+    them, and only then says there is no such cluster."""
+    s = settings()
+    run_deploy(session, tmp_path, s)
+    names = names_of(session, s.name)
+    ssm = session.client("ssm")
+    tls = {
+        names.tls_key_parameter: ssm.get_parameter(
+            Name=names.tls_key_parameter, WithDecryption=True
+        )["Parameter"]["Value"],
+        names.tls_cert_parameter: ssm.get_parameter(Name=names.tls_cert_parameter)["Parameter"][
+            "Value"
+        ],
+    }
+    destroy(
+        s.name, REGION, session=session, out=lambda _: None, sleep=lambda _: None, delete_data=True
+    )
+    assert cluster_exists(s.name, REGION, session=session) == []
+    for param, value in tls.items():
+        ssm.put_parameter(
+            Name=param, Value=value, Type="SecureString" if param.endswith("key") else "String"
+        )
+    assert cluster_exists(s.name, REGION, session=session) == [
+        f"TLS private key {names.tls_key_parameter}",
+        f"TLS certificate {names.tls_cert_parameter}",
+    ]
+    monkeypatch.setattr(cli, "_boto_session", lambda region: session)
+    argv = ["destroy", "--name", s.name, "--region", REGION, "--yes"]
+    assert cli.main(argv) == 0
+    out = capsys.readouterr().out
+    assert f"deleted the TLS private key {names.tls_key_parameter}" in out
+    assert f"deleted the TLS certificate {names.tls_cert_parameter}" in out
+    left = [p["Name"] for p in ssm.describe_parameters()["Parameters"]]
+    assert names.tls_key_parameter not in left and names.tls_cert_parameter not in left
+    assert cli.main(argv) == 2
+    assert "nothing to destroy" in capsys.readouterr().err
 
 
 def test_a_failed_deploy_deletes_the_key_it_stored(session: Any, tmp_path: Path) -> None:

@@ -1,13 +1,20 @@
 """Spot nodes against moto: launched with ``InstanceMarketOptions``, on-demand when Spot
-has no capacity or refuses the price, priced at the Spot estimate, and drained through
-the scale-down hand-off when EC2 gives a node its interruption notice, with no
-acknowledged write lost."""
+has no capacity or refuses the price, priced at EC2's Spot price (the highest zone's,
+read with ``DescribeSpotPriceHistory``) or, without one, at the labelled assumption, and
+drained through the scale-down hand-off when EC2 gives a node its interruption notice,
+with no acknowledged write lost.
+
+moto answers ``DescribeSpotPriceHistory`` for the types it knows with one entry per zone,
+always ``SpotPrice`` "0.00001" and a 2006 timestamp; it ignores ``ProductDescriptions``
+and ``StartTime``. Other prices, an empty history and a refusal are injected at the
+boto3 level."""
 
 from __future__ import annotations
 
 import asyncio
 import base64
 import tomllib
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
@@ -17,16 +24,19 @@ from elastic_cache.awserrors import AwsCapacityError, AwsPermissionDenied
 from elastic_cache.config import ClusterSettings
 from elastic_cache.coordinator.service import Coordinator
 from elastic_cache.cost import instance_price
-from elastic_cache.cost.spot import spot_price
+from elastic_cache.cost.pricelist import PriceCache
+from elastic_cache.cost.spot import SpotPrice, spot_price
 from elastic_cache.deploy.access import POLICY_NAME
 from elastic_cache.deploy.stack import plan
 from elastic_cache.errors import ConfigError
+from elastic_cache.provisioner.base import NodeHandle
 from elastic_cache.provisioner.ec2 import Ec2Provisioner
 from elastic_cache.provisioner.spot import interrupted
 from elastic_cache.userdata import coordinator_config_of
 
 from .conftest import REGION, LocalInstances, ec2_test_settings, fail_call, record_calls
 from .test_deploy import run_deploy, settings
+from .test_deploy_plan import inject
 from .test_ec2_provisioner import provisioner
 
 pytestmark = pytest.mark.slow
@@ -204,7 +214,9 @@ def test_deploy_with_spot(session: Any, tmp_path: Path) -> None:
     s = settings(spot=True)
     lines: list[str] = []
     plan(s, session=session, out=lines.append)
-    assert any(line.startswith("spot: nodes as Spot, assumed at 40%") for line in lines)
+    assert any(
+        line.startswith("spot: nodes as Spot at $0.00001/h each (t3.small: EC2") for line in lines
+    )
     result = run_deploy(session, tmp_path, s)
     raw = session.client("ec2").describe_instance_attribute(
         InstanceId=result.coordinator_instance, Attribute="userData"
@@ -220,3 +232,199 @@ def test_deploy_with_spot(session: Any, tmp_path: Path) -> None:
     assert "CreateTheSpotServiceRole" in sids
     with pytest.raises(ConfigError, match="--spot: running True, asked False"):
         run_deploy(session, tmp_path, settings(name=s.name))
+
+
+DAY = date(2026, 11, 26)
+NOW = datetime(2026, 11, 26, 12, 0, tzinfo=UTC)
+
+
+def spot_plan(session: Any, s: Any, cache: PriceCache | None = None) -> list[str]:
+    lines: list[str] = []
+    plan(
+        s,
+        session=session,
+        out=lines.append,
+        prices=cache,
+        today=lambda: DAY,
+        now=lambda: NOW,
+    )
+    return lines
+
+
+def node_zones(session: Any) -> list[str]:
+    """The zones of the default subnets whose zone offers t3.small (moto's us-east-1e
+    does not, so deploy leaves it out)."""
+    subnets = session.client("ec2").describe_subnets()["Subnets"]
+    return sorted({x["AvailabilityZone"] for x in subnets} - {"us-east-1e"})
+
+
+def test_the_spot_price_comes_from_ec2(session: Any) -> None:
+    """moto's price reaches the plan's lines, labelled with its date, region and zones,
+    from one request per node type for the nodes' zones, Linux/UNIX, the last hour."""
+    calls = record_calls(session.events, "ec2", "DescribeSpotPriceHistory")
+    lines = spot_plan(session, settings(spot=True, instance_types=("t3.small", "m6i.large")))
+    zones = node_zones(session)
+    assert len(calls) == 2
+    for call, instance_type in zip(calls, ("t3.small", "m6i.large"), strict=True):
+        assert call["InstanceType.1"] == instance_type
+        assert call["ProductDescription.1"] == "Linux/UNIX"
+        assert call["Filter.1.Name"] == "availability-zone"
+        assert sorted(v for k, v in call.items() if k.startswith("Filter.1.Value.")) == zones
+        assert call["StartTime"].startswith("2026-11-26T11:00:00")
+    label = (
+        f"fetched 2026-11-26 in {REGION}: {zones[0]}'s latest, the highest of {', '.join(zones)}"
+    )
+    assert f"  check         spot price: t3.small: $0.00001/h (EC2 Spot price {label})" in lines
+    [line] = [x for x in lines if x.startswith("spot: ")]
+    assert "$0.00001/h each" in line and "assumed" not in line
+    # The coordinator (t3.small, $0.0208/h) and 1 or 4 nodes at the Spot price.
+    assert "$0.0208/h at the minimum, $0.0208/h at the maximum" in line
+
+
+def test_the_dearest_zone_sets_the_price(session: Any) -> None:
+    """Each zone's latest price, the highest of them: a node may land in any zone (and
+    us-east-1e, which offers no t3.small, is none of the nodes' zones). The reply is
+    injected already parsed, so its timestamps are datetimes, as boto3 gives them."""
+    history = [
+        {
+            "AvailabilityZone": "us-east-1a",
+            "SpotPrice": "0.006200",
+            "Timestamp": NOW.replace(hour=11, minute=30),
+        },
+        {
+            "AvailabilityZone": "us-east-1b",
+            "SpotPrice": "0.009900",
+            "Timestamp": NOW.replace(hour=10, minute=0),
+        },
+        {
+            "AvailabilityZone": "us-east-1b",
+            "SpotPrice": "0.005000",
+            "Timestamp": NOW.replace(hour=11, minute=45),
+        },
+        {
+            "AvailabilityZone": "us-east-1c",
+            "SpotPrice": "0.007100",
+            "Timestamp": NOW.replace(hour=11, minute=10),
+        },
+        {
+            "AvailabilityZone": "us-east-1e",
+            "SpotPrice": "0.020000",
+            "Timestamp": NOW.replace(hour=11, minute=10),
+        },
+    ]
+    history = [
+        {**h, "InstanceType": "t3.small", "ProductDescription": "Linux/UNIX"} for h in history
+    ]
+    inject(session, "ec2", "DescribeSpotPriceHistory", reply={"SpotPriceHistory": history})
+    lines = spot_plan(session, settings(spot=True))
+    assert any(
+        x.startswith("  check         spot price: t3.small: $0.00710/h")
+        and "us-east-1c's latest" in x
+        for x in lines
+    )
+    assert any(x.startswith("spot: nodes as Spot at $0.00710/h each") for x in lines)
+
+
+@pytest.mark.parametrize(
+    ("injected", "why"),
+    [
+        (
+            {"code": "UnauthorizedOperation"},
+            "DescribeSpotPriceHistory failed (UnauthorizedOperation",
+        ),
+        ({"reply": {"SpotPriceHistory": []}}, "no Spot price history for t3.small (Linux/UNIX)"),
+    ],
+)
+def test_without_a_price_from_ec2_the_assumption_is_labelled(
+    session: Any, tmp_path: Path, injected: dict[str, Any], why: str
+) -> None:
+    """A refusal or an empty history: the plan says why, prices Spot nodes at 40% of
+    on-demand and says that it is an assumption; the coordinator gets no Spot prices
+    (it applies the same assumption, `test_the_coordinator_counts_the_fetched_price`)."""
+    inject(session, "ec2", "DescribeSpotPriceHistory", **injected)
+    s = settings(spot=True)
+    lines = spot_plan(session, s)
+    assert any(why in x for x in lines)
+    assert (
+        "  check         spot price: t3.small: assumed 40% of on-demand, not a price from AWS"
+        in lines
+    )
+    [line] = [x for x in lines if x.startswith("spot: ")]
+    assumed = spot_price(instance_price("t3.small", REGION))
+    assert f"${assumed:.5f}/h each (t3.small: assumed 40% of on-demand" in line
+    result = run_deploy(session, tmp_path, s)
+    raw = session.client("ec2").describe_instance_attribute(
+        InstanceId=result.coordinator_instance, Attribute="userData"
+    )["UserData"]["Value"]
+    config = coordinator_config_of(base64.b64decode(raw).decode())
+    assert config is not None
+    assert ClusterSettings.from_mapping(tomllib.loads(config)).cost.spot_prices() == {}
+
+
+def test_a_fetched_spot_price_is_cached_a_day(session: Any, tmp_path: Path) -> None:
+    """Kept in the price cache beside the on-demand prices; asked again only the next
+    day. A deploy hands it to the coordinator in ``[cost] spot``."""
+    path = tmp_path / "prices.json"
+    calls = record_calls(session.events, "ec2", "DescribeSpotPriceHistory")
+    s = settings(spot=True)
+    spot_plan(session, s, PriceCache(path))
+    spot_plan(session, s, PriceCache(path))
+    assert len(calls) == 1
+    cached = PriceCache(path).get_spot(REGION, "t3.small", node_zones(session), today=DAY)
+    assert cached is not None and cached.usd_per_hour == pytest.approx(0.00001)
+    result = run_deploy(
+        session, tmp_path, s, prices=PriceCache(path), today=lambda: DAY, now=lambda: NOW
+    )
+    assert len(calls) == 1
+    raw = session.client("ec2").describe_instance_attribute(
+        InstanceId=result.coordinator_instance, Attribute="userData"
+    )["UserData"]["Value"]
+    config = coordinator_config_of(base64.b64decode(raw).decode())
+    assert config is not None
+    assert ClusterSettings.from_mapping(tomllib.loads(config)).cost.spot_prices() == {
+        "t3.small": cached
+    }
+
+
+def test_the_coordinator_counts_the_fetched_price(session: Any, tmp_path: Path) -> None:
+    """A Spot node of a type with a price from EC2 counts at it, one of another type at
+    the assumption; on-demand nodes at on-demand; the view says which is which."""
+    fetched = SpotPrice(
+        usd_per_hour=0.0071, fetched=DAY, region=REGION, zones=("us-east-1a",), zone="us-east-1a"
+    )
+    ec2 = {**ec2_test_settings(), "spot": True, "instance_types": ["t3.small", "m6i.large"]}
+    settings_ = ClusterSettings.from_mapping(
+        {
+            "coordinator": {"price_region": REGION},
+            "ec2": ec2,
+            "cost": {"spot": {"region": REGION, "instances": {"t3.small": fetched.to_mapping()}}},
+        }
+    )
+    assert settings_.ec2 is not None
+    prov = Ec2Provisioner(
+        settings_.ec2,
+        settings_.nodes,
+        session=session,
+        runner=LocalInstances(settings_.nodes, tmp_path),
+    )
+    coord = Coordinator(settings_, prov, state_path=tmp_path / "cluster.json")
+
+    def handle(instance_type: str, market: str) -> NodeHandle:
+        return NodeHandle(
+            node_id="n",
+            address="http://127.0.0.1:9",
+            ref="i-1",
+            instance_type=instance_type,
+            extra={"market": market},
+        )
+
+    assert coord.handle_price(handle("t3.small", "spot")) == pytest.approx(0.0071)
+    m6i = instance_price("m6i.large", REGION)
+    assert coord.handle_price(handle("m6i.large", "spot")) == pytest.approx(spot_price(m6i))
+    assert coord.handle_price(handle("t3.small", "on-demand")) == pytest.approx(
+        instance_price("t3.small", REGION)
+    )
+    source = coord.spot_source()
+    assert source is not None
+    assert "Spot prices fetched 2026-11-26" in source
+    assert "Spot m6i.large: assumed 40% of on-demand, not a price from AWS" in source
