@@ -445,7 +445,8 @@ class CoordinatorSettings:
             reading them from a node, so that a fresh hit needs no trip to a node; kept
             until the key changes on any node (the change feed), for at most
             ``hot_answers_seconds``; 0 turns it off (docs/http-caching.md).
-        hot_answers_seconds: longest an answer is kept before it is read again.
+        hot_answers_seconds: longest an answer is kept before it is read again from its
+            node (a bound on staleness should the change feed miss a change).
         tls_cert: path of a PEM certificate chain; with ``tls_key`` the public port
             (of the coordinator and of each worker) serves HTTPS only (`elastic_cache.tls`).
             The Unix sockets inside and the traffic to the nodes stay plain.
@@ -472,7 +473,7 @@ class CoordinatorSettings:
     watch_buffer: int = 65536
     watch_queue: int = 10000
     hot_answers_bytes: int = 32 * 2**20
-    hot_answers_seconds: float = 5.0
+    hot_answers_seconds: float = 30.0
     tls_cert: str | None = None
     tls_key: str | None = None
     tls_cert_parameter: str | None = None

@@ -9,8 +9,8 @@ of it), exactly as the node holds it. It leaves when:
   every node's change log) publishes every put, delete, expiry and eviction, and a feed
   that lost changes (a node restarted, its log overflowed) clears everything;
 - this process writes or invalidates the key (it drops the entry itself, at once);
-- it has been held ``hold`` seconds (a bound on staleness should the feed lag), or the
-  memory bound pushes it out (least recently used first).
+- it has been held ``hold`` seconds (at most; a bound on staleness should the feed miss
+  a change), or the memory bound pushes it out (least recently used first).
 
 An entry read from a node is kept only when the key did not change between the start of
 that read and its end (`mark` / `keep`), so a read that raced a change cannot plant the
@@ -20,6 +20,7 @@ read from a node, so an entry never makes an answer fresher than it is.
 
 from __future__ import annotations
 
+import random
 import time
 from collections import OrderedDict
 from collections.abc import Callable
@@ -41,7 +42,8 @@ class HotAnswers:
     Args:
         max_bytes: memory bound (keys, stored values and overhead); an answer larger
             than an eighth of it is not kept.
-        hold: seconds an entry may be served before it is read from its node again.
+        hold: seconds an entry may be served before it is read from its node again (an
+            entry's hold ends at random in its last quarter).
         clock: monotonic seconds.
     """
 
@@ -103,7 +105,10 @@ class HotAnswers:
             return False
         if key in self._entries:
             self._remove(key)
-        self._entries[key] = (answer, cost, self._clock() + self.hold)
+        # Jittered (the last quarter of the hold), so that answers read together do not
+        # all go back to their nodes in the same instant.
+        until = self._clock() + self.hold * (1.0 - 0.25 * random.random())
+        self._entries[key] = (answer, cost, until)
         self.bytes += cost
         while self.bytes > self.max_bytes:
             oldest = next(iter(self._entries))
