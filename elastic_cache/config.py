@@ -473,7 +473,7 @@ class CoordinatorSettings:
     watch_buffer: int = 65536
     watch_queue: int = 10000
     hot_answers_bytes: int = 32 * 2**20
-    hot_answers_seconds: float = 30.0
+    hot_answers_seconds: float = 300.0
     tls_cert: str | None = None
     tls_key: str | None = None
     tls_cert_parameter: str | None = None

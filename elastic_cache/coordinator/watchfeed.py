@@ -127,15 +127,22 @@ class WatchFeed:
         after: int | None = 0 if from_start else None
         boot: str | None = None
         pause = 0.05
+        reading = False
         while True:
             try:
                 data = await source.changes(after or 0, 0.0 if after is None else self.wait)
             except ElasticCacheError as exc:
                 log.debug("change log of %s: %s", node_id, exc)
+                if reading:
+                    # Others may change the node's keys while we cannot read its log:
+                    # caches of stored values must not trust what they hold of it.
+                    reading = False
+                    self.hub.changed(None)
                 await asyncio.sleep(pause)
                 pause = min(pause * 2, 1.0)
                 continue
             pause = 0.05
+            reading = True
             if after is None:  # first look: start from here
                 after, boot = int(data["seq"]), str(data["boot"])
                 continue

@@ -12,7 +12,7 @@ import pytest
 
 from elastic_cache.coordinator.watch import RingHistory, WatchFilter, WatchHub, parse_event_id
 from elastic_cache.coordinator.watchfeed import WatchFeed
-from elastic_cache.errors import InvalidRequest
+from elastic_cache.errors import InvalidRequest, NodeUnavailable
 from elastic_cache.hashing import Murmur3Hasher
 from elastic_cache.node.changes import ChangeLog
 from elastic_cache.ring import HashRing
@@ -239,6 +239,38 @@ async def test_listeners_hear_every_change_read_and_a_node_that_leaves() -> None
         assert hub.published == 1
         del cluster.infos["dst"]
         await _until(lambda: None in heard)
+    finally:
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+
+async def test_listeners_hear_when_a_nodes_log_cannot_be_read() -> None:
+    """While the feed cannot read a node's log, others may change the node's keys:
+    caches of stored values hear None once per outage."""
+    ring = HashRing(Murmur3Hasher())
+    ring.add_node("n")
+    node = FakeNode(ChangeLog(100, "one"))
+    down = False
+    real = node.changes
+
+    async def changes(after: int, wait: float) -> dict[str, Any]:
+        if down:
+            raise NodeUnavailable("cut off")
+        return await real(after, wait)
+
+    node.changes = changes  # type: ignore[method-assign]
+    hub = WatchHub("b")
+    heard: list[str | None] = []
+    hub.listeners.append(heard.append)
+    feed = WatchFeed(hub, FakeCluster(ring, {"n": FakeInfo(node)}), wait=0.02, period=0.01)
+    task = asyncio.create_task(feed.run())
+    try:
+        await _until(lambda: node.polls > 1)
+        down = True
+        await _until(lambda: None in heard)
+        await asyncio.sleep(0.2)
+        assert heard.count(None) == 1  # once per outage, not per failed poll
     finally:
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
