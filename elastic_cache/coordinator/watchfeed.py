@@ -55,6 +55,9 @@ class WatchFeed:
         period: seconds between looks at the node list and the ring.
         handoff_timeout: longest a destination's changes wait for its source's handoff
             (a source that died or failed its commit never writes one).
+        linger: seconds to wait after a poll that brought changes before the next one,
+            so that a busy node's changes come in batches (it costs watchers and hot
+            answers that much latency, at most).
     """
 
     def __init__(
@@ -65,10 +68,12 @@ class WatchFeed:
         wait: float = 10.0,
         period: float = 0.1,
         handoff_timeout: float = 5.0,
+        linger: float = 0.01,
     ) -> None:
         self.hub = hub
         self.cluster = cluster
         self.wait = wait
+        self.linger = linger
         self.period = period
         self.handoff_timeout = handoff_timeout
         self.history = RingHistory()
@@ -155,6 +160,10 @@ class WatchFeed:
             for seq, kind, key, epoch in changes:
                 after = int(seq)
                 await self._apply(node_id, str(kind), str(key), int(epoch))
+            if changes and self.linger:
+                # Let the next changes gather: a node taking writes fast would
+                # otherwise answer a poll per write or two, on its own CPU.
+                await asyncio.sleep(self.linger)
 
     async def _apply(self, node_id: str, kind: str, key: str, epoch: int) -> None:
         if kind == "handoff":
