@@ -160,8 +160,19 @@ def read_certificate(ssm: Any, names: ClusterNames) -> str | None:
 
 
 def _put(
-    ssm: Any, name: str, value: str, *, secure: bool, description: str, tags: list[dict[str, str]]
+    ssm: Any,
+    name: str,
+    value: str,
+    *,
+    secure: bool,
+    description: str | None = None,
+    tags: list[dict[str, str]] | None = None,
 ) -> None:
+    """PutParameter: a new parameter with its description and tags, or (without them)
+    a replacement of an existing one (SSM takes no tags with ``Overwrite``)."""
+    extra: dict[str, Any] = (
+        {"Overwrite": True} if tags is None else {"Description": description, "Tags": tags}
+    )
     aws_call(
         ssm,
         "PutParameter",
@@ -172,8 +183,7 @@ def _put(
         # A chain or an RSA key may pass the standard tier's 4 KB; the advanced tier
         # is used (and billed, $0.05 a month) only then.
         Tier="Intelligent-Tiering",
-        Description=description,
-        Tags=tags,
+        **extra,
     )
 
 
@@ -228,16 +238,7 @@ def ensure_certificate(
             if exc.aws_code != "ParameterAlreadyExists":
                 raise
             # A key left by a run that stopped before the certificate: replace it.
-            aws_call(
-                ssm,
-                "PutParameter",
-                doing=f"storing {name}",
-                Name=name,
-                Value=value,
-                Type="SecureString" if secure else "String",
-                Tier="Intelligent-Tiering",
-                Overwrite=True,
-            )
+            _put(ssm, name, value, secure=secure)
             continue
         if created is not None:
             created.parameters.append(name)
