@@ -262,7 +262,7 @@ def coordinator_config(
         port = {port}
         workers = {workers}
         state_dir = "{tmp / name}"
-        hot_answers_bytes = {33554432 if hot else 0}
+        {"" if hot else "hot_answers_bytes = 0"}
         [nodes]
         index = "{DEFAULT_INDEX}"
         capacity_records = {4 * keys + 10_000}

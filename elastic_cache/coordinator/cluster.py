@@ -837,7 +837,7 @@ class Cluster(Membership):
                 # (the successor is the first copy), and the missing copies are made
                 # again in the background.
                 ring_before, held_before = self.ring.copy(), self.held
-                held = self.held
+                held = placement.without_node(self.held, node_id)
                 primaries = self.primaries - {node_id}
                 # A suspect holder may be dead too: another one takes over first.
                 suspects = frozenset(n for n, i in self.nodes.items() if i.suspect_since)
@@ -848,11 +848,10 @@ class Cluster(Membership):
                         held = self._handed_over(held, bucket.token, holder, node_id)
                         continue
                     # Nobody else holds it (lost): its range merges into its successor.
-                    held = placement.without_node(held, node_id)
                     successor = self.ring.successor(bucket.token)
                     self.ring.remove(bucket.token)
                     held = placement.after_remove(held, self.ring, bucket.token, successor)
-                self.held = placement.without_node(held, node_id)
+                self.held = held
                 self.ring.touch()
                 await self._forget(node_id)
                 await self.persist()

@@ -627,30 +627,21 @@ class ReadThrough:
         if len(value) > self.max_value_bytes:
             return False
         ttl = None if verdict.ttl is None else min(max(verdict.ttl, 0.001), MAX_TTL_SECONDS)
-        hot = self.hot
+        touched = [key]
         try:
             if record.vary is None:
                 self._markers.pop(key, None)
-                if hot is not None:
-                    hot.changed(key)
                 answer = await self.router.put(key, value, RECORD_TYPE, ttl)
-                if hot is not None:
-                    hot.changed(key)  # a read that overlapped the put may not keep the old
                 return answer.status < 300
             names = tuple(name for name, _ in record.vary)
             if marker is None or marker.names != names:
                 marker = VaryMarker(names, secrets.token_hex(8))
             where = variant_key(key, marker.generation, record.vary)
-            if hot is not None:
-                hot.changed(key)
-                hot.changed(where)
+            touched.append(where)
             answer = await self.router.put(where, value, RECORD_TYPE, ttl)
             if answer.status >= 300:
                 return False
             answer = await self.router.put(key, marker.encode(), VARY_TYPE, ttl)
-            if hot is not None:
-                hot.changed(key)
-                hot.changed(where)
             if answer.status >= 300:
                 return False
             self._remember(key, marker)
@@ -658,6 +649,12 @@ class ReadThrough:
         except ElasticCacheError as exc:
             log.warning("could not cache %s: %s", key[:200], exc)
             return False
+        finally:
+            if self.hot is not None:
+                # The write reached (or may have reached) the nodes: what was kept of
+                # these keys goes, and a read that overlapped the write is not kept.
+                for written in touched:
+                    self.hot.changed(written)
 
     # -- answers -----------------------------------------------------------------------
 
