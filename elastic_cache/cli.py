@@ -280,6 +280,7 @@ def cmd_node(args: argparse.Namespace) -> int:
             node_id=args.node_id,
             watch_stdin=args.watch_stdin,
             token=None if token is None else check_token(token),
+            state_dir=None if args.state_dir is None else Path(args.state_dir),
         )
     )
     return 0
@@ -1082,6 +1083,12 @@ def build_parser() -> argparse.ArgumentParser:
         "$ECACHE_TOKEN if set, else no token)",
     )
     node.add_argument("--region", help="AWS region of --token-parameter")
+    node.add_argument(
+        "--state-dir",
+        metavar="DIR",
+        help="save the records here on a clean stop and load them at start (a warm "
+        "restart; default: none, records live in memory only)",
+    )
     _add_node_shape(node)
     node.set_defaults(func=cmd_node)
 

@@ -348,6 +348,16 @@ class ScalerSettings:
             record: half of its records move, the paper's Algorithm 1) or ``midpoint``
             (half way along its token range, the paper's Figure 1(b): the records whose
             tokens fall in the lower half move, however many that is).
+        warm_reintegration: scale-down *stops* a node and keeps its records (locally its
+            state directory, on EC2 its instance and EBS volume) instead of discarding
+            it, and scale-up restarts a stopped node before launching a new one, moving
+            back only the keys of its ranges that changed while it was away (the
+            selective re-integration of elastic consistent hashing; docs/architecture.md,
+            "Warm re-integration"). Off by default: a stopped EC2 instance's volume is
+            billed while it waits, and it needs ``replication = 1``.
+        warm_dirty_keys: most keys the coordinator remembers as changed per stopped
+            node; past it that node comes back with a full copy (event
+            ``dirty_overflow``).
     """
 
     enabled: bool = True
@@ -368,8 +378,22 @@ class ScalerSettings:
     imbalance_target: float = 0.1
     balance_pause: float = 0.2
     split_at: str = "median"
+    warm_reintegration: bool = False
+    warm_dirty_keys: int = 100_000
 
     def __post_init__(self) -> None:
+        if not isinstance(self.warm_reintegration, bool):
+            raise ConfigError(
+                f"scaler.warm_reintegration must be true or false, got {self.warm_reintegration!r}"
+            )
+        if (
+            not isinstance(self.warm_dirty_keys, int)
+            or isinstance(self.warm_dirty_keys, bool)
+            or self.warm_dirty_keys < 1
+        ):
+            raise ConfigError(
+                f"scaler.warm_dirty_keys must be a positive integer, got {self.warm_dirty_keys!r}"
+            )
         if self.split_at not in ("median", "midpoint"):
             raise ConfigError(
                 f"scaler.split_at must be 'median' or 'midpoint', got {self.split_at!r}"
@@ -923,6 +947,18 @@ class ClusterSettings:
             )
         if self.coordinator.provisioner is ProvisionerKind.EC2 and self.ec2 is None:
             raise ConfigError('provisioner = "ec2" needs an [ec2] section')
+        if self.scaler.warm_reintegration:
+            # Warm moves keep a returning node's own records; both are not built for
+            # copies held elsewhere nor for records in a cold tier (docs/architecture.md).
+            if self.cluster.replication != 1:
+                raise ConfigError(
+                    "scaler.warm_reintegration needs [cluster] replication = 1, got "
+                    f"{self.cluster.replication}"
+                )
+            if self.nodes.tier is not None:
+                raise ConfigError(
+                    "scaler.warm_reintegration does not work with a cold tier (nodes.tier) yet"
+                )
 
     def origin(self, name: str) -> OriginSettings | None:
         """The origin called ``name``, if configured."""

@@ -416,6 +416,30 @@ def str_field(body: dict[str, Any], name: str) -> str:
     return value
 
 
+def bool_field(body: dict[str, Any], name: str, *, default: bool = False) -> bool:
+    """An optional boolean field of a JSON body (``default`` when absent).
+
+    Raises:
+        InvalidBody: present and not true or false.
+    """
+    value = body.get(name, default)
+    if not isinstance(value, bool):
+        raise InvalidBody(f"field {name!r} must be true or false, got {value!r}")
+    return value
+
+
+def keys_field(body: dict[str, Any], name: str = "keys") -> list[str]:
+    """A list of keys (strings) of a JSON body.
+
+    Raises:
+        InvalidBody: missing, or not a list of strings.
+    """
+    value = body.get(name)
+    if not isinstance(value, list) or not all(isinstance(k, str) for k in value):
+        raise InvalidBody(f"field {name!r} must be a list of keys (strings)")
+    return value
+
+
 def ranges_field(body: dict[str, Any], name: str = "ranges") -> list[list[int]]:
     """A list of ``[lo, hi]`` integer pairs."""
     value = body.get(name)

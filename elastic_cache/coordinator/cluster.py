@@ -8,7 +8,8 @@ persisted (``state_dir/cluster.json``) so a restarted coordinator resumes the cl
 its nodes are still there.
 
 The parts live in their own modules: the state, persistence and the nodes' life cycle
-in `membership` (`Membership`, `NodeInfo`), the records of a migration in `migration`
+in `membership` (`Membership`, `NodeInfo`), warm re-integration in `warm`
+(`Reintegration`, the base of `Cluster`), the records of a migration in `migration`
 (`MigrationInfo`, `MoveFailed`), the event log in `events` (`EventLog`); all are
 importable from here as before.
 """
@@ -22,13 +23,14 @@ import logging
 import math
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from elastic_cache.coordinator import placement
 from elastic_cache.coordinator.events import EventLog
-from elastic_cache.coordinator.membership import Membership, NodeInfo
+from elastic_cache.coordinator.membership import NodeInfo, StoppedNode
 from elastic_cache.coordinator.migration import MigrationInfo, MoveFailed
+from elastic_cache.coordinator.warm import Reintegration, key_chunks
 from elastic_cache.errors import Conflict, ElasticCacheError, NodeUnavailable
 from elastic_cache.ring import HashRing, midpoint_token, range_size
 
@@ -58,7 +60,7 @@ def imbalance_index(loads: Iterable[float]) -> float:
 HEARD_WITHIN = 5.0
 
 
-class Cluster(Membership):
+class Cluster(Reintegration):
     """Ring, nodes and provisioner, and every operation that changes membership.
 
     Args:
@@ -121,9 +123,18 @@ class Cluster(Membership):
         hi: int,
         mutate: Callable[[HashRing], object],
         held_after: Callable[[HashRing], placement.Held] | None = None,
+        keep_source: bool = False,
+        warm_keys: Callable[[], Awaitable[list[str]]] | None = None,
     ) -> MigrationInfo:
         """`move` under the lock. With replication, ``held_after`` gives the held map on
-        the mutated ring (a copy keeps the source a holder: it drops nothing)."""
+        the mutated ring (a copy keeps the source a holder: it drops nothing).
+
+        Warm re-integration (`elastic_cache.coordinator.warm`): ``keep_source`` makes the
+        source keep the records it gave away (a node about to stop warm), and
+        ``warm_keys`` makes the move warm: the destination keeps its own records of the
+        range, and once the source forwards writes, ``warm_keys()`` names the keys that
+        changed while the destination was away: the destination drops its copies of
+        them and the source sends only them."""
         src, dst = self.node(source), self.node(destination)
         mig = MigrationInfo(uuid.uuid4().hex[:12], kind, source, destination, lo, hi)
         self.migrations.append(mig)
@@ -137,7 +148,9 @@ class Cluster(Membership):
         began: list[NodeInfo] = []
         calling = dst
         try:
-            await dst.client.begin_migration(mig.id, "destination", lo, hi)
+            await dst.client.begin_migration(
+                mig.id, "destination", lo, hi, warm=warm_keys is not None
+            )
             began.append(dst)
             calling = src
             await src.client.begin_migration(mig.id, "source", lo, hi, peer=dst.client.address)
@@ -145,9 +158,23 @@ class Cluster(Membership):
             for m in (await src.client.stats()).raw.get("migrations", []):
                 if m.get("id") == mig.id:
                     mig.total = int(m.get("total", 0))
-            summary = await src.client.send_migration(mig.id)
-            mig.records = int(summary.get("records", 0))
-            mig.bytes = int(summary.get("bytes", 0))
+            if warm_keys is None:
+                summary = await src.client.send_migration(mig.id)
+                mig.records = int(summary.get("records", 0))
+                mig.bytes = int(summary.get("bytes", 0))
+            else:
+                # After the source's begin: a change from now on is forwarded, one
+                # before is in a change log read by warm_keys().
+                keys = await warm_keys()
+                mig.dirty = len(keys)
+                calling = dst
+                for chunk in key_chunks(keys):
+                    await dst.client.forget_keys(mig.id, chunk)
+                calling = src
+                for chunk in key_chunks(keys):
+                    summary = await src.client.send_migration(mig.id, chunk)
+                    mig.records += int(summary.get("records", 0))
+                    mig.bytes += int(summary.get("bytes", 0))
             new_ring = self.ring.copy()
             mutate(new_ring)
             new_held, surplus = self._after(new_ring, held_after)
@@ -181,7 +208,10 @@ class Cluster(Membership):
         await self.persist()
         try:
             await src.client.commit_migration(
-                mig.id, new_ring.epoch, self.ranges_for(source, new_ring, new_held)
+                mig.id,
+                new_ring.epoch,
+                self.ranges_for(source, new_ring, new_held),
+                keep=keep_source,
             )
         except ElasticCacheError as exc:
             # The ring already routes to the destination. Make the source stop serving
@@ -191,7 +221,8 @@ class Cluster(Membership):
             with contextlib.suppress(ElasticCacheError):
                 await src.client.abort_migration(mig.id)
                 await self._push_ownership([source])
-                await src.client.drop_range(lo, hi)
+                if not keep_source:
+                    await src.client.drop_range(lo, hi)
         await self._drop_surplus([s for s in surplus if s[0] != source])
         with contextlib.suppress(ElasticCacheError):
             await self._push_ownership(list(self.nodes))  # new ring neighbours to watch
@@ -618,13 +649,37 @@ class Cluster(Membership):
         """
         if len(self.nodes) + self.launches_under_way() >= self.settings.scaler.max_nodes:
             raise Conflict(f"the cluster is at max_nodes = {self.settings.scaler.max_nodes}")
-        info = await self.launch_node()
+        info, restarted = await self.launch_or_restart()
         try:
-            mig = await self.bring_in(info.node_id)
+            mig = await self.join(info.node_id, restarted=restarted)
         except ElasticCacheError:
             await self.discard_if_idle(info.node_id)
             raise
         return info, mig
+
+    async def launch_or_restart(self) -> tuple[NodeInfo, bool]:
+        """A new member that owns nothing yet: a stopped node restarted with its records
+        when there is one (warm re-integration: it picks stopped before new), else a
+        launched one.
+
+        Returns:
+            The member, and whether it was restarted.
+
+        Raises:
+            ProvisionError: as `launch_node`.
+        """
+        if self.stopped:
+            info = await self.restart_stopped()
+            if info is not None:
+                return info, True
+        return await self.launch_node(), False
+
+    async def join(self, node_id: str, *, restarted: bool) -> MigrationInfo | None:
+        """Give a member from `launch_or_restart` its data: its old ranges back, warm,
+        if it was restarted (`reintegrate`), else by `bring_in`."""
+        if restarted:
+            return await self.reintegrate(node_id)
+        return await self.bring_in(node_id)
 
     async def discard_if_idle(self, node_id: str) -> None:
         """Stop a node that owns no bucket (a launch whose first move failed)."""
@@ -646,8 +701,31 @@ class Cluster(Membership):
         others = [n for n in self.ring.nodes() if n != node_id]
         if not others:
             raise Conflict(f"{node_id} owns the whole ring and no other node has a bucket")
+        keep = self.warm_possible()
+        if self.settings.scaler.warm_reintegration and not keep:
+            self.events.add(
+                "warm_refused",
+                f"{node_id} is terminated, not stopped: the {self.provisioner.name} "
+                "provisioner cannot stop nodes",
+                node=node_id,
+            )
+        if keep:
+            try:
+                await self.open_dirty(node_id)
+            except ElasticCacheError as exc:
+                keep = False
+                self.dirty.close(node_id)
+                self.events.add(
+                    "warm_refused",
+                    f"{node_id} is terminated, not stopped: the change logs cannot be read ({exc})",
+                    node=node_id,
+                )
         info.state = "leaving"
-        self.events.add("removing", f"removing {node_id}", node=node_id)
+        self.events.add(
+            "removing",
+            f"removing {node_id}" + (" (stopping it with its records)" if keep else ""),
+            node=node_id,
+        )
         moves = []
         try:
             while True:
@@ -697,22 +775,29 @@ class Cluster(Membership):
                             hi=hi,
                             mutate=merge,
                             held_after=merged,
+                            keep_source=keep,
                         )
                     )
             # Its copies of other nodes' ranges are re-created elsewhere before it stops.
             await self._repair()
         except ElasticCacheError:
             info.state = "active"
+            if keep:
+                self.dirty.close(node_id)
             raise
-        stopped = await self._forget(node_id)
+        if keep:
+            stopped = await self.stop_warm(node_id)
+            kept = node_id in self.stopped
+        else:
+            stopped, kept = await self._forget(node_id), False
         await self.persist()
-        self.events.add(
-            "removed",
-            f"{node_id} removed and stopped"
-            if stopped
-            else f"{node_id} removed; its instance is not terminated yet",
-            node=node_id,
-        )
+        if kept:
+            message = f"{node_id} removed and stopped with its records (warm re-integration)"
+        elif stopped:
+            message = f"{node_id} removed and stopped"
+        else:
+            message = f"{node_id} removed; its instance is not terminated yet"
+        self.events.add("removed", message, node=node_id, kept=kept)
         return moves
 
     def suspect(self, node_id: str, *, timed_out: bool = False) -> asyncio.Task[bool] | None:
@@ -917,6 +1002,7 @@ class Cluster(Membership):
                 {"node": h.node_id, "ref": h.ref, "instance_type": h.instance_type}
                 for h in self.unterminated.values()
             ],
+            "stopped": [self._stopped_view(s) for s in self.stopped.values()],
             "migrations": [m.to_json() for m in self.migrations],
             "events": self.events.since(0)[-50:],
             "replication": self.replication_view(),
@@ -926,6 +1012,20 @@ class Cluster(Membership):
                 "target": self.settings.scaler.imbalance_target,
                 "balancing": self._balance_task is not None and not self._balance_task.done(),
             },
+        }
+
+    def _stopped_view(self, kept: StoppedNode) -> dict[str, Any]:
+        """A node stopped for warm re-integration, and its dirty list."""
+        dirty = self.dirty.lists.get(kept.handle.node_id)
+        return {
+            "node": kept.handle.node_id,
+            "ref": kept.handle.ref,
+            "instance_type": kept.handle.instance_type,
+            "since": kept.since,
+            "ranges": len(kept.ranges),
+            "dirty_keys": None if dirty is None else len(dirty.keys),
+            "complete": dirty is not None and dirty.incomplete is None,
+            "incomplete": None if dirty is None else dirty.incomplete,
         }
 
     def replicated(self) -> bool:

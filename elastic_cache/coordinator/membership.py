@@ -10,6 +10,7 @@ that change the ring.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import time
@@ -21,17 +22,18 @@ from typing import Any
 
 from elastic_cache.config import ClusterSettings
 from elastic_cache.coordinator import placement
+from elastic_cache.coordinator.dirty import DirtyTracker
 from elastic_cache.coordinator.events import EventLog, cold_tier_events
 from elastic_cache.coordinator.migration import MigrationInfo
 from elastic_cache.coordinator.rates import RateMeter
 from elastic_cache.coordinator.statestore import FileStateStore, StateStore
-from elastic_cache.errors import ElasticCacheError, ProvisionError, UnknownNode
+from elastic_cache.errors import ElasticCacheError, NodeUnavailable, ProvisionError, UnknownNode
 from elastic_cache.hashing import make_hasher
 from elastic_cache.node.protocol import NodeClient
 from elastic_cache.provisioner.base import NodeHandle, Provisioner
 from elastic_cache.ring import HashRing
 
-__all__ = ["ClientFactory", "Membership", "NodeInfo"]
+__all__ = ["ClientFactory", "Membership", "NodeInfo", "StoppedNode"]
 
 # The cluster's logger, as before the split from cluster.py.
 log = logging.getLogger("elastic_cache.cluster")
@@ -86,6 +88,36 @@ class NodeInfo:
 
 
 ClientFactory = Callable[[NodeHandle], NodeClient]
+
+
+@dataclass(slots=True)
+class StoppedNode:
+    """A node scale-down stopped with its records kept (warm re-integration).
+
+    Attributes:
+        handle: its handle as stopped (the provisioner restarts it from it).
+        ranges: the ranges it owned when it began to leave, ``(lo, hi]``.
+        since: when it stopped (seconds since the epoch).
+    """
+
+    handle: NodeHandle
+    ranges: list[tuple[int, int]]
+    since: float = field(default_factory=time.time)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "handle": self.handle.to_json(),
+            "ranges": [list(r) for r in self.ranges],
+            "since": self.since,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> StoppedNode:
+        return cls(
+            handle=NodeHandle.from_json(data["handle"]),
+            ranges=[(int(lo), int(hi)) for lo, hi in data["ranges"]],
+            since=float(data.get("since", 0.0)),
+        )
 
 
 class Membership:
@@ -150,6 +182,15 @@ class Membership:
         self.unterminated: dict[str, NodeHandle] = {}
         # Concurrent launches persist concurrently; the writes share one temp file name.
         self._persist_lock = asyncio.Lock()
+        #: Nodes stopped with their records kept, by id (warm re-integration); not
+        #: members, but persisted, counted in the cost, and terminated at shutdown.
+        self.stopped: dict[str, StoppedNode] = {}
+        #: Stopped nodes restarted and not yet re-integrated (`warm.reintegrate`).
+        self.returning: dict[str, StoppedNode] = {}
+        hasher = make_hasher(settings.nodes.hash)
+        #: The stopped nodes' dirty lists and where each member's change log is read.
+        self.dirty = DirtyTracker(hasher, hasher.space, settings.scaler.warm_dirty_keys)
+        self._log_lock = asyncio.Lock()
 
     # -- reading ---------------------------------------------------------------------
 
@@ -217,6 +258,7 @@ class Membership:
             "held": {str(b): list(copies) for b, copies in self.held.items()},
             "nodes": [n.handle.to_json() for n in self.nodes.values()],
             "next_id": self._next_id,
+            "stopped": [s.to_json() for s in self.stopped.values()],
         }
 
     async def persist(self) -> None:
@@ -253,6 +295,7 @@ class Membership:
             ring = HashRing.from_dict(state["ring"])
             handles = [NodeHandle.from_json(h) for h in state["nodes"]]
             held = {int(b): tuple(str(n) for n in c) for b, c in state.get("held", {}).items()}
+            stopped = [StoppedNode.from_json(s) for s in state.get("stopped", [])]
         except (OSError, ValueError, KeyError, TypeError, ElasticCacheError) as exc:
             log.warning("ignoring unreadable state %s: %s", store.describe(), exc)
             return False
@@ -261,6 +304,8 @@ class Membership:
         clients = [self._client_factory(h) for h in handles]
         alive = await asyncio.gather(*(c.healthy() for c in clients))
         if not any(alive):
+            for gone in stopped:  # kept for a restart that will not come: no leak
+                await self.terminate(gone.handle)
             await asyncio.to_thread(store.discard)
             where = store.describe()
             log.info("previous cluster in %s is gone (nodes down); starting afresh", where)
@@ -272,6 +317,13 @@ class Membership:
                 handle=handle, client=client, requests=self._request_meter()
             )
         self._next_id = int(state.get("next_id", len(handles) + 1))
+        for kept in stopped:
+            # Its dirty list lived in the coordinator's memory: it comes back with a
+            # full copy, but still without a launch.
+            self.stopped[kept.handle.node_id] = kept
+            self.dirty.open(kept.handle.node_id, kept.ranges).give_up(
+                "the coordinator restarted while it was stopped"
+            )
         await self._push_ownership([h.node_id for h, ok in zip(handles, alive, strict=True) if ok])
         silent = [h.node_id for h, ok in zip(handles, alive, strict=True) if not ok]
         note = f"; not answering: {', '.join(silent)}" if silent else ""
@@ -295,7 +347,10 @@ class Membership:
         await self.refresh_stats()
 
     async def shutdown(self) -> None:
-        """Stop every node this coordinator started."""
+        """Stop every node this coordinator started. Stopped nodes go the way of the
+        running ones: a local provisioner removes their state directories as it stops
+        its processes; on EC2 both stay for the next coordinator life, which resumes them
+        from the persisted state (``ecache destroy`` terminates stopped instances too)."""
         for task in (self._repair_task, self._balance_task, self._replacement):
             if task is not None:
                 task.cancel()
@@ -325,20 +380,7 @@ class Membership:
             raise
         finally:
             self.launching.pop(node_id, None)
-        info = NodeInfo(
-            handle=handle,
-            client=self._client_factory(handle),
-            requests=self._request_meter(),
-        )
-        self.nodes[node_id] = info
-        self._launch_seconds.append(handle.boot_seconds)
-        try:
-            # A fresh node owns the whole ring until told otherwise: tell it now.
-            await info.client.set_ownership(self.ring.epoch, [])
-            await self._refresh(info)
-        except ElasticCacheError:
-            await self._forget(node_id)
-            raise
+        info = await self.admit(handle)
         self.events.add(
             "launched",
             f"{node_id} up at {handle.address} in {handle.boot_seconds:.2f}s",
@@ -348,15 +390,128 @@ class Membership:
         await self.persist()
         return info
 
+    async def admit(self, handle: NodeHandle) -> NodeInfo:
+        """Make a node that just came up (launched or restarted) a member that owns
+        nothing yet.
+
+        Raises:
+            ElasticCacheError: it did not answer (it is terminated).
+        """
+        info = NodeInfo(
+            handle=handle,
+            client=self._client_factory(handle),
+            requests=self._request_meter(),
+        )
+        self.nodes[handle.node_id] = info
+        self._launch_seconds.append(handle.boot_seconds)
+        try:
+            # A fresh node owns the whole ring until told otherwise: tell it now.
+            await info.client.set_ownership(self.ring.epoch, [])
+            await self._refresh(info)
+        except ElasticCacheError:
+            await self._forget(handle.node_id)
+            raise
+        return info
+
     async def _forget(self, node_id: str) -> bool:
         """Drop a member and terminate its instance; whether that succeeded (a failure
         is retried, see `terminate`)."""
-        info = self.nodes.pop(node_id, None)
-        self._room.pop(node_id, None)
+        info = await self._leave(node_id)
         if info is None:
             return True
-        await info.client.close()
         return await self.terminate(info.handle)
+
+    async def _leave(self, node_id: str) -> NodeInfo | None:
+        """Take a member out of the node table. While stopped nodes' dirty lists are
+        kept, its change log is read to its end first; if that fails (a dead node),
+        changes it applied may be unknown, and the lists are marked incomplete."""
+        info = self.nodes.get(node_id)
+        if info is None:
+            return None
+        if self.dirty.active:
+            read = True
+            try:
+                async with self._log_lock, asyncio.timeout(5.0):  # not wait_for: gh-86296
+                    await self._read_log(node_id, info)
+            except (ElasticCacheError, TimeoutError) as exc:
+                log.info("could not read the change log of %s to its end: %s", node_id, exc)
+                read = False
+            self._dirty_lost(self.dirty.left(node_id, read_to_end=read))
+        self.nodes.pop(node_id, None)
+        self._room.pop(node_id, None)
+        await info.client.close()
+        return info
+
+    # -- dirty lists (warm re-integration) ---------------------------------------------
+
+    def _dirty_lost(self, nodes: list[str]) -> None:
+        for node in nodes:
+            dirty = self.dirty.lists.get(node)
+            reason = "" if dirty is None else f" ({dirty.incomplete})"
+            self.events.add(
+                "dirty_overflow",
+                f"the dirty list of stopped {node} is incomplete{reason}: it will come back "
+                "with a full copy of its ranges",
+                node=node,
+            )
+
+    async def _read_log(self, node_id: str, info: NodeInfo) -> None:
+        """Read ``node_id``'s change log from the tracker's position to its end (the
+        caller holds ``_log_lock``).
+
+        Raises:
+            NodeUnavailable: the node did not answer.
+        """
+        reader = getattr(info.client, "changes", None)
+        if reader is None:
+            self._dirty_lost(self.dirty.give_up(f"the change log of {node_id} cannot be read"))
+            return
+        self.dirty.joined(node_id)
+        while True:
+            answer = await reader(self.dirty.after(node_id), 0.0)
+            caught_up, lost = self.dirty.read(node_id, answer)
+            self._dirty_lost(lost)
+            if caught_up:
+                return
+
+    async def read_change_logs(self, *, strict: bool) -> None:
+        """Read every member's change log up to now into the dirty lists (nothing to
+        do while no node is stopped). ``strict``: the caller needs every change made
+        before this call (a warm move's barrier), so a node that does not answer
+        raises; otherwise it is read at the next call (its log keeps the entries, and
+        says so if it overflowed).
+
+        Raises:
+            NodeUnavailable: with ``strict``, a member did not answer.
+        """
+        if not self.dirty.active:
+            return
+        async with self._log_lock:
+            for node_id, info in list(self.nodes.items()):
+                try:
+                    await self._read_log(node_id, info)
+                except ElasticCacheError:
+                    if strict:
+                        raise
+
+    async def open_dirty(self, node_id: str) -> None:
+        """Start ``node_id``'s dirty list before it leaves: from each member's log as
+        it is now (a member not followed yet starts at its current end).
+
+        Raises:
+            NodeUnavailable: a member's log could not be read (the node is then not
+                stopped warm).
+        """
+        async with self._log_lock:
+            for other, info in list(self.nodes.items()):
+                if other in self.dirty.positions:
+                    await self._read_log(other, info)
+                    continue
+                reader = getattr(info.client, "changes", None)
+                if reader is None:
+                    raise NodeUnavailable(f"the change log of {other} cannot be read")
+                self.dirty.start_at(other, await reader(0, 0.0))
+            self.dirty.open(node_id, self.ring.ranges_of(node_id))
 
     async def terminate(self, handle: NodeHandle) -> bool:
         """Terminate a node's instance, which is no member (any more).
@@ -431,7 +586,16 @@ class Membership:
 
     async def refresh_stats(self) -> list[str]:
         """Poll every node's stats; returns the ids of nodes that did not answer within
-        the request budget (a paused node must not hold up the poll of the others)."""
+        the request budget (a paused node must not hold up the poll of the others).
+        While a node is stopped, the members' change logs are read too (its dirty
+        list)."""
+        if self.dirty.active:
+            # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow the poll task's
+            # cancellation when the read finishes at that moment (CPython gh-86296), and
+            # the coordinator's stop then waits for the task forever.
+            with contextlib.suppress(ElasticCacheError, TimeoutError):
+                async with asyncio.timeout(10.0):
+                    await self.read_change_logs(strict=False)
         infos = list(self.nodes.values())
         budget = self.settings.coordinator.request_budget
         results = await asyncio.gather(

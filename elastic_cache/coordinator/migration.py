@@ -37,6 +37,9 @@ class MigrationInfo:
     records: int = 0
     bytes: int = 0
     error: str | None = None
+    #: A warm re-integration's move: the keys of the range that changed while the
+    #: destination was away (None: not a warm move).
+    dirty: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         end = self.finished or time.time()
@@ -53,4 +56,5 @@ class MigrationInfo:
             "bytes": self.bytes,
             "seconds": round(end - self.started, 3),
             "error": self.error,
+            "dirty": self.dirty,
         }

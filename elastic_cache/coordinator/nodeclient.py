@@ -319,27 +319,45 @@ class HttpNodeClient:
         return None if token is None else int(token)
 
     async def begin_migration(
-        self, migration: str, role: str, lo: int, hi: int, peer: str | None = None
+        self,
+        migration: str,
+        role: str,
+        lo: int,
+        hi: int,
+        peer: str | None = None,
+        *,
+        warm: bool = False,
     ) -> None:
         body: dict[str, Any] = {"id": migration, "role": role, "lo": lo, "hi": hi}
         if peer is not None:
             body["peer"] = peer
+        if warm:
+            body["warm"] = True
         await self._json("POST", "/v1/migrations", body)
 
-    async def send_migration(self, migration: str) -> dict[str, Any]:
+    async def send_migration(self, migration: str, keys: list[str] | None = None) -> dict[str, Any]:
         result: dict[str, Any] = await self._json(
-            "POST", f"/v1/migrations/{migration}/send", timeout=self._migration
+            "POST",
+            f"/v1/migrations/{migration}/send",
+            None if keys is None else {"keys": keys},
+            timeout=self._migration,
         )
         return result
 
+    async def forget_keys(self, migration: str, keys: list[str]) -> int:
+        data = await self._json(
+            "POST", f"/v1/migrations/{migration}/forget", {"keys": keys}, timeout=self._migration
+        )
+        return int(data["dropped"])
+
     async def commit_migration(
-        self, migration: str, epoch: int, ranges: list[list[int]]
+        self, migration: str, epoch: int, ranges: list[list[int]], *, keep: bool = False
     ) -> dict[str, Any]:
+        body: dict[str, Any] = {"epoch": epoch, "ranges": ranges}
+        if keep:
+            body["keep"] = True
         result: dict[str, Any] = await self._json(
-            "POST",
-            f"/v1/migrations/{migration}/commit",
-            {"epoch": epoch, "ranges": ranges},
-            timeout=self._migration,
+            "POST", f"/v1/migrations/{migration}/commit", body, timeout=self._migration
         )
         return result
 

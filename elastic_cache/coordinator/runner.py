@@ -66,9 +66,15 @@ def build_provisioner(
             settings.nodes,
             session=session,
             token_parameter=settings.coordinator.admin_token_parameter,
+            keep_state=settings.scaler.warm_reintegration,
         )
     state_dir = Path(settings.coordinator.state_dir)
-    return LocalProvisioner(settings.nodes, log_dir=state_dir / "logs", token=token)
+    # Nodes get a state directory only for warm re-integration: a stopped node's
+    # records wait there for its restart.
+    nodes_state = state_dir / "nodes" if settings.scaler.warm_reintegration else None
+    return LocalProvisioner(
+        settings.nodes, log_dir=state_dir / "logs", token=token, state_root=nodes_state
+    )
 
 
 def build_state_store(settings: ClusterSettings, session: Any = None) -> StateStore | None:

@@ -419,7 +419,7 @@ class Scaler:
                 # launch_node enters the launch in cluster.launching before its first
                 # await, so from here on the launch is counted there.
                 self.cluster.starting -= 1
-                info = await self.cluster.launch_node()
+                info, restarted = await self.cluster.launch_or_restart()
             except ElasticCacheError as exc:
                 self._launch_failed(node_id, exc)
                 raise
@@ -429,7 +429,7 @@ class Scaler:
             self.launches += 1
             self.shrink.membership_changed()
             try:
-                await self.cluster.bring_in(info.node_id)
+                await self.cluster.join(info.node_id, restarted=restarted)
             except ElasticCacheError:
                 await self.cluster.discard_if_idle(info.node_id)
                 raise

@@ -28,12 +28,12 @@ from elastic_cache.coordinator.spotdrain import Interrupted, SpotDrain
 from elastic_cache.coordinator.statestore import StateStore
 from elastic_cache.coordinator.watch import WatchHub
 from elastic_cache.coordinator.watchfeed import WatchFeed
-from elastic_cache.cost import instance_price
+from elastic_cache.cost import instance_price, stopped_node_cost_per_hour
 from elastic_cache.cost.spot import assumed_label, spot_price
 from elastic_cache.dashboard.history import ClusterHistory
 from elastic_cache.errors import ElasticCacheError, UnknownPrice
 from elastic_cache.metrics import CoordinatorMetrics, MeteredProvisioner
-from elastic_cache.provisioner.base import NodeHandle, Provisioner
+from elastic_cache.provisioner.base import NodeHandle, NodeStopper, Provisioner
 
 __all__ = ["Coordinator", "make_origin_session", "node_headers"]
 
@@ -284,7 +284,17 @@ class Coordinator:
         may still run, and the budget must not undercount."""
         nodes = sum(self.handle_price(n.handle) for n in self.cluster.nodes.values())
         strays = sum(self.handle_price(h) for h in self.cluster.unterminated.values())
-        return self.fixed_cost_per_hour() + nodes + strays
+        return self.fixed_cost_per_hour() + nodes + strays + self.stopped_cost_per_hour()
+
+    def stopped_cost_per_hour(self) -> float:
+        """What the nodes stopped for warm re-integration cost per hour: their EBS
+        volumes (`elastic_cache.cost.stopped`; 0 for local processes)."""
+        ec2 = self.settings.ec2
+        stopped = [s for s in self.cluster.stopped.values() if s.handle.instance_type != "local"]
+        if ec2 is None or not stopped:
+            return 0.0
+        region = self.settings.coordinator.price_region
+        return len(stopped) * stopped_node_cost_per_hour(ec2.root_volume_gb, region, self.prices)
 
     def _client_for(self, handle: NodeHandle) -> NodeClient:
         budget = self.settings.coordinator.request_budget
@@ -314,6 +324,22 @@ class Coordinator:
                 "stray", f"terminating {handle.node_id} ({handle.ref}): not a member's instance"
             )
             await self.cluster.terminate(handle)  # a failure is retried by the poll
+        if isinstance(self.provisioner, NodeStopper):
+            # Stopped nodes no state of ours names (a lost state file): their volumes
+            # would be billed for nothing.
+            kept = {s.handle.ref for s in self.cluster.stopped.values()}
+            try:
+                stopped = await self.provisioner.stopped()
+            except ElasticCacheError as exc:
+                log.warning("could not list the provisioner's stopped nodes: %s", exc)
+                return
+            for handle in stopped:
+                if handle.ref not in kept:
+                    self.cluster.events.add(
+                        "stray",
+                        f"terminating stopped {handle.node_id} ({handle.ref}): not ours",
+                    )
+                    await self.cluster.terminate(handle)
 
     async def stop(self) -> None:
         """Stop polling and scaling, stop every node, close connections."""

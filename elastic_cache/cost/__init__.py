@@ -1,6 +1,6 @@
 """AWS price tables and the paper's cost formulas for keeping a cache on AWS.
 
-Five modules, one public face:
+Six modules, one public face:
 
 * `elastic_cache.cost.prices`: dated, immutable price tables (`PAPER_2011_PRICES`, the
   paper's Table I as far as we could confirm or reconstruct it, and `CURRENT_PRICES`),
@@ -14,6 +14,8 @@ Five modules, one public face:
   and `cheapest`.
 * `elastic_cache.cost.speedup`: the paper's speedup S (`cache_speedup`) and cost per
   unit of speedup (`cost_per_speedup`).
+* `elastic_cache.cost.stopped`: what a node stopped for warm re-integration costs (its
+  EBS volume) against the launch time a restart saves (`warm_tradeoff`).
 * `elastic_cache.cost.decisions`: a buyer's questions: the break-even R between S3 and
   an instance configuration (`break_even_requests`, `cost_line`), the instance-type
   what-if (`instance_type_options`) and the paper's §4.6 decision map (`decision_map`,
@@ -88,6 +90,11 @@ if TYPE_CHECKING:
         price_table,
     )
     from elastic_cache.cost.speedup import cache_speedup, cost_per_speedup
+    from elastic_cache.cost.stopped import (
+        WarmTradeoff,
+        stopped_node_cost_per_hour,
+        warm_tradeoff,
+    )
     from elastic_cache.errors import UnknownPrice
 
 __all__ = [
@@ -110,6 +117,7 @@ __all__ = [
     "RegionPrices",
     "Transfer",
     "UnknownPrice",
+    "WarmTradeoff",
     "Workload",
     "alloc_cost",
     "break_even_requests",
@@ -132,7 +140,9 @@ __all__ = [
     "ranked",
     "request_cost",
     "s3_cache_cost",
+    "stopped_node_cost_per_hour",
     "store_cost",
+    "warm_tradeoff",
 ]
 
 __getattr__, __dir__ = lazy_exports(
@@ -161,6 +171,7 @@ __getattr__, __dir__ = lazy_exports(
         "RegionPrices": "elastic_cache.cost.prices",
         "Transfer": "elastic_cache.cost.model",
         "UnknownPrice": "elastic_cache.errors",
+        "WarmTradeoff": "elastic_cache.cost.stopped",
         "Workload": "elastic_cache.cost.model",
         "alloc_cost": "elastic_cache.cost.model",
         "cache_speedup": "elastic_cache.cost.speedup",
@@ -179,6 +190,8 @@ __getattr__, __dir__ = lazy_exports(
         "ranked": "elastic_cache.cost.model",
         "request_cost": "elastic_cache.cost.model",
         "s3_cache_cost": "elastic_cache.cost.model",
+        "stopped_node_cost_per_hour": "elastic_cache.cost.stopped",
         "store_cost": "elastic_cache.cost.model",
+        "warm_tradeoff": "elastic_cache.cost.stopped",
     },
 )

@@ -44,12 +44,14 @@ from elastic_cache.errors import Conflict, ElasticCacheError, InvalidBody, Inval
 from elastic_cache.httpio import (
     STREAM_ABOVE,
     BufferPool,
+    bool_field,
     check_length,
     error_response,
     expect_continue,
     int_field,
     json_body,
     json_document,
+    keys_field,
     not_found,
     parse_content_type,
     parse_ttl,
@@ -337,7 +339,7 @@ async def create_migration(request: web.Request) -> web.StreamResponse:
     role = str_field(body, "role")
     lo, hi = int_field(body, "lo"), int_field(body, "hi")
     if role == "destination":
-        inc = service.begin_incoming(mid, lo, hi)
+        inc = service.begin_incoming(mid, lo, hi, warm=bool_field(body, "warm"))
         return web.json_response(inc.describe(), status=201)
     if role == "source":
         out = service.begin_outgoing(mid, lo, hi, str_field(body, "peer"))
@@ -346,8 +348,16 @@ async def create_migration(request: web.Request) -> web.StreamResponse:
 
 
 async def send_migration(request: web.Request) -> web.StreamResponse:
-    summary = await request.app[SERVICE].send(request.match_info["id"])
+    body = await json_body(request)
+    keys = keys_field(body) if "keys" in body else None
+    summary = await request.app[SERVICE].send(request.match_info["id"], keys)
     return web.json_response(summary.to_json())
+
+
+async def forget_migration_keys(request: web.Request) -> web.StreamResponse:
+    body = await json_body(request)
+    dropped = request.app[SERVICE].forget_changed(request.match_info["id"], keys_field(body))
+    return web.json_response({"dropped": dropped})
 
 
 async def ingest_migration(request: web.Request) -> web.StreamResponse:
@@ -380,7 +390,8 @@ async def commit_migration(request: web.Request) -> web.StreamResponse:
     if mid in service.incoming:
         service.commit_incoming(mid, epoch, ranges)
         return web.json_response({"role": "destination", "epoch": service.epoch})
-    dropped = await service.commit_outgoing(mid, epoch, ranges)
+    keep = bool_field(body, "keep")
+    dropped = await service.commit_outgoing(mid, epoch, ranges, keep=keep)
     return web.json_response({"role": "source", "epoch": service.epoch, "dropped": dropped})
 
 
@@ -498,6 +509,9 @@ def make_node_app(
     app.router.add_post("/v1/ranges/drop", metered(drop_range, "ranges", meter))
     app.router.add_post("/v1/migrations", metered(create_migration, "migrations", meter))
     app.router.add_post("/v1/migrations/{id}/send", metered(send_migration, "migrations", meter))
+    app.router.add_post(
+        "/v1/migrations/{id}/forget", metered(forget_migration_keys, "migrations", meter)
+    )
     frames = "migration_frames"  # snapshot and forwarded-write frames during a move
     app.router.add_post("/v1/migrations/{id}/ingest", metered(ingest_migration, frames, meter))
     app.router.add_post("/v1/migrations/{id}/forward", metered(forward_migration, frames, meter))

@@ -174,26 +174,36 @@ class LocalNodeClient:
         return self._svc.store.median_token(lo, hi)
 
     async def begin_migration(
-        self, migration: str, role: str, lo: int, hi: int, peer: str | None = None
+        self,
+        migration: str,
+        role: str,
+        lo: int,
+        hi: int,
+        peer: str | None = None,
+        *,
+        warm: bool = False,
     ) -> None:
         svc = self._svc
         if role == "destination":
-            svc.begin_incoming(migration, lo, hi)
+            svc.begin_incoming(migration, lo, hi, warm=warm)
         else:
             assert peer is not None
             svc.begin_outgoing(migration, lo, hi, peer)
 
-    async def send_migration(self, migration: str) -> dict[str, Any]:
-        return (await self._svc.send(migration)).to_json()
+    async def send_migration(self, migration: str, keys: list[str] | None = None) -> dict[str, Any]:
+        return (await self._svc.send(migration, keys)).to_json()
+
+    async def forget_keys(self, migration: str, keys: list[str]) -> int:
+        return self._svc.forget_changed(migration, keys)
 
     async def commit_migration(
-        self, migration: str, epoch: int, ranges: list[list[int]]
+        self, migration: str, epoch: int, ranges: list[list[int]], *, keep: bool = False
     ) -> dict[str, Any]:
         svc = self._svc
         if migration in svc.incoming:
             svc.commit_incoming(migration, epoch, ranges)
             return {"role": "destination", "epoch": svc.epoch}
-        dropped = await svc.commit_outgoing(migration, epoch, ranges)
+        dropped = await svc.commit_outgoing(migration, epoch, ranges, keep=keep)
         return {"role": "source", "epoch": svc.epoch, "dropped": dropped}
 
     async def abort_migration(self, migration: str) -> None:

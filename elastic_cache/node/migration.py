@@ -110,8 +110,22 @@ class Incoming:
     floor: dict[str, int] = field(default_factory=dict)
     applied: int = 0
     skipped: int = 0
-    #: Records of the range this node still had from an earlier copy, dropped at the start.
+    #: Records of the range this node still had from an earlier copy, dropped at the start
+    #: (a warm move keeps them: see `warm`).
     leftovers: int = 0
+    #: A warm re-integration (docs/architecture.md): the node's own records of the range,
+    #: saved when it stopped, stay, except those of the keys that changed while it was
+    #: away (`NodeService.forget_changed`) and those the source writes now.
+    warm: bool = False
+    #: Under `warm`: keys that arrived from the source in this move (snapshot or
+    #: forward). Any other record of the range is the node's own leftover, which a record
+    #: from the source replaces whatever the versions say (each node numbers its own).
+    arrived: set[str] = field(default_factory=set)
+    #: Under `warm`: leftovers dropped because their key changed while the node was away.
+    stale: int = 0
+    #: Under `warm`: the store's version when the move began. Every leftover is numbered
+    #: at most this; a write made here after the commit is numbered above it.
+    top: int = 0
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -122,6 +136,8 @@ class Incoming:
             "applied": self.applied,
             "skipped": self.skipped,
             "leftovers": self.leftovers,
+            "warm": self.warm,
+            "stale": self.stale,
         }
 
 

@@ -166,14 +166,33 @@ class NodeClient(Protocol):
     async def median_token(self, lo: int, hi: int) -> int | None: ...
 
     async def begin_migration(
-        self, migration: str, role: str, lo: int, hi: int, peer: str | None = None
-    ) -> None: ...
+        self,
+        migration: str,
+        role: str,
+        lo: int,
+        hi: int,
+        peer: str | None = None,
+        *,
+        warm: bool = False,
+    ) -> None:
+        """Register the move here; ``warm`` (destination only): keep this node's own
+        records of the range (warm re-integration)."""
+        ...
 
-    async def send_migration(self, migration: str) -> dict[str, Any]: ...
+    async def send_migration(self, migration: str, keys: list[str] | None = None) -> dict[str, Any]:
+        """Stream the range (source); with ``keys``, only this node's records of them."""
+        ...
+
+    async def forget_keys(self, migration: str, keys: list[str]) -> int:
+        """A warm move's destination drops its own records of ``keys`` (changed while it
+        was away); returns how many."""
+        ...
 
     async def commit_migration(
-        self, migration: str, epoch: int, ranges: list[list[int]]
-    ) -> dict[str, Any]: ...
+        self, migration: str, epoch: int, ranges: list[list[int]], *, keep: bool = False
+    ) -> dict[str, Any]:
+        """Commit here; ``keep`` (source only): keep the records given away."""
+        ...
 
     async def abort_migration(self, migration: str) -> None: ...
 

@@ -7,6 +7,8 @@ import json
 import logging
 import os
 import sys
+import time
+from pathlib import Path
 
 from aiohttp import web
 
@@ -19,6 +21,8 @@ from elastic_cache.logs import set_log_context
 from elastic_cache.node import build_node_service, make_node_app
 from elastic_cache.node.app import GUARD, METER
 from elastic_cache.node.fast import NodeHotRoutes
+from elastic_cache.node.ownership import RangeSet
+from elastic_cache.node.saved import load_records, save_records
 from elastic_cache.node.service import NodeService
 
 __all__ = ["serve_node", "start_node_server", "tune_gc"]
@@ -58,6 +62,7 @@ async def serve_node(
     watch_stdin: bool = False,
     flush_timeout: float = 3.0,
     token: str | None = None,
+    state_dir: Path | None = None,
 ) -> None:
     """Serve a node until SIGTERM, SIGINT or (with ``watch_stdin``) the end of stdin.
 
@@ -69,10 +74,23 @@ async def serve_node(
     if the provisioner was killed with SIGKILL. With a cold tier, a clean stop first
     demotes every memory record to it (waiting up to ``flush_timeout`` seconds; a local
     provisioner kills a node 5 s after SIGTERM). With a ``token``, every route but
-    ``/healthz`` requires it, and the node sends it to its migration peers.
+    ``/healthz`` requires it, and the node sends it to its migration peers. With a
+    ``state_dir``, the records a clean stop saved there are loaded before the node
+    listens; the node then owns nothing until a coordinator gives it ranges (warm
+    re-integration checks which records are still current). A clean stop saves them
+    again (`elastic_cache.node.saved`).
     """
     tune_gc()
     service = build_node_service(settings, node_id=node_id, token=token)
+    if state_dir is not None:
+        loaded = load_records(
+            service.store, state_dir, wall_now=time.time(), token_of=service.hasher
+        )
+        if loaded:
+            # Not the whole ring, as a fresh node: none of these may be served before a
+            # coordinator has checked which are still current.
+            service.owned = RangeSet([], service.hasher.space)
+            log.info("node %s loaded %d saved record(s) from %s", node_id, loaded, state_dir)
     set_log_context(node=node_id, epoch=lambda: service.epoch)
     front, bound = await start_node_server(
         service, settings.max_value_bytes, host, port, token=token
@@ -92,3 +110,7 @@ async def serve_node(
     finally:
         await front.close()
         log.info("node %s stopped", node_id)
+    if state_dir is not None:
+        # After the server closed: no write can land after the records are read.
+        saved = save_records(service.store, state_dir, wall_now=time.time())
+        log.info("node %s saved %d record(s) to %s", node_id, saved, state_dir)

@@ -36,7 +36,7 @@ import itertools
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import Any
 
 from elastic_cache.errors import (
@@ -429,17 +429,37 @@ class NodeService:
 
     # -- destination side --------------------------------------------------------------
 
-    def begin_incoming(self, migration: str, lo: int, hi: int) -> Incoming:
+    def begin_incoming(self, migration: str, lo: int, hi: int, *, warm: bool = False) -> Incoming:
         """Register ``(lo, hi]`` as arriving under ``migration``.
 
+        With ``warm`` (a node re-integrated after a stop, docs/architecture.md) the node
+        keeps its own records of the range: the coordinator then names the keys that
+        changed while it was away (`forget_changed`), and the source sends only those.
+
         Raises:
-            Conflict: the migration id is in use or the range is already ours.
+            Conflict: the migration id is in use, the range is already ours, or ``warm``
+                on a node with a cold tier (its files are not covered).
         """
         self._check_bounds(lo, hi)
         if migration in self.incoming or migration in self.outgoing:
             raise Conflict(f"migration {migration} already exists on {self.node_id}")
         if self.owned.overlaps(lo, hi):
             raise Conflict(f"node {self.node_id} already holds some of ({lo}, {hi}]")
+        if warm:
+            if self.cold is not None:
+                raise Conflict(f"node {self.node_id} has a cold tier: no warm moves")
+            # Kept, not trusted yet: what is stale is dropped by `forget_changed`, and
+            # any record from the source replaces a leftover (`_apply_arrived`).
+            inc = Incoming(
+                migration,
+                lo,
+                hi,
+                leftovers=self.store.count_range(lo, hi),
+                warm=True,
+                top=self.store.version,
+            )
+            self.incoming[migration] = inc
+            return inc
         # Records this node kept of a range it held before (a copy it stopped holding)
         # predate the move: the source's copy is the truth. Dropped first, because each
         # node numbers its versions itself, so a leftover could outrank the source's
@@ -457,6 +477,53 @@ class NodeService:
         except KeyError:
             raise NotFound(f"no incoming migration {migration} on {self.node_id}") from None
 
+    def forget_changed(self, migration: str, keys: Sequence[str]) -> int:
+        """A warm move: drop this node's own records of ``keys``, which changed while it
+        was away (written, deleted, expired or evicted elsewhere). A key that arrived
+        from the source in this move already is left alone (it is newer), and keys
+        outside the move's range are ignored.
+
+        Returns:
+            How many records were dropped.
+
+        Raises:
+            NotFound: no such incoming migration. Conflict: it is not a warm one.
+            InvalidKey: a key the hasher cannot take.
+        """
+        inc = self._incoming(migration)
+        if not inc.warm:
+            raise Conflict(f"migration {migration} is not a warm re-integration")
+        dropped = 0
+        for key in keys:
+            validate_key(key)
+            if key in inc.arrived or not in_range(self.hasher(key), inc.lo, inc.hi):
+                continue
+            if self._drop_leftover(inc, key):
+                dropped += 1
+        inc.stale += dropped
+        return dropped
+
+    def _drop_leftover(self, inc: Incoming, key: str) -> bool:
+        """Drop ``key``'s record if it is a leftover of the warm move ``inc``: not
+        arrived from the source, and numbered before the move began (a write made here
+        after the commit is newer than anything the source may still forward)."""
+        rec = self.store.peek(key)
+        if rec is None or key in inc.arrived or rec.version > inc.top:
+            return False
+        self.store.delete(key)
+        return True
+
+    def _arrive(self, inc: Incoming, keys: Sequence[str]) -> None:
+        """Under a warm move, records of ``keys`` come from the source now: a leftover
+        of the node's own goes first. Each node numbers its versions itself, so a
+        leftover's version says nothing against the source's: compared, an old value
+        could outrank a newer one."""
+        arrived = inc.arrived
+        for key in keys:
+            if key not in arrived:
+                self._drop_leftover(inc, key)
+                arrived.add(key)
+
     def ingest(self, migration: str, frame: bytes | bytearray | memoryview) -> tuple[int, int]:
         """Apply a frame of snapshot records; returns (applied, skipped).
 
@@ -466,6 +533,8 @@ class NodeService:
         """
         inc = self._incoming(migration)
         keys, tokens, recs = decode_snapshot(inc, frame, self.store._clock())
+        if inc.warm:
+            self._arrive(inc, keys)
         applied, skipped = self.store.apply_batch(keys, tokens, recs, inc.floor)
         inc.applied += applied
         inc.skipped += skipped
@@ -560,10 +629,12 @@ class NodeService:
         After this node committed the move, a forward the source sent before its own
         commit still lands, as an ordinary versioned write to a range we now own.
         """
-        committed = self._committed.get(migration)
-        if committed is None:
-            return apply_wire(self.store, self._incoming(migration), wire, forwarded=True)
-        return apply_wire(self.store, committed, wire, forwarded=True)
+        inc = self._committed.get(migration)
+        if inc is None:
+            inc = self._incoming(migration)
+        if inc.warm and in_range(wire.token, inc.lo, inc.hi):
+            self._arrive(inc, [wire.key])
+        return apply_wire(self.store, inc, wire, forwarded=True)
 
     def commit_incoming(self, migration: str, epoch: int, ranges: Sequence[Sequence[int]]) -> None:
         """The move is committed: own ``ranges`` at ``epoch`` and forget the floor."""
@@ -639,13 +710,44 @@ class NodeService:
             chunk = stranded[start : start + self.batch_records]
             yield encode_records(chunk, self.store._clock()), len(chunk)
 
-    async def send(self, migration: str) -> SendSummary:
+    def _key_frames(self, out: Outgoing, keys: Sequence[str]) -> Iterator[tuple[bytes, int]]:
+        """Frames of this node's live records of ``keys`` in the move's range (a warm
+        move sends only the keys that changed; keys it does not hold are not sent: the
+        destination has dropped its own copies of them)."""
+        chunk: list[tuple[int, str, Record]] = []
+        for key in keys:
+            validate_key(key)
+            token = self.hasher(key)
+            if not in_range(token, out.lo, out.hi):
+                continue
+            rec = self.store.peek(key)
+            if rec is not None:
+                chunk.append((token, key, rec))
+            if len(chunk) >= self.batch_records:
+                yield encode_records(chunk, self.store._clock()), len(chunk)
+                chunk = []
+        if chunk:
+            yield encode_records(chunk, self.store._clock()), len(chunk)
+
+    async def _key_stream(
+        self, out: Outgoing, keys: Sequence[str]
+    ) -> AsyncIterator[tuple[bytes, int]]:
+        for item in self._key_frames(out, keys):
+            yield item
+
+    async def send(self, migration: str, keys: Sequence[str] | None = None) -> SendSummary:
         """Stream the outgoing range to its destination; returns when D has it all.
 
+        With ``keys`` (a warm move), only this node's records of those keys go.
+
         Raises:
-            Conflict: the destination failed (the move must be aborted).
+            Conflict: the destination failed (the move must be aborted), or ``keys``
+                on a node with a cold tier (its files are not looked up).
+            InvalidKey: a key the hasher cannot take.
         """
         out = self._outgoing(migration)
+        if keys is not None and self.cold is not None:
+            raise Conflict(f"node {self.node_id} has a cold tier: no warm moves")
         sem = asyncio.Semaphore(self.parallel)
         tasks: set[asyncio.Task[None]] = set()
         started = time.monotonic()
@@ -661,7 +763,8 @@ class NodeService:
                 sem.release()
 
         queued = 0
-        async for frame, count in self._frames(out):
+        frames = self._frames(out) if keys is None else self._key_stream(out, keys)
+        async for frame, count in frames:
             if self.max_rate:
                 # Pace the stream: frame k leaves no earlier than k records / rate.
                 queued += count
@@ -686,10 +789,11 @@ class NodeService:
         return SendSummary(out.sent, out.sent_bytes, round(time.monotonic() - started, 6))
 
     async def commit_outgoing(
-        self, migration: str, epoch: int, ranges: Sequence[Sequence[int]]
+        self, migration: str, epoch: int, ranges: Sequence[Sequence[int]], *, keep: bool = False
     ) -> int:
         """Give the range away: own ``ranges`` at ``epoch``, then drop the range's records
-        unless ``ranges`` still hold it (a copy for replication, not a move).
+        unless ``ranges`` still hold it (a copy for replication, not a move) or ``keep``
+        (a node about to stop warm keeps them, unserved, to save them).
 
         Returns:
             Records dropped.
@@ -708,8 +812,8 @@ class NodeService:
         await out.idle.wait()
         self.changes.record("handoff", migration, self.epoch)
         await out.peer.close()
-        if out.hi in self.owned:
-            return 0  # copied, not moved: this node still holds the range
+        if out.hi in self.owned or keep:
+            return 0  # copied, not moved (or kept for a warm stop)
         return await self.drop_range(out.lo, out.hi)
 
     async def abort_outgoing(self, migration: str) -> None:

@@ -407,6 +407,11 @@ def _internal_paths() -> dict[str, Schema]:
                                 "minLength": 1,
                                 "description": "The destination's address (source only).",
                             },
+                            "warm": {
+                                "type": "boolean",
+                                "description": "Destination only: keep this node's own "
+                                "records of the range (warm re-integration).",
+                            },
                         },
                     },
                     "The move.",
@@ -420,8 +425,17 @@ def _internal_paths() -> dict[str, Schema]:
             "post": operation(
                 "sendMigration",
                 "Stream the range to the destination",
-                description="Returns when the destination has every record.",
+                description="Returns when the destination has every record. With "
+                "`keys` (a warm re-integration), only this node's records of those keys go.",
                 tags=_INTERNAL,
+                request_body=json_body(
+                    {
+                        "type": "object",
+                        "properties": {"keys": {"type": "array", "items": {"type": "string"}}},
+                    },
+                    "Optional: the keys to send.",
+                    required=False,
+                ),
                 responses={
                     "200": json_response(
                         {
@@ -436,7 +450,36 @@ def _internal_paths() -> dict[str, Schema]:
                         "What was sent.",
                     )
                 },
-                errors=(NotFound, Conflict, *_COLD),
+                errors=(NotFound, Conflict, InvalidBody, InvalidKey, *_COLD),
+            ),
+        },
+        "/v1/migrations/{id}/forget": {
+            "parameters": [_migration_param()],
+            "post": operation(
+                "forgetChangedKeys",
+                "Drop this node's own records of keys that changed while it was away",
+                description="A warm re-integration's destination only; keys that arrived "
+                "from the source in this move are kept.",
+                tags=_INTERNAL,
+                request_body=json_body(
+                    {
+                        "type": "object",
+                        "required": ["keys"],
+                        "properties": {"keys": {"type": "array", "items": {"type": "string"}}},
+                    },
+                    "The keys that changed.",
+                ),
+                responses={
+                    "200": json_response(
+                        {
+                            "type": "object",
+                            "required": ["dropped"],
+                            "properties": {"dropped": integer},
+                        },
+                        "How many records were dropped.",
+                    )
+                },
+                errors=(NotFound, InvalidBody, InvalidKey, Conflict),
             ),
         },
         "/v1/migrations/{id}/ingest": {
@@ -485,7 +528,20 @@ def _internal_paths() -> dict[str, Schema]:
                 "commitMigration",
                 "Commit the move: own the new ranges",
                 tags=_INTERNAL,
-                request_body=json_body(epoch_ranges, "The node's ranges at the new epoch."),
+                description="`keep` (source only): keep the records given away, unserved "
+                "(a node about to stop for warm re-integration).",
+                request_body=json_body(
+                    {
+                        "type": "object",
+                        "required": ["epoch", "ranges"],
+                        "properties": {
+                            "epoch": integer,
+                            "ranges": _RANGES,
+                            "keep": {"type": "boolean"},
+                        },
+                    },
+                    "The node's ranges at the new epoch.",
+                ),
                 responses={
                     "200": json_response(
                         {
@@ -598,6 +654,9 @@ def _schemas() -> dict[str, Schema]:
                 "seconds": number,
                 "applied": integer,
                 "skipped": integer,
+                "leftovers": integer,
+                "warm": {"type": "boolean"},
+                "stale": integer,
             },
         },
     }

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["NodeHandle", "Provisioner"]
+__all__ = ["NodeHandle", "NodeStopper", "Provisioner"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -76,4 +76,32 @@ class Provisioner(Protocol):
 
     async def close(self) -> None:
         """Stop every node still running and release resources."""
+        ...
+
+
+@runtime_checkable
+class NodeStopper(Protocol):
+    """A provisioner that can stop a node and start it again with its state (warm
+    re-integration, docs/architecture.md): locally the process stops and its state
+    directory stays; on EC2 the instance stops and keeps its EBS volume.
+
+    `Provisioner.terminate` of a stopped node's handle removes what was kept, and
+    `Provisioner.close` does so for every stopped node: nothing outlives the cluster.
+    """
+
+    async def stop_node(self, handle: NodeHandle) -> NodeHandle:
+        """Stop the node, keeping its state; returns its handle as stopped."""
+        ...
+
+    async def start_node(self, handle: NodeHandle) -> NodeHandle:
+        """Start a stopped node again and wait until it is healthy; returns its new
+        handle (a new address or PID).
+
+        Raises:
+            ProvisionError: it did not come back (its state is kept: terminate it).
+        """
+        ...
+
+    async def stopped(self) -> list[NodeHandle]:
+        """The nodes this provisioner stopped and still keeps."""
         ...

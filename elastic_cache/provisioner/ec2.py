@@ -49,7 +49,7 @@ from elastic_cache.provisioner.spot import (
     market_of,
     spot_options,
 )
-from elastic_cache.userdata import node_user_data
+from elastic_cache.userdata import NODE_STATE_DIR, node_user_data
 from elastic_cache.version import __version__
 
 __all__ = [
@@ -79,6 +79,11 @@ ROLE_TAG = "ecache:role"
 NODE_TAG = "ecache:node"
 
 _LIVE_STATES = ("pending", "running")
+_STOPPED_STATES = ("stopping", "stopped")
+
+#: Where a node saves its records when its instance stops (on the root EBS volume, in
+#: the service's state directory, which survives a stop and start).
+SAVED_STATE_DIR = f"{NODE_STATE_DIR}/saved"
 
 #: Every state an instance can be terminated from: a stopped instance bills its volume
 #: and keeps its network interface, which keeps its security groups in use.
@@ -183,6 +188,10 @@ class InstanceRunner(Protocol):
         """The instance was terminated."""
         ...
 
+    async def stopped(self, node_id: str, instance_id: str) -> None:
+        """The instance is stopping (what runs on it stops, keeping its volume)."""
+        ...
+
     async def close(self) -> None:
         """The provisioner is closing."""
         ...
@@ -206,6 +215,9 @@ class PrivateAddress:
 
     async def terminated(self, node_id: str, instance_id: str) -> None:
         return None
+
+    async def stopped(self, node_id: str, instance_id: str) -> None:
+        return None  # systemd stops the node as the instance shuts down
 
     async def close(self) -> None:
         return None
@@ -285,6 +297,10 @@ class Ec2Provisioner:
         token_parameter: the SSM parameter of the cluster token, which each node reads
             at start (``ecache node --token-parameter``; the token itself is never in
             user data); None: the nodes require no token.
+        keep_state: nodes save their records on their root volume when they stop
+            (``ecache node --state-dir``), and `stop_node` stops an instance instead of
+            terminating it (warm re-integration; its EBS volume is kept and billed
+            until `start_node` or `terminate`).
     """
 
     def __init__(
@@ -298,7 +314,9 @@ class Ec2Provisioner:
         clock: Callable[[], float] = time.monotonic,
         client_token: Callable[[], str] = new_client_token,
         token_parameter: str | None = None,
+        keep_state: bool = False,
     ) -> None:
+        self.keep_state = keep_state
         if not settings.bundle_bucket:
             raise ConfigError(
                 "the EC2 provisioner needs ec2.bundle_bucket and ec2.bundle_key (the package "
@@ -368,6 +386,8 @@ class Ec2Provisioner:
         if self.token_parameter is not None:
             # The parameter's name, not the token: the node reads it from SSM.
             args += ["--token-parameter", self.token_parameter, "--region", self.settings.region]
+        if self.keep_state:
+            args += ["--state-dir", SAVED_STATE_DIR]
         return node_user_data(
             bundle_url=self.bundle_url(),
             package=f"elastic-cache=={__version__}",
@@ -595,19 +615,86 @@ class Ec2Provisioner:
         """
         await self._terminate(handle.node_id, handle.ref)
 
-    async def list(self) -> list[NodeHandle]:
-        """The cluster's node instances that are pending or running, by tag: one handle
-        per instance, whose ``ref`` is that instance's id.
+    async def stop_node(self, handle: NodeHandle) -> NodeHandle:
+        """Stop the node's instance (``StopInstances``) and wait until it is stopped; its
+        root volume, with the records the node saved as systemd stopped it, stays.
 
-        Two instances may carry one node id (a leftover of an earlier coordinator life
-        and the node that reuses its id); each is listed as itself, so the coordinator's
-        sweep can tell the member's instance from the leftover by ``ref``.
+        Raises:
+            ProvisionError: nodes keep no state (``keep_state``), a Spot node (EC2 does
+                not stop those), or it did not stop in ``boot_timeout``.
+            AwsError: AWS refused.
         """
+        if not self.keep_state:
+            raise ProvisionError("the nodes keep no state: they are terminated, not stopped")
+        if handle.extra.get("market") == "spot":
+            raise ProvisionError(f"{handle.node_id} is a Spot node: it cannot be stopped")
+        instance_id = handle.ref
+        await self._call(
+            self.ec2, "StopInstances", f"stopping {handle.node_id}", InstanceIds=[instance_id]
+        )
+        await self.runner.stopped(handle.node_id, instance_id)
+        deadline = self._clock() + self.settings.boot_timeout
+        while True:
+            instance = await self._describe(instance_id, f"waiting for {instance_id} to stop")
+            state = (instance or {}).get("State", {}).get("Name")
+            if state == "stopped":
+                break
+            if state in ("shutting-down", "terminated", None):
+                raise ProvisionError(f"instance {instance_id} went {state} instead of stopping")
+            if self._clock() > deadline:
+                raise ProvisionError(f"instance {instance_id} did not stop in time ({state})")
+            await self._sleep(self.settings.poll_interval)
+        self._handles.pop(handle.node_id, None)
+        return handle
+
+    async def start_node(self, handle: NodeHandle) -> NodeHandle:
+        """Start a stopped node's instance (``StartInstances``) and wait until its node,
+        with the records it saved, answers ``/healthz``.
+
+        Raises:
+            ProvisionError: it did not run, or its node did not answer, within
+                ``boot_timeout`` (the instance is left as it is: the caller terminates it).
+            AwsError: AWS refused (no capacity for the type in its zone, for example).
+        """
+        started = self._clock()
+        deadline = started + self.settings.boot_timeout
+        node_id, instance_id = handle.node_id, handle.ref
+        await self._call(
+            self.ec2, "StartInstances", f"starting {node_id}", InstanceIds=[instance_id]
+        )
+        try:
+            instance = await self._wait_running(instance_id, deadline)
+            address = await self.runner.address(node_id, instance)
+            await wait_healthy(
+                address,
+                deadline=deadline,
+                interval=min(self.settings.poll_interval, 1.0),
+                clock=self._clock,
+                sleep=self._sleep,
+            )
+        except ProvisionError:
+            raise
+        except Exception as exc:
+            raise ProvisionError(
+                f"node {node_id} on {instance_id} did not come back: {exc}"
+            ) from exc
+        back = NodeHandle(
+            node_id=node_id,
+            address=address,
+            ref=instance_id,
+            instance_type=str(instance["InstanceType"]),
+            boot_seconds=round(self._clock() - started, 3),
+            extra={**handle.extra, "private_ip": instance.get("PrivateIpAddress")},
+        )
+        self._handles[node_id] = back
+        return back
+
+    async def _tagged(self, states: tuple[str, ...]) -> list[NodeHandle]:
         reply = await self._call(
             self.ec2,
             "DescribeInstances",
             "listing the cluster's nodes",
-            Filters=cluster_filters(self.settings.cluster, "node"),
+            Filters=cluster_filters(self.settings.cluster, "node", states=states),
         )
         handles = []
         for reservation in reply["Reservations"]:
@@ -629,6 +716,20 @@ class Ec2Provisioner:
                     )
                 )
         return handles
+
+    async def stopped(self) -> list[NodeHandle]:
+        """The cluster's node instances that are stopping or stopped, by tag."""
+        return await self._tagged(_STOPPED_STATES)
+
+    async def list(self) -> list[NodeHandle]:
+        """The cluster's node instances that are pending or running, by tag: one handle
+        per instance, whose ``ref`` is that instance's id.
+
+        Two instances may carry one node id (a leftover of an earlier coordinator life
+        and the node that reuses its id); each is listed as itself, so the coordinator's
+        sweep can tell the member's instance from the leftover by ``ref``.
+        """
+        return await self._tagged(_LIVE_STATES)
 
     async def interrupted(self, instance_ids: Sequence[str]) -> set[str]:
         """Which of the Spot instances ``instance_ids`` have their interruption notice

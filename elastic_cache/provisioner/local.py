@@ -126,6 +126,10 @@ class LocalProvisioner:
             their environment (``$ECACHE_TOKEN``), never on their command line, which
             ``ps`` shows; None: the nodes require none, whatever this process's
             environment holds.
+        state_root: where each node gets a state directory (``state_root/NODE_ID``,
+            ``ecache node --state-dir``), which `stop_node` keeps for `start_node`;
+            None: nodes get none, and `stop_node` refuses (no warm re-integration).
+            `terminate` and `close` remove the directories.
     """
 
     def __init__(
@@ -139,8 +143,12 @@ class LocalProvisioner:
         env: Mapping[str, str] | None = None,
         log_format: str | None = None,
         token: str | None = None,
+        state_root: Path | None = None,
     ) -> None:
         self.settings = settings
+        self.state_root = state_root
+        #: Nodes stopped with their state kept (`stop_node`), by node id.
+        self._stopped: dict[str, NodeHandle] = {}
         self.env = dict(env or {})
         self.token = token
         self.log_format = current_format() if log_format is None else log_format
@@ -181,6 +189,8 @@ class LocalProvisioner:
         cmd = node_command(
             self.settings, node_id=node_id, host=self.host, log_format=self.log_format
         )
+        if self.state_root is not None:
+            cmd += ["--state-dir", str(self.state_dir(node_id))]
         env = dict(os.environ, PYTHONUNBUFFERED="1", **self.env)
         env.pop(TOKEN_ENV, None)
         if self.token is not None:
@@ -262,12 +272,70 @@ class LocalProvisioner:
         return True
 
     async def terminate(self, handle: NodeHandle) -> None:
-        """SIGTERM the node's process, SIGKILL after 5 s; idempotent."""
+        """SIGTERM the node's process, SIGKILL after 5 s, and remove its state
+        directory (a stopped node's too); idempotent."""
         await self._stop(handle.node_id)
+        self._stopped.pop(handle.node_id, None)
+        self._remove_state(handle.node_id)
+
+    def state_dir(self, node_id: str) -> Path:
+        """The state directory of ``node_id``.
+
+        Raises:
+            ProvisionError: this provisioner gives nodes no state directory.
+        """
+        if self.state_root is None:
+            raise ProvisionError("this provisioner keeps no node state (no state_root)")
+        return self.state_root / node_id
+
+    def _remove_state(self, node_id: str) -> None:
+        if self.state_root is not None:
+            shutil.rmtree(self.state_root / node_id, ignore_errors=True)
+
+    async def stop_node(self, handle: NodeHandle) -> NodeHandle:
+        """Stop the node's process cleanly (it saves its records in its state
+        directory) and keep the directory for `start_node`.
+
+        Raises:
+            ProvisionError: no state directory, the node is not running here, or it did
+                not stop cleanly (killed: nothing saved); its directory is removed then.
+        """
+        self.state_dir(handle.node_id)
+        proc = self._procs.get(handle.node_id)
+        if proc is None or proc.returncode is not None:
+            raise ProvisionError(f"node {handle.node_id} is not running here")
+        await self._stop(handle.node_id, grace=10.0)
+        if proc.returncode != 0:
+            self._remove_state(handle.node_id)
+            raise ProvisionError(
+                f"node {handle.node_id} did not stop cleanly (status {proc.returncode}); "
+                "its records were not saved"
+            )
+        self._stopped[handle.node_id] = handle
+        return handle
+
+    async def start_node(self, handle: NodeHandle) -> NodeHandle:
+        """Start a node `stop_node` stopped, with its state directory (its records).
+
+        Raises:
+            ProvisionError: it was not stopped here, or it did not come up.
+        """
+        if self._stopped.pop(handle.node_id, None) is None:
+            raise ProvisionError(f"node {handle.node_id} was not stopped here")
+        return await self.launch(handle.node_id)
+
+    async def stopped(self) -> list[NodeHandle]:
+        return list(self._stopped.values())
 
     async def list(self) -> list[NodeHandle]:
         return [h for nid, h in self._handles.items() if self._procs[nid].returncode is None]
 
     async def close(self) -> None:
-        """Stop every node this provisioner started."""
+        """Stop every node this provisioner started, and remove the state directories
+        (stopped nodes' included)."""
         await asyncio.gather(*(self._stop(nid) for nid in list(self._procs)))
+        for node_id in list(self._stopped):
+            self._remove_state(node_id)
+        self._stopped.clear()
+        if self.state_root is not None:
+            shutil.rmtree(self.state_root, ignore_errors=True)

@@ -193,19 +193,26 @@ class SimNodeClient(LocalNodeClient):
         return token
 
     async def begin_migration(
-        self, migration: str, role: str, lo: int, hi: int, peer: str | None = None
+        self,
+        migration: str,
+        role: str,
+        lo: int,
+        hi: int,
+        peer: str | None = None,
+        *,
+        warm: bool = False,
     ) -> None:
         if role == "destination":
             self._clock.begin(migration, self.node_id)
         elif (rec := self._clock.current) is not None and rec.id == migration:
             rec.source = self.node_id
         before = self._cpu
-        await super().begin_migration(migration, role, lo, hi, peer)
+        await super().begin_migration(migration, role, lo, hi, peer, warm=warm)
         await self._clock.charge(self._cpu - before)
 
-    async def send_migration(self, migration: str) -> dict[str, Any]:
+    async def send_migration(self, migration: str, keys: list[str] | None = None) -> dict[str, Any]:
         before = self._cpu
-        summary = await super().send_migration(migration)
+        summary = await super().send_migration(migration, keys)
         nbytes = int(summary.get("bytes", 0))
         rec = self._clock.current
         if rec is not None and rec.id == migration:
@@ -215,10 +222,10 @@ class SimNodeClient(LocalNodeClient):
         return summary
 
     async def commit_migration(
-        self, migration: str, epoch: int, ranges: list[list[int]]
+        self, migration: str, epoch: int, ranges: list[list[int]], *, keep: bool = False
     ) -> dict[str, Any]:
         before = self._cpu
-        result = await super().commit_migration(migration, epoch, ranges)
+        result = await super().commit_migration(migration, epoch, ranges, keep=keep)
         await self._clock.charge(self._cpu - before)
         if result.get("role") == "source":
             self._clock.end(migration, "done")

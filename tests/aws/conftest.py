@@ -71,8 +71,11 @@ def ec2_cluster_settings(
         {**data, "coordinator": coordinator, "ec2": ec2_test_settings()}
     )
     assert settings.ec2 is not None
-    runner = LocalInstances(settings.nodes, tmp_path / "logs")
-    provisioner = Ec2Provisioner(settings.ec2, settings.nodes, session=session, runner=runner)
+    warm = settings.scaler.warm_reintegration
+    runner = LocalInstances(settings.nodes, tmp_path / "logs", state=warm)
+    provisioner = Ec2Provisioner(
+        settings.ec2, settings.nodes, session=session, runner=runner, keep_state=warm
+    )
     return settings, provisioner, runner
 
 
@@ -85,8 +88,11 @@ class LocalInstances:
     instance and stops it when the instance is terminated: the node the instance would
     run, on 127.0.0.1."""
 
-    def __init__(self, settings: NodeSettings, log_dir: Path) -> None:
-        self.local = LocalProvisioner(settings, log_dir=log_dir)
+    def __init__(self, settings: NodeSettings, log_dir: Path, *, state: bool = False) -> None:
+        # With ``state``, each node keeps a state directory, as an instance's volume.
+        self.local = LocalProvisioner(
+            settings, log_dir=log_dir, state_root=log_dir.parent / "volumes" if state else None
+        )
         self.handles: dict[str, NodeHandle] = {}
         self.instances: dict[str, str] = {}  # node id -> instance id
         self.fail_health = False
@@ -94,6 +100,11 @@ class LocalInstances:
     async def address(self, node_id: str, instance: Mapping[str, Any]) -> str:
         if self.fail_health:
             return "http://127.0.0.1:9"  # nothing listens there
+        stopped = {h.node_id: h for h in await self.local.stopped()}
+        if node_id in stopped:  # the instance started again: its node, with its volume
+            handle = await self.local.start_node(stopped[node_id])
+            self.handles[node_id] = handle
+            return handle.address
         handle = await self.local.launch(node_id)
         self.handles[node_id] = handle
         self.instances[node_id] = str(instance["InstanceId"])
@@ -104,8 +115,15 @@ class LocalInstances:
             return  # another instance with this node id (a leftover): not this process
         del self.instances[node_id]
         handle = self.handles.pop(node_id, None)
+        if handle is None:  # a stopped instance: its node's kept state goes too
+            handle = {h.node_id: h for h in await self.local.stopped()}.get(node_id)
         if handle is not None:
             await self.local.terminate(handle)
+
+    async def stopped(self, node_id: str, instance_id: str) -> None:
+        handle = self.handles.pop(node_id, None)
+        if handle is not None and self.instances.get(node_id) == instance_id:
+            await self.local.stop_node(handle)
 
     async def close(self) -> None:
         await self.local.close()

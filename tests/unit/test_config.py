@@ -179,3 +179,29 @@ def test_node_failure_timings_default_to_a_short_budget_and_a_long_grace() -> No
 def test_bad_bootstrap_settings_name_the_key(scaler: dict[str, object], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         ClusterSettings.from_mapping({"scaler": scaler})
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"scaler": {"warm_reintegration": "yes"}}, "warm_reintegration must be bool"),
+        ({"scaler": {"warm_dirty_keys": 0}}, "warm_dirty_keys must be a positive integer"),
+        ({"scaler": {"warm_dirty_keys": True}}, "warm_dirty_keys must be int"),
+        (
+            {"scaler": {"warm_reintegration": True}, "cluster": {"replication": 2}},
+            "warm_reintegration needs \\[cluster\\] replication = 1",
+        ),
+        (
+            {"scaler": {"warm_reintegration": True}, "nodes": {"tier": "disk:/tmp/x"}},
+            "does not work with a cold tier",
+        ),
+    ],
+)
+def test_bad_warm_reintegration_settings(data: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        ClusterSettings.from_mapping(data)
+
+
+def test_warm_reintegration_is_off_by_default() -> None:
+    scaler = ClusterSettings.from_mapping({}).scaler
+    assert scaler.warm_reintegration is False and scaler.warm_dirty_keys == 100_000

@@ -29,6 +29,7 @@ def test_public_names_are_pinned() -> None:
         "RegionPrices",
         "Transfer",
         "UnknownPrice",
+        "WarmTradeoff",
         "Workload",
         "alloc_cost",
         "break_even_requests",
@@ -51,7 +52,9 @@ def test_public_names_are_pinned() -> None:
         "ranked",
         "request_cost",
         "s3_cache_cost",
+        "stopped_node_cost_per_hour",
         "store_cost",
+        "warm_tradeoff",
     ]
     for name in cost.__all__:
         assert hasattr(cost, name), name

@@ -1,0 +1,223 @@
+"""Warm re-integration with real node processes: scale-down stops a node with its
+records, scale-up restarts it and moves back only the keys that changed meanwhile."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from elastic_cache.client import AsyncClient
+from elastic_cache.config import ClusterSettings
+from elastic_cache.coordinator.app import make_coordinator_app
+from elastic_cache.coordinator.runner import start_coordinator_server
+from elastic_cache.coordinator.service import Coordinator
+from elastic_cache.errors import ProvisionError
+from elastic_cache.node.saved import SAVED_NAME
+from elastic_cache.provisioner.base import NodeHandle
+from elastic_cache.provisioner.local import LocalProvisioner
+from elastic_cache.ring import in_range
+
+from .test_cluster_processes import ProcessCluster, pid_alive
+
+WARM: dict[str, Any] = {
+    "coordinator": {"initial_nodes": 2},
+    "nodes": {"index": "sorted", "capacity_records": 100_000},
+    "scaler": {"enabled": False, "max_nodes": 4, "warm_reintegration": True},
+}
+
+
+@contextlib.asynccontextmanager
+async def warm_cluster(tmp_path: Path, data: dict[str, Any]) -> AsyncIterator[ProcessCluster]:
+    """A coordinator on local node processes that keep state under ``tmp_path/nodes``;
+    on leaving, no node process and no state directory is left."""
+    settings = ClusterSettings.from_mapping(data)
+    provisioner = LocalProvisioner(
+        settings.nodes, log_dir=tmp_path / "logs", state_root=tmp_path / "nodes"
+    )
+    coord = Coordinator(
+        settings, provisioner, state_path=tmp_path / "cluster.json", poll_period=0.3
+    )
+    app = make_coordinator_app(coord)
+    server, port = await start_coordinator_server(coord, app, "127.0.0.1", 0)
+    try:
+        yield ProcessCluster(coord, provisioner, f"http://127.0.0.1:{port}")
+    finally:
+        pids = provisioner.pids()
+        await server.close()
+        for _ in range(50):
+            if not any(pid_alive(p) for p in pids):
+                break
+            await asyncio.sleep(0.1)
+        assert not any(pid_alive(p) for p in pids), "node processes outlived the coordinator"
+        assert not (tmp_path / "nodes").exists(), "stopped nodes' state outlived the cluster"
+
+
+def _owned_by(ranges: list[tuple[int, int]], token: int) -> bool:
+    return any(in_range(token, lo, hi) for lo, hi in ranges)
+
+
+async def test_a_stopped_node_comes_back_with_only_the_changed_keys_moved(tmp_path: Path) -> None:
+    async with warm_cluster(tmp_path, WARM) as pc:
+        cluster = pc.coord.cluster
+        async with AsyncClient(pc.url, timeout=60) as client:
+            for i in range(0, 3000, 300):
+                await asyncio.gather(
+                    *(client.put(f"k{j}", f"v{j}".encode()) for j in range(i, i + 300))
+                )
+            info, _ = await cluster.add_node()
+            node = info.node_id
+            ranges = cluster.ring.ranges_of(node)
+            held = [
+                f"k{j}" for j in range(3000) if _owned_by(ranges, cluster.ring.token_of(f"k{j}"))
+            ]
+            assert len(held) > 100
+            short = next(
+                k
+                for k in (f"s{j}" for j in range(10_000))
+                if _owned_by(ranges, cluster.ring.token_of(k))
+            )
+            await client.put(short, b"lived", ttl=1.0)  # on the node, expires while away
+
+            await cluster.remove_node(node)
+            assert node in cluster.stopped and node not in cluster.nodes
+            assert (tmp_path / "nodes" / node / SAVED_NAME).exists()
+            assert all(h.node_id != node for h in await pc.provisioner.list())
+            assert [h.node_id for h in await pc.provisioner.stopped()] == [node]
+            (shown,) = cluster.view()["stopped"]
+            assert shown["node"] == node and shown["complete"] is True
+
+            # While it is away: overwrite some of its keys, delete one, add one.
+            changed = held[:20]
+            for key in changed:
+                await client.put(key, b"new-" + key.encode())
+            await client.delete(held[20])
+            fresh = next(
+                k
+                for k in (f"n{j}" for j in range(10_000))
+                if _owned_by(ranges, cluster.ring.token_of(k))
+            )
+            await client.put(fresh, b"fresh")
+            await asyncio.sleep(1.2)  # the short-lived key expires while the node is away
+
+            back, last = await cluster.add_node()
+            assert back.node_id == node, "a stopped node is restarted before a launch"
+            assert node not in cluster.stopped
+            returns = [m for m in cluster.migrations if m.kind == "return"]
+            assert returns and last is not None and last.kind == "return"
+            assert all(m.state == "done" for m in returns)
+            dirty = sum(m.dirty or 0 for m in returns)
+            moved = sum(m.records for m in returns)
+            # The changed keys (the feed may add a few around the stop), not all of them.
+            assert 22 <= dirty < len(held) // 2, (dirty, len(held))
+            assert moved <= dirty
+            assert cluster.ring.ranges_of(node) == ranges  # it has its old ranges back
+
+            for key in changed:
+                assert await client.get(key) == b"new-" + key.encode()
+            assert await client.get(held[20]) is None
+            assert await client.get(fresh) == b"fresh"
+            assert await client.get(short) is None
+            for j in range(0, 3000, 7):
+                key = f"k{j}"
+                if key not in changed and key != held[20]:
+                    assert await client.get(key) == f"v{j}".encode(), key
+            stats = await cluster.client_for(node).stats()
+            assert stats.records == len(held) + 1 - 1  # its keys, one deleted, one new
+
+
+async def test_the_admin_api_stops_a_node_and_shutdown_leaves_nothing(tmp_path: Path) -> None:
+    async with warm_cluster(tmp_path, WARM) as pc:
+        cluster = pc.coord.cluster
+        async with AsyncClient(pc.url, timeout=60) as client:
+            for i in range(200):
+                await client.put(f"k{i}", b"v")
+            added = await client.add_nodes(1)
+            node = added["added"][0]["id"]
+            removed = await client.remove_node(node)
+            assert removed["removed"] == node
+            assert node in cluster.stopped
+            assert (tmp_path / "nodes" / node / SAVED_NAME).exists()
+            events = [e for e in cluster.events.since(0) if e["kind"] == "removed"]
+            assert events[-1]["kept"] is True
+    # warm_cluster checked on leaving: the stopped node's state directory is gone.
+
+
+async def test_an_incomplete_dirty_list_brings_the_node_back_with_a_full_copy(
+    tmp_path: Path,
+) -> None:
+    data: dict[str, Any] = {**WARM, "scaler": {**WARM["scaler"], "warm_dirty_keys": 5}}
+    async with warm_cluster(tmp_path, data) as pc:
+        cluster = pc.coord.cluster
+        async with AsyncClient(pc.url, timeout=60) as client:
+            for i in range(1000):
+                await client.put(f"k{i}", f"v{i}".encode())
+            info, _ = await cluster.add_node()
+            node = info.node_id
+            ranges = cluster.ring.ranges_of(node)
+            mine = [
+                k
+                for k in (f"k{i}" for i in range(1000))
+                if _owned_by(ranges, cluster.ring.token_of(k))
+            ]
+            await cluster.remove_node(node)
+            for key in mine[:10]:  # more than the list keeps
+                await client.put(key, b"new")
+            await client.delete(mine[10])
+            await cluster.read_change_logs(strict=True)
+            kinds = [e["kind"] for e in cluster.events.since(0)]
+            assert "dirty_overflow" in kinds
+            back, last = await cluster.add_node()
+            assert back.node_id == node  # restarted all the same: no launch
+            kinds = [e["kind"] for e in cluster.events.since(0)]
+            assert "warm_fallback" in kinds and "reintegrated" not in kinds
+            assert last is not None and last.kind != "return"
+            for key in mine[:10]:
+                assert await client.get(key) == b"new"
+            assert await client.get(mine[10]) is None
+            for i in range(0, 1000, 3):
+                key = f"k{i}"
+                if key not in mine[:11]:
+                    assert await client.get(key) == f"v{i}".encode()
+
+
+async def test_the_scaler_restarts_a_stopped_node_before_launching(tmp_path: Path) -> None:
+    async with warm_cluster(tmp_path, WARM) as pc:
+        cluster, scaler = pc.coord.cluster, pc.coord.scaler
+        async with AsyncClient(pc.url, timeout=60) as client:
+            for i in range(300):
+                await client.put(f"k{i}", b"v")
+        info, _ = await cluster.add_node()
+        await cluster.remove_node(info.node_id)
+        assert scaler.request_help("node-1", full=False)
+        for _ in range(200):
+            if info.node_id in cluster.nodes and cluster.ring.buckets_of(info.node_id):
+                break
+            await asyncio.sleep(0.05)
+        else:
+            raise AssertionError("the scaler did not bring the stopped node back")
+        assert info.node_id not in cluster.stopped and len(cluster.nodes) == 3
+
+
+async def test_the_local_provisioner_refuses_what_it_cannot_do(tmp_path: Path) -> None:
+    settings = ClusterSettings.from_mapping(WARM)
+    plain = LocalProvisioner(settings.nodes, log_dir=tmp_path / "logs")
+    try:
+        handle = await plain.launch("node-1")
+        with pytest.raises(ProvisionError, match="no node state"):
+            await plain.stop_node(handle)
+        with pytest.raises(ProvisionError, match="was not stopped here"):
+            await plain.start_node(handle)
+    finally:
+        await plain.close()
+    keeping = LocalProvisioner(settings.nodes, log_dir=tmp_path / "logs", state_root=tmp_path / "s")
+    try:
+        gone = NodeHandle(node_id="node-9", address="http://127.0.0.1:9", ref="1")
+        with pytest.raises(ProvisionError, match="not running here"):
+            await keeping.stop_node(gone)
+    finally:
+        await keeping.close()

@@ -1,0 +1,74 @@
+"""Which range a returning node takes back, and what it drops (pure)."""
+
+from __future__ import annotations
+
+from elastic_cache.coordinator.warm import gaps, key_chunks, return_plan
+from elastic_cache.hashing import ModuloHasher
+from elastic_cache.ring import HashRing
+
+
+def _ring(*buckets: tuple[int, str]) -> HashRing:
+    ring = HashRing(ModuloHasher(1000))
+    for token, node in buckets:
+        ring.add_bucket(token, node)
+    return ring
+
+
+def test_the_successor_gives_back_exactly_the_range_that_was_merged_into_it() -> None:
+    # x owned (100, 300]; it left, so b's bucket at 600 took it: b owns (100, 600].
+    ring = _ring((100, "a"), (600, "b"))
+    plan = return_plan(ring, "x", 100, 300)
+    assert plan is not None
+    source, lo, hi, mutate = plan
+    assert (source, lo, hi) == ("b", 100, 300)
+    mutate(ring)
+    assert ring.ranges_of("x") == [(100, 300)] and ring.ranges_of("b") == [(300, 600)]
+
+
+def test_a_range_now_wider_is_cut_so_nothing_it_did_not_hold_moves() -> None:
+    # The bucket before x's also left: b owns (0, 600]; x takes back (100, 300] only.
+    ring = _ring((0, "a"), (600, "b"))
+    source, lo, hi, mutate = return_plan(ring, "x", 100, 300)  # type: ignore[misc]
+    assert (source, lo, hi) == ("b", 100, 300)
+    mutate(ring)
+    assert ring.ranges_of("x") == [(100, 300)]
+    assert ring.ranges_of("b") == [(0, 100), (300, 600)]
+
+
+def test_a_narrower_range_or_an_exact_bucket() -> None:
+    # Another node took (100, 200]: only (200, 300], b's bucket, can come back, whole.
+    ring = _ring((200, "c"), (300, "b"), (600, "b"), (900, "a"))
+    source, lo, hi, mutate = return_plan(ring, "x", 100, 300)  # type: ignore[misc]
+    assert (source, lo, hi) == ("b", 200, 300)
+    mutate(ring)
+    assert ring.ranges_of("x") == [(200, 300)] and ring.ranges_of("b") == [(300, 600)]
+    # The owner's only bucket ends at hi_old and starts inside: it would be left empty.
+    ring = _ring((200, "c"), (300, "b"))
+    assert return_plan(ring, "x", 100, 300) is None
+    # Already its own.
+    assert return_plan(_ring((300, "x")), "x", 100, 300) is None
+
+
+def test_a_lone_bucket_is_cut_out_of_the_whole_ring() -> None:
+    ring = _ring((500, "a"))
+    source, lo, hi, mutate = return_plan(ring, "x", 100, 300)  # type: ignore[misc]
+    assert (source, lo, hi) == ("a", 100, 300)
+    mutate(ring)
+    assert ring.ranges_of("x") == [(100, 300)]
+    ring._check()
+
+
+def test_gaps() -> None:
+    assert gaps([]) == [(0, 0)]
+    assert gaps([(5, 5)]) == []
+    assert gaps([(100, 300)]) == [(300, 100)]
+    assert gaps([(100, 300), (300, 400)]) == [(400, 100)]
+    assert gaps([(900, 50), (100, 300)]) == [(50, 100), (300, 900)]
+
+
+def test_key_chunks_stay_under_the_budget() -> None:
+    keys = [f"key-{i:05d}" for i in range(1000)]
+    chunks = key_chunks(keys, budget=1000)
+    assert [k for c in chunks for k in c] == keys
+    assert all(sum(4 + 6 * len(k) for k in c) <= 1000 for c in chunks)
+    assert key_chunks([]) == []
