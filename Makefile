@@ -137,9 +137,10 @@ bench-faults: $(STAMP)
 # (2026-11-25); baselines, overhead, sensitivity and zipf add about 10 more on an idle
 # machine, and Figure 4's midpoint-split runs (100 full-size runs, about 10 minutes of
 # CPU) about 5 more on two cores (estimated from single-run times, not timed end to end;
-# docs/results.md).
+# docs/results.md). warm (issue 18 c) runs six scale-down/scale-up cycles of 50,000
+# records on real local processes: about 2 minutes (2026-11-26, shared machine).
 EXPERIMENTS     := miss_rate index_time overhead migration_time prelaunch sensitivity hit_time cost \
-                   hybrid baselines zipf bootstrap
+                   hybrid baselines zipf bootstrap warm
 EXPERIMENT_JOBS ?= 2
 
 experiments: $(STAMP)

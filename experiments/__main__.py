@@ -34,6 +34,7 @@ SCRIPTS: dict[str, str | None] = {
     "baselines": "Baselines",
     "zipf": "Figure 2, Zipf",
     "bootstrap": None,
+    "warm": None,
 }
 
 

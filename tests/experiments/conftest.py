@@ -25,6 +25,7 @@ SCRIPTS = (
     "sensitivity",
     "zipf",
     "bootstrap",
+    "warm",
 )
 #: Scripts the tests also run with ``--real`` (real node processes).
 REAL = ("miss_rate", "hybrid")

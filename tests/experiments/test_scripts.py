@@ -37,6 +37,7 @@ OUTPUTS = {
     "sensitivity": ["sweep_prelaunch.csv", "sweep_migration.csv", "sweeps.png"],
     "zipf": ["fig2_zipf_summary.csv", "fig2_zipf.png"],
     "bootstrap": ["bootstrap.csv", "bootstrap.png"],
+    "warm": ["warm_real.csv", "warm_real_runs.csv", "warm_real.png"],
 }
 
 
@@ -81,6 +82,7 @@ INTERVALS = {
     "sweep_migration.csv": ["ms_per_migration", "records_per_migration"],
     "fig2_zipf_summary.csv": ["miss_rate", "final_nodes", "node_hours"],
     "bootstrap.csv": ["records_before_serving", "seconds_to_serve", "imbalance"],
+    "warm_real.csv": ["moved_bytes", "dirty_bytes", "moved_per_dirty_byte", "scale_up_s"],
 }
 
 
@@ -317,6 +319,14 @@ def test_two_phase_bootstrap_serves_sooner_and_balances(quick_results: Path) -> 
         split, two = by[("split", nodes)], by[("two-phase", nodes)]
         assert float(two["records_before_serving"]) < float(split["records_before_serving"])
     assert float(by[("two-phase", 9)]["imbalance"]) < float(by[("split", 9)]["imbalance"])
+
+
+@pytest.mark.slow
+def test_warm_reintegration_moves_only_the_changed_keys(quick_results: Path) -> None:
+    by = {r["mode"]: r for r in rows(quick_results / "warm_real.csv")}
+    warm, fresh = by["warm"], by["fresh"]
+    assert float(warm["moved_bytes"]) <= 1.5 * float(warm["dirty_bytes"])
+    assert float(fresh["moved_bytes"]) > 4 * float(warm["moved_bytes"])
 
 
 @pytest.mark.slow
