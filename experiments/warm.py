@@ -171,6 +171,45 @@ def summarize(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def _err(row: dict[str, Any], name: str, scale: float = 1.0) -> list[list[float]]:
+    """Error bar lengths (below, above) of a mean and its 95 % interval."""
+    mean = float(row[name])
+    return [
+        [(mean - float(row[f"{name}_ci_low"])) / scale],
+        [(float(row[f"{name}_ci_high"]) - mean) / scale],
+    ]
+
+
+def plot(by: dict[str, dict[str, Any]], path: Path) -> Path:
+    """Bytes moved and scale-up time per mode, with their 95 % intervals."""
+    plt = pyplot()
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    for x, mode in enumerate(MODES):
+        row = by[mode]
+        moved = float(row["moved_bytes"]) / 1e6
+        left.bar(x, moved, yerr=_err(row, "moved_bytes", 1e6), capsize=4, color="tab:blue")
+        start, move = float(row["start_s"]), float(row["move_s"])
+        right.bar(x, start, color="tab:blue", label="until it answers" if x == 0 else None)
+        right.bar(
+            x,
+            move,
+            bottom=start,
+            color="tab:orange",
+            label="moves" if x == 0 else None,
+            yerr=_err(row, "scale_up_s"),
+            capsize=4,
+        )
+    goal = 1.5 * float(by["warm"]["dirty_bytes"]) / 1e6
+    left.axhline(goal, color="grey", linestyle=":", label="goal: 1.5x the changed keys' bytes")
+    left.set(ylabel="MB moved to the node on scale-up", xticks=range(len(MODES)))
+    left.set_xticklabels(MODES)
+    left.legend(loc="center right")
+    right.set(ylabel="seconds to scale back up (total: 95 % interval)", xticks=range(len(MODES)))
+    right.set_xticklabels(MODES)
+    right.legend()
+    return save_figure(fig, path)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     opts = options(__doc__.splitlines()[0], argv)
     records = 5_000 if opts.quick else 50_000
@@ -201,25 +240,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"answers: fresh {fresh['move_s']:.2f} s, warm {warm['move_s']:.2f} s "
         f"({fresh['move_s'] / max(warm['move_s'], 1e-6):.1f}x)"
     )
-    plt = pyplot()
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
-    xs = range(len(MODES))
-    left.bar(xs, [by[m]["moved_bytes"] / 1e6 for m in MODES], tick_label=list(MODES))
-    left.axhline(1.5 * warm["dirty_bytes"] / 1e6, color="grey", linestyle=":")
-    left.set(ylabel="MB moved to the node on scale-up")
-    right.bar(
-        xs, [by[m]["start_s"] for m in MODES], tick_label=list(MODES), label="until it answers"
-    )
-    right.bar(
-        xs,
-        [by[m]["move_s"] for m in MODES],
-        bottom=[by[m]["start_s"] for m in MODES],
-        tick_label=list(MODES),
-        label="moves",
-    )
-    right.set(ylabel="seconds to scale back up")
-    right.legend()
-    save_figure(fig, figure_path(opts, "warm_real", "png"))
+    plot(by, figure_path(opts, "warm_real", "png"))
     return 0
 
 
