@@ -54,6 +54,11 @@ def admin_schemas() -> dict[str, Schema]:
             "bytes": count,
             "seconds": number,
             "error": {"type": ["string", "null"]},
+            "dirty": {
+                "type": ["integer", "null"],
+                "description": "A warm re-integration's move (kind `return`): the keys of "
+                "the range that changed while the destination was stopped; null otherwise.",
+            },
             "lo_position": number,
             "hi_position": number,
             "sent": count,
@@ -141,6 +146,27 @@ def admin_schemas() -> dict[str, Schema]:
             "nodes": {"type": "array", "items": {"$ref": "#/components/schemas/ClusterNode"}},
             "launching": {"type": "array", "items": string},
             "unterminated": {"type": "array", "items": {"type": "object"}},
+            "stopped": {
+                "type": "array",
+                "description": (
+                    "Nodes stopped with their records for warm re-integration (`[scaler] "
+                    "warm_reintegration`): their dirty lists (`dirty_keys`; `complete` false: "
+                    "it comes back with a full copy, `incomplete` says why)."
+                ),
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "node": string,
+                        "ref": string,
+                        "instance_type": string,
+                        "since": number,
+                        "ranges": count,
+                        "dirty_keys": {"type": ["integer", "null"]},
+                        "complete": {"type": "boolean"},
+                        "incomplete": {"type": ["string", "null"]},
+                    },
+                },
+            },
             "bootstrap": {
                 "type": "object",
                 "description": (
