@@ -145,7 +145,13 @@ class Supervisor:
         self.settings = settings
         state_dir = Path(settings.coordinator.state_dir)
         self.nodes = LocalProvisioner(
-            settings.nodes, log_dir=state_dir / "logs", env=env, token=token
+            settings.nodes,
+            log_dir=state_dir / "logs",
+            env=env,
+            token=token,
+            # Warm re-integration: a stopped node's records wait in its state directory
+            # (removed when the supervisor stops, with the nodes).
+            state_root=state_dir / "nodes" if settings.scaler.warm_reintegration else None,
         )
         self.token = token
         self.policy = policy or RestartPolicy()
@@ -169,11 +175,44 @@ class Supervisor:
         app.router.add_get("/nodes", self._list)
         app.router.add_post("/nodes", self._launch)
         app.router.add_delete("/nodes/{node_id}", self._stop)
+        app.router.add_post("/nodes/{node_id}/stop", self._stop_keeping)
+        app.router.add_post("/nodes/{node_id}/start", self._start)
         return app
 
     async def _list(self, request: web.Request) -> web.Response:
-        handles = await self.nodes.list()
+        if request.query.get("state") == "stopped":
+            handles = await self.nodes.stopped()
+        else:
+            handles = await self.nodes.list()
         return web.json_response({"nodes": [h.to_json() for h in handles]})
+
+    async def _stop_keeping(self, request: web.Request) -> web.Response:
+        node_id = request.match_info["node_id"]
+        ref = request.query.get("ref")
+        running = {h.node_id: h for h in await self.nodes.list()}
+        handle = running.get(node_id)
+        if handle is None or (ref is not None and ref != handle.ref):
+            return _failure(404, "not_found", f"node {node_id} does not run here")
+        try:
+            stopped = await self.nodes.stop_node(handle)
+        except ProvisionError as exc:
+            return _failure(503, "provision_failed", str(exc))
+        return web.json_response(stopped.to_json())
+
+    async def _start(self, request: web.Request) -> web.Response:
+        node_id = request.match_info["node_id"]
+        kept = {h.node_id: h for h in await self.nodes.stopped()}.get(node_id)
+        if kept is None:
+            return _failure(404, "not_found", f"node {node_id} was not stopped here")
+        generation = self.generation
+        try:
+            handle = await self.nodes.start_node(kept)
+        except ProvisionError as exc:
+            return _failure(503, "provision_failed", str(exc))
+        if generation != self.generation:
+            await self.nodes.stop(node_id, ref=handle.ref)
+            return _failure(503, "provision_failed", "the coordinator restarted during the start")
+        return web.json_response(handle.to_json(), status=201)
 
     async def _launch(self, request: web.Request) -> web.Response:
         try:
@@ -195,7 +234,12 @@ class Supervisor:
         return web.json_response(handle.to_json(), status=201)
 
     async def _stop(self, request: web.Request) -> web.Response:
-        await self.nodes.stop(request.match_info["node_id"], ref=request.query.get("ref"))
+        node_id, ref = request.match_info["node_id"], request.query.get("ref")
+        kept = {h.node_id: h for h in await self.nodes.stopped()}.get(node_id)
+        if kept is not None and (ref is None or ref == kept.ref):
+            await self.nodes.terminate(kept)  # a stopped node: its kept state goes
+        else:
+            await self.nodes.stop(node_id, ref=ref)
         return web.Response(status=204)
 
     # -- the coordinator process ------------------------------------------------------

@@ -169,12 +169,20 @@ class LocalProvisioner:
         return [p.pid for p in self._procs.values() if p.returncode is None]
 
     async def launch(self, node_id: str) -> NodeHandle:
-        """Start ``ecache node`` and wait for /healthz.
+        """Start ``ecache node`` and wait for /healthz. A new node starts empty: a state
+        directory left under its id (a stopped node of an earlier coordinator life that
+        reuses the id) is removed first.
 
         Raises:
             ProvisionError: the process exited, never announced itself, or never became
                 healthy within ``health_timeout``.
         """
+        if node_id not in self._procs:
+            self._stopped.pop(node_id, None)
+            self._remove_state(node_id)
+        return await self._launch(node_id)
+
+    async def _launch(self, node_id: str) -> NodeHandle:
         if node_id in self._procs:
             raise ProvisionError(f"node {node_id} is already running")
         started = time.monotonic()
@@ -322,7 +330,7 @@ class LocalProvisioner:
         """
         if self._stopped.pop(handle.node_id, None) is None:
             raise ProvisionError(f"node {handle.node_id} was not stopped here")
-        return await self.launch(handle.node_id)
+        return await self._launch(handle.node_id)
 
     async def stopped(self) -> list[NodeHandle]:
         return list(self._stopped.values())

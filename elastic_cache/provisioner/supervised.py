@@ -11,7 +11,12 @@ The protocol is JSON over HTTP on the socket:
 - ``GET /nodes``: ``{"nodes": [handle, ...]}``, the node processes that run;
 - ``POST /nodes`` with ``{"node_id": ID}``: launch one, answer its handle (201), or
   ``{"error": "provision_failed", "message": ...}`` (503);
-- ``DELETE /nodes/ID?ref=PID``: stop it (204; nothing happens when PID is not its process).
+- ``DELETE /nodes/ID?ref=PID``: stop it (204; nothing happens when PID is not its process),
+  or remove what a stopped node kept;
+- ``POST /nodes/ID/stop?ref=PID``: stop it keeping its records for a restart (warm
+  re-integration; its handle, 200);
+- ``POST /nodes/ID/start``: start a node stopped so, with its records (its new handle,
+  201); ``GET /nodes?state=stopped``: the nodes stopped so.
 """
 
 from __future__ import annotations
@@ -89,6 +94,35 @@ class SupervisedProvisioner:
         """
         path = f"/nodes/{quote(handle.node_id, safe='')}?ref={quote(handle.ref, safe='')}"
         await self._call("DELETE", path)
+
+    async def stop_node(self, handle: NodeHandle) -> NodeHandle:
+        """Have the supervisor stop the node keeping its records (its state directory).
+
+        Raises:
+            ProvisionError: the node is not the supervisor's, did not stop cleanly, or
+                nodes keep no state (the setting is off); the supervisor did not answer.
+        """
+        path = f"/nodes/{quote(handle.node_id, safe='')}/stop?ref={quote(handle.ref, safe='')}"
+        _, data = await self._call("POST", path)
+        return NodeHandle.from_json(data)
+
+    async def start_node(self, handle: NodeHandle) -> NodeHandle:
+        """Have the supervisor start a node it stopped, with its records.
+
+        Raises:
+            ProvisionError: it was not stopped there, or it did not come up.
+        """
+        _, data = await self._call("POST", f"/nodes/{quote(handle.node_id, safe='')}/start")
+        return NodeHandle.from_json(data)
+
+    async def stopped(self) -> list[NodeHandle]:
+        """The nodes the supervisor stopped with their records.
+
+        Raises:
+            ProvisionError: the supervisor did not answer.
+        """
+        _, data = await self._call("GET", "/nodes?state=stopped")
+        return [NodeHandle.from_json(h) for h in data["nodes"]]
 
     async def list(self) -> list[NodeHandle]:
         """The node processes the supervisor runs.

@@ -3,6 +3,9 @@ scale-ups restart them, and no acknowledged write is lost or comes back stale.""
 
 from __future__ import annotations
 
+import asyncio
+import os
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +15,7 @@ from elastic_cache.client import AsyncClient
 
 from ..checked_load import CheckedLoad
 from ..integration.test_warm_reintegration import WARM, warm_cluster
+from .test_coordinator_crash import RESTART_DEADLINE, ecache_up
 from .traffic import check_filled, checked_traffic, fill
 
 pytestmark = pytest.mark.slow
@@ -46,3 +50,41 @@ async def test_three_warm_cycles_under_traffic_lose_no_acknowledged_write(
             f"{sum(m.dirty or 0 for m in returns)} changed keys, "
             f"{sum(m.records for m in returns)} records moved back"
         )
+
+
+async def test_ecache_up_keeps_a_stopped_node_across_a_coordinator_crash(
+    tmp_path: Path,
+) -> None:
+    """``ecache up`` (the supervisor owns the nodes): a removed node is stopped with its
+    records; the coordinator is SIGKILLed and restarted by the supervisor, which resumes
+    the stopped node from its state (its dirty list is gone, so it comes back with a
+    full copy); then the supervisor's stop leaves no node state behind."""
+    config = tmp_path / "warm.toml"
+    config.write_text("[scaler]\nwarm_reintegration = true\nmax_nodes = 4\n")
+    state = tmp_path / "state"
+    async with ecache_up(state, "--config", str(config)) as up:
+        ready = await up.event("ready", 60)
+        url, coordinator = str(ready["url"]), int(ready["coordinator_pid"])
+        async with AsyncClient(url, timeout=30, retries=3) as client:
+            for i in range(0, 600, 100):
+                await asyncio.gather(*(client.put(f"k{i + j}", b"v0") for j in range(100)))
+            await client.remove_node("node-3")
+            view = await client.cluster()
+            assert [s["node"] for s in view["stopped"]] == ["node-3"]
+            assert (state / "nodes" / "node-3").exists()
+            for i in range(0, 600, 3):
+                await client.put(f"k{i}", b"v1")
+            os.kill(coordinator, signal.SIGKILL)
+            await up.event("coordinator_restarted", RESTART_DEADLINE)
+            view = await client.cluster()
+            (stopped,) = view["stopped"]
+            assert stopped["node"] == "node-3" and stopped["complete"] is False
+            added = await client.add_nodes(1)
+            assert added["added"][0]["id"] == "node-3"  # restarted, not launched
+            view = await client.cluster()
+            assert view["stopped"] == [] and len(view["nodes"]) == 3
+            assert any(e["kind"] == "warm_fallback" for e in view["events"])
+            for i in range(600):
+                assert await client.get(f"k{i}") == (b"v1" if i % 3 == 0 else b"v0"), i
+            await client.remove_node("node-3")  # stopped again, then ecache up stops
+    assert not (state / "nodes").exists(), "a stopped node's state outlived ecache up"

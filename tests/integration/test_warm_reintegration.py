@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import shutil
+import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
+from aiohttp import web
 
 from elastic_cache.client import AsyncClient
 from elastic_cache.config import ClusterSettings
@@ -18,9 +22,11 @@ from elastic_cache.coordinator.runner import start_coordinator_server
 from elastic_cache.coordinator.service import Coordinator
 from elastic_cache.errors import ProvisionError
 from elastic_cache.node.saved import SAVED_NAME
-from elastic_cache.provisioner.base import NodeHandle
+from elastic_cache.provisioner.base import NodeHandle, NodeStopper
 from elastic_cache.provisioner.local import LocalProvisioner
+from elastic_cache.provisioner.supervised import SupervisedProvisioner
 from elastic_cache.ring import in_range
+from elastic_cache.supervisor import Supervisor
 
 from .test_cluster_processes import ProcessCluster, pid_alive
 
@@ -221,3 +227,65 @@ async def test_the_local_provisioner_refuses_what_it_cannot_do(tmp_path: Path) -
             await keeping.stop_node(gone)
     finally:
         await keeping.close()
+
+
+async def test_ecache_ups_supervisor_stops_and_starts_nodes_with_their_records(
+    tmp_path: Path,
+) -> None:
+    """The supervisor's control socket (`SupervisedProvisioner`, what ``ecache up``'s
+    coordinator uses): stop keeping the records, list, start, and terminate a stopped
+    node (its state goes); a fresh launch under a stopped node's id starts empty."""
+    settings = ClusterSettings.from_mapping(
+        {**WARM, "coordinator": {"state_dir": str(tmp_path / "state")}}
+    )
+    supervisor = Supervisor(settings)
+    supervisor.generation = 1
+    where = tempfile.mkdtemp(prefix="ecache-test-")  # a Unix socket path fits 108 bytes
+    runner = web.AppRunner(supervisor.app())
+    await runner.setup()
+    path = str(Path(where) / "control.sock")
+    await web.UnixSite(runner, path).start()
+    provisioner = SupervisedProvisioner(path, launch_timeout=30)
+    nodes_dir = tmp_path / "state" / "nodes"
+    try:
+        assert isinstance(provisioner, NodeStopper)
+        handle = await provisioner.launch("node-1")
+        async with AsyncClient(handle.address) as client:
+            for i in range(20):
+                await client.put(f"k{i}", b"v")
+        stopped = await provisioner.stop_node(handle)
+        assert await provisioner.list() == []
+        assert [h.node_id for h in await provisioner.stopped()] == ["node-1"]
+        back = await provisioner.start_node(stopped)
+        assert (await HttpStats(back).records()) == 20
+        await provisioner.stop_node(back)
+        await provisioner.terminate(back)  # a stopped node: its state is removed
+        assert await provisioner.stopped() == [] and not (nodes_dir / "node-1").exists()
+        with pytest.raises(ProvisionError, match="was not stopped"):
+            await provisioner.start_node(back)
+        # Stopped, then the id comes back for a new node (a coordinator that started
+        # afresh): the new node does not load the old records.
+        again = await provisioner.launch("node-1")
+        async with AsyncClient(again.address) as client:
+            await client.put("k", b"v")
+        await provisioner.stop_node(again)
+        fresh = await provisioner.launch("node-1")
+        assert (await HttpStats(fresh).records()) == 0
+        assert await provisioner.stopped() == []
+    finally:
+        await provisioner.close()
+        await supervisor.nodes.close()
+        await runner.cleanup()
+        shutil.rmtree(where, ignore_errors=True)
+    assert not nodes_dir.exists()
+
+
+class HttpStats:
+    """A node's ``/v1/stats``, read over HTTP."""
+
+    def __init__(self, handle: NodeHandle) -> None:
+        self.url = f"{handle.address}/v1/stats"
+
+    async def records(self) -> int:
+        async with aiohttp.ClientSession() as http, http.get(self.url) as resp:
+            return int((await resp.json())["records"])

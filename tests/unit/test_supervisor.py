@@ -85,6 +85,9 @@ class FakeNodes:
     async def list(self) -> list[NodeHandle]:
         return list(self.running.values())
 
+    async def stopped(self) -> list[NodeHandle]:
+        return []  # warm re-integration is off in these tests: nothing is kept
+
 
 @contextlib.asynccontextmanager
 async def control_socket() -> AsyncIterator[tuple[Supervisor, FakeNodes, SupervisedProvisioner]]:
