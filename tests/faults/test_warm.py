@@ -28,9 +28,9 @@ async def test_three_warm_cycles_under_traffic_lose_no_acknowledged_write(
     data["scaler"] = {**WARM["scaler"], "max_nodes": 5}
     async with warm_cluster(tmp_path, data) as pc:
         cluster = pc.coord.cluster
-        await fill(pc.url, 4000)
+        await fill(pc.url, 2000)
         grown = [(await cluster.add_node())[0].node_id for _ in range(3)]
-        load = CheckedLoad([f"user:{i}" for i in range(800)], 4, put=0.5, delete=0.1)
+        load = CheckedLoad([f"user:{i}" for i in range(400)], 4, put=0.5, delete=0.1)
         async with checked_traffic(pc.url, load, retries=3):
             for node in grown:
                 await cluster.remove_node(node)
@@ -40,7 +40,7 @@ async def test_three_warm_cycles_under_traffic_lose_no_acknowledged_write(
         assert load.failures == []
         async with AsyncClient(pc.url, timeout=60) as client:
             assert await load.final_mismatches(client) == []
-        await check_filled(pc.url, 4000)
+        await check_filled(pc.url, 2000)
         returns = [m for m in cluster.migrations if m.kind == "return"]
         assert returns and all(m.state == "done" for m in returns)
         fallbacks = [e for e in cluster.events.since(0) if e["kind"] == "warm_fallback"]
