@@ -144,6 +144,15 @@ def render_status(view: dict[str, Any]) -> str:
         lines.append(f"moving {m['source']} -> {m['destination']}: {sent:,}/{m['total']:,} records")
     for launch in view.get("launches_in_flight", []):
         lines.append(f"launching {launch['node']} for {launch['seconds']:.1f} s")
+    for kept in view.get("stopped", []):
+        if kept.get("complete"):
+            plan = f"{kept.get('dirty_keys', 0):,} changed key(s) to move back"
+        else:
+            plan = f"back with a full copy: {kept.get('incomplete') or 'no dirty list'}"
+        lines.append(
+            f"stopped with its records: {kept['node']} ({kept['ref']}); restarted before "
+            f"any launch, {plan}"
+        )
     for stray in view.get("unterminated", []):
         lines.append(
             f"still to terminate: {stray['node']} ({stray['ref']}); its termination failed "

@@ -141,3 +141,30 @@ def test_status_shows_primaries_and_hot_answers() -> None:
     ) in lines
     quiet = render_status({**view, "read_through": {"hot": None}})
     assert "hot answers" not in quiet
+
+
+def test_status_shows_stopped_nodes_and_their_dirty_lists() -> None:
+    view = {
+        "epoch": 9,
+        "nodes": [],
+        "migrations": [],
+        "stopped": [
+            {"node": "node-3", "ref": "1234", "complete": True, "dirty_keys": 1200},
+            {
+                "node": "node-4",
+                "ref": "i-0abc",
+                "complete": False,
+                "dirty_keys": 0,
+                "incomplete": "the coordinator restarted while it was stopped",
+            },
+        ],
+    }
+    lines = render_status(view).splitlines()
+    assert (
+        "stopped with its records: node-3 (1234); restarted before any launch, 1,200 changed "
+        "key(s) to move back"
+    ) in lines
+    assert any(
+        line.startswith("stopped with its records: node-4") and "full copy: the coordinator" in line
+        for line in lines
+    )
