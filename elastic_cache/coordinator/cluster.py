@@ -183,8 +183,12 @@ class Cluster(Reintegration):
                 mig.id, new_ring.epoch, self.ranges_for(destination, new_ring, new_held)
             )
         except ElasticCacheError as exc:
+            # Never salvage a warm move: the destination's own records of the range are
+            # not proven clean until its changed keys are dropped, so it may not keep the
+            # range with them (the move is abandoned; the node comes back by a full copy).
             if (
                 self.rf <= 1
+                and warm_keys is None
                 and calling is src
                 and dst in began
                 and isinstance(exc, NodeUnavailable)

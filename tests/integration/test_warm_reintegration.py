@@ -20,7 +20,7 @@ from elastic_cache.config import ClusterSettings
 from elastic_cache.coordinator.app import make_coordinator_app
 from elastic_cache.coordinator.runner import start_coordinator_server
 from elastic_cache.coordinator.service import Coordinator
-from elastic_cache.errors import ProvisionError
+from elastic_cache.errors import ElasticCacheError, ProvisionError
 from elastic_cache.node.saved import SAVED_NAME
 from elastic_cache.provisioner.base import NodeHandle, NodeStopper
 from elastic_cache.provisioner.local import LocalProvisioner
@@ -289,3 +289,48 @@ class HttpStats:
     async def records(self) -> int:
         async with aiohttp.ClientSession() as http, http.get(self.url) as resp:
             return int((await resp.json())["records"])
+
+
+async def test_a_source_that_dies_in_a_warm_move_never_leaves_a_stale_value(
+    tmp_path: Path,
+) -> None:
+    """The source of a warm move dies at the move's barrier: the move must not be
+    salvaged (the returning node's kept records are not proven clean yet). A changed
+    key then reads its new value or nothing (the dead node's records are lost, as in
+    any death without copies), never the value from before the stop."""
+    async with warm_cluster(tmp_path, WARM) as pc:
+        cluster = pc.coord.cluster
+        async with AsyncClient(pc.url, timeout=60, retries=3) as client:
+            for i in range(0, 1000, 100):
+                await asyncio.gather(*(client.put(f"k{i + j}", b"old") for j in range(100)))
+            info, _ = await cluster.add_node()
+            node = info.node_id
+            ranges = cluster.ring.ranges_of(node)
+            mine = [
+                k
+                for k in (f"k{i}" for i in range(1000))
+                if _owned_by(ranges, cluster.ring.token_of(k))
+            ]
+            await cluster.remove_node(node)
+            changed = mine[:30]
+            for key in changed:
+                await client.put(key, b"new")
+            heirs = {cluster.ring.lookup(k).node for k in changed}
+            barrier = cluster._dirty_keys
+
+            async def die_first(node_id: str, lo: int, hi: int) -> list[str]:
+                source = cluster.ring.bucket_for_token(hi).node
+                assert source in heirs
+                proc = pc.provisioner._procs[source]
+                proc.kill()
+                await proc.wait()
+                return await barrier(node_id, lo, hi)
+
+            cluster._dirty_keys = die_first  # type: ignore[method-assign]
+            with contextlib.suppress(ElasticCacheError):
+                await cluster.add_node()
+            assert not any(m.state == "salvaged" for m in cluster.migrations)
+            for heir in heirs:
+                await cluster.unresponsive(heir)  # dropped: its process is gone
+            for key in changed:
+                assert await client.get(key) in (b"new", None), key
