@@ -8,7 +8,7 @@ from collections.abc import Iterable, Sequence
 
 from elastic_cache.errors import InvalidBody
 
-__all__ = ["RangeSet"]
+__all__ = ["RangeSet", "subtract_ranges"]
 
 
 class RangeSet:
@@ -79,3 +79,48 @@ class RangeSet:
 
     def __repr__(self) -> str:
         return f"RangeSet({list(self._ranges)!r}, space={self.space})"
+
+
+def _spans(ranges: Iterable[Sequence[int]], space: int) -> list[tuple[int, int]]:
+    """Ring ranges ``(lo, hi]`` as sorted, merged half-open token spans ``[start, end)``."""
+    spans = []
+    for lo, hi in ranges:
+        if lo < hi:
+            spans.append((lo + 1, hi + 1))
+        else:  # wraps past zero; (x, x] is the whole ring
+            if lo + 1 < space:
+                spans.append((lo + 1, space))
+            spans.append((0, hi + 1))
+    spans.sort()
+    merged: list[tuple[int, int]] = []
+    for start, end in spans:
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def subtract_ranges(
+    ranges: Iterable[Sequence[int]], minus: Iterable[Sequence[int]], space: int
+) -> list[tuple[int, int]]:
+    """The tokens of ``ranges`` that are in no range of ``minus``, exactly, as ring
+    ranges ``(lo, hi]`` (a piece that wraps past zero may come as two).
+
+    Runtime complexity: O((a + b) log(a + b)) in the ranges.
+    """
+    out = []
+    cuts = _spans(minus, space)
+    for start, end in _spans(ranges, space):
+        at = start
+        for c_start, c_end in cuts:
+            if c_end <= at or c_start >= end:
+                continue
+            if c_start > at:
+                out.append((at, c_start))
+            at = max(at, c_end)
+            if at >= end:
+                break
+        if at < end:
+            out.append((at, end))
+    return [((a - 1) % space, b - 1) for a, b in out]

@@ -90,6 +90,7 @@ async def serve_node(
             # Not the whole ring, as a fresh node: none of these may be served before a
             # coordinator has checked which are still current.
             service.owned = RangeSet([], service.hasher.space)
+            service.restored = True
             log.info("node %s loaded %d saved record(s) from %s", node_id, loaded, state_dir)
     set_log_context(node=node_id, epoch=lambda: service.epoch)
     front, bound = await start_node_server(

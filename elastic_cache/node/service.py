@@ -61,7 +61,7 @@ from elastic_cache.node.migration import (
     encode_records,
     snapshot_frames,
 )
-from elastic_cache.node.ownership import RangeSet
+from elastic_cache.node.ownership import RangeSet, subtract_ranges
 from elastic_cache.node.wire import WireRecord
 from elastic_cache.ring import in_range, range_size
 from elastic_cache.store import PutOutcome, Record, Store, Victim
@@ -127,6 +127,9 @@ class NodeService:
         self.misses = 0
         self.changes = changes if changes is not None else ChangeLog(65536, uuid.uuid4().hex)
         store.on_change = self._store_changed
+        #: The store holds records loaded from a saved state (`elastic_cache.node.saved`),
+        #: which only a move may prove current (see `set_ownership`).
+        self.restored = False
 
     def _store_changed(self, kind: str, key: str) -> None:
         self.changes.record(kind, key, self.epoch)
@@ -173,8 +176,18 @@ class NodeService:
                 epoch=self.epoch,
             )
 
-    def set_ownership(self, epoch: int, ranges: Sequence[Sequence[int]]) -> bool:
+    def set_ownership(
+        self,
+        epoch: int,
+        ranges: Sequence[Sequence[int]],
+        *,
+        moved: tuple[int, int] | None = None,
+    ) -> bool:
         """Take the ranges owned at ``epoch``; an older epoch than ours is ignored.
+
+        On a `restored` node, a range it comes to own other than by the move ``moved``
+        (a successor taking a dead node's range, say) is emptied first: records it
+        loaded there are not proven current.
 
         Returns:
             Whether the ownership changed.
@@ -183,6 +196,11 @@ class NodeService:
             return False
         old, self.owned = self.owned, RangeSet(ranges, self.hasher.space)
         self.epoch = epoch
+        if self.restored:
+            space = self.hasher.space
+            proven = [*old.ranges, *([] if moved is None else [moved])]
+            for lo, hi in subtract_ranges(self.owned.ranges, proven, space):
+                self.store.pop_range(lo, hi)
         if self.cold is not None and self.cold.tier.shared:
             # Ranges that are new to us: learn which of their values the shared tier holds.
             self.cold.relist(_gained(old, self.owned))
@@ -639,7 +657,7 @@ class NodeService:
     def commit_incoming(self, migration: str, epoch: int, ranges: Sequence[Sequence[int]]) -> None:
         """The move is committed: own ``ranges`` at ``epoch`` and forget the floor."""
         inc = self._incoming(migration)
-        self.set_ownership(epoch, ranges)
+        self.set_ownership(epoch, ranges, moved=(inc.lo, inc.hi))
         # Changes logged after this marker come from this node as the range's owner;
         # the coordinator passes them on after the source's `handoff` (docs/watch.md).
         self.changes.record("takeover", migration, self.epoch)

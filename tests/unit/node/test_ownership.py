@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from elastic_cache.errors import InvalidBody
 from elastic_cache.hashing import ModuloHasher
-from elastic_cache.node.ownership import RangeSet
+from elastic_cache.node.ownership import RangeSet, subtract_ranges
 from elastic_cache.ring import HashRing, in_range
 
 SPACE = 256
@@ -61,3 +61,26 @@ def test_overlaps_agrees_with_membership(owned: list[tuple[int, int]], lo: int, 
     rs = RangeSet(owned, SPACE)
     tokens = range(SPACE) if lo == hi else [t for t in range(SPACE) if in_range(t, lo, hi)]
     assert rs.overlaps(lo, hi) == any(t in rs for t in tokens)
+
+
+_RANGE = st.tuples(st.integers(0, SPACE - 1), st.integers(0, SPACE - 1))
+
+
+def _tokens(ranges: list[tuple[int, int]]) -> set[int]:
+    return {t for t in range(SPACE) for lo, hi in ranges if in_range(t, lo, hi)}
+
+
+@given(st.lists(_RANGE, max_size=5), st.lists(_RANGE, max_size=5))
+def test_subtract_ranges_is_the_set_difference(
+    ranges: list[tuple[int, int]], minus: list[tuple[int, int]]
+) -> None:
+    got = subtract_ranges(ranges, minus, SPACE)
+    assert _tokens(got) == _tokens(ranges) - _tokens(minus)
+
+
+def test_subtract_ranges_examples() -> None:
+    assert subtract_ranges([(10, 20)], [(10, 15)], SPACE) == [(15, 20)]
+    assert subtract_ranges([(10, 20), (20, 30)], [(10, 30)], SPACE) == []  # merged: nothing
+    # The whole ring minus nothing: one piece (x, x], the whole ring again.
+    assert subtract_ranges([(0, 0)], [], SPACE) == [(255, 255)]
+    assert subtract_ranges([(200, 10)], [(250, 5)], SPACE) == [(5, 10), (200, 250)]

@@ -15,6 +15,7 @@ from elastic_cache.errors import Conflict, KeyNotFound
 from elastic_cache.node.local import LocalNetwork
 from elastic_cache.node.service import NodeService
 from elastic_cache.node.wire import WireRecord
+from elastic_cache.ring import in_range
 
 from .test_service import make_pair
 
@@ -168,3 +169,31 @@ async def test_concurrent_writes_during_a_warm_move_end_up_right(seed: int) -> N
         assert _value(dst, k) == model[k], k
     assert _value(dst, "ghost") is None
     dst.store._check()
+
+
+async def test_a_restored_node_empties_a_range_it_gains_other_than_by_a_move() -> None:
+    """Records loaded from a saved state are proven only by a move. A range the node comes
+    to own otherwise (the successor of a dead node, say) is emptied first; its own ranges
+    growing into each other, or a range a move brought, are left alone."""
+    net, src, dst = make_pair()
+    space = dst.hasher.space
+    half = space // 2
+    keys = [f"k{i}" for i in range(200)]
+    low = [k for k in keys if in_range(dst.hasher(k), 0, half)]
+    high = [k for k in keys if in_range(dst.hasher(k), half, 0)]
+    _leftovers(dst, {k: b"kept" for k in keys})
+    dst.restored = True
+    dst.set_ownership(1, [])
+    # A warm move of (0, half]: its kept records stay (none changed).
+    dst.begin_incoming("w1", 0, half, warm=True)
+    src.begin_outgoing("w1", 0, half, net.address_of("dst"))
+    await src.send("w1", [])
+    dst.commit_incoming("w1", 2, [[0, half]])
+    assert all(dst.get(k).value == b"kept" for k in low)
+    # The same ranges cut differently: nothing gained, nothing dropped.
+    dst.set_ownership(3, [[0, half // 2], [half // 2, half]])
+    assert all(dst.store.peek(k) is not None for k in low)
+    # (half, 0] comes without a move: its kept records are not proven, so they go.
+    dst.set_ownership(4, [[0, 0]])
+    assert all(dst.store.peek(k) is None for k in high)
+    assert all(dst.get(k).value == b"kept" for k in low)
