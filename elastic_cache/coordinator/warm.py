@@ -122,8 +122,8 @@ def key_chunks(keys: Sequence[str], budget: int = 256 * 1024) -> list[list[str]]
 
 
 class Reintegration(Membership):
-    """`Membership` with warm re-integration; `Cluster` (in `cluster`) adds the moves,
-    which the two methods at the end stand for here."""
+    """`Membership` with warm re-integration. `Cluster` (in `cluster`) extends it with
+    the moves; `_move_locked` and `bring_in` here only stand for them."""
 
     async def _move_locked(
         self,
@@ -225,7 +225,13 @@ class Reintegration(Membership):
             finally:
                 self.launching.pop(node_id, None)
             self.returning[node_id] = kept
-            info = await self.admit(handle)
+            try:
+                info = await self.admit(handle)
+            except ElasticCacheError:
+                # It came up but does not answer us: terminated (by admit), list closed.
+                self.returning.pop(node_id, None)
+                self.dirty.close(node_id)
+                raise
             self.events.add(
                 "restarted",
                 f"{node_id} back at {handle.address} in {handle.boot_seconds:.2f}s with its "
@@ -298,8 +304,10 @@ class Reintegration(Membership):
             if not moves and reason is None:
                 reason = "none of its ranges could be taken back"
         self.dirty.close(node_id)
-        client = self.client_for(node_id)
+        client = self.client_for(node_id)  # UnknownNode: it died meanwhile (dropped)
         # What it kept outside the ranges it owns now is stale or not its own: dropped.
+        # (Should this fail, it is never served: the node is restored, see
+        # `NodeService.set_ownership`.)
         for lo, hi in gaps(self.ring.ranges_of(node_id)):
             with contextlib.suppress(ElasticCacheError):
                 await client.drop_range(lo, hi)
