@@ -70,8 +70,8 @@ class ColdCap:
         ranges: the ranges this node keeps in the tier: ``(0, 0)``, everything, for a
             tier of its own; its ring ranges for a shared one.
         space: tokens on the ring (for a shared tier's share).
-        swept: called after a sweep deleted something (the layer forgets which memory
-            records the tier held copies of).
+        swept: called before and after a sweep deletes (the layer forgets which memory
+            records the tier held copies of: a copy may be gone).
         wall_clock: seconds since the epoch, for the sweep's age figures.
     """
 
@@ -163,6 +163,8 @@ class ColdCap:
                     break
                 victims.append(stored)
                 total -= stored.size
+            if victims:
+                self._swept()  # before the deletes too: no demotion may trust a copy
             for start in range(0, len(victims), _DELETE_BATCH):
                 batch = victims[start : start + _DELETE_BATCH]
                 await self.io.call(self.tier.delete_names, [s.name for s in batch])
