@@ -437,3 +437,40 @@ def test_the_coordinator_counts_the_fetched_price(session: Any, tmp_path: Path) 
     assert source is not None
     assert "Spot prices fetched 2026-11-26" in source
     assert "Spot m6i.large: assumed 40% of on-demand, not a price from AWS" in source
+
+
+def test_status_prices_spot_instances_at_their_spot_price() -> None:
+    """``ecache status`` used to price every instance at on-demand."""
+    from elastic_cache.deploy.status import _instance_price
+
+    spot = {
+        "region": REGION,
+        "instances": {
+            "t3.small": {
+                "usd_per_hour": 0.0071,
+                "fetched": "2026-11-26",
+                "zones": ["us-east-1a"],
+                "zone": "us-east-1a",
+            }
+        },
+    }
+    running = ClusterSettings.from_mapping({"cost": {"spot": spot}})
+    table = running.cost.price_table()
+    on_demand = instance_price("t3.small", REGION)
+
+    def inst(instance_type: str, lifecycle: str | None) -> dict[str, Any]:
+        out: dict[str, Any] = {"InstanceType": instance_type}
+        if lifecycle:
+            out["InstanceLifecycle"] = lifecycle
+        return out
+
+    assert _instance_price(inst("t3.small", None), REGION, table, running) == on_demand
+    assert _instance_price(inst("t3.small", "spot"), REGION, table, running) == 0.0071
+    # A type without a fetched price: the assumed share of on-demand, as the coordinator.
+    m6i = instance_price("m6i.large", REGION)
+    assert _instance_price(inst("m6i.large", "spot"), REGION, table, running) == pytest.approx(
+        spot_price(m6i)
+    )
+    assert _instance_price(inst("t3.small", "spot"), REGION, table, None) == pytest.approx(
+        spot_price(on_demand)
+    )
