@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import ipaddress
 import json
 import logging
@@ -264,6 +265,14 @@ def cmd_node(args: argparse.Namespace) -> int:
 
     node_data = _node_overrides(args)
     settings = ClusterSettings.from_mapping({"nodes": node_data}).nodes
+    if args.namespaces is not None:
+        from elastic_cache.namespaces import NamespaceTable
+
+        try:
+            table = NamespaceTable.from_json(json.loads(args.namespaces))
+        except ValueError as exc:  # ConfigError is one too
+            raise ConfigError(f"--namespaces: {exc}") from exc
+        settings = dataclasses.replace(settings, namespaces=table)
     if args.token_parameter is not None:
         from elastic_cache.auth import fetch_token
 
@@ -1082,6 +1091,12 @@ def build_parser() -> argparse.ArgumentParser:
         "$ECACHE_TOKEN if set, else no token)",
     )
     node.add_argument("--region", help="AWS region of --token-parameter")
+    node.add_argument(
+        "--namespaces",
+        metavar="JSON",
+        help="the namespaces the node starts with, as the coordinator's launcher writes "
+        "them (docs/namespaces.md); the coordinator pushes later changes",
+    )
     _add_node_shape(node)
     node.set_defaults(func=cmd_node)
 

@@ -27,6 +27,12 @@ A config file looks like::
     url = "http://127.0.0.1:8081"
     timeout = 10.0
     ttl = 3600
+    namespace = "api"              # its answers belong to a namespace (optional)
+
+    [namespaces.api]               # keys with this prefix get their own policy
+    prefix = "api/"                # (docs/namespaces.md; elastic_cache.namespaces)
+    max_ttl = 600
+    quota_records = 50000
 
 On AWS (``ecache deploy`` writes this part) the coordinator launches EC2 instances::
 
@@ -67,6 +73,7 @@ from elastic_cache.cost.spot import SPOT_PRICE_FRACTION, SpotPrice
 from elastic_cache.errors import ConfigError
 from elastic_cache.hashing import make_hasher
 from elastic_cache.indexes import parse_index_spec
+from elastic_cache.namespaces import Durability, NamespaceTable
 from elastic_cache.tiers.spec import parse_tier_spec
 
 __all__ = [
@@ -84,7 +91,9 @@ __all__ = [
     "ProvisionerKind",
     "ReplicationSettings",
     "ScalerSettings",
+    "check_durability",
     "check_tags",
+    "check_write_quorums",
     "parse_state_s3",
     "parse_tag",
 ]
@@ -154,6 +163,9 @@ class NodeSettings:
         on_cold_full: under ``on_full = "demote"``, what a full node does while its
             tier refuses writes: ``refuse`` writes that need room (507), or ``evict``
             (see `OnColdFull` and docs/tiers.md).
+        namespaces: the key prefixes with their own policies (the ``[namespaces]``
+            section, which `ClusterSettings.from_mapping` puts here so that every node
+            is built with it; docs/namespaces.md).
     """
 
     index: str = DEFAULT_INDEX
@@ -169,6 +181,7 @@ class NodeSettings:
     tier: str | None = None
     s3_endpoint_url: str | None = None
     on_cold_full: OnColdFull = OnColdFull.REFUSE
+    namespaces: NamespaceTable = field(default_factory=NamespaceTable)
 
     def __post_init__(self) -> None:
         parse_index_spec(self.index)
@@ -207,6 +220,9 @@ class NodeSettings:
                 raise ConfigError(
                     f"s3_endpoint_url must be http(s)://host[:port], got {self.s3_endpoint_url!r}"
                 )
+        if not isinstance(self.namespaces, NamespaceTable):
+            raise ConfigError("namespaces are declared as [namespaces.NAME] tables")
+        check_durability(self.namespaces, self.tier)
 
     @property
     def capacity_unit(self) -> CapacityUnit:
@@ -253,6 +269,8 @@ class OriginSettings:
         sort_query: sort query parameters by name in the cache key.
         max_answer_bytes: an answer larger than this is refused (502) or cut off; one
             larger than the nodes' value limit is streamed to the client, not stored.
+        namespace: the namespace its answers (keys ``svc:NAME:...``) belong to, with
+            that namespace's policy (None: whichever prefix claims them, else default).
     """
 
     name: str
@@ -273,6 +291,7 @@ class OriginSettings:
     unsafe_methods: str = "pass"
     sort_query: bool = True
     max_answer_bytes: int = 1 << 30
+    namespace: str | None = None
 
     def __post_init__(self) -> None:
         if not self.name or not all(c.isalnum() or c in "-_." for c in self.name):
@@ -916,6 +935,7 @@ class ClusterSettings:
         names = [o.name for o in self.origins]
         if len(names) != len(set(names)):
             raise ConfigError(f"origin names must be unique, got {names}")
+        check_write_quorums(self.nodes.namespaces, self.cluster)
         if self.coordinator.initial_nodes > self.scaler.max_nodes:
             raise ConfigError(
                 f"initial_nodes ({self.coordinator.initial_nodes}) exceeds max_nodes "
@@ -923,6 +943,11 @@ class ClusterSettings:
             )
         if self.coordinator.provisioner is ProvisionerKind.EC2 and self.ec2 is None:
             raise ConfigError('provisioner = "ec2" needs an [ec2] section')
+
+    @property
+    def namespaces(self) -> NamespaceTable:
+        """The namespaces (held by ``nodes``, which carries them to every node)."""
+        return self.nodes.namespaces
 
     def origin(self, name: str) -> OriginSettings | None:
         """The origin called ``name``, if configured."""
@@ -938,7 +963,16 @@ class ClusterSettings:
         Raises:
             ConfigError: an unknown section or key, or a value of the wrong type.
         """
-        known = {"coordinator", "nodes", "scaler", "origins", "ec2", "cost", "cluster"}
+        known = {
+            "coordinator",
+            "nodes",
+            "scaler",
+            "origins",
+            "ec2",
+            "cost",
+            "cluster",
+            "namespaces",
+        }
         unknown = set(data) - known
         if unknown:
             raise ConfigError(f"unknown config section(s): {', '.join(sorted(unknown))}")
@@ -963,9 +997,19 @@ class ClusterSettings:
         if not isinstance(table, str):
             raise ConfigError(f"cost.table must be str, got {table!r}")
         ec2 = data.get("ec2")
+        nodes_data = data.get("nodes", {})
+        if not isinstance(nodes_data, Mapping):
+            raise ConfigError("[nodes] must be a table")
+        if "namespaces" in nodes_data:
+            raise ConfigError("nodes.namespaces: namespaces are [namespaces.NAME] tables")
+        namespaces = NamespaceTable.from_mapping(
+            data.get("namespaces", {}),
+            {o.name: o.namespace for o in origins if o.namespace is not None},
+        )
+        nodes = _build(NodeSettings, {**nodes_data, "namespaces": namespaces}, "nodes")
         return cls(
             coordinator=_build(CoordinatorSettings, data.get("coordinator", {}), "coordinator"),
-            nodes=_build(NodeSettings, data.get("nodes", {}), "nodes"),
+            nodes=nodes,
             scaler=_build(ScalerSettings, data.get("scaler", {}), "scaler"),
             origins=tuple(origins),
             ec2=None if ec2 is None else _build(Ec2Settings, ec2, "ec2"),
@@ -981,6 +1025,42 @@ class ClusterSettings:
     def replace(self, **sections: Any) -> ClusterSettings:
         """A copy with whole sections replaced."""
         return dataclasses.replace(self, **sections)
+
+
+def check_durability(table: NamespaceTable, tier: str | None) -> None:
+    """Each namespace's durability has the tier it writes through to.
+
+    Raises:
+        ConfigError: naming the namespace's ``durability`` and what is missing.
+    """
+    for policy in table.policies:
+        durability = policy.durability
+        if durability is Durability.MEMORY:
+            continue
+        want = "disk:" if durability is Durability.DISK else "s3://"
+        if tier is None or not tier.startswith(want):
+            have = "no tier" if tier is None else f"tier = {tier!r}"
+            raise ConfigError(
+                f"namespaces.{policy.name}.durability = {str(durability)!r} writes through "
+                f"to the nodes' {durability} tier, but [nodes] has {have} (set tier = "
+                f'"{want}..."); a node has one tier, so disk and s3 namespaces cannot '
+                "be mixed"
+            )
+
+
+def check_write_quorums(table: NamespaceTable, cluster: ReplicationSettings) -> None:
+    """Each namespace's ``write_quorum`` is at most ``[cluster] replication``.
+
+    Raises:
+        ConfigError: naming the namespace's ``write_quorum``.
+    """
+    for policy in table.policies:
+        w = policy.write_quorum
+        if w is not None and w > cluster.replication:
+            raise ConfigError(
+                f"namespaces.{policy.name}.write_quorum ({w}) exceeds cluster.replication "
+                f"({cluster.replication}): a write cannot wait for more copies than exist"
+            )
 
 
 E = TypeVar("E", bound=enum.Enum)
@@ -1028,6 +1108,9 @@ def _coerce(name: str, hint: Any, value: Any) -> Any:
             return float(value)
     elif hint is str:
         if isinstance(value, str):
+            return value
+    elif hint is NamespaceTable:
+        if isinstance(value, NamespaceTable):
             return value
     else:  # pragma: no cover - only the hints above appear in settings
         raise ConfigError(f"{name}: unsupported setting type {hint!r}")
