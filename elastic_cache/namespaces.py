@@ -327,6 +327,7 @@ class NamespaceTable:
     origins: tuple[tuple[str, str], ...] = ()
     _trie: dict[Any, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
     _names: dict[str, int] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _version: str = field(default="", init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not self.policies or self.policies[0].name != DEFAULT_NAMESPACE:
@@ -348,6 +349,8 @@ class NamespaceTable:
                 )
             if namespace != DEFAULT_NAMESPACE:
                 self._claim(claimed, f"svc:{origin}:", namespace, f"origins.{origin}.namespace")
+        text = json.dumps(self.to_json(), sort_keys=True)
+        object.__setattr__(self, "_version", hashlib.sha256(text.encode()).hexdigest()[:16])
 
     def _claim(self, claimed: dict[str, str], prefix: str, name: str, where: str) -> None:
         other = claimed.get(prefix)
@@ -466,8 +469,7 @@ class NamespaceTable:
     @property
     def version(self) -> str:
         """A short digest of the table: equal tables, equal versions."""
-        text = json.dumps(self.to_json(), sort_keys=True)
-        return hashlib.sha256(text.encode()).hexdigest()[:16]
+        return self._version
 
     def changed(
         self,

@@ -207,3 +207,42 @@ async def test_figures_in_metrics_status_and_the_dashboard_view(
     out = capsys.readouterr().out
     assert "NAMESPACE" in out and "'sessions/'" in out and "50.0%" in out
     assert "quota 5 records, on_full refuse" in out and "never evicted" in out
+
+
+async def test_a_node_added_later_gets_the_live_table_and_moved_durable_records_reach_its_disk(
+    tmp_path: Path,
+) -> None:
+    settings = cluster_settings(
+        nodes={"capacity_records": 1000, "tier": f"disk:{tmp_path / 'disk'}"},
+        namespaces={"d": {"prefix": "d/", "durability": "disk"}},
+        scaler={"enabled": False},
+    )
+    h, server = await start_harness(settings, tmp_path)
+    try:
+        keys = [f"d/{i}" for i in range(60)]
+        for key in keys:
+            assert (await put(h, key))[0] == 204
+        got, answer, _ = await h.call("PATCH", "/v1/namespaces/d", json={"max_ttl": 600})
+        assert got == 200
+        live = json.loads(answer)["version"]
+        got, answer, _ = await h.call("POST", "/v1/cluster/nodes", json={})
+        assert got == 201, answer
+        for _ in range(100):  # the poll (every 0.2 s) pushes the table to the new node
+            info = h.coord.cluster.nodes["node-2"]
+            if info.namespaces_version == live:
+                break
+            await asyncio.sleep(0.05)
+        assert h.coord.cluster.nodes["node-2"].namespaces_version == live
+        service = h.provisioner.services["node-2"]
+        assert service.store.namespaces.get("d").max_ttl == 600
+        ring = h.coord.cluster.ring
+        moved = [k for k in keys if ring.node_for_token(ring.token_of(k)) == "node-2"]
+        assert moved, "the split moved no durable key"
+        tier = service.cold.tier
+        assert all(tier.head(k, ring.token_of(k)) is not None for k in moved)
+        for key in keys:
+            status, body, _ = await h.call("GET", f"/v1/kv/{key}")
+            assert (status, body) == (200, b"v")
+    finally:
+        await h.http.close()
+        await server.close()
