@@ -12,7 +12,7 @@ from typing import Any
 from elastic_cache.auth import authorization, unauthorized
 from elastic_cache.errors import NodeUnavailable
 
-__all__ = ["fetch_cluster", "render_status"]
+__all__ = ["fetch_cluster", "render_namespaces", "render_status"]
 
 #: Event kinds ``ecache status`` lists (the dashboard lists every event).
 STATUS_EVENTS = (
@@ -177,11 +177,17 @@ def _policy_text(policy: dict[str, Any]) -> str:
     return ", ".join(words) or "-"
 
 
-def _namespace_lines(view: dict[str, Any]) -> list[str]:
+def render_namespaces(view: dict[str, Any]) -> str:
+    """``GET /v1/namespaces`` as a table (every namespace, default too)."""
+    return "\n".join(_namespace_lines({"namespaces": view}, always=True)[1:])
+
+
+def _namespace_lines(view: dict[str, Any], *, always: bool = False) -> list[str]:
     """The namespaces as a table, when any is declared or ``default`` has a policy."""
     spaces = (view.get("namespaces") or {}).get("namespaces") or {}
     if (
-        list(spaces) in ([], ["default"])
+        not always
+        and list(spaces) in ([], ["default"])
         and _policy_text((spaces.get("default") or {}).get("policy") or {}) == "-"
     ):
         return []

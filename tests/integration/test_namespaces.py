@@ -246,3 +246,35 @@ async def test_a_node_added_later_gets_the_live_table_and_moved_durable_records_
     finally:
         await h.http.close()
         await server.close()
+
+
+async def test_ecache_namespaces_lists_and_changes_them_live(
+    harness: CoordinatorHarness, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from elastic_cache.cli import main
+
+    url = ["--url", harness.url]
+
+    async def run(*args: str) -> tuple[int, str, str]:
+        code = await asyncio.to_thread(main, ["namespaces", *args, *url])
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    code, out, _ = await run("list")
+    assert code == 0 and "NAMESPACE" in out and "default" in out and "(the rest)" in out
+    code, out, _ = await run("set", "sessions", "quota_records=7", "on_full=evict")
+    assert code == 0 and "applied by 1 of 1 node(s)" in out
+    assert harness.coord.namespaces.table.get("sessions").quota_records == 7  # type: ignore[union-attr]
+    code, out, _ = await run("declare", "carts", "prefix=cart/", "max_ttl=900")
+    assert code == 0
+    assert harness.coord.namespaces.table.policy_of("cart/1").max_ttl == 900
+    code, out, _ = await run("unset", "carts", "max_ttl")
+    assert code == 0 and harness.coord.namespaces.table.get("carts").max_ttl is None  # type: ignore[union-attr]
+    version = harness.coord.namespaces.table.version
+    code, _, err = await run("set", "sessions", "quota_records=-1")
+    assert code != 0 and "namespaces.sessions.quota_records" in err
+    code, _, err = await run("set", "nope", "max_ttl=3")
+    assert code != 0 and "no namespace 'nope'" in err
+    assert harness.coord.namespaces.table.version == version
+    code, out, _ = await run("delete", "carts")
+    assert code == 0 and harness.coord.namespaces.table.get("carts") is None
