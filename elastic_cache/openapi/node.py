@@ -613,6 +613,19 @@ def _schemas() -> dict[str, Schema]:
                     ),
                     "additionalProperties": {"type": ["number", "null"]},
                 },
+                "namespaces_version": {
+                    "type": "string",
+                    "description": "Digest of the namespace table the node applies.",
+                },
+                "namespaces": {
+                    "type": "object",
+                    "description": (
+                        "Each namespace on this node: records, bytes, hits, misses, "
+                        "evictions, expirations, refused writes, and `quota_share` (this "
+                        "node's share of the quota, null: none); docs/namespaces.md."
+                    ),
+                    "additionalProperties": {"type": "object"},
+                },
             },
         },
         "NodeMigration": {
