@@ -326,6 +326,10 @@ class Store:
         rec = Record(value, shared, expires_at, self._version)
         size = key_nbytes(key) + len(value)
         if part.limit is not None:
+            # The namespace's quota first: what it evicts also makes room on the node.
+            # (A write the node then refuses, under block or never-evict, has already
+            # evicted its namespace's least recently used past the quota: records the
+            # namespace's own policy gives up anyway.)
             evicted = self._quota_room(key, token, size, part)
             evicted += self._make_room(key, token, size, part)
         else:

@@ -130,9 +130,8 @@ class NodeService:
         self.misses = 0
         self.changes = changes if changes is not None else ChangeLog(65536, uuid.uuid4().hex)
         store.on_change = self._store_changed
-        #: Some namespace writes through to the cold tier (docs/namespaces.md).
-        self._durable = False
         self._check_durability(store.namespaces)
+        #: Some namespace writes through to the cold tier (docs/namespaces.md).
         self._durable = store.namespaces.durable
         store.set_share(self._share())
 
