@@ -223,6 +223,12 @@ class NamespacedStoreMachine(RuleBasedStateMachine):
         try:
             evicted = put(self.store, key, value)
         except StoreFull:
+            # Refused by the node after its namespace's quota evicted: only that
+            # namespace's own least recently used can have gone (store.put says why).
+            mine = self.store.namespaces.policy_of(key).name
+            for gone in [k for k in self.model if self.store.peek(k) is None]:
+                assert self.store.namespaces.policy_of(gone).name == mine
+                del self.model[gone]
             return
         for gone in evicted:
             assert not gone.startswith("p/"), "a never-evict record was evicted"
