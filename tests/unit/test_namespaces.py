@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+import tomllib
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -183,3 +186,13 @@ def test_changes_are_checked_whole_and_leave_the_table_alone() -> None:
         t.without(DEFAULT_NAMESPACE)
     with pytest.raises(ConfigError, match=r"origins.o.namespace names 'a'"):
         table({"a": {"prefix": "a/"}}, {"o": "a"}).without("a")
+
+
+@pytest.mark.parametrize("doc", ["README.md", "docs/namespaces.md"])
+def test_the_documented_examples_are_valid_configs(doc: str) -> None:
+    text = (Path(__file__).parents[2] / doc).read_text(encoding="utf-8")
+    blocks = [b for b in re.findall(r"```toml\n(.*?)```", text, re.S) if "[namespaces." in b]
+    assert blocks, f"{doc} has no namespace example"
+    for block in blocks:
+        settings = ClusterSettings.from_mapping(tomllib.loads(block))
+        assert settings.namespaces.policy_of("sessions/x").name == "sessions"
