@@ -442,6 +442,9 @@ class NodeService:
                 )
 
         check()
+        policy = self.store.namespaces.policy_of(key)
+        if policy.ttl_rule:  # the namespace's TTL rules hold for large values too
+            ttl = policy.ttl_for(ttl)
         length = await cold.put_large(
             key,
             token,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,7 @@ from elastic_cache.namespaces import NamespaceTable
 from elastic_cache.tiers.base import ColdEntry, ColdTierFull
 from elastic_cache.tiers.disk import DiskTier
 
-from .helpers import FullDiskTier, cold_of, tiered_service, value_of
+from .helpers import FakeClock, FullDiskTier, cold_of, tiered_service, value_of
 
 DURABLE = NamespaceTable.from_mapping({"d": {"prefix": "d/", "durability": "disk"}})
 
@@ -84,4 +85,17 @@ async def test_a_durable_namespace_needs_its_tier_kind(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="needs the node's s3 tier; node n1 has a disk tier"):
         svc.set_namespaces(s3)
     assert svc.store.namespaces.single  # nothing changed
+    await svc.close()
+
+
+async def test_a_large_value_gets_its_namespaces_ttl_rules(tmp_path: Path) -> None:
+    async def chunks() -> AsyncIterator[bytes]:
+        yield b"x" * 300
+
+    clock = FakeClock()
+    svc = tiered_service(DiskTier(tmp_path), capacity=10, max_value_bytes=100, clock=clock)
+    svc.set_namespaces(NamespaceTable.from_mapping({"v": {"prefix": "v/", "max_ttl": 60}}))
+    assert await svc.put_stream("v/big", "t", None, chunks()) == 300
+    head = await svc.head("v/big")
+    assert isinstance(head, ColdEntry) and head.expires_at == clock.now + 60
     await svc.close()
