@@ -393,6 +393,12 @@ class NodeService:
         out = self._outgoing_for(token) if self.outgoing else None
         outcome = self.store.put(key, token, value, content_type, ttl)
         self.changes.record("put", key, self.epoch)
+        expires_at = 0.0
+        if out is not None:
+            # The expiry the store gave it (a namespace's TTL rules may have changed the
+            # TTL asked for) is what the destination must keep.
+            stored = self.store.peek(key)
+            expires_at = 0.0 if stored is None else stored.expires_at
         cold = self.cold
         # A durable namespace's write reaches the tier in memory's order: submitted
         # now, awaited before the acknowledgement. It replaces any older cold copy.
@@ -407,7 +413,9 @@ class NodeService:
             elif cold is not None:
                 await cold.invalidate(key, token)
             if out is not None:
-                ttl_ms = -1 if not ttl else int(ttl * 1000)
+                ttl_ms = -1
+                if expires_at:
+                    ttl_ms = max(1, int((expires_at - self.store._clock()) * 1000))
                 wire = WireRecord(key, token, outcome.version, value, content_type, ttl_ms)
                 await self._forward(out, wire)
         finally:
