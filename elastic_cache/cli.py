@@ -32,6 +32,7 @@ from elastic_cache.config import (
     OnFull,
     ProvisionerKind,
 )
+from elastic_cache.deploy.settings import DEFAULT_MAX_DEMOTED_GB
 from elastic_cache.errors import ConfigError, ElasticCacheError
 from elastic_cache.progress import Progress
 
@@ -128,6 +129,13 @@ def _add_node_shape(parser: argparse.ArgumentParser) -> None:
         "--s3-endpoint-url",
         help="S3-compatible endpoint of an s3:// tier (e.g. moto's server for a demo)",
     )
+    parser.add_argument(
+        "--tier-max-bytes",
+        type=int,
+        help="cap on the bytes the cold tier holds (a disk tier: each node's directory; "
+        "s3: the whole prefix, each node its ring share); past it the oldest values are "
+        "deleted and a demotion that does not fit evicts (default: no cap)",
+    )
 
 
 #: `NodeSettings` fields that ``ecache node`` and ``ecache up`` take as flags.
@@ -144,6 +152,7 @@ NODE_FLAGS = (
     "migration_max_rate",
     "tier",
     "s3_endpoint_url",
+    "tier_max_bytes",
 )
 
 
@@ -706,6 +715,7 @@ def cmd_deploy(args: argparse.Namespace) -> int:
         az_spread=args.az_spread,
         tags=tuple(args.tag or ()),
         demoted_expiry_days=args.expire_demoted_days,
+        max_demoted_gb=args.max_demoted_gb,
         replication=args.replication,
         spot=args.spot,
         tls=_deploy_certificate(args),
@@ -1115,6 +1125,15 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="DAYS",
         help="S3 deletes values demoted to the bucket DAYS days after they were written "
         "(a later read is a miss; default: kept until evicted)",
+    )
+    dep.add_argument(
+        "--max-demoted-gb",
+        type=float,
+        default=DEFAULT_MAX_DEMOTED_GB,
+        metavar="GB",
+        help="cap on what the cold tier holds in S3; past it the oldest values are "
+        "deleted (later reads miss). The budget and the printed cost count S3 storage at "
+        f"this cap (default {DEFAULT_MAX_DEMOTED_GB:g})",
     )
     dep.add_argument(
         "--tls-cert",

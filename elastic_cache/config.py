@@ -79,6 +79,7 @@ from elastic_cache.tiers.spec import parse_tier_spec
 __all__ = [
     "DEFAULT_INDEX",
     "DEFAULT_MAX_VALUE_BYTES",
+    "ROOT_VOLUME_GB",
     "CapacityUnit",
     "ClusterSettings",
     "CoordinatorSettings",
@@ -163,6 +164,10 @@ class NodeSettings:
         on_cold_full: under ``on_full = "demote"``, what a full node does while its
             tier refuses writes: ``refuse`` writes that need room (507), or ``evict``
             (see `OnColdFull` and docs/tiers.md).
+        tier_max_bytes: the most bytes the cold tier may hold (None: no cap): a disk
+            tier's directory, or an S3 tier's whole prefix, each node keeping its ring
+            share (`elastic_cache.tiers.cap`). Past it the oldest-written values are
+            deleted, and a demotion that does not fit evicts.
         namespaces: the key prefixes with their own policies (the ``[namespaces]``
             section, which `ClusterSettings.from_mapping` puts here so that every node
             is built with it; docs/namespaces.md).
@@ -181,6 +186,7 @@ class NodeSettings:
     tier: str | None = None
     s3_endpoint_url: str | None = None
     on_cold_full: OnColdFull = OnColdFull.REFUSE
+    tier_max_bytes: int | None = None
     namespaces: NamespaceTable = field(default_factory=NamespaceTable)
 
     def __post_init__(self) -> None:
@@ -208,8 +214,18 @@ class NodeSettings:
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+        if self.tier_max_bytes is not None and (
+            not isinstance(self.tier_max_bytes, int)
+            or isinstance(self.tier_max_bytes, bool)
+            or self.tier_max_bytes < 1
+        ):
+            raise ConfigError(
+                f"tier_max_bytes must be a positive integer, got {self.tier_max_bytes!r}"
+            )
         if self.tier is not None:
             parse_tier_spec(self.tier)
+        elif self.tier_max_bytes is not None:
+            raise ConfigError("tier_max_bytes needs a cold tier (tier = ...)")
         elif self.on_full is OnFull.DEMOTE:
             raise ConfigError(
                 'on_full = "demote" needs a cold tier (tier = "disk:/path" or "s3://...")'
@@ -641,6 +657,10 @@ RESERVED_TAG_PREFIXES = ("aws:", "ecache:")
 #: Most user tags per resource: AWS allows 50, the cluster's own take up to 5.
 MAX_USER_TAGS = 40
 
+#: GB of every deployed instance's gp3 root volume (the coordinator's, and nodes' by
+#: default): the budget counts its storage.
+ROOT_VOLUME_GB = 8
+
 _TAG_TEXT = re.compile(r"^[\w .:/=+\-@]*$")
 
 
@@ -771,7 +791,7 @@ class Ec2Settings:
     coordinator_instance_type: str = ""
     boot_timeout: float = 900.0
     poll_interval: float = 5.0
-    root_volume_gb: int = 8
+    root_volume_gb: int = ROOT_VOLUME_GB
     az_spread: bool = False
     tags: tuple[str, ...] = ()
     spot: bool = False

@@ -427,6 +427,30 @@ def _cold_metrics(cold: dict[str, Any]) -> Iterator[Metric]:
         "Bytes of values whose write to the tier failed, kept in memory for a retry.",
         float(cold.get("stranded_bytes", 0)),
     )
+    cap = cold.get("cap")
+    if cap:
+        yield _gauge(
+            "ecache_node_cold_bytes",
+            "Bytes this node counts in the cold tier (its ranges; errs high between sweeps).",
+            float(cap.get("used_bytes", 0)),
+        )
+        yield _gauge(
+            "ecache_node_cold_allowance_bytes",
+            "Bytes this node may keep in the cold tier: tier_max_bytes, or its ring share "
+            "of it for a shared (S3) tier.",
+            float(cap.get("allowance", 0)),
+        )
+        yield _counter(
+            "ecache_node_cold_swept_total",
+            "Cold values deleted, oldest first, to stay under tier_max_bytes.",
+            float(cap.get("swept", 0)),
+        )
+        yield _counter(
+            "ecache_node_cold_cap_refused_total",
+            "Writes to the cold tier not made because they would pass tier_max_bytes "
+            "(a demotion then evicts; a large value is refused with 507).",
+            float(cap.get("refused", 0)),
+        )
 
 
 def node_registry(service: NodeService, meter: RequestMeter) -> CollectorRegistry:

@@ -54,7 +54,11 @@ def build_node_service(
     cold = None
     if tier is not None:
         cold = ColdLayer(
-            tier, store, max_value_bytes=settings.max_value_bytes, wall_clock=wall_clock
+            tier,
+            store,
+            max_value_bytes=settings.max_value_bytes,
+            wall_clock=wall_clock,
+            max_tier_bytes=settings.tier_max_bytes,
         )
     return NodeService(
         node_id=node_id,

@@ -126,6 +126,10 @@ class NodeService:
         self.drop_chunk = drop_chunk
         self.max_rate = max_rate
         self.cold = cold
+        if cold is not None and cold.cap is not None and cold.tier.shared:
+            # A shared tier's byte cap is kept per ring share: this node's ranges.
+            cold.cap.ranges = lambda: self.owned.ranges
+            cold.cap.space = hasher.space
         self.hits = 0
         self.misses = 0
         self.changes = changes if changes is not None else ChangeLog(65536, uuid.uuid4().hex)
@@ -194,6 +198,8 @@ class NodeService:
         if self.cold is not None and self.cold.tier.shared:
             # Ranges that are new to us: learn which of their values the shared tier holds.
             self.cold.relist(_gained(old, self.owned))
+            if self.cold.cap is not None:
+                self.cold.cap.sweep_soon()  # this node's share of the cap changed
         return True
 
     def _share(self) -> float:

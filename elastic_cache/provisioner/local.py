@@ -72,6 +72,8 @@ def node_arguments(settings: NodeSettings, *, node_id: str, host: str, port: int
         args += ["--tier", tier]
     if settings.s3_endpoint_url is not None:
         args += ["--s3-endpoint-url", settings.s3_endpoint_url]
+    if settings.tier_max_bytes is not None:
+        args += ["--tier-max-bytes", str(settings.tier_max_bytes)]
     if settings.namespaces != NamespaceTable():
         # The coordinator pushes live changes later (PUT /v1/namespaces); this is the
         # table the node starts with.

@@ -38,6 +38,7 @@ from elastic_cache.tiers.base import (
     ColdEntry,
     ColdTierError,
     ColdTierFull,
+    Stored,
     error_details,
 )
 
@@ -348,6 +349,23 @@ class DiskTier:
                     continue
                 if whole or in_range(token, lo, hi):
                     yield name
+
+    def stored_bytes(self, entry: ColdEntry) -> int:
+        """The value and its trailer (the file's size)."""
+        return entry.length + len(_trailer(entry))
+
+    def inventory(self, lo: int, hi: int) -> Iterator[Stored]:
+        """`names` with each file's size and modification time (one ``stat`` each); a
+        file removed between the listing and its ``stat`` is left out."""
+        for name in self.names(lo, hi):
+            path = self._path_of_name(name)
+            try:
+                st = os.stat(path)
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                raise _fail(exc, "stat", path) from exc
+            yield Stored(name, st.st_size, st.st_mtime)
 
     def remove_partial_writes(self) -> int:
         """Delete the ``.tmp`` files that writes cut short by a crash left behind."""

@@ -36,6 +36,7 @@ from elastic_cache.tiers.base import (
     ColdEntry,
     ColdTierError,
     ColdTierUnavailable,
+    Stored,
     error_details,
 )
 
@@ -370,7 +371,7 @@ class S3Tier:
 
     # -- listing ---------------------------------------------------------------------
 
-    def _list(self, start_after: str | None, stop_above: int) -> Iterator[str]:
+    def _list(self, start_after: str | None, stop_above: int) -> Iterator[Stored]:
         args: dict[str, Any] = {"Bucket": self.bucket, "Prefix": self._base}
         if start_after is not None:
             args["StartAfter"] = start_after
@@ -385,13 +386,23 @@ class S3Tier:
                         continue
                     if token > stop_above:
                         return
-                    yield name
+                    modified = item.get("LastModified")
+                    yield Stored(
+                        name,
+                        int(item.get("Size", 0)),
+                        modified.timestamp() if modified is not None else 0.0,
+                    )
         except (ClientError, BotoCoreError) as exc:
             raise translate_error(exc, "ListObjectsV2") from exc
 
-    def names(self, lo: int, hi: int) -> Iterator[str]:
-        """Names with a token in ``(lo, hi]`` in ring order. Cost: one ``ListObjectsV2``
-        per thousand names (two for a range that wraps past zero)."""
+    def stored_bytes(self, entry: ColdEntry) -> int:
+        """The value (the metadata travels in headers; S3 lists the body's size)."""
+        return entry.length
+
+    def inventory(self, lo: int, hi: int) -> Iterator[Stored]:
+        """Names, sizes and write times with a token in ``(lo, hi]``, in ring order.
+        Cost: one ``ListObjectsV2`` per thousand names (two for a range that wraps past
+        zero); the listing carries sizes and times, so nothing else is asked."""
         # "{lo:016x}0" sorts after every "{lo:016x}/..." name and before the next token.
         after = f"{self._base}{lo:016x}0"
         top = (1 << 64) - 1
@@ -402,6 +413,11 @@ class S3Tier:
         else:
             yield from self._list(after, top)
             yield from self._list(None, hi)
+
+    def names(self, lo: int, hi: int) -> Iterator[str]:
+        """Names with a token in ``(lo, hi]`` in ring order (`inventory`'s names)."""
+        for stored in self.inventory(lo, hi):
+            yield stored.name
 
     def close(self) -> None:
         return None

@@ -99,3 +99,16 @@ async def test_a_large_value_gets_its_namespaces_ttl_rules(tmp_path: Path) -> No
     head = await svc.head("v/big")
     assert isinstance(head, ColdEntry) and head.expires_at == clock.now + 60
     await svc.close()
+
+
+async def test_a_durable_write_past_the_tiers_byte_cap_is_refused(tmp_path: Path) -> None:
+    tier = DiskTier(tmp_path)
+    svc = tiered_service(tier, capacity=100, on_full=OnFull.EVICT, max_tier_bytes=2000)
+    svc.set_namespaces(DURABLE)
+    await svc.put("d/a", b"x" * 500, "t", None)
+    with pytest.raises(ColdTierFull, match="at its cap of 2000 bytes") as err:
+        for i in range(10):
+            await svc.put(f"d/{i}", b"x" * 500, "t", None)
+    assert err.value.status == 507
+    assert cold_of(svc).cap.refused >= 1  # type: ignore[union-attr]
+    await svc.close()
