@@ -278,3 +278,14 @@ async def test_ecache_namespaces_lists_and_changes_them_live(
     assert harness.coord.namespaces.table.version == version
     code, out, _ = await run("delete", "carts")
     assert code == 0 and harness.coord.namespaces.table.get("carts") is None
+
+
+async def test_the_python_client_raises_namespace_full(harness: CoordinatorHarness) -> None:
+    from elastic_cache.client import AsyncClient
+    from elastic_cache.errors import NamespaceFull
+
+    async with AsyncClient(harness.url) as client:
+        for i in range(5):
+            await client.put(f"sessions/{i}", b"v")
+        with pytest.raises(NamespaceFull, match="namespace 'sessions' is at its quota"):
+            await client.put("sessions/5", b"v")
