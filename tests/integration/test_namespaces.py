@@ -289,3 +289,33 @@ async def test_the_python_client_raises_namespace_full(harness: CoordinatorHarne
             await client.put(f"sessions/{i}", b"v")
         with pytest.raises(NamespaceFull, match="namespace 'sessions' is at its quota"):
             await client.put("sessions/5", b"v")
+
+
+async def test_a_quota_holds_over_the_cluster_each_node_keeping_its_share(
+    tmp_path: Path,
+) -> None:
+    settings = cluster_settings(
+        coordinator={"initial_nodes": 2, "vnodes": 4},
+        namespaces={"q": {"prefix": "q/", "quota_records": 10, "on_full": "refuse"}},
+        scaler={"enabled": False},
+    )
+    h, server = await start_harness(settings, tmp_path)
+    try:
+        accepted = 0
+        for i in range(60):
+            status, _ = await put(h, f"q/{i}")
+            assert status in (204, 507)
+            accepted += status == 204
+        shares = [
+            s.store.namespace_stats(hits=0, misses=0)["q"]["quota_share"]
+            for s in h.provisioner.services.values()
+        ]
+        # Each node keeps quota x its share of the ring, rounded up.
+        assert len(shares) == 2 and 10 <= sum(shares) <= 11
+        assert accepted == sum(shares)
+        await h.coord.cluster.refresh_stats()
+        _, body, _ = await h.call("GET", "/v1/namespaces")
+        assert json.loads(body)["namespaces"]["q"]["records"] == accepted
+    finally:
+        await h.http.close()
+        await server.close()
