@@ -15,9 +15,15 @@ from typing import Any
 import aiohttp
 
 from elastic_cache.auth import TokenGuard, authorization
-from elastic_cache.config import ROOT_VOLUME_GB, ClusterSettings
+from elastic_cache.config import (
+    ROOT_VOLUME_GB,
+    ClusterSettings,
+    check_durability,
+    check_write_quorums,
+)
 from elastic_cache.coordinator.cluster import Cluster
 from elastic_cache.coordinator.hotanswers import hot_answers
+from elastic_cache.coordinator.namespaces import NamespaceControl
 from elastic_cache.coordinator.nodeclient import HttpNodeClient, NodeClient
 from elastic_cache.coordinator.origins import ReadThrough
 from elastic_cache.coordinator.rates import RateMeter
@@ -35,6 +41,7 @@ from elastic_cache.cost.spot import assumed_label, spot_price
 from elastic_cache.dashboard.history import ClusterHistory
 from elastic_cache.errors import ElasticCacheError, UnknownPrice
 from elastic_cache.metrics import CoordinatorMetrics, MeteredProvisioner
+from elastic_cache.namespaces import NamespaceTable
 from elastic_cache.provisioner.base import NodeHandle, Provisioner
 
 __all__ = ["Coordinator", "make_origin_session", "node_headers"]
@@ -143,6 +150,15 @@ class Coordinator:
             cluster_cost_per_hour=self.cost_per_hour,
         )
         self.router = Router(self.cluster, self.scaler, self.rate)
+        #: The namespace table in force, its live changes and figures.
+        self.namespaces = NamespaceControl(
+            settings.namespaces,
+            self.cluster,
+            check=self._check_namespaces,
+            path=state_path.parent / "namespaces.json",
+        )
+        self.namespaces.listeners.append(self.router.set_namespaces)
+        self.router.set_namespaces(self.namespaces.table)
         ec2 = settings.ec2
         # Only the EC2 provisioner can tell (`Ec2Provisioner.interrupted`).
         interrupted: Interrupted | None = getattr(provisioner, "interrupted", None)
@@ -166,6 +182,11 @@ class Coordinator:
         self.watch_feed = WatchFeed(self.watch, self.cluster)
         self.cluster.events.listeners.append(self._reset_watchers_on_failure)
         self._watching: asyncio.Task[None] | None = None
+
+    def _check_namespaces(self, table: NamespaceTable) -> None:
+        """Raises ConfigError for a table this cluster cannot apply."""
+        check_durability(table, self.settings.nodes.tier)
+        check_write_quorums(table, self.settings.cluster)
 
     def _reset_watchers_on_failure(self, event: dict[str, Any]) -> None:
         """A node that failed may have applied changes the coordinator never read."""
@@ -393,6 +414,8 @@ class Coordinator:
                         # Dead only if its process or instance is gone (or it stayed
                         # unresponsive past the grace); otherwise suspect.
                         await self.cluster.unresponsive(node_id)
+                # Nodes that missed a live change, or were launched with the boot table.
+                await self.namespaces.push(only_stale=True)
                 await self.spot.check()
                 if not failed:
                     self.scaler.maybe_scale_down()

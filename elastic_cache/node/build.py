@@ -47,6 +47,7 @@ def build_node_service(
         on_full=settings.on_full,
         clock=clock,
         on_cold_full=settings.on_cold_full,
+        namespaces=settings.namespaces,
     )
     if tier is None and settings.tier is not None:
         tier = open_tier(settings.tier, endpoint_url=settings.s3_endpoint_url)

@@ -807,6 +807,44 @@ class ColdLayer:
         self.deferred.wake()
         await self.io.ordered(key, self.tier.put, self.entry_of(key, token, rec), rec.value)
 
+    def write_through(self, key: str, token: int, rec: Record) -> asyncio.Future[None]:
+        """Write ``rec``, which stays in memory, to the tier too (a durable namespace's
+        write, docs/namespaces.md). Submitted now, in the key's order of tier calls, so
+        the caller calls it right after the store took the record, before awaiting
+        anything: the tier then sees a key's writes in the order memory did. The
+        caller awaits the future before acknowledging the write; once written, the
+        memory record is clean (demoting it writes nothing). Past the tier's byte cap the
+        future fails with `ColdTierFull` (the write cannot be made durable).
+        """
+        self._clean.pop(key, None)
+        self._dirty(key)
+        self._drop_pending(key)
+        entry = self.entry_of(key, token, rec)
+        if self.cap is not None and not self.cap.take(self.tier.stored_bytes(entry)):
+            refused: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            refused.set_exception(
+                ColdTierFull(
+                    f"{self.tier.describe()} is at its cap of {self.cap.max_bytes} bytes "
+                    f"(this node's share: {self.cap.allowance}); the durable write of "
+                    f"{key[:80]!r} was not stored",
+                    **error_details(self.tier.kind, max_bytes=self.cap.max_bytes),
+                )
+            )
+            return refused
+        self.names.add(self.tier.name_of(key, token))
+        self.deferred.wake()  # a held key writes after its older copy is removed
+        future = self.io.submit(key, self.tier.put, entry, rec.value)
+
+        def written(done: asyncio.Future[None]) -> None:
+            if done.cancelled() or done.exception() is not None:
+                return
+            now = self.store.peek(key)
+            if now is not None and now.version == rec.version:
+                self._clean[key] = rec.version
+
+        future.add_done_callback(written)
+        return future
+
     # -- ranges (migration) --------------------------------------------------------------
 
     async def records(self, lo: int, hi: int, *, batch: int) -> AsyncIterator[list[Entry[Record]]]:
