@@ -137,6 +137,7 @@ class NodeService:
         self._check_durability(store.namespaces)
         #: Some namespace writes through to the cold tier (docs/namespaces.md).
         self._durable = store.namespaces.durable
+        self._keep_durable()
         store.set_share(self._share())
 
     def _store_changed(self, kind: str, key: str) -> None:
@@ -237,7 +238,21 @@ class NodeService:
         self._check_durability(table)
         evicted = self.store.set_namespaces(table)
         self._durable = table.durable
+        self._keep_durable()
         return len(evicted)
+
+    def _keep_durable(self) -> None:
+        """Tell the tier's byte cap which values its sweeps must leave: a durable
+        namespace's (nothing to ask while no namespace is durable)."""
+        cap = self.cold.cap if self.cold is not None else None
+        if cap is None:
+            return
+        namespaces = self.store.namespaces
+        cap.keep = (
+            (lambda key: namespaces.policy_of(key).durability is not Durability.MEMORY)
+            if self._durable
+            else None
+        )
 
     def _write_through(self, key: str, token: int) -> asyncio.Future[None] | None:
         """Start writing ``key``'s memory record to the tier when its namespace is

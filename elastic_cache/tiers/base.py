@@ -173,6 +173,11 @@ class ColdTier(Protocol):
     def stored_bytes(self, entry: ColdEntry) -> int:
         """Bytes a value of ``entry`` takes in the tier (`Stored.size` once written)."""
 
+    def key_of_name(self, name: str) -> str | None:
+        """The key stored under ``name``, or None (gone, unreadable). Cheap where the
+        name spells the key (S3), else one small read (the disk tier's trailer, an S3
+        ``HeadObject`` for a hashed name)."""
+
     def inventory(self, lo: int, hi: int) -> Iterator[Stored]:
         """`names` with each value's size and write time (what the byte cap sweeps by)."""
 

@@ -72,6 +72,9 @@ class ColdCap:
         space: tokens on the ring (for a shared tier's share).
         swept: called before and after a sweep deletes (the layer forgets which memory
             records the tier held copies of: a copy may be gone).
+        keep: whether a key's value must stay (a durable namespace's, docs/namespaces.md);
+            None: every value may go. Kept values count toward the cap but are never
+            swept, so past it durable writes are refused rather than durable values lost.
         wall_clock: seconds since the epoch, for the sweep's age figures.
     """
 
@@ -85,6 +88,7 @@ class ColdCap:
         space: int = 1 << 64,
         swept: Callable[[], None] = lambda: None,
         wall_clock: Callable[[], float] = time.time,
+        keep: Callable[[str], bool] | None = None,
     ) -> None:
         self.max_bytes = max_bytes
         self.tier = tier
@@ -93,6 +97,7 @@ class ColdCap:
         self.space = space
         self._swept = swept
         self._wall = wall_clock
+        self.keep = keep
         self.used = 0
         self.known = False
         self._since = 0  # bytes taken since the running sweep began its listing
@@ -105,6 +110,7 @@ class ColdCap:
         self.youngest_swept_age: float | None = None
         self.refused = 0
         self.refused_bytes = 0
+        self.kept = 0
         self.errors = 0
         self.last_error = ""
 
@@ -158,11 +164,22 @@ class ColdCap:
             target = min(int(allowance * SWEEP_TO), allowance - wanted)
             listed.sort(key=lambda s: s.modified)
             victims: list[Stored] = []
-            for stored in listed:
-                if total <= target:
-                    break
-                victims.append(stored)
-                total -= stored.size
+            kept = 0
+            start = 0
+            while start < len(listed) and total > target:
+                # Candidates oldest first, a batch at a time: a durable value is kept.
+                batch = listed[start : start + _DELETE_BATCH]
+                start += len(batch)
+                keys = await self._keys_to_keep(batch)
+                for stored, keep in zip(batch, keys, strict=True):
+                    if total <= target:
+                        break
+                    if keep:
+                        kept += 1
+                        continue
+                    victims.append(stored)
+                    total -= stored.size
+            self.kept = kept
             if victims:
                 self._swept()  # before the deletes too: no demotion may trust a copy
             for start in range(0, len(victims), _DELETE_BATCH):
@@ -185,6 +202,14 @@ class ColdCap:
         self.used = total + self._since
         self.known = True
         return removed
+
+    async def _keys_to_keep(self, batch: list[Stored]) -> list[bool]:
+        """Which of ``batch`` must stay (`keep`); the names' keys are read in the pool."""
+        keep = self.keep
+        if keep is None:
+            return [False] * len(batch)
+        keys = await self.io.call(lambda: [self.tier.key_of_name(s.name) for s in batch])
+        return [key is not None and keep(key) for key in keys]
 
     async def _sweep_logged(self) -> None:
         try:
@@ -221,6 +246,7 @@ class ColdCap:
             ),
             "refused": self.refused,
             "refused_bytes": self.refused_bytes,
+            "kept_durable": self.kept,
             "errors": self.errors,
             "last_error": self.last_error or None,
         }

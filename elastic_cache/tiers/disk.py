@@ -297,6 +297,14 @@ class DiskTier:
             return None
         return _FileReader(*opened)
 
+    def key_of_name(self, name: str) -> str | None:
+        """From the file's trailer (open, two small reads)."""
+        opened = self._open(self._path_of_name(name), None, self.token_of_name(name))
+        if opened is None:
+            return None
+        opened[0].close()
+        return opened[1].key
+
     def read_name(self, name: str) -> tuple[ColdEntry, bytes] | None:
         path = self._path_of_name(name)
         opened = self._open(path, None, self.token_of_name(name))

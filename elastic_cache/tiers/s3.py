@@ -332,6 +332,22 @@ class S3Tier:
         entry = self._entry(name, answer)
         return entry if entry is not None and entry.key == key else None
 
+    def key_of_name(self, name: str) -> str | None:
+        """Decoded from the name; a hashed name (a long key) costs a ``HeadObject``."""
+        quoted = name[len(self._base) + 17 :]
+        if not quoted.startswith("~"):
+            return unquote(quoted)
+        try:
+            answer = self.client.head_object(Bucket=self.bucket, Key=name)
+        except ClientError as exc:
+            if str(exc.response.get("Error", {}).get("Code")) in _NOT_FOUND:
+                return None
+            raise translate_error(exc, "HeadObject") from exc
+        except BotoCoreError as exc:
+            raise translate_error(exc, "HeadObject") from exc
+        entry = self._entry(name, answer)
+        return None if entry is None else entry.key
+
     def delete(self, key: str, token: int) -> None:
         """One ``DeleteObject`` (S3 answers the same whether or not it existed)."""
         try:

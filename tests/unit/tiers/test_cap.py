@@ -182,3 +182,33 @@ def test_settings() -> None:
 
 def test_sweep_thresholds_leave_room() -> None:
     assert 0 < SWEEP_TO < SWEEP_AT < 1
+
+
+async def test_a_sweep_keeps_durable_values(tmp_path: Path) -> None:
+    """A durable namespace's values count toward the cap but are never swept: past it
+    the rest goes first, and durable writes are refused rather than durable values lost."""
+    tier = DiskTier(tmp_path)
+    for i in range(20):
+        key = f"{'durable/' if i % 2 == 0 else 'cache/'}{i:02d}"
+        tier.put(ColdEntry(key, H(key), 1, "t", 0.0, 100), b"x" * 100)
+        os.utime(tier.path_of(key, H(key)), (1000 + i, 1000 + i))
+    total = held_bytes(tier)
+    limit = total * 8 // 10
+    cap = ColdCap(limit, tier, TierIO(workers=2), keep=lambda k: k.startswith("durable/"))
+    await cap.sweep()
+    left = {tier.key_of_name(s.name) for s in tier.inventory(0, 0)}
+    assert {k for k in left if k and k.startswith("durable/")} == {
+        f"durable/{i:02d}" for i in range(0, 20, 2)
+    }
+    assert held_bytes(tier) <= SWEEP_TO * limit
+    assert cap.stats()["kept_durable"] >= 1  # the oldest, durable/00, was passed over
+    assert "cache/01" not in left
+    # Only durable values left and still over: nothing more can go.
+    small = ColdCap(total // 4, tier, TierIO(workers=2), keep=lambda k: k.startswith("durable/"))
+    await small.sweep()
+    assert {tier.key_of_name(s.name) for s in tier.inventory(0, 0)} >= {
+        f"durable/{i:02d}" for i in range(0, 20, 2)
+    }
+    assert not small.take(1)  # over its cap: a further write is refused
+    await cap.io.close()
+    await small.io.close()

@@ -136,3 +136,13 @@ def test_inventory_lists_names_with_sizes_and_times(tier: ColdTier) -> None:
         [2**64 - 1, 5],
         [5, 2**64 - 1],
     )
+
+
+@pytest.mark.parametrize("key", ["plain", "a/b c%", "~tilde", "\u00e9t\u00e9", "x" * 1100])
+def test_key_of_name(tier: ColdTier, key: str) -> None:
+    e = entry(key, b"v")
+    tier.put(e, b"v")
+    assert tier.key_of_name(tier.name_of(key, e.token)) == key
+    tier.delete(key, e.token)
+    if tier.kind == "disk" or tier.name_of(key, e.token).split("/")[-1].startswith("~"):
+        assert tier.key_of_name(tier.name_of(key, e.token)) is None  # gone: read, not spelt

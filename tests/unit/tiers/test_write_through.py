@@ -112,3 +112,36 @@ async def test_a_durable_write_past_the_tiers_byte_cap_is_refused(tmp_path: Path
     assert err.value.status == 507
     assert cold_of(svc).cap.refused >= 1  # type: ignore[union-attr]
     await svc.close()
+
+
+async def test_the_byte_cap_never_sweeps_a_durable_value(tmp_path: Path) -> None:
+    """Durable writes count toward the tier's cap; its sweeps delete the other values
+    first and never a durable one, so past the cap durable writes are refused (507)."""
+    tier = DiskTier(tmp_path)
+    svc = tiered_service(tier, capacity=2, max_tier_bytes=3000)
+    cold = cold_of(svc)
+    cap = cold.cap
+    assert cap is not None and cap.keep is None  # nothing durable: nothing to ask
+    svc.set_namespaces(DURABLE)
+    assert cap.keep is not None and cap.keep("d/x") and not cap.keep("m")
+    await cold.start()
+    durable: list[str] = []
+    refused = 0
+    for i in range(80):
+        key = f"d/{i:02d}" if i % 2 else f"m{i:02d}"
+        try:
+            await svc.put(key, b"v" * 100, "t", None)
+        except ColdTierFull:
+            refused += 1
+            continue
+        if key.startswith("d/"):
+            durable.append(key)
+        await cold.io.idle()
+        if cap._task is not None:
+            await cap._task
+    assert refused >= 1  # the durable writes filled the cap and then were refused
+    for key in durable:  # every acknowledged durable write is still in the tier
+        assert tier.head(key, svc.hasher(key)) is not None, key
+    svc.set_namespaces(NamespaceTable())
+    assert cap.keep is None
+    await svc.close()
