@@ -15,13 +15,12 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, Protocol
 
 from elastic_cache.coordinator.events import EventLog
 from elastic_cache.coordinator.membership import NodeInfo
+from elastic_cache.coordinator.statestore import StateStore
 from elastic_cache.errors import ConfigError, ElasticCacheError
 from elastic_cache.namespaces import NamespaceTable
 
@@ -48,9 +47,10 @@ class NamespaceControl:
         members: the cluster (nodes to push to, events to log).
         check: raises `ConfigError` for a table the cluster cannot apply (a durability
             without its tier, a write quorum above the replication).
-        path: where live changes are persisted (None: not persisted). Kept only while
-            the config file's table is the one they were made on: once the file's
-            table changes, the file wins.
+        store: where live changes are persisted (None: not persisted): beside the
+            cluster state, in its directory and, on EC2, its S3 prefix, so a replacement
+            coordinator keeps them. Kept only while the config file's table is the one
+            they were made on: once the file's table changes, the file wins.
     """
 
     def __init__(
@@ -59,11 +59,11 @@ class NamespaceControl:
         members: Members,
         *,
         check: Callable[[NamespaceTable], None],
-        path: Path | None = None,
+        store: StateStore | None = None,
     ) -> None:
         self.members = members
         self._check = check
-        self.path = path
+        self.store = store
         self.base = table.version
         self.table = table
         #: Told the new table after every change (the router's write quorums).
@@ -72,10 +72,13 @@ class NamespaceControl:
         self._load()
 
     def _load(self) -> None:
-        if self.path is None or not self.path.exists():
+        if self.store is None:
             return
         try:
-            saved = json.loads(self.path.read_text())
+            raw = self.store.load()
+            if raw is None:
+                return
+            saved = json.loads(raw)
             if saved.get("base") != self.base:
                 self.members.events.add(
                     "namespaces_reset",
@@ -85,18 +88,17 @@ class NamespaceControl:
                 return
             table = NamespaceTable.from_json(saved["table"])
             self._check(table)
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            log.warning("ignoring %s: %s", self.path, exc)
+        except (OSError, ValueError, KeyError, TypeError, ElasticCacheError) as exc:
+            log.warning("ignoring %s: %s", self.store.describe(), exc)
             return
         self.table = table
 
-    def _save(self) -> None:
-        if self.path is None:
+    async def _save(self) -> None:
+        """Persist the table in force, off the event loop (the store may be S3)."""
+        if self.store is None:
             return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"base": self.base, "table": self.table.to_json()}, indent=1))
-        os.replace(tmp, self.path)
+        data = json.dumps({"base": self.base, "table": self.table.to_json()}, indent=1)
+        await asyncio.to_thread(self.store.save, data.encode())
 
     async def change(self, table: NamespaceTable, what: str) -> dict[str, Any]:
         """Put ``table`` in force: check it, persist it, push it to every node.
@@ -111,7 +113,7 @@ class NamespaceControl:
         self._check(table)
         self.table = table
         self.changes += 1
-        self._save()
+        await self._save()
         for listener in self.listeners:
             listener(table)
         self.members.events.add("namespaces_changed", what, version=table.version)

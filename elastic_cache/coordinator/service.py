@@ -31,7 +31,7 @@ from elastic_cache.coordinator.resume import abort_interrupted_moves
 from elastic_cache.coordinator.router import Router
 from elastic_cache.coordinator.scaler import Scaler
 from elastic_cache.coordinator.spotdrain import Interrupted, SpotDrain
-from elastic_cache.coordinator.statestore import StateStore
+from elastic_cache.coordinator.statestore import FileStateStore, StateStore
 from elastic_cache.coordinator.watch import WatchHub
 from elastic_cache.coordinator.watchfeed import WatchFeed
 from elastic_cache.cost import instance_price
@@ -155,7 +155,7 @@ class Coordinator:
             settings.namespaces,
             self.cluster,
             check=self._check_namespaces,
-            path=state_path.parent / "namespaces.json",
+            store=(state_store or FileStateStore(state_path)).sibling("namespaces.json"),
         )
         self.namespaces.listeners.append(self.router.set_namespaces)
         self.router.set_namespaces(self.namespaces.table)

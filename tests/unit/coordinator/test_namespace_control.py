@@ -13,6 +13,7 @@ from elastic_cache.coordinator.events import EventLog
 from elastic_cache.coordinator.membership import NodeInfo
 from elastic_cache.coordinator.namespaces import NamespaceControl
 from elastic_cache.coordinator.rates import RateMeter
+from elastic_cache.coordinator.statestore import FileStateStore
 from elastic_cache.errors import ConfigError, NodeUnavailable
 from elastic_cache.namespaces import NamespaceTable
 from elastic_cache.provisioner.base import NodeHandle
@@ -49,7 +50,9 @@ FILE = NamespaceTable.from_mapping({"a": {"prefix": "a/", "quota_records": 10}})
 
 
 def control(members: Members, path: Path, table: NamespaceTable = FILE) -> NamespaceControl:
-    return NamespaceControl(table, members, check=lambda t: check_durability(t, None), path=path)
+    return NamespaceControl(
+        table, members, check=lambda t: check_durability(t, None), store=FileStateStore(path)
+    )
 
 
 async def test_a_change_is_pushed_and_a_node_that_missed_it_gets_it_later(tmp_path: Path) -> None:
