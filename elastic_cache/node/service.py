@@ -200,7 +200,7 @@ class NodeService:
             # Ranges that are new to us: learn which of their values the shared tier holds.
             self.cold.relist(_gained(old, self.owned))
             if self.cold.cap is not None:
-                self.cold.cap.sweep_soon()  # this node's share of the cap changed
+                self.cold.cap.sweep_soon(now=True)  # this node's share of the cap changed
         return True
 
     def _share(self) -> float:

@@ -39,7 +39,7 @@ from typing import Any
 from elastic_cache.tiers.base import ColdTier, ColdTierError, Stored
 from elastic_cache.tiers.io import TierIO
 
-__all__ = ["SWEEP_AT", "SWEEP_TO", "ColdCap"]
+__all__ = ["STUCK_PAUSE", "SWEEP_AT", "SWEEP_TO", "ColdCap", "ring_share"]
 
 log = logging.getLogger("elastic_cache.tiers")
 
@@ -48,6 +48,9 @@ SWEEP_AT = 0.95
 
 #: Share of the allowance a sweep brings the tier down to.
 SWEEP_TO = 0.85
+
+#: Seconds between sweeps while the last one could not get under `SWEEP_AT`.
+STUCK_PAUSE = 30.0
 
 #: Names per delete call of a sweep.
 _DELETE_BATCH = 1000
@@ -102,6 +105,7 @@ class ColdCap:
         self.known = False
         self._since = 0  # bytes taken since the running sweep began its listing
         self._wanted = 0  # the largest write refused since the last sweep that could fit
+        self._stuck_until = 0.0  # no sweep before this (monotonic) unless asked `now`
         self._task: asyncio.Task[None] | None = None
         self._closed = False
         self.sweeps = 0
@@ -138,10 +142,16 @@ class ColdCap:
             self.sweep_soon()
         return True
 
-    def sweep_soon(self) -> None:
-        """Start a sweep unless one runs (or the node is stopping)."""
-        if self._task is None and not self._closed:
-            self._task = asyncio.get_running_loop().create_task(self._sweep_logged())
+    def sweep_soon(self, *, now: bool = False) -> None:
+        """Start a sweep unless one runs (or the node is stopping). After a sweep that
+        could not get the tier under `SWEEP_AT` (kept durable values fill it), the next
+        waits `STUCK_PAUSE` seconds, so a full tier is not listed over and over;
+        ``now``: at once all the same (the node's ranges changed)."""
+        if self._task is not None or self._closed:
+            return
+        if not now and time.monotonic() < self._stuck_until:
+            return
+        self._task = asyncio.get_running_loop().create_task(self._sweep_logged())
 
     async def sweep(self) -> int:
         """List this node's ranges, count them, and delete the oldest-written values
@@ -201,6 +211,8 @@ class ColdCap:
         self.sweeps += 1
         self.used = total + self._since
         self.known = True
+        stuck = total > allowance * SWEEP_AT
+        self._stuck_until = time.monotonic() + STUCK_PAUSE if stuck else 0.0
         return removed
 
     async def _keys_to_keep(self, batch: list[Stored]) -> list[bool]:

@@ -212,3 +212,19 @@ async def test_a_sweep_keeps_durable_values(tmp_path: Path) -> None:
     assert not small.take(1)  # over its cap: a further write is refused
     await cap.io.close()
     await small.io.close()
+
+
+async def test_a_tier_full_of_kept_values_is_not_listed_over_and_over(tmp_path: Path) -> None:
+    tier = DiskTier(tmp_path)
+    for i in range(10):
+        key = f"durable/{i}"
+        tier.put(ColdEntry(key, H(key), 1, "t", 0.0, 100), b"x" * 100)
+    cap = ColdCap(held_bytes(tier) // 2, tier, TierIO(workers=2), keep=lambda k: True)
+    await cap.sweep()  # nothing may go: stuck over the cap
+    assert cap.sweeps == 1 and not cap.take(10)  # refused, and no new sweep started
+    assert cap._task is None
+    cap.sweep_soon(now=True)  # the ranges changed: at once all the same
+    assert cap._task is not None
+    await cap._task
+    assert cap.sweeps == 2
+    await cap.io.close()
