@@ -189,9 +189,14 @@ class Coordinator:
         check_write_quorums(table, self.settings.cluster)
 
     def _reset_watchers_on_failure(self, event: dict[str, Any]) -> None:
-        """A node that failed may have applied changes the coordinator never read."""
-        if event.get("kind") == "node_failed":
+        """A node that failed may have applied changes the coordinator never read; a
+        salvaged move's source died before its handoff, which its destination's changes
+        must then not wait for."""
+        kind = event.get("kind")
+        if kind == "node_failed":
             self.watch.reset(f"node {event.get('node')} failed: changes it applied may be lost")
+        elif kind == "migration_salvaged":
+            self.watch_feed.no_handoff(str(event.get("migration")))
 
     @property
     def session(self) -> aiohttp.ClientSession:
