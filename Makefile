@@ -79,6 +79,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_tiers.py
 	$(BIN)/python benchmarks/bench_metrics.py
 	$(BIN)/python benchmarks/bench_demo_origin.py
+	$(BIN)/python benchmarks/bench_namespaces.py
 	@if command -v wrk >/dev/null 2>&1; then $(BIN)/python benchmarks/bench_cluster.py; \
 	  else echo "bench_cluster skipped: wrk is not installed"; fi
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import ipaddress
 import json
 import logging
@@ -31,6 +32,7 @@ from elastic_cache.config import (
     OnFull,
     ProvisionerKind,
 )
+from elastic_cache.deploy.settings import DEFAULT_MAX_DEMOTED_GB
 from elastic_cache.errors import ConfigError, ElasticCacheError
 from elastic_cache.progress import Progress
 
@@ -127,6 +129,13 @@ def _add_node_shape(parser: argparse.ArgumentParser) -> None:
         "--s3-endpoint-url",
         help="S3-compatible endpoint of an s3:// tier (e.g. moto's server for a demo)",
     )
+    parser.add_argument(
+        "--tier-max-bytes",
+        type=int,
+        help="cap on the bytes the cold tier holds (a disk tier: each node's directory; "
+        "s3: the whole prefix, each node its ring share); past it the oldest values are "
+        "deleted and a demotion that does not fit evicts (default: no cap)",
+    )
 
 
 #: `NodeSettings` fields that ``ecache node`` and ``ecache up`` take as flags.
@@ -143,6 +152,7 @@ NODE_FLAGS = (
     "migration_max_rate",
     "tier",
     "s3_endpoint_url",
+    "tier_max_bytes",
 )
 
 
@@ -264,6 +274,14 @@ def cmd_node(args: argparse.Namespace) -> int:
 
     node_data = _node_overrides(args)
     settings = ClusterSettings.from_mapping({"nodes": node_data}).nodes
+    if args.namespaces is not None:
+        from elastic_cache.namespaces import NamespaceTable
+
+        try:
+            table = NamespaceTable.from_json(json.loads(args.namespaces))
+        except ValueError as exc:  # ConfigError is one too
+            raise ConfigError(f"--namespaces: {exc}") from exc
+        settings = dataclasses.replace(settings, namespaces=table)
     if args.token_parameter is not None:
         from elastic_cache.auth import fetch_token
 
@@ -494,6 +512,56 @@ def cmd_nodes(args: argparse.Namespace) -> int:
     return 0
 
 
+def _setting(text: str) -> tuple[str, Any]:
+    """``KEY=VALUE`` of ``ecache namespaces``: the value as JSON when it parses (numbers,
+    true, false, null), else as a string (``prefix=sessions/``)."""
+    key, sep, raw = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    try:
+        return key, json.loads(raw)
+    except ValueError:
+        return key, raw
+
+
+def cmd_namespaces(args: argparse.Namespace) -> int:
+    from urllib.parse import quote
+
+    from elastic_cache.admin import admin_call
+    from elastic_cache.status import render_namespaces
+
+    base = args.url.rstrip("/") + "/v1/namespaces"
+    token, tls = _client_token(args), _client_tls(args)
+    action = args.namespaces_command
+    if action == "list":
+        answer = admin_call("GET", base, token=token, tls=tls, timeout=30)
+    else:
+        url = f"{base}/{quote(args.name, safe='')}"
+        if action == "delete":
+            answer = admin_call("DELETE", url, token=token, tls=tls, timeout=60)
+        else:
+            if action == "unset":
+                body: dict[str, Any] = dict.fromkeys(args.keys)
+            else:
+                body = dict(args.settings)
+            method = "PUT" if action == "declare" else "PATCH"
+            answer = admin_call(method, url, body, token=token, tls=tls, timeout=60)
+    if args.json:
+        print(json.dumps(answer, indent=2))
+    elif action == "list":
+        print(render_namespaces(answer))
+    else:
+        nodes = answer.get("nodes", {})
+        missed = {n: why for n, why in nodes.items() if why != "applied"}
+        print(
+            f"table {answer.get('version')} in force; applied by {len(nodes) - len(missed)} "
+            f"of {len(nodes)} node(s)"
+        )
+        for node, why in sorted(missed.items()):
+            print(f"  {node}: {why} (the next poll pushes it again)")
+    return 0
+
+
 def cmd_fill(args: argparse.Namespace) -> int:
     from elastic_cache.fill import fill
 
@@ -648,6 +716,7 @@ def cmd_deploy(args: argparse.Namespace) -> int:
         az_spread=args.az_spread,
         tags=tuple(args.tag or ()),
         demoted_expiry_days=args.expire_demoted_days,
+        max_demoted_gb=args.max_demoted_gb,
         replication=args.replication,
         spot=args.spot,
         tls=_deploy_certificate(args),
@@ -874,6 +943,43 @@ def build_parser() -> argparse.ArgumentParser:
         _add_client_token(action)
     nodes.set_defaults(func=cmd_nodes)
 
+    spaces = sub.add_parser(
+        "namespaces",
+        help="list or change the namespaces of a running cluster (live)",
+        description="The namespaces (key prefixes with their own policies; "
+        "docs/namespaces.md) of a running cluster, and live changes to them. A change is "
+        "checked whole by the coordinator: a bad one changes nothing.",
+    )
+    spaces_sub = spaces.add_subparsers(dest="namespaces_command", metavar="ACTION", required=True)
+    spaces_list = spaces_sub.add_parser("list", help="prefixes, policies and figures")
+    spaces_set = spaces_sub.add_parser(
+        "set", help="change some settings of a namespace (KEY=VALUE, e.g. quota_records=5000)"
+    )
+    spaces_declare = spaces_sub.add_parser(
+        "declare", help="declare a namespace, or replace all its settings (prefix=... and more)"
+    )
+    for action in (spaces_set, spaces_declare):
+        action.add_argument("name", help="the namespace")
+        action.add_argument(
+            "settings",
+            nargs="+",
+            type=_setting,
+            metavar="KEY=VALUE",
+            help="a setting; VALUE is read as JSON when it can be (numbers, true, false)",
+        )
+    spaces_unset = spaces_sub.add_parser("unset", help="set settings back to their default")
+    spaces_unset.add_argument("name", help="the namespace")
+    spaces_unset.add_argument("keys", nargs="+", metavar="KEY", help="a setting")
+    spaces_delete = spaces_sub.add_parser("delete", help="remove a namespace")
+    spaces_delete.add_argument("name", help="the namespace")
+    for action in (spaces_list, spaces_set, spaces_declare, spaces_unset, spaces_delete):
+        action.add_argument(
+            "--url", default="http://127.0.0.1:8080", help="the coordinator (default local)"
+        )
+        action.add_argument("--json", action="store_true", help="print the API's answer")
+        _add_client_token(action)
+    spaces.set_defaults(func=cmd_namespaces)
+
     filler = sub.add_parser(
         "fill",
         help="write N records into a running cache (demo load, with progress)",
@@ -1022,6 +1128,15 @@ def build_parser() -> argparse.ArgumentParser:
         "(a later read is a miss; default: kept until evicted)",
     )
     dep.add_argument(
+        "--max-demoted-gb",
+        type=float,
+        default=DEFAULT_MAX_DEMOTED_GB,
+        metavar="GB",
+        help="cap on what the cold tier holds in S3; past it the oldest values are "
+        "deleted (later reads miss). The budget and the printed cost count S3 storage at "
+        f"this cap (default {DEFAULT_MAX_DEMOTED_GB:g})",
+    )
+    dep.add_argument(
         "--tls-cert",
         metavar="PEM",
         help="the endpoint's certificate chain (yours, with --tls-key); default: a "
@@ -1088,6 +1203,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="DIR",
         help="save the records here on a clean stop and load them at start (a warm "
         "restart; default: none, records live in memory only)",
+    )
+    node.add_argument(
+        "--namespaces",
+        metavar="JSON",
+        help="the namespaces the node starts with, as the coordinator's launcher writes "
+        "them (docs/namespaces.md); the coordinator pushes later changes",
     )
     _add_node_shape(node)
     node.set_defaults(func=cmd_node)

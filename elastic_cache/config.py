@@ -27,6 +27,12 @@ A config file looks like::
     url = "http://127.0.0.1:8081"
     timeout = 10.0
     ttl = 3600
+    namespace = "api"              # its answers belong to a namespace (optional)
+
+    [namespaces.api]               # keys with this prefix get their own policy
+    prefix = "api/"                # (docs/namespaces.md; elastic_cache.namespaces)
+    max_ttl = 600
+    quota_records = 50000
 
 On AWS (``ecache deploy`` writes this part) the coordinator launches EC2 instances::
 
@@ -67,11 +73,13 @@ from elastic_cache.cost.spot import SPOT_PRICE_FRACTION, SpotPrice
 from elastic_cache.errors import ConfigError
 from elastic_cache.hashing import make_hasher
 from elastic_cache.indexes import parse_index_spec
+from elastic_cache.namespaces import Durability, NamespaceTable
 from elastic_cache.tiers.spec import parse_tier_spec
 
 __all__ = [
     "DEFAULT_INDEX",
     "DEFAULT_MAX_VALUE_BYTES",
+    "ROOT_VOLUME_GB",
     "CapacityUnit",
     "ClusterSettings",
     "CoordinatorSettings",
@@ -84,7 +92,9 @@ __all__ = [
     "ProvisionerKind",
     "ReplicationSettings",
     "ScalerSettings",
+    "check_durability",
     "check_tags",
+    "check_write_quorums",
     "parse_state_s3",
     "parse_tag",
 ]
@@ -154,6 +164,13 @@ class NodeSettings:
         on_cold_full: under ``on_full = "demote"``, what a full node does while its
             tier refuses writes: ``refuse`` writes that need room (507), or ``evict``
             (see `OnColdFull` and docs/tiers.md).
+        tier_max_bytes: the most bytes the cold tier may hold (None: no cap): a disk
+            tier's directory, or an S3 tier's whole prefix, each node keeping its ring
+            share (`elastic_cache.tiers.cap`). Past it the oldest-written values are
+            deleted, and a demotion that does not fit evicts.
+        namespaces: the key prefixes with their own policies (the ``[namespaces]``
+            section, which `ClusterSettings.from_mapping` puts here so that every node
+            is built with it; docs/namespaces.md).
     """
 
     index: str = DEFAULT_INDEX
@@ -169,6 +186,8 @@ class NodeSettings:
     tier: str | None = None
     s3_endpoint_url: str | None = None
     on_cold_full: OnColdFull = OnColdFull.REFUSE
+    tier_max_bytes: int | None = None
+    namespaces: NamespaceTable = field(default_factory=NamespaceTable)
 
     def __post_init__(self) -> None:
         parse_index_spec(self.index)
@@ -195,8 +214,18 @@ class NodeSettings:
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+        if self.tier_max_bytes is not None and (
+            not isinstance(self.tier_max_bytes, int)
+            or isinstance(self.tier_max_bytes, bool)
+            or self.tier_max_bytes < 1
+        ):
+            raise ConfigError(
+                f"tier_max_bytes must be a positive integer, got {self.tier_max_bytes!r}"
+            )
         if self.tier is not None:
             parse_tier_spec(self.tier)
+        elif self.tier_max_bytes is not None:
+            raise ConfigError("tier_max_bytes needs a cold tier (tier = ...)")
         elif self.on_full is OnFull.DEMOTE:
             raise ConfigError(
                 'on_full = "demote" needs a cold tier (tier = "disk:/path" or "s3://...")'
@@ -207,6 +236,9 @@ class NodeSettings:
                 raise ConfigError(
                     f"s3_endpoint_url must be http(s)://host[:port], got {self.s3_endpoint_url!r}"
                 )
+        if not isinstance(self.namespaces, NamespaceTable):
+            raise ConfigError("namespaces are declared as [namespaces.NAME] tables")
+        check_durability(self.namespaces, self.tier)
 
     @property
     def capacity_unit(self) -> CapacityUnit:
@@ -253,6 +285,8 @@ class OriginSettings:
         sort_query: sort query parameters by name in the cache key.
         max_answer_bytes: an answer larger than this is refused (502) or cut off; one
             larger than the nodes' value limit is streamed to the client, not stored.
+        namespace: the namespace its answers (keys ``svc:NAME:...``) belong to, with
+            that namespace's policy (None: whichever prefix claims them, else default).
     """
 
     name: str
@@ -273,6 +307,7 @@ class OriginSettings:
     unsafe_methods: str = "pass"
     sort_query: bool = True
     max_answer_bytes: int = 1 << 30
+    namespace: str | None = None
 
     def __post_init__(self) -> None:
         if not self.name or not all(c.isalnum() or c in "-_." for c in self.name):
@@ -646,6 +681,10 @@ RESERVED_TAG_PREFIXES = ("aws:", "ecache:")
 #: Most user tags per resource: AWS allows 50, the cluster's own take up to 5.
 MAX_USER_TAGS = 40
 
+#: GB of every deployed instance's gp3 root volume (the coordinator's, and nodes' by
+#: default): the budget counts its storage.
+ROOT_VOLUME_GB = 8
+
 _TAG_TEXT = re.compile(r"^[\w .:/=+\-@]*$")
 
 
@@ -776,7 +815,7 @@ class Ec2Settings:
     coordinator_instance_type: str = ""
     boot_timeout: float = 900.0
     poll_interval: float = 5.0
-    root_volume_gb: int = 8
+    root_volume_gb: int = ROOT_VOLUME_GB
     az_spread: bool = False
     tags: tuple[str, ...] = ()
     spot: bool = False
@@ -940,6 +979,7 @@ class ClusterSettings:
         names = [o.name for o in self.origins]
         if len(names) != len(set(names)):
             raise ConfigError(f"origin names must be unique, got {names}")
+        check_write_quorums(self.nodes.namespaces, self.cluster)
         if self.coordinator.initial_nodes > self.scaler.max_nodes:
             raise ConfigError(
                 f"initial_nodes ({self.coordinator.initial_nodes}) exceeds max_nodes "
@@ -960,6 +1000,11 @@ class ClusterSettings:
                     "scaler.warm_reintegration does not work with a cold tier (nodes.tier) yet"
                 )
 
+    @property
+    def namespaces(self) -> NamespaceTable:
+        """The namespaces (held by ``nodes``, which carries them to every node)."""
+        return self.nodes.namespaces
+
     def origin(self, name: str) -> OriginSettings | None:
         """The origin called ``name``, if configured."""
         for origin in self.origins:
@@ -974,7 +1019,16 @@ class ClusterSettings:
         Raises:
             ConfigError: an unknown section or key, or a value of the wrong type.
         """
-        known = {"coordinator", "nodes", "scaler", "origins", "ec2", "cost", "cluster"}
+        known = {
+            "coordinator",
+            "nodes",
+            "scaler",
+            "origins",
+            "ec2",
+            "cost",
+            "cluster",
+            "namespaces",
+        }
         unknown = set(data) - known
         if unknown:
             raise ConfigError(f"unknown config section(s): {', '.join(sorted(unknown))}")
@@ -999,9 +1053,19 @@ class ClusterSettings:
         if not isinstance(table, str):
             raise ConfigError(f"cost.table must be str, got {table!r}")
         ec2 = data.get("ec2")
+        nodes_data = data.get("nodes", {})
+        if not isinstance(nodes_data, Mapping):
+            raise ConfigError("[nodes] must be a table")
+        if "namespaces" in nodes_data:
+            raise ConfigError("nodes.namespaces: namespaces are [namespaces.NAME] tables")
+        namespaces = NamespaceTable.from_mapping(
+            data.get("namespaces", {}),
+            {o.name: o.namespace for o in origins if o.namespace is not None},
+        )
+        nodes = _build(NodeSettings, {**nodes_data, "namespaces": namespaces}, "nodes")
         return cls(
             coordinator=_build(CoordinatorSettings, data.get("coordinator", {}), "coordinator"),
-            nodes=_build(NodeSettings, data.get("nodes", {}), "nodes"),
+            nodes=nodes,
             scaler=_build(ScalerSettings, data.get("scaler", {}), "scaler"),
             origins=tuple(origins),
             ec2=None if ec2 is None else _build(Ec2Settings, ec2, "ec2"),
@@ -1017,6 +1081,42 @@ class ClusterSettings:
     def replace(self, **sections: Any) -> ClusterSettings:
         """A copy with whole sections replaced."""
         return dataclasses.replace(self, **sections)
+
+
+def check_durability(table: NamespaceTable, tier: str | None) -> None:
+    """Each namespace's durability has the tier it writes through to.
+
+    Raises:
+        ConfigError: naming the namespace's ``durability`` and what is missing.
+    """
+    for policy in table.policies:
+        durability = policy.durability
+        if durability is Durability.MEMORY:
+            continue
+        want = "disk:" if durability is Durability.DISK else "s3://"
+        if tier is None or not tier.startswith(want):
+            have = "no tier" if tier is None else f"tier = {tier!r}"
+            raise ConfigError(
+                f"namespaces.{policy.name}.durability = {str(durability)!r} writes through "
+                f"to the nodes' {durability} tier, but [nodes] has {have} (set tier = "
+                f'"{want}..."); a node has one tier, so disk and s3 namespaces cannot '
+                "be mixed"
+            )
+
+
+def check_write_quorums(table: NamespaceTable, cluster: ReplicationSettings) -> None:
+    """Each namespace's ``write_quorum`` is at most ``[cluster] replication``.
+
+    Raises:
+        ConfigError: naming the namespace's ``write_quorum``.
+    """
+    for policy in table.policies:
+        w = policy.write_quorum
+        if w is not None and w > cluster.replication:
+            raise ConfigError(
+                f"namespaces.{policy.name}.write_quorum ({w}) exceeds cluster.replication "
+                f"({cluster.replication}): a write cannot wait for more copies than exist"
+            )
 
 
 E = TypeVar("E", bound=enum.Enum)
@@ -1064,6 +1164,9 @@ def _coerce(name: str, hint: Any, value: Any) -> Any:
             return float(value)
     elif hint is str:
         if isinstance(value, str):
+            return value
+    elif hint is NamespaceTable:
+        if isinstance(value, NamespaceTable):
             return value
     else:  # pragma: no cover - only the hints above appear in settings
         raise ConfigError(f"{name}: unsupported setting type {hint!r}")

@@ -21,6 +21,7 @@ middleware turns any of them into a JSON body ``{"error": code, "message": ...}`
     │   ├── KeyNotFound                    404 key_not_found
     │   ├── UnknownOrigin                  404 unknown_origin
     │   ├── UnknownNode                    404 unknown_node
+    │   ├── UnknownNamespace               404 unknown_namespace
     │   └── UnknownBucket                  404 unknown_bucket
     ├── Unauthorized(PermissionError)      401 unauthorized     (no or a wrong cluster token)
     ├── Conflict                           409 conflict         (state forbids it now)
@@ -29,6 +30,7 @@ middleware turns any of them into a JSON body ``{"error": code, "message": ...}`
     │   ├── EmptyRing                      503 empty_ring
     │   ├── NodeUnavailable(ConnectionError) 503 node_unavailable
     │   └── StoreFull                      507 store_full
+    │       └── NamespaceFull              507 namespace_full (a namespace's quota)
     ├── UpstreamError                      502 origin_error     (the origin's fault)
     │   ├── UpstreamTimeout(TimeoutError)  504 origin_timeout
     │   └── UpstreamTooLarge               502 origin_too_large
@@ -57,6 +59,7 @@ __all__ = [
     "KeyNotFound",
     "MethodNotAllowed",
     "Misdirected",
+    "NamespaceFull",
     "NodeUnavailable",
     "NotFound",
     "ProvisionError",
@@ -65,6 +68,7 @@ __all__ = [
     "Unauthorized",
     "Unavailable",
     "UnknownBucket",
+    "UnknownNamespace",
     "UnknownNode",
     "UnknownOrigin",
     "UnknownPrice",
@@ -213,6 +217,12 @@ class UnknownNode(NotFound):
     code = "unknown_node"
 
 
+class UnknownNamespace(NotFound):
+    """No namespace of that name is declared (``/v1/namespaces/{name}``)."""
+
+    code = "unknown_namespace"
+
+
 class UnknownBucket(NotFound):
     """No ring bucket has that token."""
 
@@ -269,6 +279,14 @@ class StoreFull(Unavailable):
 
     status = 507
     code = "store_full"
+
+
+class NamespaceFull(StoreFull):
+    """A write would take its namespace past its quota, and the namespace's ``on_full``
+    is ``refuse`` (or only never-evict records could make room): the caller's data, not
+    the cluster's size, is the limit, so more nodes do not help."""
+
+    code = "namespace_full"
 
 
 class UpstreamError(ElasticCacheError):

@@ -254,6 +254,32 @@ def _counter(name: str, doc: str, value: float, labels: dict[str, str] | None = 
     return family
 
 
+#: Per-namespace figures: stat, whether a counter, help.
+_NAMESPACE_FIGURES = (
+    ("records", False, "Records a namespace holds in memory (every copy counts)."),
+    ("bytes", False, "Bytes of keys and values a namespace holds in memory."),
+    ("hits", True, "GETs of a namespace's keys answered with a value."),
+    ("misses", True, "GETs of a namespace's keys that found none."),
+    ("evictions", True, "A namespace's records evicted (node full, or over its quota)."),
+    ("expirations", True, "A namespace's records dropped because their TTL ran out."),
+    ("refused", True, "Writes refused by the namespace's quota or never-evict rule (507)."),
+)
+
+
+def namespace_metrics(prefix: str, figures: dict[str, dict[str, Any]]) -> Iterator[Metric]:
+    """One family per figure of `_NAMESPACE_FIGURES`, labelled ``namespace``
+    (docs/namespaces.md, "Figures")."""
+    for stat, counter, doc in _NAMESPACE_FIGURES:
+        family: GaugeMetricFamily | CounterMetricFamily
+        if counter:
+            family = CounterMetricFamily(f"{prefix}_{stat}", doc, labels=["namespace"])
+        else:
+            family = GaugeMetricFamily(f"{prefix}_{stat}", doc, labels=["namespace"])
+        for name, values in figures.items():
+            family.add_metric([name], float(values.get(stat) or 0))
+        yield family
+
+
 class NodeCollector:
     """A node's state, read from its `NodeService` at scrape time.
 
@@ -325,6 +351,7 @@ class NodeCollector:
         for out in service.outgoing.values():
             sent.add_metric([out.id], out.sent)
         yield sent
+        yield from namespace_metrics("ecache_node_namespace", stats["namespaces"])
 
 
 #: A node's cold-tier counters (its ``stats()["cold"]``): metric name, stat, help.
@@ -400,6 +427,30 @@ def _cold_metrics(cold: dict[str, Any]) -> Iterator[Metric]:
         "Bytes of values whose write to the tier failed, kept in memory for a retry.",
         float(cold.get("stranded_bytes", 0)),
     )
+    cap = cold.get("cap")
+    if cap:
+        yield _gauge(
+            "ecache_node_cold_bytes",
+            "Bytes this node counts in the cold tier (its ranges; errs high between sweeps).",
+            float(cap.get("used_bytes", 0)),
+        )
+        yield _gauge(
+            "ecache_node_cold_allowance_bytes",
+            "Bytes this node may keep in the cold tier: tier_max_bytes, or its ring share "
+            "of it for a shared (S3) tier.",
+            float(cap.get("allowance", 0)),
+        )
+        yield _counter(
+            "ecache_node_cold_swept_total",
+            "Cold values deleted, oldest first, to stay under tier_max_bytes.",
+            float(cap.get("swept", 0)),
+        )
+        yield _counter(
+            "ecache_node_cold_cap_refused_total",
+            "Writes to the cold tier not made because they would pass tier_max_bytes "
+            "(a demotion then evicts; a large value is refused with 507).",
+            float(cap.get("refused", 0)),
+        )
 
 
 def node_registry(service: NodeService, meter: RequestMeter) -> CollectorRegistry:
@@ -513,6 +564,8 @@ class CoordinatorCollector:
             for key, value in values.items():
                 families[key].add_metric(labels, value)
         yield from families.values()
+        spaces = coord.namespaces.view()["namespaces"]
+        yield from namespace_metrics("ecache_namespace", spaces)
         rt = coord.readthrough_started
         lookups = CounterMetricFamily(
             "ecache_readthrough_requests_total",

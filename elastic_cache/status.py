@@ -12,7 +12,7 @@ from typing import Any
 from elastic_cache.auth import authorization, unauthorized
 from elastic_cache.errors import NodeUnavailable
 
-__all__ = ["fetch_cluster", "render_status"]
+__all__ = ["fetch_cluster", "render_namespaces", "render_status"]
 
 #: Event kinds ``ecache status`` lists (the dashboard lists every event).
 STATUS_EVENTS = (
@@ -158,8 +158,81 @@ def render_status(view: dict[str, Any]) -> str:
             f"still to terminate: {stray['node']} ({stray['ref']}); its termination failed "
             "and is retried, and it counts in the cost until it succeeds"
         )
+    lines.extend(_namespace_lines(view))
     lines.extend(_cold_lines(view))
     return "\n".join(lines)
+
+
+def _policy_text(policy: dict[str, Any]) -> str:
+    """A namespace's policy in a few words (the settings that differ from the default)."""
+    words = []
+    if policy.get("durability", "memory") != "memory":
+        words.append(str(policy["durability"]))
+    for key, label in (("default_ttl", "ttl"), ("max_ttl", "max ttl")):
+        if policy.get(key) is not None:
+            words.append(f"{label} {policy[key]:g}s")
+    if policy.get("quota_records") is not None:
+        words.append(f"quota {policy['quota_records']:,} records")
+    if policy.get("quota_bytes") is not None:
+        words.append(f"quota {_size(policy['quota_bytes'])}")
+    if policy.get("on_full") is not None:
+        words.append(f"on_full {policy['on_full']}")
+    if policy.get("never_evict"):
+        words.append("never evicted")
+    elif policy.get("evict_order"):
+        words.append(f"evict order {policy['evict_order']}")
+    if policy.get("write_quorum") is not None:
+        words.append(f"w {policy['write_quorum']}")
+    return ", ".join(words) or "-"
+
+
+def render_namespaces(view: dict[str, Any]) -> str:
+    """``GET /v1/namespaces`` as a table (every namespace, default too)."""
+    return "\n".join(_namespace_lines({"namespaces": view}, always=True)[1:])
+
+
+def _namespace_lines(view: dict[str, Any], *, always: bool = False) -> list[str]:
+    """The namespaces as a table, when any is declared or ``default`` has a policy."""
+    spaces = (view.get("namespaces") or {}).get("namespaces") or {}
+    if (
+        not always
+        and list(spaces) in ([], ["default"])
+        and _policy_text((spaces.get("default") or {}).get("policy") or {}) == "-"
+    ):
+        return []
+    header = (
+        "NAMESPACE",
+        "PREFIXES",
+        "RECORDS",
+        "BYTES",
+        "HIT RATE",
+        "EVICTED",
+        "REFUSED",
+        "POLICY",
+    )
+    rows = []
+    for name, ns in spaces.items():
+        rate = ns.get("hit_rate")
+        rows.append(
+            (
+                name,
+                " ".join(repr(p) for p in ns.get("prefixes") or []) or "(the rest)",
+                f"{ns.get('records', 0):,}",
+                _size(ns.get("bytes", 0)),
+                "-" if rate is None else f"{100 * rate:.1f}%",
+                f"{ns.get('evictions', 0):,}",
+                f"{ns.get('refused', 0):,}",
+                _policy_text(ns.get("policy") or {}),
+            )
+        )
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    return [
+        "",
+        *(
+            "  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
+            for row in [header, *rows]
+        ),
+    ]
 
 
 def _cold_lines(view: dict[str, Any]) -> list[str]:

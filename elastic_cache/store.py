@@ -16,11 +16,12 @@ import math
 import operator
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from elastic_cache.capacity import CapacityUnit, OnColdFull, OnFull
-from elastic_cache.errors import StoreFull, ValueTooLarge
+from elastic_cache.errors import NamespaceFull, StoreFull, ValueTooLarge
 from elastic_cache.indexes import Entry, Index
+from elastic_cache.namespaces import NamespaceOnFull, NamespacePolicy, NamespaceTable
 
 __all__ = [
     "Capacity",
@@ -101,6 +102,65 @@ class Capacity:
 Victim = tuple[str, int, Record]
 
 
+class _Part:
+    """One namespace's share of a store: its LRU order and its figures.
+
+    The LRU order is exact, in two parts so that it costs one plain dict slot per key
+    (docs/architecture.md, "Memory per record"): ``recent`` holds the keys written or
+    read since the last turn, least recent first (a touch deletes and re-inserts);
+    ``older`` the keys as of the last turn, most recent first, so ``pop()`` gives the
+    least recent. An ``older`` entry whose key is in ``recent``, no longer stored or
+    no longer in this namespace is stale and skipped. When ``older`` runs out,
+    ``recent`` becomes it (`Store._turn`).
+
+    ``records`` and ``bytes`` are kept only while the store has several namespaces
+    (with one, they are the store's own totals).
+    """
+
+    __slots__ = (
+        "bytes",
+        "evictions",
+        "expirations",
+        "hits",
+        "limit",
+        "misses",
+        "older",
+        "policy",
+        "recent",
+        "records",
+        "refused",
+        "ttl_rule",
+    )
+
+    def __init__(self, policy: NamespacePolicy) -> None:
+        self.policy = policy
+        #: ``policy.ttl_rule``, read on every write.
+        self.ttl_rule = policy.ttl_rule
+        self.recent: dict[str, None] = {}
+        self.older: list[str] = []
+        self.records = 0
+        self.bytes = 0
+        self.hits = 0
+        self.misses = 0
+        self.evictions = 0
+        self.expirations = 0
+        self.refused = 0
+        #: This node's share of the quota, in the quota's unit (None: no quota).
+        self.limit: int | None = None
+
+    def lru_keys(self) -> list[str]:
+        """Its keys from least to most recently used (stale entries included once)."""
+        recent = self.recent
+        seen: set[str] = set()
+        out = []
+        for key in reversed(self.older):
+            if key not in recent and key not in seen:
+                seen.add(key)
+                out.append(key)
+        out.extend(recent)
+        return out
+
+
 @dataclass(frozen=True, slots=True)
 class PutOutcome:
     """What a put did: the version it wrote and the keys it evicted to make room
@@ -124,6 +184,9 @@ class Store:
         on_cold_full: under ``demote``, what a write that needs room does while the
             caller has paused demotion (`demotion_paused`: the tier refuses writes):
             ``refuse`` raises `StoreFull` and pushes nothing out; ``evict`` evicts.
+        namespaces: the key prefixes with their own policies (docs/namespaces.md): TTL
+            rules, quotas, eviction order; default one namespace for every key, which
+            costs no lookup.
     """
 
     def __init__(
@@ -134,21 +197,25 @@ class Store:
         on_full: OnFull = OnFull.EVICT,
         clock: Callable[[], float],
         on_cold_full: OnColdFull = OnColdFull.REFUSE,
+        namespaces: NamespaceTable | None = None,
     ) -> None:
         self._index = index
         self.capacity = capacity
         self.on_full = on_full
         self.on_cold_full = on_cold_full
         self._clock = clock
-        # LRU order, exact, in two parts so that it costs one plain dict slot per key
-        # (docs/architecture.md, "Memory per record"): `_recent` holds the keys written
-        # or read since the last turn, least recent first (a touch deletes and
-        # re-inserts); `_older` the keys as of the last turn, most recent first, so
-        # `pop()` gives the least recent. An `_older` entry whose key is in `_recent`
-        # or no longer stored is stale and skipped. When `_older` runs out, `_recent`
-        # becomes it (`_turn`).
-        self._recent: dict[str, None] = {}
-        self._older: list[str] = []
+        table = namespaces if namespaces is not None else NamespaceTable()
+        self._ns = table
+        #: One part per namespace, in the table's order (LRU order and figures).
+        self._parts = [_Part(p) for p in table.policies]
+        self._p0 = self._parts[0]
+        #: Only the default namespace: no key is looked up in the table (an attribute,
+        #: not a property: the node reads it on every request).
+        self.single = table.single
+        self._protected = any(p.never_evict for p in table.policies)
+        #: The share of the token ring this node holds (its share of every quota).
+        self._share = 1.0
+        self._set_limits()
         self._expiry: list[tuple[float, str]] = []
         self._bytes = 0
         self._version = 0
@@ -211,12 +278,12 @@ class Store:
         if rec is None:
             return None
         if rec.expires_at and rec.expires_at <= self._clock():
-            self._remove(key, rec)
+            self._remove(key, rec).expirations += 1
             self.expirations += 1
             if self.on_change is not None:
                 self.on_change("expire", key)
             return None
-        recent = self._recent
+        recent = (self._p0 if self.single else self._parts[self._ns.index_of(key)]).recent
         recent.pop(key, None)
         recent[key] = None
         return rec
@@ -242,7 +309,11 @@ class Store:
                 (then with ``retry_after``, whole seconds, in its details).
             TokenMismatch: the index holds the cluster's hasher and ``token`` is not the
                 key's hash (checked before anything is evicted).
+            NamespaceFull: the key's namespace is at its quota and refuses (507).
         """
+        part = self._p0 if self.single else self._parts[self._ns.index_of(key)]
+        if part.ttl_rule:
+            ttl = part.policy.ttl_for(ttl)
         expires_at = self._clock() + ttl if ttl else 0.0
         self._version += 1
         # Every PUT parses its Content-Type into a new string (73 bytes for the default
@@ -253,8 +324,17 @@ class Store:
             if len(self._types) < _SHARED_TYPES:
                 self._types[content_type] = content_type
         rec = Record(value, shared, expires_at, self._version)
-        evicted = self._make_room(key, token, key_nbytes(key) + len(value))
-        self._store(key, token, rec)
+        size = key_nbytes(key) + len(value)
+        if part.limit is not None:
+            # The namespace's quota first: what it evicts also makes room on the node.
+            # (A write the node then refuses, under block or never-evict, has already
+            # evicted its namespace's least recently used past the quota: records the
+            # namespace's own policy gives up anyway.)
+            evicted = self._quota_room(key, token, size, part)
+            evicted += self._make_room(key, token, size, part)
+        else:
+            evicted = self._make_room(key, token, size, part)
+        self._store(key, token, rec, part)
         return PutOutcome(rec.version, evicted)
 
     def apply(self, key: str, token: int, rec: Record, *, floor: int = 0) -> bool:
@@ -280,8 +360,9 @@ class Store:
             if old is not None:
                 self._remove(key, old)
             return False
-        self._make_room(key, token, stored_size(key, rec))
-        self._store(key, token, rec)
+        part = self._p0 if self.single else self._parts[self._ns.index_of(key)]
+        self._make_room(key, token, stored_size(key, rec), part)
+        self._store(key, token, rec, part)
         return True
 
     def apply_batch(
@@ -306,13 +387,23 @@ class Store:
         top = max(map(_VERSION, recs), default=0)
         if top > self._version:
             self._version = top
+        if not self.single:
+            # Several namespaces: each record goes to its own namespace's part.
+            applied = skipped = 0
+            for key, token, rec in zip(keys, tokens, recs, strict=True):
+                if self.apply(key, token, rec, floor=floors.get(key, 0) if floors else 0):
+                    applied += 1
+                else:
+                    skipped += 1
+            return applied, skipped
         cap = self.capacity
         batch = dict.fromkeys(keys)
+        recent = self._p0.recent
         if (
             not floors
             and len(batch) == len(keys)
-            and len(self._recent) == len(self._index)
-            and self._recent.keys().isdisjoint(batch)
+            and len(recent) == len(self._index)
+            and recent.keys().isdisjoint(batch)
             and not any(map(_EXPIRES, recs))
         ):
             # The usual frame of a move: distinct keys this node does not hold, no TTL,
@@ -323,7 +414,7 @@ class Store:
             cost = len(keys) if cap.unit is CapacityUnit.RECORDS else fresh_bytes
             if self.used + cost <= cap.limit:
                 self._index.put_new(keys, tokens, recs)
-                self._recent.update(batch)
+                recent.update(batch)
                 self._bytes += fresh_bytes
                 return len(keys), 0
         fresh: list[tuple[str, int, Record]] = []
@@ -348,7 +439,7 @@ class Store:
             if fresh:
                 fresh_keys, fresh_tokens, fresh_recs = zip(*fresh, strict=True)
                 self._index.put_new(fresh_keys, fresh_tokens, fresh_recs)
-                self._recent.update(dict.fromkeys(fresh_keys))
+                self._p0.recent.update(dict.fromkeys(fresh_keys))
             self._bytes += fresh_bytes
             heap = self._expiry
             for key, _, rec in fresh:
@@ -375,10 +466,12 @@ class Store:
         rec = self._index.get(key)
         if rec is None:
             return False
-        self._remove(key, rec)
+        part = self._remove(key, rec)
         live = not (rec.expires_at and rec.expires_at <= self._clock())
-        if not live and self.on_change is not None:
-            self.on_change("expire", key)
+        if not live:
+            part.expirations += 1
+            if self.on_change is not None:
+                self.on_change("expire", key)
         return live
 
     def delete_older(self, key: str, version: int) -> bool:
@@ -390,8 +483,12 @@ class Store:
         self._remove(key, rec)
         return True
 
-    def _make_room(self, key: str, token: int, size: int) -> tuple[str, ...]:
+    def _make_room(self, key: str, token: int, size: int, part: _Part) -> tuple[str, ...]:
         """Evict (or demote) least-recently-used records until ``size`` more bytes fit.
+
+        With several namespaces the victims come from the namespaces of the lowest
+        ``evict_order`` first (`_victim`), never from a ``never_evict`` one: when only
+        those could make room, the write is refused before anything leaves.
 
         The index refuses a bad token only when the record is stored, after this; so
         before anything leaves, the token is checked here (`Index.check_token`), and a
@@ -417,10 +514,19 @@ class Store:
             and self.on_cold_full is OnColdFull.REFUSE
         ):
             raise self._cold_full()
+        if self._protected:
+            protected = sum(self._used_in(p, cap.unit) for p in self._parts if p.policy.never_evict)
+            evictable = self.used - protected - (0 if part.policy.never_evict else freed)
+            if evictable < need:
+                part.refused += 1
+                raise NamespaceFull(
+                    f"node is full ({self.used}/{cap.limit} {cap.unit}) and the records "
+                    "that could make room belong to never-evict namespaces"
+                )
         demote = self.on_full is OnFull.DEMOTE and not self.demotion_paused
         evicted = []
         while need > 0:
-            found = self._lru_victim(key)
+            found = self._lru_victim(self._p0, key) if self.single else self._victim(key)
             if found is None:
                 break
             victim, vrec = found
@@ -429,9 +535,10 @@ class Store:
                 assert vtoken is not None
                 self._victims.append((victim, vtoken, vrec))
                 self.demotions += 1
+                self._remove(victim, vrec)
             else:
                 evicted.append(victim)
-            self._remove(victim, vrec)
+                self._remove(victim, vrec).evictions += 1
             need -= cap.cost(stored_size(victim, vrec))
         self.evictions += len(evicted)
         if evicted and self.on_change is not None:
@@ -439,17 +546,83 @@ class Store:
                 self.on_change("evict", victim)
         return tuple(evicted)
 
-    def _lru_victim(self, keep: str | None) -> tuple[str, Record] | None:
-        """The least recently used record other than ``keep`` (None when there is none).
+    def _quota_room(self, key: str, token: int, size: int, part: _Part) -> tuple[str, ...]:
+        """Make room for ``key`` within its namespace's quota (this node's share of it):
+        evict the namespace's own least-recently-used records, or refuse.
+
+        Raises:
+            NamespaceFull: over the quota and the namespace refuses, or the record
+                alone is larger than this node's share.
+        """
+        policy = part.policy
+        limit = part.limit
+        assert limit is not None
+        by_records = policy.quota_records is not None
+        unit = CapacityUnit.RECORDS if by_records else CapacityUnit.BYTES
+        cost = 1 if by_records else size
+        old = self._index.get(key)
+        freed = 0 if old is None else (1 if by_records else stored_size(key, old))
+        need = self._used_in(part, unit) - freed + cost - limit
+        if need <= 0:
+            return ()
+        self._index.check_token(key, token)
+        if cost > limit or policy.over_quota is NamespaceOnFull.REFUSE:
+            part.refused += 1
+            raise NamespaceFull(
+                f"namespace {policy.name!r} is at its quota on this node "
+                f"({self._used_in(part, unit)}/{limit} {unit}, this node's share of "
+                f"{policy.quota} {unit}; on_full = {policy.over_quota})"
+            )
+        evicted = []
+        while need > 0:
+            found = self._lru_victim(part, key)
+            if found is None:
+                break
+            victim, vrec = found
+            self._remove(victim, vrec)
+            evicted.append(victim)
+            need -= 1 if by_records else stored_size(victim, vrec)
+        part.evictions += len(evicted)
+        self.evictions += len(evicted)
+        if evicted and self.on_change is not None:
+            for victim in evicted:
+                self.on_change("evict", victim)
+        return tuple(evicted)
+
+    def _used_in(self, part: _Part, unit: CapacityUnit) -> int:
+        """What ``part`` holds, in records or bytes."""
+        if self.single:
+            return len(self._index) if unit is CapacityUnit.RECORDS else self._bytes
+        return part.records if unit is CapacityUnit.RECORDS else part.bytes
+
+    def _victim(self, keep: str | None) -> tuple[str, Record] | None:
+        """The next record to leave a full node with several namespaces: the least
+        recently used of the evictable namespace of the lowest ``evict_order`` (of
+        equal orders, the one holding the most). Runtime complexity: O(k log k) for k
+        namespaces, plus `_lru_victim`."""
+        unit = self.capacity.unit
+        candidates = sorted(
+            (p for p in self._parts if not p.policy.never_evict and p.records),
+            key=lambda p: (p.policy.order, -self._used_in(p, unit)),
+        )
+        for part in candidates:
+            found = self._lru_victim(part, keep)
+            if found is not None:
+                return found
+        return None
+
+    def _lru_victim(self, part: _Part, keep: str | None) -> tuple[str, Record] | None:
+        """The least recently used record of ``part`` other than ``keep`` (None when
+        there is none).
 
         ``keep``, the key being written, counts as just used. The record stays stored.
 
-        Runtime complexity: O(1) amortized: each stale `_older` entry is skipped once,
+        Runtime complexity: O(1) amortized: each stale ``older`` entry is skipped once,
         and a turn costs O(n) (a C-level copy of the keys) once in at least n victims.
         """
         get = self._index.get
         while True:
-            recent, older = self._recent, self._older
+            recent, older = part.recent, part.older
             while older:
                 key = older.pop()
                 if key in recent:
@@ -463,14 +636,16 @@ class Store:
                 return key, rec
             if not recent or (len(recent) == 1 and keep in recent):
                 return None
-            self._turn()
+            self._turn(part)
 
-    def _turn(self) -> None:
-        """Make `_recent` the older part (`_older` is empty). Runtime complexity: O(n)."""
-        older = list(self._recent)
+    @staticmethod
+    def _turn(part: _Part) -> None:
+        """Make ``part.recent`` its older part (``older`` is empty). Runtime
+        complexity: O(n)."""
+        older = list(part.recent)
         older.reverse()
-        self._older = older
-        self._recent = {}
+        part.older = older
+        part.recent = {}
 
     def _cold_full(self) -> StoreFull:
         """The refusal of a write that needs room while demotion is paused."""
@@ -495,39 +670,179 @@ class Store:
 
     def demote_lru(self, count: int) -> int:
         """Move up to ``count`` least-recently-used records to `take_victims` now (a
-        flush before a clean stop, or a test). Returns how many. Cost: O(count).
+        flush before a clean stop, or a test), every namespace in turn. Returns how
+        many. Cost: O(count).
         """
         moved = 0
-        while moved < count:
-            found = self._lru_victim(None)
-            if found is None:
-                break
-            victim, vrec = found
-            token = self._index.token_of(victim)
-            assert token is not None
-            self._remove(victim, vrec)
-            self._victims.append((victim, token, vrec))
-            moved += 1
+        for part in self._parts:
+            while moved < count:
+                found = self._lru_victim(part, None)
+                if found is None:
+                    break
+                victim, vrec = found
+                token = self._index.token_of(victim)
+                assert token is not None
+                self._remove(victim, vrec)
+                self._victims.append((victim, token, vrec))
+                moved += 1
         self.demotions += moved
         return moved
 
-    def _store(self, key: str, token: int, rec: Record) -> None:
+    def _store(self, key: str, token: int, rec: Record, part: _Part) -> None:
         old = self._index.get(key)
         self._index.put(key, token, rec)  # first: it may refuse the token
         if old is None:
-            self._bytes += key_nbytes(key) + len(rec.value)
+            size = key_nbytes(key) + len(rec.value)
+            self._bytes += size
+            if not self.single:
+                part.records += 1
+                part.bytes += size
         else:  # the key stays: only the value's length changes the count
-            self._bytes += len(rec.value) - len(old.value)
-        recent = self._recent
+            delta = len(rec.value) - len(old.value)
+            self._bytes += delta
+            if not self.single:
+                part.bytes += delta
+        recent = part.recent
         recent.pop(key, None)
         recent[key] = None
         if rec.expires_at:
             heapq.heappush(self._expiry, (rec.expires_at, key))
 
-    def _remove(self, key: str, rec: Record) -> None:
+    def _remove(self, key: str, rec: Record) -> _Part:
+        """Remove a stored record; returns its namespace's part."""
         self._index.delete(key)
-        self._bytes -= key_nbytes(key) + len(rec.value)
-        self._recent.pop(key, None)  # an `_older` entry goes stale
+        size = key_nbytes(key) + len(rec.value)
+        self._bytes -= size
+        if self.single:
+            part = self._p0
+        else:
+            part = self._parts[self._ns.index_of(key)]
+            part.records -= 1
+            part.bytes -= size
+        part.recent.pop(key, None)  # an `older` entry goes stale
+        return part
+
+    # -- namespaces ----------------------------------------------------------------------
+
+    @property
+    def namespaces(self) -> NamespaceTable:
+        """The namespace table the store applies."""
+        return self._ns
+
+    def _set_limits(self) -> None:
+        for part in self._parts:
+            quota = part.policy.quota
+            part.limit = None if quota is None else max(1, math.ceil(quota * self._share))
+
+    def set_share(self, share: float) -> None:
+        """This node holds ``share`` of the token ring (copies included): its share of
+        each namespace's quota (docs/namespaces.md, "Quotas"). Cost: O(namespaces)."""
+        self._share = min(1.0, max(0.0, share))
+        self._set_limits()
+
+    def set_namespaces(self, table: NamespaceTable) -> tuple[str, ...]:
+        """Apply a new namespace table now. When only policies changed, each namespace
+        keeps its records and figures; when prefixes changed, every record is placed in
+        its new namespace (O(records)). A namespace now over a lowered quota with
+        ``on_full = evict`` evicts down to it at once; one that refuses refuses writes
+        until it is back under. Returns the keys evicted."""
+        old = self._parts
+        by_name = {p.policy.name: p for p in old}
+        if table.prefixes() == self._ns.prefixes() and table.names == self._ns.names:
+            for part, policy in zip(old, table.policies, strict=True):
+                part.policy = policy
+                part.ttl_rule = policy.ttl_rule
+            parts = old
+        else:
+            parts = [_Part(p) for p in table.policies]
+            for part in parts:
+                kept = by_name.get(part.policy.name)
+                if kept is not None:
+                    part.hits, part.misses = kept.hits, kept.misses
+                    part.evictions, part.expirations = kept.evictions, kept.expirations
+                    part.refused = kept.refused
+            many = not table.single
+            get = self._index.get
+            for previous in old:
+                for key in previous.lru_keys():
+                    rec = get(key)
+                    if rec is None:
+                        continue
+                    if not self.single and self._parts[self._ns.index_of(key)] is not previous:
+                        continue  # listed in its old namespace's order once only
+                    part = parts[table.index_of(key)] if many else parts[0]
+                    part.recent[key] = None
+                    if many:
+                        part.records += 1
+                        part.bytes += stored_size(key, rec)
+        self._ns = table
+        self._parts = parts
+        self._p0 = parts[0]
+        self.single = table.single
+        self._protected = any(p.never_evict for p in table.policies)
+        self._set_limits()
+        evicted: list[str] = []
+        for part in parts:
+            evicted.extend(self._shrink(part))
+        return tuple(evicted)
+
+    def _shrink(self, part: _Part) -> list[str]:
+        """Evict ``part`` down to its quota if it is over and evicts."""
+        policy, limit = part.policy, part.limit
+        if limit is None or policy.over_quota is not NamespaceOnFull.EVICT:
+            return []
+        unit = CapacityUnit.RECORDS if policy.quota_records is not None else CapacityUnit.BYTES
+        evicted = []
+        while self._used_in(part, unit) > limit:
+            found = self._lru_victim(part, None)
+            if found is None:
+                break
+            victim, vrec = found
+            self._remove(victim, vrec)
+            evicted.append(victim)
+        part.evictions += len(evicted)
+        self.evictions += len(evicted)
+        if self.on_change is not None:
+            for victim in evicted:
+                self.on_change("evict", victim)
+        return evicted
+
+    def count_lookup(self, key: str, hit: bool) -> None:
+        """Count a read of ``key`` for its namespace (the node counts it as a whole);
+        needed only when the store is not `single`. Cost: one table lookup."""
+        part = self._parts[self._ns.index_of(key)]
+        if hit:
+            part.hits += 1
+        else:
+            part.misses += 1
+
+    def namespace_stats(self, *, hits: int, misses: int) -> dict[str, dict[str, Any]]:
+        """Each namespace's figures on this node, by name (``hits`` and ``misses``: the
+        node's, which are the default namespace's when it is the only one)."""
+        out = {}
+        for part in self._parts:
+            policy = part.policy
+            if self.single:
+                records, nbytes, part_hits, part_misses = (
+                    len(self._index),
+                    self._bytes,
+                    hits,
+                    misses,
+                )
+            else:
+                records, nbytes = part.records, part.bytes
+                part_hits, part_misses = part.hits, part.misses
+            out[policy.name] = {
+                "records": records,
+                "bytes": nbytes,
+                "hits": part_hits,
+                "misses": part_misses,
+                "evictions": part.evictions,
+                "expirations": part.expirations,
+                "refused": part.refused,
+                "quota_share": part.limit,
+            }
+        return out
 
     # -- time ------------------------------------------------------------------------------
 
@@ -540,7 +855,7 @@ class Store:
             when, key = heapq.heappop(heap)
             rec = self._index.get(key)
             if rec is not None and rec.expires_at == when:
-                self._remove(key, rec)
+                self._remove(key, rec).expirations += 1
                 removed += 1
                 if self.on_change is not None:
                     self.on_change("expire", key)
@@ -570,7 +885,17 @@ class Store:
     def pop_range(self, lo: int, hi: int) -> list[Entry[Record]]:
         """Remove and return the records in ``(lo, hi]``."""
         popped = self._index.pop_range(lo, hi)
-        pop_recent = self._recent.pop
+        if not self.single:
+            index_of, parts = self._ns.index_of, self._parts
+            for _, key, rec in popped:
+                part = parts[index_of(key)]
+                part.recent.pop(key, None)
+                part.records -= 1
+                size = key_nbytes(key) + len(rec.value)
+                part.bytes -= size
+                self._bytes -= size
+            return popped
+        pop_recent = self._p0.recent.pop
         freed = 0
         for _, key, rec in popped:
             pop_recent(key, None)
@@ -582,9 +907,19 @@ class Store:
         """Assert the store's invariants (and the index's)."""
         self._index._check()
         index = self._index
-        older = [k for k in self._older if k not in self._recent and index.get(k) is not None]
-        assert len(older) == len(set(older))
-        assert set(self._recent).isdisjoint(older)
-        assert set(self._recent) | set(older) == set(index)
+        seen: set[str] = set()
+        for i, part in enumerate(self._parts):
+            mine = {k for _, k, _ in index.entries() if self.single or self._ns.index_of(k) == i}
+            older = [k for k in part.older if k not in part.recent and index.get(k) is not None]
+            assert len(older) == len(set(older))
+            assert set(part.recent).isdisjoint(older)
+            assert set(part.recent) | set(older) == mine, part.policy.name
+            assert seen.isdisjoint(mine)
+            seen |= mine
+            if not self.single:
+                assert part.records == len(mine)
+                held = [(k, index.get(k)) for k in mine]
+                assert part.bytes == sum(stored_size(k, r) for k, r in held if r is not None)
+        assert seen == set(index)
         assert self._bytes == sum(stored_size(k, rec) for _, k, rec in self._index.entries())
         assert all(rec.version <= self._version for _, _, rec in self._index.entries())

@@ -12,6 +12,10 @@ Admin::
     GET    /v1/cluster/history?since=T      samples for the dashboard's charts (after T)
     POST   /v1/cluster/nodes                add nodes now ({"count": n}, default 1)
     DELETE /v1/cluster/nodes/{id}           move the node's buckets away, then stop it
+    GET    /v1/namespaces                   namespaces: prefixes, policies, figures
+    PUT    /v1/namespaces/{name}            declare a namespace or replace its settings
+    PATCH  /v1/namespaces/{name}            change some settings (null: back to default)
+    DELETE /v1/namespaces/{name}            remove a namespace (docs/namespaces.md)
     GET    /healthz
     GET    /metrics                         Prometheus metrics (docs/operations.md)
     GET    /                                the live dashboard (elastic_cache.dashboard)
@@ -47,6 +51,7 @@ from elastic_cache.errors import (
     ElasticCacheError,
     InvalidBody,
     MethodNotAllowed,
+    UnknownNamespace,
     UpstreamError,
     ValueTooLarge,
 )
@@ -300,6 +305,7 @@ def cluster_view(coord: Coordinator) -> dict[str, Any]:
         "cut_offs": hub.cut_offs,
         "skipped": coord.watch_feed.skipped,
     }
+    view["namespaces"] = coord.namespaces.view()
     view["workers"] = [
         {"worker": 0, "pid": os.getpid(), "answered": coord.metrics.requests.total(PUBLIC)},
         *(coord.worker_reports[i] for i in sorted(coord.worker_reports)),
@@ -402,6 +408,47 @@ async def remove_node(request: web.Request) -> web.StreamResponse:
     )
 
 
+async def get_namespaces(request: web.Request) -> web.StreamResponse:
+    return web.json_response(request.app[COORDINATOR].namespaces.view())
+
+
+async def put_namespace(request: web.Request) -> web.StreamResponse:
+    """Declare (or replace) a namespace with the body's settings. Checked whole first:
+    a bad one is a 4xx and changes nothing."""
+    control = request.app[COORDINATOR].namespaces
+    name = request.match_info["name"]
+    body = await json_body(request)
+    new = control.table.changed(name, body, create=True, replace=True)
+    what = f"namespace {name} {'replaced' if control.table.get(name) else 'declared'}"
+    result = await control.change(new, what)
+    return web.json_response({**result, "namespace": control.view()["namespaces"][name]})
+
+
+async def patch_namespace(request: web.Request) -> web.StreamResponse:
+    """Change the settings the body names (null: back to the default)."""
+    control = request.app[COORDINATOR].namespaces
+    name = request.match_info["name"]
+    body = await json_body(request)
+    if control.table.get(name) is None:
+        raise UnknownNamespace(
+            f"no namespace {name!r} (declared: {', '.join(control.table.names)})"
+        )
+    new = control.table.changed(name, body)
+    result = await control.change(new, f"namespace {name} changed: {', '.join(sorted(body))}")
+    return web.json_response({**result, "namespace": control.view()["namespaces"][name]})
+
+
+async def delete_namespace(request: web.Request) -> web.StreamResponse:
+    control = request.app[COORDINATOR].namespaces
+    name = request.match_info["name"]
+    if control.table.get(name) is None:
+        raise UnknownNamespace(
+            f"no namespace {name!r} (declared: {', '.join(control.table.names)})"
+        )
+    result = await control.change(control.table.without(name), f"namespace {name} removed")
+    return web.json_response(result)
+
+
 async def healthz(request: web.Request) -> web.StreamResponse:
     """200 once the cluster can serve (its ring has a bucket), 503 while it starts."""
     coord = request.app[COORDINATOR]
@@ -445,6 +492,11 @@ def make_coordinator_app(coord: Coordinator, *, manage_lifecycle: bool = True) -
     app.router.add_get("/v1/cluster/history", metered(get_history, "cluster", meter))
     app.router.add_post("/v1/cluster/nodes", metered(add_nodes, "nodes", meter))
     app.router.add_delete("/v1/cluster/nodes/{id}", metered(remove_node, "nodes", meter))
+    app.router.add_get("/v1/namespaces", metered(get_namespaces, "namespaces", meter))
+    one = "/v1/namespaces/{name}"
+    app.router.add_put(one, metered(put_namespace, "namespaces", meter))
+    app.router.add_patch(one, metered(patch_namespace, "namespaces", meter))
+    app.router.add_delete(one, metered(delete_namespace, "namespaces", meter))
     app.router.add_get("/healthz", metered(healthz, "healthz", meter))
     app.router.add_get("/metrics", metered(get_metrics, "metrics", meter))
     # Imported here: the document names errors of modules in this package, whose

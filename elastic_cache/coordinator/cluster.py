@@ -754,8 +754,11 @@ class Cluster(Reintegration):
                                 self.held = placement.after_remove(
                                     self.held, self.ring, bucket, successor
                                 )
-                        await self._push_ownership(list(self.nodes))
+                        # Persisted first: a coordinator that restarts in between
+                        # must not resume at an epoch older than the nodes' (they would
+                        # ignore its ownership).
                         await self.persist()
+                        await self._push_ownership(list(self.nodes))
                         if self.held:
                             await self._drop_surplus(
                                 placement.released(ring_before, held_before, self.ring, self.held)
@@ -920,7 +923,7 @@ class Cluster(Reintegration):
                     self.ring.reassign(bucket.token, replacement.node_id)
                 if self.held:  # every copy was on the dead node: start again, empty
                     self.held = {b.token: (b.node,) for b in self.ring}
-                await self._push_ownership([replacement.node_id])
+                push = [replacement.node_id]
             elif self.held:
                 # Replicated: the next holder of each of its ranges takes over at once
                 # (the successor is the first copy), and the missing copies are made
@@ -953,14 +956,12 @@ class Cluster(Reintegration):
                 self._replace_for_copies()
                 return
             else:
-                heirs: set[str] = set()
                 for bucket in self.ring.buckets_of(node_id):
                     self.ring.remove(bucket.token)
-                for bucket in self.ring:
-                    heirs.add(bucket.node)
-                await self._push_ownership(sorted(heirs))
+                push = sorted({bucket.node for bucket in self.ring})
             await self._forget(node_id)
-            await self.persist()
+            await self.persist()  # before the push, as above
+            await self._push_ownership(push)
 
     # -- views -------------------------------------------------------------------------
 

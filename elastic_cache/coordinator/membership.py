@@ -73,6 +73,10 @@ class NodeInfo:
     cold: dict[str, Any] | None = None
     #: Its cold demotion pause count at the last poll (None: not polled yet).
     cold_pauses: int | None = None
+    #: Its namespaces' figures (name → records, bytes, hits, ...) and the version of
+    #: the namespace table it applies, as last polled (docs/namespaces.md).
+    namespaces: dict[str, Any] = field(default_factory=dict)
+    namespaces_version: str | None = None
 
     @property
     def node_id(self) -> str:
@@ -569,6 +573,9 @@ class Membership:
         info.failures = 0
         peers = stats.raw.get("peers")
         info.peer_ages = dict(peers) if isinstance(peers, dict) else {}
+        spaces = stats.raw.get("namespaces")
+        info.namespaces = dict(spaces) if isinstance(spaces, dict) else {}
+        info.namespaces_version = stats.raw.get("namespaces_version")
         if info.suspect_since:
             info.suspect_since = 0.0
             info.cut_off = False

@@ -309,6 +309,10 @@ class HttpNodeClient:
             body["peers"] = peers
         await self._json("PUT", "/v1/ownership", body)
 
+    async def set_namespaces(self, table: dict[str, Any]) -> str:
+        data = await self._json("PUT", "/v1/namespaces", table)
+        return str(data["version"])
+
     async def count_ranges(self, ranges: list[tuple[int, int]]) -> list[int]:
         data = await self._json("POST", "/v1/ranges/count", {"ranges": [list(r) for r in ranges]})
         return [int(c) for c in data["counts"]]

@@ -11,6 +11,7 @@ from elastic_cache.coordinator.membership import NodeInfo
 from elastic_cache.coordinator.rates import RateMeter
 from elastic_cache.errors import Misdirected, NodeUnavailable, StoreFull
 from elastic_cache.hashing import validate_key
+from elastic_cache.namespaces import NamespaceTable
 from elastic_cache.node.protocol import Answer, NodeClient
 from elastic_cache.ring import HashRing
 
@@ -49,6 +50,9 @@ class WriteObserver(Protocol):
     def at_cap(self) -> str | None: ...
 
 
+#: The error code of a write refused by its namespace's quota (`NamespaceFull`).
+_NAMESPACE_FULL = b'"namespace_full"'
+
 #: Attempts for a request that meets 421 while the ring changes under it.
 _ATTEMPTS = 5
 
@@ -75,6 +79,20 @@ class Router:
         self.by_bytes = cluster.settings.nodes.capacity_bytes is not None
         self.replicated = cluster.settings.cluster.replication > 1
         self.quorum = cluster.settings.cluster.quorum
+        self.set_namespaces(cluster.settings.namespaces)
+
+    def set_namespaces(self, table: NamespaceTable) -> None:
+        """Take the namespaces' write quorums (a live change; docs/namespaces.md)."""
+        #: The table, when some namespace has its own write quorum (None: none has).
+        self._quorums = table if any(p.write_quorum for p in table.policies) else None
+
+    def _quorum_of(self, key: str) -> int:
+        """Copies a write of ``key`` needs: its namespace's ``write_quorum``, else the
+        cluster's. Cost: a table lookup only when some namespace sets one."""
+        table = self._quorums
+        if table is None:
+            return self.quorum
+        return table.policy_of(key).write_quorum or self.quorum
 
     async def _routed(
         self, key: str, op: Callable[[NodeClient], Awaitable[Answer]]
@@ -175,6 +193,7 @@ class Router:
         validate_key(key)
         cluster = self.cluster
         token = cluster.ring.token_of(key)
+        quorum = self._quorum_of(key)
         answer: Answer | None = None
         for attempt in range(_ATTEMPTS):
             epoch = cluster.ring.epoch
@@ -205,7 +224,7 @@ class Router:
                     done.append((node, result))
                 else:
                     return node, result  # refused (full, too large...): the first says why
-            if len(done) >= min(self.quorum, len(holders)) and not again and done:
+            if len(done) >= min(quorum, len(holders)) and not again and done:
                 owner = done[0]
                 if delete:  # a value anywhere was deleted
                     owner = next((d for d in done if d[1].status < 300), owner)
@@ -267,7 +286,9 @@ class Router:
             if answer.status < 300:
                 self.scaler.observe_write(node, answer.used, answer.capacity, len(value))
                 return answer
-            if answer.status != 507 or not self.block:
+            if answer.status != 507 or not self.block or _NAMESPACE_FULL in answer.body:
+                # A namespace over its quota is the data's limit: a new node does not
+                # lift it, so the write is not held for one.
                 return answer
             # The node is full and writes wait (the paper's behaviour): make sure help
             # is on the way, then wait for a move out of this node. At the cap (max_nodes

@@ -53,6 +53,10 @@ class S3StateStore:
             ContentType="application/json",
         )
 
+    def sibling(self, name: str) -> S3StateStore:
+        prefix = self.key.rsplit("/", 1)[0] + "/" if "/" in self.key else ""
+        return S3StateStore(self.client, self.bucket, prefix + name)
+
     def discard(self) -> None:
         data = self.load()
         if data is None:

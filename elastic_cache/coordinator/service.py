@@ -15,9 +15,15 @@ from typing import Any
 import aiohttp
 
 from elastic_cache.auth import TokenGuard, authorization
-from elastic_cache.config import ClusterSettings
+from elastic_cache.config import (
+    ROOT_VOLUME_GB,
+    ClusterSettings,
+    check_durability,
+    check_write_quorums,
+)
 from elastic_cache.coordinator.cluster import Cluster
 from elastic_cache.coordinator.hotanswers import hot_answers
+from elastic_cache.coordinator.namespaces import NamespaceControl
 from elastic_cache.coordinator.nodeclient import HttpNodeClient, NodeClient
 from elastic_cache.coordinator.origins import ReadThrough
 from elastic_cache.coordinator.rates import RateMeter
@@ -25,14 +31,17 @@ from elastic_cache.coordinator.resume import abort_interrupted_moves
 from elastic_cache.coordinator.router import Router
 from elastic_cache.coordinator.scaler import Scaler
 from elastic_cache.coordinator.spotdrain import Interrupted, SpotDrain
-from elastic_cache.coordinator.statestore import StateStore
+from elastic_cache.coordinator.statestore import FileStateStore, StateStore
 from elastic_cache.coordinator.watch import WatchHub
 from elastic_cache.coordinator.watchfeed import WatchFeed
 from elastic_cache.cost import instance_price, stopped_node_cost_per_hour
+from elastic_cache.cost.billed import instance_extras_per_hour, storage_cap_per_hour
+from elastic_cache.cost.prices import RegionPrices
 from elastic_cache.cost.spot import assumed_label, spot_price
 from elastic_cache.dashboard.history import ClusterHistory
 from elastic_cache.errors import ElasticCacheError, UnknownPrice
 from elastic_cache.metrics import CoordinatorMetrics, MeteredProvisioner
+from elastic_cache.namespaces import NamespaceTable
 from elastic_cache.provisioner.base import NodeHandle, NodeStopper, Provisioner
 
 __all__ = ["Coordinator", "make_origin_session", "node_headers"]
@@ -141,6 +150,15 @@ class Coordinator:
             cluster_cost_per_hour=self.cost_per_hour,
         )
         self.router = Router(self.cluster, self.scaler, self.rate)
+        #: The namespace table in force, its live changes and figures.
+        self.namespaces = NamespaceControl(
+            settings.namespaces,
+            self.cluster,
+            check=self._check_namespaces,
+            store=(state_store or FileStateStore(state_path)).sibling("namespaces.json"),
+        )
+        self.namespaces.listeners.append(self.router.set_namespaces)
+        self.router.set_namespaces(self.namespaces.table)
         ec2 = settings.ec2
         # Only the EC2 provisioner can tell (`Ec2Provisioner.interrupted`).
         interrupted: Interrupted | None = getattr(provisioner, "interrupted", None)
@@ -165,10 +183,20 @@ class Coordinator:
         self.cluster.events.listeners.append(self._reset_watchers_on_failure)
         self._watching: asyncio.Task[None] | None = None
 
+    def _check_namespaces(self, table: NamespaceTable) -> None:
+        """Raises ConfigError for a table this cluster cannot apply."""
+        check_durability(table, self.settings.nodes.tier)
+        check_write_quorums(table, self.settings.cluster)
+
     def _reset_watchers_on_failure(self, event: dict[str, Any]) -> None:
-        """A node that failed may have applied changes the coordinator never read."""
-        if event.get("kind") == "node_failed":
+        """A node that failed may have applied changes the coordinator never read; a
+        salvaged move's source died before its handoff, which its destination's changes
+        must then not wait for."""
+        kind = event.get("kind")
+        if kind == "node_failed":
             self.watch.reset(f"node {event.get('node')} failed: changes it applied may be lost")
+        elif kind == "migration_salvaged":
+            self.watch_feed.no_handoff(str(event.get("migration")))
 
     @property
     def session(self) -> aiohttp.ClientSession:
@@ -236,18 +264,51 @@ class Coordinator:
     def next_node_price(self) -> float:
         """What one more node may cost per hour: the dearest type the provisioner may
         fall back to (`Ec2Provisioner.instance_types`), so the budget holds whichever
-        type AWS has capacity for."""
+        type AWS has capacity for, with its address and volume (`node_extras`)."""
         types = getattr(self.provisioner, "instance_types", None)
         if not types:
             types = (self.provisioner_instance_type(),)
-        return max(self.node_price(str(t)) for t in types)
+        dearest = max(self.node_price(str(t)) for t in types)
+        return dearest + (self.node_extras() if self.settings.ec2 is not None else 0.0)
+
+    def _region_prices(self) -> RegionPrices | None:
+        """Storage prices of ``price_region``; None when the table lacks the region and
+        no budget is set (its extras then count $0, as an unpriced type does)."""
+        try:
+            return self.prices.region(self.settings.coordinator.price_region)
+        except UnknownPrice:
+            if self.settings.scaler.max_usd_per_hour is not None:
+                raise
+            return None
+
+    def node_extras(self) -> float:
+        """What each EC2 node costs per hour beyond its instance: its public IPv4
+        address (none under ``private``) and its root volume (`elastic_cache.cost.
+        billed`)."""
+        ec2, prices = self.settings.ec2, self._region_prices()
+        if ec2 is None or prices is None:
+            return 0.0
+        return instance_extras_per_hour(
+            prices, public_ip=not ec2.private, volume_gb=ec2.root_volume_gb
+        )
 
     def fixed_cost_per_hour(self) -> float:
-        """What the cluster costs besides its nodes: the coordinator's own instance."""
+        """What the cluster costs besides its nodes: on EC2, the coordinator's own
+        instance with its address and root volume, and the cold tier's S3 storage at
+        its cap (``[nodes] tier_max_bytes``; S3 bills what it holds, the cap bounds it)."""
         ec2 = self.settings.ec2
         if ec2 is None or not ec2.coordinator_instance_type:
             return 0.0
-        return self.node_price(ec2.coordinator_instance_type)
+        prices = self._region_prices()
+        extras = 0.0
+        if prices is not None:
+            extras = instance_extras_per_hour(
+                prices, public_ip=not ec2.private, volume_gb=ROOT_VOLUME_GB
+            )
+            nodes = self.settings.nodes
+            if nodes.tier is not None and nodes.tier.startswith("s3://"):
+                extras += storage_cap_per_hour(prices, nodes.tier_max_bytes)
+        return self.node_price(ec2.coordinator_instance_type) + extras
 
     def handle_price(self, handle: NodeHandle) -> float:
         """USD per hour of one node as it runs: a Spot node at the Spot price EC2 gave
@@ -257,9 +318,14 @@ class Coordinator:
         if handle.extra.get("market") == "spot" and ec2 is not None:
             fetched = self.spot_prices.get(handle.instance_type)
             if fetched is not None:
-                return fetched.usd_per_hour
-            return spot_price(self.node_price(handle.instance_type), ec2.spot_price_fraction)
-        return self.node_price(handle.instance_type)
+                return fetched.usd_per_hour + self.node_extras()
+            return (
+                spot_price(self.node_price(handle.instance_type), ec2.spot_price_fraction)
+                + self.node_extras()
+            )
+        if handle.instance_type == "local":
+            return 0.0
+        return self.node_price(handle.instance_type) + self.node_extras()
 
     def spot_source(self) -> str | None:
         """Where the Spot nodes' prices come from, as shown beside the cost per hour
@@ -379,6 +445,8 @@ class Coordinator:
                         # Dead only if its process or instance is gone (or it stayed
                         # unresponsive past the grace); otherwise suspect.
                         await self.cluster.unresponsive(node_id)
+                # Nodes that missed a live change, or were launched with the boot table.
+                await self.namespaces.push(only_stale=True)
                 await self.spot.check()
                 if not failed:
                     self.scaler.maybe_scale_down()

@@ -47,6 +47,11 @@ class StateStore(Protocol):
         """Where the state is, for log lines and events."""
         ...
 
+    def sibling(self, name: str) -> StateStore:
+        """A store of another document beside this one (same directory, same S3
+        prefix), called ``name``: kept the same way, in the same places."""
+        ...
+
 
 class FileStateStore:
     """The state in a file, replaced atomically (temp file, fsync, rename).
@@ -80,6 +85,9 @@ class FileStateStore:
 
     def describe(self) -> str:
         return str(self.path)
+
+    def sibling(self, name: str) -> FileStateStore:
+        return FileStateStore(self.path.with_name(name))
 
 
 class MirroredStateStore:
@@ -134,3 +142,6 @@ class MirroredStateStore:
 
     def describe(self) -> str:
         return f"{self.local.describe()} and {self.remote.describe()}"
+
+    def sibling(self, name: str) -> MirroredStateStore:
+        return MirroredStateStore(self.local.sibling(name), self.remote.sibling(name))

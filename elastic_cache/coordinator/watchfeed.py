@@ -186,6 +186,11 @@ class WatchFeed:
         # An epoch no ring is known for: trust the node (it applied the change).
         return owner is None or owner == node_id or epoch > history.newest
 
+    def no_handoff(self, migration: str) -> None:
+        """The source of ``migration`` died before it could hand off (a salvaged move):
+        its destination's changes go on at once instead of after `handoff_timeout`."""
+        self._handoff_seen(migration)
+
     def _handoff_seen(self, migration: str) -> None:
         self._handoffs[migration] = None
         while len(self._handoffs) > 1024:

@@ -32,6 +32,7 @@ import os
 import pickle
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -57,6 +58,7 @@ from elastic_cache.fastpath import FastServer
 from elastic_cache.hashing import make_hasher
 from elastic_cache.lifecycle import wait_for_stop
 from elastic_cache.metrics import RequestMeter
+from elastic_cache.namespaces import NamespaceTable
 from elastic_cache.provisioner.base import NodeHandle
 from elastic_cache.ring import HashRing
 from elastic_cache.tls import server_context
@@ -106,6 +108,8 @@ class LeaderControl:
                 "nodes": {n: info.handle.address for n, info in cluster.nodes.items()},
                 "suspect": [n for n, info in cluster.nodes.items() if info.suspect_since],
                 "at_cap": self.coord.scaler.at_cap(),
+                # The namespace table in force: the router's write quorums follow it.
+                "namespaces": self.coord.namespaces.table.to_json(),
             }
         )
 
@@ -281,6 +285,9 @@ class WorkerView:
         self.fills: dict[str, list[int]] = {}
         self.help: set[str] = set()
         self.timed_out: set[str] = set()
+        #: The leader's namespace table as last followed, and who hears of a new one.
+        self.namespaces = settings.namespaces
+        self.namespace_listeners: list[Callable[[NamespaceTable], None]] = []
 
     # -- following ------------------------------------------------------------------------
 
@@ -308,6 +315,12 @@ class WorkerView:
         self.ring = ring
         self.held = {int(b): tuple(c) for b, c in view.get("held", ())}
         self._cap = view.get("at_cap")
+        if "namespaces" in view:
+            table = NamespaceTable.from_json(view["namespaces"])
+            if table != self.namespaces:  # a live change on the leader
+                self.namespaces = table
+                for listener in self.namespace_listeners:
+                    listener(table)
         if changed:
             self._changed.set()
             self._changed = asyncio.Event()
@@ -407,6 +420,7 @@ async def serve_worker(
     view = WorkerView(settings, control_session, guard=guard)
     rate = _CountingMeter()
     router = Router(view, view, rate)
+    view.namespace_listeners.append(router.set_namespaces)
     origin_session = make_origin_session()
     # The worker follows the nodes' change logs itself, for its own hot answers (no
     # watcher subscribes here: /v1/watch is relayed to the leader).

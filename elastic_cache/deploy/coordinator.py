@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from elastic_cache.awserrors import CAPACITY_CODES, AwsCapacityError, AwsError, aws_call
-from elastic_cache.config import ClusterSettings
+from elastic_cache.config import ROOT_VOLUME_GB, ClusterSettings
 from elastic_cache.deploy.names import ClusterNames
 from elastic_cache.deploy.settings import DeploySettings
 from elastic_cache.errors import ConfigError, ElasticCacheError, ProvisionError
@@ -124,6 +124,8 @@ def coordinator_config(
                 # node demotes (past the budget; docs/aws.md, "Scale") and values too
                 # large for memory live there, and survive the loss of every node.
                 "tier": f"s3://{names.bucket}/{names.tier_prefix.rstrip('/')}",
+                # Bounds what S3 holds, and so bills (the budget counts it at the cap).
+                "tier_max_bytes": settings.tier_max_bytes,
             },
             "scaler": {
                 "max_nodes": settings.max_nodes,
@@ -211,6 +213,15 @@ def settings_drift(settings: DeploySettings, running: ClusterSettings) -> list[s
         ("--port", running.coordinator.port, settings.port),
         ("--on-full", str(running.nodes.on_full), str(settings.on_full)),
     ]
+    if running.nodes.tier_max_bytes is not None:
+        # A cluster deployed before the cap existed has none; it keeps running so.
+        pairs.append(
+            (
+                "--max-demoted-gb",
+                _gb(running.nodes.tier_max_bytes),
+                _gb(settings.tier_max_bytes),
+            )
+        )
     if ec2 is not None:
         pairs += [
             ("--instance-type", list(ec2.instance_types), list(settings.instance_types)),
@@ -228,6 +239,11 @@ def settings_drift(settings: DeploySettings, running: ClusterSettings) -> list[s
                 )
             )
     return [f"{name}: running {old}, asked {new}" for name, old, new in pairs if old != new]
+
+
+def _gb(max_bytes: int | None) -> str:
+    """A cold-tier cap as ``--max-demoted-gb`` shows it."""
+    return "none" if max_bytes is None else f"{max_bytes / 1e9:g}"
 
 
 def refuse_drift(settings: DeploySettings, ec2: Any, names: ClusterNames) -> None:
@@ -354,7 +370,7 @@ def run_coordinator(
                 user_data=script,
                 tags=tags,
                 root_device=root_device,
-                volume_gb=8,
+                volume_gb=ROOT_VOLUME_GB,
             )
             params["SubnetId"] = subnet
             params["SecurityGroupIds"] = [group]

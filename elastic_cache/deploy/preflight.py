@@ -13,11 +13,12 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from elastic_cache.awserrors import AwsError, AwsLimitExceeded, aws_call
-from elastic_cache.config import Ec2Settings
+from elastic_cache.config import ROOT_VOLUME_GB, Ec2Settings
 from elastic_cache.cost import instance_price
+from elastic_cache.cost.billed import instance_extras_per_hour, storage_cap_per_hour
 from elastic_cache.deploy.coordinator import coordinator_instances
 from elastic_cache.deploy.names import ClusterNames
 from elastic_cache.deploy.network import find_group, find_network
@@ -27,7 +28,9 @@ from elastic_cache.provisioner.ec2 import instance_params, resolve_image, withou
 
 __all__ = [
     "STANDARD_VCPU_QUOTA",
+    "Extras",
     "Preflight",
+    "billed_extras",
     "check_offerings",
     "check_permissions",
     "check_vcpu_quota",
@@ -51,11 +54,49 @@ def standard_family(instance_type: str) -> bool:
     return re.match(r"^[acdhimrtz][a-z]?\d", family) is not None
 
 
+class Extras(NamedTuple):
+    """What the cluster is billed per hour besides its instances' list prices
+    (`elastic_cache.cost.billed`), USD per hour.
+
+    Attributes:
+        node: each node's public IPv4 address (none under ``--private``) and root volume.
+        coordinator: the coordinator's address (its Elastic IP) and root volume.
+        storage: the cold tier's S3 storage at its cap (``--max-demoted-gb``).
+        known: False when the price table has no storage prices for the region (only
+            without a budget: these count $0 then, and the plan says so).
+    """
+
+    node: float
+    coordinator: float
+    storage: float
+    known: bool = True
+
+
+def billed_extras(settings: DeploySettings) -> Extras:
+    """`Extras` of ``settings`` by its prices, as the coordinator counts them.
+
+    Raises:
+        UnknownPrice: a budget is set and the table has no storage prices for the region.
+    """
+    try:
+        prices = settings.cost.price_table().region(settings.region)
+    except UnknownPrice:
+        if settings.max_usd_per_hour is not None:
+            raise
+        return Extras(0.0, 0.0, 0.0, known=False)
+    each = instance_extras_per_hour(
+        prices, public_ip=not settings.private, volume_gb=ROOT_VOLUME_GB
+    )
+    return Extras(each, each, storage_cap_per_hour(prices, settings.tier_max_bytes))
+
+
 def hourly_prices(settings: DeploySettings) -> tuple[float | None, float | None]:
-    """``(dearest coordinator type, dearest node type)`` in USD per hour, by
-    ``settings.cost`` (fetched prices, the built-in table, any overrides), as the
-    coordinator prices them; None for a side with a type of unknown price, which only a
-    deploy without a budget accepts (with a warning in the plan).
+    """``(coordinator, node)`` in USD per hour as the coordinator's budget counts them:
+    the dearest coordinator type with its address, volume and the S3 storage cap
+    (`billed_extras`), and the dearest node type with its address and volume; by
+    ``settings.cost`` (fetched prices, the built-in table, any overrides). None for a
+    side with a type of unknown price, which only a deploy without a budget accepts
+    (with a warning in the plan).
 
     Raises:
         ConfigError: the budget cannot pay for the coordinator and ``initial_nodes`` nodes.
@@ -81,13 +122,19 @@ def hourly_prices(settings: DeploySettings) -> tuple[float | None, float | None]
 
     coordinator = dearest(settings.coordinator_types)
     node = dearest(settings.instance_types)
+    extras = billed_extras(settings)
+    if coordinator is not None:
+        coordinator += extras.coordinator + extras.storage
+    if node is not None:
+        node += extras.node
     if budget is not None and coordinator is not None and node is not None:
         floor = coordinator + settings.initial_nodes * node
         if floor > budget + 1e-9:
             raise ConfigError(
                 f"--max-usd-per-hour {budget} cannot pay for the coordinator "
-                f"(${coordinator}/h) and {settings.initial_nodes} node(s) (${node}/h each): "
-                f"at least ${floor:.4f}/h"
+                f"(${coordinator:.4f}/h with its address, volume and S3 at its cap) and "
+                f"{settings.initial_nodes} node(s) (${node:.4f}/h each with its address "
+                f"and volume): at least ${floor:.4f}/h"
             )
     return coordinator, node
 
@@ -308,7 +355,7 @@ def check_permissions(
         user_data="",
         tags=tags,
         root_device=root_device,
-        volume_gb=8,
+        volume_gb=ROOT_VOLUME_GB,
     )
     del params["UserData"]
     params["SubnetId"] = subnet
@@ -524,4 +571,22 @@ def cost_line(settings: DeploySettings, checked: Preflight) -> str:
         f"cost: ${low:.4f}/h at the minimum (coordinator + {settings.initial_nodes} node(s)), "
         f"${high:.4f}/h at the maximum ({settings.max_nodes} nodes)"
         + (f"; budget ${budget}/h" if budget is not None else "")
+        + f"; {extras_note(settings)}"
+    )
+
+
+def extras_note(settings: DeploySettings) -> str:
+    """What the cost lines count besides the instances, and what they do not."""
+    extras = billed_extras(settings)
+    if not extras.known:
+        return (
+            f"WARNING: no storage prices for {settings.region}: public IPv4, root volumes "
+            "and S3 storage counted as $0"
+        )
+    address = "no public IPv4 (--private), " if settings.private else "its public IPv4 and "
+    return (
+        f"each instance counted with {address}{ROOT_VOLUME_GB} GB gp3 root volume "
+        f"(${extras.node:.5f}/h), S3 at its {settings.max_demoted_gb:g} GB cap "
+        f"(${extras.storage:.5f}/h); S3 requests and cross-zone or outbound transfer are "
+        "billed per use, not per hour"
     )

@@ -21,7 +21,13 @@ from elastic_cache.errors import ConfigError
 if TYPE_CHECKING:
     from elastic_cache.deploy.certificate import Certificate
 
-__all__ = ["BROADEST_WITHOUT_PUBLIC", "DeployResult", "DeploySettings", "check_allow_cidr"]
+__all__ = [
+    "BROADEST_WITHOUT_PUBLIC",
+    "DEFAULT_MAX_DEMOTED_GB",
+    "DeployResult",
+    "DeploySettings",
+    "check_allow_cidr",
+]
 
 #: The shortest prefix ``--allow-cidr`` may have without ``--public``, by IP version. No
 #: one network is broader than an IPv4 /8 (the largest block ever assigned), nor an IPv6
@@ -29,6 +35,10 @@ __all__ = ["BROADEST_WITHOUT_PUBLIC", "DeployResult", "DeploySettings", "check_a
 #: larger for operators): a broader CIDR, the whole internet (0.0.0.0/0, ::/0) above
 #: all, admits strangers.
 BROADEST_WITHOUT_PUBLIC = {4: 8, 6: 16}
+
+#: GB the cold tier may hold in S3 unless ``--max-demoted-gb`` says otherwise: $1.15 a
+#: month at $0.023/GB-month.
+DEFAULT_MAX_DEMOTED_GB = 50.0
 
 
 def check_allow_cidr(cidr: str, *, public: bool) -> str:
@@ -103,6 +113,9 @@ class DeploySettings:
         tags: the user's tags, ``KEY=VALUE`` each (`parse_tag`), on every resource.
         demoted_expiry_days: S3 deletes demoted values this many days after they were
             written (a later read is a miss); None keeps them until evicted.
+        max_demoted_gb: cap on the GB the cold tier holds in S3 (``[nodes]
+            tier_max_bytes``): past it the oldest values are swept. The budget and the
+            printed cost count S3 storage at this cap.
         replication: copies of each key (`cluster.replication`, docs/replication.md);
             the cluster starts with at least this many nodes.
         spot: launch the nodes as Spot instances (`ec2.spot`); the coordinator stays
@@ -137,9 +150,15 @@ class DeploySettings:
     az_spread: bool = False
     tags: tuple[str, ...] = ()
     demoted_expiry_days: int | None = None
+    max_demoted_gb: float = DEFAULT_MAX_DEMOTED_GB
     replication: int = 2
     spot: bool = False
     tls: Certificate | None = None
+
+    @property
+    def tier_max_bytes(self) -> int:
+        """`max_demoted_gb` in bytes (GB as AWS bills them, 10^9 bytes)."""
+        return int(self.max_demoted_gb * 1e9)
 
     @property
     def initial_nodes(self) -> int:
@@ -158,6 +177,15 @@ class DeploySettings:
             raise ConfigError(
                 f"--expire-demoted-days must be a whole number of days from 1 to 36500, "
                 f"got {self.demoted_expiry_days!r}"
+            )
+        if (
+            isinstance(self.max_demoted_gb, bool)
+            or not isinstance(self.max_demoted_gb, int | float)
+            or not 0.001 <= self.max_demoted_gb <= 1_000_000
+        ):
+            raise ConfigError(
+                f"--max-demoted-gb must be a number of GB from 0.001 to 1000000, "
+                f"got {self.max_demoted_gb!r}"
             )
         if self.private and self.public:
             raise ConfigError(

@@ -65,6 +65,7 @@ from elastic_cache.deploy.network import (
 from elastic_cache.deploy.policies import coordinator_policy, node_policy
 from elastic_cache.deploy.preflight import (
     Preflight,
+    billed_extras,
     cost_line,
     hourly_prices,
     plan_lines,
@@ -583,10 +584,11 @@ def spot_cost_line(settings: DeploySettings, checked: Preflight) -> str:
     if checked.coordinator_price is None or checked.node_price is None:
         return "spot: nodes as Spot; their cost is unknown too (some type has no price)"
     node, source = node_spot_price(settings)
+    node += billed_extras(settings).node  # its address and volume are billed as before
     low = checked.coordinator_price + settings.initial_nodes * node
     high = checked.coordinator_price + settings.max_nodes * node
     return (
-        f"spot: nodes as Spot at ${node:.5f}/h each ({source}): "
+        f"spot: nodes as Spot at ${node:.5f}/h each with address and volume ({source}): "
         f"${low:.4f}/h at the minimum, ${high:.4f}/h at the maximum; the budget counts "
         "running Spot nodes at that price and each new node at on-demand (it may fall "
         "back to on-demand; EC2 bills Spot at most the on-demand price)"

@@ -12,11 +12,14 @@ from typing import Any
 from elastic_cache.auth import fetch_token
 from elastic_cache.awserrors import AwsError, aws_call
 from elastic_cache.config import ClusterSettings, CostSettings, check_cluster_name
-from elastic_cache.cost import PriceTable, UnknownPrice, instance_price
+from elastic_cache.cost import HOURS_PER_MONTH, PriceTable, UnknownPrice, instance_price
+from elastic_cache.cost.billed import PUBLIC_IPV4_USD_PER_HOUR, storage_cap_per_hour
+from elastic_cache.cost.spot import SPOT_PRICE_FRACTION, spot_price
 from elastic_cache.deploy.coordinator import PORT_TAG, endpoint_of
 from elastic_cache.deploy.names import tls_cert_parameter_of, token_parameter_of
 from elastic_cache.errors import ConfigError, NodeUnavailable, NotFound, Unauthorized
 from elastic_cache.provisioner.ec2 import (
+    CLUSTER_TAG,
     NODE_TAG,
     ROLE_TAG,
     UNTERMINATED_STATES,
@@ -30,6 +33,7 @@ __all__ = [
     "ClusterNotFound",
     "aws_view",
     "coordinator_prices",
+    "coordinator_settings",
     "read_cluster_certificate",
     "read_cluster_token",
     "status_by_name",
@@ -94,10 +98,10 @@ def _token_if_readable(session: Any, name: str, region: str) -> str | None:
         return None
 
 
-def coordinator_prices(ec2: Any, instance_id: str) -> tuple[PriceTable, str]:
-    """The prices the coordinator instance was configured with (``[cost]`` of the
-    configuration in its user data) and where they came from; the built-in table, with
-    the reason, when they cannot be read."""
+def coordinator_settings(ec2: Any, instance_id: str) -> tuple[ClusterSettings | None, str]:
+    """The configuration the coordinator instance was started with (in its user data),
+    and where its prices come from; None, with the reason, when it cannot be read (the
+    caller then uses the built-in prices)."""
     try:
         reply = aws_call(
             ec2,
@@ -110,9 +114,10 @@ def coordinator_prices(ec2: Any, instance_id: str) -> tuple[PriceTable, str]:
         config = coordinator_config_of(base64.b64decode(encoded).decode("utf-8"))
         if config is None:
             raise ConfigError(f"{instance_id} has no coordinator configuration in its user data")
-        cost = ClusterSettings.from_mapping(tomllib.loads(config)).cost
+        settings = ClusterSettings.from_mapping(tomllib.loads(config))
     except (AwsError, ConfigError, ValueError, UnicodeDecodeError) as exc:
-        return CostSettings().price_table(), f"built in; the coordinator's are unknown: {exc}"
+        return None, f"built in; the coordinator's are unknown: {exc}"
+    cost = settings.cost
     overrides = " with overrides" if cost.prices else ""
     fetched = sorted({str(i["fetched"]) for i in cost.fetched.get("instances", {}).values()})
     if fetched:
@@ -120,12 +125,60 @@ def coordinator_prices(ec2: Any, instance_id: str) -> tuple[PriceTable, str]:
     spot = sorted({str(i["fetched"]) for i in cost.spot.get("instances", {}).values()})
     if spot:
         overrides += f"; Spot prices fetched {', '.join(spot)} (EC2 Spot price history)"
-    return cost.price_table(), f"the coordinator's configuration{overrides}"
+    return settings, f"the coordinator's configuration{overrides}"
+
+
+def coordinator_prices(ec2: Any, instance_id: str) -> tuple[PriceTable, str]:
+    """The prices the coordinator instance was configured with (``[cost]`` of the
+    configuration in its user data) and where they came from; the built-in table, with
+    the reason, when they cannot be read."""
+    settings, source = coordinator_settings(ec2, instance_id)
+    cost = settings.cost if settings is not None else CostSettings()
+    return cost.price_table(), source
+
+
+def _instance_price(
+    inst: dict[str, Any], region: str, table: PriceTable, settings: ClusterSettings | None
+) -> float:
+    """What one instance's hours cost: a Spot instance at the Spot price deploy read
+    (``[cost] spot``), else at the assumed share of on-demand; others at on-demand.
+
+    Raises:
+        UnknownPrice: no on-demand price for its type.
+    """
+    on_demand = instance_price(inst["InstanceType"], region, table)
+    if inst.get("InstanceLifecycle") != "spot":
+        return on_demand
+    ec2 = settings.ec2 if settings is not None else None
+    if settings is not None:
+        fetched = settings.cost.spot_prices().get(inst["InstanceType"])
+        if fetched is not None:
+            return fetched.usd_per_hour
+    fraction = ec2.spot_price_fraction if ec2 is not None else SPOT_PRICE_FRACTION
+    return spot_price(on_demand, fraction)
+
+
+def _volumes_gb(ec2: Any, name: str) -> int | None:
+    """GB of the cluster's EBS volumes (the instances' root volumes, tagged at launch):
+    billed while they exist, their instance stopped or not. None when AWS refuses the
+    listing (the caller may lack ``ec2:DescribeVolumes``)."""
+    try:
+        reply = aws_call(
+            ec2,
+            "DescribeVolumes",
+            doing=f"listing the volumes of {name}",
+            Filters=[{"Name": f"tag:{CLUSTER_TAG}", "Values": [name]}],
+        )
+    except AwsError:
+        return None
+    return sum(int(v.get("Size", 0)) for v in reply.get("Volumes", []))
 
 
 def aws_view(ec2: Any, name: str, region: str) -> dict[str, Any]:
     """The cluster's instances as AWS lists them, with their price per hour by the
-    coordinator's prices (`coordinator_prices`)."""
+    coordinator's prices (`coordinator_settings`), and the cost per hour of the whole:
+    the instances (Spot ones at their Spot price), their public IPv4 addresses, the EBS
+    volumes and the cold tier's S3 storage at its cap (`elastic_cache.cost.billed`)."""
     reply = aws_call(
         ec2,
         "DescribeInstances",
@@ -141,29 +194,35 @@ def aws_view(ec2: Any, name: str, region: str) -> dict[str, Any]:
         (i for i in instances if tags_of[i["InstanceId"]].get(ROLE_TAG) == "coordinator"),
         key=lambda i: i["State"]["Name"] not in _BILLED_STATES,
     )
+    settings: ClusterSettings | None = None
     if coordinators:
-        table, source = coordinator_prices(ec2, coordinators[0]["InstanceId"])
+        settings, source = coordinator_settings(ec2, coordinators[0]["InstanceId"])
     else:
-        table, source = CostSettings().price_table(), "built in; no coordinator instance"
+        source = "built in; no coordinator instance"
+    table = (settings.cost if settings is not None else CostSettings()).price_table()
     rows = []
     cost = 0.0
+    addresses = 0
     unpriced = []
     coordinator = None
     for inst in instances:
         tags = tags_of[inst["InstanceId"]]
         state = inst["State"]["Name"]
         try:
-            price: float | None = instance_price(inst["InstanceType"], region, table)
+            price: float | None = _instance_price(inst, region, table, settings)
         except UnknownPrice:
             price = None
             unpriced.append(inst["InstanceType"])
         if state in _BILLED_STATES and price is not None:
             cost += price
+        if inst.get("PublicIpAddress"):
+            addresses += 1  # an Elastic IP bills the same on a stopped instance
         row = {
             "role": tags.get(ROLE_TAG, "?"),
             "node": tags.get(NODE_TAG, ""),
             "instance": inst["InstanceId"],
             "type": inst["InstanceType"],
+            "market": "spot" if inst.get("InstanceLifecycle") == "spot" else "on-demand",
             "state": state,
             "private_ip": inst.get("PrivateIpAddress"),
             "public_ip": inst.get("PublicIpAddress"),
@@ -174,11 +233,31 @@ def aws_view(ec2: Any, name: str, region: str) -> dict[str, Any]:
             port = int(tags.get(PORT_TAG, "8080"))
             coordinator = endpoint_of(inst, port)
     rows.sort(key=lambda r: (r["role"] != "coordinator", r["node"], r["instance"]))
+    volumes_gb = _volumes_gb(ec2, name)
+    cap = settings.nodes.tier_max_bytes if settings is not None else None
+    try:
+        prices = table.region(region)
+        extras = {
+            "public_ipv4": round(addresses * PUBLIC_IPV4_USD_PER_HOUR, 6),
+            "s3_at_cap": round(storage_cap_per_hour(prices, cap), 6),
+        }
+        if volumes_gb is not None:
+            extras["ebs"] = round(volumes_gb * prices.ebs_storage_per_gb_month / HOURS_PER_MONTH, 6)
+        else:
+            unpriced.append("EBS volumes (DescribeVolumes refused)")
+    except UnknownPrice:
+        extras = {"public_ipv4": round(addresses * PUBLIC_IPV4_USD_PER_HOUR, 6)}
+        unpriced.append(f"storage in {region}")
     return {
         "name": name,
         "region": region,
         "instances": rows,
-        "cost_per_hour": round(cost, 6),
+        "cost_per_hour": round(cost + sum(extras.values()), 6),
+        "instances_per_hour": round(cost, 6),
+        "extras_per_hour": extras,
+        "public_addresses": addresses,
+        "volumes_gb": volumes_gb,
+        "s3_cap_bytes": cap,
         "unpriced_types": sorted(set(unpriced)),
         "price_table": f"{table.name} ({table.as_of.isoformat()})",
         "price_source": source,
@@ -214,6 +293,19 @@ def render_aws_view(view: dict[str, Any]) -> str:
         f"${view['cost_per_hour']:.4f}/h by the {view['price_table']} price table "
         f"({view['price_source']}){note}"
     )
+    extras = view["extras_per_hour"]
+    parts = [f"instances ${view['instances_per_hour']:.4f}/h"]
+    parts.append(f"{view['public_addresses']} public IPv4 ${extras['public_ipv4']:.4f}/h")
+    if "ebs" in extras:
+        parts.append(f"{view['volumes_gb']} GB of EBS ${extras['ebs']:.4f}/h")
+    if "s3_at_cap" in extras:
+        cap = view["s3_cap_bytes"]
+        parts.append(
+            f"S3 at its {cap / 1e9:g} GB cap ${extras['s3_at_cap']:.4f}/h"
+            if cap
+            else "S3 without a cap (not counted: it grows with use)"
+        )
+    lines.append(f"  of which: {'; '.join(parts)}")
     return "\n".join(lines)
 
 

@@ -11,6 +11,7 @@ Data plane::
 Control plane (used by the coordinator and by peer nodes)::
 
     PUT  /v1/ownership                    {"epoch": e, "ranges": [[lo, hi], ...]}
+    PUT  /v1/namespaces                   the namespace table (docs/namespaces.md)
     POST /v1/ranges/count                 {"ranges": [[lo, hi], ...]} -> {"counts": [...]}
     POST /v1/ranges/median                {"lo": lo, "hi": hi} -> {"token": t | null}
     POST /v1/ranges/drop                  {"lo": lo, "hi": hi} -> {"dropped": n}
@@ -40,7 +41,13 @@ from collections.abc import AsyncIterator
 from aiohttp import web
 
 from elastic_cache.auth import TokenGuard, token_middleware
-from elastic_cache.errors import Conflict, ElasticCacheError, InvalidBody, InvalidRequest
+from elastic_cache.errors import (
+    ConfigError,
+    Conflict,
+    ElasticCacheError,
+    InvalidBody,
+    InvalidRequest,
+)
 from elastic_cache.httpio import (
     STREAM_ABOVE,
     BufferPool,
@@ -64,6 +71,7 @@ from elastic_cache.httpio import (
     str_field,
 )
 from elastic_cache.metrics import RequestMeter, metered, metrics_response, node_registry
+from elastic_cache.namespaces import NamespaceTable
 from elastic_cache.node.heartbeat import Heartbeats
 from elastic_cache.node.protocol import (
     CACHE_HEADER,
@@ -304,6 +312,18 @@ async def put_ownership(request: web.Request) -> web.StreamResponse:
     return web.json_response({"changed": changed, "epoch": service.epoch})
 
 
+async def put_namespaces(request: web.Request) -> web.StreamResponse:
+    """Take a new namespace table (a live change the coordinator pushes)."""
+    service = request.app[SERVICE]
+    body = await json_body(request)
+    try:
+        table = NamespaceTable.from_json(body)
+    except ConfigError as exc:
+        raise InvalidBody(str(exc)) from exc
+    evicted = service.set_namespaces(table)
+    return web.json_response({"version": table.version, "evicted": evicted})
+
+
 async def count_ranges(request: web.Request) -> web.StreamResponse:
     service = request.app[SERVICE]
     body = await json_body(request)
@@ -504,6 +524,7 @@ def make_node_app(
     app.router.add_get("/metrics", metered(get_metrics, "metrics", meter))
     app.router.add_get("/openapi.json", metered(json_document(node_document()), "openapi", meter))
     app.router.add_put("/v1/ownership", metered(put_ownership, "ownership", meter))
+    app.router.add_put("/v1/namespaces", metered(put_namespaces, "ownership", meter))
     app.router.add_post("/v1/ranges/count", metered(count_ranges, "ranges", meter))
     app.router.add_post("/v1/ranges/median", metered(median_range, "ranges", meter))
     app.router.add_post("/v1/ranges/drop", metered(drop_range, "ranges", meter))

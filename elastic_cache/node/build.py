@@ -47,13 +47,18 @@ def build_node_service(
         on_full=settings.on_full,
         clock=clock,
         on_cold_full=settings.on_cold_full,
+        namespaces=settings.namespaces,
     )
     if tier is None and settings.tier is not None:
         tier = open_tier(settings.tier, endpoint_url=settings.s3_endpoint_url)
     cold = None
     if tier is not None:
         cold = ColdLayer(
-            tier, store, max_value_bytes=settings.max_value_bytes, wall_clock=wall_clock
+            tier,
+            store,
+            max_value_bytes=settings.max_value_bytes,
+            wall_clock=wall_clock,
+            max_tier_bytes=settings.tier_max_bytes,
         )
     return NodeService(
         node_id=node_id,

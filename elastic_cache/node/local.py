@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from elastic_cache.errors import ElasticCacheError, KeyNotFound, NodeUnavailable, ValueTooLarge
+from elastic_cache.namespaces import NamespaceTable
 from elastic_cache.node.protocol import Answer, NodeStats
 from elastic_cache.node.service import NodeService
 from elastic_cache.node.wire import WireRecord, decode_frame, encode_frame
@@ -165,6 +166,11 @@ class LocalNodeClient:
         self, epoch: int, ranges: list[list[int]], peers: dict[str, str] | None = None
     ) -> None:
         self._svc.set_ownership(epoch, ranges)  # in-process nodes exchange no heartbeats
+
+    async def set_namespaces(self, table: dict[str, Any]) -> str:
+        parsed = NamespaceTable.from_json(table)
+        self._svc.set_namespaces(parsed)
+        return parsed.version
 
     async def count_ranges(self, ranges: list[tuple[int, int]]) -> list[int]:
         svc = self._svc

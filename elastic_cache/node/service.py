@@ -32,6 +32,7 @@ range is moving, a record S demotes from it is also forwarded to D.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import time
 import uuid
@@ -40,6 +41,7 @@ from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import Any
 
 from elastic_cache.errors import (
+    ConfigError,
     Conflict,
     InvalidBody,
     InvalidRequest,
@@ -50,6 +52,7 @@ from elastic_cache.errors import (
     ValueTooLarge,
 )
 from elastic_cache.hashing import TokenHasher, validate_key
+from elastic_cache.namespaces import Durability, NamespaceTable
 from elastic_cache.node.changes import ChangeLog
 from elastic_cache.node.migration import (
     Incoming,
@@ -123,6 +126,10 @@ class NodeService:
         self.drop_chunk = drop_chunk
         self.max_rate = max_rate
         self.cold = cold
+        if cold is not None and cold.cap is not None and cold.tier.shared:
+            # A shared tier's byte cap is kept per ring share: this node's ranges.
+            cold.cap.ranges = lambda: self.owned.ranges
+            cold.cap.space = hasher.space
         self.hits = 0
         self.misses = 0
         self.changes = changes if changes is not None else ChangeLog(65536, uuid.uuid4().hex)
@@ -130,6 +137,11 @@ class NodeService:
         #: The store holds records loaded from a saved state (`elastic_cache.node.saved`),
         #: which only a move may prove current (see `set_ownership`).
         self.restored = False
+        self._check_durability(store.namespaces)
+        #: Some namespace writes through to the cold tier (docs/namespaces.md).
+        self._durable = store.namespaces.durable
+        self._keep_durable()
+        store.set_share(self._share())
 
     def _store_changed(self, kind: str, key: str) -> None:
         self.changes.record(kind, key, self.epoch)
@@ -201,10 +213,90 @@ class NodeService:
             proven = [*old.ranges, *([] if moved is None else [moved])]
             for lo, hi in subtract_ranges(self.owned.ranges, proven, space):
                 self.store.pop_range(lo, hi)
+        self.store.set_share(self._share())
         if self.cold is not None and self.cold.tier.shared:
             # Ranges that are new to us: learn which of their values the shared tier holds.
             self.cold.relist(_gained(old, self.owned))
+            if self.cold.cap is not None:
+                self.cold.cap.sweep_soon(now=True)  # this node's share of the cap changed
         return True
+
+    def _share(self) -> float:
+        """The share of the token ring this node holds (copies included)."""
+        space = self.hasher.space
+        return min(1.0, sum(range_size(lo, hi, space) for lo, hi in self.owned.ranges) / space)
+
+    # -- namespaces --------------------------------------------------------------------
+
+    def _check_durability(self, table: NamespaceTable) -> None:
+        """Raises ConfigError when a namespace's durability has no tier here."""
+        cold = self.cold
+        for policy in table.policies:
+            if policy.durability is Durability.MEMORY:
+                continue
+            kind = str(policy.durability)
+            if cold is None or cold.tier.kind != kind:
+                have = "no cold tier" if cold is None else f"a {cold.tier.kind} tier"
+                raise ConfigError(
+                    f"namespaces.{policy.name}.durability = {str(policy.durability)!r} "
+                    f"needs the node's {policy.durability} tier; node {self.node_id} has "
+                    f"{have}"
+                )
+
+    def set_namespaces(self, table: NamespaceTable) -> int:
+        """Apply a new namespace table (a live change from the coordinator).
+
+        Returns:
+            Records evicted because a quota went down.
+
+        Raises:
+            ConfigError: a namespace's durability needs a tier this node lacks (nothing
+                changed).
+        """
+        self._check_durability(table)
+        evicted = self.store.set_namespaces(table)
+        self._durable = table.durable
+        self._keep_durable()
+        return len(evicted)
+
+    def _keep_durable(self) -> None:
+        """Tell the tier's byte cap which values its sweeps must leave: a durable
+        namespace's (nothing to ask while no namespace is durable)."""
+        cap = self.cold.cap if self.cold is not None else None
+        if cap is None:
+            return
+        namespaces = self.store.namespaces
+        cap.keep = (
+            (lambda key: namespaces.policy_of(key).durability is not Durability.MEMORY)
+            if self._durable
+            else None
+        )
+
+    def _write_through(self, key: str, token: int) -> asyncio.Future[None] | None:
+        """Start writing ``key``'s memory record to the tier when its namespace is
+        durable; call right after the store took it (see `ColdLayer.write_through`)."""
+        cold = self.cold
+        if cold is None or self.store.namespaces.policy_of(key).durability is Durability.MEMORY:
+            return None
+        rec = self.store.peek(key)
+        if rec is None:
+            return None
+        return cold.write_through(key, token, rec)
+
+    async def _written_through(self, key: str, token: int, future: asyncio.Future[None]) -> None:
+        """Wait for a write-through; when it failed, make sure no older cold copy can be
+        read (the key is held until the tier answers), then raise.
+
+        Raises:
+            ColdTierError: the tier failed; the write must not be acknowledged.
+        """
+        try:
+            await asyncio.shield(future)
+        except Exception:
+            assert self.cold is not None
+            with contextlib.suppress(Exception):
+                await self.cold.invalidate(key, token)
+            raise
 
     # -- data plane --------------------------------------------------------------------
 
@@ -215,11 +307,16 @@ class NodeService:
             Misdirected: not ours. KeyNotFound: a miss.
         """
         self.token(key)
-        rec = self.store.get(key)
+        store = self.store
+        rec = store.get(key)
         if rec is None:
             self.misses += 1
+            if not store.single:
+                store.count_lookup(key, False)
             raise KeyNotFound(f"no value for key {key[:80]!r}")
         self.hits += 1
+        if not store.single:
+            store.count_lookup(key, True)
         return rec
 
     def memory_hit(self, key: str) -> Record | None:
@@ -233,6 +330,8 @@ class NodeService:
         rec = self.store.get(key)
         if rec is not None:
             self.hits += 1
+            if not self.store.single:
+                self.store.count_lookup(key, True)
         return rec
 
     async def lookup(self, key: str) -> Record | ColdHit:
@@ -249,9 +348,13 @@ class NodeService:
             hit = cold.pending_hit(key, token) or await cold.fetch(key, token)
             if hit is not None:
                 self.hits += 1
+                if not self.store.single:
+                    self.store.count_lookup(key, True)
                 if hit.promoted:
                     await self._after_store(self._demote())
                 return hit
+        if not self.store.single:
+            self.store.count_lookup(key, rec is not None)
         if rec is None:
             self.misses += 1
             raise KeyNotFound(f"no value for key {key[:80]!r}")
@@ -329,16 +432,29 @@ class NodeService:
         out = self._outgoing_for(token) if self.outgoing else None
         outcome = self.store.put(key, token, value, content_type, ttl)
         self.changes.record("put", key, self.epoch)
+        expires_at = 0.0
+        if out is not None:
+            # The expiry the store gave it (a namespace's TTL rules may have changed the
+            # TTL asked for) is what the destination must keep.
+            stored = self.store.peek(key)
+            expires_at = 0.0 if stored is None else stored.expires_at
         cold = self.cold
+        # A durable namespace's write reaches the tier in memory's order: submitted
+        # now, awaited before the acknowledgement. It replaces any older cold copy.
+        through = self._write_through(key, token) if self._durable else None
         # Victims must be readable (pending) before anything awaits.
         victims = self._demote() if cold is not None else []
         if out is not None:
             out.hold()
         try:
-            if cold is not None:
+            if through is not None:
+                await self._written_through(key, token, through)
+            elif cold is not None:
                 await cold.invalidate(key, token)
             if out is not None:
-                ttl_ms = -1 if not ttl else int(ttl * 1000)
+                ttl_ms = -1
+                if expires_at:
+                    ttl_ms = max(1, int((expires_at - self.store._clock()) * 1000))
                 wire = WireRecord(key, token, outcome.version, value, content_type, ttl_ms)
                 await self._forward(out, wire)
         finally:
@@ -373,6 +489,9 @@ class NodeService:
                 )
 
         check()
+        policy = self.store.namespaces.policy_of(key)
+        if policy.ttl_rule:  # the namespace's TTL rules hold for large values too
+            ttl = policy.ttl_for(ttl)
         length = await cold.put_large(
             key,
             token,
@@ -600,6 +719,17 @@ class NodeService:
         skipped += left
         inc.applied += applied
         inc.skipped += skipped
+        throughs = []
+        if self._durable and not cold.tier.shared:
+            # A durable namespace's records arriving by a move go to this node's disk
+            # too (with a shared tier they are there already: the source wrote them).
+            peek = self.store.peek
+            for key, token, rec in zip(keys, tokens, recs, strict=True):
+                now = peek(key)
+                if now is not None and now.version == rec.version:
+                    through = self._write_through(key, token)
+                    if through is not None:
+                        throughs.append((key, token, through))
         for i in touched:
             key, rec = keys[i], recs[i]
             now = self.store.peek(key)
@@ -608,6 +738,8 @@ class NodeService:
                 # its way to the tier or there: remove it, as a forward or a PUT does.
                 # Strictly older only, so a copy the source counts as clean survives.
                 await cold.remove_older(key, tokens[i], rec.version)
+        for key, token, through in throughs:
+            await self._written_through(key, token, through)
         await self._after_store(self._demote())
         return applied, skipped
 
@@ -619,9 +751,16 @@ class NodeService:
         applied = self.apply_forwarded(migration, wire)
         cold = self.cold
         if cold is not None:
+            through = (
+                self._write_through(wire.key, wire.token)
+                if self._durable and applied and not wire.deleted
+                else None
+            )
             victims = self._demote()
             if wire.deleted:
                 await cold.remove_older(wire.key, wire.token, wire.version)
+            elif through is not None:
+                await self._written_through(wire.key, wire.token, through)
             elif applied:
                 await cold.invalidate(wire.key, wire.token)
             await self._after_store(victims)
@@ -911,6 +1050,8 @@ class NodeService:
             "demotions": store.demotions,
             "cold": None if self.cold is None else self.cold.stats(),
             "cold_hits": 0 if self.cold is None else self.cold.hits,
+            "namespaces_version": store.namespaces.version,
+            "namespaces": store.namespace_stats(hits=self.hits, misses=self.misses),
         }
 
     async def close(self) -> None:

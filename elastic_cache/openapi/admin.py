@@ -12,9 +12,11 @@ from elastic_cache.awserrors import (
 )
 from elastic_cache.coordinator.migration import MoveFailed
 from elastic_cache.errors import (
+    ConfigError,
     Conflict,
     InvalidBody,
     ProvisionError,
+    UnknownNamespace,
     UnknownNode,
 )
 from elastic_cache.openapi.components import (
@@ -250,6 +252,7 @@ def admin_schemas() -> dict[str, Schema]:
                 "required": ["watchers", "published", "resets", "cut_offs", "skipped"],
                 "additionalProperties": count,
             },
+            "namespaces": {"$ref": "#/components/schemas/Namespaces"},
             "cost_per_hour": number,
             "price_region": string,
             "price_source": {
@@ -352,7 +355,53 @@ def admin_schemas() -> dict[str, Schema]:
             "migrations": {"type": "array", "items": {"$ref": "#/components/schemas/Migration"}},
         },
     }
+    namespace: Schema = {
+        "type": "object",
+        "description": "A namespace: its prefixes (its own, then its origins'), its policy "
+        "as set, and its figures summed over the nodes (records and bytes count every "
+        "copy; docs/namespaces.md).",
+        "required": ["prefixes", "policy", "records", "bytes", "hits", "misses", "evictions"],
+        "properties": {
+            "prefixes": {"type": "array", "items": string},
+            "policy": {"type": "object"},
+            "records": count,
+            "bytes": count,
+            "hits": count,
+            "misses": count,
+            "evictions": count,
+            "expirations": count,
+            "refused": count,
+            "hit_rate": {"type": ["number", "null"], "minimum": 0, "maximum": 1},
+        },
+    }
+    namespaces: Schema = {
+        "type": "object",
+        "required": ["version", "changes", "nodes_applying", "namespaces"],
+        "properties": {
+            "version": string,
+            "changes": count,
+            "nodes_applying": count,
+            "namespaces": {"type": "object", "additionalProperties": namespace},
+        },
+    }
+    changed: Schema = {
+        "type": "object",
+        "required": ["version", "nodes"],
+        "properties": {
+            "version": string,
+            "nodes": {
+                "type": "object",
+                "description": "each node: `applied`, or why it did not (the next poll "
+                "pushes the table again)",
+                "additionalProperties": string,
+            },
+            "namespace": namespace,
+        },
+    }
     return {
+        "Namespaces": namespaces,
+        "Namespace": namespace,
+        "NamespacesChanged": changed,
         "ClusterView": cluster,
         "ClusterNode": node,
         "Migration": migration,
@@ -426,6 +475,59 @@ def admin_paths() -> dict[str, Schema]:
                     AwsCredentialsMissing,
                 ),
             )
+        },
+        "/v1/namespaces": {
+            "get": operation(
+                "getNamespaces",
+                "The namespaces",
+                description="Each namespace's prefixes, policy and figures (records, bytes, "
+                "hits, misses, hit rate, evictions), and the version of the table in force.",
+                tags=["namespaces"],
+                responses={"200": json_response(ref("Namespaces"), "The namespaces.")},
+            )
+        },
+        "/v1/namespaces/{name}": {
+            "parameters": [
+                {
+                    "name": "name",
+                    "in": "path",
+                    "required": True,
+                    "description": "A namespace name (letters, digits, `-`, `_`, `.`).",
+                    "schema": {"type": "string", "minLength": 1},
+                }
+            ],
+            "put": operation(
+                "putNamespace",
+                "Declare a namespace, or replace its settings",
+                description="The body holds all of its settings (`prefix` but for "
+                "`default`); checked whole, and a bad one (an unknown key, a malformed "
+                "prefix, a negative quota, a conflict) is `400 bad_config` and changes "
+                "nothing. Applied live on every node (docs/namespaces.md).",
+                tags=["namespaces"],
+                request_body=json_body({"type": "object"}, "The namespace's settings."),
+                responses={"200": json_response(ref("NamespacesChanged"), "In force.")},
+                errors=(InvalidBody, ConfigError),
+            ),
+            "patch": operation(
+                "patchNamespace",
+                "Change some of a namespace's settings",
+                description="The settings named change; `null` sets one back to its "
+                "default. Checked whole first: a bad change changes nothing.",
+                tags=["namespaces"],
+                request_body=json_body({"type": "object"}, "The settings to change."),
+                responses={"200": json_response(ref("NamespacesChanged"), "In force.")},
+                errors=(InvalidBody, ConfigError, UnknownNamespace),
+            ),
+            "delete": operation(
+                "deleteNamespace",
+                "Remove a namespace",
+                description="Its keys fall to the namespace of their next-longest prefix, "
+                "else to `default`. `default`, or a namespace an origin names, cannot be "
+                "removed (`400 bad_config`).",
+                tags=["namespaces"],
+                responses={"200": json_response(ref("NamespacesChanged"), "In force.")},
+                errors=(ConfigError, UnknownNamespace),
+            ),
         },
         "/v1/cluster/nodes/{id}": {
             "parameters": [

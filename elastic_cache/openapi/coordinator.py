@@ -18,6 +18,7 @@ from elastic_cache.errors import (
     KeyNotFound,
     MethodNotAllowed,
     Misdirected,
+    NamespaceFull,
     NodeUnavailable,
     NotFound,
     StoreFull,
@@ -61,7 +62,15 @@ _ROUTED: Errors = (
     ColdTierUnavailable,
 )
 _READ: Errors = (*_ROUTED, KeyNotFound)
-_WRITE: Errors = (*_ROUTED, InvalidTTL, InvalidBody, ValueTooLarge, StoreFull, ColdTierFull)
+_WRITE: Errors = (
+    *_ROUTED,
+    InvalidTTL,
+    InvalidBody,
+    ValueTooLarge,
+    StoreFull,
+    NamespaceFull,
+    ColdTierFull,
+)
 _KV_ERROR_HEADERS = {"X-Ecache-Epoch": header("X-Ecache-Epoch")}
 
 # Read-through's own refusals and failures.
@@ -455,6 +464,10 @@ def coordinator_document(origins: Sequence[str] = ()) -> dict[str, Any]:
             {"name": "keys", "description": "The key-value API."},
             {"name": "read-through", "description": "A shared HTTP cache in front of origins."},
             {"name": "cluster", "description": "The cluster and its nodes (admin)."},
+            {
+                "name": "namespaces",
+                "description": "Key prefixes with their own policies (admin; docs/namespaces.md).",
+            },
             {"name": "operations", "description": "Health, metrics, this document."},
             {"name": "dashboard", "description": "The live dashboard."},
         ],

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from elastic_cache.errors import (
+    ConfigError,
     Conflict,
     InvalidBody,
     InvalidKey,
@@ -14,6 +15,7 @@ from elastic_cache.errors import (
     InvalidTTL,
     KeyNotFound,
     Misdirected,
+    NamespaceFull,
     NodeUnavailable,
     NotFound,
     StoreFull,
@@ -52,6 +54,7 @@ _WRITE: Errors = (
     Misdirected,
     NodeUnavailable,
     StoreFull,
+    NamespaceFull,
     *_COLD,
     ColdTierFull,
 )
@@ -270,6 +273,37 @@ def _internal_paths() -> dict[str, Schema]:
                     )
                 },
                 errors=(InvalidBody,),
+            )
+        },
+        "/v1/namespaces": {
+            "put": operation(
+                "setNamespaces",
+                "Apply this namespace table",
+                description="The coordinator pushes its table after a live change, and "
+                "to a node that reports another version (docs/namespaces.md). A namespace "
+                "over a lowered quota that evicts is evicted down at once.",
+                tags=_INTERNAL,
+                request_body=json_body(
+                    {
+                        "type": "object",
+                        "properties": {
+                            "namespaces": {"type": "object"},
+                            "origins": {"type": "object"},
+                        },
+                    },
+                    "The table, as `GET /v1/namespaces` shows its policies.",
+                ),
+                responses={
+                    "200": json_response(
+                        {
+                            "type": "object",
+                            "required": ["version", "evicted"],
+                            "properties": {"version": {"type": "string"}, "evicted": integer},
+                        },
+                        "The version applied, and records evicted by a lowered quota.",
+                    )
+                },
+                errors=(InvalidBody, ConfigError),
             )
         },
         "/v1/changes": {
@@ -634,6 +668,19 @@ def _schemas() -> dict[str, Schema]:
                         "heartbeat (null: not yet)."
                     ),
                     "additionalProperties": {"type": ["number", "null"]},
+                },
+                "namespaces_version": {
+                    "type": "string",
+                    "description": "Digest of the namespace table the node applies.",
+                },
+                "namespaces": {
+                    "type": "object",
+                    "description": (
+                        "Each namespace on this node: records, bytes, hits, misses, "
+                        "evictions, expirations, refused writes, and `quota_share` (this "
+                        "node's share of the quota, null: none); docs/namespaces.md."
+                    ),
+                    "additionalProperties": {"type": "object"},
                 },
             },
         },

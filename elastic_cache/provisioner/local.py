@@ -25,6 +25,7 @@ from elastic_cache.config import NodeSettings
 from elastic_cache.errors import ProvisionError
 from elastic_cache.fastpath import RUN_DIR_ENV
 from elastic_cache.logs import current_format
+from elastic_cache.namespaces import NamespaceTable
 from elastic_cache.provisioner.base import NodeHandle
 from elastic_cache.provisioner.health import wait_healthy
 
@@ -71,6 +72,12 @@ def node_arguments(settings: NodeSettings, *, node_id: str, host: str, port: int
         args += ["--tier", tier]
     if settings.s3_endpoint_url is not None:
         args += ["--s3-endpoint-url", settings.s3_endpoint_url]
+    if settings.tier_max_bytes is not None:
+        args += ["--tier-max-bytes", str(settings.tier_max_bytes)]
+    if settings.namespaces != NamespaceTable():
+        # The coordinator pushes live changes later (PUT /v1/namespaces); this is the
+        # table the node starts with.
+        args += ["--namespaces", json.dumps(settings.namespaces.to_json(), sort_keys=True)]
     return args
 
 

@@ -32,6 +32,7 @@ __all__ = [
     "ColdTierFull",
     "ColdTierUnavailable",
     "ColdWriter",
+    "Stored",
 ]
 
 
@@ -82,6 +83,20 @@ class ColdEntry(NamedTuple):
     def expired(self, now: float) -> bool:
         """Whether the value's TTL has passed at wall-clock ``now``."""
         return bool(self.expires_at) and self.expires_at <= now
+
+
+class Stored(NamedTuple):
+    """One value as a tier lists it (`ColdTier.inventory`).
+
+    Attributes:
+        name: its name (`ColdTier.name_of`).
+        size: bytes it takes in the tier (the value and what the tier keeps with it).
+        modified: wall-clock second it was last written.
+    """
+
+    name: str
+    size: int
+    modified: float
 
 
 class ColdReader(Protocol):
@@ -154,6 +169,17 @@ class ColdTier(Protocol):
 
     def names(self, lo: int, hi: int) -> Iterator[str]:
         """Names of the values whose token is in ``(lo, hi]`` (``lo == hi``: all)."""
+
+    def stored_bytes(self, entry: ColdEntry) -> int:
+        """Bytes a value of ``entry`` takes in the tier (`Stored.size` once written)."""
+
+    def key_of_name(self, name: str) -> str | None:
+        """The key stored under ``name``, or None (gone, unreadable). Cheap where the
+        name spells the key (S3), else one small read (the disk tier's trailer, an S3
+        ``HeadObject`` for a hashed name)."""
+
+    def inventory(self, lo: int, hi: int) -> Iterator[Stored]:
+        """`names` with each value's size and write time (what the byte cap sweeps by)."""
 
     def delete_names(self, names: list[str]) -> int:
         """Remove the values stored under ``names``; returns how many were removed."""

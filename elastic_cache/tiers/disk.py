@@ -38,6 +38,7 @@ from elastic_cache.tiers.base import (
     ColdEntry,
     ColdTierError,
     ColdTierFull,
+    Stored,
     error_details,
 )
 
@@ -296,6 +297,14 @@ class DiskTier:
             return None
         return _FileReader(*opened)
 
+    def key_of_name(self, name: str) -> str | None:
+        """From the file's trailer (open, two small reads)."""
+        opened = self._open(self._path_of_name(name), None, self.token_of_name(name))
+        if opened is None:
+            return None
+        opened[0].close()
+        return opened[1].key
+
     def read_name(self, name: str) -> tuple[ColdEntry, bytes] | None:
         path = self._path_of_name(name)
         opened = self._open(path, None, self.token_of_name(name))
@@ -348,6 +357,23 @@ class DiskTier:
                     continue
                 if whole or in_range(token, lo, hi):
                     yield name
+
+    def stored_bytes(self, entry: ColdEntry) -> int:
+        """The value and its trailer (the file's size)."""
+        return entry.length + len(_trailer(entry))
+
+    def inventory(self, lo: int, hi: int) -> Iterator[Stored]:
+        """`names` with each file's size and modification time (one ``stat`` each); a
+        file removed between the listing and its ``stat`` is left out."""
+        for name in self.names(lo, hi):
+            path = self._path_of_name(name)
+            try:
+                st = os.stat(path)
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                raise _fail(exc, "stat", path) from exc
+            yield Stored(name, st.st_size, st.st_mtime)
 
     def remove_partial_writes(self) -> int:
         """Delete the ``.tmp`` files that writes cut short by a crash left behind."""

@@ -52,8 +52,16 @@ from elastic_cache.errors import StoreFull, ValueTooLarge
 from elastic_cache.indexes import Entry
 from elastic_cache.ring import in_range
 from elastic_cache.store import Record, Store, Victim, stored_size
-from elastic_cache.tiers.base import ColdEntry, ColdReader, ColdTier, ColdTierError
+from elastic_cache.tiers.base import (
+    ColdEntry,
+    ColdReader,
+    ColdTier,
+    ColdTierError,
+    ColdTierFull,
+    error_details,
+)
 from elastic_cache.tiers.bloom import ColdNames
+from elastic_cache.tiers.cap import ColdCap
 from elastic_cache.tiers.deferred import DeferredRemovals
 from elastic_cache.tiers.io import TierIO
 
@@ -106,6 +114,7 @@ class ColdLayer:
             removal (`DeferredRemovals`); past it a write whose invalidation fails is
             not acknowledged.
         deferred_retry: first pause, in seconds, before those removals are retried.
+        max_tier_bytes: the cap on the bytes the tier holds (`ColdCap`; None: none).
     """
 
     def __init__(
@@ -122,6 +131,7 @@ class ColdLayer:
         max_deferred_bytes: int = 16 << 20,
         deferred_retry: float = 1.0,
         first_retry: float = 1.0,
+        max_tier_bytes: int | None = None,
     ) -> None:
         self.tier = tier
         self.store = store
@@ -150,6 +160,17 @@ class ColdLayer:
         self._purges: set[asyncio.Task[Any]] = set()
         self._resume: asyncio.TimerHandle | None = None
         self._listed_waiters: list[asyncio.Future[None]] = []
+        self.cap = (
+            ColdCap(
+                max_tier_bytes,
+                tier,
+                self.io,
+                swept=self._forget_clean,
+                wall_clock=wall_clock,
+            )
+            if max_tier_bytes
+            else None
+        )
         self.deferred = DeferredRemovals(
             tier,
             self.io,
@@ -255,6 +276,7 @@ class ColdLayer:
         its half-written files removed); a shared one in the background, every miss
         asking the tier until the listing is done."""
         if self.tier.shared:
+            # The byte cap's first sweep waits for the node's ranges (`NodeService`).
             self.relist([(0, 0)])
             return
         remove = getattr(self.tier, "remove_partial_writes", None)
@@ -269,6 +291,8 @@ class ColdLayer:
             log.info(
                 "%s holds %d value(s) from before this start", self.tier.describe(), len(names)
             )
+        if self.cap is not None:
+            self.cap.sweep_soon()  # learn what the tier holds (and trim it to the cap)
 
     async def flush(self, timeout: float) -> int:
         """Demote every memory record, retry the stranded ones, and wait (up to
@@ -295,6 +319,8 @@ class ColdLayer:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         await self.deferred.close()
+        if self.cap is not None:
+            await self.cap.close()
         await self.io.close()
         if self._stranded:
             log.warning(
@@ -343,6 +369,14 @@ class ColdLayer:
             self.clean_skips += 1  # the tier holds this very record already
             return
         if rec.expires_at and rec.expires_at <= self.store._clock():
+            return
+        if self.cap is not None and not self.cap.take(
+            self.tier.stored_bytes(self.entry_of(key, victim[1], rec))
+        ):
+            # The tier is at its byte cap: the victim is evicted instead (its older
+            # cold copy, if any, was removed when it was written).
+            self._drop_pending(key)
+            self.store.evictions += 1
             return
         self._drop_pending(key)
         self._pending[key] = victim
@@ -494,6 +528,11 @@ class ColdLayer:
             waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             self._room_waiters.append(waiter)
             await waiter
+
+    def _forget_clean(self) -> None:
+        """Forget which memory records the tier holds copies of (a byte-cap sweep
+        deleted some): demoting them again writes them again."""
+        self._clean = {}
 
     def _prune_clean(self) -> None:
         peek = self.store.peek
@@ -729,6 +768,15 @@ class ColdLayer:
             if buf:
                 await self.io.call(writer.write, bytes(buf))
             self.deferred.answered()  # the tier took the value: it works
+            if self.cap is not None and not self.cap.take(
+                self.tier.stored_bytes(entry._replace(length=length))
+            ):
+                raise ColdTierFull(
+                    f"{self.tier.describe()} is at its cap of {self.cap.max_bytes} bytes "
+                    f"(this node's share: {self.cap.allowance}); the {length}-byte value "
+                    "was not stored",
+                    **error_details(self.tier.kind, max_bytes=self.cap.max_bytes),
+                )
             check()
         except BaseException:
             await asyncio.shield(self.io.call(writer.abort))
@@ -758,6 +806,44 @@ class ColdLayer:
         self.names.add(self.tier.name_of(key, token))
         self.deferred.wake()
         await self.io.ordered(key, self.tier.put, self.entry_of(key, token, rec), rec.value)
+
+    def write_through(self, key: str, token: int, rec: Record) -> asyncio.Future[None]:
+        """Write ``rec``, which stays in memory, to the tier too (a durable namespace's
+        write, docs/namespaces.md). Submitted now, in the key's order of tier calls, so
+        the caller calls it right after the store took the record, before awaiting
+        anything: the tier then sees a key's writes in the order memory did. The
+        caller awaits the future before acknowledging the write; once written, the
+        memory record is clean (demoting it writes nothing). Past the tier's byte cap the
+        future fails with `ColdTierFull` (the write cannot be made durable).
+        """
+        self._clean.pop(key, None)
+        self._dirty(key)
+        self._drop_pending(key)
+        entry = self.entry_of(key, token, rec)
+        if self.cap is not None and not self.cap.take(self.tier.stored_bytes(entry)):
+            refused: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            refused.set_exception(
+                ColdTierFull(
+                    f"{self.tier.describe()} is at its cap of {self.cap.max_bytes} bytes "
+                    f"(this node's share: {self.cap.allowance}); the durable write of "
+                    f"{key[:80]!r} was not stored",
+                    **error_details(self.tier.kind, max_bytes=self.cap.max_bytes),
+                )
+            )
+            return refused
+        self.names.add(self.tier.name_of(key, token))
+        self.deferred.wake()  # a held key writes after its older copy is removed
+        future = self.io.submit(key, self.tier.put, entry, rec.value)
+
+        def written(done: asyncio.Future[None]) -> None:
+            if done.cancelled() or done.exception() is not None:
+                return
+            now = self.store.peek(key)
+            if now is not None and now.version == rec.version:
+                self._clean[key] = rec.version
+
+        future.add_done_callback(written)
+        return future
 
     # -- ranges (migration) --------------------------------------------------------------
 
@@ -923,6 +1009,7 @@ class ColdLayer:
             "large_puts": self.large_puts,
             "errors": self.errors,
             "last_error": self.last_error,
+            "cap": None if self.cap is None else self.cap.stats(),
             **self.deferred.stats(),
         }
 

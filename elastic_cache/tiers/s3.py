@@ -36,6 +36,7 @@ from elastic_cache.tiers.base import (
     ColdEntry,
     ColdTierError,
     ColdTierUnavailable,
+    Stored,
     error_details,
 )
 
@@ -331,6 +332,22 @@ class S3Tier:
         entry = self._entry(name, answer)
         return entry if entry is not None and entry.key == key else None
 
+    def key_of_name(self, name: str) -> str | None:
+        """Decoded from the name; a hashed name (a long key) costs a ``HeadObject``."""
+        quoted = name[len(self._base) + 17 :]
+        if not quoted.startswith("~"):
+            return unquote(quoted)
+        try:
+            answer = self.client.head_object(Bucket=self.bucket, Key=name)
+        except ClientError as exc:
+            if str(exc.response.get("Error", {}).get("Code")) in _NOT_FOUND:
+                return None
+            raise translate_error(exc, "HeadObject") from exc
+        except BotoCoreError as exc:
+            raise translate_error(exc, "HeadObject") from exc
+        entry = self._entry(name, answer)
+        return None if entry is None else entry.key
+
     def delete(self, key: str, token: int) -> None:
         """One ``DeleteObject`` (S3 answers the same whether or not it existed)."""
         try:
@@ -370,7 +387,7 @@ class S3Tier:
 
     # -- listing ---------------------------------------------------------------------
 
-    def _list(self, start_after: str | None, stop_above: int) -> Iterator[str]:
+    def _list(self, start_after: str | None, stop_above: int) -> Iterator[Stored]:
         args: dict[str, Any] = {"Bucket": self.bucket, "Prefix": self._base}
         if start_after is not None:
             args["StartAfter"] = start_after
@@ -385,13 +402,23 @@ class S3Tier:
                         continue
                     if token > stop_above:
                         return
-                    yield name
+                    modified = item.get("LastModified")
+                    yield Stored(
+                        name,
+                        int(item.get("Size", 0)),
+                        modified.timestamp() if modified is not None else 0.0,
+                    )
         except (ClientError, BotoCoreError) as exc:
             raise translate_error(exc, "ListObjectsV2") from exc
 
-    def names(self, lo: int, hi: int) -> Iterator[str]:
-        """Names with a token in ``(lo, hi]`` in ring order. Cost: one ``ListObjectsV2``
-        per thousand names (two for a range that wraps past zero)."""
+    def stored_bytes(self, entry: ColdEntry) -> int:
+        """The value (the metadata travels in headers; S3 lists the body's size)."""
+        return entry.length
+
+    def inventory(self, lo: int, hi: int) -> Iterator[Stored]:
+        """Names, sizes and write times with a token in ``(lo, hi]``, in ring order.
+        Cost: one ``ListObjectsV2`` per thousand names (two for a range that wraps past
+        zero); the listing carries sizes and times, so nothing else is asked."""
         # "{lo:016x}0" sorts after every "{lo:016x}/..." name and before the next token.
         after = f"{self._base}{lo:016x}0"
         top = (1 << 64) - 1
@@ -402,6 +429,11 @@ class S3Tier:
         else:
             yield from self._list(after, top)
             yield from self._list(None, hi)
+
+    def names(self, lo: int, hi: int) -> Iterator[str]:
+        """Names with a token in ``(lo, hi]`` in ring order (`inventory`'s names)."""
+        for stored in self.inventory(lo, hi):
+            yield stored.name
 
     def close(self) -> None:
         return None

@@ -22,7 +22,7 @@ from elastic_cache.deploy.bundle import wheel_name
 from elastic_cache.deploy.names import ClusterNames
 from elastic_cache.deploy.network import find_network, security_groups
 from elastic_cache.deploy.stack import identity
-from elastic_cache.deploy.status import aws_view
+from elastic_cache.deploy.status import aws_view, render_aws_view
 from elastic_cache.errors import ConfigError
 from elastic_cache.progress import Progress
 from elastic_cache.userdata import coordinator_config_of
@@ -472,10 +472,18 @@ def test_public_opens_the_api_port_to_the_internet(
 #: t3.small at three times its list price in the test region (an operator's override).
 DEAR = CostSettings(prices={REGION: {"instances": {"t3.small": {"usd_per_hour": 0.0624}}}})
 
+#: Per instance besides its price: a public IPv4 address and an 8 GB gp3 root volume.
+EXTRA = 0.005 + 8 * 0.08 / 730
+
+#: S3 storage at the default 50 GB cap, per hour.
+S3_CAP = 50 * 0.023 / 730
+
 
 def test_the_budget_floor_uses_the_price_overrides(session: Any, tmp_path: Path) -> None:
-    # By the built-in table, coordinator + 1 node cost $0.0416/h: within $0.10.
-    with pytest.raises(ConfigError, match=r"cannot pay.*\$0\.0624/h"):
+    # By the built-in table, coordinator + 2 nodes cost $0.0624/h + 3 × EXTRA + S3_CAP =
+    # $0.0821/h: within $0.10; at the override's prices the coordinator alone costs more.
+    coordinator = 0.0624 + EXTRA + S3_CAP
+    with pytest.raises(ConfigError, match=rf"cannot pay.*coordinator \(\${coordinator:.4f}/h"):
         run_deploy(session, tmp_path, settings(max_usd_per_hour=0.10, cost=DEAR))
     assert session.client("s3").list_buckets()["Buckets"] == []
 
@@ -483,7 +491,7 @@ def test_the_budget_floor_uses_the_price_overrides(session: Any, tmp_path: Path)
 def test_the_coordinator_and_status_use_the_prices_deploy_was_given(
     session: Any, tmp_path: Path
 ) -> None:
-    s = settings(cost=DEAR, max_usd_per_hour=0.2)
+    s = settings(cost=DEAR, max_usd_per_hour=0.25)
     result = run_deploy(session, tmp_path, s)
     # The coordinator's configuration carries them, for its own cost and budget.
     raw = session.client("ec2").describe_instance_attribute(
@@ -495,8 +503,16 @@ def test_the_coordinator_and_status_use_the_prices_deploy_was_given(
     assert coordinator.cost == DEAR
     # Status reads them back from there (no local state), and prices by them.
     view = aws_view(session.client("ec2"), s.name, REGION)
-    assert view["cost_per_hour"] == pytest.approx(0.0624)
+    assert view["instances_per_hour"] == pytest.approx(0.0624)
     assert view["instances"][0]["usd_per_hour"] == pytest.approx(0.0624)
+    # Besides the instance: its address, its root volume and S3 at the cap.
+    assert view["public_addresses"] == 1 and view["volumes_gb"] == 8
+    assert view["extras_per_hour"] == {
+        "public_ipv4": pytest.approx(0.005),
+        "ebs": pytest.approx(8 * 0.08 / 730, abs=1e-6),
+        "s3_at_cap": pytest.approx(S3_CAP, abs=1e-6),
+    }
+    assert view["cost_per_hour"] == pytest.approx(0.0624 + EXTRA + S3_CAP, abs=1e-5)
     assert view["price_table"] == "current (2026-11-22)"
     assert view["price_source"] == "the coordinator's configuration with overrides"
 
@@ -509,7 +525,10 @@ def test_status_says_when_it_cannot_read_the_coordinators_prices(
     ec2 = session.client("ec2")
     fail_call(ec2, "DescribeInstanceAttribute", "UnauthorizedOperation")
     view = aws_view(ec2, s.name, REGION)
-    assert view["cost_per_hour"] == pytest.approx(instance_price("t3.small", REGION))
+    assert view["instances_per_hour"] == pytest.approx(instance_price("t3.small", REGION))
+    # Without the configuration the cap is unknown: S3 is not counted (and said so).
+    assert view["s3_cap_bytes"] is None and view["extras_per_hour"]["s3_at_cap"] == 0
+    assert "S3 without a cap" in render_aws_view(view)
     assert view["price_source"].startswith("built in; the coordinator's are unknown: ")
     assert "ec2:DescribeInstanceAttribute" in view["price_source"]
 

@@ -266,7 +266,12 @@ def test_deploy_status_destroy(moto_server: str, tmp_path: Path) -> None:
     as_json = run(moto_server, "status", "--name", name, "--region", REGION, "--json")
     view = json.loads(as_json.stdout)
     assert view["coordinator"]["answered"] is False
-    assert view["cost_per_hour"] == pytest.approx(price)
+    # The instance, and besides it its address, its volume and S3 at the 50 GB cap.
+    assert view["instances_per_hour"] == pytest.approx(price)
+    extras = view["extras_per_hour"]
+    assert extras["public_ipv4"] == pytest.approx(0.005 * view["public_addresses"])
+    assert extras["s3_at_cap"] == pytest.approx(50 * 0.023 / 730, abs=1e-6)
+    assert view["cost_per_hour"] == pytest.approx(price + sum(extras.values()), abs=1e-5)
     assert [i["role"] for i in view["instances"]] == ["coordinator"]
 
     # Destroy: every tagged instance ends, and nothing deploy made remains.
@@ -405,9 +410,10 @@ async def test_status_shows_what_an_answering_coordinator_says(
     assert f"cost $0.0624/h ({REGION})" in out
     # And the AWS table before it: the coordinator instance at the overridden price.
     assert (
-        "1 instance(s), $0.0312/h by the current (2026-11-22) price table (the "
-        "coordinator's configuration with overrides)" in out
+        "by the current (2026-11-22) price table (the coordinator's configuration with "
+        "overrides)" in out
     )
+    assert "of which: instances $0.0312/h; " in out and "S3 at its 50 GB cap $0.0016/h" in out
 
     as_json = await asyncio.to_thread(
         run, moto_server, "status", "--name", name, "--region", REGION, "--json", proxy=proxy

@@ -128,10 +128,17 @@ def test_dry_run_prints_the_plan_and_its_cost_and_creates_nothing(
     assert "vCPU quota: not checked (NoSuchResourceException)" in out
     assert "permissions: ec2:RunInstances and ec2:CreateSecurityGroup allowed" in out
     # t3.small is $0.0208/h in us-east-1: 3 instances at the minimum (two nodes, one
-    # per copy: replication 2 by default), 4 at the maximum.
+    # per copy: replication 2 by default), 4 at the maximum; each with its public IPv4
+    # ($0.005/h) and 8 GB gp3 volume ($0.08/GB-month), and S3 at its 50 GB cap.
+    each, s3 = 0.0208 + 0.005 + 8 * 0.08 / 730, 50 * 0.023 / 730
     assert (
-        "cost: $0.0624/h at the minimum (coordinator + 2 node(s)), $0.0832/h at the "
-        "maximum (3 nodes)" in out
+        f"cost: ${3 * each + s3:.4f}/h at the minimum (coordinator + 2 node(s)), "
+        f"${4 * each + s3:.4f}/h at the maximum (3 nodes)" in out
+    )
+    assert "$0.0816/h at the minimum" in out  # the same, worked out
+    assert (
+        "each instance counted with its public IPv4 and 8 GB gp3 root volume "
+        "($0.00588/h), S3 at its 50 GB cap ($0.00158/h)" in out
     )
     assert out.rstrip().endswith("dry run: nothing was created")
     assert what_exists(session) == NOTHING
@@ -376,12 +383,13 @@ def test_the_coordinator_falls_back_to_its_next_type(session: Any, tmp_path: Pat
 
 
 def test_the_budget_floor_counts_the_dearest_coordinator_type(session: Any, tmp_path: Path) -> None:
-    # t3.small + 1 node fit $0.05/h; t3.medium ($0.0416/h) + 1 node do not.
-    with pytest.raises(ConfigError, match=r"coordinator \(\$0\.0416/h\)"):
+    # A t3.small coordinator + 2 nodes fit $0.09/h ($0.0816/h with addresses, volumes
+    # and S3 at its cap); a t3.medium ($0.0416/h, $0.0491/h with them) + 2 do not.
+    with pytest.raises(ConfigError, match=r"coordinator \(\$0\.0491/h"):
         run_deploy(
             session,
             tmp_path,
-            settings(coordinator_fallback_types=("t3.medium",), max_usd_per_hour=0.05),
+            settings(coordinator_fallback_types=("t3.medium",), max_usd_per_hour=0.09),
         )
     assert what_exists(session) == NOTHING
 

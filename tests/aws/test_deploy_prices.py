@@ -89,8 +89,12 @@ def test_a_type_and_region_the_tables_lack_deploy_with_fetched_prices(
     result = run_deploy(session, tmp_path, s, out=lines.append, prices=cache, today=lambda: DAY)
     text = "\n".join(lines)
     assert "price: c7i.large in ap-south-1: $0.0893/h (fetched 2026-11-26)" in text
-    # Coordinator + 2 nodes (replication 2), and the maximum of 4 nodes.
-    assert "cost: $0.2679/h at the minimum" in text and "$0.4465/h at the maximum" in text
+    # Coordinator + 2 nodes (replication 2), and the maximum of 4 nodes; each with its
+    # public IPv4 and 8 GB volume, and S3 at its 50 GB cap (storage at us-east-1's
+    # prices: the tables have none for ap-south-1).
+    each, s3 = 0.0893 + 0.005 + 8 * 0.08 / 730, 50 * 0.023 / 730
+    assert f"cost: ${3 * each + s3:.4f}/h at the minimum" in text
+    assert f"${5 * each + s3:.4f}/h at the maximum" in text
     # One call for the one type, filtered on the region and the type.
     assert len(calls) == 1
     filters = {f["Field"]: f["Value"] for f in calls[0]["Filters"]}
@@ -160,5 +164,5 @@ def test_an_unknown_price_with_a_budget_is_refused_saying_why(session: Any, tmp_
 
 def test_a_fetched_price_holds_the_budget(session: Any, tmp_path: Path) -> None:
     inject(session, "pricing", "GetProducts", reply=price_list("0.5"))
-    with pytest.raises(Exception, match=r"cannot pay for the coordinator \(\$0.5/h\)"):
+    with pytest.raises(Exception, match=r"cannot pay for the coordinator \(\$0\.5075/h"):
         run_deploy(session, tmp_path, mumbai(max_usd_per_hour=1.0))

@@ -71,6 +71,20 @@ def test_update_refuses_what_it_cannot_change(session: Any, tmp_path: Path) -> N
     assert state(session, first.coordinator_instance) == "running"
 
 
+def test_the_s3_cap_reaches_the_nodes_and_cannot_change_in_place(
+    session: Any, tmp_path: Path
+) -> None:
+    s = settings(max_demoted_gb=2.5)
+    first = run_deploy(session, tmp_path, s)
+    nodes = config_of(session, first.coordinator_instance).nodes
+    assert nodes.tier_max_bytes == 2_500_000_000 and str(nodes.tier).startswith("s3://")
+    with pytest.raises(ConfigError, match=r"--max-demoted-gb: running 2\.5, asked 10"):
+        run_update(session, settings(name=s.name, max_demoted_gb=10))
+    for bad in (0, -1, True, 2e6):
+        with pytest.raises(ConfigError, match="--max-demoted-gb must be"):
+            settings(max_demoted_gb=bad)
+
+
 def test_a_plain_deploy_with_other_limits_points_to_update(session: Any, tmp_path: Path) -> None:
     s = settings()
     run_deploy(session, tmp_path, s)

@@ -25,6 +25,7 @@ from ..checked_load import CheckedLoad
 from ..integration.conftest import serve_on_free_port
 from ..integration.test_cluster_processes import pid_alive
 from .conftest import REGION, LocalInstances, ec2_cluster_settings
+from .test_deploy import EXTRA
 
 pytestmark = pytest.mark.slow
 
@@ -172,7 +173,8 @@ async def test_scale_out_then_down_over_ec2_under_load_loses_nothing(
 
 
 async def test_the_budget_stops_launches_and_on_full_applies(session: Any, tmp_path: Path) -> None:
-    price = instance_price("t3.small", REGION)
+    # A node with its public IPv4 address and root volume, as the budget counts it.
+    price = instance_price("t3.small", REGION) + EXTRA
     data = {
         "nodes": {"index": "sorted", "capacity_records": 200, "on_full": "block"},
         "scaler": {

@@ -35,7 +35,7 @@ from elastic_cache.provisioner.spot import interrupted
 from elastic_cache.userdata import coordinator_config_of
 
 from .conftest import REGION, LocalInstances, ec2_test_settings, fail_call, record_calls
-from .test_deploy import run_deploy, settings
+from .test_deploy import EXTRA, run_deploy, settings
 from .test_deploy_plan import inject
 from .test_ec2_provisioner import provisioner
 
@@ -174,10 +174,11 @@ async def test_a_notice_drains_the_node_and_loses_no_acknowledged_write(
 
     try:
         assert all(n.handle.extra["market"] == "spot" for n in coord.cluster.nodes.values())
-        # Spot nodes count at the Spot estimate; a new node at on-demand.
+        # Spot nodes count at the Spot estimate; a new node at on-demand; each with its
+        # public IPv4 address and root volume, billed whatever the market.
         price = instance_price("t3.small", REGION)
-        assert coord.cost_per_hour() == pytest.approx(3 * spot_price(price))
-        assert coord.next_node_price() == pytest.approx(price)
+        assert coord.cost_per_hour() == pytest.approx(3 * (spot_price(price) + EXTRA))
+        assert coord.next_node_price() == pytest.approx(price + EXTRA)
 
         task = asyncio.create_task(writer())
         for _ in range(3000):
@@ -215,7 +216,9 @@ def test_deploy_with_spot(session: Any, tmp_path: Path) -> None:
     lines: list[str] = []
     plan(s, session=session, out=lines.append)
     assert any(
-        line.startswith("spot: nodes as Spot at $0.00001/h each (t3.small: EC2") for line in lines
+        line.startswith(f"spot: nodes as Spot at ${0.00001 + EXTRA:.5f}/h each with address")
+        and "(t3.small: EC2" in line
+        for line in lines
     )
     result = run_deploy(session, tmp_path, s)
     raw = session.client("ec2").describe_instance_attribute(
@@ -276,9 +279,14 @@ def test_the_spot_price_comes_from_ec2(session: Any) -> None:
     )
     assert f"  check         spot price: t3.small: $0.00001/h (EC2 Spot price {label})" in lines
     [line] = [x for x in lines if x.startswith("spot: ")]
-    assert "$0.00001/h each" in line and "assumed" not in line
-    # The coordinator (t3.small, $0.0208/h) and 1 or 4 nodes at the Spot price.
-    assert "$0.0208/h at the minimum, $0.0208/h at the maximum" in line
+    assert f"${0.00001 + EXTRA:.5f}/h each" in line and "assumed" not in line
+    # The coordinator (t3.small, $0.0208/h, with its address, volume and S3 at its cap)
+    # and 2 or 4 nodes at the Spot price with theirs.
+    coordinator = 0.0208 + EXTRA + 50 * 0.023 / 730
+    assert (
+        f"${coordinator + 2 * (0.00001 + EXTRA):.4f}/h at the minimum, "
+        f"${coordinator + 4 * (0.00001 + EXTRA):.4f}/h at the maximum" in line
+    )
 
 
 def test_the_dearest_zone_sets_the_price(session: Any) -> None:
@@ -322,7 +330,7 @@ def test_the_dearest_zone_sets_the_price(session: Any) -> None:
         and "us-east-1c's latest" in x
         for x in lines
     )
-    assert any(x.startswith("spot: nodes as Spot at $0.00710/h each") for x in lines)
+    assert any(x.startswith(f"spot: nodes as Spot at ${0.0071 + EXTRA:.5f}/h each") for x in lines)
 
 
 @pytest.mark.parametrize(
@@ -351,7 +359,7 @@ def test_without_a_price_from_ec2_the_assumption_is_labelled(
     )
     [line] = [x for x in lines if x.startswith("spot: ")]
     assumed = spot_price(instance_price("t3.small", REGION))
-    assert f"${assumed:.5f}/h each (t3.small: assumed 40% of on-demand" in line
+    assert f"${assumed + EXTRA:.5f}/h each with address and volume (t3.small: assumed 40%" in line
     result = run_deploy(session, tmp_path, s)
     raw = session.client("ec2").describe_instance_attribute(
         InstanceId=result.coordinator_instance, Attribute="userData"
@@ -418,13 +426,51 @@ def test_the_coordinator_counts_the_fetched_price(session: Any, tmp_path: Path) 
             extra={"market": market},
         )
 
-    assert coord.handle_price(handle("t3.small", "spot")) == pytest.approx(0.0071)
+    # Each node with its public IPv4 address and root volume (EXTRA), whatever its market.
+    assert coord.handle_price(handle("t3.small", "spot")) == pytest.approx(0.0071 + EXTRA)
     m6i = instance_price("m6i.large", REGION)
-    assert coord.handle_price(handle("m6i.large", "spot")) == pytest.approx(spot_price(m6i))
+    assert coord.handle_price(handle("m6i.large", "spot")) == pytest.approx(spot_price(m6i) + EXTRA)
     assert coord.handle_price(handle("t3.small", "on-demand")) == pytest.approx(
-        instance_price("t3.small", REGION)
+        instance_price("t3.small", REGION) + EXTRA
     )
     source = coord.spot_source()
     assert source is not None
     assert "Spot prices fetched 2026-11-26" in source
     assert "Spot m6i.large: assumed 40% of on-demand, not a price from AWS" in source
+
+
+def test_status_prices_spot_instances_at_their_spot_price() -> None:
+    """``ecache status`` used to price every instance at on-demand."""
+    from elastic_cache.deploy.status import _instance_price
+
+    spot = {
+        "region": REGION,
+        "instances": {
+            "t3.small": {
+                "usd_per_hour": 0.0071,
+                "fetched": "2026-11-26",
+                "zones": ["us-east-1a"],
+                "zone": "us-east-1a",
+            }
+        },
+    }
+    running = ClusterSettings.from_mapping({"cost": {"spot": spot}})
+    table = running.cost.price_table()
+    on_demand = instance_price("t3.small", REGION)
+
+    def inst(instance_type: str, lifecycle: str | None) -> dict[str, Any]:
+        out: dict[str, Any] = {"InstanceType": instance_type}
+        if lifecycle:
+            out["InstanceLifecycle"] = lifecycle
+        return out
+
+    assert _instance_price(inst("t3.small", None), REGION, table, running) == on_demand
+    assert _instance_price(inst("t3.small", "spot"), REGION, table, running) == 0.0071
+    # A type without a fetched price: the assumed share of on-demand, as the coordinator.
+    m6i = instance_price("m6i.large", REGION)
+    assert _instance_price(inst("m6i.large", "spot"), REGION, table, running) == pytest.approx(
+        spot_price(m6i)
+    )
+    assert _instance_price(inst("t3.small", "spot"), REGION, table, None) == pytest.approx(
+        spot_price(on_demand)
+    )

@@ -84,6 +84,7 @@ async def test_a_replacement_coordinator_adopts_the_nodes_from_s3(
             "cluster": {"replication": 2},
             "nodes": {"index": "sorted", "capacity_records": 1000},
             "scaler": {"max_nodes": 3, "scale_down": False},
+            "namespaces": {"a": {"prefix": "a/", "quota_records": 10}},
         },
     )
     assert settings.ec2 is not None
@@ -104,6 +105,10 @@ async def test_a_replacement_coordinator_adopts_the_nodes_from_s3(
         assert len(refs) == 2
         assert (await first.router.put("k", b"v", "text/plain", None)).status in (200, 201, 204)
         epoch = first.cluster.ring.epoch
+        # A live namespace change is saved beside the state, in S3 too.
+        live = first.namespaces.table.changed("a", {"quota_records": 5})
+        await first.namespaces.change(live, "test")
+        assert s3.get_object(Bucket=b, Key="state/namespaces.json")["Body"].read()
         # The first coordinator's host goes away: no clean stop (that would stop nodes).
         assert first._monitor is not None
         first._monitor.cancel()
@@ -121,6 +126,8 @@ async def test_a_replacement_coordinator_adopts_the_nodes_from_s3(
         for ref in refs.values():
             assert state_of(session, ref) == "running"
         assert (await second.router.get("k")).body == b"v"
+        # The live change survived the coordinator: not reverted to the file's table.
+        assert second.namespaces.table == live
         # The replacement's own disk now holds the state too.
         assert (tmp_path / "disk2" / "cluster.json").exists()
     finally:

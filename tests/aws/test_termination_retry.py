@@ -15,6 +15,7 @@ from elastic_cache.coordinator.service import Coordinator
 from elastic_cache.cost import instance_price
 
 from .conftest import REGION, ec2_cluster_settings, fail_call
+from .test_deploy import EXTRA
 
 pytestmark = pytest.mark.slow
 
@@ -50,7 +51,7 @@ async def test_a_failed_termination_counts_in_the_cost_until_a_retry_ends_it(
         poll_period=0.1,
         termination_retry=0.5,
     )
-    price = instance_price("t3.small", REGION)
+    price = instance_price("t3.small", REGION) + EXTRA  # with its address and volume
     await coord.start()
     try:
         assert coord.cost_per_hour() == pytest.approx(2 * price)

@@ -169,6 +169,8 @@ async def test_the_dashboard_shows_a_scale_out(tmp_path: Path) -> None:
             await page.goto(url + "/")
             await page.wait_for_selector('#nodes tbody tr[data-node="node-1"]', timeout=15_000)
             assert await page.locator("#status").text_content() != "connecting…"
+            # Namespaces: the default one at least, with its figures.
+            await page.wait_for_selector('#namespaces tbody tr[data-namespace="default"]')
 
             stop = asyncio.Event()
             writer = asyncio.create_task(write_until(url, stop))

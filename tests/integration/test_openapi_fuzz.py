@@ -70,12 +70,16 @@ COORDINATOR_EXCLUDED = {
     "addNodes": "launches nodes",
     "removeNode": "would move data and stop the only node (refused with 409, but racy)",
     "watch": "a valid subscription is a stream that never ends",
+    "putNamespace": "a valid namespace may claim the seeded keys with a quota of one record "
+    "that evicts: they go by design",
+    "patchNamespace": "a valid change may lower a quota under the seeded keys: they go by design",
 }
 NODE_EXCLUDED = {
     "setOwnership": "a valid call gives the node's ranges away: every key then answers 421",
     "beginMigration": "a valid source move forwards later writes to a random peer",
     "dropRange": "a valid call on a range the node does not own drops records by design",
     "nodeChanges": "a valid long poll may wait 30 s, past the fuzzer's request timeout",
+    "setNamespaces": "a valid table may give the seeded keys a quota they exceed: evicted",
 }
 
 
@@ -322,6 +326,16 @@ async def test_excluded_operations_refuse_as_documented(cluster: CoordinatorHarn
         await checked(url, "watch", query={"prefix": ["a"]}, headers={"Last-Event-ID": "x"}) == 400
     )
     assert await checked(address, "nodeChanges", query={"wait": 31}) == 400
+    name = {"name": "sessions"}
+    assert await checked(url, "putNamespace", path_parameters=name, body={"prefix": ""}) == 400
+    bad_quota = {"prefix": "s/", "quota_records": -1}
+    assert await checked(url, "putNamespace", path_parameters=name, body=bad_quota) == 400
+    assert await checked(url, "patchNamespace", path_parameters=name, body={}) == 404
+    default = {"name": "default"}
+    assert await checked(url, "patchNamespace", path_parameters=default, body={"x": 1}) == 400
+    nameless = {"namespaces": {"a": {"quota_records": 1}}}
+    assert await checked(address, "setNamespaces", body=nameless) == 400
+    assert cluster.coord.namespaces.changes == 0
     assert await fingerprint(service, service.store._clock() + 30.0) == before
     assert service.epoch == epoch and not service.incoming and not service.outgoing
     assert len(cluster.coord.cluster.nodes) == 1

@@ -272,3 +272,52 @@ async def test_sigkill_while_demoting_to_disk_leaves_no_torn_or_lost_file(
     finally:
         proc.terminate()
         await proc.wait()
+
+
+async def test_hybrid_mode_keeps_s3_under_its_byte_cap(tmp_path: Path) -> None:
+    """``--tier-max-bytes``: past the cap the oldest demoted values are swept from S3
+    (then read as misses), the newest stay readable, and the node reports it."""
+    async with (
+        ecache_up(
+            tmp_path,
+            "--hybrid",
+            "--capacity-records",
+            "5",
+            "--local-s3-port",
+            str(free_port()),
+            "--tier-max-bytes",
+            "20000",
+        ) as url,
+        aiohttp.ClientSession() as http,
+    ):
+        node = (await cluster(http, url))["nodes"][0]
+        for i in range(60):
+            async with http.put(f"{url}/v1/kv/k{i:02d}", data=b"%02d" % i * 500) as r:
+                assert r.status == 204
+        cap: dict[str, Any] = {}
+        for _ in range(200):
+            async with http.get(f"{node['address']}/v1/stats") as r:
+                cold = (await r.json())["cold"]
+            cap = cold["cap"]
+            if cold["pending"] == 0 and not cap["sweeping"] and cap["swept"]:
+                break
+            await asyncio.sleep(0.05)
+        assert cap["max_bytes"] == 20000 and cap["allowance"] == 20000
+        # 60 values of 1,000 bytes went past 20,000: the oldest were swept, or, while a
+        # sweep was still listing, demotions that did not fit evicted instead.
+        assert cap["swept"] >= 1 and cap["swept"] + cap["refused"] >= 30
+        assert cap["used_bytes"] <= 20000
+        async with http.get(f"{url}/v1/kv/k59") as r:
+            assert r.status == 200 and await r.read() == b"59" * 500
+        # What is left: at most the 5 in memory and what 20,000 bytes of S3 hold (the
+        # oldest go first, to S3's one-second LastModified).
+        readable = 0
+        for i in range(60):
+            async with http.get(f"{url}/v1/kv/k{i:02d}") as r:
+                assert r.status in (200, 404)
+                readable += r.status == 200
+        assert 5 <= readable <= 5 + 20
+        async with http.get(f"{node['address']}/metrics") as r:
+            text = await r.text()
+        assert "ecache_node_cold_swept_total" in text
+        assert "ecache_node_cold_allowance_bytes 20000.0" in text

@@ -251,6 +251,40 @@
     body.replaceChildren(...rows);
   }
 
+  // -- namespaces ----------------------------------------------------------------------
+
+  // A namespace's policy in a few words: what differs from the default.
+  function policyText(p) {
+    const words = [];
+    if (p.durability && p.durability !== "memory") words.push(p.durability);
+    if (p.default_ttl != null) words.push("ttl " + p.default_ttl + " s");
+    if (p.max_ttl != null) words.push("max ttl " + p.max_ttl + " s");
+    if (p.quota_records != null) words.push("quota " + fmtInt(p.quota_records) + " records");
+    if (p.quota_bytes != null) words.push("quota " + fmtBytes(p.quota_bytes));
+    if (p.on_full != null) words.push("on_full " + p.on_full);
+    if (p.never_evict) words.push("never evicted");
+    else if (p.evict_order) words.push("evict order " + p.evict_order);
+    if (p.write_quorum != null) words.push("w " + p.write_quorum);
+    return words.join(", ") || "–";
+  }
+
+  function renderNamespaces(view) {
+    const spaces = (view.namespaces && view.namespaces.namespaces) || {};
+    const rows = Object.entries(spaces).map(([name, ns]) => el(
+      "tr",
+      { "data-namespace": name },
+      el("td", {}, name),
+      el("td", { class: "muted" }, (ns.prefixes || []).join(" ") || "(the rest)"),
+      el("td", { class: "num" }, fmtInt(ns.records)),
+      el("td", { class: "num" }, fmtBytes(ns.bytes)),
+      el("td", { class: "num" }, fmtPct(ns.hit_rate)),
+      el("td", { class: "num" }, fmtInt(ns.evictions)),
+      el("td", { class: "num" }, fmtInt(ns.refused || 0)),
+      el("td", {}, policyText(ns.policy || {})),
+    ));
+    $("#namespaces tbody").replaceChildren(...rows);
+  }
+
   // -- launches and migrations ---------------------------------------------------------
 
   function renderInflight(view) {
@@ -405,6 +439,7 @@
       renderKpis(view);
       renderRing(view);
       renderNodes(view);
+      renderNamespaces(view);
       renderInflight(view);
       renderEvents(view);
       renderCharts();

@@ -44,13 +44,13 @@ async def test_concurrent_persists_do_not_collide(tmp_path: Path) -> None:
         assert len(state["nodes"]) == len(cluster.nodes) == 8
 
 
-async def test_stopped_nodes_are_persisted_and_come_back_with_incomplete_lists(
-    tmp_path: Path,
-) -> None:
+def _cluster(tmp_path: Path, *, nodes: int, replication: int) -> Cluster:
     settings = ClusterSettings.from_mapping(
         {
-            "coordinator": {"initial_nodes": 2},
+            "coordinator": {"initial_nodes": nodes},
+            "cluster": {"replication": replication},
             "nodes": {"index": "sorted", "capacity_records": 100},
+            "scaler": {"max_nodes": 8, "min_nodes": 1},
         }
     )
     network = LocalNetwork()
@@ -58,17 +58,61 @@ async def test_stopped_nodes_are_persisted_and_come_back_with_incomplete_lists(
     clock = MigrationClock(meter, 1e9)
     provisioner = SimProvisioner(settings.nodes, network, meter, lambda: 0.0)
     provisioner.booting = False
-    state_path = tmp_path / "cluster.json"
+    return Cluster(
+        settings,
+        provisioner,
+        lambda h, n=network, c=clock: SimNodeClient(h.node_id, h.address, n, c),
+        state_path=tmp_path / "cluster.json",
+    )
 
-    def make() -> Cluster:
-        return Cluster(
-            settings,
-            provisioner,
-            lambda h: SimNodeClient(h.node_id, h.address, network, clock),
-            state_path=state_path,
-        )
 
-    first = make()
+def _record_order(cluster: Cluster) -> list[str]:
+    """Log each persist and each ownership push, in order."""
+    order: list[str] = []
+    persist, push = cluster.persist, cluster._push_ownership
+
+    async def persisted() -> None:
+        await persist()
+        order.append("persist")
+
+    async def pushed(nodes: list[str]) -> None:
+        order.append("push")
+        await push(nodes)
+
+    cluster.persist = persisted  # type: ignore[method-assign]
+    cluster._push_ownership = pushed  # type: ignore[method-assign]
+    return order
+
+
+def _persisted_before_every_push(order: list[str]) -> bool:
+    return "push" in order and order.index("persist") < order.index("push")
+
+
+async def test_a_dead_nodes_ranges_are_persisted_before_they_are_pushed(tmp_path: Path) -> None:
+    """A coordinator that restarts between the two must not resume at an epoch older
+    than the nodes' (they ignore ownership of an older epoch)."""
+    cluster = _cluster(tmp_path, nodes=2, replication=1)
+    await cluster.start()
+    order = _record_order(cluster)
+    await cluster.drop_dead_node("node-2")
+    assert _persisted_before_every_push(order), order
+    state = json.loads((tmp_path / "cluster.json").read_text())
+    assert state["ring"]["epoch"] == cluster.ring.epoch
+    assert [n["node_id"] for n in state["nodes"]] == ["node-1"]
+
+
+async def test_a_removal_that_moves_nothing_persists_before_it_pushes(tmp_path: Path) -> None:
+    cluster = _cluster(tmp_path, nodes=3, replication=2)
+    await cluster.start()
+    order = _record_order(cluster)
+    await cluster.remove_node("node-3")  # a holder of each of its ranges takes them
+    assert _persisted_before_every_push(order), order
+
+
+async def test_stopped_nodes_are_persisted_and_come_back_with_incomplete_lists(
+    tmp_path: Path,
+) -> None:
+    first = _cluster(tmp_path, nodes=2, replication=1)
     await first.start()
     kept = StoppedNode(
         handle=NodeHandle(node_id="node-7", address="http://127.0.0.1:9", ref="i-7"),
@@ -77,9 +121,11 @@ async def test_stopped_nodes_are_persisted_and_come_back_with_incomplete_lists(
     )
     first.stopped["node-7"] = kept
     await first.persist()
+    state_path = tmp_path / "cluster.json"
     assert json.loads(state_path.read_text())["stopped"] == [kept.to_json()]
 
-    again = make()
+    # The same nodes (same in-process network), a new coordinator life.
+    again = Cluster(first.settings, first.provisioner, first._client_factory, state_path=state_path)
     await again.start()  # its nodes still answer: resumed
     assert again.stopped == {"node-7": kept}
     dirty = again.dirty.lists["node-7"]

@@ -6,6 +6,7 @@ import asyncio
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -199,6 +200,30 @@ async def test_the_feed_publishes_owner_changes_and_orders_a_handoff() -> None:
             await task
 
 
+async def test_a_salvaged_move_does_not_wait_for_a_handoff() -> None:
+    """The source of a salvaged move died before its handoff: once the coordinator says
+    so, the destination's changes are published at once, not after handoff_timeout."""
+    ring = HashRing(Murmur3Hasher())
+    ring.add_node("dst")
+    dst = FakeNode(ChangeLog(100, "d"))
+    cluster = FakeCluster(ring, {"dst": FakeInfo(dst)})
+    hub = WatchHub("b")
+    feed = WatchFeed(hub, cluster, wait=0.05, period=0.01, handoff_timeout=30.0)
+    task = asyncio.create_task(feed.run())
+    try:
+        await _until(lambda: dst.polls > 1)
+        dst.log.record("takeover", "m9", ring.epoch)
+        dst.log.record("put", "k", ring.epoch)
+        await asyncio.sleep(0.1)
+        assert hub.published == 0  # waiting for a handoff that will not come
+        feed.no_handoff("m9")
+        await _until(lambda: hub.published == 1)
+    finally:
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+
 async def test_the_feed_resets_watchers_when_a_node_restarts_or_overflows() -> None:
     ring = HashRing(Murmur3Hasher())
     ring.add_node("n")
@@ -284,3 +309,14 @@ async def test_closing_the_hub_ends_every_stream_at_once() -> None:
     await asyncio.sleep(0)
     hub.close()
     assert await asyncio.wait_for(waiting, 1.0) == [] and w.closed
+
+
+def test_the_coordinator_tells_its_feed_of_a_salvaged_move(tmp_path: Path) -> None:
+    from elastic_cache.config import ClusterSettings
+    from elastic_cache.coordinator.service import Coordinator
+    from tests.integration.conftest import ServerProvisioner
+
+    settings = ClusterSettings.from_mapping({"nodes": {"index": "sorted"}})
+    coord = Coordinator(settings, ServerProvisioner(settings.nodes), state_path=tmp_path / "c")
+    coord.cluster.events.add("migration_salvaged", "n2 died during the move", migration="m7")
+    assert "m7" in coord.watch_feed._handoffs

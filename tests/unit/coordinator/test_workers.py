@@ -78,3 +78,53 @@ async def test_a_worker_reports_each_count_once_and_the_last_fill() -> None:
     finally:
         view.nodes = {}
         await view.close()
+
+
+class FakeLeader:
+    """The leader's control socket answering ``GET /follow`` with ``view``."""
+
+    def __init__(self, view: dict[str, Any]) -> None:
+        self.view = view
+
+    def get(self, url: str) -> Any:
+        leader = self
+
+        class Answer:
+            async def __aenter__(self) -> Any:
+                return self
+
+            async def __aexit__(self, *exc: object) -> None:
+                return None
+
+            def raise_for_status(self) -> None:
+                return None
+
+            async def json(self) -> dict[str, Any]:
+                return leader.view
+
+        return Answer()
+
+
+async def test_a_worker_follows_the_leaders_namespace_table() -> None:
+    from elastic_cache.namespaces import NamespaceTable
+
+    settings = ClusterSettings.from_mapping(
+        {"cluster": {"replication": 2}, "namespaces": {"a": {"prefix": "a/"}}}
+    )
+    live = settings.namespaces.changed("a", {"write_quorum": 1})
+    from elastic_cache.hashing import make_hasher
+    from elastic_cache.ring import HashRing
+
+    ring = HashRing(make_hasher("murmur3")).to_dict()
+    view = WorkerView(settings, control=FakeLeader({"ring": ring, "nodes": {}}))  # type: ignore[arg-type]
+    heard: list[NamespaceTable] = []
+    view.namespace_listeners.append(heard.append)
+    try:
+        await view.follow()  # an older leader sends no table: nothing changes
+        assert heard == [] and view.namespaces == settings.namespaces
+        view._control = FakeLeader({"ring": ring, "nodes": {}, "namespaces": live.to_json()})  # type: ignore[assignment]
+        await view.follow()
+        await view.follow()  # the same table again: heard once
+        assert heard == [live] and view.namespaces.policy_of("a/1").write_quorum == 1
+    finally:
+        await view.close()

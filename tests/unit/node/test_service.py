@@ -29,6 +29,7 @@ from elastic_cache.errors import (
 )
 from elastic_cache.hashing import ModuloHasher, Murmur3Hasher, TokenHasher
 from elastic_cache.indexes import make_index
+from elastic_cache.namespaces import NamespaceTable
 from elastic_cache.node import service as service_module
 from elastic_cache.node.local import LocalNetwork, LocalPeerLink
 from elastic_cache.node.service import NodeService
@@ -321,6 +322,21 @@ async def test_ttl_travels_as_time_left() -> None:
     rec = dst.store.peek("k")
     assert rec is not None
     assert rec.expires_at == pytest.approx(clock[0] + 1000 + 30, abs=0.01)
+
+
+async def test_a_forwarded_write_keeps_the_ttl_its_namespace_gave_it() -> None:
+    clock = [100.0]
+    net, src, dst = make_pair()
+    table = NamespaceTable.from_mapping({"s": {"prefix": "s/", "max_ttl": 30}})
+    for svc in (src, dst):
+        svc.store._clock = lambda: clock[0]
+        svc.set_namespaces(table)
+    await move(net, src, dst, 0, 0)
+    await src.put("s/k", b"v", "t", None)  # forwarded: no TTL asked, 30 s given
+    await src.put("s/j", b"v", "t", 3600)  # forwarded: cut to 30 s
+    for key in ("s/k", "s/j"):
+        rec = dst.store.peek(key)
+        assert rec is not None and rec.expires_at == pytest.approx(clock[0] + 30, abs=0.01)
 
 
 async def test_protocol_errors() -> None:

@@ -36,7 +36,7 @@ from tests.integration.conftest import ServerProvisioner, cluster_settings
 
 #: Errors that never reach an HTTP client of the coordinator or a node, and why.
 NOT_OVER_HTTP: dict[type[ElasticCacheError], str] = {
-    errors.ConfigError: "settings are checked when a process starts, before it serves",
+    # ConfigError is over HTTP since live namespace changes (PUT /v1/namespaces/{name}).
     errors.IndexSpecError: "index specs are settings",
     errors.UnknownPrice: "price tables are read when the coordinator starts",
     errors.Unavailable: "a parent: only its subclasses are raised",

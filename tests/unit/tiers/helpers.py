@@ -55,6 +55,7 @@ def tiered_service(
     peer_factory: Callable[[str], PeerLink] | None = None,
     batch: int = 1000,
     index: str = "sorted",
+    max_tier_bytes: int | None = None,
 ) -> NodeService:
     clock = clock or FakeClock()
     hasher = hasher or Murmur3Hasher()
@@ -66,7 +67,12 @@ def tiered_service(
         on_cold_full=on_cold_full,
     )
     cold = ColdLayer(
-        tier, store, max_value_bytes=max_value_bytes, wall_clock=clock, io=TierIO(workers=4)
+        tier,
+        store,
+        max_value_bytes=max_value_bytes,
+        wall_clock=clock,
+        io=TierIO(workers=4),
+        max_tier_bytes=max_tier_bytes,
     )
 
     def no_peers(address: str) -> PeerLink:

@@ -116,3 +116,33 @@ def test_reader_streams(tier: ColdTier) -> None:
     reader.close()
     assert b"".join(parts) == value
     assert tier.open("missing", 1) is None
+
+
+def test_inventory_lists_names_with_sizes_and_times(tier: ColdTier) -> None:
+    import time
+
+    before = time.time() - 5
+    tokens = [5, 2**63, 2**64 - 1]
+    for i, t in enumerate(tokens):
+        tier.put(ColdEntry(f"k{i}", t, 1, "t", 0.0, 10 * (i + 1)), b"v" * 10 * (i + 1))
+    whole = list(tier.inventory(0, 0))
+    assert sorted(s.name for s in whole) == sorted(tier.names(0, 0))
+    by_token = {tier.token_of_name(s.name): s for s in whole}
+    # A size counts at least the value (a disk file adds its metadata), and grows with it.
+    assert [by_token[t].size >= 10 * (i + 1) for i, t in enumerate(tokens)] == [True] * 3
+    assert by_token[5].size < by_token[2**63].size < by_token[2**64 - 1].size
+    assert all(before <= s.modified <= time.time() + 5 for s in whole)
+    assert [tier.token_of_name(s.name) for s in tier.inventory(2**63, 10)] in (
+        [2**64 - 1, 5],
+        [5, 2**64 - 1],
+    )
+
+
+@pytest.mark.parametrize("key", ["plain", "a/b c%", "~tilde", "\u00e9t\u00e9", "x" * 1100])
+def test_key_of_name(tier: ColdTier, key: str) -> None:
+    e = entry(key, b"v")
+    tier.put(e, b"v")
+    assert tier.key_of_name(tier.name_of(key, e.token)) == key
+    tier.delete(key, e.token)
+    if tier.kind == "disk" or tier.name_of(key, e.token).split("/")[-1].startswith("~"):
+        assert tier.key_of_name(tier.name_of(key, e.token)) is None  # gone: read, not spelt

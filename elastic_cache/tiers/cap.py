@@ -1,0 +1,264 @@
+"""`ColdCap`: a cap on the bytes a node's cold tier holds, kept by sweeping the oldest.
+
+A cold tier grows with every demotion; on S3 that growth is billed by the GB-month and,
+without a bound, is the one part of a deployed cluster's cost that no instance budget
+limits. ``[nodes] tier_max_bytes`` bounds it:
+
+- For a **disk** tier the cap is this node's directory.
+- For an **S3** tier (one prefix shared by the cluster) the cap is the whole prefix, and
+  each node keeps the share of it that its ranges are of the ring: a node holding a
+  quarter of the tokens keeps at most a quarter of the cap in those tokens. With
+  replicas every holder of a range counts its values, so the holders' allowances sum to
+  ``rf`` times the cap over ``rf`` counts of each value: the prefix still stays under the
+  cap.
+
+The node counts what it writes (`take`, before each demotion or large write) on top of
+what the last inventory found; when the count nears the allowance (`SWEEP_AT`), or a write
+did not fit, it *sweeps* in the background: it lists its ranges with sizes and write times
+(`ColdTier.inventory`: one ``ListObjectsV2`` per thousand values, or one ``stat`` per
+file) and deletes the oldest-written values until the tier holds `SWEEP_TO` of the
+allowance. Values written during a sweep are counted on top of what it found, so the
+count only errs high. A write that would pass the allowance is not made: a demotion
+victim is evicted instead (an eviction, as under ``on_full = "evict"``), a large value
+is refused with ``507 cold_tier_full``.
+
+A swept value reads as a miss, like an evicted one. It can never make a read stale: a
+sweep only deletes, and a write that stores a newer value in memory has removed the
+key's cold copy before it was acknowledged (`elastic_cache.tiers.layer`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from elastic_cache.tiers.base import ColdTier, ColdTierError, Stored
+from elastic_cache.tiers.io import TierIO
+
+__all__ = ["STUCK_PAUSE", "SWEEP_AT", "SWEEP_TO", "ColdCap", "ring_share"]
+
+log = logging.getLogger("elastic_cache.tiers")
+
+#: Share of the allowance past which a sweep starts.
+SWEEP_AT = 0.95
+
+#: Share of the allowance a sweep brings the tier down to.
+SWEEP_TO = 0.85
+
+#: Seconds between sweeps while the last one could not get under `SWEEP_AT`.
+STUCK_PAUSE = 30.0
+
+#: Names per delete call of a sweep.
+_DELETE_BATCH = 1000
+
+
+def ring_share(ranges: Sequence[tuple[int, int]], space: int) -> float:
+    """The share of a ring of ``space`` tokens that disjoint ``(lo, hi]`` ranges cover
+    (``(x, x]`` is the whole ring)."""
+    tokens = sum((hi - lo) % space or space for lo, hi in ranges)
+    return min(1.0, tokens / space)
+
+
+class ColdCap:
+    """The byte cap of one node's cold tier.
+
+    Args:
+        max_bytes: the cap (see the module docstring for what it covers).
+        tier: the tier.
+        io: the node's tier thread pool.
+        ranges: the ranges this node keeps in the tier: ``(0, 0)``, everything, for a
+            tier of its own; its ring ranges for a shared one.
+        space: tokens on the ring (for a shared tier's share).
+        swept: called before and after a sweep deletes (the layer forgets which memory
+            records the tier held copies of: a copy may be gone).
+        keep: whether a key's value must stay (a durable namespace's, docs/namespaces.md);
+            None: every value may go. Kept values count toward the cap but are never
+            swept, so past it durable writes are refused rather than durable values lost.
+        wall_clock: seconds since the epoch, for the sweep's age figures.
+    """
+
+    def __init__(
+        self,
+        max_bytes: int,
+        tier: ColdTier,
+        io: TierIO,
+        *,
+        ranges: Callable[[], Sequence[tuple[int, int]]] = lambda: [(0, 0)],
+        space: int = 1 << 64,
+        swept: Callable[[], None] = lambda: None,
+        wall_clock: Callable[[], float] = time.time,
+        keep: Callable[[str], bool] | None = None,
+    ) -> None:
+        self.max_bytes = max_bytes
+        self.tier = tier
+        self.io = io
+        self.ranges = ranges
+        self.space = space
+        self._swept = swept
+        self._wall = wall_clock
+        self.keep = keep
+        self.used = 0
+        self.known = False
+        self._since = 0  # bytes taken since the running sweep began its listing
+        self._wanted = 0  # the largest write refused since the last sweep that could fit
+        self._stuck_until = 0.0  # no sweep before this (monotonic) unless asked `now`
+        self._task: asyncio.Task[None] | None = None
+        self._closed = False
+        self.sweeps = 0
+        self.swept = 0
+        self.swept_bytes = 0
+        self.youngest_swept_age: float | None = None
+        self.refused = 0
+        self.refused_bytes = 0
+        self.kept = 0
+        self.errors = 0
+        self.last_error = ""
+
+    @property
+    def allowance(self) -> int:
+        """Bytes this node may keep in the tier now."""
+        if not self.tier.shared:
+            return self.max_bytes
+        return int(self.max_bytes * ring_share(self.ranges(), self.space))
+
+    def take(self, nbytes: int) -> bool:
+        """Count a write of ``nbytes`` about to be made; False (nothing counted) when it
+        would pass the allowance. Starts a sweep when the count nears it."""
+        allowance = self.allowance
+        if self.used + nbytes > allowance:
+            self.refused += 1
+            self.refused_bytes += nbytes
+            if nbytes <= allowance:
+                self._wanted = max(self._wanted, nbytes)  # the sweep makes room for it
+            self.sweep_soon()
+            return False
+        self.used += nbytes
+        self._since += nbytes
+        if self.used > allowance * SWEEP_AT:
+            self.sweep_soon()
+        return True
+
+    def sweep_soon(self, *, now: bool = False) -> None:
+        """Start a sweep unless one runs (or the node is stopping). After a sweep that
+        could not get the tier under `SWEEP_AT` (kept durable values fill it), the next
+        waits `STUCK_PAUSE` seconds, so a full tier is not listed over and over;
+        ``now``: at once all the same (the node's ranges changed)."""
+        if self._task is not None or self._closed:
+            return
+        if not now and time.monotonic() < self._stuck_until:
+            return
+        self._task = asyncio.get_running_loop().create_task(self._sweep_logged())
+
+    async def sweep(self) -> int:
+        """List this node's ranges, count them, and delete the oldest-written values
+        until the tier holds `SWEEP_TO` of the allowance; returns the values deleted.
+
+        Raises:
+            ColdTierError: the listing or a delete failed (the count is left as it was,
+                erring high).
+        """
+        self._since = 0
+        ranges = list(self.ranges())
+        listed: list[Stored] = []
+        for lo, hi in ranges:
+            listed += await self.io.call(lambda lo=lo, hi=hi: list(self.tier.inventory(lo, hi)))
+        total = sum(s.size for s in listed)
+        allowance = self.allowance
+        wanted, self._wanted = self._wanted, 0
+        removed = 0
+        if total > allowance * SWEEP_AT or total + wanted > allowance:
+            target = min(int(allowance * SWEEP_TO), allowance - wanted)
+            listed.sort(key=lambda s: s.modified)
+            victims: list[Stored] = []
+            kept = 0
+            start = 0
+            while start < len(listed) and total > target:
+                # Candidates oldest first, a batch at a time: a durable value is kept.
+                batch = listed[start : start + _DELETE_BATCH]
+                start += len(batch)
+                keys = await self._keys_to_keep(batch)
+                for stored, keep in zip(batch, keys, strict=True):
+                    if total <= target:
+                        break
+                    if keep:
+                        kept += 1
+                        continue
+                    victims.append(stored)
+                    total -= stored.size
+            self.kept = kept
+            if victims:
+                self._swept()  # before the deletes too: no demotion may trust a copy
+            for start in range(0, len(victims), _DELETE_BATCH):
+                batch = victims[start : start + _DELETE_BATCH]
+                await self.io.call(self.tier.delete_names, [s.name for s in batch])
+                removed += len(batch)
+                self.swept_bytes += sum(s.size for s in batch)
+            if victims:
+                self.youngest_swept_age = max(0.0, self._wall() - victims[-1].modified)
+                self.swept += removed
+                self._swept()
+                log.info(
+                    "%s: swept the %d oldest value(s) (%d bytes) to stay under %d bytes",
+                    self.tier.describe(),
+                    removed,
+                    sum(s.size for s in victims),
+                    allowance,
+                )
+        self.sweeps += 1
+        self.used = total + self._since
+        self.known = True
+        stuck = total > allowance * SWEEP_AT
+        self._stuck_until = time.monotonic() + STUCK_PAUSE if stuck else 0.0
+        return removed
+
+    async def _keys_to_keep(self, batch: list[Stored]) -> list[bool]:
+        """Which of ``batch`` must stay (`keep`); the names' keys are read in the pool."""
+        keep = self.keep
+        if keep is None:
+            return [False] * len(batch)
+        keys = await self.io.call(lambda: [self.tier.key_of_name(s.name) for s in batch])
+        return [key is not None and keep(key) for key in keys]
+
+    async def _sweep_logged(self) -> None:
+        try:
+            await self.sweep()
+        except ColdTierError as exc:
+            self.errors += 1
+            self.last_error = str(exc)
+            log.warning("%s: a sweep for the byte cap failed: %s", self.tier.describe(), exc)
+        finally:
+            self._task = None
+
+    async def close(self) -> None:
+        """Stop a running sweep (a value it had not deleted yet stays)."""
+        self._closed = True
+        task = self._task
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+    def stats(self) -> dict[str, Any]:
+        """A JSON-ready description of the cap and what it did."""
+        return {
+            "max_bytes": self.max_bytes,
+            "allowance": self.allowance,
+            "used_bytes": self.used,
+            "used_known": self.known,
+            "sweeping": self._task is not None,
+            "sweeps": self.sweeps,
+            "swept": self.swept,
+            "swept_bytes": self.swept_bytes,
+            "youngest_swept_age": (
+                None if self.youngest_swept_age is None else round(self.youngest_swept_age, 1)
+            ),
+            "refused": self.refused,
+            "refused_bytes": self.refused_bytes,
+            "kept_durable": self.kept,
+            "errors": self.errors,
+            "last_error": self.last_error or None,
+        }

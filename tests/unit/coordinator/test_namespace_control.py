@@ -1,0 +1,95 @@
+"""`NamespaceControl`: live changes pushed, re-pushed to nodes that missed them, kept
+across a restart while the config file's table is the one they were made on."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from elastic_cache.config import check_durability
+from elastic_cache.coordinator.events import EventLog
+from elastic_cache.coordinator.membership import NodeInfo
+from elastic_cache.coordinator.namespaces import NamespaceControl
+from elastic_cache.coordinator.rates import RateMeter
+from elastic_cache.coordinator.statestore import FileStateStore
+from elastic_cache.errors import ConfigError, NodeUnavailable
+from elastic_cache.namespaces import NamespaceTable
+from elastic_cache.provisioner.base import NodeHandle
+
+
+class Node:
+    def __init__(self, node_id: str) -> None:
+        self.node_id = node_id
+        self.address = "http://127.0.0.1:1"
+        self.down = False
+        self.tables: list[dict[str, Any]] = []
+
+    async def set_namespaces(self, table: dict[str, Any]) -> str:
+        if self.down:
+            raise NodeUnavailable(f"{self.node_id} is down")
+        self.tables.append(table)
+        return NamespaceTable.from_json(table).version
+
+
+class Members:
+    def __init__(self, *nodes: Node) -> None:
+        self.events = EventLog()
+        self.nodes = {
+            n.node_id: NodeInfo(
+                handle=NodeHandle(node_id=n.node_id, address=n.address, ref=n.node_id),
+                client=n,  # type: ignore[arg-type]
+                requests=RateMeter(1),
+            )
+            for n in nodes
+        }
+
+
+FILE = NamespaceTable.from_mapping({"a": {"prefix": "a/", "quota_records": 10}})
+
+
+def control(members: Members, path: Path, table: NamespaceTable = FILE) -> NamespaceControl:
+    return NamespaceControl(
+        table, members, check=lambda t: check_durability(t, None), store=FileStateStore(path)
+    )
+
+
+async def test_a_change_is_pushed_and_a_node_that_missed_it_gets_it_later(tmp_path: Path) -> None:
+    one, two = Node("node-1"), Node("node-2")
+    members = Members(one, two)
+    ctl = control(members, tmp_path / "namespaces.json")
+    two.down = True
+    new = ctl.table.changed("a", {"quota_records": 5})
+    result = await ctl.change(new, "test")
+    assert result["nodes"]["node-1"] == "applied" and "down" in result["nodes"]["node-2"]
+    assert ctl.view()["nodes_applying"] == 1
+    # The poll pushes only to nodes that report another version.
+    members.nodes["node-1"].namespaces_version = new.version
+    members.nodes["node-2"].namespaces_version = FILE.version
+    two.down = False
+    assert await ctl.push(only_stale=True) == {"node-2": "applied"}
+    assert len(one.tables) == 1 and NamespaceTable.from_json(two.tables[-1]) == new
+    assert [e["kind"] for e in members.events.since(0)] == ["namespaces_changed"]
+
+
+async def test_a_table_the_cluster_cannot_apply_changes_nothing(tmp_path: Path) -> None:
+    node = Node("node-1")
+    ctl = control(Members(node), tmp_path / "namespaces.json")
+    bad = ctl.table.changed("a", {"durability": "disk"})  # valid alone; no tier here
+    with pytest.raises(ConfigError, match=r"namespaces\.a\.durability"):
+        await ctl.change(bad, "test")
+    assert ctl.table == FILE and node.tables == [] and ctl.changes == 0
+    assert not (tmp_path / "namespaces.json").exists()
+
+
+async def test_changes_survive_a_restart_until_the_file_changes(tmp_path: Path) -> None:
+    path = tmp_path / "state" / "namespaces.json"
+    ctl = control(Members(), path)
+    new = ctl.table.changed("b", {"prefix": "b/"}, create=True)
+    await ctl.change(new, "test")
+    assert control(Members(), path).table == new  # restarted, same file table
+    members = Members()
+    edited = NamespaceTable.from_mapping({"a": {"prefix": "a/", "quota_records": 99}})
+    assert control(members, path, edited).table == edited  # the file changed: it wins
+    assert [e["kind"] for e in members.events.since(0)] == ["namespaces_reset"]

@@ -1,0 +1,112 @@
+"""The router's per-namespace write quorum (``write_quorum``, w) and its refusal of a
+namespace's quota (docs/namespaces.md)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from elastic_cache.config import ClusterSettings
+from elastic_cache.coordinator.membership import NodeInfo
+from elastic_cache.coordinator.rates import RateMeter
+from elastic_cache.coordinator.router import Router
+from elastic_cache.errors import NodeUnavailable
+from elastic_cache.hashing import make_hasher
+from elastic_cache.node.protocol import Answer
+from elastic_cache.provisioner.base import NodeHandle
+from elastic_cache.ring import HashRing
+
+
+class Holder:
+    """A node that stores every write, or (``down``) does not answer in time."""
+
+    def __init__(self, node_id: str, *, down: bool = False, status: int = 204) -> None:
+        self.node_id = node_id
+        self.address = "http://127.0.0.1:1"
+        self.down = down
+        self.status = status
+        self.puts = 0
+
+    async def put(self, *args: Any, **kwargs: Any) -> Answer:
+        self.puts += 1
+        if self.down:
+            raise NodeUnavailable(f"{self.node_id} did not answer", timed_out=True)
+        body = b'{"error":"namespace_full","message":"q"}' if self.status == 507 else b""
+        return Answer(self.status, body, "application/json", 1, 1, 10)
+
+
+class View:
+    def __init__(self, settings: ClusterSettings, clients: list[Holder]) -> None:
+        self.settings = settings
+        self.ring = HashRing(make_hasher("murmur3"))
+        self.ring.add_bucket(5, clients[0].node_id)
+        self.nodes = {
+            c.node_id: NodeInfo(
+                handle=NodeHandle(node_id=c.node_id, address=c.address, ref=c.node_id),
+                client=c,  # type: ignore[arg-type]
+                requests=RateMeter(1),
+            )
+            for c in clients
+        }
+        self.waits = 0
+
+    def holders(self, token: int) -> tuple[str, ...]:
+        return tuple(self.nodes)
+
+    def suspect(self, node_id: str, *, timed_out: bool = False) -> None:
+        return None
+
+    async def wait_for_room(self, node_id: str, timeout: float) -> bool:
+        self.waits += 1
+        await asyncio.sleep(0)
+        return False
+
+
+class Scaler:
+    def observe_write(self, node_id: str, used: int, capacity: int, size: int) -> None:
+        pass
+
+    def request_help(self, node_id: str, *, full: bool) -> bool:
+        return True
+
+    def at_cap(self) -> str | None:
+        return None
+
+
+def settings(**extra: Any) -> ClusterSettings:
+    return ClusterSettings.from_mapping(
+        {
+            "cluster": {"replication": 2},
+            "namespaces": {"fast": {"prefix": "fast/", "write_quorum": 1}},
+            **extra,
+        }
+    )
+
+
+async def test_a_namespace_with_w_1_is_acknowledged_by_one_copy() -> None:
+    view = View(settings(), [Holder("node-1"), Holder("node-2", down=True)])
+    router = Router(view, Scaler(), RateMeter(1))
+    answer = await router.put("fast/a", b"v", "t", None)
+    assert answer.status == 204
+    with pytest.raises(NodeUnavailable):  # the cluster's w: both copies
+        await router.put("slow/a", b"v", "t", None)
+
+
+async def test_a_live_change_of_w_reaches_the_router() -> None:
+    view = View(settings(), [Holder("node-1"), Holder("node-2", down=True)])
+    router = Router(view, Scaler(), RateMeter(1))
+    router.set_namespaces(view.settings.namespaces.changed("fast", {"write_quorum": None}))
+    with pytest.raises(NodeUnavailable):
+        await router.put("fast/a", b"v", "t", None)
+
+
+async def test_a_namespace_over_its_quota_is_not_held_for_a_new_node() -> None:
+    cfg = ClusterSettings.from_mapping(
+        {"nodes": {"on_full": "block"}, "namespaces": {"q": {"prefix": "q/", "quota_records": 1}}}
+    )
+    view = View(cfg, [Holder("node-1", status=507)])
+    router = Router(view, Scaler(), RateMeter(1))
+    answer = await router.put("q/a", b"v", "t", None)
+    assert answer.status == 507 and view.waits == 0
