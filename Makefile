@@ -150,10 +150,10 @@ experiments: $(STAMP)
 # The small runs the tests make, into experiments/results/quick/ (not committed); also ten
 # seeds and three real repetitions. Every script in one process (python -m experiments):
 # the interpreter and the imports are paid once, not twelve times; it prints each
-# script's wall and CPU time. About 150 s of CPU, 2026-11-26: 106 s of wall time on an
-# otherwise quiet machine (before that day's changes, which took some waste out; not
-# timed quiet since), 136-144 s with other jobs' tests on the 2 cores (load 2-4.5), so
-# within the issue's 2 minutes only on a quiet machine (docs/results.md, "Running time").
+# script's wall and CPU time. About 150-160 s of CPU, 2026-11-26: 105 s of wall time on
+# an otherwise quiet machine (load 0.8-2.7), 136-144 s with other jobs' tests on the 2
+# cores (load 2-4.5), so within the issue's 2 minutes only on a quiet machine
+# (docs/results.md, "Running time").
 experiments-quick: $(STAMP)
 	rm -rf experiments/results/quick
 	$(BIN)/python -m experiments --quick --jobs $(EXPERIMENT_JOBS) \
