@@ -135,11 +135,11 @@ bench-faults: $(STAMP)
 # while the figures are made; the cache is cleared first (scripts that share runs come
 # after the one that makes them: overhead after index_time, sensitivity after prelaunch,
 # baselines after miss_rate). The paper's figures took 38 minutes on 2 shared cores
-# (2026-11-25); baselines, overhead, sensitivity and zipf add about 10 more on an idle
-# machine, and Figure 4's midpoint-split runs (100 full-size runs, about 10 minutes of
-# CPU) about 5 more on two cores (estimated from single-run times, not timed end to end;
-# docs/results.md). warm (issue 18 c) runs six scale-down/scale-up cycles of 50,000
-# records on real local processes: about 2 minutes (2026-11-26, shared machine).
+# (2026-11-25); on 2026-11-26, at load 3-6 from other jobs, Figures 2 to 5 alone took 58
+# minutes (21, 23, 8 and 6), so the whole set takes well over an hour on a shared machine,
+# not the 30 minutes the issue aims at (docs/results.md, "Running time").
+# warm (issue 18 c) runs six scale-down/scale-up cycles of 50,000 records on real
+# local processes: about 2 minutes more (2026-11-26, shared machine).
 EXPERIMENTS     := miss_rate index_time overhead migration_time prelaunch sensitivity hit_time cost \
                    hybrid baselines zipf bootstrap warm
 EXPERIMENT_JOBS ?= 2
@@ -152,11 +152,11 @@ experiments: $(STAMP)
 
 # The small runs the tests make, into experiments/results/quick/ (not committed); also ten
 # seeds and three real repetitions. Every script in one process (python -m experiments):
-# the interpreter and the imports are paid once, not twelve times. 2026-11-26, on 2 cores
-# shared with other jobs (load 5-7): 144 s of CPU and 241 s of wall time in one process,
-# against 157 s of CPU and about 350 s of wall time script by script (the old loop; the
-# same runs); at load 3-5, 150 s of CPU and 215 s of wall time. Figure 8's S3 tier is 43 s of that CPU; the real processes of Figures 2, 6
-# and 8 wait more than they compute. Not timed on a quiet machine (docs/results.md).
+# the interpreter and the imports are paid once, not twelve times; it prints each
+# script's wall and CPU time. About 150-160 s of CPU, 2026-11-26: 105 s of wall time on
+# an otherwise quiet machine (load 0.8-2.7), 136-144 s with other jobs' tests on the 2
+# cores (load 2-4.5), so within the issue's 2 minutes only on a quiet machine
+# (docs/results.md, "Running time").
 experiments-quick: $(STAMP)
 	rm -rf experiments/results/quick
 	$(BIN)/python -m experiments --quick --jobs $(EXPERIMENT_JOBS) \

@@ -7,14 +7,22 @@ named by ``--real-for``. The outputs are those of running each script on its own
 one process saves is the interpreter start and the imports (the simulator, numpy,
 matplotlib) of every script after the first, about a second of CPU each, which is most of
 what the smaller scripts of ``make experiments-quick`` cost.
+
+After each script it prints to stderr the script's wall time and CPU time (this process's
+and that of the children it ended: run pools, node processes, moto servers), and a total
+at the end, so that where the time goes can be read off every run
+(docs/results.md, "Running time").
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import resource
 import sys
+import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from experiments.common import figure_progress
 
@@ -38,6 +46,26 @@ SCRIPTS: dict[str, str | None] = {
 }
 
 
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Wall and CPU seconds used so far by this process and the children it has ended."""
+
+    wall: float
+    cpu: float
+
+    @classmethod
+    def now(cls) -> Usage:
+        cpu = 0.0
+        for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN):
+            r = resource.getrusage(who)
+            cpu += r.ru_utime + r.ru_stime
+        return cls(wall=time.monotonic(), cpu=cpu)
+
+    def since(self, start: Usage) -> str:
+        """``W s wall, C s CPU`` from ``start`` to this."""
+        return f"{self.wall - start.wall:.1f} s wall, {self.cpu - start.cpu:.1f} s CPU"
+
+
 def _names(value: str) -> list[str]:
     names = [n for n in value.split(",") if n]
     unknown = [n for n in names if n not in SCRIPTS]
@@ -55,7 +83,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--scripts", type=_names, default=list(SCRIPTS), help="comma-separated")
     parser.add_argument("--real-for", type=_names, default=[], help="scripts run with --real")
     args, rest = parser.parse_known_args(argv)
+    first = Usage.now()
     for name in args.scripts:
+        start = Usage.now()
         module = importlib.import_module(f"experiments.{name}")
         script_argv = [*rest, "--real"] if name in args.real_for else list(rest)
         label = SCRIPTS[name]
@@ -67,6 +97,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if status:
             print(f"experiments.{name} failed (exit status {status})", file=sys.stderr)
             return int(status)
+        print(f"experiments.{name}: {Usage.now().since(start)}", file=sys.stderr)
+    total = Usage.now().since(first)
+    print(f"experiments, {len(args.scripts)} script(s): {total}", file=sys.stderr)
     return 0
 
 

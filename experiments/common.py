@@ -35,7 +35,7 @@ import math
 import statistics
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +46,7 @@ from elastic_cache.sim import (
     RunResult,
     Scenario,
     ServiceTimeModel,
+    StepRecord,
     lookup_model,
     simulate,
 )
@@ -207,6 +208,10 @@ def paper_scenario(queries_per_step: int, scale: str, **changes: Any) -> Scenari
     return reduced.with_(**changes)
 
 
+#: The fields of a step's record, in order (what ``asdict`` would give).
+_STEP_FIELDS = tuple(f.name for f in fields(StepRecord))
+
+
 @dataclass(slots=True)
 class RunData:
     """A run reduced to plain data (JSON-ready), as figures use it."""
@@ -228,9 +233,12 @@ class RunData:
             row.pop("id")
             row["seconds"] = m.seconds
             migrations.append(row)
+        # A run has a row per step (1000 at full scale, every one of them cached):
+        # read the flat records field by field, not with asdict's deep copy.
+        names = _STEP_FIELDS
         steps = []
         for s in run.steps:
-            row = asdict(s)
+            row = {name: getattr(s, name) for name in names}
             row["miss_rate"] = s.miss_rate
             steps.append(row)
         return cls(
@@ -260,7 +268,9 @@ class RunData:
         )
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        """The run as a dict of its fields (shared, not copied: its values are plain
+        data already)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> RunData:

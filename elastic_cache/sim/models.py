@@ -130,16 +130,26 @@ class ServiceTimeModel:
             )
 
     def inverse_cdf(self, u: float) -> float:
-        """Seconds at probability ``u`` in [0, 1] (linear between quantiles)."""
-        probs = [p for p, _ in self.quantiles]
+        """Seconds at probability ``u`` in [0, 1] (linear between quantiles).
+
+        Runtime complexity: O(log(quantiles)), plus O(quantiles) to list the probabilities.
+        """
+        return self._at(u, [p for p, _ in self.quantiles])
+
+    def _at(self, u: float, probs: list[float]) -> float:
         i = min(max(bisect.bisect_right(probs, u), 1), len(probs) - 1)
         (p0, s0), (p1, s1) = self.quantiles[i - 1], self.quantiles[i]
         return (s0 + (s1 - s0) * (u - p0) / (p1 - p0)) * self.scale
 
     def per_key(self, keys: int, seed: int) -> list[float]:
-        """The service time of each key ``0..keys-1``, fixed for a run."""
+        """The service time of each key ``0..keys-1``, fixed for a run.
+
+        Runtime complexity: O(keys × log(quantiles)); the probabilities are listed once,
+        not once a key (at full scale a run draws 65,536 keys).
+        """
         rng = random.Random(f"service:{seed}")
-        return [self.inverse_cdf(rng.random()) for _ in range(keys)]
+        probs = [p for p, _ in self.quantiles]
+        return [self._at(rng.random(), probs) for _ in range(keys)]
 
     @property
     def mean(self) -> float:
