@@ -9,6 +9,11 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
+#: The first test here sets up the session's quick run of every script (python -m
+#: experiments --quick): about 2 minutes, 105 s on a quiet 2-core machine and more
+#: when it is shared, past the suite's 120 s per test.
+pytestmark = pytest.mark.timeout(300)
+
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 

@@ -11,6 +11,11 @@ import pytest
 
 from tests.experiments.conftest import SCRIPTS
 
+#: The first test here sets up the session's quick run of every script (python -m
+#: experiments --quick): about 2 minutes, 105 s on a quiet 2-core machine and more
+#: when it is shared, past the suite's 120 s per test.
+pytestmark = pytest.mark.timeout(300)
+
 OUTPUTS = {
     "miss_rate": [
         "fig2_miss_rate.csv",
