@@ -551,15 +551,7 @@ class Ec2Provisioner:
         instance_id = str(instance["InstanceId"])
         log.info("launched %s as %s (%s)", node_id, instance_id, instance["InstanceType"])
         try:
-            instance = await self._wait_running(instance_id, deadline)
-            address = await self.runner.address(node_id, instance)
-            await wait_healthy(
-                address,
-                deadline=deadline,
-                interval=min(self.settings.poll_interval, 1.0),
-                clock=self._clock,
-                sleep=self._sleep,
-            )
+            instance, address = await self._until_serving(node_id, instance_id, deadline)
         except BaseException as exc:
             await self._terminate_quietly(node_id, instance_id)
             if isinstance(exc, ProvisionError):
@@ -582,6 +574,26 @@ class Ec2Provisioner:
         )
         self._handles[node_id] = handle
         return handle
+
+    async def _until_serving(
+        self, node_id: str, instance_id: str, deadline: float
+    ) -> tuple[dict[str, Any], str]:
+        """Wait until ``instance_id`` runs and its node answers ``/healthz``; returns the
+        instance and the node's address.
+
+        Raises:
+            ProvisionError: not by ``deadline``.
+        """
+        instance = await self._wait_running(instance_id, deadline)
+        address = await self.runner.address(node_id, instance)
+        await wait_healthy(
+            address,
+            deadline=deadline,
+            interval=min(self.settings.poll_interval, 1.0),
+            clock=self._clock,
+            sleep=self._sleep,
+        )
+        return instance, address
 
     async def _terminate_quietly(self, node_id: str, instance_id: str) -> None:
         try:
@@ -663,15 +675,7 @@ class Ec2Provisioner:
             self.ec2, "StartInstances", f"starting {node_id}", InstanceIds=[instance_id]
         )
         try:
-            instance = await self._wait_running(instance_id, deadline)
-            address = await self.runner.address(node_id, instance)
-            await wait_healthy(
-                address,
-                deadline=deadline,
-                interval=min(self.settings.poll_interval, 1.0),
-                clock=self._clock,
-                sleep=self._sleep,
-            )
+            instance, address = await self._until_serving(node_id, instance_id, deadline)
         except ProvisionError:
             raise
         except Exception as exc:
