@@ -34,10 +34,14 @@ from elastic_cache.coordinator.spotdrain import Interrupted, SpotDrain
 from elastic_cache.coordinator.statestore import FileStateStore, StateStore
 from elastic_cache.coordinator.watch import WatchHub
 from elastic_cache.coordinator.watchfeed import WatchFeed
-from elastic_cache.cost import instance_price, stopped_node_cost_per_hour
-from elastic_cache.cost.billed import instance_extras_per_hour, storage_cap_per_hour
+from elastic_cache.cost import instance_price
+from elastic_cache.cost.billed import (
+    instance_extras_per_hour,
+    storage_cap_per_hour,
+    volume_per_hour,
+)
 from elastic_cache.cost.prices import RegionPrices
-from elastic_cache.cost.spot import assumed_label, spot_price
+from elastic_cache.cost.spot import assumed_label, running_spot_price
 from elastic_cache.dashboard.history import ClusterHistory
 from elastic_cache.errors import ElasticCacheError, UnknownPrice
 from elastic_cache.metrics import CoordinatorMetrics, MeteredProvisioner
@@ -314,18 +318,16 @@ class Coordinator:
         """USD per hour of one node as it runs: a Spot node at the Spot price EC2 gave
         deploy for its type (``[cost] spot``), else at the assumed share of on-demand
         (`elastic_cache.cost.spot`, ``ec2.spot_price_fraction``)."""
-        ec2 = self.settings.ec2
-        if handle.extra.get("market") == "spot" and ec2 is not None:
-            fetched = self.spot_prices.get(handle.instance_type)
-            if fetched is not None:
-                return fetched.usd_per_hour + self.node_extras()
-            return (
-                spot_price(self.node_price(handle.instance_type), ec2.spot_price_fraction)
-                + self.node_extras()
-            )
         if handle.instance_type == "local":
             return 0.0
-        return self.node_price(handle.instance_type) + self.node_extras()
+        ec2 = self.settings.ec2
+        if handle.extra.get("market") == "spot" and ec2 is not None:
+            hours = running_spot_price(
+                handle.instance_type, self.spot_prices, self.node_price, ec2.spot_price_fraction
+            )
+        else:
+            hours = self.node_price(handle.instance_type)
+        return hours + self.node_extras()
 
     def spot_source(self) -> str | None:
         """Where the Spot nodes' prices come from, as shown beside the cost per hour
@@ -359,8 +361,10 @@ class Coordinator:
         stopped = [s for s in self.cluster.stopped.values() if s.handle.instance_type != "local"]
         if ec2 is None or not stopped:
             return 0.0
-        region = self.settings.coordinator.price_region
-        return len(stopped) * stopped_node_cost_per_hour(ec2.root_volume_gb, region, self.prices)
+        prices = self._region_prices()  # as for running nodes' volumes (`node_extras`)
+        if prices is None:
+            return 0.0
+        return len(stopped) * volume_per_hour(prices, ec2.root_volume_gb)
 
     def _client_for(self, handle: NodeHandle) -> NodeClient:
         budget = self.settings.coordinator.request_budget

@@ -26,6 +26,7 @@ __all__ = [
     "PUBLIC_IPV4_USD_PER_HOUR",
     "instance_extras_per_hour",
     "storage_cap_per_hour",
+    "volume_per_hour",
 ]
 
 #: A public IPv4 address (or an associated Elastic IP), USD per hour, every region.
@@ -39,7 +40,13 @@ def instance_extras_per_hour(prices: RegionPrices, *, public_ip: bool, volume_gb
     """What one instance costs per hour on top of its list price: its public IPv4
     address (if any) and its gp3 root volume of ``volume_gb``."""
     ipv4 = PUBLIC_IPV4_USD_PER_HOUR if public_ip else 0.0
-    return ipv4 + volume_gb * prices.ebs_storage_per_gb_month / HOURS_PER_MONTH
+    return ipv4 + volume_per_hour(prices, volume_gb)
+
+
+def volume_per_hour(prices: RegionPrices, volume_gb: float) -> float:
+    """What ``volume_gb`` of gp3 EBS costs per hour (billed while the volume exists,
+    its instance running or stopped)."""
+    return volume_gb * prices.ebs_storage_per_gb_month / HOURS_PER_MONTH
 
 
 def storage_cap_per_hour(prices: RegionPrices, max_bytes: int | None) -> float:

@@ -23,7 +23,7 @@ anyway), and running Spot nodes at the Spot price (docs/aws.md, "Spot nodes").
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
@@ -35,6 +35,7 @@ __all__ = [
     "SpotPrice",
     "assumed_label",
     "highest_zone_price",
+    "running_spot_price",
     "spot_price",
 ]
 
@@ -46,6 +47,21 @@ def spot_price(on_demand: float, fraction: float = SPOT_PRICE_FRACTION) -> float
     """USD per hour of a Spot instance whose on-demand price is ``on_demand``, by the
     assumption (used when EC2 gave no Spot price)."""
     return on_demand * fraction
+
+
+def running_spot_price(
+    instance_type: str,
+    fetched: Mapping[str, SpotPrice],
+    on_demand: Callable[[str], float],
+    fraction: float = SPOT_PRICE_FRACTION,
+) -> float:
+    """USD per hour of a running Spot instance of ``instance_type``: the price EC2 gave
+    deploy (``fetched``), else the assumed ``fraction`` of its on-demand price (asked of
+    ``on_demand`` only then)."""
+    price = fetched.get(instance_type)
+    if price is not None:
+        return price.usd_per_hour
+    return spot_price(on_demand(instance_type), fraction)
 
 
 def assumed_label(fraction: float = SPOT_PRICE_FRACTION) -> str:

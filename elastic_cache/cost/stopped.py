@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from elastic_cache.cost.model import HOURS_PER_MONTH
+from elastic_cache.cost.billed import volume_per_hour
 from elastic_cache.cost.prices import CURRENT_PRICES, PriceTable
 from elastic_cache.errors import ConfigError
 
@@ -32,7 +32,7 @@ def stopped_node_cost_per_hour(
     """
     if not volume_gb >= 0:
         raise ConfigError(f"a volume size must be >= 0 GB, got {volume_gb!r}")
-    return volume_gb * table.region(region).ebs_storage_per_gb_month / HOURS_PER_MONTH
+    return volume_per_hour(table.region(region), volume_gb)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -12,9 +12,13 @@ from typing import Any
 from elastic_cache.auth import fetch_token
 from elastic_cache.awserrors import AwsError, aws_call
 from elastic_cache.config import ClusterSettings, CostSettings, check_cluster_name
-from elastic_cache.cost import HOURS_PER_MONTH, PriceTable, UnknownPrice, instance_price
-from elastic_cache.cost.billed import PUBLIC_IPV4_USD_PER_HOUR, storage_cap_per_hour
-from elastic_cache.cost.spot import SPOT_PRICE_FRACTION, spot_price
+from elastic_cache.cost import PriceTable, UnknownPrice, instance_price
+from elastic_cache.cost.billed import (
+    PUBLIC_IPV4_USD_PER_HOUR,
+    storage_cap_per_hour,
+    volume_per_hour,
+)
+from elastic_cache.cost.spot import SPOT_PRICE_FRACTION, running_spot_price
 from elastic_cache.deploy.coordinator import PORT_TAG, endpoint_of
 from elastic_cache.deploy.names import tls_cert_parameter_of, token_parameter_of
 from elastic_cache.errors import ConfigError, NodeUnavailable, NotFound, Unauthorized
@@ -150,12 +154,12 @@ def _instance_price(
     if inst.get("InstanceLifecycle") != "spot":
         return on_demand
     ec2 = settings.ec2 if settings is not None else None
-    if settings is not None:
-        fetched = settings.cost.spot_prices().get(inst["InstanceType"])
-        if fetched is not None:
-            return fetched.usd_per_hour
-    fraction = ec2.spot_price_fraction if ec2 is not None else SPOT_PRICE_FRACTION
-    return spot_price(on_demand, fraction)
+    return running_spot_price(
+        inst["InstanceType"],
+        settings.cost.spot_prices() if settings is not None else {},
+        lambda _: on_demand,
+        ec2.spot_price_fraction if ec2 is not None else SPOT_PRICE_FRACTION,
+    )
 
 
 def _volumes_gb(ec2: Any, name: str) -> int | None:
@@ -242,7 +246,7 @@ def aws_view(ec2: Any, name: str, region: str) -> dict[str, Any]:
             "s3_at_cap": round(storage_cap_per_hour(prices, cap), 6),
         }
         if volumes_gb is not None:
-            extras["ebs"] = round(volumes_gb * prices.ebs_storage_per_gb_month / HOURS_PER_MONTH, 6)
+            extras["ebs"] = round(volume_per_hour(prices, volumes_gb), 6)
         else:
             unpriced.append("EBS volumes (DescribeVolumes refused)")
     except UnknownPrice:

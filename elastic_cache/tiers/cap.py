@@ -36,7 +36,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from elastic_cache.tiers.base import ColdTier, ColdTierError, Stored
+from elastic_cache.tiers.base import ColdTier, ColdTierError, ColdTierFull, Stored, error_details
 from elastic_cache.tiers.io import TierIO
 
 __all__ = ["STUCK_PAUSE", "SWEEP_AT", "SWEEP_TO", "ColdCap", "ring_share"]
@@ -141,6 +141,14 @@ class ColdCap:
         if self.used > allowance * SWEEP_AT:
             self.sweep_soon()
         return True
+
+    def refusal(self, what: str) -> ColdTierFull:
+        """The error of a write `take` refused (``what``: the write, for the message)."""
+        return ColdTierFull(
+            f"{self.tier.describe()} is at its cap of {self.max_bytes} bytes (this node's "
+            f"share: {self.allowance}); {what} was not stored",
+            **error_details(self.tier.kind, max_bytes=self.max_bytes),
+        )
 
     def sweep_soon(self, *, now: bool = False) -> None:
         """Start a sweep unless one runs (or the node is stopping). After a sweep that

@@ -57,8 +57,6 @@ from elastic_cache.tiers.base import (
     ColdReader,
     ColdTier,
     ColdTierError,
-    ColdTierFull,
-    error_details,
 )
 from elastic_cache.tiers.bloom import ColdNames
 from elastic_cache.tiers.cap import ColdCap
@@ -771,12 +769,7 @@ class ColdLayer:
             if self.cap is not None and not self.cap.take(
                 self.tier.stored_bytes(entry._replace(length=length))
             ):
-                raise ColdTierFull(
-                    f"{self.tier.describe()} is at its cap of {self.cap.max_bytes} bytes "
-                    f"(this node's share: {self.cap.allowance}); the {length}-byte value "
-                    "was not stored",
-                    **error_details(self.tier.kind, max_bytes=self.cap.max_bytes),
-                )
+                raise self.cap.refusal(f"the {length}-byte value")
             check()
         except BaseException:
             await asyncio.shield(self.io.call(writer.abort))
@@ -822,14 +815,7 @@ class ColdLayer:
         entry = self.entry_of(key, token, rec)
         if self.cap is not None and not self.cap.take(self.tier.stored_bytes(entry)):
             refused: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            refused.set_exception(
-                ColdTierFull(
-                    f"{self.tier.describe()} is at its cap of {self.cap.max_bytes} bytes "
-                    f"(this node's share: {self.cap.allowance}); the durable write of "
-                    f"{key[:80]!r} was not stored",
-                    **error_details(self.tier.kind, max_bytes=self.cap.max_bytes),
-                )
-            )
+            refused.set_exception(self.cap.refusal(f"the durable write of {key[:80]!r}"))
             return refused
         self.names.add(self.tier.name_of(key, token))
         self.deferred.wake()  # a held key writes after its older copy is removed
