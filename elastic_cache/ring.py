@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import json
 from bisect import bisect_left
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from elastic_cache.errors import ConfigError, EmptyRing, InvalidSplit, UnknownBucket
 from elastic_cache.hashing import Murmur3Hasher, TokenHasher, make_hasher
 
-__all__ = ["Bucket", "HashRing", "in_range", "midpoint_token", "range_size"]
+__all__ = ["Bucket", "HashRing", "in_range", "midpoint_token", "range_size", "ring_share"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +44,12 @@ def in_range(token: int, lo: int, hi: int) -> bool:
 def range_size(lo: int, hi: int, space: int) -> int:
     """Number of tokens in ``(lo, hi]`` on a ring of ``space`` tokens."""
     return (hi - lo) % space or space
+
+
+def ring_share(ranges: Iterable[tuple[int, int]], space: int) -> float:
+    """The share of a ring of ``space`` tokens that disjoint ``(lo, hi]`` ranges cover
+    (``(x, x]`` is the whole ring)."""
+    return min(1.0, sum(range_size(lo, hi, space) for lo, hi in ranges) / space)
 
 
 def midpoint_token(lo: int, hi: int, space: int) -> int | None:

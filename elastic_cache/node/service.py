@@ -66,7 +66,7 @@ from elastic_cache.node.migration import (
 )
 from elastic_cache.node.ownership import RangeSet, subtract_ranges
 from elastic_cache.node.wire import WireRecord
-from elastic_cache.ring import in_range, range_size
+from elastic_cache.ring import in_range, range_size, ring_share
 from elastic_cache.store import PutOutcome, Record, Store, Victim
 from elastic_cache.tiers.base import ColdEntry
 from elastic_cache.tiers.layer import ColdHit, ColdLayer
@@ -223,8 +223,7 @@ class NodeService:
 
     def _share(self) -> float:
         """The share of the token ring this node holds (copies included)."""
-        space = self.hasher.space
-        return min(1.0, sum(range_size(lo, hi, space) for lo, hi in self.owned.ranges) / space)
+        return ring_share(self.owned.ranges, self.hasher.space)
 
     # -- namespaces --------------------------------------------------------------------
 

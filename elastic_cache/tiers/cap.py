@@ -36,10 +36,11 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from elastic_cache.ring import ring_share
 from elastic_cache.tiers.base import ColdTier, ColdTierError, ColdTierFull, Stored, error_details
 from elastic_cache.tiers.io import TierIO
 
-__all__ = ["STUCK_PAUSE", "SWEEP_AT", "SWEEP_TO", "ColdCap", "ring_share"]
+__all__ = ["STUCK_PAUSE", "SWEEP_AT", "SWEEP_TO", "ColdCap"]
 
 log = logging.getLogger("elastic_cache.tiers")
 
@@ -54,13 +55,6 @@ STUCK_PAUSE = 30.0
 
 #: Names per delete call of a sweep.
 _DELETE_BATCH = 1000
-
-
-def ring_share(ranges: Sequence[tuple[int, int]], space: int) -> float:
-    """The share of a ring of ``space`` tokens that disjoint ``(lo, hi]`` ranges cover
-    (``(x, x]`` is the whole ring)."""
-    tokens = sum((hi - lo) % space or space for lo, hi in ranges)
-    return min(1.0, tokens / space)
 
 
 class ColdCap:

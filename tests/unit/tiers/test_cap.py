@@ -12,8 +12,9 @@ import pytest
 from elastic_cache.config import NodeSettings
 from elastic_cache.errors import ConfigError, KeyNotFound
 from elastic_cache.hashing import Murmur3Hasher
+from elastic_cache.ring import ring_share
 from elastic_cache.tiers.base import ColdEntry, ColdTierFull
-from elastic_cache.tiers.cap import SWEEP_AT, SWEEP_TO, ColdCap, ring_share
+from elastic_cache.tiers.cap import SWEEP_AT, SWEEP_TO, ColdCap
 from elastic_cache.tiers.disk import DiskTier
 from elastic_cache.tiers.io import TierIO
 from elastic_cache.tiers.s3 import S3Tier
