@@ -23,6 +23,8 @@ import json
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from itertools import islice
+from json.encoder import encode_basestring as _quote
 
 from elastic_cache.errors import InvalidRequest
 from elastic_cache.hashing import validate_key
@@ -91,6 +93,23 @@ def _frame(event_id: str, kind: str, data: dict[str, object]) -> bytes:
     return f"id: {event_id}\nevent: {kind}\ndata: {body}\n\n".encode()
 
 
+#: ``(seq, kind, key, epoch, node)``: one change as the hub keeps it.
+_Change = tuple[int, str, str, int, str]
+
+
+def _change_frame(boot: str, change: _Change) -> bytes:
+    """The SSE frame of one change: the bytes `_frame` writes for its fields, built
+    without a JSON encoder object (``json.dumps`` with options makes one per call, which
+    was most of a change's cost on the coordinator). Only the key and the node id need
+    JSON escaping; ``kind`` is one of the node protocol's names and the rest are ints."""
+    seq, kind, key, epoch, node = change
+    return (
+        f"id: {boot}:{seq}\nevent: {kind}\ndata: "
+        f'{{"seq":{seq},"kind":"{kind}","key":{_quote(key)},"epoch":{epoch},'
+        f'"node":{_quote(node)}}}\n\n'
+    ).encode()
+
+
 class Watcher:
     """One subscription: frames waiting to be written to its stream.
 
@@ -152,8 +171,9 @@ class WatchHub:
         self.boot = boot
         self.queue_limit = queue_limit
         self.seq = 0
-        #: ``(seq, key, frame)`` of the last `buffer` changes.
-        self._buffer: deque[tuple[int, str, bytes]] = deque(maxlen=buffer)
+        #: The last `buffer` changes; their frames are built when a watcher takes one
+        #: (with no watcher, as with hot answers alone, none is).
+        self._buffer: deque[_Change] = deque(maxlen=buffer)
         #: No replay reaches back past this sequence (a reset happened there).
         self._floor = 0
         self.watchers: set[Watcher] = set()
@@ -169,10 +189,6 @@ class WatchHub:
         #: Vary markers, which must drop what may have changed (`changed`).
         self.listeners: list[Callable[[str | None], None]] = []
 
-    def _next_id(self) -> str:
-        self.seq += 1
-        return f"{self.boot}:{self.seq}"
-
     def publish(self, kind: str, key: str, epoch: int, node: str) -> int:
         """Number one change and offer it to every watcher that wants its key.
 
@@ -182,19 +198,20 @@ class WatchHub:
         Runtime complexity: O(watchers of this exact key + prefix watchers × their
         prefixes).
         """
-        event_id = self._next_id()
-        seq = self.seq
-        frame = _frame(
-            event_id, kind, {"seq": seq, "kind": kind, "key": key, "epoch": epoch, "node": node}
-        )
-        self._buffer.append((seq, key, frame))
+        self.seq = seq = self.seq + 1
+        change = (seq, kind, key, epoch, node)
+        self._buffer.append(change)
         self.published += 1
+        frame = None
         keyed = self._by_key.get(key)
         if keyed:
+            frame = _change_frame(self.boot, change)
             for w in keyed:
                 w.offer(frame)
         for w in self._scanned:
             if w.filter.matches(key):
+                if frame is None:
+                    frame = _change_frame(self.boot, change)
                 w.offer(frame)
         return seq
 
@@ -246,9 +263,9 @@ class WatchHub:
             if boot != self.boot or after > self.seq or after < self._floor or after + 1 < oldest:
                 watcher.offer(self._reset_frame("the changes after Last-Event-ID are gone"))
             else:
-                for _seq, key, frame in self._replay(after):
-                    if filter.matches(key):
-                        watcher.offer(frame)
+                for change in self._replay(after):
+                    if filter.matches(change[2]):
+                        watcher.offer(_change_frame(self.boot, change))
         self.watchers.add(watcher)
         if filter.prefixes:
             self._scanned.add(watcher)
@@ -257,12 +274,16 @@ class WatchHub:
                 self._by_key.setdefault(key, set()).add(watcher)
         return watcher
 
-    def _replay(self, after: int) -> list[tuple[int, str, bytes]]:
+    def _replay(self, after: int) -> list[_Change]:
         buf = self._buffer
         if not buf or after >= self.seq:
             return []
-        start = after + 1 - buf[0][0]
-        return [buf[i] for i in range(max(start, 0), len(buf))]
+        # The newest ``count`` entries, read from the right end (indexing a deque by
+        # position is O(n) per index from the nearer end).
+        count = min(len(buf), self.seq - after)
+        newest = list(islice(reversed(buf), count))
+        newest.reverse()
+        return newest
 
     def close(self) -> None:
         """End every stream (the coordinator stops)."""
@@ -284,7 +305,7 @@ class WatchHub:
                     del self._by_key[key]
 
     def _check(self) -> None:
-        seqs = [s for s, _, _ in self._buffer]
+        seqs = [change[0] for change in self._buffer]
         assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
         assert not seqs or seqs[-1] <= self.seq
         for w in self.watchers:

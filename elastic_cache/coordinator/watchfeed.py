@@ -159,17 +159,20 @@ class WatchFeed:
             changes = data.get("changes") or []
             for seq, kind, key, epoch in changes:
                 after = int(seq)
-                await self._apply(node_id, str(kind), str(key), int(epoch))
+                if kind == "takeover":  # the only change that may wait
+                    await self._await_handoff(str(key))
+                else:
+                    self._apply(node_id, str(kind), str(key), int(epoch))
             if changes and self.linger:
                 # Let the next changes gather: a node taking writes fast would
                 # otherwise answer a poll per write or two, on its own CPU.
                 await asyncio.sleep(self.linger)
 
-    async def _apply(self, node_id: str, kind: str, key: str, epoch: int) -> None:
+    def _apply(self, node_id: str, kind: str, key: str, epoch: int) -> None:
+        """One change other than a ``takeover`` (which `_follow` awaits): a plain call,
+        not a coroutine, since thousands a second pass here."""
         if kind == "handoff":
             self._handoff_seen(key)
-        elif kind == "takeover":
-            await self._await_handoff(key)
         elif kind in KINDS:
             self.hub.changed(key)  # every change, published or not
             if self._owned(node_id, key, epoch):

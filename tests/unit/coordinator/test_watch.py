@@ -11,7 +11,14 @@ from typing import Any
 
 import pytest
 
-from elastic_cache.coordinator.watch import RingHistory, WatchFilter, WatchHub, parse_event_id
+from elastic_cache.coordinator.watch import (
+    RingHistory,
+    WatchFilter,
+    WatchHub,
+    _change_frame,
+    _frame,
+    parse_event_id,
+)
 from elastic_cache.coordinator.watchfeed import WatchFeed
 from elastic_cache.errors import InvalidRequest, NodeUnavailable
 from elastic_cache.hashing import Murmur3Hasher
@@ -81,6 +88,28 @@ async def test_reconnecting_with_last_event_id_replays_what_was_missed() -> None
         assert [e["event"] for e in _events(await w.next_frames(0.1))] == ["reset"]
     with pytest.raises(InvalidRequest):
         hub.subscribe(WatchFilter.parse([""], []), "garbage")
+    hub._check()
+
+
+@pytest.mark.parametrize(
+    "key",
+    ["k", 'quote"and\\slash', "caf\u00e9/\u2603/\U0001f600", "tab\there", "\u2028line", "a" * 1024],
+)
+def test_a_change_frame_is_the_json_encoders_byte_for_byte(key: str) -> None:
+    change = (7, "put", key, 3, 'node-"1"')
+    data = {"seq": 7, "kind": "put", "key": key, "epoch": 3, "node": 'node-"1"'}
+    assert _change_frame("b", change) == _frame("b:7", "put", data)
+    assert _events([_change_frame("b", change)])[0]["key"] == key
+
+
+async def test_a_replay_from_a_full_buffer_is_exact() -> None:
+    hub = WatchHub("b", buffer=1000)
+    for i in range(2500):
+        hub.publish("put", f"k{i}", 1, "n")
+    w = hub.subscribe(WatchFilter.parse([""], []), "b:2000")
+    got = _events(await w.next_frames(0.1))
+    assert [e["seq"] for e in got] == list(range(2001, 2501))
+    assert [e["key"] for e in got] == [f"k{i}" for i in range(2000, 2500)]
     hub._check()
 
 
