@@ -325,16 +325,19 @@ class Store:
                 self._types[content_type] = content_type
         rec = Record(value, shared, expires_at, self._version)
         size = key_nbytes(key) + len(value)
+        # The record this write replaces, looked up once: making room never evicts the
+        # key being written, so it stays the same until `_store`.
+        old = self._index.get(key)
         if part.limit is not None:
             # The namespace's quota first: what it evicts also makes room on the node.
             # (A write the node then refuses, under block or never-evict, has already
             # evicted its namespace's least recently used past the quota: records the
             # namespace's own policy gives up anyway.)
-            evicted = self._quota_room(key, token, size, part)
-            evicted += self._make_room(key, token, size, part)
+            evicted = self._quota_room(key, token, size, part, old)
+            evicted += self._make_room(key, token, size, part, old)
         else:
-            evicted = self._make_room(key, token, size, part)
-        self._store(key, token, rec, part)
+            evicted = self._make_room(key, token, size, part, old)
+        self._store(key, token, rec, part, old)
         return PutOutcome(rec.version, evicted)
 
     def apply(self, key: str, token: int, rec: Record, *, floor: int = 0) -> bool:
@@ -361,8 +364,8 @@ class Store:
                 self._remove(key, old)
             return False
         part = self._p0 if self.single else self._parts[self._ns.index_of(key)]
-        self._make_room(key, token, stored_size(key, rec), part)
-        self._store(key, token, rec, part)
+        self._make_room(key, token, stored_size(key, rec), part, old)
+        self._store(key, token, rec, part, old)
         return True
 
     def apply_batch(
@@ -483,8 +486,11 @@ class Store:
         self._remove(key, rec)
         return True
 
-    def _make_room(self, key: str, token: int, size: int, part: _Part) -> tuple[str, ...]:
-        """Evict (or demote) least-recently-used records until ``size`` more bytes fit.
+    def _make_room(
+        self, key: str, token: int, size: int, part: _Part, old: Record | None
+    ) -> tuple[str, ...]:
+        """Evict (or demote) least-recently-used records until ``size`` more bytes fit;
+        ``old`` is the record the write replaces (None: a new key).
 
         With several namespaces the victims come from the namespaces of the lowest
         ``evict_order`` first (`_victim`), never from a ``never_evict`` one: when only
@@ -500,7 +506,6 @@ class Store:
             raise ValueTooLarge(
                 f"a record of {size} bytes cannot fit a store of {cap.limit} {cap.unit}"
             )
-        old = self._index.get(key)
         freed = cap.cost(stored_size(key, old)) if old is not None else 0
         need = self.used - freed + cost - cap.limit
         if need <= 0:
@@ -546,9 +551,12 @@ class Store:
                 self.on_change("evict", victim)
         return tuple(evicted)
 
-    def _quota_room(self, key: str, token: int, size: int, part: _Part) -> tuple[str, ...]:
+    def _quota_room(
+        self, key: str, token: int, size: int, part: _Part, old: Record | None
+    ) -> tuple[str, ...]:
         """Make room for ``key`` within its namespace's quota (this node's share of it):
-        evict the namespace's own least-recently-used records, or refuse.
+        evict the namespace's own least-recently-used records, or refuse; ``old`` is
+        the record the write replaces (None: a new key).
 
         Raises:
             NamespaceFull: over the quota and the namespace refuses, or the record
@@ -560,7 +568,6 @@ class Store:
         by_records = policy.quota_records is not None
         unit = CapacityUnit.RECORDS if by_records else CapacityUnit.BYTES
         cost = 1 if by_records else size
-        old = self._index.get(key)
         freed = 0 if old is None else (1 if by_records else stored_size(key, old))
         need = self._used_in(part, unit) - freed + cost - limit
         if need <= 0:
@@ -688,8 +695,8 @@ class Store:
         self.demotions += moved
         return moved
 
-    def _store(self, key: str, token: int, rec: Record, part: _Part) -> None:
-        old = self._index.get(key)
+    def _store(self, key: str, token: int, rec: Record, part: _Part, old: Record | None) -> None:
+        """Store ``rec``, replacing ``old`` (None: a new key) in the counts."""
         self._index.put(key, token, rec)  # first: it may refuse the token
         if old is None:
             size = key_nbytes(key) + len(rec.value)
