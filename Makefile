@@ -160,7 +160,7 @@ experiments: $(STAMP)
 # (docs/results.md, "Running time").
 experiments-quick: $(STAMP)
 	rm -rf experiments/results/quick
-	$(BIN)/python -m experiments --quick --jobs $(EXPERIMENT_JOBS) \
+	$(BIN)/python -m experiments --quick --jobs $(EXPERIMENT_JOBS) --lanes 2 \
 	  --out experiments/results/quick --real-for miss_rate,hybrid
 
 clean:

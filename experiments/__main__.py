@@ -12,6 +12,15 @@ After each script it prints to stderr the script's wall time and CPU time (this 
 and that of the children it ended: run pools, node processes, moto servers), and a total
 at the end, so that where the time goes can be read off every run
 (docs/results.md, "Running time").
+
+``--lanes 2`` runs the scripts of `SECOND_LANE` (those driving real node processes and moto
+servers, which use no shared run cache) in a second ``python -m experiments`` process
+beside the others, so that both cores stay busy: the simulated scripts use a pool of
+``--jobs`` processes for their runs but leave a core idle between them, and the real-process
+scripts are mostly one process at a time. Outputs are the same as with one lane (no
+script reads what a script of the other lane writes); what the real-process scripts time
+is measured beside other work, as with ``--jobs``, so the published figures (``make
+experiments``) keep one lane.
 """
 
 from __future__ import annotations
@@ -19,6 +28,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import resource
+import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -44,6 +54,12 @@ SCRIPTS: dict[str, str | None] = {
     "bootstrap": None,
     "warm": None,
 }
+
+
+#: Scripts that ``--lanes 2`` runs in the second process: each drives real node processes
+#: or a moto server, and none shares cached runs with another script (`common.run_all`'s
+#: cache is used by Figures 2-5 only).
+SECOND_LANE = ("hybrid", "hit_time", "warm")
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,12 +98,45 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--scripts", type=_names, default=list(SCRIPTS), help="comma-separated")
     parser.add_argument("--real-for", type=_names, default=[], help="scripts run with --real")
+    parser.add_argument(
+        "--lanes",
+        type=int,
+        choices=(1, 2),
+        default=1,
+        help="2: run the real-process scripts in a second process beside the others",
+    )
     args, rest = parser.parse_known_args(argv)
     first = Usage.now()
-    for name in args.scripts:
+    scripts = list(args.scripts)
+    second: subprocess.Popen[bytes] | None = None
+    if args.lanes == 2:
+        lane = [n for n in scripts if n in SECOND_LANE]
+        if lane:
+            scripts = [n for n in scripts if n not in SECOND_LANE]
+            real = [n for n in args.real_for if n in lane]
+            command = [sys.executable, "-m", "experiments", "--scripts", ",".join(lane)]
+            command += ["--real-for", ",".join(real)] if real else []
+            second = subprocess.Popen([*command, *rest])  # same stdout and stderr
+    status = 1  # what a failure of this lane by an exception leaves
+    try:
+        status = _run(scripts, args.real_for, rest)
+    finally:
+        if second is not None and second.wait() and not status:
+            status = second.returncode
+            print(f"the second lane failed (exit status {status})", file=sys.stderr)
+    if status:
+        return status
+    total = Usage.now().since(first)
+    print(f"experiments, {len(args.scripts)} script(s): {total}", file=sys.stderr)
+    return 0
+
+
+def _run(scripts: Sequence[str], real_for: Sequence[str], rest: Sequence[str]) -> int:
+    """Run ``scripts`` in turn in this process; the first failure's exit status, or 0."""
+    for name in scripts:
         start = Usage.now()
         module = importlib.import_module(f"experiments.{name}")
-        script_argv = [*rest, "--real"] if name in args.real_for else list(rest)
+        script_argv = [*rest, "--real"] if name in real_for else list(rest)
         label = SCRIPTS[name]
         if label is None:
             status = module.main(script_argv)
@@ -98,8 +147,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"experiments.{name} failed (exit status {status})", file=sys.stderr)
             return int(status)
         print(f"experiments.{name}: {Usage.now().since(start)}", file=sys.stderr)
-    total = Usage.now().since(first)
-    print(f"experiments, {len(args.scripts)} script(s): {total}", file=sys.stderr)
     return 0
 
 

@@ -76,6 +76,8 @@ def quick_results(tmp_path_factory: pytest.TempPathFactory) -> Path:
             "--quick",
             "--jobs",
             "2",
+            "--lanes",
+            "2",
             "--out",
             str(out),
         ],
