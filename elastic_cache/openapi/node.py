@@ -760,6 +760,19 @@ def _schemas() -> dict[str, Schema]:
                 "leftovers": integer,
                 "warm": {"type": "boolean"},
                 "stale": integer,
+                "reconcile": {
+                    "type": "boolean",
+                    "description": "Source of a resumed move: sends only what differs.",
+                },
+                "same": integer,
+                "resumed": {
+                    "type": "boolean",
+                    "description": "Destination of a move resumed after its first source "
+                    "died (docs/replication.md).",
+                },
+                "kept": integer,
+                "reused": integer,
+                "dropped": integer,
             },
         },
     }
