@@ -1004,9 +1004,30 @@ class Cluster(Reintegration):
 
     async def drop_dead_node(self, node_id: str) -> None:
         """A node stopped answering: give its ranges to their successors (its records are
-        lost: this is a cache) and stop tracking it. A lone dead node is replaced."""
-        async with self._move_lock:
+        lost: this is a cache) and stop tracking it. A lone dead node is replaced.
+
+        A move may drop the node first: one resumed after its source died drops that
+        source under the move lock, then keeps the lock until it commits. This returns
+        as soon as the node is gone rather than after that move, so the requests waiting
+        on the node's check go on (the lock is waited for in turn, as ever, otherwise).
+        """
+        acquire = asyncio.ensure_future(self._move_lock.acquire())
+        try:
+            while not acquire.done() and node_id in self.nodes:
+                await asyncio.wait((acquire,), timeout=0.1)
+        except BaseException:
+            if acquire.done() and not acquire.cancelled():
+                self._move_lock.release()
+            else:
+                acquire.cancel()
+            raise
+        if not acquire.done():
+            acquire.cancel()  # dropped meanwhile; a cancelled acquire never holds the lock
+            return
+        try:
             await self._drop_dead_locked(node_id)
+        finally:
+            self._move_lock.release()
 
     async def _drop_dead_locked(self, node_id: str) -> None:
         """`drop_dead_node` under the move lock."""

@@ -5,6 +5,7 @@ The same with real processes and SIGKILL: tests/faults/test_replication.py."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from elastic_cache.config import ClusterSettings
@@ -65,10 +66,10 @@ class Killer:
         self.provisioner.services.pop(sender)
 
 
-async def three_nodes(frames: int) -> tuple[Cluster, SimProvisioner, Killer]:
+async def three_nodes(frames: int, *, nodes: int = 3) -> tuple[Cluster, SimProvisioner, Killer]:
     settings = ClusterSettings.from_mapping(
         {
-            "coordinator": {"initial_nodes": 3},
+            "coordinator": {"initial_nodes": nodes},
             "cluster": {"replication": 2},
             "nodes": {
                 "index": "sorted",
@@ -133,4 +134,28 @@ async def test_without_a_surviving_holder_the_move_is_abandoned_and_retried() ->
     assert again is not None and again.state == "done" and again is not first
     kinds = [e["kind"] for e in cluster.events.since(0)]
     assert "bootstrap_retried" in kinds and "migration_resumed" not in kinds
+    await cluster.shutdown()
+
+
+async def test_a_node_dropped_by_a_move_releases_those_waiting_to_drop_it() -> None:
+    """A resumed move drops its dead source under the move lock and keeps the lock until
+    it commits; a check that was about to drop the same node returns once it is gone,
+    not after the move (the requests waiting on it go on)."""
+    cluster, _, _ = await three_nodes(frames=0, nodes=4)
+    async with cluster._move_lock:
+        waiting = asyncio.create_task(cluster.drop_dead_node("node-1"))
+        await asyncio.sleep(0.05)
+        assert not waiting.done()
+        await cluster._drop_dead_locked("node-1")
+        await asyncio.wait_for(waiting, 1.0)
+    assert "node-1" not in cluster.nodes
+    # Otherwise it waits for the lock in turn and drops the node itself.
+    async with cluster._move_lock:
+        waiting = asyncio.create_task(cluster.drop_dead_node("node-2"))
+        await asyncio.sleep(0.2)
+        assert not waiting.done()
+    await asyncio.wait_for(waiting, 1.0)
+    assert "node-2" not in cluster.nodes
+    if cluster._repair_task is not None:
+        await cluster._repair_task
     await cluster.shutdown()
