@@ -717,6 +717,20 @@ class CoordinatorMetrics:
             ["kind"],
             registry=registry,
         )
+        self.migrations_resumed = Counter(
+            "ecache_migrations_resumed_total",
+            "Moves whose source died and that went on from a surviving holder of the range "
+            "(rf >= 2), by kind.",
+            ["kind"],
+            registry=registry,
+        )
+        self.migration_reused = Counter(
+            "ecache_migration_records_reused_total",
+            "Records the destination of a resumed move already held and kept (not sent "
+            "again), by kind.",
+            ["kind"],
+            registry=registry,
+        )
         self.migration_bytes = Counter(
             "ecache_migration_bytes_total",
             "Bytes (snapshot frames) moved by finished migrations, by kind.",
@@ -735,13 +749,18 @@ class CoordinatorMetrics:
         """Count a finished migration (an `EventLog` listener)."""
         kind = event.get("kind")
         outcome = _MOVE_OUTCOMES.get(str(kind))
-        if outcome is None:
+        if outcome is None and kind != "migration_resumed":
             return
         mid = event.get("migration")
         for mig in self.coord.cluster.migrations:
+            if mig.id == mid and outcome is None:
+                self.migrations_resumed.labels(mig.kind).inc()
+                return
             if mig.id == mid:
                 self.migrations.labels(mig.kind, outcome).inc()
                 self.migration_records.labels(mig.kind).inc(mig.records)
+                if mig.reused:
+                    self.migration_reused.labels(mig.kind).inc(mig.reused)
                 self.migration_bytes.labels(mig.kind).inc(mig.bytes)
                 end = mig.finished or time.time()
                 self.migration_seconds.labels(mig.kind).observe(max(0.0, end - mig.started))

@@ -148,40 +148,67 @@ class Cluster(Reintegration):
         began: list[NodeInfo] = []
         calling = dst
         try:
-            await dst.client.begin_migration(
-                mig.id, "destination", lo, hi, warm=warm_keys is not None
-            )
-            began.append(dst)
-            calling = src
-            await src.client.begin_migration(mig.id, "source", lo, hi, peer=dst.client.address)
-            began.append(src)
-            for m in (await src.client.stats()).raw.get("migrations", []):
-                if m.get("id") == mig.id:
-                    mig.total = int(m.get("total", 0))
-            if warm_keys is None:
-                summary = await src.client.send_migration(mig.id)
-                mig.records = int(summary.get("records", 0))
-                mig.bytes = int(summary.get("bytes", 0))
-            else:
-                # After the source's begin: a change from now on is forwarded, one
-                # before is in a change log read by warm_keys().
-                keys = await warm_keys()
-                mig.dirty = len(keys)
-                calling = dst
-                for chunk in key_chunks(keys):
-                    await dst.client.forget_keys(mig.id, chunk)
+            try:
+                await dst.client.begin_migration(
+                    mig.id, "destination", lo, hi, warm=warm_keys is not None
+                )
+                began.append(dst)
                 calling = src
-                for chunk in key_chunks(keys):
-                    summary = await src.client.send_migration(mig.id, chunk)
-                    mig.records += int(summary.get("records", 0))
-                    mig.bytes += int(summary.get("bytes", 0))
+                await src.client.begin_migration(mig.id, "source", lo, hi, peer=dst.client.address)
+                began.append(src)
+                for m in (await src.client.stats()).raw.get("migrations", []):
+                    if m.get("id") == mig.id:
+                        mig.total = int(m.get("total", 0))
+                if warm_keys is None:
+                    summary = await src.client.send_migration(mig.id)
+                    mig.records = int(summary.get("records", 0))
+                    mig.bytes = int(summary.get("bytes", 0))
+                else:
+                    # After the source's begin: a change from now on is forwarded, one
+                    # before is in a change log read by warm_keys().
+                    keys = await warm_keys()
+                    mig.dirty = len(keys)
+                    calling = dst
+                    for chunk in key_chunks(keys):
+                        await dst.client.forget_keys(mig.id, chunk)
+                    calling = src
+                    for chunk in key_chunks(keys):
+                        summary = await src.client.send_migration(mig.id, chunk)
+                        mig.records += int(summary.get("records", 0))
+                        mig.bytes += int(summary.get("bytes", 0))
+            except NodeUnavailable as exc:
+                # With copies, a source that died mid-move is replaced by a surviving
+                # holder of the range; the destination keeps what it has (never a warm
+                # move's: its own records are not proven clean yet).
+                if not (
+                    self.rf >= 2
+                    and warm_keys is None
+                    and not keep_source
+                    and calling is src
+                    and dst in began
+                    and await self._gone(src)
+                ):
+                    raise
+                heir = await self._finish_from_holder(mig, src, dst, mutate, exc)
+                began = [dst]
+                src, source, calling = heir, heir.node_id, heir
+                await src.client.begin_migration(
+                    mig.wire_id, "source", lo, hi, peer=dst.client.address, reconcile=True
+                )
+                began.append(src)
+                summary = await src.client.send_migration(mig.wire_id)
+                mig.records += int(summary.get("records", 0))
+                mig.bytes += int(summary.get("bytes", 0))
             new_ring = self.ring.copy()
             mutate(new_ring)
             new_held, surplus = self._after(new_ring, held_after)
             calling = dst
-            await dst.client.commit_migration(
-                mig.id, new_ring.epoch, self.ranges_for(destination, new_ring, new_held)
+            done = await dst.client.commit_migration(
+                mig.wire_id, new_ring.epoch, self.ranges_for(destination, new_ring, new_held)
             )
+            if mig.resumed_from is not None:
+                mig.reused = int(done.get("reused", 0))
+                mig.dropped = int(done.get("dropped", 0))
         except ElasticCacheError as exc:
             # Never salvage a warm move: the destination's own records of the range are
             # not proven clean until its changed keys are dropped, so it may not keep the
@@ -199,7 +226,10 @@ class Cluster(Reintegration):
             mig.state, mig.error, mig.finished = "abandoned", str(exc), time.time()
             for info in began:
                 with contextlib.suppress(ElasticCacheError):
-                    await info.client.abort_migration(mig.id)
+                    await info.client.abort_migration(mig.wire_id)
+                if mig.resumed_from is not None and info is dst:
+                    with contextlib.suppress(ElasticCacheError):
+                        await info.client.abort_migration(mig.id)  # resumed before it began
             self.events.add(
                 "migration_abandoned",
                 f"move {source} -> {destination} abandoned: {exc}",
@@ -212,7 +242,7 @@ class Cluster(Reintegration):
         await self.persist()
         try:
             await src.client.commit_migration(
-                mig.id,
+                mig.wire_id,
                 new_ring.epoch,
                 self.ranges_for(source, new_ring, new_held),
                 keep=keep_source,
@@ -223,7 +253,7 @@ class Cluster(Reintegration):
             # against its fill.
             log.warning("source %s did not confirm the commit of %s: %s", source, mig.id, exc)
             with contextlib.suppress(ElasticCacheError):
-                await src.client.abort_migration(mig.id)
+                await src.client.abort_migration(mig.wire_id)
                 await self._push_ownership([source])
                 if not keep_source:
                     await src.client.drop_range(lo, hi)
@@ -231,13 +261,15 @@ class Cluster(Reintegration):
         with contextlib.suppress(ElasticCacheError):
             await self._push_ownership(list(self.nodes))  # new ring neighbours to watch
         mig.state, mig.finished = "done", time.time()
+        reused = "" if mig.resumed_from is None else f" (and reused {mig.reused} it had)"
         self.events.add(
             "migration_done",
-            f"{'copied' if kind == 'copy' else 'moved'} {mig.records} records from {source} "
-            f"to {destination} in "
+            f"{'copied' if kind == 'copy' else 'moved'} {mig.records} records{reused} from "
+            f"{source} to {destination} in "
             f"{mig.finished - mig.started:.2f}s",
             migration=mig.id,
             records=mig.records,
+            reused=mig.reused,
         )
         self._room_made(source)
         if kind != "copy":
@@ -245,6 +277,69 @@ class Cluster(Reintegration):
         with contextlib.suppress(ElasticCacheError):
             await asyncio.gather(self._refresh(src), self._refresh(dst))
         return mig
+
+    async def _finish_from_holder(
+        self,
+        mig: MigrationInfo,
+        src: NodeInfo,
+        dst: NodeInfo,
+        mutate: Callable[[HashRing], object],
+        exc: NodeUnavailable,
+    ) -> NodeInfo:
+        """The source of ``mig`` died mid-move (copies exist): drop it now (its buckets
+        go whole to surviving holders, as for any death), and let the destination keep
+        what it received, to finish from the holder of the move's bucket
+        (docs/replication.md, "A move's source dies"). The caller holds the move lock.
+
+        Returns:
+            The holder the move goes on from (the caller begins it with ``reconcile``).
+
+        Raises:
+            NodeUnavailable: ``exc``, when no surviving holder has the whole range (it
+                held no copy, or the ring change cannot be made on the ring as it is now):
+                the move is abandoned as before.
+        """
+        bucket = self.ring.bucket_for_token(mig.hi).token
+        had = set(self.held.get(bucket, ()))
+        await self._drop_dead_locked(src.node_id)
+        suspects = {n for n, i in self.nodes.items() if i.suspect_since}
+        holders = [
+            n
+            for n in (self.held.get(bucket, ()) if bucket in self.ring else ())
+            if n in had and n != dst.node_id and n in self.nodes and n not in suspects
+        ]
+        after = self.ring.copy()
+        try:
+            mutate(after)
+            # The move's ring change still applies, and still gives the range it moves.
+            if after.range_of(after.bucket_for_token(mig.hi).token) != (mig.lo, mig.hi):
+                holders = []
+        except (ElasticCacheError, KeyError, ValueError):
+            holders = []
+        if not holders or dst.node_id not in self.nodes:
+            raise exc
+        heir = self.nodes[holders[0]]
+        mig.resumed_from = heir.node_id
+        try:
+            await dst.client.begin_migration(
+                mig.wire_id, "destination", mig.lo, mig.hi, resume=mig.id
+            )
+        except ElasticCacheError as err:
+            raise exc from err
+        for m in (await dst.client.stats()).raw.get("migrations", []):
+            if m.get("id") == mig.wire_id:
+                mig.kept = int(m.get("kept", 0))
+        self.events.add(
+            "migration_resumed",
+            f"{src.node_id} died during the move to {dst.node_id}: {dst.node_id} keeps the "
+            f"{mig.kept} records it received and the move goes on from {heir.node_id}, "
+            "which sends only what differs",
+            migration=mig.id,
+            source=heir.node_id,
+            destination=dst.node_id,
+            kept=mig.kept,
+        )
+        return heir
 
     async def _gone(self, info: NodeInfo) -> bool:
         """Whether ``info``'s process or instance is gone (looked at for up to a second:
@@ -909,59 +1004,82 @@ class Cluster(Reintegration):
 
     async def drop_dead_node(self, node_id: str) -> None:
         """A node stopped answering: give its ranges to their successors (its records are
-        lost: this is a cache) and stop tracking it. A lone dead node is replaced."""
-        async with self._move_lock:
-            info = self.nodes.get(node_id)
-            if info is None:
-                return
-            self.events.add(
-                "node_failed", f"{node_id} stopped answering; dropping it", node=node_id
-            )
-            if all(n == node_id for n in self.ring.nodes()):
-                replacement = await self.launch_node()
-                for bucket in self.ring.buckets_of(node_id):
-                    self.ring.reassign(bucket.token, replacement.node_id)
-                if self.held:  # every copy was on the dead node: start again, empty
-                    self.held = {b.token: (b.node,) for b in self.ring}
-                push = [replacement.node_id]
-            elif self.held:
-                # Replicated: the next holder of each of its ranges takes over at once
-                # (the successor is the first copy), and the missing copies are made
-                # again in the background.
-                ring_before, held_before = self.ring.copy(), self.held
-                held = placement.without_node(self.held, node_id)
-                primaries = self.primaries - {node_id}
-                # A suspect holder may be dead too: another one takes over first.
-                suspects = frozenset(n for n, i in self.nodes.items() if i.suspect_since)
-                for bucket in self.ring.buckets_of(node_id):
-                    holder = placement.heir(held, bucket.token, node_id, primaries, suspects)
-                    if holder is not None:
-                        # A surviving copy's holder takes the bucket whole.
-                        held = self._handed_over(held, bucket.token, holder, node_id)
-                        continue
-                    # Nobody else holds it (lost): its range merges into its successor.
-                    successor = self.ring.successor(bucket.token)
-                    self.ring.remove(bucket.token)
-                    held = placement.after_remove(held, self.ring, bucket.token, successor)
-                self.held = held
-                self.ring.touch()
-                await self._forget(node_id)
-                await self.persist()
-                with contextlib.suppress(ElasticCacheError):
-                    await self._push_ownership(list(self.nodes))
-                await self._drop_surplus(
-                    placement.released(ring_before, held_before, self.ring, self.held)
-                )
-                self.repair_soon()
-                self._replace_for_copies()
-                return
+        lost: this is a cache) and stop tracking it. A lone dead node is replaced.
+
+        A move may drop the node first: one resumed after its source died drops that
+        source under the move lock, then keeps the lock until it commits. This returns
+        as soon as the node is gone rather than after that move, so the requests waiting
+        on the node's check go on (the lock is waited for in turn, as ever, otherwise).
+        """
+        acquire = asyncio.ensure_future(self._move_lock.acquire())
+        try:
+            while not acquire.done() and node_id in self.nodes:
+                await asyncio.wait((acquire,), timeout=0.1)
+        except BaseException:
+            if acquire.done() and not acquire.cancelled():
+                self._move_lock.release()
             else:
-                for bucket in self.ring.buckets_of(node_id):
-                    self.ring.remove(bucket.token)
-                push = sorted({bucket.node for bucket in self.ring})
+                acquire.cancel()
+            raise
+        if not acquire.done():
+            acquire.cancel()  # dropped meanwhile; a cancelled acquire never holds the lock
+            return
+        try:
+            await self._drop_dead_locked(node_id)
+        finally:
+            self._move_lock.release()
+
+    async def _drop_dead_locked(self, node_id: str) -> None:
+        """`drop_dead_node` under the move lock."""
+        info = self.nodes.get(node_id)
+        if info is None:
+            return
+        self.events.add("node_failed", f"{node_id} stopped answering; dropping it", node=node_id)
+        if all(n == node_id for n in self.ring.nodes()):
+            replacement = await self.launch_node()
+            for bucket in self.ring.buckets_of(node_id):
+                self.ring.reassign(bucket.token, replacement.node_id)
+            if self.held:  # every copy was on the dead node: start again, empty
+                self.held = {b.token: (b.node,) for b in self.ring}
+            push = [replacement.node_id]
+        elif self.held:
+            # Replicated: the next holder of each of its ranges takes over at once
+            # (the successor is the first copy), and the missing copies are made
+            # again in the background.
+            ring_before, held_before = self.ring.copy(), self.held
+            held = placement.without_node(self.held, node_id)
+            primaries = self.primaries - {node_id}
+            # A suspect holder may be dead too: another one takes over first.
+            suspects = frozenset(n for n, i in self.nodes.items() if i.suspect_since)
+            for bucket in self.ring.buckets_of(node_id):
+                holder = placement.heir(held, bucket.token, node_id, primaries, suspects)
+                if holder is not None:
+                    # A surviving copy's holder takes the bucket whole.
+                    held = self._handed_over(held, bucket.token, holder, node_id)
+                    continue
+                # Nobody else holds it (lost): its range merges into its successor.
+                successor = self.ring.successor(bucket.token)
+                self.ring.remove(bucket.token)
+                held = placement.after_remove(held, self.ring, bucket.token, successor)
+            self.held = held
+            self.ring.touch()
             await self._forget(node_id)
-            await self.persist()  # before the push, as above
-            await self._push_ownership(push)
+            await self.persist()
+            with contextlib.suppress(ElasticCacheError):
+                await self._push_ownership(list(self.nodes))
+            await self._drop_surplus(
+                placement.released(ring_before, held_before, self.ring, self.held)
+            )
+            self.repair_soon()
+            self._replace_for_copies()
+            return
+        else:
+            for bucket in self.ring.buckets_of(node_id):
+                self.ring.remove(bucket.token)
+            push = sorted({bucket.node for bucket in self.ring})
+        await self._forget(node_id)
+        await self.persist()  # before the push, as above
+        await self._push_ownership(push)
 
     # -- views -------------------------------------------------------------------------
 

@@ -40,6 +40,21 @@ class MigrationInfo:
     #: A warm re-integration's move: the keys of the range that changed while the
     #: destination was away (None: not a warm move).
     dirty: int | None = None
+    #: The source died and the move went on from this surviving holder of the range
+    #: (None: it did not; docs/replication.md, "A move's source dies").
+    resumed_from: str | None = None
+    #: Under `resumed_from`: records the destination held when the move resumed, those
+    #: of them the holder had the same (kept, not sent again), and those it lacked
+    #: (dropped at the commit). `records` counts what was sent, from both sources.
+    kept: int = 0
+    reused: int = 0
+    dropped: int = 0
+
+    @property
+    def wire_id(self) -> str:
+        """The id the nodes know the move by: a resumed move has a new one, so a late
+        forward from the dead source is refused."""
+        return self.id if self.resumed_from is None else f"{self.id}-r"
 
     def to_json(self) -> dict[str, Any]:
         end = self.finished or time.time()
@@ -57,4 +72,8 @@ class MigrationInfo:
             "seconds": round(end - self.started, 3),
             "error": self.error,
             "dirty": self.dirty,
+            "resumed_from": self.resumed_from,
+            "kept": self.kept,
+            "reused": self.reused,
+            "dropped": self.dropped,
         }

@@ -331,12 +331,18 @@ class HttpNodeClient:
         peer: str | None = None,
         *,
         warm: bool = False,
+        resume: str | None = None,
+        reconcile: bool = False,
     ) -> None:
         body: dict[str, Any] = {"id": migration, "role": role, "lo": lo, "hi": hi}
         if peer is not None:
             body["peer"] = peer
         if warm:
             body["warm"] = True
+        if resume is not None:
+            body["resume"] = resume
+        if reconcile:
+            body["reconcile"] = True
         await self._json("POST", "/v1/migrations", body)
 
     async def send_migration(self, migration: str, keys: list[str] | None = None) -> dict[str, Any]:

@@ -16,6 +16,10 @@ Control plane (used by the coordinator and by peer nodes)::
     POST /v1/ranges/median                {"lo": lo, "hi": hi} -> {"token": t | null}
     POST /v1/ranges/drop                  {"lo": lo, "hi": hi} -> {"dropped": n}
     POST /v1/migrations                   {"id", "role": "source"|"destination", "lo", "hi", "peer"}
+                                          (+ "resume": old id | "reconcile": true, a move
+                                          resumed after its source died)
+    GET  /v1/migrations/{id}/digests      a resumed move's destination: digest frame
+    POST /v1/migrations/{id}/same         binary frame of "same" marks (a resumed move)
     POST /v1/migrations/{id}/send         stream the range to the peer -> summary
     POST /v1/migrations/{id}/ingest       binary frame of snapshot records
     POST /v1/migrations/{id}/forward      binary frame of forwarded writes
@@ -83,7 +87,7 @@ from elastic_cache.node.protocol import (
     STORED_HEADER,
 )
 from elastic_cache.node.service import NodeService
-from elastic_cache.node.wire import decode_frame
+from elastic_cache.node.wire import decode_frame, encode_digests
 from elastic_cache.openapi.node import node_document
 from elastic_cache.store import Record
 from elastic_cache.tiers.layer import ColdHit, read_chunks
@@ -358,11 +362,16 @@ async def create_migration(request: web.Request) -> web.StreamResponse:
     mid = str_field(body, "id")
     role = str_field(body, "role")
     lo, hi = int_field(body, "lo"), int_field(body, "hi")
+    if role == "destination" and "resume" in body:
+        inc = service.resume_incoming(mid, str_field(body, "resume"))
+        return web.json_response(inc.describe(), status=201)
     if role == "destination":
         inc = service.begin_incoming(mid, lo, hi, warm=bool_field(body, "warm"))
         return web.json_response(inc.describe(), status=201)
     if role == "source":
-        out = service.begin_outgoing(mid, lo, hi, str_field(body, "peer"))
+        out = service.begin_outgoing(
+            mid, lo, hi, str_field(body, "peer"), reconcile=bool_field(body, "reconcile")
+        )
         return web.json_response(out.describe(), status=201)
     raise InvalidBody(f"role must be 'source' or 'destination', got {role!r}")
 
@@ -392,6 +401,20 @@ async def ingest_migration(request: web.Request) -> web.StreamResponse:
     return web.json_response({"applied": applied, "skipped": skipped})
 
 
+async def migration_digests(request: web.Request) -> web.StreamResponse:
+    digests = request.app[SERVICE].digests(request.match_info["id"])
+    return web.Response(
+        body=encode_digests(list(digests), list(digests.values())),
+        content_type="application/octet-stream",
+    )
+
+
+async def same_migration(request: web.Request) -> web.StreamResponse:
+    frame = await read_limited(request, MAX_FRAME_BYTES)
+    reused = request.app[SERVICE].receive_same(request.match_info["id"], frame)
+    return web.json_response({"reused": reused})
+
+
 async def forward_migration(request: web.Request) -> web.StreamResponse:
     service = request.app[SERVICE]
     frame = await read_limited(request, MAX_FRAME_BYTES)
@@ -408,8 +431,15 @@ async def commit_migration(request: web.Request) -> web.StreamResponse:
     body = await json_body(request)
     epoch, ranges = int_field(body, "epoch"), ranges_field(body)
     if mid in service.incoming:
-        service.commit_incoming(mid, epoch, ranges)
-        return web.json_response({"role": "destination", "epoch": service.epoch})
+        inc = service.commit_incoming(mid, epoch, ranges)
+        return web.json_response(
+            {
+                "role": "destination",
+                "epoch": service.epoch,
+                "reused": inc.reused,
+                "dropped": inc.dropped,
+            }
+        )
     keep = bool_field(body, "keep")
     dropped = await service.commit_outgoing(mid, epoch, ranges, keep=keep)
     return web.json_response({"role": "source", "epoch": service.epoch, "dropped": dropped})
@@ -536,6 +566,10 @@ def make_node_app(
     frames = "migration_frames"  # snapshot and forwarded-write frames during a move
     app.router.add_post("/v1/migrations/{id}/ingest", metered(ingest_migration, frames, meter))
     app.router.add_post("/v1/migrations/{id}/forward", metered(forward_migration, frames, meter))
+    app.router.add_post("/v1/migrations/{id}/same", metered(same_migration, frames, meter))
+    app.router.add_get(
+        "/v1/migrations/{id}/digests", metered(migration_digests, "migrations", meter)
+    )
     app.router.add_post(
         "/v1/migrations/{id}/commit", metered(commit_migration, "migrations", meter)
     )

@@ -17,7 +17,13 @@ from elastic_cache.errors import ElasticCacheError, KeyNotFound, NodeUnavailable
 from elastic_cache.namespaces import NamespaceTable
 from elastic_cache.node.protocol import Answer, NodeStats
 from elastic_cache.node.service import NodeService
-from elastic_cache.node.wire import WireRecord, decode_frame, encode_frame
+from elastic_cache.node.wire import (
+    WireRecord,
+    decode_digests,
+    decode_frame,
+    encode_digests,
+    encode_frame,
+)
 from elastic_cache.tiers.layer import ColdHit, read_chunks
 
 __all__ = ["LocalNetwork", "LocalNodeClient", "LocalPeerLink"]
@@ -69,6 +75,13 @@ class LocalPeerLink:
         target = self._network.service(self.address)
         for wire in decode_frame(encode_frame([record])):
             await target.receive_forward(migration, wire)
+
+    async def digests(self, migration: str) -> dict[str, int]:
+        digests = self._network.service(self.address).digests(migration)
+        return decode_digests(encode_digests(list(digests), list(digests.values())))
+
+    async def same(self, migration: str, frame: bytes) -> None:
+        self._network.service(self.address).receive_same(migration, frame)
 
     async def close(self) -> None:
         return None
@@ -202,13 +215,17 @@ class LocalNodeClient:
         peer: str | None = None,
         *,
         warm: bool = False,
+        resume: str | None = None,
+        reconcile: bool = False,
     ) -> None:
         svc = self._svc
-        if role == "destination":
+        if role == "destination" and resume is not None:
+            svc.resume_incoming(migration, resume)
+        elif role == "destination":
             svc.begin_incoming(migration, lo, hi, warm=warm)
         else:
             assert peer is not None
-            svc.begin_outgoing(migration, lo, hi, peer)
+            svc.begin_outgoing(migration, lo, hi, peer, reconcile=reconcile)
 
     async def send_migration(self, migration: str, keys: list[str] | None = None) -> dict[str, Any]:
         return (await self._svc.send(migration, keys)).to_json()
@@ -221,8 +238,13 @@ class LocalNodeClient:
     ) -> dict[str, Any]:
         svc = self._svc
         if migration in svc.incoming:
-            svc.commit_incoming(migration, epoch, ranges)
-            return {"role": "destination", "epoch": svc.epoch}
+            inc = svc.commit_incoming(migration, epoch, ranges)
+            return {
+                "role": "destination",
+                "epoch": svc.epoch,
+                "reused": inc.reused,
+                "dropped": inc.dropped,
+            }
         dropped = await svc.commit_outgoing(migration, epoch, ranges, keep=keep)
         return {"role": "source", "epoch": svc.epoch, "dropped": dropped}
 

@@ -3,9 +3,10 @@
 `NodeService` (``node/service.py``) drives a move; this module holds what it works with:
 the `Outgoing` and `Incoming` records of a move, the `PeerLink` a source reaches its
 destination through, and the pure steps on a `Store`: walking a range into columnar
-frames (`snapshot_frames`), decoding a frame for ingestion (`decode_snapshot`), and the
-version rule that decides whether a record from another node lands (`apply_wire`). The
-protocol itself is described in ``node/service.py`` and docs/architecture.md.
+frames (`snapshot_frames`, or `reconciled_frames` for a move resumed from another holder),
+decoding a frame for ingestion (`decode_snapshot`), and the version rule that decides
+whether a record from another node lands (`apply_wire`). The protocol itself is described
+in ``node/service.py`` and docs/architecture.md.
 """
 
 from __future__ import annotations
@@ -13,14 +14,20 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
 from typing import Any, Protocol
 
 from elastic_cache.errors import InvalidBody
 from elastic_cache.indexes import Entry
-from elastic_cache.node.wire import WireRecord, decode_batch, encode_batch
+from elastic_cache.node.wire import (
+    Batch,
+    WireRecord,
+    decode_batch,
+    encode_batch,
+    record_digest,
+)
 from elastic_cache.ring import in_range
 from elastic_cache.store import Record, Store
 
@@ -30,8 +37,11 @@ __all__ = [
     "PeerLink",
     "SendSummary",
     "apply_wire",
+    "decode_marks",
     "decode_snapshot",
+    "encode_marks",
     "encode_records",
+    "reconciled_frames",
     "snapshot_frames",
 ]
 
@@ -44,6 +54,13 @@ class PeerLink(Protocol):
 
     async def forward(self, migration: str, record: WireRecord) -> None:
         """Deliver one write or delete made at the source during the migration."""
+
+    async def digests(self, migration: str) -> dict[str, int]:
+        """The destination's digests of the records it holds in a resumed move's range
+        (`elastic_cache.node.wire.record_digest`), by key."""
+
+    async def same(self, migration: str, frame: bytes) -> None:
+        """Deliver one frame of *same* marks: records the destination holds already."""
 
     async def close(self) -> None:
         """Release connections."""
@@ -69,6 +86,11 @@ class Outgoing:
     forwarded: int = 0
     failed: str | None = None
     started: float = field(default_factory=time.monotonic)
+    #: A move resumed from this node after its first source died: the destination
+    #: keeps what it holds already, so records it has unchanged go as *same* marks.
+    reconcile: bool = False
+    #: Under `reconcile`: records the destination had already (sent as marks).
+    same: int = 0
     #: Writes of the range under way (past the ownership check, not yet answered): the
     #: commit waits for them before it closes the link to the destination.
     writing: int = 0
@@ -96,6 +118,8 @@ class Outgoing:
             "sent_bytes": self.sent_bytes,
             "forwarded": self.forwarded,
             "failed": self.failed,
+            "reconcile": self.reconcile,
+            "same": self.same,
             "seconds": round(time.monotonic() - self.started, 3),
         }
 
@@ -123,9 +147,22 @@ class Incoming:
     arrived: set[str] = field(default_factory=set)
     #: Under `warm`: leftovers dropped because their key changed while the node was away.
     stale: int = 0
-    #: Under `warm`: the store's version when the move began. Every leftover is numbered
-    #: at most this; a write made here after the commit is numbered above it.
+    #: Under `warm` or `resumed`: the store's version when the move began (or resumed).
+    #: Every leftover is numbered at most this; a write made here after the commit is
+    #: numbered above it.
     top: int = 0
+    #: A move resumed from a surviving holder after its first source died
+    #: (`NodeService.resume_incoming`): the records received so far are kept until the
+    #: new source says whether it holds the same (a *same* mark) or sends its own; at
+    #: the commit, those it did neither for are dropped (deleted at the new source).
+    #: Like `warm`, `arrived` names the keys the new source has spoken for.
+    resumed: bool = False
+    #: Under `resumed`: records of the range held when the move resumed.
+    kept: int = 0
+    #: Under `resumed`: kept records the new source marked the same (not sent again).
+    reused: int = 0
+    #: Under `resumed`: kept records dropped at the commit (the new source lacked them).
+    dropped: int = 0
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -138,6 +175,10 @@ class Incoming:
             "leftovers": self.leftovers,
             "warm": self.warm,
             "stale": self.stale,
+            "resumed": self.resumed,
+            "kept": self.kept,
+            "reused": self.reused,
+            "dropped": self.dropped,
         }
 
 
@@ -148,9 +189,16 @@ class SendSummary:
     records: int
     bytes: int
     seconds: float
+    #: Records the destination had already, sent as *same* marks (a resumed move).
+    same: int = 0
 
     def to_json(self) -> dict[str, Any]:
-        return {"records": self.records, "bytes": self.bytes, "seconds": self.seconds}
+        return {
+            "records": self.records,
+            "bytes": self.bytes,
+            "seconds": self.seconds,
+            "same": self.same,
+        }
 
 
 def snapshot_frames(
@@ -165,6 +213,14 @@ def snapshot_frames(
     Yields:
         ``(frame, records in it)``.
     """
+    for chunk in _range_chunks(store, lo, hi, batch=batch, space=space):
+        yield encode_records(chunk, store._clock()), len(chunk)
+
+
+def _range_chunks(
+    store: Store, lo: int, hi: int, *, batch: int, space: int
+) -> Iterator[list[Entry[Record]]]:
+    """The records of ``(lo, hi]`` in chunks of about ``batch`` (see `snapshot_frames`)."""
     if store.index.ordered:
         last = lo
         # (lo, hi] with lo == hi is the whole ring: walk at least once.
@@ -179,13 +235,54 @@ def snapshot_frames(
                 # Never cut between records that share a token: the next walk starts
                 # strictly after the last token taken.
                 chunk.extend(_same_token_rest(store, chunk, tail, space))
-            yield encode_records(chunk, store._clock()), len(chunk)
+            yield chunk
             last = tail
     else:
         snapshot = list(store.entries_range(lo, hi))
         for start in range(0, len(snapshot), batch):
-            chunk = snapshot[start : start + batch]
-            yield encode_records(chunk, store._clock()), len(chunk)
+            yield snapshot[start : start + batch]
+
+
+def reconciled_frames(
+    store: Store, lo: int, hi: int, *, batch: int, space: int, digests: Mapping[str, int]
+) -> Iterator[tuple[bytes, int, bool]]:
+    """`snapshot_frames` for a resumed move: a record whose digest equals the one the
+    destination reported for its key goes as a *same* mark (key, token, version, the
+    digest as its value, the time left to live), the others in full.
+
+    Yields:
+        ``(frame, records in it, whether it is a frame of marks)``.
+    """
+    for chunk in _range_chunks(store, lo, hi, batch=batch, space=space):
+        full = []
+        marks = []
+        for entry in chunk:
+            _, key, rec = entry
+            have = digests.get(key)
+            if have is not None and have == record_digest(rec.value, rec.content_type):
+                marks.append(entry)
+            else:
+                full.append(entry)
+        now = store._clock()
+        if full:
+            yield encode_records(full, now), len(full), False
+        if marks:
+            yield encode_marks(marks, now), len(marks), True
+
+
+def encode_marks(chunk: Sequence[Entry[Record]], now: float) -> bytes:
+    """A frame of *same* marks for ``chunk``: each record's digest in place of its value
+    (the destination checks it against what it holds) and no content type; records
+    expired at ``now`` are left out."""
+    live = [e for e in chunk if not e[2].expires_at or e[2].expires_at > now]
+    return encode_batch(
+        [key for _, key, _ in live],
+        [token for token, _, _ in live],
+        [rec.version for _, _, rec in live],
+        [record_digest(rec.value, rec.content_type).to_bytes(8, "little") for _, _, rec in live],
+        [""] * len(live),
+        [-1 if not r.expires_at else int((r.expires_at - now) * 1000) or 1 for _, _, r in live],
+    )
 
 
 def _same_token_rest(
@@ -229,15 +326,7 @@ def decode_snapshot(
         InvalidBody: a bad frame, a record outside ``(inc.lo, inc.hi]``, or a delete.
     """
     batch = decode_batch(frame)
-    lo, hi = inc.lo, inc.hi
-    # C-level range checks: (lo, hi] is range(lo + 1, hi + 1) when it does not wrap;
-    # a wrapping range (lo >= hi) is everything but range(hi + 1, lo + 1).
-    if lo < hi:
-        outside = not all(map(range(lo + 1, hi + 1).__contains__, batch.tokens))
-    else:
-        outside = any(map(range(hi + 1, lo + 1).__contains__, batch.tokens))
-    if outside:
-        raise InvalidBody(f"a record token is outside migration range ({lo}, {hi}]")
+    _check_range(inc, batch.tokens)
     if any(batch.deleted):
         raise InvalidBody("a snapshot frame cannot carry deletes")
     n = len(batch.keys)
@@ -248,6 +337,33 @@ def decode_snapshot(
     columns = zip(batch.values, batch.content_types, expires, batch.versions, strict=True)
     # tuple.__new__ builds each Record in C (Record._make is a Python call per record).
     return batch.keys, batch.tokens, list(map(tuple.__new__, repeat(Record), columns))
+
+
+def _check_range(inc: Incoming, tokens: Sequence[int]) -> None:
+    """Raises InvalidBody when a token is outside the move's range."""
+    lo, hi = inc.lo, inc.hi
+    # C-level range checks: (lo, hi] is range(lo + 1, hi + 1) when it does not wrap;
+    # a wrapping range (lo >= hi) is everything but range(hi + 1, lo + 1).
+    if lo < hi:
+        outside = not all(map(range(lo + 1, hi + 1).__contains__, tokens))
+    else:
+        outside = any(map(range(hi + 1, lo + 1).__contains__, tokens))
+    if outside:
+        raise InvalidBody(f"a record token is outside migration range ({lo}, {hi}]")
+
+
+def decode_marks(inc: Incoming, frame: bytes | bytearray | memoryview) -> Batch:
+    """A frame of *same* marks (`encode_marks`), checked against the move's range.
+
+    Raises:
+        InvalidBody: a bad frame, a token outside ``(inc.lo, inc.hi]``, a delete, or a
+            value that is not an 8-byte digest.
+    """
+    batch = decode_batch(frame)
+    _check_range(inc, batch.tokens)
+    if any(batch.deleted) or any(len(v) != 8 for v in batch.values):
+        raise InvalidBody("a frame of same marks carries 8-byte digests and no deletes")
+    return batch
 
 
 def apply_wire(store: Store, inc: Incoming, wire: WireRecord, *, forwarded: bool) -> bool:

@@ -7,7 +7,7 @@ import aiohttp
 from elastic_cache.auth import authorization
 from elastic_cache.errors import NodeUnavailable
 from elastic_cache.httpio import body_payload
-from elastic_cache.node.wire import WireRecord, encode_frame
+from elastic_cache.node.wire import WireRecord, decode_digests, encode_frame
 
 __all__ = ["HttpPeerLink"]
 
@@ -52,6 +52,24 @@ class HttpPeerLink:
                     )
         except (aiohttp.ClientError, TimeoutError) as exc:
             raise NodeUnavailable(f"peer {self.base_url} unreachable: {exc!r}") from exc
+
+    async def digests(self, migration: str) -> dict[str, int]:
+        """The destination's digests of a resumed move's range."""
+        url = f"{self.base_url}/v1/migrations/{migration}/digests"
+        try:
+            async with self._client().get(url, headers=self._headers) as resp:
+                body = await resp.read()
+                if resp.status != 200:
+                    raise NodeUnavailable(
+                        f"peer {self.base_url} refused its digests: {resp.status} {body[:200]!r}"
+                    )
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise NodeUnavailable(f"peer {self.base_url} unreachable: {exc!r}") from exc
+        return decode_digests(body)
+
+    async def same(self, migration: str, frame: bytes) -> None:
+        """Deliver one frame of *same* marks."""
+        await self._post(f"/v1/migrations/{migration}/same", frame)
 
     async def ingest(self, migration: str, frame: bytes) -> None:
         """Deliver one snapshot frame."""

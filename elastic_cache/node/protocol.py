@@ -179,9 +179,14 @@ class NodeClient(Protocol):
         peer: str | None = None,
         *,
         warm: bool = False,
+        resume: str | None = None,
+        reconcile: bool = False,
     ) -> None:
         """Register the move here; ``warm`` (destination only): keep this node's own
-        records of the range (warm re-integration)."""
+        records of the range (warm re-integration); ``resume`` (destination only): go on
+        with what the incoming move of that id received, from another source
+        (`NodeService.resume_incoming`); ``reconcile`` (source only): send only what
+        such a destination lacks."""
         ...
 
     async def send_migration(self, migration: str, keys: list[str] | None = None) -> dict[str, Any]:

@@ -21,6 +21,12 @@ Live migration of ``(lo, hi]`` from a source S to a destination D (docs/architec
    A late request to S gets 421 and is retried against the new ring.
 4. On abort (D died, or anything failed before the commit) S simply stops forwarding:
    its records never left its index, so nothing is lost; D drops what it received.
+5. If S dies and another node H holds a copy of the range (replication), the move can be
+   *resumed* from H instead (docs/replication.md, "A move's source dies"): D keeps what
+   it received (`resume_incoming`), H forwards writes from its begin on, asks D for a
+   digest of each record it holds (`digests`), and streams only the records whose
+   digest differs; for the others it sends a *same* mark (`receive_same`), which makes
+   D's record H's. At the commit D drops what H spoke for in no way: H lacks it.
 
 With a cold tier (`elastic_cache.tiers.layer.ColdLayer`, docs/tiers.md) a move of a
 *local* tier (disk) streams the range's cold records after its memory records, and D
@@ -60,12 +66,14 @@ from elastic_cache.node.migration import (
     PeerLink,
     SendSummary,
     apply_wire,
+    decode_marks,
     decode_snapshot,
     encode_records,
+    reconciled_frames,
     snapshot_frames,
 )
 from elastic_cache.node.ownership import RangeSet, subtract_ranges
-from elastic_cache.node.wire import WireRecord
+from elastic_cache.node.wire import WireRecord, record_digest
 from elastic_cache.ring import in_range, range_size, ring_share
 from elastic_cache.store import PutOutcome, Record, Store, Victim
 from elastic_cache.tiers.base import ColdEntry
@@ -607,6 +615,109 @@ class NodeService:
             self.cold.drop_range_soon(lo, hi)
         return inc
 
+    def resume_incoming(self, migration: str, resumed: str) -> Incoming:
+        """The source of the incoming move ``resumed`` died: go on as ``migration``, from
+        another holder of the range, keeping the records received so far.
+
+        Each node numbers its versions itself, so the records kept (numbered by the dead
+        source) are not compared with the new source's: until the new source speaks for a
+        key (a record, a *same* mark or a forwarded write), its record here is a leftover
+        that anything from the new source replaces, and the leftovers it never speaks
+        for are dropped at the commit (`commit_incoming`). The old id is forgotten, so a
+        late forward from the dead source is refused.
+
+        Raises:
+            NotFound: no incoming migration ``resumed``. Conflict: ``migration`` is in
+                use, ``resumed`` is a warm move, or the node has a cold tier (its files
+                are not covered).
+        """
+        old = self._incoming(resumed)
+        if migration in self.incoming or migration in self.outgoing:
+            raise Conflict(f"migration {migration} already exists on {self.node_id}")
+        if old.warm:
+            raise Conflict(f"migration {resumed} is a warm re-integration: not resumed")
+        if self.cold is not None:
+            raise Conflict(f"node {self.node_id} has a cold tier: no resumed moves")
+        del self.incoming[resumed]
+        inc = Incoming(
+            migration,
+            old.lo,
+            old.hi,
+            leftovers=old.leftovers,
+            resumed=True,
+            kept=self.store.count_range(old.lo, old.hi),
+            top=self.store.version,
+        )
+        self.incoming[migration] = inc
+        return inc
+
+    def digests(self, migration: str) -> dict[str, int]:
+        """A digest (`record_digest`: value and content type) of each live record this
+        node holds in a resumed move's range, by key: the new source sends only what
+        differs.
+
+        Runtime complexity: O(r · v) for r records of the range of v bytes each.
+
+        Raises:
+            NotFound: no such incoming migration. Conflict: it is not a resumed one.
+        """
+        inc = self._incoming(migration)
+        if not inc.resumed:
+            raise Conflict(f"migration {migration} is not a resumed move")
+        now = self.store._clock()
+        return {
+            key: record_digest(rec.value, rec.content_type)
+            for _, key, rec in self.store.entries_range(inc.lo, inc.hi)
+            if not rec.expires_at or rec.expires_at > now
+        }
+
+    def receive_same(self, migration: str, frame: bytes | bytearray | memoryview) -> int:
+        """Apply a frame of *same* marks: the new source of a resumed move holds what
+        this node reported for each key. The record here stays, renumbered with the new
+        source's version and given its time to live, so later records from it compare
+        correctly. A mark whose digest no longer matches is ignored: either the key
+        arrived from the new source since (its own record or forward rules) or it left
+        this node (evicted, expired), and then the commit drops nothing wrong.
+
+        Returns:
+            Records reused.
+
+        Raises:
+            NotFound: no such incoming migration. Conflict: it is not a resumed one.
+            InvalidBody: a bad frame or a mark outside the move's range.
+        """
+        inc = self._incoming(migration)
+        if not inc.resumed:
+            raise Conflict(f"migration {migration} is not a resumed move")
+        batch = decode_marks(inc, frame)
+        store = self.store
+        now = store._clock()
+        reused = 0
+        for i, key in enumerate(batch.keys):
+            version = batch.versions[i]
+            rec = store.peek(key)
+            if (
+                rec is None
+                or version <= inc.floor.get(key, 0)
+                or (key in inc.arrived and rec.version >= version)
+            ):
+                continue  # gone here, or a newer write from the new source is here
+            if int.from_bytes(batch.values[i], "little") != record_digest(
+                rec.value, rec.content_type
+            ):
+                continue
+            ttl_ms = batch.ttl_ms[i]
+            expires_at = 0.0 if ttl_ms < 0 else now + ttl_ms / 1000.0
+            store.delete(key)
+            kept = store.apply(
+                key, batch.tokens[i], Record(rec.value, rec.content_type, expires_at, version)
+            )
+            if kept and key not in inc.arrived:
+                reused += 1
+            inc.arrived.add(key)
+        inc.reused += reused
+        return reused
+
     def _incoming(self, migration: str) -> Incoming:
         try:
             return self.incoming[migration]
@@ -669,7 +780,7 @@ class NodeService:
         """
         inc = self._incoming(migration)
         keys, tokens, recs = decode_snapshot(inc, frame, self.store._clock())
-        if inc.warm:
+        if inc.warm or inc.resumed:
             self._arrive(inc, keys)
         applied, skipped = self.store.apply_batch(keys, tokens, recs, inc.floor)
         inc.applied += applied
@@ -788,13 +899,28 @@ class NodeService:
         inc = self._committed.get(migration)
         if inc is None:
             inc = self._incoming(migration)
-        if inc.warm and in_range(wire.token, inc.lo, inc.hi):
+        if (inc.warm or inc.resumed) and in_range(wire.token, inc.lo, inc.hi):
             self._arrive(inc, [wire.key])
         return apply_wire(self.store, inc, wire, forwarded=True)
 
-    def commit_incoming(self, migration: str, epoch: int, ranges: Sequence[Sequence[int]]) -> None:
-        """The move is committed: own ``ranges`` at ``epoch`` and forget the floor."""
+    def commit_incoming(
+        self, migration: str, epoch: int, ranges: Sequence[Sequence[int]]
+    ) -> Incoming:
+        """The move is committed: own ``ranges`` at ``epoch`` and forget the floor. A
+        resumed move first drops the records it kept that the new source did not speak
+        for (it lacks them: deleted, expired or evicted there).
+
+        Returns:
+            The move, with its counts (a resumed move's reused and dropped records).
+        """
         inc = self._incoming(migration)
+        if inc.resumed:
+            leftovers = [
+                key
+                for _, key, _ in self.store.entries_range(inc.lo, inc.hi)
+                if key not in inc.arrived
+            ]
+            inc.dropped = sum(self._drop_leftover(inc, key) for key in leftovers)
         self.set_ownership(epoch, ranges, moved=(inc.lo, inc.hi))
         # Changes logged after this marker come from this node as the range's owner;
         # the coordinator passes them on after the source's `handoff` (docs/watch.md).
@@ -803,6 +929,7 @@ class NodeService:
         self._committed[migration] = inc
         while len(self._committed) > 64:
             self._committed.popitem(last=False)
+        return inc
 
     def abort_incoming(self, migration: str) -> int:
         """The move is abandoned: drop what arrived; returns how many records."""
@@ -816,11 +943,17 @@ class NodeService:
 
     # -- source side -------------------------------------------------------------------
 
-    def begin_outgoing(self, migration: str, lo: int, hi: int, peer_address: str) -> Outgoing:
+    def begin_outgoing(
+        self, migration: str, lo: int, hi: int, peer_address: str, *, reconcile: bool = False
+    ) -> Outgoing:
         """Register ``(lo, hi]`` as leaving for ``peer_address`` and start forwarding.
 
+        With ``reconcile`` (a move resumed from this node after its source died), the
+        destination keeps what it holds: `send` sends only the records that differ.
+
         Raises:
-            Conflict: the id is in use, another move overlaps, or the range is not ours.
+            Conflict: the id is in use, another move overlaps, the range is not ours, or
+                ``reconcile`` on a node with a cold tier (its files are not covered).
         """
         self._check_bounds(lo, hi)
         if migration in self.outgoing or migration in self.incoming:
@@ -830,8 +963,15 @@ class NodeService:
         for other in self.outgoing.values():
             if in_range(hi, other.lo, other.hi) or in_range(other.hi, lo, hi):
                 raise Conflict(f"range ({lo}, {hi}] overlaps migration {other.id}")
+        if reconcile and self.cold is not None:
+            raise Conflict(f"node {self.node_id} has a cold tier: no resumed moves")
         out = Outgoing(
-            migration, lo, hi, self._peer_factory(peer_address), self.store.count_range(lo, hi)
+            migration,
+            lo,
+            hi,
+            self._peer_factory(peer_address),
+            self.store.count_range(lo, hi),
+            reconcile=reconcile,
         )
         self.outgoing[migration] = out
         return out
@@ -891,10 +1031,33 @@ class NodeService:
         for item in self._key_frames(out, keys):
             yield item
 
+    async def _reconciled(self, out: Outgoing) -> AsyncIterator[tuple[bytes, int, bool]]:
+        """A resumed move's frames: the destination's digests are asked for first (this
+        node forwards writes already, so a key written after they are taken reaches the
+        destination as a forward), then the range goes as records and *same* marks."""
+        digests = await out.peer.digests(out.id)
+        for item in reconciled_frames(
+            self.store,
+            out.lo,
+            out.hi,
+            batch=self.batch_records,
+            space=self.hasher.space,
+            digests=digests,
+        ):
+            yield item
+
+    async def _plain(
+        self, frames: AsyncIterator[tuple[bytes, int]]
+    ) -> AsyncIterator[tuple[bytes, int, bool]]:
+        async for frame, count in frames:
+            yield frame, count, False
+
     async def send(self, migration: str, keys: Sequence[str] | None = None) -> SendSummary:
         """Stream the outgoing range to its destination; returns when D has it all.
 
-        With ``keys`` (a warm move), only this node's records of those keys go.
+        With ``keys`` (a warm move), only this node's records of those keys go; a
+        ``reconcile`` move (`begin_outgoing`) sends *same* marks for the records the
+        destination has already.
 
         Raises:
             Conflict: the destination failed (the move must be aborted), or ``keys``
@@ -908,10 +1071,14 @@ class NodeService:
         tasks: set[asyncio.Task[None]] = set()
         started = time.monotonic()
 
-        async def ship(frame: bytes, count: int) -> None:
+        async def ship(frame: bytes, count: int, marks: bool) -> None:
             try:
-                await out.peer.ingest(out.id, frame)
-                out.sent += count
+                if marks:
+                    await out.peer.same(out.id, frame)
+                    out.same += count
+                else:
+                    await out.peer.ingest(out.id, frame)
+                    out.sent += count
                 out.sent_bytes += len(frame)
             except Exception as exc:
                 out.failed = f"snapshot stream failed: {exc}"
@@ -919,9 +1086,14 @@ class NodeService:
                 sem.release()
 
         queued = 0
-        frames = self._frames(out) if keys is None else self._key_stream(out, keys)
-        async for frame, count in frames:
-            if self.max_rate:
+        if out.reconcile:
+            frames = self._reconciled(out)
+        elif keys is None:
+            frames = self._plain(self._frames(out))
+        else:
+            frames = self._plain(self._key_stream(out, keys))
+        async for frame, count, marks in frames:
+            if self.max_rate and not marks:
                 # Pace the stream: frame k leaves no earlier than k records / rate.
                 queued += count
                 ahead = started + queued / self.max_rate - time.monotonic()
@@ -931,7 +1103,7 @@ class NodeService:
             if out.failed is not None:
                 sem.release()
                 break
-            task = asyncio.create_task(ship(frame, count))
+            task = asyncio.create_task(ship(frame, count, marks))
             tasks.add(task)
             task.add_done_callback(tasks.discard)
             # Let the requests that arrived while this frame was built run before the
@@ -942,7 +1114,9 @@ class NodeService:
             await asyncio.gather(*tasks)
         if out.failed is not None:
             raise Conflict(f"migration {migration} failed: {out.failed}")
-        return SendSummary(out.sent, out.sent_bytes, round(time.monotonic() - started, 6))
+        return SendSummary(
+            out.sent, out.sent_bytes, round(time.monotonic() - started, 6), same=out.same
+        )
 
     async def commit_outgoing(
         self, migration: str, epoch: int, ranges: Sequence[Sequence[int]], *, keep: bool = False

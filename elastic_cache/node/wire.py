@@ -15,7 +15,16 @@ C-level operations instead of per-record parsing::
     keys      the UTF-8 keys back to back
     values    the values back to back
 
-``ttl_ms`` is relative, so the nodes' clocks need not agree. Binary framing keeps values
+``ttl_ms`` is relative, so the nodes' clocks need not agree.
+
+A move resumed from a surviving holder (docs/replication.md, "A move's source dies")
+also sends the destination's *digests* of the range to that holder, in a second frame::
+
+    header    b"ECD1"  count:u32
+    digest    count × u64                           `record_digest` of each record
+    key_len   count × u16
+    keys      the UTF-8 keys back to back
+ Binary framing keeps values
 as they are (JSON with base64 was measured 3× slower), and the columnar layout lets a
 destination decode a frame of 1,000 records of 1 KiB in about a millisecond.
 """
@@ -29,6 +38,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from itertools import accumulate, pairwise
 from typing import NamedTuple
 
+import mmh3
+
 from elastic_cache.errors import InvalidBody
 
 __all__ = [
@@ -36,13 +47,21 @@ __all__ = [
     "Batch",
     "WireRecord",
     "decode_batch",
+    "decode_digests",
     "decode_frame",
     "encode_batch",
+    "encode_digests",
     "encode_frame",
+    "record_digest",
 ]
 
 MAGIC = b"ECR2"
 _HEADER = struct.Struct("<4sIB")
+DIGEST_MAGIC = b"ECD1"
+_DIGEST_HEADER = struct.Struct("<4sI")
+#: Seed of `record_digest` (fixed: both ends of a move must agree on it).
+DIGEST_SEED = 0x5EC0
+_U64 = (1 << 64) - 1
 FLAG_DELETE = 1
 _SWAP = sys.byteorder == "big"
 
@@ -239,3 +258,62 @@ def decode_batch(data: bytes | bytearray | memoryview) -> Batch:
 def decode_frame(data: bytes | bytearray | memoryview) -> Iterator[WireRecord]:
     """Unpack a frame into records."""
     return decode_batch(data).records()
+
+
+def record_digest(value: bytes, content_type: str) -> int:
+    """A 64-bit digest of what a record says: its value and content type (MurmurHash3
+    with a fixed seed, so two processes agree). The expiry is not in it: each node
+    keeps an absolute expiry on its own clock, so the two ends of a move never agree on
+    it exactly; a move that reuses a record sends the expiry along instead.
+
+    Runtime complexity: O(len(value)).
+    """
+    seed = mmh3.hash(content_type.encode("latin-1", "replace"), DIGEST_SEED) & 0xFFFFFFFF
+    return mmh3.hash64(value, seed)[0] & _U64
+
+
+def encode_digests(keys: Sequence[str], digests: Sequence[int]) -> bytes:
+    """Pack keys and their digests into one digest frame.
+
+    Raises:
+        InvalidBody: a key longer than 65535 bytes.
+    """
+    encoded = [k.encode("utf-8") for k in keys]
+    lens = [len(k) for k in encoded]
+    if lens and max(lens) > 0xFFFF:
+        raise InvalidBody("key longer than 65535 bytes")
+    return b"".join(
+        [
+            _DIGEST_HEADER.pack(DIGEST_MAGIC, len(keys)),
+            _le("Q", digests),
+            _le("H", lens),
+            *encoded,
+        ]
+    )
+
+
+def decode_digests(data: bytes | bytearray | memoryview) -> dict[str, int]:
+    """Unpack a digest frame into ``{key: digest}``.
+
+    Raises:
+        InvalidBody: bad magic, truncated, trailing bytes or bad UTF-8 keys.
+    """
+    if len(data) < _DIGEST_HEADER.size:
+        raise InvalidBody("digest frame is shorter than its header")
+    magic, n = _DIGEST_HEADER.unpack_from(data, 0)
+    if magic != DIGEST_MAGIC:
+        raise InvalidBody("digest frame has a bad magic number")
+    digests, off = _column("Q", data, _DIGEST_HEADER.size, n)
+    lens, off = _column("H", data, off, n)
+    if off + sum(lens) != len(data):
+        raise InvalidBody("digest frame length does not match its columns")
+    blob = bytes(data[off:])
+    out: dict[str, int] = {}
+    start = 0
+    try:
+        for length, digest in zip(lens, digests, strict=True):
+            out[blob[start : start + length].decode("utf-8")] = digest
+            start += length
+    except UnicodeDecodeError as exc:
+        raise InvalidBody("digest frame key is not UTF-8") from exc
+    return out

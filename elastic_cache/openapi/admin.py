@@ -61,6 +61,24 @@ def admin_schemas() -> dict[str, Schema]:
                 "description": "A warm re-integration's move (kind `return`): the keys of "
                 "the range that changed while the destination was stopped; null otherwise.",
             },
+            "resumed_from": {
+                "type": ["string", "null"],
+                "description": "The source died and the move went on from this surviving "
+                "holder of the range; null otherwise.",
+            },
+            "kept": {
+                **count,
+                "description": "A resumed move: records the destination held when it resumed.",
+            },
+            "reused": {
+                **count,
+                "description": "A resumed move: kept records the holder had the same (not "
+                "sent again).",
+            },
+            "dropped": {
+                **count,
+                "description": "A resumed move: kept records the holder lacked (dropped).",
+            },
             "lo_position": number,
             "hi_position": number,
             "sent": count,

@@ -446,6 +446,18 @@ def _internal_paths() -> dict[str, Schema]:
                                 "description": "Destination only: keep this node's own "
                                 "records of the range (warm re-integration).",
                             },
+                            "resume": {
+                                "type": "string",
+                                "minLength": 1,
+                                "description": "Destination only: go on with what the "
+                                "incoming move of this id received, from another source "
+                                "(its first source died; docs/replication.md).",
+                            },
+                            "reconcile": {
+                                "type": "boolean",
+                                "description": "Source only: the destination keeps what it "
+                                "holds; send only the records that differ (a resumed move).",
+                            },
                         },
                     },
                     "The move.",
@@ -479,6 +491,7 @@ def _internal_paths() -> dict[str, Schema]:
                                 "records": integer,
                                 "bytes": integer,
                                 "seconds": {"type": "number"},
+                                "same": integer,
                             },
                         },
                         "What was sent.",
@@ -536,6 +549,46 @@ def _internal_paths() -> dict[str, Schema]:
                 errors=(NotFound, InvalidBody, TokenMismatch, ValueTooLarge, StoreFull, *_COLD),
             ),
         },
+        "/v1/migrations/{id}/digests": {
+            "parameters": [_migration_param()],
+            "get": operation(
+                "migrationDigests",
+                "Digests of the records a resumed move's destination holds",
+                description="A digest frame (elastic_cache/node/wire.py): each record's "
+                "key and the MurmurHash3 of its value and content type.",
+                tags=_INTERNAL,
+                responses={
+                    "200": {
+                        "description": "The digest frame.",
+                        "content": {"application/octet-stream": {"schema": BINARY}},
+                    }
+                },
+                errors=(NotFound, Conflict),
+            ),
+        },
+        "/v1/migrations/{id}/same": {
+            "parameters": [_migration_param()],
+            "post": operation(
+                "sameFrame",
+                "Keep records the destination of a resumed move holds already",
+                description="A frame of marks: key, token, the new source's version, the "
+                "digest as the value, the time to live. A mark whose digest matches the "
+                "record here makes it the new source's.",
+                tags=_INTERNAL,
+                request_body=_FRAME_BODY,
+                responses={
+                    "200": json_response(
+                        {
+                            "type": "object",
+                            "required": ["reused"],
+                            "properties": {"reused": integer},
+                        },
+                        "Records kept.",
+                    )
+                },
+                errors=(NotFound, Conflict, InvalidBody),
+            ),
+        },
         "/v1/migrations/{id}/forward": {
             "parameters": [_migration_param()],
             "post": operation(
@@ -585,9 +638,12 @@ def _internal_paths() -> dict[str, Schema]:
                                 "role": {"enum": ["source", "destination"]},
                                 "epoch": integer,
                                 "dropped": integer,
+                                "reused": integer,
                             },
                         },
-                        "Committed (a source also says how many records it dropped).",
+                        "Committed: a source says how many records it dropped; a "
+                        "destination how many records a resumed move reused, and how many "
+                        "of those it kept its new source lacked (dropped).",
                     )
                 },
                 errors=(InvalidBody, NotFound, Conflict, *_COLD),
@@ -704,6 +760,19 @@ def _schemas() -> dict[str, Schema]:
                 "leftovers": integer,
                 "warm": {"type": "boolean"},
                 "stale": integer,
+                "reconcile": {
+                    "type": "boolean",
+                    "description": "Source of a resumed move: sends only what differs.",
+                },
+                "same": integer,
+                "resumed": {
+                    "type": "boolean",
+                    "description": "Destination of a move resumed after its first source "
+                    "died (docs/replication.md).",
+                },
+                "kept": integer,
+                "reused": integer,
+                "dropped": integer,
             },
         },
     }

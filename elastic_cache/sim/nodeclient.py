@@ -201,13 +201,17 @@ class SimNodeClient(LocalNodeClient):
         peer: str | None = None,
         *,
         warm: bool = False,
+        resume: str | None = None,
+        reconcile: bool = False,
     ) -> None:
         if role == "destination":
             self._clock.begin(migration, self.node_id)
         elif (rec := self._clock.current) is not None and rec.id == migration:
             rec.source = self.node_id
         before = self._cpu
-        await super().begin_migration(migration, role, lo, hi, peer, warm=warm)
+        await super().begin_migration(
+            migration, role, lo, hi, peer, warm=warm, resume=resume, reconcile=reconcile
+        )
         await self._clock.charge(self._cpu - before)
 
     async def send_migration(self, migration: str, keys: list[str] | None = None) -> dict[str, Any]:

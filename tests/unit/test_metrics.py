@@ -13,6 +13,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from elastic_cache.config import NodeSettings
+from elastic_cache.coordinator.migration import MigrationInfo
 from elastic_cache.coordinator.service import Coordinator
 from elastic_cache.errors import KeyNotFound, ProvisionError
 from elastic_cache.metrics import (
@@ -227,3 +228,18 @@ def test_a_failing_event_listener_does_not_break_the_cluster(
     events.add("launch", "launching node-2", node="node-2")
     assert seen == ["launch"] and events.since(0)[-1]["node"] == "node-2"
     assert "observer bug" in caplog.text
+
+
+def test_a_resumed_move_is_counted_with_the_records_it_reused(tmp_path: Any) -> None:
+    coord = Coordinator(cluster_settings(), FakeProvisioner(), state_path=tmp_path / "c.json")
+    cluster = coord.cluster
+    mig = MigrationInfo("m1", "split", "node-1", "node-2", 0, 10, records=30, resumed_from="node-3")
+    cluster.migrations.append(mig)
+    cluster.events.add("migration_resumed", "node-1 died", migration="m1")
+    mig.reused, mig.state = 70, "done"
+    cluster.events.add("migration_done", "moved", migration="m1")
+    got = samples(coord.metrics.registry)
+    assert got[("ecache_migrations_resumed_total", (("kind", "split"),))] == 1
+    assert got[("ecache_migration_records_reused_total", (("kind", "split"),))] == 70
+    assert got[("ecache_migration_records_total", (("kind", "split"),))] == 30
+    assert got[("ecache_migrations_total", (("kind", "split"), ("outcome", "done")))] == 1

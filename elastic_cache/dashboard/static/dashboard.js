@@ -306,8 +306,11 @@
         el("div", { class: "progress" }, el("div", { style: `width:${(100 * frac).toFixed(1)}%` }))));
     }
     for (const m of finished) {
+      const resumed = m.resumed_from
+        ? ` · the source died: ${fmtInt(m.reused)} received records kept, the rest from ${m.resumed_from}`
+        : "";
       const what = m.state === "done"
-        ? `${fmtInt(m.records)} records (${fmtBytes(m.bytes)}) in ${fmtSeconds(m.seconds)}`
+        ? `${fmtInt(m.records)} records (${fmtBytes(m.bytes)}) in ${fmtSeconds(m.seconds)}${resumed}`
         : m.state === "salvaged"
           ? `the source died; ${fmtInt(m.records)} records received were kept`
           : (m.error || "abandoned");

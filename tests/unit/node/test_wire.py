@@ -7,7 +7,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from elastic_cache.errors import InvalidBody
-from elastic_cache.node.wire import WireRecord, decode_batch, decode_frame, encode_frame
+from elastic_cache.node.wire import (
+    WireRecord,
+    decode_batch,
+    decode_digests,
+    decode_frame,
+    encode_digests,
+    encode_frame,
+    record_digest,
+)
 
 records = st.builds(
     WireRecord,
@@ -79,3 +87,21 @@ def test_limits() -> None:
         encode_frame([WireRecord("k", 1, 1, b"", "t" * 256)])
     with pytest.raises(InvalidBody):
         encode_frame([WireRecord(f"k{i}", 1, 1, b"", f"type/{i}") for i in range(300)])
+
+
+def test_record_digests_are_pinned() -> None:
+    """Both ends of a resumed move compute digests in their own process: the outputs
+    must never change (mmh3 with a fixed seed, not ``hash()``)."""
+    assert record_digest(b"hello", "text/plain") == 4141648698056993168
+    assert record_digest(b"", "") == 12255398861364415891
+    assert record_digest(b"hello", "application/json") != record_digest(b"hello", "text/plain")
+
+
+def test_digest_frames_round_trip_and_refuse_damage() -> None:
+    digests = {"a": 0, "clé": 2**64 - 1, "k" * 300: 12345}
+    frame = encode_digests(list(digests), list(digests.values()))
+    assert decode_digests(frame) == digests
+    assert decode_digests(encode_digests([], [])) == {}
+    for bad in (frame[:5], b"XXXX" + frame[4:], frame + b"!", frame[:-1]):
+        with pytest.raises(InvalidBody):
+            decode_digests(bad)
