@@ -487,8 +487,13 @@ class CoordinatorSettings:
             start, never written to disk.
         workers: processes answering the public port (`coordinator.workers`): the
             coordinator itself and ``workers - 1`` that follow its ring; 1 to 64.
-        request_budget: seconds a routed request waits for its node before it is
-            answered 503 with ``Retry-After`` (the node is then *suspect*).
+        request_budget: seconds a routed write (or delete) waits for its node before it
+            is answered 503 with ``Retry-After`` (the node is then *suspect*).
+        read_budget: seconds a routed read (``GET``/``HEAD`` of a key, a read-through
+            lookup) waits for the head of its node's answer; then the next copy answers
+            (replication) or the client gets 503 with ``Retry-After``, and the node is
+            checked (suspect only if its health check fails too: a slow answer alone
+            is no failure).
         suspect_grace: seconds a node whose process or instance still runs may stay
             unresponsive before it is declared dead (a pause, a long collection or a
             stalled disk is not a death).
@@ -527,6 +532,7 @@ class CoordinatorSettings:
     admin_token_parameter: str | None = None
     workers: int = 1
     request_budget: float = 5.0
+    read_budget: float = 1.0
     suspect_grace: float = 120.0
     state_s3: str | None = None
     watch_buffer: int = 65536
@@ -587,7 +593,7 @@ class CoordinatorSettings:
         ):
             got = self.hot_answers_bytes
             raise ConfigError(f"hot_answers_bytes must be an integer in [0, 2**40], got {got!r}")
-        for name in ("request_budget", "suspect_grace", "hot_answers_seconds"):
+        for name in ("request_budget", "read_budget", "suspect_grace", "hot_answers_seconds"):
             value = getattr(self, name)
             if (
                 isinstance(value, bool)

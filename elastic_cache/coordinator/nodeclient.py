@@ -82,6 +82,10 @@ class HttpNodeClient:
             on the key path's requests too).
         control_timeout: seconds for control requests (stats, ranges); migrations
             streams use ``migration_timeout``.
+        kv_timeout: seconds a key request (a write, or a read without ``read_timeout``)
+            waits for its answer (the coordinator's ``request_budget``).
+        read_timeout: seconds a ``GET``/``HEAD`` of a key waits for the head of its
+            answer (the coordinator's ``read_budget``); None: ``kv_timeout``.
     """
 
     def __init__(
@@ -93,6 +97,7 @@ class HttpNodeClient:
         control_timeout: float = 10.0,
         migration_timeout: float = 3600.0,
         kv_timeout: float = 60.0,
+        read_timeout: float | None = None,
     ) -> None:
         self.node_id = node_id
         self.address = address.rstrip("/")
@@ -103,6 +108,8 @@ class HttpNodeClient:
             raise ConfigError(f"node address {address!r} is not http://host:port")
         auth = session.headers.get("Authorization")
         self._pool = ConnectionPool(host, port, timeout=kv_timeout, authorization=auth)
+        #: Seconds a GET or HEAD waits for the answer's head (None: ``kv_timeout``).
+        self._read_timeout = read_timeout
         self._control = aiohttp.ClientTimeout(total=control_timeout)
         self._migration = aiohttp.ClientTimeout(total=migration_timeout)
         # A large upload takes as long as its sender does; only silence is an error.
@@ -124,13 +131,19 @@ class HttpNodeClient:
         headers: dict[str, str] | None = None,
         query: str = "",
         stream_above: int = -1,
+        timeout: float | None = None,
     ) -> Answer:
         # Percent-encode every reserved character ("/" too), so a key reaches the node
         # exactly as it was given.
         target = "/v1/kv/" + key_segment(key) + query
         try:
             raw = await self._pool.request(
-                method, target, body=body, headers=headers, stream_above=stream_above
+                method,
+                target,
+                body=body,
+                headers=headers,
+                stream_above=stream_above,
+                timeout=timeout,
             )
         except PoolTimeout as exc:
             raise NodeUnavailable(
@@ -154,8 +167,8 @@ class HttpNodeClient:
 
     async def get(self, key: str, *, head: bool = False, stream_above: int = -1) -> Answer:
         if head:
-            return await self._kv("HEAD", key)
-        return await self._kv("GET", key, stream_above=stream_above)
+            return await self._kv("HEAD", key, timeout=self._read_timeout)
+        return await self._kv("GET", key, stream_above=stream_above, timeout=self._read_timeout)
 
     async def put(
         self, key: str, value: bytes, content_type: str, ttl: float | None, epoch: int = 0

@@ -325,6 +325,9 @@ class ConnectionPool:
         self.host = host
         self.port = port
         self.timeout = timeout
+        #: How often the watchdog looks for overdue requests: a quarter of the shortest
+        #: timeout asked for so far (at most a second).
+        self._period = min(1.0, timeout / 4)
         # The headers every request carries, formatted once.
         self._fixed_headers = f"Host: {host}:{port}\r\n" + (
             f"Authorization: {authorization}\r\n" if authorization is not None else ""
@@ -344,9 +347,8 @@ class ConnectionPool:
         timer for every request cost a tenth of the coordinator's throughput.
         """
         loop = asyncio.get_running_loop()
-        period = min(1.0, self.timeout / 4)
         while True:
-            await asyncio.sleep(period)
+            await asyncio.sleep(self._period)
             now = loop.time()
             for conn in [c for c in self._busy if c.deadline < now]:
                 conn.expire()
@@ -375,6 +377,7 @@ class ConnectionPool:
         body: bytes = b"",
         headers: dict[str, str] | None = None,
         stream_above: int = -1,
+        timeout: float | None = None,
     ) -> RawAnswer:
         """Send one request and read its answer.
 
@@ -386,6 +389,8 @@ class ConnectionPool:
             stream_above: a 200 answer with a Content-Length above this comes back as a
                 `BodyStream` (``RawAnswer.stream``) that the caller must close; -1:
                 always read whole.
+            timeout: seconds until the answer's head (a streamed body then has the
+                pool's timeout for each silence); None: the pool's.
 
         Raises:
             PoolError: the node is unreachable, closed the connection, or timed out.
@@ -401,6 +406,10 @@ class ConnectionPool:
             request += body
         head = method == "HEAD"
         loop = asyncio.get_running_loop()
+        if timeout is None:
+            timeout = self.timeout
+        elif timeout < 4 * self._period:
+            self._period = timeout / 4
         if self._watchdog is None:
             self._watchdog = loop.create_task(self._watch())
         await self._slots.acquire()
@@ -418,7 +427,7 @@ class ConnectionPool:
                     break
                 if conn is None:
                     conn = await self._connect()
-                conn.deadline = loop.time() + self.timeout
+                conn.deadline = loop.time() + timeout
                 self._busy.add(conn)
                 try:
                     answer = await conn.send(request, head=head, stream_above=stream_above)
@@ -431,7 +440,7 @@ class ConnectionPool:
                 except TimeoutError as exc:
                     self._discard(conn)
                     raise PoolTimeout(
-                        f"{self.host}:{self.port} did not answer within {self.timeout:g}s"
+                        f"{self.host}:{self.port} did not answer within {timeout:g}s"
                     ) from exc
                 except BaseException:
                     self._discard(conn)

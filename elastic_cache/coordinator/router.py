@@ -95,8 +95,14 @@ class Router:
         return table.policy_of(key).write_quorum or self.quorum
 
     async def _routed(
-        self, key: str, op: Callable[[NodeClient], Awaitable[Answer]]
+        self, key: str, op: Callable[[NodeClient], Awaitable[Answer]], *, read: bool = False
     ) -> tuple[str, Answer]:
+        """Send ``op`` to the key's owner, routing again on a moved ring or a dead node.
+
+        ``read``: ``op`` is a read, whose budget (``read_budget``) is short: past it the
+        node is only checked (suspect if its health check fails too), where a write that
+        waited the whole ``request_budget`` makes it suspect at once.
+        """
         validate_key(key)
         cluster = self.cluster
         token = cluster.ring.token_of(key)
@@ -114,7 +120,7 @@ class Router:
                 if exc.details.get("timed_out"):
                     # Slow or paused, not known dead: answer now (503, Retry-After) and
                     # let the check decide between suspect and dead meanwhile.
-                    cluster.suspect(node, timed_out=True)
+                    cluster.suspect(node, timed_out=not read)
                     raise
                 # The owner did not answer. If it is really gone, its ranges move to
                 # their successors (its records are lost: a cache) and we route again.
@@ -164,7 +170,9 @@ class Router:
                 try:
                     answer = await op(info.client)
                 except NodeUnavailable as exc:
-                    cluster.suspect(node, timed_out=bool(exc.details.get("timed_out")))
+                    # Checked, not made suspect at once: a read's budget is short, and a
+                    # slow answer alone is no failure (`_routed`).
+                    cluster.suspect(node)
                     failure = exc
                     continue
                 if answer.status in (421, 503):
@@ -264,7 +272,7 @@ class Router:
                 key, lambda c: c.get(key, head=head, stream_above=stream_above)
             )
         _, answer = await self._routed(
-            key, lambda c: c.get(key, head=head, stream_above=stream_above)
+            key, lambda c: c.get(key, head=head, stream_above=stream_above), read=True
         )
         return answer
 

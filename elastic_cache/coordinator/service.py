@@ -367,8 +367,14 @@ class Coordinator:
         return len(stopped) * volume_per_hour(prices, ec2.root_volume_gb)
 
     def _client_for(self, handle: NodeHandle) -> NodeClient:
-        budget = self.settings.coordinator.request_budget
-        return HttpNodeClient(handle.node_id, handle.address, self.session, kv_timeout=budget)
+        coordinator = self.settings.coordinator
+        return HttpNodeClient(
+            handle.node_id,
+            handle.address,
+            self.session,
+            kv_timeout=coordinator.request_budget,
+            read_timeout=coordinator.read_budget,
+        )
 
     async def start(self) -> None:
         """Launch (or resume) the nodes, terminate stray ones, and start polling."""

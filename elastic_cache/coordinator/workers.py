@@ -305,8 +305,14 @@ class WorkerView:
         for node, address in addresses.items():
             if node not in self.nodes or self.nodes[node].handle.address != address:
                 handle = NodeHandle(node_id=node, address=address, ref=node, boot_seconds=0.0)
-                budget = self.settings.coordinator.request_budget
-                client = HttpNodeClient(node, address, self._session, kv_timeout=budget)
+                coordinator = self.settings.coordinator
+                client = HttpNodeClient(
+                    node,
+                    address,
+                    self._session,
+                    kv_timeout=coordinator.request_budget,
+                    read_timeout=coordinator.read_budget,
+                )
                 self.nodes[node] = NodeInfo(handle=handle, client=client, requests=_CountingMeter())
         suspect = set(view.get("suspect", ()))
         for node, info in self.nodes.items():

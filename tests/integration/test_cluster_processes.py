@@ -391,11 +391,13 @@ async def test_killed_supervisor_leaves_no_orphan(tmp_path: Path) -> None:
 
 
 async def test_a_paused_node_is_suspect_not_dead_and_keeps_its_data(tmp_path: Path) -> None:
-    """SIGSTOP: its keys answer 503 with Retry-After after the request budget (not after
-    60 s), the node turns suspect and stays a member (its process runs); after SIGCONT it
-    answers again with every value it held."""
+    """SIGSTOP: its keys answer 503 with Retry-After after the read budget (1 s by
+    default; not after the write's budget, nor after 60 s), the node turns suspect and
+    stays a member (its process runs); after SIGCONT it answers again with every value it
+    held."""
     data = {
-        "coordinator": {"request_budget": 1.0, "suspect_grace": 120},
+        # A write's budget far above the bound below: only the read budget answers in time.
+        "coordinator": {"request_budget": 30.0, "suspect_grace": 120},
         "nodes": {"index": "sorted", "capacity_records": 1000},
         "scaler": {"enabled": False},
     }
@@ -414,7 +416,7 @@ async def test_a_paused_node_is_suspect_not_dead_and_keeps_its_data(tmp_path: Pa
                     assert resp.status == 503
                     assert resp.headers["Retry-After"] == "1"
                     assert (await resp.json())["error"] == "node_unavailable"
-                # The budget, not the 60 s of a request timeout (generous: a busy host).
+                # The read budget, not the write's 30 s (generous: a busy host).
                 assert asyncio.get_running_loop().time() - started < 15
                 for _ in range(200):
                     if info.suspect_since:

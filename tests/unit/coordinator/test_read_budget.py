@@ -1,0 +1,149 @@
+"""The read budget (``[coordinator] read_budget``): a routed read waits for its node's
+answer that long, then another copy answers or the client gets 503, and the node is only
+checked, not made suspect at once; a write keeps the longer ``request_budget``
+(docs/architecture.md, "Failures")."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import aiohttp
+import pytest
+from aiohttp import web
+
+from elastic_cache.config import ClusterSettings, ConfigError
+from elastic_cache.coordinator.membership import NodeInfo
+from elastic_cache.coordinator.nodeclient import HttpNodeClient
+from elastic_cache.coordinator.pool import ConnectionPool, PoolError
+from elastic_cache.coordinator.rates import RateMeter
+from elastic_cache.coordinator.router import Router
+from elastic_cache.errors import NodeUnavailable
+from elastic_cache.hashing import make_hasher
+from elastic_cache.provisioner.base import NodeHandle
+from elastic_cache.ring import HashRing
+
+
+class SlowNode:
+    """A node whose key routes answer after ``delay`` seconds (``/healthz`` at once)."""
+
+    def __init__(self, delay: float) -> None:
+        self.delay = delay
+        self.finished = 0  # key requests the node got to the end of
+
+    async def kv(self, request: web.Request) -> web.StreamResponse:
+        await request.read()
+        await asyncio.sleep(self.delay)
+        self.finished += 1
+        if request.method == "PUT":
+            return web.Response(status=204, headers={"X-Ecache-Fill": "1 10"})
+        return web.Response(body=b"v", content_type="application/octet-stream")
+
+    async def healthz(self, request: web.Request) -> web.StreamResponse:
+        return web.json_response({"ok": True})
+
+
+@pytest.fixture
+async def slow_node() -> AsyncIterator[tuple[SlowNode, str]]:
+    node = SlowNode(delay=3.0)
+    app = web.Application()
+    app.router.add_route("*", "/v1/kv/{key}", node.kv)
+    app.router.add_get("/healthz", node.healthz)
+    runner = web.AppRunner(app, shutdown_timeout=0.1)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    yield node, f"http://127.0.0.1:{port}"
+    await runner.cleanup()
+
+
+class View:
+    """One node owning the whole ring; records how the router asked for it to be checked."""
+
+    def __init__(self, settings: ClusterSettings, client: HttpNodeClient) -> None:
+        self.settings = settings
+        self.ring = HashRing(make_hasher("murmur3"))
+        self.ring.add_bucket(5, client.node_id)
+        self.nodes = {
+            client.node_id: NodeInfo(
+                handle=NodeHandle(node_id=client.node_id, address=client.address, ref="1"),
+                client=client,
+                requests=RateMeter(1),
+            )
+        }
+        self.checks: list[bool] = []  # timed_out of each suspect() call
+
+    def holders(self, token: int) -> tuple[str, ...]:
+        return tuple(self.nodes)
+
+    def suspect(self, node_id: str, *, timed_out: bool = False) -> None:
+        self.checks.append(timed_out)
+
+    async def wait_for_room(self, node_id: str, timeout: float) -> bool:
+        return False
+
+
+class Scaler:
+    def observe_write(self, node_id: str, used: int, capacity: int, size: int) -> None:
+        pass
+
+    def request_help(self, node_id: str, *, full: bool) -> bool:
+        return True
+
+    def at_cap(self) -> str | None:
+        return None
+
+
+def test_the_read_budget_defaults_to_a_second_and_is_checked() -> None:
+    assert ClusterSettings.from_mapping({}).coordinator.read_budget == 1.0
+    for bad in (0, -1, 3601, True, "1"):
+        with pytest.raises(ConfigError, match="read_budget"):
+            ClusterSettings.from_mapping({"coordinator": {"read_budget": bad}})
+
+
+async def test_a_request_may_carry_a_shorter_timeout_than_the_pool(
+    slow_node: tuple[SlowNode, str],
+) -> None:
+    node, url = slow_node
+    host, port = url.removeprefix("http://").split(":")
+    pool = ConnectionPool(host, int(port), timeout=30.0)
+    with pytest.raises(PoolError, match=r"within 0\.3s"):
+        await pool.request("GET", "/v1/kv/k", timeout=0.3)
+    assert node.finished == 0  # given up on long before the node answered
+    await pool.close()
+
+
+async def test_a_slow_read_is_answered_503_and_only_checks_its_node(
+    slow_node: tuple[SlowNode, str],
+) -> None:
+    node, url = slow_node
+    settings = ClusterSettings.from_mapping({"coordinator": {"read_budget": 0.3}})
+    async with aiohttp.ClientSession() as session:
+        client = HttpNodeClient(
+            "node-1", url, session, kv_timeout=30.0, read_timeout=settings.coordinator.read_budget
+        )
+        view = View(settings, client)
+        router = Router(view, Scaler(), RateMeter(1))  # type: ignore[arg-type]
+        for head in (False, True):
+            with pytest.raises(NodeUnavailable) as caught:
+                await router.get("k", head=head)
+            assert caught.value.status == 503 and caught.value.details["timed_out"]
+        assert node.finished == 0
+        # Checked (a health check decides), not suspect at once as a timed-out write is.
+        assert view.checks == [False, False]
+        await client.close()
+
+
+async def test_a_write_waits_the_longer_request_budget(slow_node: tuple[SlowNode, str]) -> None:
+    node, url = slow_node
+    node.delay = 1.0
+    settings = ClusterSettings.from_mapping(
+        {"coordinator": {"read_budget": 0.3, "request_budget": 10.0}}
+    )
+    async with aiohttp.ClientSession() as session:
+        client = HttpNodeClient("node-1", url, session, kv_timeout=10.0, read_timeout=0.3)
+        router = Router(View(settings, client), Scaler(), RateMeter(1))  # type: ignore[arg-type]
+        answer = await router.put("k", b"v", "application/octet-stream", None)
+        assert answer.status == 204 and node.finished == 1
+        await client.close()
