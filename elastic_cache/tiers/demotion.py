@@ -23,14 +23,14 @@ from elastic_cache.ring import in_range
 from elastic_cache.store import Record, Victim, stored_size
 from elastic_cache.tiers.cap import ColdCap
 from elastic_cache.tiers.deferred import DeferredRemovals
-from elastic_cache.tiers.state import ColdState
+from elastic_cache.tiers.state import ColdPart, ColdState
 
 __all__ = ["Demotion"]
 
 log = logging.getLogger("elastic_cache.tiers")
 
 
-class Demotion:
+class Demotion(ColdPart):
     """Write-behind of one node's victims.
 
     Args:
@@ -55,11 +55,7 @@ class Demotion:
         retry_after: float,
         first_retry: float,
     ) -> None:
-        self._state = state
-        self.tier = state.tier
-        self.store = state.store
-        self.io = state.io
-        self.deferred = deferred
+        super().__init__(state, deferred)
         self.cap = cap
         self.max_pending_bytes = max_pending_bytes
         self.retry_after = retry_after

@@ -22,12 +22,12 @@ from elastic_cache.tiers.cap import ColdCap
 from elastic_cache.tiers.deferred import DeferredRemovals
 from elastic_cache.tiers.demotion import Demotion
 from elastic_cache.tiers.reads import READ_CHUNK
-from elastic_cache.tiers.state import ColdState
+from elastic_cache.tiers.state import ColdPart, ColdState
 
 __all__ = ["Invalidation"]
 
 
-class Invalidation:
+class Invalidation(ColdPart):
     """Writes and deletes of one node, as they reach its cold tier.
 
     Args:
@@ -44,11 +44,7 @@ class Invalidation:
         cap: ColdCap | None,
         demotion: Demotion,
     ) -> None:
-        self._state = state
-        self.tier = state.tier
-        self.store = state.store
-        self.io = state.io
-        self.deferred = deferred
+        super().__init__(state, deferred)
         self.cap = cap
         self._demotion = demotion
         self._clean = state.clean

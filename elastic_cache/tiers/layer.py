@@ -93,12 +93,10 @@ class ColdLayer:
             monotonic and ends with the process).
         io: the thread pool runner (default: a private one).
         names: the Bloom filter of cold names (default: a fresh one).
-        max_pending_bytes: bytes of victims waiting for their write past which writes
-            wait (`backpressure`).
-        retry_after: seconds demotion stays paused after the tier failed a write
-            (under ``on_cold_full = refuse``: the longest pause; see ``first_retry``).
-        first_retry: under ``on_cold_full = refuse``, the first pause in seconds; it
-            doubles, up to ``retry_after``, while retries keep failing.
+        max_pending_bytes: bytes of victims in flight past which writes wait
+            (`Demotion`).
+        retry_after: the pause of demotion after a failed write (`Demotion`).
+        first_retry: the first such pause under ``on_cold_full = refuse`` (`Demotion`).
         max_deferred_bytes: bound on the keys held while their cold copy waits for
             removal (`DeferredRemovals`); past it a write whose invalidation fails is
             not acknowledged.

@@ -21,7 +21,7 @@ from elastic_cache.store import Record
 from elastic_cache.tiers.base import ColdEntry, ColdTierError
 from elastic_cache.tiers.cap import ColdCap
 from elastic_cache.tiers.deferred import DeferredRemovals
-from elastic_cache.tiers.state import ColdState
+from elastic_cache.tiers.state import ColdPart, ColdState
 
 __all__ = ["ColdRanges"]
 
@@ -31,7 +31,7 @@ log = logging.getLogger("elastic_cache.tiers")
 _FRAME_BYTES = 8 << 20
 
 
-class ColdRanges:
+class ColdRanges(ColdPart):
     """Range work of one node's cold tier.
 
     Args:
@@ -41,11 +41,7 @@ class ColdRanges:
     """
 
     def __init__(self, state: ColdState, deferred: DeferredRemovals, cap: ColdCap | None) -> None:
-        self._state = state
-        self.tier = state.tier
-        self.store = state.store
-        self.io = state.io
-        self.deferred = deferred
+        super().__init__(state, deferred)
         self.cap = cap
         self._unlisted = state.unlisted
         self._tasks: set[asyncio.Task[Any]] = set()

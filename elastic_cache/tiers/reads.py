@@ -19,7 +19,7 @@ from elastic_cache.store import stored_size
 from elastic_cache.tiers.base import ColdEntry, ColdReader, ColdTierError
 from elastic_cache.tiers.deferred import DeferredRemovals
 from elastic_cache.tiers.demotion import Demotion
-from elastic_cache.tiers.state import ColdState
+from elastic_cache.tiers.state import ColdPart, ColdState
 
 __all__ = ["READ_CHUNK", "ColdHit", "ColdReads"]
 
@@ -43,7 +43,7 @@ class ColdHit(NamedTuple):
     promoted: bool
 
 
-class ColdReads:
+class ColdReads(ColdPart):
     """Cold reads of one node.
 
     Args:
@@ -62,11 +62,7 @@ class ColdReads:
         *,
         max_value_bytes: int,
     ) -> None:
-        self._state = state
-        self.tier = state.tier
-        self.store = state.store
-        self.io = state.io
-        self.deferred = deferred
+        super().__init__(state, deferred)
         self._demotion = demotion
         self.max_value_bytes = max_value_bytes
         self._maybe = state.maybe

@@ -19,9 +19,10 @@ from elastic_cache.ring import in_range
 from elastic_cache.store import Record, Store, Victim
 from elastic_cache.tiers.base import ColdEntry, ColdTier
 from elastic_cache.tiers.bloom import ColdNames
+from elastic_cache.tiers.deferred import DeferredRemovals
 from elastic_cache.tiers.io import TierIO
 
-__all__ = ["ColdState"]
+__all__ = ["ColdPart", "ColdState"]
 
 log = logging.getLogger("elastic_cache.tiers")
 
@@ -116,3 +117,20 @@ class ColdState:
             exc,
             f" (AWS error code {code})" if code else "",
         )
+
+
+class ColdPart:
+    """What each part of the layer holds: the shared state, and for short reads the
+    tier, the store, the thread pool and the held keys.
+
+    Args:
+        state: what the layer's parts share.
+        deferred: the keys held while their older cold copy waits for removal.
+    """
+
+    def __init__(self, state: ColdState, deferred: DeferredRemovals) -> None:
+        self._state = state
+        self.tier = state.tier
+        self.store = state.store
+        self.io = state.io
+        self.deferred = deferred
