@@ -182,7 +182,7 @@ class Store:
             write to a cold tier (`take_victims`). The store itself does no I/O.
         clock: seconds, monotonic within the process.
         on_cold_full: under ``demote``, what a write that needs room does while the
-            caller has paused demotion (`demotion_paused`: the tier refuses writes):
+            caller has paused demotion (`pause_demotion`: the tier refuses writes):
             ``refuse`` raises `StoreFull` and pushes nothing out; ``evict`` evicts.
         namespaces: the key prefixes with their own policies (docs/namespaces.md): TTL
             rules, quotas, eviction order; default one namespace for every key, which
@@ -219,16 +219,13 @@ class Store:
         self._expiry: list[tuple[float, str]] = []
         self._bytes = 0
         self._version = 0
-        self.evictions = 0
+        self._evictions = 0
         self.expirations = 0
         self.demotions = 0
-        #: Under ``demote``: set by the caller while the cold tier cannot take values;
-        #: a write that needs room is then refused (``on_cold_full = refuse``) or evicts.
-        self.demotion_paused = False
-        #: While paused: clock time at which demotion is retried, and why it paused
-        #: (both only go into the `StoreFull` a refused write gets).
-        self.demotion_retry_at = 0.0
-        self.demotion_error = ""
+        # Under ``demote``: see `pause_demotion`.
+        self._demotion_paused = False
+        self._demotion_retry_at = 0.0
+        self._demotion_error = ""
         self._victims: list[Victim] = []
         #: One string object per content type (see `put`).
         self._types: dict[str, str] = {}
@@ -265,6 +262,17 @@ class Store:
     def version(self) -> int:
         """Highest version written or applied so far."""
         return self._version
+
+    @property
+    def clock(self) -> Callable[[], float]:
+        """The clock record expiry times are on (seconds, monotonic in the process)."""
+        return self._clock
+
+    @property
+    def evictions(self) -> int:
+        """Records dropped to make room, victims the cold layer dropped included
+        (`count_evicted_victim`)."""
+        return self._evictions
 
     def has_room(self, size: int) -> bool:
         """Whether a new record of ``size`` bytes fits without evicting."""
@@ -514,7 +522,7 @@ class Store:
         if self.on_full is OnFull.BLOCK:
             raise StoreFull(f"node is full ({self.used}/{cap.limit} {cap.unit})")
         if (
-            self.demotion_paused
+            self._demotion_paused
             and self.on_full is OnFull.DEMOTE
             and self.on_cold_full is OnColdFull.REFUSE
         ):
@@ -528,7 +536,7 @@ class Store:
                     f"node is full ({self.used}/{cap.limit} {cap.unit}) and the records "
                     "that could make room belong to never-evict namespaces"
                 )
-        demote = self.on_full is OnFull.DEMOTE and not self.demotion_paused
+        demote = self.on_full is OnFull.DEMOTE and not self._demotion_paused
         evicted = []
         while need > 0:
             found = self._lru_victim(self._p0, key) if self.single else self._victim(key)
@@ -545,7 +553,7 @@ class Store:
                 evicted.append(victim)
                 self._remove(victim, vrec).evictions += 1
             need -= cap.cost(stored_size(victim, vrec))
-        self.evictions += len(evicted)
+        self._evictions += len(evicted)
         if evicted and self.on_change is not None:
             for victim in evicted:
                 self.on_change("evict", victim)
@@ -590,7 +598,7 @@ class Store:
             evicted.append(victim)
             need -= 1 if by_records else stored_size(victim, vrec)
         part.evictions += len(evicted)
-        self.evictions += len(evicted)
+        self._evictions += len(evicted)
         if evicted and self.on_change is not None:
             for victim in evicted:
                 self.on_change("evict", victim)
@@ -657,14 +665,57 @@ class Store:
     def _cold_full(self) -> StoreFull:
         """The refusal of a write that needs room while demotion is paused."""
         cap = self.capacity
-        retry = max(1, math.ceil(self.demotion_retry_at - self._clock()))
-        why = f" ({self.demotion_error})" if self.demotion_error else ""
+        retry = max(1, math.ceil(self._demotion_retry_at - self._clock()))
+        why = f" ({self._demotion_error})" if self._demotion_error else ""
         return StoreFull(
             f"node is full ({self.used}/{cap.limit} {cap.unit}) and its cold tier is full "
             f"or failing{why}: writes that need room are refused until demotion is "
             f"retried, in about {retry} s (on_cold_full = refuse)",
             retry_after=retry,
         )
+
+    # -- demotion: the cold layer's bookkeeping (never on a request's path) -------------
+
+    @property
+    def demotion_paused(self) -> bool:
+        """Under ``demote``: whether the cold tier cannot take values now
+        (`pause_demotion`); a write that needs room is then refused (``on_cold_full =
+        refuse``) or evicts."""
+        return self._demotion_paused
+
+    @property
+    def demotion_retry_at(self) -> float:
+        """While paused: clock time at which demotion is retried."""
+        return self._demotion_retry_at
+
+    @property
+    def demotion_error(self) -> str:
+        """While paused: why ("" when running)."""
+        return self._demotion_error
+
+    def pause_demotion(self, reason: str, retry_at: float | None = None) -> bool:
+        """The cold tier failed a write: demotion pauses (or stays paused) for
+        ``reason``, retried at clock time ``retry_at`` (None: the time already set).
+        Both only go into the `StoreFull` a refused write gets. Returns whether
+        demotion was running until now. Cost: O(1).
+        """
+        was_running = not self._demotion_paused
+        self._demotion_paused = True
+        self._demotion_error = reason
+        if retry_at is not None:
+            self._demotion_retry_at = retry_at
+        return was_running
+
+    def resume_demotion(self) -> None:
+        """The cold tier takes values again: writes that need room demote. Cost: O(1)."""
+        self._demotion_paused = False
+        self._demotion_error = ""
+
+    def count_evicted_victim(self) -> None:
+        """A victim (`take_victims`) was dropped instead of written to the cold tier
+        (the tier is at its byte cap, or failed under ``on_cold_full = evict``): it
+        counts as an eviction. Cost: O(1)."""
+        self._evictions += 1
 
     def take_victims(self) -> list[Victim]:
         """Records that left memory for the cold tier since the last call (``demote``).
@@ -808,7 +859,7 @@ class Store:
             self._remove(victim, vrec)
             evicted.append(victim)
         part.evictions += len(evicted)
-        self.evictions += len(evicted)
+        self._evictions += len(evicted)
         if self.on_change is not None:
             for victim in evicted:
                 self.on_change("evict", victim)

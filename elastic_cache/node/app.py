@@ -74,7 +74,8 @@ from elastic_cache.httpio import (
     send_value,
     str_field,
 )
-from elastic_cache.metrics import RequestMeter, metered, metrics_response, node_registry
+from elastic_cache.metrics.meter import RequestMeter, metered, metrics_response
+from elastic_cache.metrics.node import node_registry
 from elastic_cache.namespaces import NamespaceTable
 from elastic_cache.node.heartbeat import Heartbeats
 from elastic_cache.node.protocol import (

@@ -23,7 +23,7 @@ from elastic_cache.fastpath import (
     whole_body_within,
 )
 from elastic_cache.httpio import SEND_CHUNK, STREAM_ABOVE, parse_content_type, parse_ttl
-from elastic_cache.metrics import RequestMeter
+from elastic_cache.metrics.meter import RequestMeter
 from elastic_cache.node.service import NodeService
 from elastic_cache.store import PutOutcome
 

@@ -3,10 +3,11 @@
 - `elastic_cache.tiers.disk.DiskTier`: files in a directory (on EC2, an EBS volume),
   local to one node.
 - `elastic_cache.tiers.s3.S3Tier`: objects in an S3 bucket shared by the whole cluster.
-- `elastic_cache.tiers.layer.ColdLayer`: a node's store in front of its tier (demotion,
-  promotion, invalidation), with `elastic_cache.tiers.bloom.ColdNames`, a Bloom filter
-  of cold names, and `elastic_cache.tiers.io.TierIO`, which runs tier calls in a thread
-  pool, in order per key.
+- `elastic_cache.tiers.layer.ColdLayer`: a node's store in front of its tier, a façade
+  over one module per job (`demotion`, `reads`, `invalidation`, `ranges`, sharing
+  `state`), with `elastic_cache.tiers.bloom.ColdNames`, a Bloom filter of cold names,
+  and `elastic_cache.tiers.io.TierIO`, which runs tier calls in a thread pool, in order
+  per key.
 
 This package's top level imports neither boto3 nor the store, so the config can validate
 tier specs cheaply; import the submodules for the rest. See docs/tiers.md.

@@ -44,8 +44,8 @@ async def node_with_full_disk(
         settings(tmp_path, capacity, on_cold_full), node_id="n1", tier=tier
     )
     assert service.cold is not None
-    service.cold.first_retry = 0.02
-    service.cold.retry_after = 0.05
+    service.cold.demotion.first_retry = 0.02
+    service.cold.demotion.retry_after = 0.05
     client = await aiohttp_client(make_node_app(service, max_value_bytes=1 << 20))
     return client, service, tier
 
@@ -134,7 +134,7 @@ async def test_the_coordinator_relays_the_507_and_logs_the_pause(tmp_path: Path)
         [service] = h.provisioner.services.values()
         cold = service.cold
         assert cold is not None and cold.store.on_cold_full is OnColdFull.REFUSE
-        cold.first_retry = 30.0  # the test says when the disk has room again
+        cold.demotion.first_retry = 30.0  # the test says when the disk has room again
         real_put = cold.tier.put
 
         def full(*args: Any) -> None:
@@ -167,9 +167,9 @@ async def test_the_coordinator_relays_the_507_and_logs_the_pause(tmp_path: Path)
         assert view["nodes"][0]["cold"]["demotion_paused"]
         assert "COLD TIER FULL on node-1" in render_status(view)
         cold.tier.put = real_put  # type: ignore[method-assign]
-        assert cold._resume is not None
-        cold._resume.cancel()
-        cold._retry()  # what the timer would do 30 s later
+        assert cold.demotion._resume is not None
+        cold.demotion._resume.cancel()
+        cold.demotion._retry()  # what the timer would do 30 s later
         for _ in range(100):
             if await cold_events() == ["cold_tier_full", "cold_tier_resumed"]:
                 break

@@ -108,7 +108,7 @@ async def test_large_value_round_trip_through_the_coordinator(
         "PUT", "/v1/kv/video?ttl=600", data=data, headers={"Content-Type": "video/mp4"}
     )
     assert s == 204, body
-    assert node_service(h).cold.large_puts == 1  # the node streamed it into its tier
+    assert node_service(h).cold.invalidation.large_puts == 1  # the node streamed it into its tier
     status, got, headers = await get_streamed(h, "video")
     assert status == 200 and headers["X-Cache"] == "HIT-COLD"
     assert headers["Content-Type"] == "video/mp4"
@@ -216,7 +216,7 @@ async def test_an_upload_cut_short_leaves_no_partial_value(
         if not partial_writes():
             break
     assert partial_writes() == []  # the partial write was thrown away
-    assert service.cold.large_puts == 0
+    assert service.cold.invalidation.large_puts == 0
     s, body, _ = await h.call("GET", "/v1/kv/video")
     assert (s, body) == (200, b"old")  # the old value stands, whole
 
@@ -263,7 +263,7 @@ async def test_a_node_refusing_the_key_is_asked_before_the_upload(tmp_path: Path
         s, body, headers = await h.call("PUT", "/v1/kv/video", data=io.BytesIO(blob(SIZE)))
         assert s == 421 and json.loads(body)["error"] == "misdirected", body
         assert headers["Connection"] == "close"  # the rest of the body is not wanted
-        assert service.cold.large_puts == 0
+        assert service.cold.invalidation.large_puts == 0
         assert list((tmp_path / "cold").rglob("*.tmp")) == []
     finally:
         await h.http.close()

@@ -61,9 +61,14 @@ CORE_MODULES = [
     "elastic_cache.tiers.base",
     "elastic_cache.tiers.bloom",
     "elastic_cache.tiers.deferred",
+    "elastic_cache.tiers.demotion",
     "elastic_cache.tiers.disk",
+    "elastic_cache.tiers.invalidation",
     "elastic_cache.tiers.io",
     "elastic_cache.tiers.layer",
+    "elastic_cache.tiers.ranges",
+    "elastic_cache.tiers.reads",
+    "elastic_cache.tiers.state",
 ]
 
 FORBIDDEN = ("aiohttp", "boto3", "prometheus_client")

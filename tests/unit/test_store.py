@@ -355,7 +355,7 @@ def test_paused_demotion_evicts_under_on_cold_full_evict() -> None:
     store, _ = make_store(limit=1, on_full=OnFull.DEMOTE)
     store.on_cold_full = OnColdFull.EVICT
     store.put("a", 1, b"v", "t")
-    store.demotion_paused = True
+    store.pause_demotion("down")
     assert store.put("b", 2, b"v", "t").evicted == ("a",)
     assert store.take_victims() == []
 
@@ -365,9 +365,7 @@ def test_paused_demotion_refuses_writes_that_need_room() -> None:
     assert store.on_cold_full is OnColdFull.REFUSE  # the default
     store.put("a", 1, b"va", "t")
     store.put("b", 2, b"vb", "t")
-    store.demotion_paused = True
-    store.demotion_retry_at = clock.now + 7.2
-    store.demotion_error = "cold_tier_full: disk tier is full: cannot create /x"
+    store.pause_demotion("cold_tier_full: disk tier is full: cannot create /x", clock.now + 7.2)
     with pytest.raises(StoreFull) as info:
         store.put("c", 3, b"vc", "t")
     err = info.value
@@ -388,7 +386,7 @@ def test_paused_demotion_refuses_writes_that_need_room() -> None:
     with pytest.raises(StoreFull) as info:
         store.put("d", 4, b"vd", "t")
     assert info.value.details == {"retry_after": 1}
-    store.demotion_paused = False
+    store.resume_demotion()
     store.put("d", 4, b"vd", "t")
     assert [k for k, _, _ in store.take_victims()] == ["b"]
     store._check()
@@ -398,7 +396,7 @@ def test_refuse_needs_demote() -> None:
     # Under evict, a paused flag (set by nobody but a cold layer) changes nothing.
     store, _ = make_store(limit=1, on_full=OnFull.EVICT)
     store.put("a", 1, b"v", "t")
-    store.demotion_paused = True
+    store.pause_demotion("down")
     assert store.put("b", 2, b"v", "t").evicted == ("a",)
 
 
@@ -411,3 +409,18 @@ def test_demote_lru_moves_records_now() -> None:
     assert [k for k, _, _ in store.take_victims()] == ["b", "c"]
     assert set(store.index) == {"a", "d"}
     store._check()
+
+
+def test_demotion_bookkeeping_is_written_through_the_stores_methods() -> None:
+    store, clock = make_store(limit=1, on_full=OnFull.DEMOTE)
+    assert store.pause_demotion("first", clock.now + 5) is True  # it was running
+    assert store.pause_demotion("second") is False  # already paused; retry time kept
+    assert store.demotion_paused and store.demotion_error == "second"
+    assert store.demotion_retry_at == clock.now + 5
+    store.resume_demotion()
+    assert not store.demotion_paused and store.demotion_error == ""
+    store.count_evicted_victim()
+    assert store.evictions == 1
+    for name in ("demotion_paused", "demotion_retry_at", "demotion_error", "evictions"):
+        with pytest.raises(AttributeError):
+            setattr(store, name, 0)  # nothing outside the store writes its fields

@@ -96,7 +96,7 @@ async def test_a_demotion_past_the_cap_evicts(tmp_path: Path) -> None:
     await svc.put("b", b"v" * 100, "t", None)  # a is the victim: evicted, not written
     await cold.io.idle()
     assert held_bytes(tier) == 0
-    assert svc.store.evictions == 1 and cold.demoted == 0
+    assert svc.store.evictions == 1 and cold.demotion.demoted == 0
     assert cold.stats()["cap"]["refused"] == 1
     with pytest.raises(KeyNotFound):
         await svc.lookup("a")
@@ -139,10 +139,10 @@ async def test_an_overwrite_after_a_sweep_is_written_again(tmp_path: Path) -> No
     tier.delete_names(list(tier.names(0, 0)))  # as a sweep would
     cap._swept()
     assert await value_of(svc, "b") is None  # swept: a miss
-    writes = cold.demoted
+    writes = cold.demotion.demoted
     await svc.put("c", b"3", "t", None)  # a demoted again: written, not skipped
     await cold.io.idle()
-    assert cold.demoted == writes + 1 and cold.clean_skips == 0
+    assert cold.demotion.demoted == writes + 1 and cold.demotion.clean_skips == 0
     assert await value_of(svc, "a") == b"1"
     await svc.close()
 

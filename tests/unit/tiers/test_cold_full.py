@@ -33,8 +33,8 @@ async def until(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
 
 
 def fast_retries(cold: ColdLayer) -> None:
-    cold.first_retry = 0.01
-    cold.retry_after = 0.04
+    cold.demotion.first_retry = 0.01
+    cold.demotion.retry_after = 0.04
 
 
 async def write_many(svc: NodeService, model: dict[str, bytes], count: int) -> int:
@@ -87,7 +87,7 @@ async def test_acknowledged_writes_are_never_lost_while_the_disk_is_full(
     assert await write_many(svc, model, 100) == 0  # demotion works again
     await cold.io.idle()
     await check(svc, model)
-    assert cold.demotions_lost == 0 and svc.store.evictions == 0
+    assert cold.demotion.demotions_lost == 0 and svc.store.evictions == 0
     await svc.close()
 
 
@@ -97,7 +97,7 @@ async def test_a_refused_write_says_why_and_when_to_retry(
     tier = FullDiskTier(tmp_path, fsync=False)
     svc = tiered_service(tier, capacity=2)
     cold = cold_of(svc)
-    cold.first_retry = 30.0  # no retry during the test
+    cold.demotion.first_retry = 30.0  # no retry during the test
     await svc.put("a", b"1", "t", None)
     await svc.put("b", b"2", "t", None)
     tier.full = True
@@ -136,9 +136,9 @@ async def test_stranded_victims_are_written_once_the_tier_takes_writes(tmp_path:
     svc._demote()
     await cold.io.idle()
     assert cold.stats()["stranded"] == 3 and list(tier.names(0, 0)) == []
-    pauses = cold.pauses
+    pauses = cold.demotion.pauses
     await asyncio.sleep(0.1)  # retries fail: still paused, one pause, nothing lost
-    assert svc.store.demotion_paused and cold.pauses == pauses
+    assert svc.store.demotion_paused and cold.demotion.pauses == pauses
     tier.full = False
     await until(lambda: not svc.store.demotion_paused)
     assert len(list(tier.names(0, 0))) == 3 and cold.stats()["stranded"] == 0
@@ -161,7 +161,7 @@ async def test_evict_keeps_the_old_behaviour_and_counts_the_loss(tmp_path: Path)
     await cold.io.idle()
     missing = [k for k in model if await value_of(svc, k) is None]
     assert missing  # ...and some of them are gone
-    assert cold.demotions_lost > 0 and cold.stats()["stranded"] == 0
+    assert cold.demotion.demotions_lost > 0 and cold.stats()["stranded"] == 0
     assert svc.store.evictions >= len(missing)
     await svc.close()
 
@@ -171,7 +171,7 @@ async def test_a_move_takes_stranded_values_along(tmp_path: Path) -> None:
     dst_tier = FullDiskTier(tmp_path / "dst", fsync=False)
     net, src, dst = pair(src_tier, dst_tier, capacity=10)
     cold = cold_of(src)
-    cold.first_retry = 30.0
+    cold.demotion.first_retry = 30.0
     for i in range(10):
         await src.put(f"k{i}", f"v{i}".encode(), "t", None)
     src.store.demote_lru(2)
@@ -188,7 +188,7 @@ async def test_a_move_takes_stranded_values_along(tmp_path: Path) -> None:
     assert cold.stats()["stranded"] == 0  # given away with the range
     await src.close()
     await dst.close()
-    assert cold.demotions_lost == 0
+    assert cold.demotion.demotions_lost == 0
 
 
 async def test_a_stop_counts_stranded_values_as_lost(
@@ -197,7 +197,7 @@ async def test_a_stop_counts_stranded_values_as_lost(
     tier = FullDiskTier(tmp_path, fsync=False)
     svc = tiered_service(tier, capacity=2)
     cold = cold_of(svc)
-    cold.first_retry = 30.0
+    cold.demotion.first_retry = 30.0
     tier.full = True
     for i in range(3):
         await svc.put(f"k{i}", b"v", "t", None)
@@ -205,7 +205,7 @@ async def test_a_stop_counts_stranded_values_as_lost(
     assert cold.stats()["stranded"] == 1
     with caplog.at_level(logging.WARNING, logger="elastic_cache.tiers"):
         await svc.close()
-    assert cold.demotions_lost == 1
+    assert cold.demotion.demotions_lost == 1
     assert any("lost with the node's memory" in r.getMessage() for r in caplog.records)
 
 
@@ -235,5 +235,5 @@ async def test_s3_down_refuses_writes_and_keeps_victims(s3_client: Any, bucket: 
     await cold.io.idle()
     for key, value in {"a": b"a2", "b": b"b1", "c": b"c1"}.items():
         assert await value_of(svc, key) == value
-    assert cold.demotions_lost == 0
+    assert cold.demotion.demotions_lost == 0
     await svc.close()

@@ -38,17 +38,17 @@ async def test_demote_then_promote(tmp_path: Path) -> None:
     for k in "abc":
         await svc.put(k, k.encode() * 3, "text/plain", None)
     await cold.io.idle()
-    assert set(svc.store.index) == {"b", "c"} and cold.demoted == 1
+    assert set(svc.store.index) == {"b", "c"} and cold.demotion.demoted == 1
     found = await svc.lookup("a")
     assert isinstance(found, ColdHit) and found.value == b"aaa" and found.promoted
     assert "a" in svc.store.index  # promoted, and "b" demoted to make room
     await cold.io.idle()
     assert await value_of(svc, "b") == b"bbb"
     # A miss on a key that was never demoted does not touch the tier.
-    skips = cold.filter_skips
+    skips = cold.reads.filter_skips
     with pytest.raises(KeyNotFound):
         await svc.lookup("never")
-    assert cold.filter_skips == skips + 1
+    assert cold.reads.filter_skips == skips + 1
     await svc.close()
 
 
@@ -60,10 +60,10 @@ async def test_clean_record_is_not_written_twice(tmp_path: Path) -> None:
     await cold.io.idle()
     await svc.lookup("a")  # a promoted (clean), b -> tier
     await cold.io.idle()
-    writes = cold.demoted
+    writes = cold.demotion.demoted
     await svc.lookup("b")  # b promoted, a demoted again: its cold copy is still good
     await cold.io.idle()
-    assert cold.clean_skips == 1 and cold.demoted == writes
+    assert cold.demotion.clean_skips == 1 and cold.demotion.demoted == writes
     assert await value_of(svc, "a") == b"1"
     await svc.close()
 
@@ -135,7 +135,7 @@ async def test_disk_full_stops_demotion_not_serving_and_evicts_under_evict(
     tier = DiskTier(tmp_path, fsync=False)
     svc = tiered_service(tier, capacity=2, on_cold_full=OnColdFull.EVICT)
     cold = cold_of(svc)
-    cold.retry_after = 0.05
+    cold.demotion.retry_after = 0.05
     real = os.replace
 
     def full(src: Any, dst: Any) -> None:
@@ -147,11 +147,11 @@ async def test_disk_full_stops_demotion_not_serving_and_evicts_under_evict(
     await cold.io.idle()
     # The first write fails and pauses demotion; the second record was either already
     # on its way to the tier (and failed too) or evicted outright.
-    assert cold.demote_failures >= 1 and svc.store.demotion_paused
+    assert cold.demotion.demote_failures >= 1 and svc.store.demotion_paused
     assert svc.store.evictions == 2
-    assert cold.demotions_lost == 2 and cold.stats()["demotions_lost"] == 2
+    assert cold.demotion.demotions_lost == 2 and cold.stats()["demotions_lost"] == 2
     assert await value_of(svc, "k3") == b"v"  # memory keeps serving
-    assert cold.last_error and "disk tier is full" in cold.last_error
+    assert cold.state.last_error and "disk tier is full" in cold.state.last_error
     assert cold.stats()["demotion_error"].startswith("cold_tier_full: disk tier is full")
     monkeypatch.setattr(os, "replace", real)
     for _ in range(100):
@@ -161,7 +161,7 @@ async def test_disk_full_stops_demotion_not_serving_and_evicts_under_evict(
     assert not svc.store.demotion_paused
     await svc.put("k4", b"v", "t", None)
     await cold.io.idle()
-    assert cold.demoted == 1
+    assert cold.demotion.demoted == 1
     await svc.close()
 
 
@@ -189,7 +189,7 @@ async def test_tier_error_is_a_clear_error_and_memory_keeps_serving(tmp_path: Pa
         await svc.lookup("a")
     assert info.value.status == 503 and info.value.to_json()["aws_code"] == "SlowDown"
     assert await value_of(svc, "b") == b"2"
-    assert cold_of(svc).errors == 1
+    assert cold_of(svc).state.errors == 1
     await svc.close()
 
 
@@ -279,7 +279,7 @@ async def test_warm_restart_from_a_directory(tmp_path: Path) -> None:
     assert partial_writes(tmp_path) == []
     for i in range(20):
         assert await value_of(again, f"k{i}") == f"v{i}".encode()
-    assert cold_of(again).filter_skips == 0
+    assert cold_of(again).reads.filter_skips == 0
     await again.close()
 
 

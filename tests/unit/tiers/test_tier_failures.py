@@ -103,7 +103,7 @@ async def node(flaky: FlakyS3, bucket: str) -> Any:
     svc = tiered_service(S3Tier(flaky, bucket, "c"), capacity=1)
     cold = cold_of(svc)
     cold.deferred.retry = 0.01
-    cold.retry_after = 0.05  # demotion pauses that long after a failed write
+    cold.demotion.retry_after = 0.05  # demotion pauses that long after a failed write
     await cold.start()
     await cold.listed()
     yield svc
@@ -393,7 +393,7 @@ class FlakyS3Machine(RuleBasedStateMachine):
         )
         self.cold = cold_of(self.svc)
         self.cold.deferred.retry = 0.005
-        self.cold.retry_after = 0.05
+        self.cold.demotion.retry_after = 0.05
         self.run(self.cold.start())
         self.run(self.cold.listed())
         self.allowed: dict[str, set[bytes | None]] = {k: {None} for k in KEYS}
