@@ -238,6 +238,10 @@ class Cluster(Reintegration):
             f"{mig.finished - mig.started:.2f}s",
             migration=mig.id,
             records=mig.records,
+            # What the cross-zone meter needs (`coordinator.crosszone`).
+            bytes=mig.bytes,
+            source_zone=src.handle.zone,
+            destination_zone=dst.handle.zone,
         )
         self._room_made(source)
         if kind != "copy":
