@@ -32,7 +32,10 @@ from elastic_cache.config import (
     OnFull,
     ProvisionerKind,
 )
-from elastic_cache.deploy.settings import DEFAULT_MAX_DEMOTED_GB
+from elastic_cache.deploy.settings import (
+    DEFAULT_MAX_CROSS_ZONE_GB_PER_HOUR,
+    DEFAULT_MAX_DEMOTED_GB,
+)
 from elastic_cache.errors import ConfigError, ElasticCacheError
 from elastic_cache.progress import Progress
 
@@ -714,6 +717,7 @@ def cmd_deploy(args: argparse.Namespace) -> int:
         wait_timeout=args.wait_timeout,
         cost=_deploy_prices(args.prices),
         az_spread=args.az_spread,
+        max_cross_zone_gb_per_hour=args.max_cross_zone_gb_per_hour,
         tags=tuple(args.tag or ()),
         demoted_expiry_days=args.expire_demoted_days,
         max_demoted_gb=args.max_demoted_gb,
@@ -1105,7 +1109,17 @@ def build_parser() -> argparse.ArgumentParser:
         "--az-spread",
         action="store_true",
         help="place each new node in the availability zone with the fewest nodes (default "
-        "off: the first subnet with capacity; spreading adds cross-zone transfer charges)",
+        "off: every node in the coordinator's zone; spreading adds cross-zone transfer "
+        "charges, which the budget reserves: --max-cross-zone-gb-per-hour)",
+    )
+    dep.add_argument(
+        "--max-cross-zone-gb-per-hour",
+        type=float,
+        default=None,
+        metavar="GB",
+        help="with --az-spread, the GB per hour of traffic between zones the budget and the "
+        "cost lines reserve, at $0.01/GB each way; above it traffic is still served but the "
+        f"scaler launches no more nodes (default {DEFAULT_MAX_CROSS_ZONE_GB_PER_HOUR:g})",
     )
     dep.add_argument(
         "--spot",

@@ -804,6 +804,14 @@ class Ec2Settings:
             notices of its Spot nodes.
         private: launch nodes without a public IP address, whatever the subnet's
             default (``ecache deploy --private``).
+        zone: the coordinator's availability zone; "" finds it from the cluster's
+            running coordinator instance (by tag). Without ``az_spread`` nodes launch in
+            this zone only; traffic with a node in another zone is metered and priced
+            (docs/aws.md, "Traffic between zones").
+        max_cross_zone_gb_per_hour: with ``az_spread``, the GB per hour of traffic
+            between zones the budget reserves (``ecache deploy
+            --max-cross-zone-gb-per-hour``); while the metered rate is above it the
+            scaler launches nothing. None: no allowance (nodes stay in ``zone``).
     """
 
     cluster: str
@@ -828,10 +836,26 @@ class Ec2Settings:
     spot_price_fraction: float = SPOT_PRICE_FRACTION
     spot_poll_interval: float = 5.0
     private: bool = False
+    zone: str = ""
+    max_cross_zone_gb_per_hour: float | None = None
 
     def __post_init__(self) -> None:
         check_cluster_name(self.cluster)
         check_tags("ec2.tags", self.tags)
+        if self.zone and not re.match(r"^[a-z]{2}(-[a-z]+)+-\d[a-z]$", str(self.zone)):
+            raise ConfigError(
+                f"ec2.zone must be an availability zone such as us-east-1a, got {self.zone!r}"
+            )
+        allowance = self.max_cross_zone_gb_per_hour
+        if allowance is not None:
+            _non_negative("ec2.max_cross_zone_gb_per_hour", allowance)
+            if isinstance(allowance, bool):
+                raise ConfigError("ec2.max_cross_zone_gb_per_hour must be a number of GB")
+            if not self.az_spread:
+                raise ConfigError(
+                    "ec2.max_cross_zone_gb_per_hour needs ec2.az_spread: without it the "
+                    "nodes stay in the coordinator's zone"
+                )
         if not isinstance(self.spot, bool):
             raise ConfigError(f"ec2.spot must be true or false, got {self.spot!r}")
         fraction = self.spot_price_fraction

@@ -104,6 +104,15 @@ def render_status(view: dict[str, Any]) -> str:
         f"requests/s {view.get('request_rate', 0):.1f}   "
         f"cost ${view.get('cost_per_hour', 0):.4f}/h ({view.get('price_region', '?')})"
     )
+    zones = view.get("cross_zone") or {}
+    if zones.get("bytes_total") or zones.get("allowance_gb_per_hour") is not None:
+        allowance = zones.get("allowance_gb_per_hour")
+        lines.append(
+            f"traffic between zones {zones.get('gb_per_hour', 0):.3f} GB/h "
+            f"(${zones.get('usd_per_hour', 0):.4f}/h, in the cost)"
+            + ("" if allowance is None else f", allowance {allowance:g} GB/h")
+            + (": OVER it, no more launches" if zones.get("over_allowance") else "")
+        )
     boot = view.get("bootstrap") or {}
     if boot.get("policy") == "two-phase":
         lines.append(

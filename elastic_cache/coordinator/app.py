@@ -311,6 +311,7 @@ def cluster_view(coord: Coordinator) -> dict[str, Any]:
         *(coord.worker_reports[i] for i in sorted(coord.worker_reports)),
     ]
     view["cost_per_hour"] = round(coord.cost_per_hour(), 6)
+    view["cross_zone"] = coord.cross_zone_view()
     view["price_region"] = coord.settings.coordinator.price_region
     view["price_source"] = price_source(coord.prices, coord.settings.coordinator.price_region)
     spot = coord.spot_source()

@@ -270,6 +270,10 @@ class Cluster(Reintegration):
             migration=mig.id,
             records=mig.records,
             reused=mig.reused,
+            # What the cross-zone meter needs (`coordinator.crosszone`).
+            bytes=mig.bytes,
+            source_zone=src.handle.zone,
+            destination_zone=dst.handle.zone,
         )
         self._room_made(source)
         if kind != "copy":

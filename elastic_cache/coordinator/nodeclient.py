@@ -110,6 +110,9 @@ class HttpNodeClient:
         self._pool = ConnectionPool(host, port, timeout=kv_timeout, authorization=auth)
         #: Seconds a GET or HEAD waits for the answer's head (None: ``kv_timeout``).
         self._read_timeout = read_timeout
+        # Bodies sent and received on the aiohttp calls (control, change feed, streamed
+        # uploads); the key path's bytes are the pool's.
+        self._other_bytes = 0
         self._control = aiohttp.ClientTimeout(total=control_timeout)
         self._migration = aiohttp.ClientTimeout(total=migration_timeout)
         # A large upload takes as long as its sender does; only silence is an error.
@@ -117,6 +120,13 @@ class HttpNodeClient:
 
     def __repr__(self) -> str:
         return f"HttpNodeClient({self.node_id!r}, {self.address!r})"
+
+    @property
+    def bytes_exchanged(self) -> int:
+        """Bytes exchanged with the node so far: whole requests and answers on the key
+        path (`ConnectionPool.bytes_exchanged`), bodies on the other calls. The
+        coordinator meters the part that crosses zones (`coordinator.crosszone`)."""
+        return self._pool.bytes_exchanged + self._other_bytes
 
     async def close(self) -> None:
         """Close the key-path connections to the node."""
@@ -213,6 +223,7 @@ class HttpNodeClient:
             started = True
             try:
                 async for chunk in chunks:
+                    self._other_bytes += len(chunk)
                     yield chunk
             except Exception as exc:
                 failed = exc  # the upload to us broke: the node's copy must not publish
@@ -232,6 +243,7 @@ class HttpNodeClient:
             ) as resp:
                 raw = await resp.read()
                 status, h = resp.status, resp.headers
+            self._other_bytes += len(raw)
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
             if failed is not None:
                 raise InvalidBody(f"the value's upload broke off: {failed!r}") from failed
@@ -270,6 +282,7 @@ class HttpNodeClient:
             ) as resp:
                 raw = await resp.read()
                 status = resp.status
+            self._other_bytes += len(raw) + (len(data) if data is not None else 0)
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
             raise NodeUnavailable(f"node {self.node_id} at {self.address}: {exc!r}") from exc
         try:
@@ -294,6 +307,7 @@ class HttpNodeClient:
             async with self._session.get(url, timeout=timeout) as resp:
                 status = resp.status
                 raw = await resp.read()
+            self._other_bytes += len(raw)
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
             raise NodeUnavailable(f"node {self.node_id} at {self.address}: {exc!r}") from exc
         try:

@@ -165,7 +165,8 @@ class _Conn(asyncio.Protocol):
         self._head_only = False  # the request was HEAD: the answer ends with its headers
         self._done = False  # the answer under way is complete
         self.reusable = True
-        self.received_any = False
+        #: Bytes received for the request under way (headers and body); 0: none yet.
+        self.received = 0
         self.closed = False
         self.deadline = 0.0
         self.timeout = 0.0
@@ -191,7 +192,7 @@ class _Conn(asyncio.Protocol):
         self._fail(PoolError(f"connection closed by the node: {exc!r}"))
 
     def data_received(self, data: bytes) -> None:
-        self.received_any = True
+        self.received += len(data)
         if self._waiter is None and self.stream is None:
             self.reusable = False  # bytes nobody asked for: do not reuse
             return
@@ -281,7 +282,7 @@ class _Conn(asyncio.Protocol):
         self._done = False
         self._head_only = head
         self._stream_above = stream_above
-        self.received_any = False
+        self.received = 0
         self._waiter = asyncio.get_running_loop().create_future()
         self.transport.write(request)
         return self._waiter
@@ -339,6 +340,10 @@ class ConnectionPool:
         self._closed = False
         self._busy: set[_Conn] = set()
         self._watchdog: asyncio.Task[None] | None = None
+        #: Bytes of the requests sent and the answers received (status lines, headers
+        #: and bodies) of every exchange that got an answer; what a failed attempt sent
+        #: is not counted.
+        self.bytes_exchanged = 0
 
     async def _watch(self) -> None:
         """Fail requests that run past the timeout.
@@ -432,7 +437,7 @@ class ConnectionPool:
                 try:
                     answer = await conn.send(request, head=head, stream_above=stream_above)
                 except PoolError:
-                    retry = reused and not conn.received_any and attempt == 0
+                    retry = reused and not conn.received and attempt == 0
                     self._discard(conn)
                     if retry:
                         continue
@@ -450,9 +455,14 @@ class ConnectionPool:
                         self._busy.discard(conn)
                 if answer.stream is not None:
                     conn.timeout = self.timeout
-                    answer.stream._on_close = functools.partial(self._stream_closed, conn)
+                    answer.stream._on_close = functools.partial(
+                        self._stream_closed, conn, len(request)
+                    )
                     streaming = True
-                elif conn.reusable and not conn.closed:
+                    return answer
+                # The one add per request that meters traffic (cross-zone transfer).
+                self.bytes_exchanged += len(request) + conn.received
+                if conn.reusable and not conn.closed:
                     self._idle.append(conn)
                 else:
                     self._discard(conn)
@@ -462,7 +472,8 @@ class ConnectionPool:
                 self._slots.release()
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _stream_closed(self, conn: _Conn, whole: bool) -> None:
+    def _stream_closed(self, conn: _Conn, sent: int, whole: bool) -> None:
+        self.bytes_exchanged += sent + conn.received
         self._busy.discard(conn)
         if whole and conn.reusable and not conn.closed and not self._closed:
             self._idle.append(conn)

@@ -5,7 +5,9 @@ the value's size crosses the speculative threshold T(n) (`speculative_threshold`
 is pre-launched in the background, and once it is healthy half of the fullest bucket of
 the fullest node moves to it. At most ``max_launches_in_flight`` launches run at once,
 plus one for a node that is already full; ``max_nodes`` and ``max_usd_per_hour`` cap the
-cluster, counting every launch under way (the admin API's too). At the cap the scaler
+cluster, counting every launch under way (the admin API's too), and so does traffic
+between zones above its allowance (``ec2.max_cross_zone_gb_per_hour``, with nodes spread
+over zones: docs/aws.md, "Traffic between zones"). At the cap the scaler
 launches nothing and the node's ``on_full`` policy decides what a write to a full node
 does.
 
@@ -101,6 +103,7 @@ def launch_blocker(
     launching: int | None = None,
     cost_per_hour: float = 0.0,
     node_cost_per_hour: float = 0.0,
+    over_allowance: bool = False,
 ) -> str | None:
     """What stops one more launch now, or None when it is allowed.
 
@@ -113,12 +116,15 @@ def launch_blocker(
         launching: every launch under way that is not yet a running node, whoever
             started it (the scaler or the admin API); it counts against ``max_nodes`` and
             the budget. Default: ``in_flight``.
-        cost_per_hour: what the running cluster costs.
+        cost_per_hour: what the running cluster costs, as the budget counts it
+            (traffic between zones at its allowance, or at its metered rate when above).
         node_cost_per_hour: what one more node would add.
+        over_allowance: the metered traffic between zones is above its allowance.
 
     Returns:
-        ``"in_flight"`` (enough launches under way: help is coming), ``"max_nodes"`` or
-        ``"max_usd_per_hour"`` (the cap: no help will come), or None.
+        ``"in_flight"`` (enough launches under way: help is coming), ``"max_nodes"``,
+        ``"max_usd_per_hour"`` or ``"max_cross_zone_gb_per_hour"`` (a cap: no help will
+        come), or None.
     """
     pending = in_flight if launching is None else launching
     limit = settings.max_launches_in_flight + (1 if node_full else 0)
@@ -130,6 +136,8 @@ def launch_blocker(
     # A tiny tolerance so that a budget of exactly n nodes' price allows n nodes.
     if budget is not None and cost_per_hour + node_cost_per_hour * (pending + 1) > budget + 1e-9:
         return "max_usd_per_hour"
+    if over_allowance:
+        return "max_cross_zone_gb_per_hour"
     return None
 
 
@@ -274,6 +282,7 @@ class Scaler:
         rate: the coordinator's request-rate meter (R).
         node_cost_per_hour: price of one more node (0 locally), for the budget.
         cluster_cost_per_hour: what the cluster costs now, for the budget.
+        cross_zone_over: whether the traffic between zones is above its allowance now.
         clock: seconds (monotonic), for the scale-down cool-down and the back-off after
             a failed launch.
         backoff: the back-off after a failed launch; default `LaunchBackoff()`.
@@ -287,6 +296,7 @@ class Scaler:
         *,
         node_cost_per_hour: Callable[[], float] = lambda: 0.0,
         cluster_cost_per_hour: Callable[[], float] = lambda: 0.0,
+        cross_zone_over: Callable[[], bool] = lambda: False,
         clock: Callable[[], float] = time.monotonic,
         backoff: LaunchBackoff | None = None,
     ) -> None:
@@ -297,6 +307,7 @@ class Scaler:
         self.rate = rate
         self._node_cost = node_cost_per_hour
         self._cluster_cost = cluster_cost_per_hour
+        self._cross_zone_over = cross_zone_over
         self.in_flight = 0
         # Launches asked for whose task has not yet reached `Cluster.launch_node` (which
         # enters them in `Cluster.launching`) are counted in `Cluster.starting`, so that
@@ -372,6 +383,7 @@ class Scaler:
             launching=self.launches_under_way(),
             cost_per_hour=self._cluster_cost(),
             node_cost_per_hour=self._node_cost(),
+            over_allowance=self._cross_zone_over(),
         )
         if blocker is not None:
             if blocker != "in_flight":
@@ -391,11 +403,10 @@ class Scaler:
         if self.cap == reason:
             return
         self.cap = reason
-        limit = (
-            f"max_nodes = {self.settings.max_nodes}"
-            if reason == "max_nodes"
-            else f"max_usd_per_hour = {self.settings.max_usd_per_hour}"
-        )
+        limit = {
+            "max_nodes": f"max_nodes = {self.settings.max_nodes}",
+            "max_usd_per_hour": f"max_usd_per_hour = {self.settings.max_usd_per_hour}",
+        }.get(reason, "its allowance of traffic between zones (max_cross_zone_gb_per_hour)")
         self.cluster.events.add(
             "at_cap",
             f"not launching: the cluster is at {limit}; on_full = "
@@ -404,8 +415,9 @@ class Scaler:
         )
 
     def at_cap(self) -> str | None:
-        """``"max_nodes"`` or ``"max_usd_per_hour"`` while the last launch asked for was
-        refused by the cap (no help will come), else None."""
+        """``"max_nodes"``, ``"max_usd_per_hour"`` or ``"max_cross_zone_gb_per_hour"``
+        while the last launch asked for was refused by that cap (no help will come),
+        else None."""
         return self.cap
 
     def launches_under_way(self) -> int:

@@ -8,7 +8,7 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,7 @@ from elastic_cache.config import (
     check_write_quorums,
 )
 from elastic_cache.coordinator.cluster import Cluster
+from elastic_cache.coordinator.crosszone import CrossZoneMeter
 from elastic_cache.coordinator.hotanswers import hot_answers
 from elastic_cache.coordinator.namespaces import NamespaceControl
 from elastic_cache.coordinator.nodeclient import HttpNodeClient, NodeClient
@@ -36,6 +37,7 @@ from elastic_cache.coordinator.watch import WatchHub
 from elastic_cache.coordinator.watchfeed import WatchFeed
 from elastic_cache.cost import instance_price
 from elastic_cache.cost.billed import (
+    cross_zone_per_hour,
     instance_extras_per_hour,
     storage_cap_per_hour,
     volume_per_hour,
@@ -137,6 +139,10 @@ class Coordinator:
         )
         self.cluster.events.listeners.append(self.metrics.on_event)
         self.rate = RateMeter(settings.scaler.rate_half_life)
+        #: Bytes exchanged with nodes in other zones, and moved between zones
+        #: (`coordinator.crosszone`); its zone is set at `start`.
+        self.cross_zone = CrossZoneMeter(clock=clock)
+        self.cluster.events.listeners.append(self._meter_move)
         self.prices = settings.cost.price_table()
         #: Spot prices EC2 gave ``ecache deploy`` for this region (``[cost] spot``).
         self.spot_prices = {
@@ -151,7 +157,8 @@ class Coordinator:
             self.cluster,
             self.rate,
             node_cost_per_hour=self.next_node_price,
-            cluster_cost_per_hour=self.cost_per_hour,
+            cluster_cost_per_hour=self.budgeted_cost_per_hour,
+            cross_zone_over=self.cross_zone_over,
         )
         self.router = Router(self.cluster, self.scaler, self.rate)
         #: The namespace table in force, its live changes and figures.
@@ -191,6 +198,24 @@ class Coordinator:
         """Raises ConfigError for a table this cluster cannot apply."""
         check_durability(table, self.settings.nodes.tier)
         check_write_quorums(table, self.settings.cluster)
+
+    def _meter_move(self, event: dict[str, Any]) -> None:
+        """A finished move sent its bytes from one node straight to another."""
+        if event.get("kind") == "migration_done":
+            self.cross_zone.moved(
+                str(event.get("source_zone", "")),
+                str(event.get("destination_zone", "")),
+                int(event.get("bytes", 0)),
+            )
+
+    def meter_cross_zone(self) -> None:
+        """Read the node clients' byte counters into `cross_zone` and take a sample of
+        its rate (the stats poll does it every `poll_period`)."""
+        self.cross_zone.read_counters(
+            (n.node_id, n.handle.zone, int(getattr(n.client, "bytes_exchanged", 0)))
+            for n in self.cluster.nodes.values()
+        )
+        self.cross_zone.sample()
 
     def _reset_watchers_on_failure(self, event: dict[str, Any]) -> None:
         """A node that failed may have applied changes the coordinator never read; a
@@ -347,12 +372,65 @@ class Coordinator:
 
     def cost_per_hour(self) -> float:
         """What the running nodes (and on EC2 the coordinator's instance) cost per hour,
-        from `elastic_cache.cost` prices (``[cost]`` in the configuration). Instances
+        from `elastic_cache.cost` prices (``[cost]`` in the configuration), with the
+        traffic between zones at its metered rate (`cross_zone_cost_per_hour`). Instances
         whose termination failed (`Cluster.unterminated`) count until they are gone: they
         may still run, and the budget must not undercount."""
+        return self._instances_cost_per_hour() + self.cross_zone_cost_per_hour()
+
+    def _instances_cost_per_hour(self) -> float:
         nodes = sum(self.handle_price(n.handle) for n in self.cluster.nodes.values())
         strays = sum(self.handle_price(h) for h in self.cluster.unterminated.values())
         return self.fixed_cost_per_hour() + nodes + strays + self.stopped_cost_per_hour()
+
+    def budgeted_cost_per_hour(self) -> float:
+        """`cost_per_hour` as the budget counts it before a launch: the traffic between
+        zones at its allowance (``ec2.max_cross_zone_gb_per_hour``, reserved) or at its
+        metered rate, whichever is more."""
+        allowance = self.cross_zone_allowance_per_hour() or 0.0
+        metered = self.cross_zone_cost_per_hour()
+        return self._instances_cost_per_hour() + max(metered, allowance)
+
+    def cross_zone_cost_per_hour(self) -> float:
+        """The metered traffic between zones (the last ten minutes' bytes, as GB per
+        hour) priced at ``transfer_cross_zone_per_gb`` on both sides (`elastic_cache.
+        cost.billed.cross_zone_per_hour`); 0 without a price for the region."""
+        prices = self._region_prices()
+        if prices is None:
+            return 0.0
+        return cross_zone_per_hour(prices, self.cross_zone.gb_per_hour())
+
+    def cross_zone_allowance_per_hour(self) -> float | None:
+        """USD per hour of the traffic between zones the budget reserves (with
+        ``az_spread``); None: no allowance."""
+        ec2 = self.settings.ec2
+        allowance = None if ec2 is None else ec2.max_cross_zone_gb_per_hour
+        prices = self._region_prices()
+        if allowance is None or prices is None:
+            return None
+        return cross_zone_per_hour(prices, allowance)
+
+    def cross_zone_over(self) -> bool:
+        """The metered traffic between zones is above its allowance: the scaler launches
+        nothing while it is (traffic itself is never refused)."""
+        ec2 = self.settings.ec2
+        allowance = None if ec2 is None else ec2.max_cross_zone_gb_per_hour
+        return allowance is not None and self.cross_zone.gb_per_hour() > allowance
+
+    def cross_zone_view(self) -> dict[str, Any]:
+        """The cross-zone meter as ``GET /v1/cluster`` shows it (``cross_zone``)."""
+        ec2 = self.settings.ec2
+        meter = self.cross_zone
+        return {
+            "zone": meter.home_zone,
+            "bytes_total": meter.total,
+            "window_seconds": meter.window,
+            "window_bytes": meter.window_bytes(),
+            "gb_per_hour": round(meter.gb_per_hour(), 6),
+            "usd_per_hour": round(self.cross_zone_cost_per_hour(), 6),
+            "allowance_gb_per_hour": None if ec2 is None else ec2.max_cross_zone_gb_per_hour,
+            "over_allowance": self.cross_zone_over(),
+        }
 
     def stopped_cost_per_hour(self) -> float:
         """What the nodes stopped for warm re-integration cost per hour: their EBS
@@ -377,12 +455,28 @@ class Coordinator:
         )
 
     async def start(self) -> None:
-        """Launch (or resume) the nodes, terminate stray ones, and start polling."""
+        """Find the coordinator's zone, launch (or resume) the nodes, terminate stray
+        ones, and start polling."""
+        await self._find_home_zone()
         await self.cluster.start()
         await self._reap_strays()
         await abort_interrupted_moves(self.cluster)  # an earlier life died mid-move
         self._monitor = asyncio.create_task(self._poll())
         self._watching = asyncio.create_task(self.watch_feed.run())
+
+    async def _find_home_zone(self) -> None:
+        """The coordinator's zone, for the cross-zone meter: the EC2 provisioner's
+        (`Ec2Provisioner.home_zone`); "" locally, and when AWS would not say (every
+        node of known zone then counts as in another: the budget must not undercount)."""
+        home_zone: Callable[[], Awaitable[str]] | None = getattr(
+            self.provisioner, "home_zone", None
+        )
+        if home_zone is None:
+            return
+        try:
+            self.cross_zone.home_zone = await home_zone()
+        except ElasticCacheError as exc:
+            log.warning("could not find the coordinator's zone: %s", exc)
 
     async def _reap_strays(self) -> None:
         """Terminate nodes the provisioner runs that are not members: on EC2, the nodes of
@@ -461,6 +555,7 @@ class Coordinator:
                 if not failed:
                     self.scaler.maybe_scale_down()
                 await self._retry_terminations()
+                self.meter_cross_zone()
                 _ = self.rate.rate  # fold the last second into the moving average
                 self.sample_history()
             except ElasticCacheError as exc:

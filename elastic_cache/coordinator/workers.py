@@ -13,7 +13,8 @@ lean HTTP layer (`elastic_cache.fastpath`). A worker:
   the lean layer declines) to the leader's application over its private Unix socket;
 - reports what it routed every ``follow_period`` seconds: requests per node (the
   threshold formula's rates), the fill the nodes answered writes with (Algorithm 1's
-  input) and the nodes whose writes met a full store under ``on_full = block``.
+  input), the nodes whose writes met a full store under ``on_full = block``, and the
+  bytes it exchanged with each node (the leader meters those that cross zones).
 
 Leader and workers talk over a second private Unix socket (the *control* socket), never
 over the public port. A worker exits when the leader's end of its stdin closes, so no
@@ -135,6 +136,9 @@ class LeaderControl:
         for node in report.get("timed_out", []):
             if node in nodes:  # a worker's request waited the whole budget for it
                 coord.cluster.suspect(node, timed_out=True)
+        for node, count in report.get("bytes", {}).items():
+            if node in nodes:  # the traffic between zones is metered by the leader
+                coord.cross_zone.exchanged(nodes[node].handle.zone, int(count))
         index = int(report.get("worker", 0))
         self.workers[index] = {
             "worker": index,
@@ -283,6 +287,8 @@ class WorkerView:
         self._changed = asyncio.Event()
         self._cap: str | None = None
         self.fills: dict[str, list[int]] = {}
+        #: node id → (its client, the client's byte counter at the last report).
+        self._bytes_reported: dict[str, tuple[object, int]] = {}
         self.help: set[str] = set()
         self.timed_out: set[str] = set()
         #: The leader's namespace table as last followed, and who hears of a new one.
@@ -345,6 +351,17 @@ class WorkerView:
                 if count:
                     requests[node] = count
         fills, self.fills = self.fills, {}
+        exchanged: dict[str, int] = {}
+        reported: dict[str, tuple[object, int]] = {}
+        for node, info in self.nodes.items():
+            count = int(getattr(info.client, "bytes_exchanged", 0))
+            client, before = self._bytes_reported.get(node, (info.client, 0))
+            if client is not info.client:  # a new client (a new address): from 0
+                before = 0
+            if count > before:
+                exchanged[node] = count - before
+            reported[node] = (info.client, count)
+        self._bytes_reported = reported
         help_, self.help = sorted(self.help), set()
         timed_out, self.timed_out = sorted(self.timed_out), set()
         return {
@@ -353,6 +370,7 @@ class WorkerView:
             "total": rate.take(),
             "requests": requests,
             "fills": fills,
+            "bytes": exchanged,
             "help": help_,
             "timed_out": timed_out,
             "answered": answered,

@@ -13,8 +13,14 @@ hour:
   tiers.cap`): S3 bills what it holds, and the cap bounds that, so the budget reserves
   the cap's price from the start.
 
-Requests to S3, and traffic between zones or out of the region, are billed per request
-and per GB, not per hour: docs/aws.md says what bounds them.
+* **traffic between availability zones**, billed per GB on *both* sides (the sender's
+  instance as traffic out, the receiver's as traffic in: `cross_zone_per_hour`). The
+  coordinator meters the bytes its own requests and the moves it orchestrates carry
+  between zones (`elastic_cache.coordinator.crosszone`) and counts the last ten minutes'
+  rate; with ``--az-spread`` deploy reserves an allowance of GB per hour in the budget.
+
+Requests to S3, and traffic out of the region, are billed per request and per GB, not
+per hour: docs/aws.md says what bounds them.
 """
 
 from __future__ import annotations
@@ -23,7 +29,9 @@ from elastic_cache.cost.model import HOURS_PER_MONTH
 from elastic_cache.cost.prices import RegionPrices
 
 __all__ = [
+    "GB",
     "PUBLIC_IPV4_USD_PER_HOUR",
+    "cross_zone_per_hour",
     "instance_extras_per_hour",
     "storage_cap_per_hour",
     "volume_per_hour",
@@ -32,8 +40,8 @@ __all__ = [
 #: A public IPv4 address (or an associated Elastic IP), USD per hour, every region.
 PUBLIC_IPV4_USD_PER_HOUR = 0.005
 
-#: Bytes per GB as AWS bills storage.
-_GB = 1e9
+#: Bytes per GB as AWS bills storage and transfer.
+GB = 1e9
 
 
 def instance_extras_per_hour(prices: RegionPrices, *, public_ip: bool, volume_gb: float) -> float:
@@ -54,4 +62,12 @@ def storage_cap_per_hour(prices: RegionPrices, max_bytes: int | None) -> float:
     nothing to reserve; the caller says so)."""
     if not max_bytes:
         return 0.0
-    return max_bytes / _GB * prices.s3_storage_per_gb_month / HOURS_PER_MONTH
+    return max_bytes / GB * prices.s3_storage_per_gb_month / HOURS_PER_MONTH
+
+
+def cross_zone_per_hour(prices: RegionPrices, gb_per_hour: float) -> float:
+    """What ``gb_per_hour`` GB an hour between two of the cluster's instances in
+    different availability zones cost per hour: each GB is billed twice at
+    ``transfer_cross_zone_per_gb``, as traffic out of the sender's zone and as traffic
+    into the receiver's (both instances are the cluster's)."""
+    return gb_per_hour * 2 * prices.transfer_cross_zone_per_gb

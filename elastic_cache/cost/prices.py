@@ -5,8 +5,8 @@ Two tables ship with the package:
 * `PAPER_2011_PRICES`: the prices of the paper's Table I (AWS US East, 2010). Every price
   the table lists is confirmed against it (and the S3 and EBS storage prices also by the
   paper's worked figures: 25 GB costs $3.75 a month on S3 and $2.50 on EBS); what the
-  table does not list (transfer in, m1.large) is AWS's published price of that time,
-  reconstructed.
+  table does not list (transfer in and between zones, m1.large) is AWS's published price
+  of that time, reconstructed.
 * `CURRENT_PRICES`: on-demand prices in us-east-1 and eu-west-1 as of 2026-11-22.
 
 Every price carries an `Evidence` label saying how sure we are of it; ``docs/cost.md``
@@ -162,7 +162,11 @@ _REGION_PRICES = (
     "transfer_in_per_gb",
     "transfer_out_per_gb",
     "transfer_intra_region_per_gb",
+    "transfer_cross_zone_per_gb",
 )
+#: Prices a new region may leave out (they default to 0), for tables written before
+#: they existed.
+_OPTIONAL_PRICES = ("transfer_intra_region_per_gb", "transfer_cross_zone_per_gb")
 _INSTANCE_FIELDS = ("usd_per_hour", "memory_gb", "disk_gb", "evidence")
 
 
@@ -181,6 +185,11 @@ class RegionPrices:
         transfer_in_per_gb: data transfer into AWS from the internet, per GB.
         transfer_out_per_gb: data transfer out to the internet, first tier, per GB.
         transfer_intra_region_per_gb: between EC2, S3 and EBS in the region (same zone).
+        transfer_cross_zone_per_gb: between instances in two availability zones of the
+            region, per GB *in each direction*: the sending instance is billed it as
+            traffic out and the receiving one as traffic in, so a GB between two of
+            the cluster's own instances costs twice this (`elastic_cache.cost.billed.
+            cross_zone_per_hour`).
         evidence: scalar price name → `Evidence`; a price not listed is `Evidence.OPERATOR`.
     """
 
@@ -194,6 +203,7 @@ class RegionPrices:
     transfer_in_per_gb: float
     transfer_out_per_gb: float
     transfer_intra_region_per_gb: float = 0.0
+    transfer_cross_zone_per_gb: float = 0.0
     evidence: Mapping[str, Evidence] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -455,9 +465,7 @@ def _region_from_dict(
             scalars[p] = data[p]
             if operator:
                 evidence[p] = Evidence.OPERATOR
-    missing = [
-        p for p in _REGION_PRICES if p not in scalars and p != "transfer_intra_region_per_gb"
-    ]
+    missing = [p for p in _REGION_PRICES if p not in scalars and p not in _OPTIONAL_PRICES]
     if missing:
         raise ConfigError(f"region {region!r} lacks {', '.join(missing)}")
     instances = dict(base.instances) if base else {}
@@ -531,13 +539,18 @@ PAPER_2011_PRICES = PriceTable(
             transfer_in_per_gb=0.10,
             transfer_out_per_gb=0.15,
             transfer_intra_region_per_gb=0.0,
+            # Not in the paper (its cluster sits in one zone): AWS's price of the time
+            # between zones, each way.
+            transfer_cross_zone_per_gb=0.01,
             evidence={
-                # Table I lists every price but transfer in: $0.15 per GB-month and per GB
-                # out, $0.01 per 1000 in-requests and per 10000 out-requests (S3), $0.10
-                # per GB-month and per million I/O requests (EBS). The worked figures agree:
-                # 25 GB costs $3.75 a month on S3 and $2.50 on EBS.
+                # Table I lists every price but transfer in and between zones: $0.15 per
+                # GB-month and per GB out, $0.01 per 1000 in-requests and per 10000
+                # out-requests (S3), $0.10 per GB-month and per million I/O requests
+                # (EBS). The worked figures agree: 25 GB costs $3.75 a month on S3 and
+                # $2.50 on EBS.
                 **{p: _C for p in _REGION_PRICES},
                 "transfer_in_per_gb": _R,  # not in Table I: AWS's 2010 price
+                "transfer_cross_zone_per_gb": _R,  # not in Table I either
                 # §4.5: traffic inside the cloud is free (the reason it costs transfer out).
                 "transfer_intra_region_per_gb": _C,
             },
@@ -581,6 +594,8 @@ CURRENT_PRICES = PriceTable(
             transfer_in_per_gb=0.0,
             transfer_out_per_gb=0.09,
             transfer_intra_region_per_gb=0.0,
+            # Each way: out of one zone and into the other (docs/aws.md).
+            transfer_cross_zone_per_gb=0.01,
             evidence={**{p: _K for p in _REGION_PRICES}, "transfer_intra_region_per_gb": _C},
         ),
         "eu-west-1": RegionPrices(
@@ -607,10 +622,13 @@ CURRENT_PRICES = PriceTable(
             transfer_in_per_gb=0.0,
             transfer_out_per_gb=0.09,
             transfer_intra_region_per_gb=0.0,
+            # Each way: out of one zone and into the other (docs/aws.md).
+            transfer_cross_zone_per_gb=0.01,
             evidence={
                 **{p: _K for p in _REGION_PRICES},
                 "s3_get_per_1000": _U,
                 "transfer_out_per_gb": _U,
+                "transfer_cross_zone_per_gb": _U,
                 "transfer_intra_region_per_gb": _C,
             },
         ),

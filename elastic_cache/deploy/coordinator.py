@@ -145,6 +145,8 @@ def coordinator_config(
                 "bundle_key": bundle_key,
                 "coordinator_instance_type": instance_type or settings.coordinator_instance_type,
                 "az_spread": settings.az_spread,
+                # Reserved in the budget; the scaler stops growing above it.
+                "max_cross_zone_gb_per_hour": settings.cross_zone_allowance,
                 "tags": list(settings.tags),
                 "spot": settings.spot,
                 "private": settings.private,
@@ -230,6 +232,15 @@ def settings_drift(settings: DeploySettings, running: ClusterSettings) -> list[s
             ("--tag", sorted(ec2.tags), sorted(settings.tags)),
             ("--private", ec2.private, settings.private),
         ]
+        if ec2.max_cross_zone_gb_per_hour is not None or not ec2.az_spread:
+            # A spread cluster deployed before the allowance has none and keeps none.
+            pairs.append(
+                (
+                    "--max-cross-zone-gb-per-hour",
+                    ec2.max_cross_zone_gb_per_hour,
+                    settings.cross_zone_allowance,
+                )
+            )
         if ec2.coordinator_instance_type not in settings.coordinator_types:
             pairs.append(
                 (

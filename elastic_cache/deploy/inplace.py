@@ -48,7 +48,14 @@ from elastic_cache.userdata import coordinator_config_of
 __all__ = ["PER_BOOT_MARKER", "UPDATABLE", "update_cluster"]
 
 #: What ``--update`` may change, by flag.
-UPDATABLE = ("--max-nodes", "--min-nodes", "--max-usd-per-hour", "--instance-type", "--tag")
+UPDATABLE = (
+    "--max-nodes",
+    "--min-nodes",
+    "--max-usd-per-hour",
+    "--max-cross-zone-gb-per-hour",
+    "--instance-type",
+    "--tag",
+)
 
 #: The line that tells a coordinator's user data re-applies its configuration at boot.
 PER_BOOT_MARKER = "/var/lib/cloud/scripts/per-boot/ecache-config.sh"
@@ -97,6 +104,8 @@ def new_config(config: str, settings: DeploySettings) -> str:
         "instance_types": list(settings.instance_types),
         "tags": list(settings.tags),
     }
+    if settings.cross_zone_allowance is not None:
+        data["ec2"]["max_cross_zone_gb_per_hour"] = settings.cross_zone_allowance
     data["cost"] = {
         **data.get("cost", {}),
         "fetched": dict(settings.cost.fetched),

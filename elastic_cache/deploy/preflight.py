@@ -18,7 +18,11 @@ from typing import Any, NamedTuple
 from elastic_cache.awserrors import AwsError, AwsLimitExceeded, aws_call
 from elastic_cache.config import ROOT_VOLUME_GB, Ec2Settings
 from elastic_cache.cost import instance_price
-from elastic_cache.cost.billed import instance_extras_per_hour, storage_cap_per_hour
+from elastic_cache.cost.billed import (
+    cross_zone_per_hour,
+    instance_extras_per_hour,
+    storage_cap_per_hour,
+)
 from elastic_cache.deploy.coordinator import coordinator_instances
 from elastic_cache.deploy.names import ClusterNames
 from elastic_cache.deploy.network import find_group, find_network
@@ -62,6 +66,9 @@ class Extras(NamedTuple):
         node: each node's public IPv4 address (none under ``--private``) and root volume.
         coordinator: the coordinator's address (its Elastic IP) and root volume.
         storage: the cold tier's S3 storage at its cap (``--max-demoted-gb``).
+        cross_zone: the traffic between zones at its allowance (with ``--az-spread``,
+            ``--max-cross-zone-gb-per-hour``; 0 without: the nodes stay in the
+            coordinator's zone).
         known: False when the price table has no storage prices for the region (only
             without a budget: these count $0 then, and the plan says so).
     """
@@ -69,6 +76,7 @@ class Extras(NamedTuple):
     node: float
     coordinator: float
     storage: float
+    cross_zone: float = 0.0
     known: bool = True
 
 
@@ -87,16 +95,21 @@ def billed_extras(settings: DeploySettings) -> Extras:
     each = instance_extras_per_hour(
         prices, public_ip=not settings.private, volume_gb=ROOT_VOLUME_GB
     )
-    return Extras(each, each, storage_cap_per_hour(prices, settings.tier_max_bytes))
+    return Extras(
+        each,
+        each,
+        storage_cap_per_hour(prices, settings.tier_max_bytes),
+        cross_zone_per_hour(prices, settings.cross_zone_allowance or 0.0),
+    )
 
 
 def hourly_prices(settings: DeploySettings) -> tuple[float | None, float | None]:
     """``(coordinator, node)`` in USD per hour as the coordinator's budget counts them:
-    the dearest coordinator type with its address, volume and the S3 storage cap
-    (`billed_extras`), and the dearest node type with its address and volume; by
-    ``settings.cost`` (fetched prices, the built-in table, any overrides). None for a
-    side with a type of unknown price, which only a deploy without a budget accepts
-    (with a warning in the plan).
+    the dearest coordinator type with its address, volume, the S3 storage cap and the
+    allowance of traffic between zones (`billed_extras`), and the dearest node type with
+    its address and volume; by ``settings.cost`` (fetched prices, the built-in table,
+    any overrides). None for a side with a type of unknown price, which only a deploy
+    without a budget accepts (with a warning in the plan).
 
     Raises:
         ConfigError: the budget cannot pay for the coordinator and ``initial_nodes`` nodes.
@@ -124,7 +137,7 @@ def hourly_prices(settings: DeploySettings) -> tuple[float | None, float | None]
     node = dearest(settings.instance_types)
     extras = billed_extras(settings)
     if coordinator is not None:
-        coordinator += extras.coordinator + extras.storage
+        coordinator += extras.coordinator + extras.storage + extras.cross_zone
     if node is not None:
         node += extras.node
     if budget is not None and coordinator is not None and node is not None:
@@ -132,7 +145,8 @@ def hourly_prices(settings: DeploySettings) -> tuple[float | None, float | None]
         if floor > budget + 1e-9:
             raise ConfigError(
                 f"--max-usd-per-hour {budget} cannot pay for the coordinator "
-                f"(${coordinator:.4f}/h with its address, volume and S3 at its cap) and "
+                f"(${coordinator:.4f}/h with its address, volume, S3 at its cap and the "
+                "traffic between zones at its allowance) and "
                 f"{settings.initial_nodes} node(s) (${node:.4f}/h each with its address "
                 f"and volume): at least ${floor:.4f}/h"
             )
@@ -584,9 +598,17 @@ def extras_note(settings: DeploySettings) -> str:
             "and S3 storage counted as $0"
         )
     address = "no public IPv4 (--private), " if settings.private else "its public IPv4 and "
+    allowance = settings.cross_zone_allowance
+    if allowance is None:
+        zones = "traffic between zones: none, every node in the coordinator's zone"
+    else:
+        zones = (
+            f"traffic between zones at its {allowance:g} GB/h allowance "
+            f"(${extras.cross_zone:.5f}/h; --max-cross-zone-gb-per-hour)"
+        )
     return (
         f"each instance counted with {address}{ROOT_VOLUME_GB} GB gp3 root volume "
         f"(${extras.node:.5f}/h), S3 at its {settings.max_demoted_gb:g} GB cap "
-        f"(${extras.storage:.5f}/h); S3 requests and cross-zone or outbound transfer are "
+        f"(${extras.storage:.5f}/h), {zones}; S3 requests and outbound transfer are "
         "billed per use, not per hour"
     )

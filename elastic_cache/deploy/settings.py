@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BROADEST_WITHOUT_PUBLIC",
+    "DEFAULT_MAX_CROSS_ZONE_GB_PER_HOUR",
     "DEFAULT_MAX_DEMOTED_GB",
     "DeployResult",
     "DeploySettings",
@@ -39,6 +40,11 @@ BROADEST_WITHOUT_PUBLIC = {4: 8, 6: 16}
 #: GB the cold tier may hold in S3 unless ``--max-demoted-gb`` says otherwise: $1.15 a
 #: month at $0.023/GB-month.
 DEFAULT_MAX_DEMOTED_GB = 50.0
+
+#: GB per hour of traffic between zones the budget reserves with ``--az-spread`` unless
+#: ``--max-cross-zone-gb-per-hour`` says otherwise: $0.10/h at $0.01/GB each way (both
+#: sides bill), about 1.4 MB/s crossing, such as 1,400 routed 1 KB reads a second.
+DEFAULT_MAX_CROSS_ZONE_GB_PER_HOUR = 5.0
 
 
 def check_allow_cidr(cidr: str, *, public: bool) -> str:
@@ -110,6 +116,10 @@ class DeploySettings:
         cost: the prices (a built-in table and overrides, ``[cost]`` of a configuration)
             for the budget floor, and the coordinator's for its cost and budget.
         az_spread: each new node goes to the availability zone with the fewest nodes.
+            Without it every node stays in the coordinator's zone.
+        max_cross_zone_gb_per_hour: with ``az_spread``, the GB per hour of traffic
+            between zones the budget and the cost lines reserve; None: the default
+            (`DEFAULT_MAX_CROSS_ZONE_GB_PER_HOUR`). Given without ``az_spread``: refused.
         tags: the user's tags, ``KEY=VALUE`` each (`parse_tag`), on every resource.
         demoted_expiry_days: S3 deletes demoted values this many days after they were
             written (a later read is a miss); None keeps them until evicted.
@@ -154,6 +164,17 @@ class DeploySettings:
     replication: int = 2
     spot: bool = False
     tls: Certificate | None = None
+    max_cross_zone_gb_per_hour: float | None = None
+
+    @property
+    def cross_zone_allowance(self) -> float | None:
+        """GB per hour of traffic between zones reserved in the budget: with
+        ``az_spread``, `max_cross_zone_gb_per_hour` or its default; None without (the
+        nodes stay in the coordinator's zone)."""
+        if not self.az_spread:
+            return None
+        given = self.max_cross_zone_gb_per_hour
+        return DEFAULT_MAX_CROSS_ZONE_GB_PER_HOUR if given is None else float(given)
 
     @property
     def tier_max_bytes(self) -> int:
@@ -187,6 +208,22 @@ class DeploySettings:
                 f"--max-demoted-gb must be a number of GB from 0.001 to 1000000, "
                 f"got {self.max_demoted_gb!r}"
             )
+        allowance = self.max_cross_zone_gb_per_hour
+        if allowance is not None:
+            if not self.az_spread:
+                raise ConfigError(
+                    "--max-cross-zone-gb-per-hour needs --az-spread: without it every node "
+                    "stays in the coordinator's zone and no traffic crosses zones"
+                )
+            if (
+                isinstance(allowance, bool)
+                or not isinstance(allowance, int | float)
+                or not 0 <= allowance <= 1_000_000
+            ):
+                raise ConfigError(
+                    "--max-cross-zone-gb-per-hour must be a number of GB from 0 to 1000000, "
+                    f"got {allowance!r}"
+                )
         if self.private and self.public:
             raise ConfigError(
                 "--private and --public contradict each other: --private gives no instance "

@@ -252,6 +252,7 @@ def aws_view(ec2: Any, name: str, region: str) -> dict[str, Any]:
     except UnknownPrice:
         extras = {"public_ipv4": round(addresses * PUBLIC_IPV4_USD_PER_HOUR, 6)}
         unpriced.append(f"storage in {region}")
+    ec2_settings = settings.ec2 if settings is not None else None
     return {
         "name": name,
         "region": region,
@@ -262,11 +263,49 @@ def aws_view(ec2: Any, name: str, region: str) -> dict[str, Any]:
         "public_addresses": addresses,
         "volumes_gb": volumes_gb,
         "s3_cap_bytes": cap,
+        # The traffic between zones is metered by the coordinator (`with_cross_zone`);
+        # AWS shows none of it until the bill.
+        "cross_zone": None,
+        "cross_zone_allowance_gb_per_hour": (
+            ec2_settings.max_cross_zone_gb_per_hour if ec2_settings is not None else None
+        ),
         "unpriced_types": sorted(set(unpriced)),
         "price_table": f"{table.name} ({table.as_of.isoformat()})",
         "price_source": source,
         "endpoint": coordinator,
     }
+
+
+def with_cross_zone(view: dict[str, Any], cluster: dict[str, Any]) -> dict[str, Any]:
+    """``view`` (`aws_view`) with the coordinator's metered traffic between zones
+    (``cross_zone`` of its ``GET /v1/cluster``) in its extras and its cost per hour."""
+    metered = cluster.get("cross_zone")
+    if not isinstance(metered, dict):
+        return view  # a coordinator of a version that does not meter it
+    usd = float(metered.get("usd_per_hour", 0.0))
+    return {
+        **view,
+        "cross_zone": metered,
+        "extras_per_hour": {**view["extras_per_hour"], "cross_zone": round(usd, 6)},
+        "cost_per_hour": round(view["cost_per_hour"] + usd, 6),
+    }
+
+
+def _cross_zone_part(view: dict[str, Any]) -> str:
+    """The "of which" part for the traffic between zones."""
+    allowance = view.get("cross_zone_allowance_gb_per_hour")
+    reserved = f", {allowance:g} GB/h reserved (--max-cross-zone-gb-per-hour)" if allowance else ""
+    metered = view.get("cross_zone")
+    if metered is None:
+        return f"traffic between zones not known (the coordinator meters it){reserved}"
+    minutes = float(metered.get("window_seconds", 600)) / 60
+    part = (
+        f"traffic between zones {metered['gb_per_hour']:.3f} GB/h over the last "
+        f"{minutes:g} min ${metered['usd_per_hour']:.4f}/h{reserved}"
+    )
+    if metered.get("over_allowance"):
+        part += " - OVER the allowance: traffic is served, the scaler launches no more nodes"
+    return part
 
 
 def render_aws_view(view: dict[str, Any]) -> str:
@@ -309,6 +348,7 @@ def render_aws_view(view: dict[str, Any]) -> str:
             if cap
             else "S3 without a cap (not counted: it grows with use)"
         )
+    parts.append(_cross_zone_part(view))
     lines.append(f"  of which: {'; '.join(parts)}")
     return "\n".join(lines)
 
@@ -378,6 +418,7 @@ def status_by_name(
             else:
                 cluster = fetch(endpoint)
             coordinator["answered"] = True
+            view = with_cross_zone(view, cluster)
         except (NodeUnavailable, Unauthorized, ClusterNotFound) as exc:
             coordinator["error"] = str(exc)
     if as_json:

@@ -109,8 +109,20 @@ class CoordinatorCollector:
         )
         yield gauge(
             "ecache_cluster_cost_usd_per_hour",
-            "What the running nodes cost per hour, in USD (0 for local processes).",
+            "What the running nodes cost per hour, in USD (0 for local processes), with "
+            "the traffic between zones at its metered rate.",
             coord.cost_per_hour(),
+        )
+        yield CounterMetricFamily(
+            "ecache_cross_zone_bytes",
+            "Bytes the coordinator, its workers and the moves it ran sent or received "
+            "between availability zones (billed on both sides).",
+            value=coord.cross_zone.total,
+        )
+        yield gauge(
+            "ecache_cross_zone_usd_per_hour",
+            "The last ten minutes' traffic between zones, priced per hour in USD.",
+            coord.cross_zone_cost_per_hour(),
         )
         gauges = {
             "records": "Records a node holds in memory (last poll).",

@@ -272,6 +272,35 @@ def admin_schemas() -> dict[str, Schema]:
             },
             "namespaces": {"$ref": "#/components/schemas/Namespaces"},
             "cost_per_hour": number,
+            "cross_zone": {
+                "type": "object",
+                "description": "Traffic between availability zones (docs/aws.md, 'Traffic "
+                "between zones'): the coordinator's zone ('' locally), bytes that crossed "
+                "since it started and in the last window, the rate as GB per hour and "
+                "priced (in cost_per_hour), the allowance the budget reserves "
+                "(--max-cross-zone-gb-per-hour; null: none), and whether the rate is above "
+                "it (the scaler launches nothing then).",
+                "required": [
+                    "zone",
+                    "bytes_total",
+                    "window_seconds",
+                    "window_bytes",
+                    "gb_per_hour",
+                    "usd_per_hour",
+                    "allowance_gb_per_hour",
+                    "over_allowance",
+                ],
+                "properties": {
+                    "zone": string,
+                    "bytes_total": count,
+                    "window_seconds": number,
+                    "window_bytes": count,
+                    "gb_per_hour": number,
+                    "usd_per_hour": number,
+                    "allowance_gb_per_hour": {"type": ["number", "null"]},
+                    "over_allowance": {"type": "boolean"},
+                },
+            },
             "price_region": string,
             "price_source": {
                 "type": "string",

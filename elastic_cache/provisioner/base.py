@@ -18,7 +18,8 @@ class NodeHandle:
         ref: provisioner-specific reference (a PID, an EC2 instance id).
         instance_type: what it runs on, for cost ("local" for a process).
         boot_seconds: how long the launch took until the node answered /healthz.
-        extra: anything else the provisioner wants to remember (JSON-ready).
+        extra: anything else the provisioner wants to remember (JSON-ready);
+            ``"zone"``: its availability zone (`zone`).
     """
 
     node_id: str
@@ -27,6 +28,13 @@ class NodeHandle:
     instance_type: str = "local"
     boot_seconds: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def zone(self) -> str:
+        """The availability zone it runs in (``extra["zone"]``, set by the EC2
+        provisioner); "" where there is none (local processes), which the cross-zone
+        meter takes as the coordinator's own (`elastic_cache.coordinator.crosszone`)."""
+        return str(self.extra.get("zone") or "")
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -11,7 +11,10 @@ service. `launch` returns once the instance runs and the node answers ``/healthz
 
 When AWS has no capacity for a type in a subnet (``InsufficientInstanceCapacity``), the
 next subnet is tried, then the next instance type. With ``az_spread`` the subnets are
-tried in order of how few of the cluster's nodes their zone holds. Every launch request
+tried in order of how few of the cluster's nodes their zone holds; without it, only the
+subnets in the coordinator's own zone (`home_zone`) are tried, so that no node's traffic
+crosses zones (a capacity shortage there fails the launch rather than bill traffic the
+budget did not reserve; docs/aws.md, "Traffic between zones"). Every launch request
 carries a ``ClientToken`` of its own, so a request botocore sends again after a lost
 answer launches no second instance. Other AWS errors become the typed
 errors of `elastic_cache.awserrors` (a refused permission names the IAM action).
@@ -69,6 +72,7 @@ __all__ = [
     "resolve_image",
     "spread_order",
     "without_public_ip",
+    "zone_of",
 ]
 
 log = logging.getLogger("elastic_cache.provisioner.ec2")
@@ -124,6 +128,11 @@ def spread_order(
     """
     position = {s: i for i, s in enumerate(subnets)}
     return sorted(subnets, key=lambda s: (nodes_per_zone.get(zones.get(s, ""), 0), position[s]))
+
+
+def zone_of(instance: Mapping[str, Any]) -> str:
+    """The availability zone of a described instance ("" when not given)."""
+    return str(instance.get("Placement", {}).get("AvailabilityZone", ""))
 
 
 def cluster_filters(
@@ -333,6 +342,7 @@ class Ec2Provisioner:
             {"Key": k, "Value": v} for k, v in check_tags("ec2.tags", settings.tags).items()
         ]
         self._zones: dict[str, str] | None = None
+        self._home_zone: str | None = settings.zone or None
         self.ec2 = session.client("ec2", region_name=settings.region)
         self.ssm = session.client("ssm", region_name=settings.region)
         # Signature version 4: boto3 still presigns with the deprecated V2 by default,
@@ -413,9 +423,11 @@ class Ec2Provisioner:
         instance_type: str,
         subnet: str | None,
         market: str = "on-demand",
+        zone: str = "",
     ) -> dict[str, Any]:
         """The ``run_instances`` parameters for one attempt (``market``: ``spot`` or
-        ``on-demand``)."""
+        ``on-demand``; ``zone``: the availability zone, for a launch into the default
+        subnet of that zone, ``subnet`` None)."""
         params = instance_params(
             image=image,
             instance_type=instance_type,
@@ -429,6 +441,8 @@ class Ec2Provisioner:
             params["SecurityGroupIds"] = list(self.settings.security_groups)
         if subnet is not None:
             params["SubnetId"] = subnet
+        elif zone:
+            params["Placement"] = {"AvailabilityZone": zone}
         if self.settings.instance_profile:
             params["IamInstanceProfile"] = {"Name": self.settings.instance_profile}
         if market == "spot":
@@ -436,17 +450,60 @@ class Ec2Provisioner:
         params["ClientToken"] = self._client_token()
         return without_public_ip(params) if self.settings.private else params
 
-    async def subnet_order(self) -> list[str]:
-        """The subnets in the order a launch tries them: as configured, or with
-        ``az_spread`` by the nodes their zones hold now (`spread_order`)."""
-        subnets = list(self.settings.subnets)
-        if not self.settings.az_spread or len(subnets) < 2:
-            return subnets
+    async def home_zone(self) -> str:
+        """The coordinator's availability zone: ``ec2.zone``, else the zone of the
+        cluster's running coordinator instance (found by tag, once; "" when there is
+        none, or more than one in different zones: a coordinator run elsewhere)."""
+        if self._home_zone is None:
+            reply = await self._call(
+                self.ec2,
+                "DescribeInstances",
+                "finding the coordinator's zone",
+                Filters=cluster_filters(self.settings.cluster, "coordinator", states=("running",)),
+            )
+            zones = {
+                str(i.get("Placement", {}).get("AvailabilityZone", ""))
+                for r in reply["Reservations"]
+                for i in r["Instances"]
+            }
+            self._home_zone = zones.pop() if len(zones) == 1 else ""
+        return self._home_zone
+
+    async def _subnet_zones(self) -> dict[str, str]:
+        """Subnet id → availability zone of the configured subnets (looked up once)."""
         if self._zones is None:
+            subnets = list(self.settings.subnets)
             reply = await self._call(
                 self.ec2, "DescribeSubnets", "finding the subnets' zones", SubnetIds=subnets
             )
             self._zones = {s["SubnetId"]: s["AvailabilityZone"] for s in reply["Subnets"]}
+        return self._zones
+
+    async def subnet_order(self) -> list[str]:
+        """The subnets in the order a launch tries them: with ``az_spread`` by the nodes
+        their zones hold now (`spread_order`); without it, those in the coordinator's
+        zone (`home_zone`), as configured (all of them when that zone is unknown).
+
+        Raises:
+            ProvisionError: no configured subnet is in the coordinator's zone.
+        """
+        subnets = list(self.settings.subnets)
+        if not self.settings.az_spread:
+            home = await self.home_zone() if subnets else ""
+            if not home:
+                return subnets
+            zones = await self._subnet_zones()
+            kept = [s for s in subnets if zones.get(s) == home]
+            if not kept:
+                raise ProvisionError(
+                    f"no configured subnet is in the coordinator's zone {home} "
+                    f"({', '.join(subnets)}): nodes elsewhere would bill traffic between "
+                    "zones; add a subnet in that zone, or deploy with --az-spread"
+                )
+            return kept
+        if len(subnets) < 2:
+            return subnets
+        self._zones = await self._subnet_zones()
         reply = await self._call(
             self.ec2,
             "DescribeInstances",
@@ -466,6 +523,8 @@ class Ec2Provisioner:
         its market."""
         image, root_device, _ = await self.image()
         subnets: list[str | None] = list(await self.subnet_order()) or [None]
+        # Into the default subnet: of the coordinator's zone unless nodes spread.
+        zone = "" if self.settings.az_spread or subnets != [None] else await self.home_zone()
         misses = []
         markets = ("spot", "on-demand") if self.settings.spot else ("on-demand",)
         attempts = [
@@ -485,6 +544,7 @@ class Ec2Provisioner:
                     instance_type=instance_type,
                     subnet=subnet,
                     market=market,
+                    zone=zone,
                 )
             )
             try:
@@ -494,7 +554,7 @@ class Ec2Provisioner:
                 if exc.aws_code not in codes:
                     raise
                 self.capacity_misses += 1
-                where = f"{instance_type} ({market}) in {subnet or 'the default subnet'}"
+                where = f"{instance_type} ({market}) in {subnet or zone or 'the default subnet'}"
                 misses.append(f"{where}: {exc.aws_code}")
                 log.warning("no capacity for %s; trying the next choice", where)
                 continue
@@ -567,6 +627,7 @@ class Ec2Provisioner:
             boot_seconds=round(self._clock() - started, 3),
             extra={
                 "subnet": instance.get("SubnetId"),
+                "zone": zone_of(instance),
                 "private_ip": instance.get("PrivateIpAddress"),
                 "image": instance.get("ImageId"),
                 "market": market_of(instance, market),
@@ -688,7 +749,11 @@ class Ec2Provisioner:
             ref=instance_id,
             instance_type=str(instance["InstanceType"]),
             boot_seconds=round(self._clock() - started, 3),
-            extra={**handle.extra, "private_ip": instance.get("PrivateIpAddress")},
+            extra={
+                **handle.extra,
+                "private_ip": instance.get("PrivateIpAddress"),
+                "zone": zone_of(instance),
+            },
         )
         self._handles[node_id] = back
         return back
@@ -716,7 +781,7 @@ class Ec2Provisioner:
                         address=f"http://{ip}:{self.settings.node_port}",
                         ref=str(instance["InstanceId"]),
                         instance_type=str(instance["InstanceType"]),
-                        extra={"market": market_of(instance)},
+                        extra={"market": market_of(instance), "zone": zone_of(instance)},
                     )
                 )
         return handles

@@ -168,3 +168,24 @@ def test_status_shows_stopped_nodes_and_their_dirty_lists() -> None:
         line.startswith("stopped with its records: node-4") and "full copy: the coordinator" in line
         for line in lines
     )
+
+
+def test_traffic_between_zones_shows_when_there_is_some_or_an_allowance() -> None:
+    quiet = {"epoch": 1, "nodes": [], "cross_zone": {"bytes_total": 0}}
+    assert "between zones" not in render_status(quiet)  # one zone, nothing crossed
+    metered = {
+        "bytes_total": 10**9,
+        "gb_per_hour": 6.0,
+        "usd_per_hour": 0.12,
+        "allowance_gb_per_hour": 5.0,
+        "over_allowance": True,
+    }
+    text = render_status({"epoch": 1, "nodes": [], "cross_zone": metered})
+    assert (
+        "traffic between zones 6.000 GB/h ($0.1200/h, in the cost), allowance 5 GB/h: "
+        "OVER it, no more launches"
+    ) in text
+    under = {**metered, "gb_per_hour": 0.5, "usd_per_hour": 0.01, "over_allowance": False}
+    text = render_status({"epoch": 1, "nodes": [], "cross_zone": under})
+    assert "0.500 GB/h ($0.0100/h, in the cost), allowance 5 GB/h" in text
+    assert "OVER" not in text

@@ -268,3 +268,27 @@ async def test_large_answer_streams_then_the_connection_is_reused() -> None:
     assert connections[0] == 1
     await pool.close()
     await stop(server)
+
+
+async def test_the_pool_counts_every_byte_it_sends_and_receives() -> None:
+    """The count the cross-zone meter reads (`ConnectionPool.bytes_exchanged`): whole
+    requests and whole answers, a streamed answer's once its stream is closed."""
+    body = b"z" * 5000
+    big = b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body) + body
+    small = b"HTTP/1.1 204 No Content\r\n\r\n"
+    server, port, _ = await keep_alive_server([small, big, small])
+    pool = ConnectionPool("127.0.0.1", port)
+    assert pool.bytes_exchanged == 0
+    await pool.request("PUT", "/v1/kv/k", body=b"12345")
+    put = b"PUT /v1/kv/k HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nContent-Length: 5\r\n\r\n12345" % port
+    assert pool.bytes_exchanged == len(put) + len(small)
+    answer = await pool.request("GET", "/v1/kv/big", stream_above=1000)
+    assert answer.stream is not None
+    assert pool.bytes_exchanged == len(put) + len(small)  # counted when the stream ends
+    while await answer.stream.read():
+        pass
+    answer.stream.close()
+    get = b"GET /v1/kv/big HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nContent-Length: 0\r\n\r\n" % port
+    assert pool.bytes_exchanged == len(put) + len(small) + len(get) + len(big)
+    await pool.close()
+    await stop(server)

@@ -234,3 +234,15 @@ async def test_the_admin_api_counts_a_launch_the_scaler_just_decided(
     provisioner.gate.set()
     await scaler.close()
     assert provisioner.asked <= 1
+
+
+def test_traffic_between_zones_over_its_allowance_stops_launches() -> None:
+    budget = ScalerSettings(max_usd_per_hour=1.0)
+    common: dict[str, Any] = {"node_full": True, "settings": budget, "node_cost_per_hour": 0.1}
+    assert launch_blocker(0, 1, cost_per_hour=0.5, **common) is None
+    blocked = launch_blocker(0, 1, cost_per_hour=0.5, over_allowance=True, **common)
+    assert blocked == "max_cross_zone_gb_per_hour"
+    # The budget is checked first: it names the cap that binds.
+    assert launch_blocker(0, 1, cost_per_hour=0.95, over_allowance=True, **common) == (
+        "max_usd_per_hour"
+    )

@@ -7,6 +7,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from elastic_cache.config import ClusterSettings
+from elastic_cache.coordinator.crosszone import CrossZoneMeter
 from elastic_cache.coordinator.scaler import RateMeter
 from elastic_cache.coordinator.workers import LeaderControl, WorkerView, _CountingMeter
 
@@ -28,9 +29,16 @@ class FakeScaler:
 
 
 def leader() -> tuple[LeaderControl, Any]:
-    nodes = {n: SimpleNamespace(requests=RateMeter(10.0)) for n in ("a", "b")}
+    zones = {"a": "us-east-1a", "b": "us-east-1b"}
+    nodes = {
+        n: SimpleNamespace(requests=RateMeter(10.0), handle=SimpleNamespace(zone=zones[n]))
+        for n in ("a", "b")
+    }
     coord: Any = SimpleNamespace(
-        rate=RateMeter(10.0), cluster=SimpleNamespace(nodes=nodes), scaler=FakeScaler()
+        rate=RateMeter(10.0),
+        cluster=SimpleNamespace(nodes=nodes),
+        scaler=FakeScaler(),
+        cross_zone=CrossZoneMeter(home_zone="us-east-1a", clock=lambda: 0.0),
     )
     return LeaderControl(coord), coord
 
@@ -45,9 +53,12 @@ def test_a_report_feeds_the_rates_and_the_scaler() -> None:
             "requests": {"a": 5, "b": 2, "gone": 9},
             "fills": {"a": [10, 100, 3072], "gone": [1, 1, 1]},
             "help": ["b", "gone"],
+            "bytes": {"a": 1000, "b": 300, "gone": 5000},
             "answered": 70,
         }
     )
+    # Only b is in another zone than the coordinator; a node that left is ignored.
+    assert coord.cross_zone.total == 300
     assert coord.rate._count == 7
     assert coord.cluster.nodes["a"].requests._count == 5
     assert coord.cluster.nodes["b"].requests._count == 2
@@ -60,7 +71,8 @@ async def test_a_worker_reports_each_count_once_and_the_last_fill() -> None:
     settings = ClusterSettings.from_mapping({})
     view = WorkerView(settings, control=None)  # type: ignore[arg-type]
     try:
-        view.nodes = {"a": SimpleNamespace(requests=_CountingMeter())}  # type: ignore[dict-item]
+        client = SimpleNamespace(bytes_exchanged=0)
+        view.nodes = {"a": SimpleNamespace(requests=_CountingMeter(), client=client)}  # type: ignore[dict-item]
         rate = _CountingMeter()
         for _ in range(3):
             rate.hit()
@@ -69,10 +81,18 @@ async def test_a_worker_reports_each_count_once_and_the_last_fill() -> None:
         view.observe_write("a", 6, 100, 1024)
         view.observe_write("a", -1, -1, 0)  # no fill reported: ignored
         assert view.request_help("a", full=True)
+        client.bytes_exchanged = 4096
         first = view.report(1, rate, answered=3)
+        assert first["bytes"] == {"a": 4096}
         assert first["total"] == 3 and first["requests"] == {"a": 3}
         assert first["fills"] == {"a": [6, 100, 2048]} and first["help"] == ["a"]
         second = view.report(1, rate, answered=3)
+        assert second["bytes"] == {}  # each byte is reported once
+        client.bytes_exchanged = 5000
+        assert view.report(1, rate, answered=3)["bytes"] == {"a": 904}
+        # A new client for the node (a new address) counts from 0.
+        view.nodes["a"].client = SimpleNamespace(bytes_exchanged=10)
+        assert view.report(1, rate, answered=3)["bytes"] == {"a": 10}
         assert second["total"] == 0 and second["requests"] == {}
         assert second["fills"] == {} and second["help"] == []
     finally:

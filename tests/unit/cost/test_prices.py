@@ -33,6 +33,7 @@ PRICE_FIELDS = [
     "transfer_in_per_gb",
     "transfer_out_per_gb",
     "transfer_intra_region_per_gb",
+    "transfer_cross_zone_per_gb",
 ]
 
 
@@ -88,8 +89,10 @@ def test_paper_table_prices_are_confirmed_by_its_table_one() -> None:
     assert prices.transfer_out_per_gb == 0.15
     assert prices.transfer_intra_region_per_gb == 0.0  # §4.5: in-cloud I/O is free
     confirmed = {p for p, e in prices.evidence.items() if e is Evidence.CONFIRMED}
-    assert confirmed == set(prices.evidence) - {"transfer_in_per_gb"}
+    not_in_table = {"transfer_in_per_gb", "transfer_cross_zone_per_gb"}
+    assert confirmed == set(prices.evidence) - not_in_table
     assert prices.evidence["transfer_in_per_gb"] is Evidence.RECONSTRUCTED  # not in Table I
+    assert prices.evidence["transfer_cross_zone_per_gb"] is Evidence.RECONSTRUCTED
     types = {name: i.evidence for name, i in prices.instances.items()}
     assert types == {
         "m1.small": Evidence.CONFIRMED,  # $0.085 an hour, 1.7 GB, 160 GB
