@@ -322,6 +322,8 @@ class RingHistory:
     def __init__(self, size: int = 64) -> None:
         self.size = size
         self._rings: OrderedDict[int, HashRing] = OrderedDict()
+        #: The epoch of the ring observed last (-1: none yet); read for every change.
+        self.newest = -1
 
     def observe(self, ring: HashRing) -> None:
         """Remember ``ring`` if its epoch is new (a copy: rings change in place)."""
@@ -330,6 +332,7 @@ class RingHistory:
         self._rings[ring.epoch] = ring.copy()
         while len(self._rings) > self.size:
             self._rings.popitem(last=False)
+        self.newest = next(reversed(self._rings))
 
     def owner(self, epoch: int, token: int) -> str | None:
         """The owner of ``token`` on the ring of ``epoch``; on the newest older ring when
@@ -342,7 +345,4 @@ class RingHistory:
             ring = self._rings[max(older)]
         return ring.node_for_token(token)
 
-    @property
-    def newest(self) -> int:
-        """The newest epoch seen (-1: none)."""
-        return next(reversed(self._rings)) if self._rings else -1
+
