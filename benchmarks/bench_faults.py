@@ -73,7 +73,8 @@ VALUE = b"v" * 1024
 def settings(replication: int, *, budget: float = 2.0, records: int = 200_000) -> dict[str, Any]:
     return {
         "cluster": {"replication": replication},
-        "coordinator": {"initial_nodes": 3, "request_budget": budget},
+        # Both budgets (writes', reads') set to ``budget``: the goal's "per-request budget".
+        "coordinator": {"initial_nodes": 3, "request_budget": budget, "read_budget": budget},
         "nodes": {"index": "sorted", "capacity_records": records},
         "scaler": {"enabled": False, "max_nodes": 8},
     }
@@ -361,7 +362,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kills", type=int, default=20)
     parser.add_argument("--records", type=int, default=100_000)
     parser.add_argument("--pause", type=float, default=20.0)
-    parser.add_argument("--budget", type=float, default=1.0, help="request budget in part 3")
+    parser.add_argument(
+        "--budget", type=float, default=1.0, help="request and read budget in part 3"
+    )
     parser.add_argument("--duration", type=float, default=10.0, help="seconds of wrk per rf")
     parser.add_argument(
         "--parts", default="kills,rereplication,pause,writes", help="comma-separated parts"
