@@ -22,6 +22,7 @@ from elastic_cache.errors import NodeUnavailable
 from elastic_cache.hashing import make_hasher
 from elastic_cache.provisioner.base import NodeHandle
 from elastic_cache.ring import HashRing
+from tests.unit.coordinator.test_router_namespaces import Scaler
 
 
 class SlowNode:
@@ -82,17 +83,6 @@ class View:
 
     async def wait_for_room(self, node_id: str, timeout: float) -> bool:
         return False
-
-
-class Scaler:
-    def observe_write(self, node_id: str, used: int, capacity: int, size: int) -> None:
-        pass
-
-    def request_help(self, node_id: str, *, full: bool) -> bool:
-        return True
-
-    def at_cap(self) -> str | None:
-        return None
 
 
 def test_the_read_budget_defaults_to_a_second_and_is_checked() -> None:
