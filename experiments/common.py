@@ -35,10 +35,11 @@ import math
 import statistics
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
+from elastic_cache.errors import ConfigError
 from elastic_cache.progress import Progress
 from elastic_cache.sim import (
     PAPER_INDEXES,
@@ -50,6 +51,7 @@ from elastic_cache.sim import (
     lookup_model,
     simulate,
 )
+from elastic_cache.sim.aws_measurements import MeasurementKind, load_aws_measurements
 from experiments.stats import Interval, ci_columns, t_interval
 
 __all__ = [
@@ -105,6 +107,11 @@ class Options:
     seed: int
     real_runs: int = REAL_RUNS
     jobs: int = 1
+    #: A calibration CSV of ``experiments/aws_calibrate.py`` (None: assumed values only).
+    aws_calibration: Path | None = None
+    #: The full-scale boot delays measured on AWS that the simulated scenarios use
+    #: instead of the assumed ones (`measured_boot`); None: the assumed ones.
+    boot: BootDelayModel | None = None
 
     @property
     def scale(self) -> str:
@@ -141,11 +148,33 @@ def options(description: str, argv: Sequence[str] | None = None) -> Options:
     parser.add_argument(
         "--jobs", type=int, default=1, help="simulated runs in parallel (real runs: one at a time)"
     )
+    parser.add_argument(
+        "--aws-calibration",
+        type=Path,
+        default=None,
+        help="a CSV of experiments/aws_calibrate.py: its measured EC2 boots replace the "
+        "assumed boot delays of the simulated runs (and Figure 6 adds its S3/EBS rows)",
+    )
+    parser.add_argument(
+        "--boot-type",
+        default=None,
+        help="whose measured boots to use (default: the one instance type the CSV has)",
+    )
     args = parser.parse_args(argv)
     if args.runs < 2 or args.real_runs < 2:
         parser.error("--runs and --real-runs must be at least 2 (an interval needs two runs)")
     if args.jobs < 1:
         parser.error("--jobs must be at least 1")
+    if args.boot_type is not None and args.aws_calibration is None:
+        parser.error("--boot-type needs --aws-calibration")
+    boot = None
+    if args.aws_calibration is not None:
+        try:
+            boot = measured_boot(args.aws_calibration, args.boot_type)
+        except ConfigError as exc:
+            parser.error(str(exc))
+    global _MEASURED_BOOT
+    _MEASURED_BOOT = boot  # for `paper_scenario` (the scripts build scenarios with it)
     args.out.mkdir(parents=True, exist_ok=True)
     return Options(
         quick=args.quick,
@@ -155,7 +184,35 @@ def options(description: str, argv: Sequence[str] | None = None) -> Options:
         seed=args.seed,
         real_runs=args.real_runs,
         jobs=args.jobs,
+        aws_calibration=args.aws_calibration,
+        boot=boot,
     )
+
+
+#: The boot delays of the last command line's ``--aws-calibration`` (None: assumed).
+_MEASURED_BOOT: BootDelayModel | None = None
+
+
+def measured_boot(path: Path, instance_type: str | None) -> BootDelayModel | None:
+    """The full-scale boot model of ``instance_type``'s boots in a calibration CSV
+    (`AwsMeasurements.boot_model`); None when the file measured no boot at all (only S3
+    and EBS reads) and no type was asked for.
+
+    Raises:
+        ConfigError: the file is unreadable or a dry run's, the type has no boots, or
+            no type is given and the file has boots of several.
+    """
+    measurements = load_aws_measurements(path)
+    types = measurements.instance_types(MeasurementKind.BOOT)
+    if instance_type is None:
+        if not types:
+            return None
+        if len(types) > 1:
+            raise ConfigError(
+                f"{path} has boots of {', '.join(types)}: choose one with --boot-type"
+            )
+        instance_type = types[0]
+    return measurements.boot_model(instance_type)
 
 
 def begin(doc: str | None, title: str, argv: Sequence[str] | None = None) -> Options:
@@ -163,6 +220,12 @@ def begin(doc: str | None, title: str, argv: Sequence[str] | None = None) -> Opt
     script's docstring) and print its header: ``TITLE (SCALE, N run(s) each)``."""
     opts = options((doc or title).splitlines()[0], argv)
     print(f"{title} ({opts.sim_scale}, {opts.runs} run(s) each)")
+    if opts.boot is not None:
+        b = opts.boot
+        print(
+            f"  boot delays measured on AWS ({opts.aws_calibration}): median {b.median:.1f} s, "
+            f"{b.low:.1f}-{b.high:.1f} s, instead of the assumed {BootDelayModel().median:.0f} s"
+        )
     return opts
 
 
@@ -189,7 +252,11 @@ def paper_scenario(queries_per_step: int, scale: str, **changes: Any) -> Scenari
     if "lookup" not in changes:
         index = changes.get("index", Scenario().index)
         changes["lookup"] = lookup_model(index, LOOKUP_COSTS) if index in PAPER_INDEXES else None
+    # Boot delays measured on AWS (``--aws-calibration``) replace the assumed ones,
+    # unless the caller sets its own (the sweeps over boot time do).
+    boot = _MEASURED_BOOT if _MEASURED_BOOT is not None else BootDelayModel()
     if scale == "full":
+        changes.setdefault("boot", boot)
         return Scenario(queries_per_step=queries_per_step, **changes)
     f = REDUCTION
     compress = REAL_TIME_COMPRESSION if scale == "real" else 1.0
@@ -200,7 +267,7 @@ def paper_scenario(queries_per_step: int, scale: str, **changes: Any) -> Scenari
         d_high=250 / f,
         queries_per_step=max(1, round(queries_per_step / f)),
         steps=150 if scale == "quick" else 1000,
-        boot=BootDelayModel(scale=1 / (f * compress)),
+        boot=replace(boot, scale=1 / (f * compress)),
         service=ServiceTimeModel(scale=1 / compress),
         # Real transfers are over loopback: no bandwidth limit worth simulating.
         bandwidth=12.5e6 * compress,

@@ -36,7 +36,6 @@ Run: ``python -m experiments.hit_time [--quick] [--aws-calibration FILE]``.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import math
 import statistics
@@ -161,14 +160,10 @@ def _nan0(x: float) -> float:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    # Figure 6's own option, beside the options every figure script shares.
-    own = argparse.ArgumentParser(add_help=False)
-    own.add_argument("--aws-calibration", type=Path, default=None)
-    extra, rest = own.parse_known_args(argv)
-    opts = options(__doc__.splitlines()[0], rest)
+    opts = options(__doc__.splitlines()[0], argv)
     data = measure(opts.quick, opts.real_runs)
-    if extra.aws_calibration is not None:
-        data += aws_rows(extra.aws_calibration, data)
+    if opts.aws_calibration is not None:
+        data += aws_rows(opts.aws_calibration, data)
     write_csv(figure_path(opts, "fig6_hit_time", "csv"), data)
     plot(figure_path(opts, "fig6_hit_time", "png"), data)
     print("Figure 6: mean hit + retrieval time")

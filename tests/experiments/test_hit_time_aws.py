@@ -11,12 +11,13 @@ from typing import Any
 import pytest
 
 from elastic_cache.errors import ConfigError
+from elastic_cache.sim import BootDelayModel
 from elastic_cache.sim.aws_measurements import (
     Measurement,
     MeasurementKind,
     write_aws_measurements,
 )
-from experiments.common import write_csv
+from experiments.common import options, paper_scenario, write_csv
 from experiments.hit_time import aws_rows, plot
 
 KB, MB = 1024, 2**20
@@ -98,3 +99,65 @@ def test_aws_rows_join_figure6(tmp_path: Path) -> None:
 def test_a_dry_run_csv_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="dry run"):
         aws_rows(calibration(tmp_path, source="moto"), local_rows())
+
+
+def boots(tmp_path: Path, types: dict[str, list[float]], source: str = "aws") -> Path:
+    rows = [
+        Measurement(
+            kind=MeasurementKind.BOOT,
+            instance_type=t,
+            region="us-east-1",
+            size_bytes=None,
+            seconds=s,
+            repetition=i + 1,
+            cold=None,
+            source=source,
+        )
+        for t, seconds in types.items()
+        for i, s in enumerate(seconds)
+    ]
+    return write_aws_measurements(tmp_path / f"boots-{source}.csv", rows)
+
+
+def test_measured_boots_replace_the_assumed_ones_in_every_paper_scenario(
+    tmp_path: Path,
+) -> None:
+    path = boots(tmp_path, {"t3.small": [40.0, 50.0, 60.0]})
+    opts = options("x", ["--aws-calibration", str(path), "--out", str(tmp_path)])
+    assert opts.boot is not None
+    assert (opts.boot.median, opts.boot.low, opts.boot.high) == (50.0, 40.0, 60.0)
+    assert paper_scenario(50, "full").boot == opts.boot
+    quick = paper_scenario(50, "quick").boot
+    assert quick.median == 50.0 and quick.scale == pytest.approx(1 / 10)
+    # A sweep that sets its own boot model keeps it.
+    own = BootDelayModel(median=10.0, low=5.0, high=20.0)
+    assert paper_scenario(50, "full", boot=own).boot == own
+    # The next command line without a calibration is back to the assumed delays.
+    options("x", ["--out", str(tmp_path)])
+    assert paper_scenario(50, "full").boot == BootDelayModel()
+
+
+def test_a_calibration_with_several_types_needs_one_chosen(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = boots(tmp_path, {"t3.small": [40.0, 50.0], "m6i.large": [70.0, 80.0]})
+    out = ["--out", str(tmp_path)]
+    with pytest.raises(SystemExit):
+        options("x", ["--aws-calibration", str(path), *out])
+    assert "--boot-type" in capsys.readouterr().err
+    opts = options("x", ["--aws-calibration", str(path), "--boot-type", "m6i.large", *out])
+    assert opts.boot is not None and opts.boot.median == 75.0
+    for bad in (
+        ["--aws-calibration", str(path), "--boot-type", "c7i.large"],  # no boot of it
+        ["--boot-type", "t3.small"],  # no file
+        ["--aws-calibration", str(boots(tmp_path, {"t3.small": [40.0]}, source="moto"))],
+    ):
+        with pytest.raises(SystemExit):
+            options("x", [*bad, *out])
+    options("x", out)  # leave the assumed delays for the other tests
+
+
+def test_a_calibration_without_boots_keeps_the_assumed_delays(tmp_path: Path) -> None:
+    opts = options("x", ["--aws-calibration", str(calibration(tmp_path)), "--out", str(tmp_path)])
+    assert opts.boot is None and opts.aws_calibration is not None
+    assert paper_scenario(50, "full").boot == BootDelayModel()
