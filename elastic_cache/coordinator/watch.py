@@ -344,5 +344,3 @@ class RingHistory:
                 return None
             ring = self._rings[max(older)]
         return ring.node_for_token(token)
-
-
