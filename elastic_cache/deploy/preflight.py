@@ -22,6 +22,7 @@ from elastic_cache.cost.billed import (
     cross_zone_per_hour,
     instance_extras_per_hour,
     storage_cap_per_hour,
+    volume_per_hour,
 )
 from elastic_cache.deploy.coordinator import coordinator_instances
 from elastic_cache.deploy.names import ClusterNames
@@ -565,6 +566,8 @@ def _lifecycle(settings: DeploySettings) -> str:
         f"demoted values after {settings.demoted_expiry_days} day(s)"
         if settings.demoted_expiry_days is not None
         else "demoted values kept"
+        if settings.cold_tier
+        else "no cold tier (--warm-reintegration)"
     )
     return f"old bundles and incomplete uploads expire; {demoted}"
 
@@ -586,6 +589,22 @@ def cost_line(settings: DeploySettings, checked: Preflight) -> str:
         f"${high:.4f}/h at the maximum ({settings.max_nodes} nodes)"
         + (f"; budget ${budget}/h" if budget is not None else "")
         + f"; {extras_note(settings)}"
+        + (f"; {stopped_note(settings)}" if settings.warm_reintegration else "")
+    )
+
+
+def stopped_note(settings: DeploySettings) -> str:
+    """What a node stopped by warm re-integration keeps billing: its root volume (the
+    instance itself is not billed while stopped), as the coordinator counts it."""
+    try:
+        prices = settings.cost.price_table().region(settings.region)
+        volume = f"${volume_per_hour(prices, ROOT_VOLUME_GB):.5f}/h"
+    except UnknownPrice:
+        volume = "an unknown price"
+    return (
+        f"a node stopped by --warm-reintegration keeps billing its {ROOT_VOLUME_GB} GB root "
+        f"volume ({volume} each, in the cost and the budget) until it is started again or "
+        "the cluster destroyed"
     )
 
 
@@ -606,9 +625,13 @@ def extras_note(settings: DeploySettings) -> str:
             f"traffic between zones at its {allowance:g} GB/h allowance "
             f"(${extras.cross_zone:.5f}/h; --max-cross-zone-gb-per-hour)"
         )
+    storage = (
+        f"S3 at its {settings.max_demoted_gb:g} GB cap (${extras.storage:.5f}/h)"
+        if settings.cold_tier
+        else "no S3 cold tier (--warm-reintegration)"
+    )
     return (
         f"each instance counted with {address}{ROOT_VOLUME_GB} GB gp3 root volume "
-        f"(${extras.node:.5f}/h), S3 at its {settings.max_demoted_gb:g} GB cap "
-        f"(${extras.storage:.5f}/h), {zones}; S3 requests and outbound transfer are "
-        "billed per use, not per hour"
+        f"(${extras.node:.5f}/h), {storage}, {zones}; S3 requests and outbound transfer "
+        "are billed per use, not per hour"
     )
