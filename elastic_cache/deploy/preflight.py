@@ -33,6 +33,7 @@ from elastic_cache.provisioner.ec2 import instance_params, resolve_image, withou
 
 __all__ = [
     "STANDARD_VCPU_QUOTA",
+    "WARM_SAVE_ROOM_BYTES",
     "Extras",
     "Preflight",
     "billed_extras",
@@ -189,6 +190,31 @@ def _capacity(settings: DeploySettings, described: Mapping[str, Mapping[str, Any
         return settings.capacity_bytes
     mib = min(int(described[t]["MemoryInfo"]["SizeInMiB"]) for t in settings.instance_types)
     return int(mib * (1 << 20) * settings.memory_fraction)
+
+
+#: The most a node stopped by warm re-integration may save on its root volume: its
+#: capacity. The 8 GB volume (`ROOT_VOLUME_GB`) also holds Amazon Linux, Python and the
+#: package's virtualenv, about 3 GB; 4 GiB of records leaves a margin for the frame's
+#: overhead and the temporary file of a save (renamed into place once complete).
+WARM_SAVE_ROOM_BYTES = 4 << 30
+
+
+def _check_warm_room(settings: DeploySettings, capacity: int) -> None:
+    """With warm re-integration, the records a node saves as its instance stops (up to
+    its capacity) must fit on its root volume: a save that runs out of room leaves none,
+    and the node comes back empty.
+
+    Raises:
+        ConfigError: the capacity is above `WARM_SAVE_ROOM_BYTES`.
+    """
+    if settings.warm_reintegration and capacity > WARM_SAVE_ROOM_BYTES:
+        raise ConfigError(
+            f"--warm-reintegration: a stopped node saves its records (up to its capacity, "
+            f"{capacity / (1 << 30):.1f} GiB) on its {ROOT_VOLUME_GB} GB root volume, which "
+            f"has room for {WARM_SAVE_ROOM_BYTES >> 30} GiB beside the system: pass "
+            f"--capacity-bytes {WARM_SAVE_ROOM_BYTES} or less, or smaller instance types. "
+            "Nothing was created"
+        )
 
 
 def _zones(ec2: Any, subnets: Sequence[str]) -> dict[str, str]:
@@ -435,6 +461,7 @@ def preflight(
     described = _instance_types(ec2, types)
     arch = _architecture(described)
     capacity = _capacity(settings, described)
+    _check_warm_room(settings, capacity)
     vpc, subnets = find_network(ec2, settings.subnets)
     zones = _zones(ec2, subnets)
     kept, notes = check_offerings(

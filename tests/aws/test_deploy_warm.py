@@ -1,9 +1,10 @@
 """``ecache deploy --warm-reintegration`` against moto: the setting reaches the
 coordinator's configuration and its role may stop and start the cluster's nodes (only
 those, by tag); ``--update`` turns it off and on; what it cannot work with is refused
-before any AWS call; the plan says stopped nodes keep billing their volumes; and the
-configuration deploy wrote makes a scale-down stop a node's instance and a scale-up start
-that same instance again, which ``ecache destroy`` terminates like any other."""
+before any AWS call, and records too large for the root volume before anything is made;
+the plan says stopped nodes keep billing their volumes; and the configuration deploy
+wrote makes a scale-down stop a node's instance and a scale-up start that same instance
+again, which ``ecache destroy`` terminates like any other."""
 
 from __future__ import annotations
 
@@ -129,6 +130,16 @@ def test_refused_combinations_exit_non_zero_creating_nothing(
     err = capsys.readouterr().err
     assert fragment in err and "Nothing was created" in err
     assert calls == []
+    assert what_exists(session) == NOTHING
+
+
+def test_records_that_would_not_fit_on_the_root_volume_are_refused(
+    session: Any, tmp_path: Path
+) -> None:
+    # t3.xlarge: 16 GiB, so half of it, 8 GiB of records, for an 8 GB volume.
+    with pytest.raises(ConfigError, match=r"8\.0 GiB\) on its 8 GB root volume") as err:
+        run_deploy(session, tmp_path, warm(instance_types=("t3.xlarge",)))
+    assert "--capacity-bytes" in str(err.value)
     assert what_exists(session) == NOTHING
 
 
