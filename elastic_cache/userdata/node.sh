@@ -18,6 +18,9 @@ Wants=network-online.target
 User=ecache
 ExecStart=__NODE_COMMAND__
 Restart=no
+# How long a stop waits for the node to exit before SIGKILL: with --state-dir it saves
+# every record first, which for gigabytes takes longer than systemd's default 90 s.
+TimeoutStopSec=__STOP_SECONDS__
 WorkingDirectory=/var/lib/ecache
 StateDirectory=ecache
 ReadWritePaths=__WRITABLE_DIR__

@@ -223,6 +223,7 @@ def test_a_restarted_instance_runs_its_node_again_from_its_volume(session: Any) 
     assert SAVED_STATE_DIR.startswith(f"{NODE_STATE_DIR}/")  # StateDirectory: writable, kept
     assert "StateDirectory=ecache" in unit and "WantedBy=multi-user.target" in unit
     assert "systemctl enable --now ecache-node.service" in unit
+    assert "TimeoutStopSec=600" in unit  # time to save before systemd kills it
 
 
 async def test_deployed_settings_stop_then_start_the_same_instance(
