@@ -724,6 +724,7 @@ def cmd_deploy(args: argparse.Namespace) -> int:
         replication=args.replication,
         spot=args.spot,
         tls=_deploy_certificate(args),
+        warm_reintegration=args.warm_reintegration,
     )
     if args.update:
         if args.dry_run:
@@ -1129,6 +1130,14 @@ def build_parser() -> argparse.ArgumentParser:
         "(default off)",
     )
     dep.add_argument(
+        "--warm-reintegration",
+        action="store_true",
+        help="scale-down stops a node's instance, keeping its root volume with its "
+        "records (billed while stopped), and scale-up starts it again, moving back only "
+        "the keys that changed. Needs --replication 1 and --on-full evict or block (the "
+        "nodes get no S3 cold tier); not with --spot (default off)",
+    )
+    dep.add_argument(
         "--tag",
         action="append",
         metavar="KEY=VALUE",
@@ -1170,8 +1179,9 @@ def build_parser() -> argparse.ArgumentParser:
     dep.add_argument(
         "--update",
         action="store_true",
-        help="change --max-nodes, --min-nodes, --max-usd-per-hour, --instance-type and "
-        "--tag of the running cluster in place: prints the running and the new values, "
+        help="change --max-nodes, --min-nodes, --max-usd-per-hour, --instance-type, --tag "
+        "and --warm-reintegration of the running cluster in place: prints the running and "
+        "the new values, "
         "restarts the coordinator with the new configuration (the nodes keep running)",
     )
     dep.add_argument(

@@ -122,8 +122,11 @@ def coordinator_config(
                 "on_full": str(settings.on_full),
                 # The cluster's S3 prefix, the one the node role may use: values a full
                 # node demotes (past the budget; docs/aws.md, "Scale") and values too
-                # large for memory live there, and survive the loss of every node.
-                "tier": f"s3://{names.bucket}/{names.tier_prefix.rstrip('/')}",
+                # large for memory live there, and survive the loss of every node. None
+                # (left out) with warm re-integration, which needs nodes without a tier.
+                "tier": f"s3://{names.bucket}/{names.tier_prefix.rstrip('/')}"
+                if settings.cold_tier
+                else None,
                 # Bounds what S3 holds, and so bills (the budget counts it at the cap).
                 "tier_max_bytes": settings.tier_max_bytes,
             },
@@ -131,6 +134,7 @@ def coordinator_config(
                 "max_nodes": settings.max_nodes,
                 "min_nodes": settings.min_nodes,
                 "max_usd_per_hour": settings.max_usd_per_hour,
+                "warm_reintegration": settings.warm_reintegration,
             },
             "ec2": {
                 "cluster": names.cluster,
@@ -214,8 +218,9 @@ def settings_drift(settings: DeploySettings, running: ClusterSettings) -> list[s
         ("--max-usd-per-hour", scaler.max_usd_per_hour, settings.max_usd_per_hour),
         ("--port", running.coordinator.port, settings.port),
         ("--on-full", str(running.nodes.on_full), str(settings.on_full)),
+        ("--warm-reintegration", scaler.warm_reintegration, settings.warm_reintegration),
     ]
-    if running.nodes.tier_max_bytes is not None:
+    if running.nodes.tier_max_bytes is not None and settings.tier_max_bytes is not None:
         # A cluster deployed before the cap existed has none; it keeps running so.
         pairs.append(
             (
@@ -273,7 +278,8 @@ def refuse_drift(settings: DeploySettings, ec2: Any, names: ClusterNames) -> Non
             f"cluster {names.cluster} runs (coordinator {existing[0]['InstanceId']}) with "
             f"other settings than asked: {'; '.join(drift)}. A plain deploy does not change "
             "a running cluster's settings: pass --update to change --max-nodes, "
-            "--min-nodes, --max-usd-per-hour, --instance-type and --tag in place, deploy "
+            "--min-nodes, --max-usd-per-hour, --instance-type, --tag and "
+            "--warm-reintegration in place, deploy "
             "again with the running values, or destroy and deploy again. Nothing was changed"
         )
 

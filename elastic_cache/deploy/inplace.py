@@ -1,5 +1,5 @@
-"""``ecache deploy --update``: change a running cluster's limits, budget, node types and
-tags in place.
+"""``ecache deploy --update``: change a running cluster's limits, budget, node types,
+tags and warm re-integration in place.
 
 The coordinator's configuration lives in its instance's user data, which its boot script
 writes to ``/etc/ecache/config.toml``; a per-boot script (``coordinator.sh``) writes it
@@ -55,6 +55,7 @@ UPDATABLE = (
     "--max-cross-zone-gb-per-hour",
     "--instance-type",
     "--tag",
+    "--warm-reintegration",
 )
 
 #: The line that tells a coordinator's user data re-applies its configuration at boot.
@@ -98,6 +99,7 @@ def new_config(config: str, settings: DeploySettings) -> str:
         "max_nodes": settings.max_nodes,
         "min_nodes": settings.min_nodes,
         "max_usd_per_hour": settings.max_usd_per_hour,
+        "warm_reintegration": settings.warm_reintegration,
     }
     data["ec2"] = {
         **data.get("ec2", {}),
@@ -256,6 +258,7 @@ def update_cluster(
     if config is None:
         raise ConfigError(f"cannot read the configuration of {instance_id}; nothing was changed")
     running = ClusterSettings.from_mapping(tomllib.loads(config))
+    _check_warm(settings, running)
     drift = settings_drift(settings, running)
     fixed = [d for d in drift if d.split(":", 1)[0] not in UPDATABLE]
     if fixed:
@@ -294,11 +297,20 @@ def update_cluster(
         old, new = rest.split(", asked ", 1)
         out(f"  {flag:<20} running {old:<24} asked {new}")
     updated = _replace_config(script, config, new_config(config, settings))
-    if running.ec2 is not None and running.ec2.instance_types != settings.instance_types:
-        # The role may launch only the configured types: the old and the new ones until
-        # the coordinator runs with the new configuration, the new ones after.
+    new_types = running.ec2 is not None and running.ec2.instance_types != settings.instance_types
+    new_warm = running.scaler.warm_reintegration != settings.warm_reintegration
+    if running.ec2 is not None and (new_types or new_warm):
+        # The role may launch only the configured types, and stop and start nodes only
+        # with warm re-integration: the old and the new ones until the coordinator runs
+        # with the new configuration, the new ones after.
         both = (*running.ec2.instance_types, *settings.instance_types)
-        _launch_policy(c, names, running, tuple(dict.fromkeys(both)))
+        _launch_policy(
+            c,
+            names,
+            running,
+            tuple(dict.fromkeys(both)),
+            warm=running.scaler.warm_reintegration or settings.warm_reintegration,
+        )
     state = found[0]["State"]["Name"]
     out(f"stopping {instance_id} to write its new configuration (the nodes keep running)")
     try:
@@ -318,8 +330,8 @@ def update_cluster(
     )
     endpoint = endpoint_of(instance, settings.port)
     out(f"applied: the coordinator {instance_id} runs with the new configuration")
-    if running.ec2 is not None and running.ec2.instance_types != settings.instance_types:
-        _launch_policy(c, names, running, settings.instance_types)
+    if running.ec2 is not None and (new_types or new_warm):
+        _launch_policy(c, names, running, settings.instance_types, warm=settings.warm_reintegration)
     old_tags = dict(t.split("=", 1) for t in (running.ec2.tags if running.ec2 else ()))
     new_tags = dict(t.split("=", 1) for t in settings.tags)
     if old_tags != new_tags:
@@ -338,8 +350,11 @@ def _launch_policy(
     names: ClusterNames,
     running: ClusterSettings,
     instance_types: Sequence[str],
+    *,
+    warm: bool,
 ) -> None:
-    """Rewrite the coordinator role's policy to allow launching ``instance_types``."""
+    """Rewrite the coordinator role's policy to allow launching ``instance_types`` (and,
+    with ``warm``, stopping and starting the cluster's nodes)."""
     ec2 = running.ec2
     assert ec2 is not None
     policy = coordinator_policy(
@@ -348,15 +363,40 @@ def _launch_policy(
         subnets=ec2.subnets,
         instance_types=instance_types,
         spot=ec2.spot,
+        warm=warm,
     )
     aws_call(
         c["iam"],
         "PutRolePolicy",
-        doing="allowing the coordinator to launch the new instance types",
+        doing="writing the coordinator's new permissions",
         RoleName=names.role("coordinator"),
         PolicyName=POLICY_NAME,
         PolicyDocument=json.dumps(policy),
     )
+
+
+def _check_warm(settings: DeploySettings, running: ClusterSettings) -> None:
+    """Warm re-integration may be turned on only on a cluster whose nodes run without a
+    cold tier (one deployed with it, then turned off) and that keeps one copy per key:
+    the running nodes were launched with their tier, and ``--replication`` is fixed.
+
+    Raises:
+        ConfigError: not so; nothing was changed.
+    """
+    if not settings.warm_reintegration or running.scaler.warm_reintegration:
+        return
+    if running.nodes.tier is not None:
+        raise ConfigError(
+            "--warm-reintegration needs nodes without a cold tier, and this cluster's run "
+            f"with one ({running.nodes.tier}): --update cannot take it away from running "
+            "nodes. Destroy and deploy again with --warm-reintegration --replication 1 "
+            "--on-full evict (or block). Nothing was changed"
+        )
+    if running.cluster.replication != 1:
+        raise ConfigError(
+            "--warm-reintegration needs --replication 1, and this cluster keeps "
+            f"{running.cluster.replication} copies (fixed at deploy). Nothing was changed"
+        )
 
 
 def _check_types(

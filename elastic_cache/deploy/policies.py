@@ -6,7 +6,8 @@ Least privilege, as docs/aws.md explains statement by statement:
   cluster's tags with ``ecache:role = node``, only of the configured instance types and
   with IMDSv2 required (hop limit 1), only into the cluster's subnets and node
   security group, may tag only at launch, may terminate only instances tagged as this
-  cluster's nodes, may pass only the node role and only to EC2, may read only the
+  cluster's nodes (and, with warm re-integration, stop and start only those), may pass
+  only the node role and only to EC2, may read only the
   cluster token and the public Amazon Linux image parameters, may read only the
   bundles (to presign their URLs for new nodes), and may read and write only its copy of
   the cluster state (``CLUSTER/state/``).
@@ -74,6 +75,7 @@ def coordinator_policy(
     subnets: Sequence[str],
     instance_types: Sequence[str] = (),
     spot: bool = False,
+    warm: bool = False,
 ) -> Policy:
     """What the coordinator's role may do: launch and end this cluster's nodes.
 
@@ -81,7 +83,13 @@ def coordinator_policy(
         instance_types: the node types it may launch (empty: any type).
         spot: it launches Spot nodes: it may also create the Spot service-linked role
             (which EC2 needs once per account) and read Spot request statuses.
+        warm: warm re-integration (``deploy --warm-reintegration``): it may also stop
+            and start the cluster's node instances, and only those.
     """
+    node_resource_tags = {
+        f"aws:ResourceTag/{CLUSTER_TAG}": names.cluster,
+        f"aws:ResourceTag/{ROLE_TAG}": "node",
+    }
     cluster_node_tags = {
         f"aws:RequestTag/{CLUSTER_TAG}": names.cluster,
         f"aws:RequestTag/{ROLE_TAG}": "node",
@@ -136,13 +144,23 @@ def coordinator_policy(
                 "Effect": "Allow",
                 "Action": "ec2:TerminateInstances",
                 "Resource": names.ec2_arn("instance/*"),
-                "Condition": {
-                    "StringEquals": {
-                        f"aws:ResourceTag/{CLUSTER_TAG}": names.cluster,
-                        f"aws:ResourceTag/{ROLE_TAG}": "node",
-                    }
-                },
+                "Condition": {"StringEquals": node_resource_tags},
             },
+            *(
+                [
+                    {
+                        # Warm re-integration: scale-down stops a node, scale-up starts
+                        # it again with its volume (docs/aws.md, "Warm re-integration").
+                        "Sid": "StopAndStartOnlyTheClusterNodes",
+                        "Effect": "Allow",
+                        "Action": ["ec2:StopInstances", "ec2:StartInstances"],
+                        "Resource": names.ec2_arn("instance/*"),
+                        "Condition": {"StringEquals": node_resource_tags},
+                    }
+                ]
+                if warm
+                else []
+            ),
             {
                 # Describe calls support no resource-level permissions.
                 "Sid": "Describe",

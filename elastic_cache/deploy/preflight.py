@@ -22,6 +22,7 @@ from elastic_cache.cost.billed import (
     cross_zone_per_hour,
     instance_extras_per_hour,
     storage_cap_per_hour,
+    volume_per_hour,
 )
 from elastic_cache.deploy.coordinator import coordinator_instances
 from elastic_cache.deploy.names import ClusterNames
@@ -32,6 +33,7 @@ from elastic_cache.provisioner.ec2 import instance_params, resolve_image, withou
 
 __all__ = [
     "STANDARD_VCPU_QUOTA",
+    "WARM_SAVE_ROOM_BYTES",
     "Extras",
     "Preflight",
     "billed_extras",
@@ -188,6 +190,31 @@ def _capacity(settings: DeploySettings, described: Mapping[str, Mapping[str, Any
         return settings.capacity_bytes
     mib = min(int(described[t]["MemoryInfo"]["SizeInMiB"]) for t in settings.instance_types)
     return int(mib * (1 << 20) * settings.memory_fraction)
+
+
+#: The most a node stopped by warm re-integration may save on its root volume: its
+#: capacity. The 8 GB volume (`ROOT_VOLUME_GB`) also holds Amazon Linux, Python and the
+#: package's virtualenv, about 3 GB; 4 GiB of records leaves a margin for the frame's
+#: overhead and the temporary file of a save (renamed into place once complete).
+WARM_SAVE_ROOM_BYTES = 4 << 30
+
+
+def _check_warm_room(settings: DeploySettings, capacity: int) -> None:
+    """With warm re-integration, the records a node saves as its instance stops (up to
+    its capacity) must fit on its root volume: a save that runs out of room leaves none,
+    and the node comes back empty.
+
+    Raises:
+        ConfigError: the capacity is above `WARM_SAVE_ROOM_BYTES`.
+    """
+    if settings.warm_reintegration and capacity > WARM_SAVE_ROOM_BYTES:
+        raise ConfigError(
+            f"--warm-reintegration: a stopped node saves its records (up to its capacity, "
+            f"{capacity / (1 << 30):.1f} GiB) on its {ROOT_VOLUME_GB} GB root volume, which "
+            f"has room for {WARM_SAVE_ROOM_BYTES >> 30} GiB beside the system: pass "
+            f"--capacity-bytes {WARM_SAVE_ROOM_BYTES} or less, or smaller instance types. "
+            "Nothing was created"
+        )
 
 
 def _zones(ec2: Any, subnets: Sequence[str]) -> dict[str, str]:
@@ -434,6 +461,7 @@ def preflight(
     described = _instance_types(ec2, types)
     arch = _architecture(described)
     capacity = _capacity(settings, described)
+    _check_warm_room(settings, capacity)
     vpc, subnets = find_network(ec2, settings.subnets)
     zones = _zones(ec2, subnets)
     kept, notes = check_offerings(
@@ -565,6 +593,8 @@ def _lifecycle(settings: DeploySettings) -> str:
         f"demoted values after {settings.demoted_expiry_days} day(s)"
         if settings.demoted_expiry_days is not None
         else "demoted values kept"
+        if settings.cold_tier
+        else "no cold tier (--warm-reintegration)"
     )
     return f"old bundles and incomplete uploads expire; {demoted}"
 
@@ -586,6 +616,22 @@ def cost_line(settings: DeploySettings, checked: Preflight) -> str:
         f"${high:.4f}/h at the maximum ({settings.max_nodes} nodes)"
         + (f"; budget ${budget}/h" if budget is not None else "")
         + f"; {extras_note(settings)}"
+        + (f"; {stopped_note(settings)}" if settings.warm_reintegration else "")
+    )
+
+
+def stopped_note(settings: DeploySettings) -> str:
+    """What a node stopped by warm re-integration keeps billing: its root volume (the
+    instance itself is not billed while stopped), as the coordinator counts it."""
+    try:
+        prices = settings.cost.price_table().region(settings.region)
+        volume = f"${volume_per_hour(prices, ROOT_VOLUME_GB):.5f}/h"
+    except UnknownPrice:
+        volume = "an unknown price"
+    return (
+        f"a node stopped by --warm-reintegration keeps billing its {ROOT_VOLUME_GB} GB root "
+        f"volume ({volume} each, in the cost and the budget) until it is started again or "
+        "the cluster destroyed"
     )
 
 
@@ -606,9 +652,13 @@ def extras_note(settings: DeploySettings) -> str:
             f"traffic between zones at its {allowance:g} GB/h allowance "
             f"(${extras.cross_zone:.5f}/h; --max-cross-zone-gb-per-hour)"
         )
+    storage = (
+        f"S3 at its {settings.max_demoted_gb:g} GB cap (${extras.storage:.5f}/h)"
+        if settings.cold_tier
+        else "no S3 cold tier (--warm-reintegration)"
+    )
     return (
         f"each instance counted with {address}{ROOT_VOLUME_GB} GB gp3 root volume "
-        f"(${extras.node:.5f}/h), S3 at its {settings.max_demoted_gb:g} GB cap "
-        f"(${extras.storage:.5f}/h), {zones}; S3 requests and outbound transfer are "
-        "billed per use, not per hour"
+        f"(${extras.node:.5f}/h), {storage}, {zones}; S3 requests and outbound transfer "
+        "are billed per use, not per hour"
     )

@@ -133,6 +133,13 @@ class DeploySettings:
         tls: the user's certificate and key for the coordinator's HTTPS port
             (``--tls-cert``/``--tls-key``, checked by `check_key_pair`); None: deploy
             makes a self-signed one (`elastic_cache.deploy.certificate`).
+        warm_reintegration: scale-down stops a node's instance, keeping its root volume
+            with its records, and scale-up starts it again (``[scaler]
+            warm_reintegration``; docs/aws.md, "Warm re-integration"). It needs
+            ``replication`` 1 and nodes without a cold tier, so the nodes get no S3 tier:
+            ``on_full`` may not be ``demote``, nor ``demoted_expiry_days`` set, and
+            ``max_demoted_gb`` is not counted. Not with ``spot`` (EC2 does not stop Spot
+            instances).
     """
 
     name: str
@@ -165,6 +172,13 @@ class DeploySettings:
     spot: bool = False
     tls: Certificate | None = None
     max_cross_zone_gb_per_hour: float | None = None
+    warm_reintegration: bool = False
+
+    @property
+    def cold_tier(self) -> bool:
+        """Whether the nodes have the cluster's S3 cold tier: always, but with
+        ``warm_reintegration`` (whose moves are not built for records in a cold tier)."""
+        return not self.warm_reintegration
 
     @property
     def cross_zone_allowance(self) -> float | None:
@@ -177,9 +191,10 @@ class DeploySettings:
         return DEFAULT_MAX_CROSS_ZONE_GB_PER_HOUR if given is None else float(given)
 
     @property
-    def tier_max_bytes(self) -> int:
-        """`max_demoted_gb` in bytes (GB as AWS bills them, 10^9 bytes)."""
-        return int(self.max_demoted_gb * 1e9)
+    def tier_max_bytes(self) -> int | None:
+        """`max_demoted_gb` in bytes (GB as AWS bills them, 10^9 bytes); None without a
+        cold tier (`cold_tier`)."""
+        return int(self.max_demoted_gb * 1e9) if self.cold_tier else None
 
     @property
     def initial_nodes(self) -> int:
@@ -224,6 +239,7 @@ class DeploySettings:
                     "--max-cross-zone-gb-per-hour must be a number of GB from 0 to 1000000, "
                     f"got {allowance!r}"
                 )
+        self._check_warm()
         if self.private and self.public:
             raise ConfigError(
                 "--private and --public contradict each other: --private gives no instance "
@@ -253,20 +269,23 @@ class DeploySettings:
             {
                 "coordinator": {"port": self.port},
                 "cluster": {"replication": self.replication},
-                # Deployed nodes always have the cluster's S3 tier (coordinator_config);
-                # its bucket name is only known then, so validate with a stand-in.
+                # Deployed nodes have the cluster's S3 tier (coordinator_config) unless
+                # warm; its bucket name is only known then, so validate with a stand-in.
                 "nodes": {
                     "index": self.index,
                     "on_full": str(self.on_full),
-                    "tier": "s3://bucket/tier",
+                    **({"tier": "s3://bucket/tier"} if self.cold_tier else {}),
                 },
                 "scaler": {
                     "max_nodes": self.max_nodes,
                     "min_nodes": self.min_nodes,
-                    "max_usd_per_hour": self.max_usd_per_hour,
-                }
-                if self.max_usd_per_hour is not None
-                else {"max_nodes": self.max_nodes, "min_nodes": self.min_nodes},
+                    "warm_reintegration": self.warm_reintegration,
+                    **(
+                        {"max_usd_per_hour": self.max_usd_per_hour}
+                        if self.max_usd_per_hour is not None
+                        else {}
+                    ),
+                },
             }
         )
         if self.port == self.node_port:
@@ -277,6 +296,46 @@ class DeploySettings:
             raise ConfigError("memory_fraction must be in (0, 0.9]")
         if self.wait_timeout <= 0:
             raise ConfigError("wait_timeout must be positive")
+
+    def _check_warm(self) -> None:
+        """Refuse ``warm_reintegration`` with what it cannot work with, naming the flag
+        to change.
+
+        Raises:
+            ConfigError: not a bool, or with ``replication`` other than 1, ``on_full``
+                demote, ``demoted_expiry_days`` or ``spot``; the user's to fix.
+        """
+        if not isinstance(self.warm_reintegration, bool):
+            raise ConfigError(
+                f"warm_reintegration must be true or false, got {self.warm_reintegration!r}"
+            )
+        if not self.warm_reintegration:
+            return
+        why = (
+            "--warm-reintegration keeps a stopped node's records on its volume and moves "
+            "back only the keys that changed, which is built for one copy per key held in "
+            "memory only"
+        )
+        if self.replication != 1:
+            raise ConfigError(
+                f"{why}: it needs --replication 1, got {self.replication}. Nothing was created"
+            )
+        if str(self.on_full) == OnFull.DEMOTE.value:
+            raise ConfigError(
+                f"{why}: its nodes have no S3 cold tier, so --on-full demote cannot be; pass "
+                "--on-full evict or --on-full block. Nothing was created"
+            )
+        if self.demoted_expiry_days is not None:
+            raise ConfigError(
+                f"{why}: its nodes have no S3 cold tier, so nothing is demoted for "
+                "--expire-demoted-days to expire; leave it out. Nothing was created"
+            )
+        if self.spot:
+            raise ConfigError(
+                "--warm-reintegration stops a node's instance at scale-down, and EC2 does "
+                "not stop Spot instances: leave out --spot (or --warm-reintegration). "
+                "Nothing was created"
+            )
 
     @property
     def coordinator_types(self) -> tuple[str, ...]:

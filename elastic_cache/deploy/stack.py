@@ -385,6 +385,7 @@ def _build(
             subnets=subnets,
             instance_types=settings.instance_types,
             spot=settings.spot,
+            warm=settings.warm_reintegration,
         ),
         tags=tags,
         created=created,

@@ -32,6 +32,13 @@ VENV_BIN = "/opt/ecache/venv/bin"
 #: The node service's working and state directory (systemd ``StateDirectory=ecache``).
 NODE_STATE_DIR = "/var/lib/ecache"
 
+#: Seconds systemd waits for a stopping node before it kills it (``TimeoutStopSec``):
+#: its default for a node that saves nothing, more for one that saves its records
+#: (``--state-dir``, warm re-integration), which must finish for the node to come back
+#: with them. Within the EC2 provisioner's wait for a stop (``ec2.boot_timeout``, 900 s).
+NODE_STOP_SECONDS = 90
+SAVING_NODE_STOP_SECONDS = 600
+
 _PLACEHOLDER = re.compile(r"__([A-Z][A-Z0-9_]*)__")
 
 
@@ -106,9 +113,15 @@ def node_user_data(*, bundle_url: str, package: str, node_args: Sequence[str]) -
         node_args: the arguments of ``ecache node`` (after ``node``).
     """
     command = [f"{VENV_BIN}/ecache", "node", *node_args]
+    saves = any(a == "--state-dir" or a.startswith("--state-dir=") for a in node_args)
+    stop = SAVING_NODE_STOP_SECONDS if saves else NODE_STOP_SECONDS
     node = render(
         _template("node.sh"),
-        {"NODE_COMMAND": command, "WRITABLE_DIR": node_writable_dir(node_args)},
+        {
+            "NODE_COMMAND": command,
+            "WRITABLE_DIR": node_writable_dir(node_args),
+            "STOP_SECONDS": str(stop),
+        },
     )
     return _join(_install("node", bundle_url, package), node)
 

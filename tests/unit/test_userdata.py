@@ -141,3 +141,13 @@ def test_the_coordinator_configuration_reads_back_from_its_user_data() -> None:
     node = node_user_data(bundle_url=URL, package="elastic-cache==0.1.0", node_args=args)
     assert coordinator_config_of(node) is None
     assert coordinator_config_of("#!/bin/bash\necho hi\n") is None
+
+
+@pytest.mark.parametrize(("extra", "seconds"), [([], 90), (["--state-dir", "/var/lib/x"], 600)])
+def test_a_node_that_saves_its_records_has_time_to_stop(extra: list[str], seconds: int) -> None:
+    """systemd kills a unit 90 s after asking it to stop; a node with a state directory
+    (warm re-integration) saves every record as it stops, and gets longer."""
+    args = [*node_args(NodeSettings(), node_id="node-7", port=8500), *extra]
+    script = node_user_data(bundle_url=URL, package="elastic-cache==0.1.0", node_args=args)
+    bash_syntax_ok(script)
+    assert f"TimeoutStopSec={seconds}" in unit_lines(script)

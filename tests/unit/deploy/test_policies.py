@@ -118,3 +118,19 @@ def test_spot_adds_the_service_role_and_the_request_statuses_only() -> None:
     ]
     # The state object, for a replacement coordinator.
     assert resources(by_sid["ClusterStateObject"]) == [f"{NAMES.bucket_arn}/demo/state/*"]
+
+
+def test_warm_lets_the_coordinator_stop_and_start_only_the_cluster_nodes() -> None:
+    plain = coordinator_policy(NAMES, node_security_group="sg-0abc", subnets=["subnet-1"])
+    assert "StopAndStartOnlyTheClusterNodes" not in {s["Sid"] for s in plain["Statement"]}
+    doc = coordinator_policy(NAMES, node_security_group="sg-0abc", subnets=["subnet-1"], warm=True)
+    by_sid = {s["Sid"]: s for s in doc["Statement"]}
+    stop = by_sid["StopAndStartOnlyTheClusterNodes"]
+    assert stop["Action"] == ["ec2:StopInstances", "ec2:StartInstances"]
+    assert resources(stop) == ["arn:aws:ec2:eu-west-1:123456789012:instance/*"]
+    # Exactly the condition that scopes termination: this cluster's nodes.
+    assert stop["Condition"] == by_sid["TerminateOnlyTheClusterNodes"]["Condition"]
+    assert stop["Condition"]["StringEquals"] == {
+        "aws:ResourceTag/ecache:cluster": "demo",
+        "aws:ResourceTag/ecache:role": "node",
+    }

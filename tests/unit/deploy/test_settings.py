@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from elastic_cache.config import OnFull
 from elastic_cache.deploy.settings import DeploySettings, check_allow_cidr
 from elastic_cache.errors import ConfigError
 
@@ -83,3 +84,39 @@ def test_deploy_settings_apply_the_guard() -> None:
 def test_not_a_cidr(given: str) -> None:
     with pytest.raises(ConfigError, match="must be a CIDR"):
         check_allow_cidr(given, public=True)
+
+
+def _warm(**overrides: object) -> DeploySettings:
+    data: dict[str, object] = {
+        "name": "demo",
+        "region": "eu-west-1",
+        "allow_cidr": "203.0.113.7/32",
+        "warm_reintegration": True,
+        "replication": 1,
+        "on_full": OnFull.EVICT,
+    }
+    return DeploySettings(**(data | overrides))  # type: ignore[arg-type]
+
+
+def test_warm_reintegration_drops_the_cold_tier() -> None:
+    s = _warm()
+    assert not s.cold_tier and s.tier_max_bytes is None
+    plain = DeploySettings(name="demo", region="eu-west-1", allow_cidr="203.0.113.7/32")
+    assert plain.cold_tier and plain.tier_max_bytes == 50_000_000_000
+
+
+@pytest.mark.parametrize(
+    ("overrides", "fragment"),
+    [
+        ({"replication": 2}, "needs --replication 1, got 2"),
+        ({"on_full": OnFull.DEMOTE}, "--on-full demote cannot be"),
+        ({"demoted_expiry_days": 7}, "--expire-demoted-days"),
+        ({"spot": True}, "EC2 does not stop Spot instances"),
+        ({"warm_reintegration": "yes"}, "must be true or false"),
+    ],
+)
+def test_warm_reintegration_refuses_what_it_cannot_work_with(
+    overrides: dict[str, object], fragment: str
+) -> None:
+    with pytest.raises(ConfigError, match=fragment):
+        _warm(**overrides)
