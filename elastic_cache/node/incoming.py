@@ -62,7 +62,7 @@ class IncomingMoves(MoveRole):
             if self.cold is not None:
                 raise Conflict(f"node {self.node_id} has a cold tier: no warm moves")
             # Kept, not trusted yet: what is stale is dropped by `forget_changed`, and
-            # any record from the source replaces a leftover (`_apply_arrived`).
+            # any record from the source replaces a leftover (`_arrive`).
             inc = Incoming(
                 migration,
                 lo,
@@ -92,7 +92,7 @@ class IncomingMoves(MoveRole):
         source) are not compared with the new source's: until the new source speaks for a
         key (a record, a *same* mark or a forwarded write), its record here is a leftover
         that anything from the new source replaces, and the leftovers it never speaks
-        for are dropped at the commit (`commit_incoming`). The old id is forgotten, so a
+        for are dropped at the commit (`commit`). The old id is forgotten, so a
         late forward from the dead source is refused.
 
         Raises:

@@ -8,7 +8,7 @@ destination through, and the pure steps on a `Store`: walking a range into colum
 frames (`snapshot_frames`, or `reconciled_frames` for a move resumed from another holder),
 decoding a frame for ingestion (`decode_snapshot`), and the version rule that decides
 whether a record from another node lands (`apply_wire`). The coordinator's side of a
-move is `elastic_cache.coordinator.migration`.
+move is `elastic_cache.coordinator.moves`.
 
 Live migration of ``(lo, hi]`` from a source S to a destination D (docs/architecture.md,
 "Live migration"):

@@ -208,7 +208,7 @@ class OutgoingMoves(MoveRole):
         """Stream the outgoing range to its destination; returns when D has it all.
 
         With ``keys`` (a warm move), only this node's records of those keys go; a
-        ``reconcile`` move (`begin_outgoing`) sends *same* marks for the records the
+        ``reconcile`` move (`begin`) sends *same* marks for the records the
         destination has already.
 
         Raises:

@@ -31,6 +31,7 @@ CORE_MODULES = [
     "elastic_cache.coordinator.events",
     "elastic_cache.coordinator.membership",
     "elastic_cache.coordinator.migration",
+    "elastic_cache.coordinator.moves",
     "elastic_cache.coordinator.namespaces",
     "elastic_cache.coordinator.rates",
     "elastic_cache.coordinator.resume",
