@@ -1,6 +1,7 @@
 """What the coordinator records of a live migration: `MigrationInfo` for each move of a
-token range and `MoveFailed` when one is abandoned. The protocol itself (begin, stream,
-commit at the destination, switch the ring, commit at the source) is `Cluster.move`."""
+token range and `MoveFailed` when one is abandoned. The coordinator drives the moves in
+`elastic_cache.coordinator.moves` (begin, stream, commit at the destination, switch the
+ring, commit at the source); the nodes' side is `elastic_cache.node.migration`."""
 
 from __future__ import annotations
 

@@ -5,10 +5,10 @@ re-integration"; the selective re-integration of *elastic consistent hashing*).
 - `return_plan` and `gaps` are pure: which range a returning node takes back (inside
   the range it left, so every record it kept there is a candidate), and which ranges it
   must drop once back.
-- `Reintegration` (between `Membership` and `Cluster`, which extends it) drives the
-  cluster: `stop_warm`, `restart_stopped` and `reintegrate`, called by
-  `Cluster.remove_node`, `Cluster.add_node` and the scaler when ``[scaler]
-  warm_reintegration`` is on.
+- `Reintegration` (between `elastic_cache.coordinator.moves.Moves`, whose warm moves
+  it asks for, and `Cluster`, which extends it) drives the cluster: `stop_warm`,
+  `restart_stopped` and `reintegrate`, called by `Cluster.remove_node`,
+  `Cluster.add_node` and the scaler when ``[scaler] warm_reintegration`` is on.
 
 Correctness rests on three things: the returning node owns nothing (serves nothing)
 until a move commits a range to it; a warm move drops its leftovers of every key the
@@ -24,16 +24,16 @@ import contextlib
 import functools
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 
-from elastic_cache.coordinator import placement
-from elastic_cache.coordinator.membership import Membership, NodeInfo, StoppedNode
+from elastic_cache.coordinator.membership import NodeInfo, StoppedNode
 from elastic_cache.coordinator.migration import MigrationInfo, MoveFailed
+from elastic_cache.coordinator.moves import Moves
 from elastic_cache.errors import Conflict, ElasticCacheError, ProvisionError
 from elastic_cache.provisioner.base import NodeStopper
 from elastic_cache.ring import HashRing, in_range
 
-__all__ = ["Reintegration", "ReturnPlan", "gaps", "key_chunks", "return_plan"]
+__all__ = ["Reintegration", "ReturnPlan", "gaps", "return_plan"]
 
 log = logging.getLogger("elastic_cache.cluster")
 
@@ -103,43 +103,9 @@ def gaps(ranges: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
     return out
 
 
-def key_chunks(keys: Sequence[str], budget: int = 256 * 1024) -> list[list[str]]:
-    """``keys`` cut into lists of at most ``budget`` bytes of JSON each (a node takes
-    JSON bodies up to 1 MiB)."""
-    chunks: list[list[str]] = []
-    chunk: list[str] = []
-    size = 0
-    for key in keys:
-        cost = 4 + 6 * len(key)  # quotes, comma, and worst-case escapes
-        if chunk and size + cost > budget:
-            chunks.append(chunk)
-            chunk, size = [], 0
-        chunk.append(key)
-        size += cost
-    if chunk:
-        chunks.append(chunk)
-    return chunks
-
-
-class Reintegration(Membership):
-    """`Membership` with warm re-integration. `Cluster` (in `cluster`) extends it with
-    the moves; `_move_locked` and `bring_in` here only stand for them."""
-
-    async def _move_locked(
-        self,
-        *,
-        kind: str,
-        source: str,
-        destination: str,
-        lo: int,
-        hi: int,
-        mutate: Callable[[HashRing], object],
-        held_after: Callable[[HashRing], placement.Held] | None = None,
-        keep_source: bool = False,
-        warm_keys: Callable[[], Awaitable[list[str]]] | None = None,
-    ) -> MigrationInfo:
-        """A live move under the move lock (`Cluster._move_locked`)."""
-        raise NotImplementedError
+class Reintegration(Moves):
+    """`Moves` with warm re-integration. `Cluster` (in `cluster`) extends it; `bring_in`
+    here only stands for its bootstrap policy."""
 
     async def bring_in(self, new_node: str) -> MigrationInfo | None:
         """A new node's first data by the bootstrap policy (`Cluster.bring_in`)."""

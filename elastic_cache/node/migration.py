@@ -1,12 +1,43 @@
-"""The live-migration side of a node: the state of a move and the frames it streams.
+"""Live migration on a node: the protocol, the state of a move and the frames it streams.
 
-`NodeService` (``node/service.py``) drives a move; this module holds what it works with:
-the `Outgoing` and `Incoming` records of a move, the `PeerLink` a source reaches its
+A node plays two roles in a move: the source, `elastic_cache.node.outgoing.OutgoingMoves`,
+and the destination, `elastic_cache.node.incoming.IncomingMoves` (both parts of
+`elastic_cache.node.service.NodeService`). This module holds what they work with: the
+`Outgoing` and `Incoming` records of a move, the `PeerLink` a source reaches its
 destination through, and the pure steps on a `Store`: walking a range into columnar
 frames (`snapshot_frames`, or `reconciled_frames` for a move resumed from another holder),
 decoding a frame for ingestion (`decode_snapshot`), and the version rule that decides
-whether a record from another node lands (`apply_wire`). The protocol itself is described
-in ``node/service.py`` and docs/architecture.md.
+whether a record from another node lands (`apply_wire`). The coordinator's side of a
+move is `elastic_cache.coordinator.moves`.
+
+Live migration of ``(lo, hi]`` from a source S to a destination D (docs/architecture.md,
+"Live migration"):
+
+1. D registers the range as *incoming*; S registers it as *outgoing* with a link to D.
+   From then on S applies every write and delete for the range locally and forwards it
+   to D before acknowledging it. Forwarding at S (rather than a second write from the
+   coordinator) closes the race between a routing change and the snapshot: a write is
+   either in S's index before the snapshot reads it, or forwarded after.
+2. S streams its records in the range to D in binary frames, several in flight. D keeps
+   a record only when its version is newer than what it has and than the newest
+   forwarded operation on that key (the *floor*), so a snapshot record never overwrites a
+   newer write and never resurrects a deleted key.
+3. The coordinator commits: D takes ownership, then S gives it up and drops the range.
+   A late request to S gets 421 and is retried against the new ring.
+4. On abort (D died, or anything failed before the commit) S simply stops forwarding:
+   its records never left its index, so nothing is lost; D drops what it received.
+5. If S dies and another node H holds a copy of the range (replication), the move can be
+   *resumed* from H instead (docs/replication.md, "A move's source dies"): D keeps what
+   it received (`resume_incoming`), H forwards writes from its begin on, asks D for a
+   digest of each record it holds (`digests`), and streams only the records whose
+   digest differs; for the others it sends a *same* mark (`receive_same`), which makes
+   D's record H's. At the commit D drops what H spoke for in no way: H lacks it.
+
+With a cold tier (`elastic_cache.tiers.layer.ColdLayer`, docs/tiers.md) a move of a
+*local* tier (disk) streams the range's cold records after its memory records, and D
+first deletes its own older files in the range; a *shared* tier (S3) moves nothing but
+ownership: D learns the range's cold names by listing them after its commit. While a
+range is moving, a record S demotes from it is also forwarded to D.
 """
 
 from __future__ import annotations
@@ -14,13 +45,16 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
 from typing import Any, Protocol
 
 from elastic_cache.errors import InvalidBody
+from elastic_cache.hashing import TokenHasher
 from elastic_cache.indexes import Entry
+from elastic_cache.node.changes import ChangeLog
+from elastic_cache.node.ownership import RangeSet
 from elastic_cache.node.wire import (
     Batch,
     WireRecord,
@@ -29,10 +63,13 @@ from elastic_cache.node.wire import (
     record_digest,
 )
 from elastic_cache.ring import in_range
-from elastic_cache.store import Record, Store
+from elastic_cache.store import Record, Store, Victim
+from elastic_cache.tiers.layer import ColdLayer
 
 __all__ = [
     "Incoming",
+    "MigrationHost",
+    "MoveRole",
     "Outgoing",
     "PeerLink",
     "SendSummary",
@@ -64,6 +101,69 @@ class PeerLink(Protocol):
 
     async def close(self) -> None:
         """Release connections."""
+
+
+class MigrationHost(Protocol):
+    """What a node's migration roles (`OutgoingMoves`, `IncomingMoves`) use of the
+    `elastic_cache.node.service.NodeService` they are part of: its ownership, its
+    migration settings, and the steps of its writes that a move's records take too (the
+    underscored ones are the node's own, shared with its parts only)."""
+
+    node_id: str
+    store: Store
+    hasher: TokenHasher
+    cold: ColdLayer | None
+    changes: ChangeLog
+    outgoing: dict[str, Outgoing]
+    incoming: dict[str, Incoming]
+    owned: RangeSet
+    epoch: int
+    batch_records: int
+    parallel: int
+    max_rate: float
+    drop_chunk: int
+    _peer_factory: Callable[[str], PeerLink]
+    _durable: bool
+
+    def set_ownership(
+        self, epoch: int, ranges: Sequence[Sequence[int]], *, moved: tuple[int, int] | None = None
+    ) -> bool:
+        """Take the ranges owned at ``epoch`` (`NodeService.set_ownership`)."""
+
+    def _check_bounds(self, lo: int, hi: int) -> None:
+        """Raises InvalidBody unless ``lo`` and ``hi`` are tokens."""
+
+    def _write_through(self, key: str, token: int) -> asyncio.Future[None] | None:
+        """Start a durable namespace's write of ``key`` to the cold tier."""
+
+    async def _written_through(self, key: str, token: int, future: asyncio.Future[None]) -> None:
+        """Wait for that write; raises when it failed."""
+
+    async def _after_store(self, victims: list[Victim]) -> None:
+        """Forward a moving range's victims, then wait for the tier if it is behind."""
+
+    def _demote(self) -> list[Victim]:
+        """Start demoting the store's victims (raising an arriving range's floors)."""
+
+
+class MoveRole:
+    """A part of a node that plays one role in its moves (`OutgoingMoves`,
+    `IncomingMoves`): the node, and what of it the role uses at every step.
+
+    Args:
+        node: the node (its ``outgoing`` and ``incoming`` moves, by id, are shared: an
+            id is unique across both).
+    """
+
+    def __init__(self, node: MigrationHost) -> None:
+        self.node = node
+        self.node_id = node.node_id
+        self.store = node.store
+        self.hasher = node.hasher
+        self.cold = node.cold
+        self.changes = node.changes
+        self.outgoing = node.outgoing
+        self.incoming = node.incoming
 
 
 def _set_event() -> asyncio.Event:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from elastic_cache.coordinator.warm import gaps, key_chunks, return_plan
+from elastic_cache.coordinator.warm import gaps, return_plan
 from elastic_cache.hashing import ModuloHasher
 from elastic_cache.ring import HashRing
 
@@ -64,11 +64,3 @@ def test_gaps() -> None:
     assert gaps([(100, 300)]) == [(300, 100)]
     assert gaps([(100, 300), (300, 400)]) == [(400, 100)]
     assert gaps([(900, 50), (100, 300)]) == [(50, 100), (300, 900)]
-
-
-def test_key_chunks_stay_under_the_budget() -> None:
-    keys = [f"key-{i:05d}" for i in range(1000)]
-    chunks = key_chunks(keys, budget=1000)
-    assert [k for c in chunks for k in c] == keys
-    assert all(sum(4 + 6 * len(k) for k in c) <= 1000 for c in chunks)
-    assert key_chunks([]) == []

@@ -30,7 +30,7 @@ from elastic_cache.errors import (
 from elastic_cache.hashing import ModuloHasher, Murmur3Hasher, TokenHasher
 from elastic_cache.indexes import make_index
 from elastic_cache.namespaces import NamespaceTable
-from elastic_cache.node import service as service_module
+from elastic_cache.node import outgoing as outgoing_module
 from elastic_cache.node.local import LocalNetwork, LocalPeerLink
 from elastic_cache.node.service import NodeService
 from elastic_cache.node.wire import WireRecord
@@ -290,14 +290,14 @@ async def test_the_source_serves_between_frames(monkeypatch: pytest.MonkeyPatch)
     # Reads on the source must not wait behind several frames built back to back (with
     # free slots, nothing in the send loop used to yield between frames).
     built = [0]
-    real = service_module.snapshot_frames
+    real = outgoing_module.snapshot_frames
 
     def counted(*args: Any, **kwargs: Any) -> Iterator[tuple[bytes, int]]:
         for item in real(*args, **kwargs):
             built[0] += 1
             yield item
 
-    monkeypatch.setattr(service_module, "snapshot_frames", counted)
+    monkeypatch.setattr(outgoing_module, "snapshot_frames", counted)
     net, src, dst = make_pair(batch=5)
     for i in range(100):
         await src.put(f"k{i}", b"v", "t", None)
