@@ -21,6 +21,7 @@ import urllib.request
 from collections.abc import Callable
 from typing import Any, TextIO
 
+from elastic_cache.adminapi import NodeRemoved, NodesAdded, events_of, migrations_of
 from elastic_cache.errors import ElasticCacheError, NodeUnavailable, error_from_json
 from elastic_cache.progress import Progress
 from elastic_cache.status import fetch_cluster
@@ -114,34 +115,38 @@ class ClusterWatcher:
 
         The first poll only remembers the newest event, so earlier history is not
         replayed.
+
+        Raises:
+            MalformedAnswer: an event or a migration of the view is malformed
+                (`elastic_cache.adminapi`).
         """
         view = self._fetch()
-        events = view.get("events", [])
+        events = events_of(view)
         if self._seq is None:
-            self._seq = max((int(e["seq"]) for e in events), default=0)
+            self._seq = max((e.seq for e in events), default=0)
         else:
             for event in events:
-                if int(event["seq"]) > self._seq:
-                    self._seq = int(event["seq"])
-                    self._line(f"  {event['message']}")
-        for mig in view.get("migrations", []):
-            bar = self.bars.get(mig["id"])
-            if mig["state"] == "running":
+                if event.seq > self._seq:
+                    self._seq = event.seq
+                    self._line(f"  {event.message}")
+        for mig in migrations_of(view):
+            bar = self.bars.get(mig.id)
+            if mig.state == "running":
                 if bar is None:
-                    label = f"moving {mig['source']} -> {mig['destination']}"
+                    label = f"moving {mig.source} -> {mig.destination}"
                     bar = Progress(
                         label,
-                        total=mig.get("total") or None,
+                        total=mig.total or None,
                         unit="records",
                         stream=self.stream,
                         tty=self.tty,
                         clock=self._clock,
                     )
-                    self.bars[mig["id"]] = bar
-                bar.update(int(mig.get("sent", 0)), total=mig.get("total") or None)
+                    self.bars[mig.id] = bar
+                bar.update(mig.sent or 0, total=mig.total or None)
             elif bar is not None and not bar.finished:
-                bar.update(int(mig.get("records", 0)))
-                bar.finish(str(mig["state"]))
+                bar.update(mig.records)
+                bar.finish(mig.state)
         return view
 
     def close(self) -> None:
@@ -226,15 +231,14 @@ def add_nodes(
         _watcher(base, stream, tty, token, tls),
         period=period,
     )
-    for node in answer.get("added", []):
-        line = f"added {node['id']} at {node['address']} (up in {node['boot_seconds']:.2f} s)"
-        mig = node.get("migration")
-        if mig:
-            line += (
-                f"; moved {mig['records']:,} records from {mig['source']} in {mig['seconds']:.2f} s"
-            )
+    added = NodesAdded.from_json(answer)
+    for node in added.added:
+        line = f"added {node.id} at {node.address} (up in {node.boot_seconds:.2f} s)"
+        mig = node.migration
+        if mig is not None:
+            line += f"; moved {mig.records:,} records from {mig.source} in {mig.seconds:.2f} s"
         stream.write(line + "\n")
-    stream.write(f"ring epoch {answer.get('epoch')}\n")
+    stream.write(f"ring epoch {added.epoch}\n")
     return answer
 
 
@@ -260,9 +264,10 @@ def remove_node(
         _watcher(base, stream, tty, token, tls),
         period=period,
     )
-    moved = sum(int(m.get("records", 0)) for m in answer.get("migrations", []))
+    removed = NodeRemoved.from_json(answer)
+    moved = sum(m.records for m in removed.migrations)
     stream.write(
         f"removed {node_id}; moved {moved:,} records to its successors; "
-        f"ring epoch {answer.get('epoch')}\n"
+        f"ring epoch {removed.epoch}\n"
     )
     return answer

@@ -35,10 +35,13 @@ from urllib.parse import quote, urlencode
 import aiohttp
 from yarl import URL
 
+from elastic_cache.adminapi import ClusterView
 from elastic_cache.auth import authorization
 from elastic_cache.errors import (
+    ConfigError,
     ElasticCacheError,
     InvalidRequest,
+    MalformedAnswer,
     NodeUnavailable,
     UpstreamError,
     error_from_json,
@@ -197,11 +200,20 @@ class AsyncClient:
     # -- routing -----------------------------------------------------------------------
 
     async def refresh(self) -> HashRing:
-        """Fetch the ring and node addresses from the coordinator."""
-        view = await self.cluster()
-        ring_data = view["ring"]
-        ring = HashRing.from_dict(ring_data)
-        self._addresses = {n["id"]: n["address"] for n in view["nodes"]}
+        """Fetch the ring and node addresses from the coordinator.
+
+        Raises:
+            MalformedAnswer: the coordinator's ``GET /v1/cluster`` is not a cluster view
+                with a ring (`elastic_cache.adminapi.ClusterView`).
+        """
+        view = ClusterView.from_json(await self.cluster())
+        if view.ring is None:
+            raise MalformedAnswer("cluster view: no field 'ring' (the coordinator is too old)")
+        try:
+            ring = HashRing.from_dict(dict(view.ring))
+        except ConfigError as exc:
+            raise MalformedAnswer(f"cluster view: field 'ring': {exc}") from exc
+        self._addresses = view.addresses()
         self._ring = ring
         return ring
 

@@ -31,6 +31,7 @@ middleware turns any of them into a JSON body ``{"error": code, "message": ...}`
     │   ├── NodeUnavailable(ConnectionError) 503 node_unavailable
     │   └── StoreFull                      507 store_full
     │       └── NamespaceFull              507 namespace_full (a namespace's quota)
+    ├── MalformedAnswer(ValueError)        502 malformed_answer (the answering server's)
     ├── UpstreamError                      502 origin_error     (the origin's fault)
     │   ├── UpstreamTimeout(TimeoutError)  504 origin_timeout
     │   └── UpstreamTooLarge               502 origin_too_large
@@ -57,6 +58,7 @@ __all__ = [
     "InvalidSplit",
     "InvalidTTL",
     "KeyNotFound",
+    "MalformedAnswer",
     "MethodNotAllowed",
     "Misdirected",
     "NamespaceFull",
@@ -287,6 +289,15 @@ class NamespaceFull(StoreFull):
     the cluster's size, is the limit, so more nodes do not help."""
 
     code = "namespace_full"
+
+
+class MalformedAnswer(ElasticCacheError, ValueError):
+    """A coordinator's or a node's JSON answer lacks a field it must have, or holds one of
+    the wrong type (`elastic_cache.adminapi`): the server's fault, or a client and a
+    server of versions that do not agree."""
+
+    status = 502
+    code = "malformed_answer"
 
 
 class UpstreamError(ElasticCacheError):

@@ -341,7 +341,7 @@ def _add_progress(coord: Coordinator, view: dict[str, Any]) -> None:
         if mig["state"] == "running":
             source = nodes.get(mig["source"])
             live = source.migrations if source is not None else []
-            sent = next((int(m.get("sent", 0)) for m in live if m.get("id") == mig["id"]), 0)
+            sent = next((m.sent for m in live if m.id == mig["id"]), 0)
         mig["sent"] = sent
     now = time.time()
     view["launches_in_flight"] = [

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from elastic_cache.adminapi import NodeMigration
 from elastic_cache.config import ClusterSettings
 from elastic_cache.coordinator import placement
 from elastic_cache.coordinator.dirty import DirtyTracker
@@ -68,7 +69,7 @@ class NodeInfo:
     index: str = ""
     joined_at: float = field(default_factory=time.time)
     failures: int = 0
-    migrations: list[dict[str, Any]] = field(default_factory=list)
+    migrations: list[NodeMigration] = field(default_factory=list)
     #: The node's cold tier (None: it has none), as last polled.
     cold: dict[str, Any] | None = None
     #: Its cold demotion pause count at the last poll (None: not polled yet).
@@ -569,18 +570,16 @@ class Membership:
         info.records, info.bytes = stats.records, stats.bytes
         info.hits, info.misses = stats.hits, stats.misses
         info.index = stats.index
-        info.migrations = list(stats.raw.get("migrations", []))
+        info.migrations = list(stats.migrations)
         info.failures = 0
-        peers = stats.raw.get("peers")
-        info.peer_ages = dict(peers) if isinstance(peers, dict) else {}
-        spaces = stats.raw.get("namespaces")
-        info.namespaces = dict(spaces) if isinstance(spaces, dict) else {}
-        info.namespaces_version = stats.raw.get("namespaces_version")
+        info.peer_ages = stats.peers
+        info.namespaces = stats.namespaces
+        info.namespaces_version = stats.namespaces_version
         if info.suspect_since:
             info.suspect_since = 0.0
             info.cut_off = False
             self.events.add("node_recovered", f"{info.node_id} answers again", node=info.node_id)
-        self._note_cold(info, stats.raw.get("cold"))
+        self._note_cold(info, stats.cold)
 
     def _note_cold(self, info: NodeInfo, cold: dict[str, Any] | None) -> None:
         """Log an event when the node's cold tier stops or starts taking demotions."""

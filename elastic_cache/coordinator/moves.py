@@ -160,9 +160,9 @@ class Moves(Membership):
                 calling = src
                 await src.client.begin_migration(mig.id, "source", lo, hi, peer=dst.client.address)
                 began.append(src)
-                for m in (await src.client.stats()).raw.get("migrations", []):
-                    if m.get("id") == mig.id:
-                        mig.total = int(m.get("total", 0))
+                reported = (await src.client.stats()).migration(mig.id)
+                if reported is not None:
+                    mig.total = reported.total or 0
                 if warm_keys is None:
                     summary = await src.client.send_migration(mig.id)
                     mig.records = int(summary.get("records", 0))
@@ -334,9 +334,9 @@ class Moves(Membership):
             )
         except ElasticCacheError as err:
             raise exc from err
-        for m in (await dst.client.stats()).raw.get("migrations", []):
-            if m.get("id") == mig.wire_id:
-                mig.kept = int(m.get("kept", 0))
+        reported = (await dst.client.stats()).migration(mig.wire_id)
+        if reported is not None:
+            mig.kept = reported.kept
         self.events.add(
             "migration_resumed",
             f"{src.node_id} died during the move to {dst.node_id}: {dst.node_id} keeps the "
@@ -372,9 +372,9 @@ class Moves(Membership):
         mutate(new_ring)
         received = 0
         with contextlib.suppress(ElasticCacheError):
-            for m in (await dst.client.stats()).raw.get("migrations", []):
-                if m.get("id") == mig.id:
-                    received = int(m.get("applied", 0))
+            reported = (await dst.client.stats()).migration(mig.id)
+            if reported is not None:
+                received = reported.applied
         try:
             await dst.client.commit_migration(
                 mig.id, new_ring.epoch, self.ranges_for(dst.node_id, new_ring, {})

@@ -37,8 +37,7 @@ async def abort_interrupted_moves(cluster: Membership) -> int:
     aborted = 0
     for info in list(cluster.nodes.values()):
         for move in info.migrations:
-            move_id, role = str(move.get("id")), str(move.get("role"))
-            lo, hi = int(move.get("lo", 0)), int(move.get("hi", 0))
+            move_id, role, lo, hi = move.id, move.role, move.lo, move.hi
             try:
                 await info.client.abort_migration(move_id)
                 dropped = 0

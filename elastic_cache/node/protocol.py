@@ -15,8 +15,10 @@ the migration code run unchanged on real nodes and on the simulator's in-process
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+
+from elastic_cache.adminapi import Fields, NodeMigration
 
 if TYPE_CHECKING:
     # Type only: the coordinator's keep-alive client hands a large answer over as it
@@ -82,7 +84,13 @@ class Answer(NamedTuple):
 
 @dataclass(frozen=True, slots=True)
 class NodeStats:
-    """What a node reports about itself (a subset of ``GET /v1/stats``)."""
+    """What a node reports about itself (a subset of ``GET /v1/stats``, read by
+    `elastic_cache.adminapi.Fields`); ``raw`` is the whole answer.
+
+    ``migrations``: the moves it takes part in; ``peers``: seconds since each ring
+    neighbour answered its heartbeat; ``namespaces``: each namespace's figures on it;
+    ``cold``: its cold tier's state (None: none).
+    """
 
     records: int
     bytes: int
@@ -95,22 +103,41 @@ class NodeStats:
     misses: int
     evictions: int
     raw: dict[str, Any]
+    migrations: tuple[NodeMigration, ...] = ()
+    peers: dict[str, Any] = field(default_factory=dict)
+    namespaces: dict[str, Any] = field(default_factory=dict)
+    namespaces_version: str | None = None
+    cold: dict[str, Any] | None = None
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> NodeStats:
+        """Raises: MalformedAnswer: a field is absent or has the wrong type."""
+        f = Fields(data, "node stats")
+        cold = f.object("cold")
         return cls(
-            records=int(data["records"]),
-            bytes=int(data["bytes"]),
-            used=int(data["used"]),
-            capacity=int(data["capacity"]),
-            unit=str(data["unit"]),
-            index=str(data["index"]),
-            epoch=int(data["epoch"]),
-            hits=int(data.get("hits", 0)),
-            misses=int(data.get("misses", 0)),
-            evictions=int(data.get("evictions", 0)),
+            records=f.integer("records"),
+            bytes=f.integer("bytes"),
+            used=f.integer("used"),
+            capacity=f.integer("capacity"),
+            unit=f.string("unit"),
+            index=f.string("index"),
+            epoch=f.integer("epoch"),
+            hits=f.integer("hits", 0),
+            misses=f.integer("misses", 0),
+            evictions=f.integer("evictions", 0),
             raw=data,
+            migrations=tuple(
+                NodeMigration.from_json(m.data, m.where) for m in f.objects("migrations")
+            ),
+            peers=f.mapping("peers"),
+            namespaces=f.mapping("namespaces"),
+            namespaces_version=f.optional_string("namespaces_version"),
+            cold=None if cold is None else dict(cold.data),
         )
+
+    def migration(self, migration_id: str) -> NodeMigration | None:
+        """The move ``migration_id`` as this node reports it (None: it knows none)."""
+        return next((m for m in self.migrations if m.id == migration_id), None)
 
 
 class NodeClient(Protocol):

@@ -24,6 +24,7 @@ PACKAGE = Path(elastic_cache.__file__).parent
 #: load neither the HTTP stack, nor the AWS SDK, nor the metrics library.
 CORE_MODULES = [
     "elastic_cache",
+    "elastic_cache.adminapi",
     "elastic_cache.capacity",
     "elastic_cache.config",
     "elastic_cache.coordinator.backoff",

@@ -68,7 +68,7 @@ async def everything_reads_back(cluster: Cluster) -> bool:
 async def test_before_the_commit_the_source_keeps_the_range_and_the_partial_copy_goes() -> None:
     cluster = await two_nodes_with_keys()
     src, dst, lo, hi = await half_a_move(cluster, committed=False)
-    assert [m["id"] for m in cluster.node(src).migrations] == ["m1"]
+    assert [m.id for m in cluster.node(src).migrations] == ["m1"]
     (in_dst,) = await cluster.client_for(dst).count_ranges([(lo, hi)])
     assert in_dst > 0  # the partial copy
     (in_src,) = await cluster.client_for(src).count_ranges([(lo, hi)])

@@ -42,6 +42,7 @@ NOT_OVER_HTTP: dict[type[ElasticCacheError], str] = {
     errors.Unavailable: "a parent: only its subclasses are raised",
     errors.InvalidSplit: "ring splits are the coordinator's own decisions",
     errors.UnknownBucket: "buckets are looked up by the coordinator itself",
+    errors.MalformedAnswer: "raised by a client reading an answer (elastic_cache.adminapi)",
     elastic_cache.deploy.status.ClusterNotFound: "`ecache status` on the command line",
     elastic_cache.httpcache.record.RecordError: "read-through treats it as a miss (logged)",
 }
