@@ -472,7 +472,7 @@ class NamespacePolicy:
     quota_bytes: int | None = None
     on_full: str | None = None
     never_evict: bool = False
-    evict_order: str | None = None
+    evict_order: int | None = None
     write_quorum: int | None = None
 
     @classmethod
@@ -487,7 +487,7 @@ class NamespacePolicy:
             quota_bytes=f.optional_integer("quota_bytes"),
             on_full=f.optional_string("on_full"),
             never_evict=f.boolean("never_evict"),
-            evict_order=f.optional_string("evict_order"),
+            evict_order=f.optional_integer("evict_order"),
             write_quorum=f.optional_integer("write_quorum"),
         )
 
