@@ -3,15 +3,22 @@
 ``GET /v1/cluster`` (the coordinator's view of the cluster) is read by ``ecache
 status``, by ``ecache nodes add|remove`` while they watch a change, and by the Python
 client's direct routing; the node's ``GET /v1/stats`` is read by the coordinator
-(`elastic_cache.node.protocol.NodeStats`). Each record here has one ``from_json`` that
-checks the types of the fields it reads and raises `MalformedAnswer`, naming the field,
-when an answer is not as described: the callers then read attributes, never dictionary
-keys. The records agree with the OpenAPI documents of `elastic_cache.openapi` (a test
-checks each record's fields against the schema's properties).
+(`elastic_cache.node.protocol.NodeStats`). Each record is a frozen dataclass whose
+fields are the JSON fields it reads, with their types; `read` (behind every record's
+``from_json``) reads any of them from the decoded JSON by those annotations, checks each
+type and raises `MalformedAnswer`, naming the field, when an answer is not as described.
+Callers then read attributes, never dictionary keys. The records agree with the OpenAPI
+documents of `elastic_cache.openapi` (tests/unit/test_adminapi.py checks each record's
+fields against the schema's properties).
 
-Fields an older coordinator does not send have defaults (the same the renderers used
-when they read the JSON by hand); ``raw`` keeps the whole answer for ``--json`` output
-and for fields no command reads yet.
+How a field is read follows from its annotation: ``int``, ``float`` (an integer stays an
+integer, so ``1500`` prints as ``1,500``), ``str``, ``bool`` (null: the default), ``X |
+None`` (absent or null: None), ``tuple[X, ...]`` (an array; absent: empty), another
+record (an object), ``dict[str, Any]`` (an object as it is). A field without a default
+must be present; one with a default may be absent (older coordinators leave out what
+they did not have yet). A field named ``raw`` gets the whole object, for ``--json``
+output and for fields no command reads yet. A field whose JSON is elsewhere names its
+reader in ``metadata={"read": ...}`` (`ClusterView.hot` is ``read_through.hot``).
 
 - `ClusterView`: ``GET /v1/cluster``, with `ClusterNode` (and its `ColdTier`),
   `Migration`, `Event`, `Replication`, `CrossZone`, `Bootstrap`, `HotAnswers`,
@@ -20,15 +27,19 @@ and for fields no command reads yet.
 - `NodesAdded` (with `AddedNode`) and `NodeRemoved`: the answers of ``POST
   /v1/cluster/nodes`` and ``DELETE /v1/cluster/nodes/{id}``.
 - `NodeMigration`: a move as one node reports it (``GET /v1/stats``'s ``migrations``).
-- `Fields`: the checked reading of one JSON object, for records kept elsewhere
-  (`NodeStats`).
+- `Record` (the ``from_json`` every record has), `read` and `Fields` (the checked reading
+  of one object), for records kept elsewhere (`NodeStats`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import dataclasses
+import functools
+import types
+import typing
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Self, TypeVar
 
 from elastic_cache.errors import MalformedAnswer
 
@@ -49,6 +60,7 @@ __all__ = [
     "NodeMigration",
     "NodeRemoved",
     "NodesAdded",
+    "Record",
     "Replication",
     "StoppedNode",
     "UnterminatedNode",
@@ -56,7 +68,13 @@ __all__ = [
     "events_of",
     "migrations_of",
     "namespaces_of",
+    "read",
 ]
+
+R = TypeVar("R")
+
+#: Marks a field without a default (`Fields`'s readers raise when it is absent).
+_REQUIRED = object()
 
 
 def _kind(value: object) -> str:
@@ -98,9 +116,9 @@ class Fields:
             f"{self.where}: field {name!r} should be {expected}, got {_kind(value)} {value!r:.60}"
         )
 
-    def integer(self, name: str, default: int | object = ...) -> int:
+    def integer(self, name: str, default: object = _REQUIRED) -> int:
         """An integer (a JSON number without a fraction; not a boolean)."""
-        value = self._get(name, _REQUIRED if default is ... else default, "an integer")
+        value = self._get(name, default, "an integer")
         if isinstance(value, bool) or not isinstance(value, int):
             raise self._wrong(name, value, "an integer")
         return value
@@ -109,9 +127,9 @@ class Fields:
         """An integer, or None when absent or null."""
         return None if self.data.get(name) is None else self.integer(name)
 
-    def number(self, name: str, default: float | object = ...) -> float:
+    def number(self, name: str, default: object = _REQUIRED) -> float:
         """A number, integer or not (kept as it came, so ``1500`` prints as ``1,500``)."""
-        value = self._get(name, _REQUIRED if default is ... else default, "a number")
+        value = self._get(name, default, "a number")
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise self._wrong(name, value, "a number")
         return value
@@ -120,9 +138,9 @@ class Fields:
         """A number, or None when absent or null."""
         return None if self.data.get(name) is None else self.number(name)
 
-    def string(self, name: str, default: str | object = ...) -> str:
+    def string(self, name: str, default: object = _REQUIRED) -> str:
         """A string."""
-        value = self._get(name, _REQUIRED if default is ... else default, "a string")
+        value = self._get(name, default, "a string")
         if not isinstance(value, str):
             raise self._wrong(name, value, "a string")
         return value
@@ -159,7 +177,9 @@ class Fields:
 
     def objects(self, name: str) -> list[Fields]:
         """An array of objects (absent or null: empty)."""
-        return [Fields(item, f"{name}[{i}]") for i, item in enumerate(self.array(name))]
+        return [
+            Fields(item, f"{self.where}.{name}[{i}]") for i, item in enumerate(self.array(name))
+        ]
 
     def object(self, name: str) -> Fields | None:
         """An object, or None when absent or null."""
@@ -172,12 +192,96 @@ class Fields:
         return {} if inner is None else dict(inner.data)
 
 
-#: Marks a field without a default (`Fields`'s readers raise when it is absent).
-_REQUIRED = object()
+@functools.cache
+def _hints(cls: Any) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _read_field(f: Fields, name: str, hint: Any, default: object) -> Any:
+    """One field of ``f`` by its annotation ``hint`` (``default``: `_REQUIRED` or the
+    value an absent field takes)."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (types.UnionType, typing.Union) and type(None) in args:
+        (inner,) = [a for a in args if a is not type(None)]
+        if f.data.get(name) is None:
+            return None
+        return _read_field(f, name, inner, _REQUIRED)
+    if origin is tuple:
+        if default is _REQUIRED and name not in f.data:
+            raise MalformedAnswer(f"{f.where}: no field {name!r} (an array)")
+        if args[0] is str:
+            return f.strings(name)
+        return tuple(read(args[0], item.data, item.where) for item in f.objects(name))
+    if origin in (dict, Mapping):
+        return f.mapping(name)
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+        inner_fields = f.object(name)
+        if inner_fields is None:
+            if default is _REQUIRED:
+                raise MalformedAnswer(f"{f.where}: no field {name!r} (an object)")
+            return default
+        return read(hint, inner_fields.data, inner_fields.where)
+    if hint is bool:
+        return f.boolean(name, default is not _REQUIRED and bool(default))
+    readers: dict[Any, Callable[[str, object], Any]] = {
+        int: f.integer,
+        float: f.number,
+        str: f.string,
+    }
+    if hint not in readers:
+        raise TypeError(f"adminapi cannot read a field of type {hint!r}")  # a record's bug
+    return readers[hint](name, default)
+
+
+def read(cls: type[R], data: object, where: str) -> R:
+    """Read the dataclass ``cls`` from the JSON object ``data`` by its fields'
+    annotations (see the module's docstring).
+
+    Args:
+        cls: the record.
+        data: the decoded JSON.
+        where: what ``data`` is, for error messages (``"cluster view"``).
+
+    Raises:
+        MalformedAnswer: ``data`` is not an object, a field without a default is absent,
+            or a field has the wrong type (the message names it).
+    """
+    f = Fields(data, where)
+    hints = _hints(typing.cast(Any, cls))
+    values: dict[str, Any] = {}
+    for spec in dataclasses.fields(cls):  # type: ignore[arg-type]
+        if spec.name == "raw":
+            values["raw"] = f.data
+        elif "read" in spec.metadata:
+            values[spec.name] = spec.metadata["read"](f)
+        elif spec.init and not spec.metadata.get("key"):
+            if spec.default is not dataclasses.MISSING:
+                default: object = spec.default
+            elif spec.default_factory is not dataclasses.MISSING:
+                default = spec.default_factory()
+            else:
+                default = _REQUIRED
+            values[spec.name] = _read_field(f, spec.name, hints[spec.name], default)
+    return cls(**values)
+
+
+class Record:
+    """What every record has: ``from_json`` (`read` with the record's name)."""
+
+    __slots__ = ()
+
+    @classmethod
+    def from_json(cls, data: object, where: str | None = None) -> Self:
+        """The record read from decoded JSON.
+
+        Raises:
+            MalformedAnswer: the JSON is not as the record describes (the field named).
+        """
+        return read(cls, data, where or cls.__name__)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ColdTier:
+class ColdTier(Record):
     """A node's cold tier as the cluster view shows it (``nodes[].cold``)."""
 
     tier: str = "?"
@@ -187,22 +291,9 @@ class ColdTier:
     demotion_error: str | None = None
     stranded: int = 0
 
-    @classmethod
-    def from_json(cls, data: object, where: str = "cold") -> ColdTier:
-        """Raises: MalformedAnswer: a field has the wrong type."""
-        f = Fields(data, where)
-        return cls(
-            tier=f.string("tier", "?"),
-            on_cold_full=f.optional_string("on_cold_full"),
-            demotion_paused=f.boolean("demotion_paused"),
-            demotion_retry_in=f.optional_number("demotion_retry_in"),
-            demotion_error=f.optional_string("demotion_error"),
-            stranded=f.integer("stranded", 0),
-        )
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ClusterNode:
+class ClusterNode(Record):
     """One node of the cluster view (``nodes[]``): where it is and how full."""
 
     id: str
@@ -220,32 +311,9 @@ class ClusterNode:
     threshold: float | None = None
     cold: ColdTier | None = None
 
-    @classmethod
-    def from_json(cls, data: object, where: str = "node") -> ClusterNode:
-        """Raises: MalformedAnswer: no ``id`` or ``address``, or a field of the wrong
-        type."""
-        f = Fields(data, where)
-        cold = f.object("cold")
-        return cls(
-            id=f.string("id"),
-            address=f.string("address"),
-            state=f.string("state", ""),
-            suspect=f.boolean("suspect"),
-            index=f.string("index", ""),
-            records=f.integer("records", 0),
-            bytes=f.integer("bytes", 0),
-            capacity=f.optional_integer("capacity"),
-            fill=f.number("fill", 0),
-            hits=f.integer("hits", 0),
-            misses=f.integer("misses", 0),
-            request_rate=f.number("request_rate", 0),
-            threshold=f.optional_number("threshold"),
-            cold=None if cold is None else ColdTier.from_json(cold.data, cold.where),
-        )
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Migration:
+class Migration(Record):
     """A live move of a token range (``migrations[]``); ``sent`` is the source node's
     live count while it runs (None before its first stats poll)."""
 
@@ -258,25 +326,9 @@ class Migration:
     total: int | None = None
     seconds: float = 0
 
-    @classmethod
-    def from_json(cls, data: object, where: str = "migration") -> Migration:
-        """Raises: MalformedAnswer: no ``state``, ``source`` or ``destination``, or a
-        field of the wrong type."""
-        f = Fields(data, where)
-        return cls(
-            id=f.string("id", ""),
-            state=f.string("state"),
-            source=f.string("source"),
-            destination=f.string("destination"),
-            records=f.integer("records", 0),
-            sent=f.optional_integer("sent"),
-            total=f.optional_integer("total"),
-            seconds=f.number("seconds", 0),
-        )
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Event:
+class Event(Record):
     """Something that happened in the cluster (``events[]``), numbered by ``seq``."""
 
     seq: int
@@ -284,20 +336,9 @@ class Event:
     message: str = ""
     time: float = 0
 
-    @classmethod
-    def from_json(cls, data: object, where: str = "event") -> Event:
-        """Raises: MalformedAnswer: no ``seq`` or ``kind``, or a field of the wrong type."""
-        f = Fields(data, where)
-        return cls(
-            seq=f.integer("seq"),
-            kind=f.string("kind"),
-            message=f.string("message", ""),
-            time=f.number("time", 0),
-        )
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Replication:
+class Replication(Record):
     """Copies kept of each key and their state (``replication``); ``nodes`` None: as
     many as ``factor`` (an older coordinator)."""
 
@@ -311,25 +352,9 @@ class Replication:
     placement: str | None = None
     primaries: tuple[str, ...] = ()
 
-    @classmethod
-    def from_json(cls, data: object, where: str = "replication") -> Replication:
-        """Raises: MalformedAnswer: a field has the wrong type."""
-        f = Fields(data, where)
-        return cls(
-            factor=f.integer("factor", 1),
-            write_quorum=f.optional_integer("write_quorum"),
-            under_replicated=f.integer("under_replicated", 0),
-            buckets=f.integer("buckets", 0),
-            repairing=f.boolean("repairing"),
-            nodes=f.optional_integer("nodes"),
-            copies_made=f.integer("copies_made", 0),
-            placement=f.optional_string("placement"),
-            primaries=f.strings("primaries"),
-        )
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class CrossZone:
+class CrossZone(Record):
     """Traffic between availability zones (``cross_zone``)."""
 
     bytes_total: int = 0
@@ -338,21 +363,9 @@ class CrossZone:
     allowance_gb_per_hour: float | None = None
     over_allowance: bool = False
 
-    @classmethod
-    def from_json(cls, data: object, where: str = "cross_zone") -> CrossZone:
-        """Raises: MalformedAnswer: a field has the wrong type."""
-        f = Fields(data, where)
-        return cls(
-            bytes_total=f.integer("bytes_total", 0),
-            gb_per_hour=f.number("gb_per_hour", 0),
-            usd_per_hour=f.number("usd_per_hour", 0),
-            allowance_gb_per_hour=f.optional_number("allowance_gb_per_hour"),
-            over_allowance=f.boolean("over_allowance"),
-        )
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Bootstrap:
+class Bootstrap(Record):
     """How new nodes get their data (``bootstrap``)."""
 
     policy: str | None = None
@@ -360,20 +373,9 @@ class Bootstrap:
     target: float = 0
     balancing: bool = False
 
-    @classmethod
-    def from_json(cls, data: object, where: str = "bootstrap") -> Bootstrap:
-        """Raises: MalformedAnswer: a field has the wrong type."""
-        f = Fields(data, where)
-        return cls(
-            policy=f.optional_string("policy"),
-            imbalance=f.number("imbalance", 0),
-            target=f.number("target", 0),
-            balancing=f.boolean("balancing"),
-        )
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class HotAnswers:
+class HotAnswers(Record):
     """Read-through answers kept in the coordinator's memory (``read_through.hot``)."""
 
     hits: int = 0
@@ -381,34 +383,17 @@ class HotAnswers:
     bytes: int = 0
     max_bytes: int = 0
 
-    @classmethod
-    def from_json(cls, data: object, where: str = "read_through.hot") -> HotAnswers:
-        """Raises: MalformedAnswer: a field has the wrong type."""
-        f = Fields(data, where)
-        return cls(
-            hits=f.integer("hits", 0),
-            answers=f.integer("answers", 0),
-            bytes=f.integer("bytes", 0),
-            max_bytes=f.integer("max_bytes", 0),
-        )
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class LaunchInFlight:
+class LaunchInFlight(Record):
     """A node being launched, and for how long (``launches_in_flight[]``)."""
 
     node: str
     seconds: float
 
-    @classmethod
-    def from_json(cls, data: object, where: str = "launch") -> LaunchInFlight:
-        """Raises: MalformedAnswer: a field is absent or has the wrong type."""
-        f = Fields(data, where)
-        return cls(node=f.string("node"), seconds=f.number("seconds"))
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class StoppedNode:
+class StoppedNode(Record):
     """A node stopped with its records for warm re-integration (``stopped[]``)."""
 
     node: str
@@ -417,36 +402,17 @@ class StoppedNode:
     dirty_keys: int | None = None
     incomplete: str | None = None
 
-    @classmethod
-    def from_json(cls, data: object, where: str = "stopped") -> StoppedNode:
-        """Raises: MalformedAnswer: no ``node`` or ``ref``, or a field of the wrong
-        type."""
-        f = Fields(data, where)
-        return cls(
-            node=f.string("node"),
-            ref=f.string("ref"),
-            complete=f.boolean("complete"),
-            dirty_keys=f.optional_integer("dirty_keys"),
-            incomplete=f.optional_string("incomplete"),
-        )
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class UnterminatedNode:
+class UnterminatedNode(Record):
     """A node whose termination failed and is retried (``unterminated[]``)."""
 
     node: str
     ref: str
 
-    @classmethod
-    def from_json(cls, data: object, where: str = "unterminated") -> UnterminatedNode:
-        """Raises: MalformedAnswer: a field is absent or has the wrong type."""
-        f = Fields(data, where)
-        return cls(node=f.string("node"), ref=f.string("ref"))
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Worker:
+class Worker(Record):
     """A process answering the coordinator's port (``workers[]``; worker 0 is the
     coordinator)."""
 
@@ -454,16 +420,11 @@ class Worker:
     pid: int
     answered: int
 
-    @classmethod
-    def from_json(cls, data: object, where: str = "worker") -> Worker:
-        """Raises: MalformedAnswer: a field is absent or has the wrong type."""
-        f = Fields(data, where)
-        return cls(worker=f.integer("worker"), pid=f.integer("pid"), answered=f.integer("answered"))
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class NamespacePolicy:
-    """A namespace's policy (``namespaces.namespaces.NAME.policy``); None: the default."""
+class NamespacePolicy(Record):
+    """A namespace's policy as set (`elastic_cache.namespaces.NamespacePolicy.to_json`);
+    absent settings are the defaults."""
 
     durability: str = "memory"
     default_ttl: float | None = None
@@ -475,28 +436,13 @@ class NamespacePolicy:
     evict_order: int | None = None
     write_quorum: int | None = None
 
-    @classmethod
-    def from_json(cls, data: object, where: str = "policy") -> NamespacePolicy:
-        """Raises: MalformedAnswer: a field has the wrong type."""
-        f = Fields(data, where)
-        return cls(
-            durability=f.string("durability", "memory"),
-            default_ttl=f.optional_number("default_ttl"),
-            max_ttl=f.optional_number("max_ttl"),
-            quota_records=f.optional_integer("quota_records"),
-            quota_bytes=f.optional_integer("quota_bytes"),
-            on_full=f.optional_string("on_full"),
-            never_evict=f.boolean("never_evict"),
-            evict_order=f.optional_integer("evict_order"),
-            write_quorum=f.optional_integer("write_quorum"),
-        )
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Namespace:
-    """One namespace across the cluster: its prefixes, what it holds, its policy."""
+class Namespace(Record):
+    """One namespace across the cluster: its prefixes, what it holds, its policy;
+    ``name`` is the key it is listed under."""
 
-    name: str
+    name: str = field(default="", metadata={"key": True})
     prefixes: tuple[str, ...] = ()
     records: int = 0
     bytes: int = 0
@@ -504,24 +450,6 @@ class Namespace:
     evictions: int = 0
     refused: int = 0
     policy: NamespacePolicy = field(default_factory=NamespacePolicy)
-
-    @classmethod
-    def from_json(cls, name: str, data: object, where: str = "namespace") -> Namespace:
-        """Raises: MalformedAnswer: a field has the wrong type."""
-        f = Fields(data, where)
-        policy = f.object("policy")
-        return cls(
-            name=name,
-            prefixes=f.strings("prefixes"),
-            records=f.integer("records", 0),
-            bytes=f.integer("bytes", 0),
-            hit_rate=f.optional_number("hit_rate"),
-            evictions=f.integer("evictions", 0),
-            refused=f.integer("refused", 0),
-            policy=NamespacePolicy()
-            if policy is None
-            else NamespacePolicy.from_json(policy.data, policy.where),
-        )
 
 
 def namespaces_of(data: object, where: str = "namespaces") -> tuple[Namespace, ...]:
@@ -535,7 +463,7 @@ def namespaces_of(data: object, where: str = "namespaces") -> tuple[Namespace, .
     if table is None:
         return ()
     return tuple(
-        Namespace.from_json(name, ns or {}, f"{table.where}.{name}")
+        dataclasses.replace(Namespace.from_json(ns, f"{table.where}.{name}"), name=name)
         for name, ns in table.data.items()
     )
 
@@ -546,8 +474,7 @@ def events_of(data: object, where: str = "cluster view") -> tuple[Event, ...]:
     Raises:
         MalformedAnswer: not an object, or an event is malformed.
     """
-    f = Fields(data, where)
-    return tuple(Event.from_json(e.data, e.where) for e in f.objects("events"))
+    return tuple(Event.from_json(e.data, e.where) for e in Fields(data, where).objects("events"))
 
 
 def migrations_of(data: object, where: str = "cluster view") -> tuple[Migration, ...]:
@@ -556,12 +483,23 @@ def migrations_of(data: object, where: str = "cluster view") -> tuple[Migration,
     Raises:
         MalformedAnswer: not an object, or a migration is malformed.
     """
-    f = Fields(data, where)
-    return tuple(Migration.from_json(m.data, m.where) for m in f.objects("migrations"))
+    moves = Fields(data, where).objects("migrations")
+    return tuple(Migration.from_json(m.data, m.where) for m in moves)
+
+
+def _hot(f: Fields) -> HotAnswers | None:
+    read_through = f.object("read_through")
+    hot = None if read_through is None else read_through.object("hot")
+    return None if hot is None else HotAnswers.from_json(hot.data, hot.where)
+
+
+def _namespaces(f: Fields) -> tuple[Namespace, ...]:
+    inner = f.object("namespaces")
+    return () if inner is None else namespaces_of(inner.data, inner.where)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ClusterView:
+class ClusterView(Record):
     """``GET /v1/cluster``: the cluster as the coordinator sees it.
 
     ``ring`` is the ring's JSON (`elastic_cache.ring.HashRing.from_dict` reads it; None
@@ -577,70 +515,27 @@ class ClusterView:
     stopped: tuple[StoppedNode, ...] = ()
     unterminated: tuple[UnterminatedNode, ...] = ()
     workers: tuple[Worker, ...] = ()
-    namespaces: tuple[Namespace, ...] = ()
+    namespaces: tuple[Namespace, ...] = field(default=(), metadata={"read": _namespaces})
     replication: Replication = field(default_factory=Replication)
     cross_zone: CrossZone = field(default_factory=CrossZone)
     bootstrap: Bootstrap = field(default_factory=Bootstrap)
-    hot: HotAnswers | None = None
+    hot: HotAnswers | None = field(default=None, metadata={"read": _hot})
     hit_rate: float | None = None
     request_rate: float = 0
     cost_per_hour: float = 0
     price_region: str = "?"
-    ring: Mapping[str, Any] | None = None
+    ring: dict[str, Any] | None = None
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
-    def from_json(cls, data: object) -> ClusterView:
+    def from_json(cls, data: object, where: str | None = None) -> Self:
         """Check and read a cluster view.
 
         Raises:
             MalformedAnswer: not an object, no ``epoch`` or ``nodes``, or a field of the
                 wrong type (the message names it).
         """
-        f = Fields(data, "cluster view")
-        if "nodes" not in f.data:
-            raise MalformedAnswer("cluster view: no field 'nodes' (an array)")
-        read_through = f.object("read_through")
-        hot = None if read_through is None else read_through.object("hot")
-        replication = f.object("replication")
-        cross_zone = f.object("cross_zone")
-        bootstrap = f.object("bootstrap")
-        namespaces = f.object("namespaces")
-        ring = f.object("ring")
-        return cls(
-            epoch=f.integer("epoch"),
-            nodes=tuple(ClusterNode.from_json(n.data, n.where) for n in f.objects("nodes")),
-            launching=f.strings("launching"),
-            migrations=migrations_of(f.data),
-            events=events_of(f.data),
-            launches_in_flight=tuple(
-                LaunchInFlight.from_json(x.data, x.where) for x in f.objects("launches_in_flight")
-            ),
-            stopped=tuple(StoppedNode.from_json(x.data, x.where) for x in f.objects("stopped")),
-            unterminated=tuple(
-                UnterminatedNode.from_json(x.data, x.where) for x in f.objects("unterminated")
-            ),
-            workers=tuple(Worker.from_json(x.data, x.where) for x in f.objects("workers")),
-            namespaces=()
-            if namespaces is None
-            else namespaces_of(namespaces.data, namespaces.where),
-            replication=Replication()
-            if replication is None
-            else Replication.from_json(replication.data, replication.where),
-            cross_zone=CrossZone()
-            if cross_zone is None
-            else CrossZone.from_json(cross_zone.data, cross_zone.where),
-            bootstrap=Bootstrap()
-            if bootstrap is None
-            else Bootstrap.from_json(bootstrap.data, bootstrap.where),
-            hot=None if hot is None else HotAnswers.from_json(hot.data, hot.where),
-            hit_rate=f.optional_number("hit_rate"),
-            request_rate=f.number("request_rate", 0),
-            cost_per_hour=f.number("cost_per_hour", 0),
-            price_region=f.string("price_region", "?"),
-            ring=None if ring is None else ring.data,
-            raw=f.data,
-        )
+        return read(cls, data, where or "cluster view")
 
     def addresses(self) -> dict[str, str]:
         """Node id → address, for routing a key straight to its node."""
@@ -648,7 +543,7 @@ class ClusterView:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class AddedNode:
+class AddedNode(Record):
     """A node ``POST /v1/cluster/nodes`` launched, and the move that filled it (None:
     it took no range)."""
 
@@ -657,21 +552,9 @@ class AddedNode:
     boot_seconds: float
     migration: Migration | None = None
 
-    @classmethod
-    def from_json(cls, data: object, where: str = "added") -> AddedNode:
-        """Raises: MalformedAnswer: a field is absent or has the wrong type."""
-        f = Fields(data, where)
-        mig = f.object("migration")
-        return cls(
-            id=f.string("id"),
-            address=f.string("address"),
-            boot_seconds=f.number("boot_seconds"),
-            migration=None if mig is None else Migration.from_json(mig.data, mig.where),
-        )
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class NodesAdded:
+class NodesAdded(Record):
     """The answer of ``POST /v1/cluster/nodes``; ``epoch`` None from a coordinator
     that does not send it."""
 
@@ -679,36 +562,18 @@ class NodesAdded:
     epoch: int | None = None
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
-    @classmethod
-    def from_json(cls, data: object) -> NodesAdded:
-        """Raises: MalformedAnswer: a field is absent or has the wrong type."""
-        f = Fields(data, "nodes added")
-        return cls(
-            added=tuple(AddedNode.from_json(a.data, a.where) for a in f.objects("added")),
-            epoch=f.optional_integer("epoch"),
-            raw=f.data,
-        )
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class NodeRemoved:
+class NodeRemoved(Record):
     """The answer of ``DELETE /v1/cluster/nodes/{id}``: the moves that emptied it."""
 
     migrations: tuple[Migration, ...]
     epoch: int | None = None
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
-    @classmethod
-    def from_json(cls, data: object) -> NodeRemoved:
-        """Raises: MalformedAnswer: a field is absent or has the wrong type."""
-        f = Fields(data, "node removed")
-        return cls(
-            migrations=migrations_of(f.data, f.where), epoch=f.optional_integer("epoch"), raw=f.data
-        )
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class NodeMigration:
+class NodeMigration(Record):
     """A move as one node sees it (``GET /v1/stats``'s ``migrations[]``): its role, range
     and counts so far (``sent`` by a source, ``applied`` and ``kept`` by a
     destination)."""
@@ -721,18 +586,3 @@ class NodeMigration:
     sent: int = 0
     applied: int = 0
     kept: int = 0
-
-    @classmethod
-    def from_json(cls, data: object, where: str = "migration") -> NodeMigration:
-        """Raises: MalformedAnswer: a field is absent or has the wrong type."""
-        f = Fields(data, where)
-        return cls(
-            id=f.string("id"),
-            role=f.string("role"),
-            lo=f.integer("lo"),
-            hi=f.integer("hi"),
-            total=f.optional_integer("total"),
-            sent=f.integer("sent", 0),
-            applied=f.integer("applied", 0),
-            kept=f.integer("kept", 0),
-        )

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, Self
 
-from elastic_cache.adminapi import Fields, NodeMigration
+from elastic_cache.adminapi import NodeMigration, Record, read
 
 if TYPE_CHECKING:
     # Type only: the coordinator's keep-alive client hands a large answer over as it
@@ -83,9 +83,9 @@ class Answer(NamedTuple):
 
 
 @dataclass(frozen=True, slots=True)
-class NodeStats:
+class NodeStats(Record):
     """What a node reports about itself (a subset of ``GET /v1/stats``, read by
-    `elastic_cache.adminapi.Fields`); ``raw`` is the whole answer.
+    `elastic_cache.adminapi.read`); ``raw`` is the whole answer.
 
     ``migrations``: the moves it takes part in; ``peers``: seconds since each ring
     neighbour answered its heartbeat; ``namespaces``: each namespace's figures on it;
@@ -99,10 +99,10 @@ class NodeStats:
     unit: str
     index: str
     epoch: int
-    hits: int
-    misses: int
-    evictions: int
     raw: dict[str, Any]
+    hits: int = 0
+    misses: int = 0
+    evictions: int = 0
     migrations: tuple[NodeMigration, ...] = ()
     peers: dict[str, Any] = field(default_factory=dict)
     namespaces: dict[str, Any] = field(default_factory=dict)
@@ -110,30 +110,9 @@ class NodeStats:
     cold: dict[str, Any] | None = None
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> NodeStats:
+    def from_json(cls, data: object, where: str | None = None) -> Self:
         """Raises: MalformedAnswer: a field is absent or has the wrong type."""
-        f = Fields(data, "node stats")
-        cold = f.object("cold")
-        return cls(
-            records=f.integer("records"),
-            bytes=f.integer("bytes"),
-            used=f.integer("used"),
-            capacity=f.integer("capacity"),
-            unit=f.string("unit"),
-            index=f.string("index"),
-            epoch=f.integer("epoch"),
-            hits=f.integer("hits", 0),
-            misses=f.integer("misses", 0),
-            evictions=f.integer("evictions", 0),
-            raw=data,
-            migrations=tuple(
-                NodeMigration.from_json(m.data, m.where) for m in f.objects("migrations")
-            ),
-            peers=f.mapping("peers"),
-            namespaces=f.mapping("namespaces"),
-            namespaces_version=f.optional_string("namespaces_version"),
-            cold=None if cold is None else dict(cold.data),
-        )
+        return read(cls, data, where or "node stats")
 
     def migration(self, migration_id: str) -> NodeMigration | None:
         """The move ``migration_id`` as this node reports it (None: it knows none)."""
