@@ -9,6 +9,7 @@ import tomllib
 from collections.abc import Callable
 from typing import Any
 
+from elastic_cache.adminapi import CrossZone
 from elastic_cache.auth import fetch_token
 from elastic_cache.awserrors import AwsError, aws_call
 from elastic_cache.config import ClusterSettings, CostSettings, check_cluster_name
@@ -282,7 +283,7 @@ def with_cross_zone(view: dict[str, Any], cluster: dict[str, Any]) -> dict[str, 
     metered = cluster.get("cross_zone")
     if not isinstance(metered, dict):
         return view  # a coordinator of a version that does not meter it
-    usd = float(metered.get("usd_per_hour", 0.0))
+    usd = CrossZone.from_json(metered, "cross_zone").usd_per_hour
     return {
         **view,
         "cross_zone": metered,
