@@ -156,7 +156,8 @@ experiments: $(STAMP)
 # script's wall and CPU time. About 150-160 s of CPU, 2026-11-26: 105 s of wall time on
 # an otherwise quiet machine (load 0.8-2.7), 136-144 s with other jobs' tests on the 2
 # cores (load 2-4.5), so within the issue's 2 minutes only on a quiet machine; since
-# warm (issue 18 c) joined, 145 s on a nearly quiet machine: over the 2 minutes
+# warm (issue 18 c) joined, 145 s on a nearly quiet machine: over the 2 minutes. With
+# --lanes 2 (the real-process scripts in a second process): 107 s, quiet, 2026-11-26
 # (docs/results.md, "Running time").
 experiments-quick: $(STAMP)
 	rm -rf experiments/results/quick
