@@ -320,16 +320,7 @@ class S3Tier:
 
     def head(self, key: str, token: int) -> ColdEntry | None:
         """One ``HeadObject``."""
-        name = self.name_of(key, token)
-        try:
-            answer = self.client.head_object(Bucket=self.bucket, Key=name)
-        except ClientError as exc:
-            if str(exc.response.get("Error", {}).get("Code")) in _NOT_FOUND:
-                return None
-            raise translate_error(exc, "HeadObject") from exc
-        except BotoCoreError as exc:
-            raise translate_error(exc, "HeadObject") from exc
-        entry = self._entry(name, answer)
+        entry = self._head_entry(self.name_of(key, token))
         return entry if entry is not None and entry.key == key else None
 
     def key_of_name(self, name: str) -> str | None:
@@ -337,6 +328,12 @@ class S3Tier:
         quoted = name[len(self._base) + 17 :]
         if not quoted.startswith("~"):
             return unquote(quoted)
+        entry = self._head_entry(name)
+        return None if entry is None else entry.key
+
+    def _head_entry(self, name: str) -> ColdEntry | None:
+        """The entry ``HeadObject`` describes for object ``name`` (None: no such object,
+        or not one of ours)."""
         try:
             answer = self.client.head_object(Bucket=self.bucket, Key=name)
         except ClientError as exc:
@@ -345,8 +342,7 @@ class S3Tier:
             raise translate_error(exc, "HeadObject") from exc
         except BotoCoreError as exc:
             raise translate_error(exc, "HeadObject") from exc
-        entry = self._entry(name, answer)
-        return None if entry is None else entry.key
+        return self._entry(name, answer)
 
     def delete(self, key: str, token: int) -> None:
         """One ``DeleteObject`` (S3 answers the same whether or not it existed)."""
