@@ -371,6 +371,10 @@ class _Connection(asyncio.Protocol):
         self.write_paused = False
         self.drained: asyncio.Future[None] | None = None
         self.last = 0.0
+        #: Answers made while a read is parsed, written together when it is done (a
+        #: pipelining client, such as the coordinator's pool, gets a batch's answers in
+        #: one write); None: outside a read, answers go out at once.
+        self.outbox: list[bytes] | None = None
 
     # -- transport -----------------------------------------------------------------------
 
@@ -427,6 +431,16 @@ class _Connection(asyncio.Protocol):
         self.last = self.loop.time()
         if self.first is not None:
             self.first.append(data)
+        self.outbox = []
+        try:
+            self._feed(data)
+        finally:
+            out = self.outbox
+            self.outbox = None
+            if out:
+                self._flush(out)
+
+    def _feed(self, data: bytes) -> None:
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserUpgrade:
@@ -474,6 +488,8 @@ class _Connection(asyncio.Protocol):
     def _hand_over(self) -> None:
         """Give the whole connection to aiohttp, replaying its bytes so far."""
         assert self.transport is not None and self.first is not None
+        if self.outbox:
+            self._flush(self.outbox)
         self.server.forget(self)
         handler = self.server.aiohttp_protocol()
         self.transport.set_protocol(handler)
@@ -613,11 +629,24 @@ class _Connection(asyncio.Protocol):
             keep_alive=request.keep_alive,
         )
 
+    def _flush(self, answers: list[bytes]) -> None:
+        transport = self.transport
+        if transport is not None and not transport.is_closing():
+            transport.write(answers[0] if len(answers) == 1 else b"".join(answers))
+        answers.clear()
+
     def _write(self, answer: bytes, keep_alive: bool) -> None:
         transport = self.transport
         if transport is None or transport.is_closing():
             self.closing = True
             return
+        out = self.outbox
+        if out is not None:
+            if keep_alive:
+                out.append(answer)
+                return
+            if out:
+                self._flush(out)  # the answers before this last one go first
         transport.write(answer)
         if not keep_alive:
             self.closing = True

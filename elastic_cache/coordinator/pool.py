@@ -4,13 +4,27 @@ Why not aiohttp's client here: routing a GET through ``aiohttp.ClientSession`` (
 session, pooled connections) kept only about a quarter of a node's direct throughput in
 ``benchmarks/bench_cluster.py``; most of the time went to the client's per-request
 machinery (request and response objects, tracing hooks, cookie and redirect handling)
-that a proxy to its own nodes does not need. This client does one thing: send a request
-on an idle keep-alive connection to a node and read one ``Content-Length`` (or chunked)
-answer, parsed by httptools. It speaks only to our own nodes; control-plane calls still
-use aiohttp.
+that a proxy to its own nodes does not need. This client does one thing: send requests
+on keep-alive connections to a node and read ``Content-Length`` (or chunked) answers,
+parsed by httptools. It speaks only to our own nodes; control-plane calls still use
+aiohttp.
 
-A request that fails on a *reused* connection before any answer byte arrived (the node
-closed the idle connection meanwhile) is retried once on a fresh connection; every
+**Pipelining.** The requests routed in one turn of the event loop go out together on one
+connection, in one write, and their answers come back in order on it (HTTP/1.1
+pipelining; the node answers a connection's requests in order, `elastic_cache.fastpath`,
+and writes the answers to one read in one write). On loopback every write wakes the
+other side inside the system call, so a batch of k requests costs the two processes
+two reads and two writes instead of 2k each; this is most of what a routed request
+costs beyond the node's own work. A connection takes new requests only in the turn that
+filled it: later requests go to an idle connection (or a new one), so a request never
+queues behind an answer that is already late. What pipelining cannot avoid: a request
+waits for the answers before it in its batch (a write that waits for a cold tier or a
+move delays the reads sent with it, by as long). ``HEAD`` requests and answers streamed
+from a ``BodyStream`` take a connection for themselves (llhttp cannot be told that an
+answer to ``HEAD`` has no body, and a stream is read at its consumer's pace).
+
+A request that fails before any byte of its answer arrived, on a connection that was
+reused or behind another request on it, is retried once on a fresh connection; every
 request the coordinator routes is idempotent (GET, HEAD, PUT of a whole value, DELETE).
 
 An answer whose body is larger than the caller's ``stream_above`` is not read whole: the
@@ -24,20 +38,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import socket
 from collections import deque
-from collections.abc import Callable
 from typing import NamedTuple, cast
 
 import httptools
 
-__all__ = ["BodyStream", "ConnectionPool", "PoolError", "RawAnswer"]
+__all__ = ["BodyStream", "ConnectionPool", "PoolError", "PoolTimeout", "RawAnswer"]
 
 #: Bytes a `BodyStream` buffers before it stops reading from the socket, and below
 #: which it reads again.
 _HIGH_WATER = 4 << 20
 _LOW_WATER = 1 << 20
+#: Most requests sent together on one connection.
+_DEPTH = 32
 
 
 class PoolError(ConnectionError):
@@ -46,6 +60,15 @@ class PoolError(ConnectionError):
 
 class PoolTimeout(PoolError):
     """The node did not answer within the pool's timeout (it may be paused, not dead)."""
+
+
+class _Unreachable(PoolError):
+    """No connection to the node could be opened: not retried."""
+
+
+class _Abandoned(PoolError):
+    """The pool closed the connection under a request for another one's sake (a request
+    before it timed out, or a stream before it was left unread): retried once."""
 
 
 class RawAnswer(NamedTuple):
@@ -61,6 +84,28 @@ class RawAnswer(NamedTuple):
     stream: BodyStream | None = None
 
 
+class _Exchange:
+    """One request on a connection, until its answer has been read."""
+
+    __slots__ = ("deadline", "future", "head", "sent", "started", "stream", "stream_above")
+
+    def __init__(
+        self,
+        future: asyncio.Future[RawAnswer],
+        head: bool,
+        stream_above: int,
+        sent: int,
+        deadline: float,
+    ) -> None:
+        self.future = future
+        self.head = head
+        self.stream_above = stream_above
+        self.sent = sent
+        self.deadline = deadline
+        self.started = False  # a byte of its answer arrived
+        self.stream: BodyStream | None = None
+
+
 class BodyStream:
     """The body of one answer, read in chunks as it arrives.
 
@@ -71,16 +116,16 @@ class BodyStream:
         length: bytes of the body (its Content-Length).
     """
 
-    def __init__(self, conn: _Conn, length: int) -> None:
+    def __init__(self, conn: _Conn, exchange: _Exchange, length: int) -> None:
         self.length = length
         self._conn = conn
+        self._exchange = exchange
         self._left = length  # bytes not yet received
         self._chunks: deque[bytes] = deque()
         self._buffered = 0
         self._paused = False
         self._error: Exception | None = None
         self._waiter: asyncio.Future[None] | None = None
-        self._on_close: Callable[[bool], None] | None = None
         self._closed = False
 
     # -- fed by the connection ---------------------------------------------------------------
@@ -129,7 +174,7 @@ class BodyStream:
         chunk = self._chunks.popleft()
         self._buffered -= len(chunk)
         conn = self._conn
-        conn.deadline = asyncio.get_running_loop().time() + conn.timeout
+        self._exchange.deadline = asyncio.get_running_loop().time() + conn.pool.timeout
         if self._paused and self._buffered < _LOW_WATER and conn.transport is not None:
             conn.transport.resume_reading()
             self._paused = False
@@ -143,89 +188,70 @@ class BodyStream:
         whole = self._left == 0 and not self._chunks and self._error is None
         if self._paused and self._conn.transport is not None and whole:
             self._conn.transport.resume_reading()
-        self._conn.stream = None
-        if self._on_close is not None:
-            self._on_close(whole)
+        self._conn.stream_closed(self, whole)
 
 
 class _Conn(asyncio.Protocol):
-    """One connection; one request at a time (no pipelining).
+    """One connection to the node and the requests under way on it, oldest first.
 
     Answers are parsed by httptools (llhttp, the parser of Node.js, uvicorn and sanic):
-    its callbacks below fill in the answer under way.
+    its callbacks below fill in the answer to the oldest request under way.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, pool: ConnectionPool) -> None:
+        self.pool = pool
         self.transport: asyncio.Transport | None = None
         self._parser = httptools.HttpResponseParser(self)
-        self._waiter: asyncio.Future[RawAnswer] | None = None
+        self.pending: deque[_Exchange] = deque()
+        #: Requests of this turn not yet written (the pool writes them together).
+        self.outbox: list[bytes] = []
         self._status = 0
         self._headers: dict[bytes, bytes] = {}
         self._body: list[bytes] = []
-        self._head_only = False  # the request was HEAD: the answer ends with its headers
-        self._done = False  # the answer under way is complete
+        self._renew = False  # an answer to HEAD ended: a fresh parser for the next one
         self.reusable = True
-        #: Bytes received for the request under way (headers and body); 0: none yet.
-        self.received = 0
-        self.closed = False
-        self.deadline = 0.0
-        self.timeout = 0.0
+        #: A HEAD or a streamed answer under way: no request is added behind it.
+        self.exclusive = False
         self.stream: BodyStream | None = None
-        self._stream_above = -1
+        self.closed = False
+        #: Bytes received in all, and how many of them the pool has counted.
+        self.received = 0
+        self.counted = 0
 
     # -- asyncio.Protocol ------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports implement asyncio.Transport without subclassing it.
         self.transport = cast(asyncio.Transport, transport)
-        # One write per request: never let Nagle's algorithm hold it back waiting for a
-        # delayed ACK (asyncio sets this by default, other loops may not).
+        # Never let Nagle's algorithm hold a write back waiting for a delayed ACK
+        # (asyncio sets this by default, other loops may not).
         sock = transport.get_extra_info("socket")
         if sock is not None:
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self.closed = True
-        if self.stream is not None:
-            self.stream.fail(PoolError(f"connection closed by the node: {exc!r}"))
-        self._fail(PoolError(f"connection closed by the node: {exc!r}"))
+        self.fail(PoolError(f"connection closed by the node: {exc!r}"))
 
     def data_received(self, data: bytes) -> None:
         self.received += len(data)
-        if self._waiter is None and self.stream is None:
-            self.reusable = False  # bytes nobody asked for: do not reuse
-            return
         try:
             self._parser.feed_data(data)
         except httptools.HttpParserError as exc:
-            self.reusable = False
-            error = PoolError(f"not an HTTP answer: {exc}")
-            if self.stream is not None:
-                self.stream.fail(error)
-            self._fail(error)
+            self.fail(PoolError(f"not an HTTP answer: {exc}"))
         except PoolError as exc:  # raised by a callback below
-            self.reusable = False
-            self._fail(exc)
-        if self._head_only and self._done:
+            self.fail(exc)
+        if self._renew:
             # llhttp cannot be told that an answer to HEAD has no body: start afresh.
+            self._renew = False
             self._parser = httptools.HttpResponseParser(self)
-
-    def _fail(self, exc: Exception) -> None:
-        waiter = self._waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_exception(exc)
-
-    def _answer(self, answer: RawAnswer) -> None:
-        waiter = self._waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(answer)
 
     # -- httptools callbacks ---------------------------------------------------------------
 
     def on_message_begin(self) -> None:
-        if self._done:
-            self.reusable = False  # a second answer to one request: do not reuse
+        if not self.pending:
+            raise PoolError("an answer to no request")
+        self.pending[0].started = True
         self._headers = {}
         self._body = []
 
@@ -236,12 +262,15 @@ class _Conn(asyncio.Protocol):
         status = self._status = self._parser.get_status_code()
         if status < 200:
             return  # an interim answer (100 Continue): the real one follows
+        exchange = self.pending[0]
         headers = self._headers
         if not self._parser.should_keep_alive():
             self.reusable = False
-        if self._head_only:
-            self._done = True
-            self._answer(RawAnswer(status, headers, b""))
+        if exchange.head:
+            self._renew = True
+            self.pending.popleft()
+            self.exclusive = False
+            self._done(exchange, RawAnswer(status, headers, b""))
             return
         length = headers.get(b"content-length")
         if length is None:
@@ -251,64 +280,98 @@ class _Conn(asyncio.Protocol):
                 raise PoolError("answer has neither Content-Length nor chunked encoding")
             return
         size = int(length)  # llhttp has checked it is a number
-        if 0 <= self._stream_above < size and status == 200:
+        if 0 <= exchange.stream_above < size and status == 200:
+            if exchange.future.done():
+                raise _Abandoned("a large answer nobody waits for")
             # Too large to hold: the caller reads the body from a stream as it arrives.
-            self.stream = BodyStream(self, size)
-            self._answer(RawAnswer(status, headers, b"", self.stream))
+            self.stream = exchange.stream = BodyStream(self, exchange, size)
+            self.exclusive = True
+            exchange.future.set_result(RawAnswer(status, headers, b"", exchange.stream))
 
     def on_body(self, body: bytes) -> None:
-        if self._head_only:
+        if not self.pending:
             self.reusable = False  # a body after an answer to HEAD: do not reuse
-        elif self.stream is not None:
-            self.stream.feed(body)
+            return
+        stream = self.pending[0].stream
+        if stream is not None:
+            stream.feed(body)
         else:
             self._body.append(body)
 
     def on_message_complete(self) -> None:
-        if self._status < 200 or self._head_only:
+        if self._status < 200 or not self.pending:
             return
-        self._done = True
-        if self.stream is None:
-            body = self._body[0] if len(self._body) == 1 else b"".join(self._body)
-            self._answer(RawAnswer(self._status, self._headers, body))
+        exchange = self.pending.popleft()
+        if exchange.stream is None:
+            parts = self._body
+            body = parts[0] if len(parts) == 1 else b"".join(parts)
+            self._done(exchange, RawAnswer(self._status, self._headers, body))
 
-    # -- one exchange ----------------------------------------------------------------------
+    # -- the connection's life -------------------------------------------------------------
 
-    def send(
-        self, request: bytes, *, head: bool, stream_above: int = -1
-    ) -> asyncio.Future[RawAnswer]:
-        assert self.transport is not None
-        self._status = 0
-        self._done = False
-        self._head_only = head
-        self._stream_above = stream_above
-        self.received = 0
-        self._waiter = asyncio.get_running_loop().create_future()
-        self.transport.write(request)
-        return self._waiter
+    def _done(self, exchange: _Exchange, answer: RawAnswer) -> None:
+        """An answer read whole: hand it over, count its bytes, free the connection."""
+        future = exchange.future
+        if not future.done():
+            future.set_result(answer)
+        self.pool.exchanged(self, exchange)
+        if not self.pending:
+            self.pool.idle(self)
 
-    def expire(self) -> None:
-        """Fail the request under way: it ran past its deadline."""
-        waiter = self._waiter
+    def stream_closed(self, stream: BodyStream, whole: bool) -> None:
+        self.stream = None
+        self.exclusive = False
+        self.pool.stream_closed(self, stream._exchange, whole)
+        if not whole:
+            self.fail(_Abandoned("a streamed answer before it was not read to its end"))
+        elif not self.pending:
+            self.pool.idle(self)
+
+    def expire(self, now: float) -> None:
+        """Fail the requests that ran past their deadlines; if the oldest did, the node
+        is not answering on this connection: close it."""
+        pending = self.pending
+        if not pending:
+            return
+        for exchange in pending:
+            if exchange.deadline < now:
+                if exchange.stream is not None:
+                    exchange.stream.fail(PoolError("the node stopped sending the answer's body"))
+                elif not exchange.future.done():
+                    exchange.future.set_exception(TimeoutError())
+        if pending[0].deadline < now:
+            self.fail(_Abandoned("a request before it on the connection timed out"))
+
+    def fail(self, exc: Exception) -> None:
+        """Fail every request under way and close: the connection cannot be trusted."""
         self.reusable = False
+        pending = list(self.pending)
+        self.pending.clear()
+        self.outbox.clear()
+        for exchange in pending:
+            if exchange.stream is not None:
+                exchange.stream.fail(exc)
+            elif not exchange.future.done():
+                exchange.future.set_exception(exc)
         if self.stream is not None:
-            self.stream.fail(PoolError("the node stopped sending the answer's body"))
-        if waiter is not None and not waiter.done():
-            waiter.set_exception(TimeoutError())
+            self.stream.fail(exc)
+        self.close()
 
     def close(self) -> None:
-        self.closed = True
+        if not self.closed:
+            self.closed = True
+            self.pool.forget(self)
         if self.transport is not None:
             self.transport.close()
 
 
 class ConnectionPool:
-    """Keep-alive connections to one node.
+    """Keep-alive, pipelined connections to one node.
 
     Args:
         host: the node's address.
         port: its port.
-        limit: most connections open at once; more requests wait for one.
+        limit: most requests under way at once; more wait for one to finish.
         timeout: seconds for one request.
         authorization: an ``Authorization`` value sent on every request (the cluster
             token, `elastic_cache.auth`); None: none.
@@ -339,6 +402,9 @@ class ConnectionPool:
         self._slots = asyncio.Semaphore(limit)
         self._closed = False
         self._busy: set[_Conn] = set()
+        #: The connection taking this turn's requests, written at the turn's end.
+        self._filling: _Conn | None = None
+        self._connecting: set[asyncio.Task[None]] = set()
         self._watchdog: asyncio.Task[None] | None = None
         #: Bytes of the requests sent and the answers received (status lines, headers
         #: and bodies) of every exchange that got an answer; what a failed attempt sent
@@ -355,24 +421,119 @@ class ConnectionPool:
         while True:
             await asyncio.sleep(self._period)
             now = loop.time()
-            for conn in [c for c in self._busy if c.deadline < now]:
-                conn.expire()
+            for conn in list(self._busy):
+                conn.expire(now)
 
-    async def _connect(self) -> _Conn:
+    def _open_connection(self) -> _Conn:
+        """A new connection: requests may be added to it at once, and go out once it
+        is connected."""
+        conn = _Conn(self)
+        self._open += 1
+        self._connecting.add(asyncio.get_running_loop().create_task(self._connect(conn)))
+        return conn
+
+    async def _connect(self, conn: _Conn) -> None:
         loop = asyncio.get_running_loop()
         try:
-            transport, proto = await loop.create_connection(_Conn, self.host, self.port)
+            transport, _ = await loop.create_connection(lambda: conn, self.host, self.port)
         except OSError as exc:
-            raise PoolError(f"cannot connect to {self.host}:{self.port}: {exc}") from exc
-        # uvloop calls connection_made only on the loop's next turn; the request may be
-        # sent before that.
-        proto.transport = transport
-        self._open += 1
-        return proto
+            conn.fail(_Unreachable(f"cannot connect to {self.host}:{self.port}: {exc}"))
+            return
+        finally:
+            task = asyncio.current_task()
+            if task is not None:
+                self._connecting.discard(task)
+        # uvloop calls connection_made only on the loop's next turn.
+        conn.transport = transport
+        if conn.closed:
+            transport.close()
+        elif conn.outbox and self._filling is not conn:
+            self._write(conn)
 
-    def _discard(self, conn: _Conn) -> None:
-        conn.close()
+    # -- called by the connections ---------------------------------------------------------
+
+    def forget(self, conn: _Conn) -> None:
+        """``conn`` closed."""
         self._open -= 1
+        self._busy.discard(conn)
+        if self._filling is conn:
+            self._filling = None
+
+    def idle(self, conn: _Conn) -> None:
+        """Nothing is under way on ``conn`` any more."""
+        self._busy.discard(conn)
+        if conn.stream is not None:
+            return
+        if conn.reusable and not conn.closed and not self._closed:
+            self._idle.append(conn)
+        else:
+            conn.close()
+
+    def exchanged(self, conn: _Conn, exchange: _Exchange) -> None:
+        """Count an answered exchange's bytes (the one add per request that meters
+        traffic between zones)."""
+        self.bytes_exchanged += exchange.sent + conn.received - conn.counted
+        conn.counted = conn.received
+
+    def stream_closed(self, conn: _Conn, exchange: _Exchange, whole: bool) -> None:
+        self.exchanged(conn, exchange)
+        self._slots.release()
+
+    # -- requests --------------------------------------------------------------------------
+
+    def _flush(self) -> None:
+        """Write the requests of this turn, together (a connection still opening
+        writes them once it is open)."""
+        conn = self._filling
+        self._filling = None
+        if conn is not None and conn.transport is not None:
+            self._write(conn)
+
+    @staticmethod
+    def _write(conn: _Conn) -> None:
+        outbox = conn.outbox
+        if not outbox or conn.closed or conn.transport is None:
+            return
+        conn.transport.write(outbox[0] if len(outbox) == 1 else b"".join(outbox))
+        outbox.clear()
+
+    def _pick(self, head: bool) -> _Conn | None:
+        """A connection for the next request: this turn's (unless it is ``HEAD``), else
+        an idle one; None: open one."""
+        if not head:
+            conn = self._filling
+            if (
+                conn is not None
+                and conn.reusable
+                and not conn.exclusive
+                and len(conn.pending) < _DEPTH
+            ):
+                return conn
+        idle = self._idle
+        while idle:
+            conn = idle.pop()
+            if conn.closed or conn.pending:
+                continue
+            if conn.reusable:
+                return conn
+            conn.close()
+        return None
+
+    def _send(self, conn: _Conn, exchange: _Exchange, request: bytes) -> None:
+        conn.pending.append(exchange)
+        self._busy.add(conn)
+        conn.outbox.append(request)
+        if exchange.head:
+            conn.exclusive = True
+            self._write(conn)  # at once, or once the connection is open
+            return
+        if conn is not self._filling:
+            if self._filling is None:
+                asyncio.get_running_loop().call_soon(self._flush)
+            else:
+                self._flush()  # the previous connection is full: it goes now
+                asyncio.get_running_loop().call_soon(self._flush)
+            self._filling = conn
 
     async def request(
         self,
@@ -415,77 +576,53 @@ class ConnectionPool:
             timeout = self.timeout
         elif timeout < 4 * self._period:
             self._period = timeout / 4
+            if self._watchdog is not None:
+                self._watchdog.cancel()  # it sleeps the longer period: start it afresh
+                self._watchdog = None
         if self._watchdog is None:
             self._watchdog = loop.create_task(self._watch())
         await self._slots.acquire()
         streaming = False  # a streamed answer keeps its slot until the stream closes
         try:
             for attempt in (0, 1):
-                reused = False
-                conn: _Conn | None = None
-                while self._idle:
-                    candidate = self._idle.pop()
-                    if candidate.closed:
-                        self._open -= 1
-                        continue
-                    conn, reused = candidate, True
-                    break
+                conn = self._pick(head)
+                reused = conn is not None
                 if conn is None:
-                    conn = await self._connect()
-                conn.deadline = loop.time() + timeout
-                self._busy.add(conn)
+                    conn = self._open_connection()
+                behind = bool(conn.pending)
+                exchange = _Exchange(
+                    loop.create_future(), head, stream_above, len(request), loop.time() + timeout
+                )
+                self._send(conn, exchange, request)
                 try:
-                    answer = await conn.send(request, head=head, stream_above=stream_above)
+                    answer = await exchange.future
+                except _Abandoned:
+                    if attempt == 0 and not exchange.started:
+                        continue
+                    raise
+                except _Unreachable:
+                    raise
                 except PoolError:
-                    retry = reused and not conn.received and attempt == 0
-                    self._discard(conn)
-                    if retry:
+                    if attempt == 0 and not exchange.started and (reused or behind):
                         continue
                     raise
                 except TimeoutError as exc:
-                    self._discard(conn)
                     raise PoolTimeout(
                         f"{self.host}:{self.port} did not answer within {timeout:g}s"
                     ) from exc
-                except BaseException:
-                    self._discard(conn)
-                    raise
-                finally:
-                    if conn.stream is None:
-                        self._busy.discard(conn)
-                if answer.stream is not None:
-                    conn.timeout = self.timeout
-                    answer.stream._on_close = functools.partial(
-                        self._stream_closed, conn, len(request)
-                    )
-                    streaming = True
-                    return answer
-                # The one add per request that meters traffic (cross-zone transfer).
-                self.bytes_exchanged += len(request) + conn.received
-                if conn.reusable and not conn.closed:
-                    self._idle.append(conn)
-                else:
-                    self._discard(conn)
+                streaming = answer.stream is not None
                 return answer
         finally:
             if not streaming:
                 self._slots.release()
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _stream_closed(self, conn: _Conn, sent: int, whole: bool) -> None:
-        self.bytes_exchanged += sent + conn.received
-        self._busy.discard(conn)
-        if whole and conn.reusable and not conn.closed and not self._closed:
-            self._idle.append(conn)
-        else:
-            self._discard(conn)
-        self._slots.release()
-
     async def close(self) -> None:
         """Close every idle connection; requests under way finish on theirs."""
         self._closed = True
+        self._flush()
         while self._idle:
-            self._discard(self._idle.pop())
+            self._idle.pop().close()
         if self._watchdog is not None:
             self._watchdog.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -126,6 +126,49 @@ async def test_pipelined_requests_are_answered_in_order(node: Node) -> None:
     writer.close()
 
 
+class _CountingTransport:
+    """A server connection's transport that counts its writes."""
+
+    def __init__(self, inner: asyncio.Transport) -> None:
+        self.inner = inner
+        self.writes: list[bytes] = []
+
+    def write(self, data: bytes) -> None:
+        self.writes.append(data)
+        self.inner.write(data)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)
+
+
+async def test_the_answers_to_one_read_go_out_in_one_write(node: Node) -> None:
+    reader, writer = await node.connect()
+    writer.write(put("w", b"warm"))
+    await Replies(reader).read(1)
+    (conn,) = node.server.connections
+    counting = _CountingTransport(conn.transport)  # type: ignore[arg-type]
+    conn.transport = counting  # type: ignore[assignment]
+    writer.write(
+        put("a", b"one")
+        + get("a")
+        + get("missing")
+        + get("w")
+        + b"DELETE /v1/kv/a HTTP/1.1\r\nHost: x\r\n\r\n"
+    )
+    replies = await Replies(reader).read(5)
+    assert [r.status for r in replies] == [204, 200, 404, 200, 204]
+    assert replies[3].body == b"warm"
+    assert len(counting.writes) == 1  # a pipelining client's batch: one write back
+    # A request whose answer must wait (relayed to aiohttp) splits the batch there,
+    # and the answers keep their order.
+    counting.writes.clear()
+    writer.write(get("w") + b"GET /v1/stats HTTP/1.1\r\nHost: x\r\n\r\n" + get("w"))
+    replies = await Replies(reader).read(3)
+    assert [r.status for r in replies] == [200, 200, 200]
+    assert replies[0].body == replies[2].body == b"warm" and b"n1" in replies[1].body
+    writer.close()
+
+
 async def test_requests_the_layer_declines_keep_their_place_in_the_pipeline(node: Node) -> None:
     reader, writer = await node.connect()
     count = json.dumps({"ranges": [[0, 10]]}).encode()
