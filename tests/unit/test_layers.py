@@ -27,6 +27,7 @@ CORE_MODULES = [
     "elastic_cache.adminapi",
     "elastic_cache.capacity",
     "elastic_cache.config",
+    "elastic_cache.config.cluster",
     "elastic_cache.coordinator.backoff",
     "elastic_cache.coordinator.cluster",
     "elastic_cache.coordinator.events",
