@@ -31,6 +31,7 @@ CORE_MODULES = [
     "elastic_cache.coordinator.backoff",
     "elastic_cache.coordinator.cluster",
     "elastic_cache.coordinator.events",
+    "elastic_cache.coordinator.failures",
     "elastic_cache.coordinator.membership",
     "elastic_cache.coordinator.migration",
     "elastic_cache.coordinator.moves",
