@@ -63,6 +63,7 @@ CORE_MODULES = [
     "elastic_cache.provisioner.threshold",
     "elastic_cache.ring",
     "elastic_cache.store",
+    "elastic_cache.store.core",
     "elastic_cache.tiers",
     "elastic_cache.tiers.base",
     "elastic_cache.tiers.bloom",
