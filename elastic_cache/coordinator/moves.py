@@ -19,7 +19,8 @@ migration"), run by `Moves.move`, one at a time under the cluster's move lock:
 
 Repairs (copies re-created after a node left) are moves of kind ``copy`` (`repair_soon`).
 `Moves` extends `elastic_cache.coordinator.membership.Membership`, and
-`elastic_cache.coordinator.warm.Reintegration` then `Cluster` extend it; the records of a
+`elastic_cache.coordinator.warm.Reintegration`, `elastic_cache.coordinator.failures.Failures`
+and `Cluster` extend it; the records of a
 move are `elastic_cache.coordinator.migration`'s `MigrationInfo` and `MoveFailed`.
 """
 
@@ -63,16 +64,16 @@ def key_chunks(keys: Sequence[str], budget: int = 256 * 1024) -> list[list[str]]
 
 class Moves(Membership):
     """`Membership` with the live moves, their repairs (copies) and the wait for room
-    they make. `Reintegration` (in `warm`) and then `Cluster` (in `cluster`) extend it;
-    `_drop_dead_locked` and `suspect` here only stand for the cluster's failure
-    handling."""
+    they make. `Reintegration` (in `warm`), `Failures` (in `failures`) and then `Cluster`
+    (in `cluster`) extend it; `_drop_dead_locked` and `suspect` here only stand for the
+    failure handling."""
 
     async def _drop_dead_locked(self, node_id: str) -> None:
-        """Drop a dead node under the move lock (`Cluster._drop_dead_locked`)."""
+        """Drop a dead node under the move lock (`Failures._drop_dead_locked`)."""
         raise NotImplementedError
 
     def suspect(self, node_id: str, *, timed_out: bool = False) -> asyncio.Task[bool] | None:
-        """Check ``node_id`` now (`Cluster.suspect`)."""
+        """Check ``node_id`` now (`Failures.suspect`)."""
         raise NotImplementedError
 
     # -- moves -------------------------------------------------------------------------

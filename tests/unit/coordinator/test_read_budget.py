@@ -12,13 +12,13 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from elastic_cache.config import ClusterSettings, ConfigError
+from elastic_cache.config import ClusterSettings
 from elastic_cache.coordinator.membership import NodeInfo
 from elastic_cache.coordinator.nodeclient import HttpNodeClient
 from elastic_cache.coordinator.pool import ConnectionPool, PoolError
 from elastic_cache.coordinator.rates import RateMeter
 from elastic_cache.coordinator.router import Router
-from elastic_cache.errors import NodeUnavailable
+from elastic_cache.errors import ConfigError, NodeUnavailable
 from elastic_cache.hashing import make_hasher
 from elastic_cache.provisioner.base import NodeHandle
 from elastic_cache.ring import HashRing
