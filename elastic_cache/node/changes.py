@@ -39,7 +39,13 @@ class ChangeLog:
             raise ValueError(f"a change log keeps at least one entry, got {size}")
         self.size = size
         self.boot = boot
-        self._entries: deque[Change] = deque(maxlen=size)
+        # Three columns instead of a tuple per entry, and no sequence number stored (the
+        # entries are consecutive): 24 B per entry instead of about 110 (a 4-tuple and
+        # an int), which at 65,536 entries was 30 B per record of a 200,000-record node.
+        # The key and epoch objects are the ones the store and the node hold anyway.
+        self._kinds: deque[str] = deque(maxlen=size)
+        self._keys: deque[str] = deque(maxlen=size)
+        self._epochs: deque[int] = deque(maxlen=size)
         self._seq = 0
         #: Called after each append (the HTTP edge wakes its long polls with it).
         self.notify: Callable[[], None] | None = None
@@ -52,12 +58,14 @@ class ChangeLog:
     @property
     def first(self) -> int:
         """Sequence number of the oldest entry kept (``seq + 1`` when empty)."""
-        return self._entries[0][0] if self._entries else self._seq + 1
+        return self._seq - len(self._kinds) + 1
 
     def record(self, kind: str, key: str, epoch: int) -> None:
         """Append one change. Runtime complexity: O(1)."""
         self._seq += 1
-        self._entries.append((self._seq, kind, key, epoch))
+        self._kinds.append(kind)
+        self._keys.append(key)
+        self._epochs.append(epoch)
         notify = self.notify
         if notify is not None:
             notify()
@@ -69,24 +77,26 @@ class ChangeLog:
             The entries, oldest first, and whether some entries after ``after`` were
             already forgotten (the follower missed changes).
 
-        Runtime complexity: O(limit) (the deque is indexed from the position).
+        Runtime complexity: O(limit) (the deques are indexed from the position).
         """
-        entries = self._entries
-        if not entries or after >= self._seq:
+        count = len(self._kinds)
+        if not count or after >= self._seq:
             return [], False
-        first = entries[0][0]
+        first = self._seq - count + 1
         lost = after + 1 < first
         start = max(after + 1, first) - first
-        stop = min(len(entries), start + limit)
+        stop = min(count, start + limit)
         # deque indexing is O(n) from the nearer end; reading from the right when the
         # follower is close behind (the usual case) keeps this cheap.
-        if len(entries) - start < start:
-            out = [entries[i - len(entries)] for i in range(start, stop)]
-        else:
-            out = [entries[i] for i in range(start, stop)]
+        shift = -count if count - start < start else 0
+        kinds, keys, epochs = self._kinds, self._keys, self._epochs
+        out = [
+            (first + i, kinds[i + shift], keys[i + shift], epochs[i + shift])
+            for i in range(start, stop)
+        ]
         return out, lost
 
     def _check(self) -> None:
-        seqs = [e[0] for e in self._entries]
-        assert seqs == list(range(self._seq - len(seqs) + 1, self._seq + 1))
-        assert len(seqs) <= self.size
+        count = len(self._kinds)
+        assert count == len(self._keys) == len(self._epochs) <= self.size
+        assert self.first == self._seq - count + 1 >= 1
