@@ -434,7 +434,8 @@ class AsyncClient:
             return False
         self._follow_changes()
         try:
-            await asyncio.wait_for(self._near_subscribed.wait(), timeout)
+            async with asyncio.timeout(timeout):
+                await self._near_subscribed.wait()
         except TimeoutError:
             return False
         return True

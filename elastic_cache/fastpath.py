@@ -933,7 +933,8 @@ class FastServer:
             conn.shut()
         if self.connections:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._drained.wait(), timeout)
+                async with asyncio.timeout(timeout):
+                    await self._drained.wait()
         for conn in list(self.connections):
             conn.abort()
         if self._sweeper is not None:

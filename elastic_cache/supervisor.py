@@ -374,7 +374,8 @@ class Supervisor:
                 )
                 if delay:
                     with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(asyncio.shield(stopping), delay)
+                        async with asyncio.timeout(delay):
+                            await asyncio.shield(stopping)
                 if stopping.done():
                     return 0
         finally:

@@ -83,7 +83,8 @@ class Failures(Reintegration):
         if check is None:
             return True
         try:
-            return await asyncio.wait_for(asyncio.shield(check), 10.0)
+            async with asyncio.timeout(10.0):
+                return await asyncio.shield(check)
         except TimeoutError:
             return False
 

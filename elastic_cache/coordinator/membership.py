@@ -605,7 +605,7 @@ class Membership:
         infos = list(self.nodes.values())
         budget = self.settings.coordinator.request_budget
         results = await asyncio.gather(
-            *(asyncio.wait_for(self._refresh(i), budget) for i in infos), return_exceptions=True
+            *(self._refresh_within(i, budget) for i in infos), return_exceptions=True
         )
         failed = []
         for info, result in zip(infos, results, strict=True):
@@ -614,6 +614,10 @@ class Membership:
                 info.failures += 1
                 failed.append(info.node_id)
         return failed
+
+    async def _refresh_within(self, info: NodeInfo, budget: float) -> None:
+        async with asyncio.timeout(budget):
+            await self._refresh(info)
 
     def _request_meter(self) -> RateMeter:
         return RateMeter(self.settings.scaler.rate_half_life, self._clock)

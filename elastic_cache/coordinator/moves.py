@@ -486,7 +486,8 @@ class Moves(Membership):
         """Wait until a move out of ``node_id`` completes (``on_full = block``)."""
         event = self._room.setdefault(node_id, asyncio.Event())
         try:
-            await asyncio.wait_for(event.wait(), timeout)
+            async with asyncio.timeout(timeout):
+                await event.wait()
         except TimeoutError:
             return False
         return True

@@ -128,7 +128,8 @@ class Router:
                 if check is None or attempt == _ATTEMPTS - 1:
                     raise
                 try:
-                    dropped = await asyncio.wait_for(asyncio.shield(check), 5.0)
+                    async with asyncio.timeout(5.0):
+                        dropped = await asyncio.shield(check)
                 except TimeoutError:
                     raise NodeUnavailable(f"node {node} did not answer") from None
                 if not dropped:
@@ -246,10 +247,10 @@ class Router:
                 if exc.details.get("timed_out") or attempt == _ATTEMPTS - 1:
                     raise exc
                 try:
-                    dropped = await asyncio.wait_for(
-                        asyncio.shield(asyncio.gather(*(c for c in checks if c is not None))),
-                        5.0,
-                    )
+                    async with asyncio.timeout(5.0):
+                        dropped = await asyncio.shield(
+                            asyncio.gather(*(c for c in checks if c is not None))
+                        )
                 except TimeoutError:
                     raise NodeUnavailable(f"node {node} did not answer") from None
                 if not all(dropped):

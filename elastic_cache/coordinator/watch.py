@@ -146,7 +146,8 @@ class Watcher:
         if not self.pending and not self.cut_off and not self.closed:
             self._wake.clear()
             try:
-                await asyncio.wait_for(self._wake.wait(), timeout)
+                async with asyncio.timeout(timeout):
+                    await self._wake.wait()
             except TimeoutError:
                 return []
         frames = list(self.pending)

@@ -207,7 +207,8 @@ class WatchFeed:
             return
         event = self._handoff_waits.setdefault(migration, asyncio.Event())
         try:
-            await asyncio.wait_for(event.wait(), self.handoff_timeout)
+            async with asyncio.timeout(self.handoff_timeout):
+                await event.wait()
         except TimeoutError:
             log.warning("no handoff of move %s after %.1fs", migration, self.handoff_timeout)
         finally:

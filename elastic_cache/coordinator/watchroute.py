@@ -56,7 +56,8 @@ async def watch_stream(request: web.Request, hub: WatchHub) -> web.StreamRespons
                 idle = 0.0
             elif watcher.cut_off:
                 with contextlib.suppress(TimeoutError, ConnectionError):
-                    await asyncio.wait_for(resp.write(hub.cutoff_frame()), 1.0)
+                    async with asyncio.timeout(1.0):
+                        await resp.write(hub.cutoff_frame())
                 break
             elif watcher.closed or request.transport is None or request.transport.is_closing():
                 break
@@ -67,7 +68,8 @@ async def watch_stream(request: web.Request, hub: WatchHub) -> web.StreamRespons
                 idle = 0.0
                 data = b": keepalive\n\n"
             try:
-                await asyncio.wait_for(resp.write(data), WRITE_TIMEOUT)
+                async with asyncio.timeout(WRITE_TIMEOUT):
+                    await resp.write(data)
             except TimeoutError:
                 watcher.cut_off = True
                 if request.transport is not None:

@@ -200,7 +200,8 @@ async def start_workers(
     for proc in procs:
         assert proc.stdout is not None
         try:
-            line = await asyncio.wait_for(proc.stdout.readline(), 30)
+            async with asyncio.timeout(30):
+                line = await proc.stdout.readline()
         except TimeoutError:
             line = b""
         if b'"listening"' not in line:
@@ -235,7 +236,8 @@ async def stop_workers(procs: list[asyncio.subprocess.Process], timeout: float =
             proc.stdin.close()
     for proc in procs:
         try:
-            await asyncio.wait_for(proc.wait(), timeout)
+            async with asyncio.timeout(timeout):
+                await proc.wait()
         except TimeoutError:
             with contextlib.suppress(ProcessLookupError):
                 proc.kill()
@@ -398,7 +400,8 @@ class WorkerView:
     async def wait_for_room(self, node_id: str, timeout: float) -> bool:
         """Wait for the ring to change (a move out of a full node commits)."""
         try:
-            await asyncio.wait_for(self._changed.wait(), timeout)
+            async with asyncio.timeout(timeout):
+                await self._changed.wait()
         except TimeoutError:
             return False
         return True

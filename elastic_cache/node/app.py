@@ -489,7 +489,8 @@ async def get_changes(request: web.Request) -> web.StreamResponse:
         wakeup = request.app[CHANGES_WOKEN]
         wakeup.waiting += 1
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(wakeup.event.wait(), wait)
+            async with asyncio.timeout(wait):
+                await wakeup.event.wait()
     entries, missed = log.since(after, limit)
     return web.json_response(
         {

@@ -107,7 +107,8 @@ async def stop_process(proc: asyncio.subprocess.Process, grace: float = 5.0) -> 
         with contextlib.suppress(ProcessLookupError):
             proc.terminate()
         try:
-            await asyncio.wait_for(proc.wait(), grace)
+            async with asyncio.timeout(grace):
+                await proc.wait()
         except TimeoutError:
             with contextlib.suppress(ProcessLookupError):
                 proc.kill()
@@ -233,7 +234,8 @@ class LocalProvisioner:
                 log_file.close()
         self._procs[node_id] = proc
         try:
-            address = await asyncio.wait_for(self._announced(proc), self.health_timeout)
+            async with asyncio.timeout(self.health_timeout):
+                address = await self._announced(proc)
             await wait_healthy(
                 address, deadline=started + self.boot_delay + self.health_timeout, interval=0.05
             )

@@ -104,8 +104,8 @@ async def _run_real(
         if scenario.static_nodes is not None:
             await even_ring(cluster)
         provisioner.booting = True
-        steps, totals = await asyncio.wait_for(
-            drive(
+        async with asyncio.timeout(deadline):
+            steps, totals = await drive(
                 scenario,
                 router=coord.router,
                 cluster=cluster,
@@ -114,9 +114,7 @@ async def _run_real(
                 migration_overlap=lambda t0, t1: overlap_with(
                     _intervals(cluster, offset, loop.time()), t0, t1
                 ),
-            ),
-            deadline,
-        )
+            )
         migrations = [
             MigrationRecord(
                 id=m.id,

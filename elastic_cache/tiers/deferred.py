@@ -262,7 +262,8 @@ class DeferredRemovals:
         while self._held:
             self._wake.clear()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), pause)
+                async with asyncio.timeout(pause):
+                    await self._wake.wait()
             pause = self.retry if await self._round() else min(pause * 2, MAX_PAUSE)
 
     async def _round(self) -> bool:

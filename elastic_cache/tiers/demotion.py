@@ -155,7 +155,8 @@ class Demotion(ColdPart):
         self.demote()
         self._resubmit(limit=None)
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.io.idle(), timeout)
+            async with asyncio.timeout(timeout):
+                await self.io.idle()
         return count
 
     @property

@@ -165,6 +165,7 @@ class TierIO:
     async def close(self, timeout: float = 10.0) -> None:
         """Wait (up to ``timeout``) for ordered calls, then shut the private pool down."""
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.idle(), timeout)
+            async with asyncio.timeout(timeout):
+                await self.idle()
         if self._own:
             self._pool.shutdown(wait=False, cancel_futures=True)
