@@ -417,13 +417,22 @@ def cmd_supervised_coordinator(args: argparse.Namespace) -> int:
     return 0
 
 
+def _workers(text: str) -> int | str:
+    if text == "auto":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f'expected a number or "auto", got {text!r}') from None
+
+
 def _add_workers(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--workers",
-        type=int,
-        metavar="N",
+        type=_workers,
+        metavar="N|auto",
         help="processes answering the port: the coordinator and N-1 that follow its "
-        "ring, for more cores (default 1)",
+        "ring, for more cores (default auto: one per CPU, less one per local node)",
     )
     parser.add_argument(
         "--replication",

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from elastic_cache.config.coordinator import CoordinatorSettings, ProvisionerKind
+from elastic_cache.config.coordinator import AUTO_WORKERS, CoordinatorSettings, ProvisionerKind
 from elastic_cache.config.cost import CostSettings
 from elastic_cache.config.ec2 import Ec2Settings
 from elastic_cache.config.loader import build_section
@@ -124,10 +124,16 @@ class ClusterSettings:
             {o.name: o.namespace for o in origins if o.namespace is not None},
         )
         nodes = build_section(NodeSettings, {**nodes_data, "namespaces": namespaces}, "nodes")
+        coordinator = data.get("coordinator", {})
+        if isinstance(coordinator, Mapping) and "workers" in coordinator:
+            workers = coordinator["workers"]
+            if workers == AUTO_WORKERS and not isinstance(workers, bool):
+                # 0 is how the settings say "auto"; in a file it is a mistake.
+                raise ConfigError('coordinator.workers must be 1 to 64 or "auto", got 0')
+            if workers == "auto":
+                coordinator = {**coordinator, "workers": AUTO_WORKERS}
         return cls(
-            coordinator=build_section(
-                CoordinatorSettings, data.get("coordinator", {}), "coordinator"
-            ),
+            coordinator=build_section(CoordinatorSettings, coordinator, "coordinator"),
             nodes=nodes,
             scaler=build_section(ScalerSettings, data.get("scaler", {}), "scaler"),
             origins=tuple(origins),

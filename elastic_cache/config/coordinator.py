@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import enum
+import os
 from dataclasses import dataclass
 
 from elastic_cache.config.checks import check_host, check_port, check_ssm_name, enum_member
 from elastic_cache.errors import ConfigError
 
-__all__ = ["MAX_WORKERS", "CoordinatorSettings", "ProvisionerKind", "parse_state_s3"]
+__all__ = [
+    "AUTO_WORKERS",
+    "MAX_WORKERS",
+    "CoordinatorSettings",
+    "ProvisionerKind",
+    "auto_workers",
+    "parse_state_s3",
+]
 
 
 class ProvisionerKind(enum.StrEnum):
@@ -22,6 +30,26 @@ class ProvisionerKind(enum.StrEnum):
 
 #: Most coordinator processes on one port.
 MAX_WORKERS = 64
+#: ``workers`` asking for `auto_workers` (``"auto"`` in the file and on the command line).
+AUTO_WORKERS = 0
+
+
+def auto_workers(provisioner: ProvisionerKind, initial_nodes: int) -> int:
+    """Coordinator processes for ``workers = "auto"``: one per CPU this process may run
+    on, less a CPU for each node it starts on this machine at first (at least one) when
+    its nodes are local processes; at least 1, at most `MAX_WORKERS`.
+
+    On EC2 the nodes have instances of their own, so the coordinator's instance gives
+    every vCPU to routing; ``ecache up`` on a laptop leaves its nodes their cores (on
+    two CPUs with one node: one process, which measured faster than two there).
+    """
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not every platform has affinity
+        cpus = os.cpu_count() or 1
+    if provisioner is ProvisionerKind.LOCAL:
+        cpus -= max(1, initial_nodes)
+    return max(1, min(MAX_WORKERS, cpus))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -43,7 +71,9 @@ class CoordinatorSettings:
             (`elastic_cache.auth`); EC2 nodes read the same parameter. Fetched at
             start, never written to disk.
         workers: processes answering the public port (`coordinator.workers`): the
-            coordinator itself and ``workers - 1`` that follow its ring; 1 to 64.
+            coordinator itself and ``workers - 1`` that follow its ring; 1 to 64, or
+            ``"auto"`` (`AUTO_WORKERS`, the default), resolved by `auto_workers` when
+            the settings are built.
         request_budget: seconds a routed write (or delete) waits for its node before it
             is answered 503 with ``Retry-After`` (the node is then *suspect*).
         read_budget: seconds a routed read (``GET``/``HEAD`` of a key, a read-through
@@ -87,7 +117,7 @@ class CoordinatorSettings:
     price_region: str = "us-east-1"
     provisioner: ProvisionerKind = ProvisionerKind.LOCAL
     admin_token_parameter: str | None = None
-    workers: int = 1
+    workers: int = AUTO_WORKERS
     request_budget: float = 5.0
     read_budget: float = 1.0
     suspect_grace: float = 120.0
@@ -139,10 +169,14 @@ class CoordinatorSettings:
             raise ConfigError("state_dir must not be empty")
         for name in ("initial_nodes", "vnodes", "workers", "watch_buffer", "watch_queue"):
             value = getattr(self, name)
+            if name == "workers" and value == AUTO_WORKERS and not isinstance(value, bool):
+                continue
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ConfigError(f"{name} must be a positive integer, got {value!r}")
         if self.workers > MAX_WORKERS:
-            raise ConfigError(f"workers must be at most {MAX_WORKERS}, got {self.workers}")
+            raise ConfigError(
+                f'workers must be at most {MAX_WORKERS} or "auto", got {self.workers}'
+            )
         if (
             not isinstance(self.hot_answers_bytes, int)
             or isinstance(self.hot_answers_bytes, bool)
@@ -161,6 +195,8 @@ class CoordinatorSettings:
         object.__setattr__(
             self, "provisioner", enum_member(ProvisionerKind, "provisioner", self.provisioner)
         )
+        if self.workers == AUTO_WORKERS:
+            object.__setattr__(self, "workers", auto_workers(self.provisioner, self.initial_nodes))
         if self.admin_token_parameter is not None:
             check_ssm_name("admin_token_parameter", self.admin_token_parameter)
 

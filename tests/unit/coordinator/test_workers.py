@@ -3,13 +3,19 @@ into its rates and its scaler (the processes themselves: tests/integration/test_
 
 from __future__ import annotations
 
+import os
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
+
+from elastic_cache.cli import _cluster_settings, build_parser
 from elastic_cache.config import ClusterSettings
+from elastic_cache.config.coordinator import MAX_WORKERS, ProvisionerKind, auto_workers
 from elastic_cache.coordinator.crosszone import CrossZoneMeter
 from elastic_cache.coordinator.scaler import RateMeter
 from elastic_cache.coordinator.workers import LeaderControl, WorkerView, _CountingMeter
+from elastic_cache.errors import ConfigError
 
 
 class FakeScaler:
@@ -148,3 +154,60 @@ async def test_a_worker_follows_the_leaders_namespace_table() -> None:
         assert heard == [live] and view.namespaces.policy_of("a/1").write_quorum == 1
     finally:
         await view.close()
+
+
+# -- how many processes: `workers = "auto"` -------------------------------------------------
+
+
+def _cpus(monkeypatch: pytest.MonkeyPatch, count: int) -> None:
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: set(range(count)), raising=False)
+
+
+@pytest.mark.parametrize(
+    ("cpus", "provisioner", "initial_nodes", "expected"),
+    [
+        (2, ProvisionerKind.LOCAL, 1, 1),  # this machine with `ecache up`: one process
+        (8, ProvisionerKind.LOCAL, 1, 7),
+        (8, ProvisionerKind.LOCAL, 3, 5),
+        (8, ProvisionerKind.LOCAL, 0, 7),  # a local cluster grows nodes here: keep one core
+        (4, ProvisionerKind.LOCAL, 6, 1),
+        (2, ProvisionerKind.EC2, 1, 2),  # the nodes have instances of their own
+        (96, ProvisionerKind.EC2, 1, MAX_WORKERS),
+    ],
+)
+def test_auto_gives_routing_the_cpus_the_nodes_do_not_take(
+    monkeypatch: pytest.MonkeyPatch,
+    cpus: int,
+    provisioner: ProvisionerKind,
+    initial_nodes: int,
+    expected: int,
+) -> None:
+    _cpus(monkeypatch, cpus)
+    assert auto_workers(provisioner, initial_nodes) == expected
+
+
+def test_auto_is_the_default_and_resolves_when_the_settings_are_built(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _cpus(monkeypatch, 6)
+    assert ClusterSettings().coordinator.workers == 5
+    assert ClusterSettings.from_mapping({}).coordinator.workers == 5
+    file = {"coordinator": {"workers": "auto", "initial_nodes": 2}}
+    assert ClusterSettings.from_mapping(file).coordinator.workers == 4
+    assert ClusterSettings.from_mapping({"coordinator": {"workers": 3}}).coordinator.workers == 3
+
+
+@pytest.mark.parametrize("value", [0, -1, 65, "many", 2.5, True])
+def test_a_bad_workers_value_is_an_error_naming_it(value: object) -> None:
+    with pytest.raises(ConfigError, match="workers"):
+        ClusterSettings.from_mapping({"coordinator": {"workers": value}})
+
+
+def test_the_command_line_takes_a_number_or_auto(monkeypatch: pytest.MonkeyPatch) -> None:
+    _cpus(monkeypatch, 4)
+    parser = build_parser()
+    for argv, expected in (([], 3), (["--workers", "auto"], 3), (["--workers", "2"], 2)):
+        args = parser.parse_args(["up", *argv])
+        assert _cluster_settings(args).coordinator.workers == expected
+    with pytest.raises(SystemExit):
+        parser.parse_args(["up", "--workers", "lots"])
