@@ -142,6 +142,7 @@ class HttpNodeClient:
         query: str = "",
         stream_above: int = -1,
         timeout: float | None = None,
+        alone: bool = False,
     ) -> Answer:
         # Percent-encode every reserved character ("/" too), so a key reaches the node
         # exactly as it was given.
@@ -154,6 +155,7 @@ class HttpNodeClient:
                 headers=headers,
                 stream_above=stream_above,
                 timeout=timeout,
+                alone=alone,
             )
         except PoolTimeout as exc:
             raise NodeUnavailable(
@@ -181,13 +183,20 @@ class HttpNodeClient:
         return await self._kv("GET", key, stream_above=stream_above, timeout=self._read_timeout)
 
     async def put(
-        self, key: str, value: bytes, content_type: str, ttl: float | None, epoch: int = 0
+        self,
+        key: str,
+        value: bytes,
+        content_type: str,
+        ttl: float | None,
+        epoch: int = 0,
+        *,
+        alone: bool = False,
     ) -> Answer:
         query = f"?ttl={ttl!r}" if ttl is not None else ""
         headers = {"Content-Type": content_type}
         if epoch:
             headers["X-Ecache-Epoch"] = str(epoch)
-        return await self._kv("PUT", key, body=value, headers=headers, query=query)
+        return await self._kv("PUT", key, body=value, headers=headers, query=query, alone=alone)
 
     async def put_stream(
         self,
@@ -261,9 +270,9 @@ class HttpNodeClient:
         )
         return answer, started
 
-    async def delete(self, key: str, epoch: int = 0) -> Answer:
+    async def delete(self, key: str, epoch: int = 0, *, alone: bool = False) -> Answer:
         headers = {"X-Ecache-Epoch": str(epoch)} if epoch else None
-        return await self._kv("DELETE", key, headers=headers)
+        return await self._kv("DELETE", key, headers=headers, alone=alone)
 
     async def _json(
         self,

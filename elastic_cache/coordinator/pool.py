@@ -18,10 +18,12 @@ two reads and two writes instead of 2k each; this is most of what a routed reque
 costs beyond the node's own work. A connection takes new requests only in the turn that
 filled it: later requests go to an idle connection (or a new one), so a request never
 queues behind an answer that is already late. What pipelining cannot avoid: a request
-waits for the answers before it in its batch (a write that waits for a cold tier or a
-move delays the reads sent with it, by as long). ``HEAD`` requests and answers streamed
-from a ``BodyStream`` take a connection for themselves (llhttp cannot be told that an
-answer to ``HEAD`` has no body, and a stream is read at its consumer's pace).
+waits for the answers before it in its batch (a read of a value on a cold tier, or a
+write during a move, delays the requests sent with it, by as long). ``HEAD`` requests,
+writes the caller marks ``alone`` (a durable namespace's, which the node answers only
+once its tier has them) and answers streamed from a ``BodyStream`` take a connection
+for themselves (llhttp cannot be told that an answer to ``HEAD`` has no body, a tier is
+slow, and a stream is read at its consumer's pace).
 
 A request that fails before any byte of its answer arrived, on a connection that was
 reused or behind another request on it, is retried once on a fresh connection; every
@@ -87,7 +89,16 @@ class RawAnswer(NamedTuple):
 class _Exchange:
     """One request on a connection, until its answer has been read."""
 
-    __slots__ = ("deadline", "future", "head", "sent", "started", "stream", "stream_above")
+    __slots__ = (
+        "alone",
+        "deadline",
+        "future",
+        "head",
+        "sent",
+        "started",
+        "stream",
+        "stream_above",
+    )
 
     def __init__(
         self,
@@ -96,9 +107,11 @@ class _Exchange:
         stream_above: int,
         sent: int,
         deadline: float,
+        alone: bool = False,
     ) -> None:
         self.future = future
         self.head = head
+        self.alone = alone or head  # on a connection of its own
         self.stream_above = stream_above
         self.sent = sent
         self.deadline = deadline
@@ -269,7 +282,6 @@ class _Conn(asyncio.Protocol):
         if exchange.head:
             self._renew = True
             self.pending.popleft()
-            self.exclusive = False
             self._done(exchange, RawAnswer(status, headers, b""))
             return
         length = headers.get(b"content-length")
@@ -316,6 +328,8 @@ class _Conn(asyncio.Protocol):
             future.set_result(answer)
         self.pool.exchanged(self, exchange)
         if not self.pending:
+            if self.stream is None:
+                self.exclusive = False
             self.pool.idle(self)
 
     def stream_closed(self, stream: BodyStream, whole: bool) -> None:
@@ -497,10 +511,10 @@ class ConnectionPool:
         conn.transport.write(outbox[0] if len(outbox) == 1 else b"".join(outbox))
         outbox.clear()
 
-    def _pick(self, head: bool) -> _Conn | None:
-        """A connection for the next request: this turn's (unless it is ``HEAD``), else
-        an idle one; None: open one."""
-        if not head:
+    def _pick(self, alone: bool) -> _Conn | None:
+        """A connection for the next request: this turn's (unless the request goes
+        alone), else an idle one; None: open one."""
+        if not alone:
             conn = self._filling
             if (
                 conn is not None
@@ -523,7 +537,7 @@ class ConnectionPool:
         conn.pending.append(exchange)
         self._busy.add(conn)
         conn.outbox.append(request)
-        if exchange.head:
+        if exchange.alone:
             conn.exclusive = True
             self._write(conn)  # at once, or once the connection is open
             return
@@ -544,6 +558,7 @@ class ConnectionPool:
         headers: dict[str, str] | None = None,
         stream_above: int = -1,
         timeout: float | None = None,
+        alone: bool = False,
     ) -> RawAnswer:
         """Send one request and read its answer.
 
@@ -557,6 +572,9 @@ class ConnectionPool:
                 always read whole.
             timeout: seconds until the answer's head (a streamed body then has the
                 pool's timeout for each silence); None: the pool's.
+            alone: on a connection with no other request before or behind it (one the
+                node answers only after waiting on its tier), never pipelined; ``HEAD``
+                always goes alone.
 
         Raises:
             PoolError: the node is unreachable, closed the connection, or timed out.
@@ -585,13 +603,18 @@ class ConnectionPool:
         streaming = False  # a streamed answer keeps its slot until the stream closes
         try:
             for attempt in (0, 1):
-                conn = self._pick(head)
+                conn = self._pick(alone or head)
                 reused = conn is not None
                 if conn is None:
                     conn = self._open_connection()
                 behind = bool(conn.pending)
                 exchange = _Exchange(
-                    loop.create_future(), head, stream_above, len(request), loop.time() + timeout
+                    loop.create_future(),
+                    head,
+                    stream_above,
+                    len(request),
+                    loop.time() + timeout,
+                    alone,
                 )
                 self._send(conn, exchange, request)
                 try:

@@ -11,7 +11,7 @@ from elastic_cache.coordinator.membership import NodeInfo
 from elastic_cache.coordinator.rates import RateMeter
 from elastic_cache.errors import Misdirected, NodeUnavailable, StoreFull
 from elastic_cache.hashing import validate_key
-from elastic_cache.namespaces import NamespaceTable
+from elastic_cache.namespaces import Durability, NamespaceTable
 from elastic_cache.node.protocol import Answer, NodeClient
 from elastic_cache.ring import HashRing
 
@@ -85,6 +85,14 @@ class Router:
         """Take the namespaces' write quorums (a live change; docs/namespaces.md)."""
         #: The table, when some namespace has its own write quorum (None: none has).
         self._quorums = table if any(p.write_quorum for p in table.policies) else None
+        #: The table, when some namespace writes through to a tier (None: none does).
+        self._durable = table if table.durable else None
+
+    def _alone(self, key: str) -> bool:
+        """Whether a write of ``key`` waits on its node's tier (a durable namespace), so
+        it must not be pipelined with other requests (they would wait behind it)."""
+        table = self._durable
+        return table is not None and table.policy_of(key).durability is not Durability.MEMORY
 
     def _quorum_of(self, key: str) -> int:
         """Copies a write of ``key`` needs: its namespace's ``write_quorum``, else the
@@ -281,16 +289,17 @@ class Router:
         """Write ``key`` to its owner (and its copies); under ``on_full = block`` wait
         for room."""
         self.rate.hit()
+        alone = self._alone(key)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.block_timeout
         while True:
             if self.replicated:
                 node, answer = await self._write_copies(
-                    key, lambda c, e: c.put(key, value, content_type, ttl, e)
+                    key, lambda c, e: c.put(key, value, content_type, ttl, e, alone=alone)
                 )
             else:
                 node, answer = await self._routed(
-                    key, lambda c: c.put(key, value, content_type, ttl)
+                    key, lambda c: c.put(key, value, content_type, ttl, alone=alone)
                 )
             if answer.status < 300:
                 self.scaler.observe_write(node, answer.used, answer.capacity, len(value))
@@ -444,8 +453,11 @@ class Router:
     async def delete(self, key: str) -> Answer:
         """Delete ``key`` at its owner (and its copies)."""
         self.rate.hit()
+        alone = self._alone(key)
         if self.replicated:
-            _, answer = await self._write_copies(key, lambda c, e: c.delete(key, e), delete=True)
+            _, answer = await self._write_copies(
+                key, lambda c, e: c.delete(key, e, alone=alone), delete=True
+            )
             return answer
-        _, answer = await self._routed(key, lambda c: c.delete(key))
+        _, answer = await self._routed(key, lambda c: c.delete(key, alone=alone))
         return answer

@@ -140,7 +140,14 @@ class LocalNodeClient:
         return Answer(200, b"" if head else found.value, found.content_type, svc.epoch)
 
     async def put(
-        self, key: str, value: bytes, content_type: str, ttl: float | None, epoch: int = 0
+        self,
+        key: str,
+        value: bytes,
+        content_type: str,
+        ttl: float | None,
+        epoch: int = 0,
+        *,
+        alone: bool = False,
     ) -> Answer:
         svc = self._svc
         try:
@@ -166,7 +173,7 @@ class LocalNodeClient:
             "value exceeds max_value_bytes, and in-process nodes take large values only over HTTP"
         )
 
-    async def delete(self, key: str, epoch: int = 0) -> Answer:
+    async def delete(self, key: str, epoch: int = 0, *, alone: bool = False) -> Answer:
         svc = self._svc
         try:
             svc.fence(epoch)

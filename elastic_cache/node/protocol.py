@@ -131,10 +131,19 @@ class NodeClient(Protocol):
         ...
 
     async def put(
-        self, key: str, value: bytes, content_type: str, ttl: float | None, epoch: int = 0
+        self,
+        key: str,
+        value: bytes,
+        content_type: str,
+        ttl: float | None,
+        epoch: int = 0,
+        *,
+        alone: bool = False,
     ) -> Answer:
         """Store ``key``; ``epoch`` (the routing ring's, 0: none) lets the node refuse a
-        write routed by a ring older than its own (421)."""
+        write routed by a ring older than its own (421). ``alone``: the write waits on
+        the node's tier (a durable namespace), so no other request may wait behind it
+        (the HTTP client gives it a connection of its own instead of pipelining it)."""
         ...
 
     async def put_stream(
@@ -154,7 +163,7 @@ class NodeClient(Protocol):
         """
         ...
 
-    async def delete(self, key: str, epoch: int = 0) -> Answer: ...
+    async def delete(self, key: str, epoch: int = 0, *, alone: bool = False) -> Answer: ...
 
     async def stats(self) -> NodeStats: ...
 

@@ -170,7 +170,14 @@ class SimNodeClient(LocalNodeClient):
         return answer
 
     async def put(
-        self, key: str, value: bytes, content_type: str, ttl: float | None, epoch: int = 0
+        self,
+        key: str,
+        value: bytes,
+        content_type: str,
+        ttl: float | None,
+        epoch: int = 0,
+        *,
+        alone: bool = False,
     ) -> Answer:
         answer = await super().put(key, value, content_type, ttl, epoch)
         await self._requests.charge(self._requests.fixed)

@@ -323,3 +323,32 @@ async def test_an_unreachable_node_fails_every_request_of_a_batch() -> None:
     )
     assert all(isinstance(g, PoolError) for g in got)
     await pool.close()
+
+
+async def test_a_request_sent_alone_has_its_connection_to_itself() -> None:
+    """A write the node answers only after its tier (``alone``) is never pipelined: the
+    reads of the same turn do not wait for it."""
+    release = asyncio.Event()
+
+    async def script(conn: int, method: str, target: str) -> bytes | None:
+        if target == "/durable":
+            await release.wait()
+        return echo(conn, method, target)
+
+    async with scripted(script) as (port, served):
+        pool = ConnectionPool("127.0.0.1", port)
+        await pool.request("GET", "/warm")
+        first = asyncio.create_task(pool.request("GET", "/a"))
+        durable = asyncio.create_task(pool.request("PUT", "/durable", body=b"v", alone=True))
+        last = asyncio.create_task(pool.request("GET", "/b"))
+        async with asyncio.timeout(5):  # pipelined behind it, they would wait forever
+            assert (await first).body == b"GET /a" and (await last).body == b"GET /b"
+        assert not durable.done()  # the reads did not wait for it
+        release.set()
+        assert (await durable).body == b"PUT /durable"
+        on = {index for index, _m, target in served.requests if target == "/durable"}
+        assert [t for i, _m, t in served.requests if i in on] == ["/durable"]
+        # Its connection takes pipelined requests again afterwards.
+        got = await asyncio.gather(*(pool.request("GET", f"/k{i}") for i in range(3)))
+        assert [a.body for a in got] == [b"GET /k0", b"GET /k1", b"GET /k2"]
+        await pool.close()

@@ -28,13 +28,19 @@ class Holder:
         self.down = down
         self.status = status
         self.puts = 0
+        self.alone: list[bool] = []  # each write's ``alone``
 
     async def put(self, *args: Any, **kwargs: Any) -> Answer:
         self.puts += 1
+        self.alone.append(kwargs.get("alone", False))
         if self.down:
             raise NodeUnavailable(f"{self.node_id} did not answer", timed_out=True)
         body = b'{"error":"namespace_full","message":"q"}' if self.status == 507 else b""
         return Answer(self.status, body, "application/json", 1, 1, 10)
+
+    async def delete(self, key: str, epoch: int = 0, *, alone: bool = False) -> Answer:
+        self.alone.append(alone)
+        return Answer(204, b"", "", 1)
 
 
 class View:
@@ -110,3 +116,28 @@ async def test_a_namespace_over_its_quota_is_not_held_for_a_new_node() -> None:
     router = Router(view, Scaler(), RateMeter(1))
     answer = await router.put("q/a", b"v", "t", None)
     assert answer.status == 507 and view.waits == 0
+
+
+@pytest.mark.parametrize("replication", [1, 2])
+async def test_writes_of_a_durable_namespace_are_not_pipelined(replication: int) -> None:
+    """A write the node answers only once its tier has it goes on a connection of its
+    own (``alone``), so no read waits behind it; a memory namespace's is pipelined."""
+    cfg = ClusterSettings.from_mapping(
+        {
+            "cluster": {"replication": replication},
+            "nodes": {"tier": "disk:/tmp/unused"},
+            "namespaces": {"orders": {"prefix": "orders/", "durability": "disk"}},
+        }
+    )
+    holders = [Holder("node-1"), Holder("node-2")][:replication]
+    view = View(cfg, holders)
+    router = Router(view, Scaler(), RateMeter(1))
+    await router.put("orders/1", b"v", "t", None)
+    await router.put("cache/1", b"v", "t", None)
+    await router.delete("orders/1")
+    await router.delete("cache/1")
+    assert holders[0].alone == [True, False, True, False]
+    # A live change to memory lifts it.
+    router.set_namespaces(cfg.namespaces.changed("orders", {"durability": "memory"}))
+    await router.put("orders/2", b"v", "t", None)
+    assert holders[0].alone[-1] is False
