@@ -65,6 +65,7 @@ __all__ = [
     "NodeUnavailable",
     "NotFound",
     "ProvisionError",
+    "SendAlone",
     "StoreFull",
     "TokenMismatch",
     "Unauthorized",
@@ -244,6 +245,14 @@ class Conflict(ElasticCacheError):
 
     status = 409
     code = "conflict"
+
+
+class SendAlone(Conflict):
+    """A node's request marked ``X-Ecache-Batched`` (it may be pipelined) would wait on
+    the node's cold tier: nothing was done; send it again without the mark, on a
+    connection of its own (the coordinator's pool does so by itself)."""
+
+    code = "send_alone"
 
 
 class Misdirected(ElasticCacheError):

@@ -46,6 +46,8 @@ from typing import NamedTuple, cast
 
 import httptools
 
+from elastic_cache.node.protocol import ALONE_HEADER, ALONE_STATUS, BATCHED_HEADER
+
 __all__ = ["BodyStream", "ConnectionPool", "PoolError", "PoolTimeout", "RawAnswer"]
 
 #: Bytes a `BodyStream` buffers before it stops reading from the socket, and below
@@ -54,6 +56,10 @@ _HIGH_WATER = 4 << 20
 _LOW_WATER = 1 << 20
 #: Most requests sent together on one connection.
 _DEPTH = 32
+#: A request the pool may pipeline, and a node's answer asking for it alone
+#: (`elastic_cache.node.protocol.BATCHED_HEADER`).
+_BATCHED = f"{BATCHED_HEADER}: 1\r\n"
+_ALONE = ALONE_HEADER.lower().encode()
 
 
 class PoolError(ConnectionError):
@@ -581,14 +587,9 @@ class ConnectionPool:
         """
         if self._closed:
             raise PoolError("the connection pool is closed")
-        extra = "".join(f"{k}: {v}\r\n" for k, v in headers.items()) if headers else ""
-        request = (
-            f"{method} {target} HTTP/1.1\r\n{self._fixed_headers}"
-            f"Content-Length: {len(body)}\r\n{extra}\r\n"
-        ).encode("latin-1")
-        if body:
-            request += body
         head = method == "HEAD"
+        alone = alone or head
+        request = self._format(method, target, body, headers, batched=not alone)
         loop = asyncio.get_running_loop()
         if timeout is None:
             timeout = self.timeout
@@ -602,8 +603,9 @@ class ConnectionPool:
         await self._slots.acquire()
         streaming = False  # a streamed answer keeps its slot until the stream closes
         try:
-            for attempt in (0, 1):
-                conn = self._pick(alone or head)
+            attempt = 0
+            while attempt < 2:
+                conn = self._pick(alone)
                 reused = conn is not None
                 if conn is None:
                     conn = self._open_connection()
@@ -621,24 +623,50 @@ class ConnectionPool:
                     answer = await exchange.future
                 except _Abandoned:
                     if attempt == 0 and not exchange.started:
+                        attempt += 1
                         continue
                     raise
                 except _Unreachable:
                     raise
                 except PoolError:
                     if attempt == 0 and not exchange.started and (reused or behind):
+                        attempt += 1
                         continue
                     raise
                 except TimeoutError as exc:
                     raise PoolTimeout(
                         f"{self.host}:{self.port} did not answer within {timeout:g}s"
                     ) from exc
+                if answer.status == ALONE_STATUS and not alone and _ALONE in answer.headers:
+                    # The node would have waited on its cold tier with our batch behind
+                    # it: send the request again, on a connection of its own.
+                    alone = True
+                    request = self._format(method, target, body, headers, batched=False)
+                    continue
                 streaming = answer.stream is not None
                 return answer
         finally:
             if not streaming:
                 self._slots.release()
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _format(
+        self,
+        method: str,
+        target: str,
+        body: bytes,
+        headers: dict[str, str] | None,
+        *,
+        batched: bool,
+    ) -> bytes:
+        extra = "".join(f"{k}: {v}\r\n" for k, v in headers.items()) if headers else ""
+        if batched:
+            extra += _BATCHED
+        request = (
+            f"{method} {target} HTTP/1.1\r\n{self._fixed_headers}"
+            f"Content-Length: {len(body)}\r\n{extra}\r\n"
+        ).encode("latin-1")
+        return request + body if body else request
 
     async def close(self) -> None:
         """Close every idle connection; requests under way finish on theirs."""

@@ -12,7 +12,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from elastic_cache.errors import ElasticCacheError
+from elastic_cache.errors import ElasticCacheError, SendAlone
 from elastic_cache.fastpath import (
     HotRequest,
     Streamed,
@@ -24,6 +24,7 @@ from elastic_cache.fastpath import (
 )
 from elastic_cache.httpio import SEND_CHUNK, STREAM_ABOVE, parse_content_type, parse_ttl
 from elastic_cache.metrics.meter import RequestMeter
+from elastic_cache.node.protocol import ALONE_HEADER, BATCHED_HEADER
 from elastic_cache.node.service import NodeService
 from elastic_cache.store import PutOutcome
 
@@ -31,6 +32,9 @@ __all__ = ["NodeHotRoutes"]
 
 _PREFIX = b"/v1/kv/"
 _MISS_BODY = b'{"error":"key_not_found","message":"no value for this key"}'
+#: A request the coordinator may have pipelined (`BATCHED_HEADER`): if it would wait on
+#: the cold tier, it is answered `ALONE_STATUS` at once and sent again alone.
+_BATCHED = BATCHED_HEADER.lower().encode()
 _JSON = ("Content-Type", "application/json")
 
 
@@ -91,6 +95,24 @@ class NodeHotRoutes:
             return response_bytes(404, headers, body, keep_alive=request.keep_alive, length=length)
         return error_bytes(err, headers, keep_alive=request.keep_alive, head=head)
 
+    def _waits_on_tier(self, request: HotRequest, key: str) -> bool:
+        """Whether a pipelined write of ``key`` would wait on the cold tier (removing a
+        cold copy it replaces)."""
+        cold = self.service.cold
+        return (
+            cold is not None
+            and request.header(_BATCHED) is not None
+            and cold.may_hold(key, self.service.token(key))
+        )
+
+    def _alone(self, request: HotRequest) -> bytes:
+        """Ask for ``request`` again on a connection of its own (not counted: the
+        request sent again is)."""
+        err = SendAlone("this request waits on the cold tier: send it again unbatched")
+        headers = [(ALONE_HEADER, "1"), *self._epoch()]
+        head = request.method == "HEAD"
+        return error_bytes(err, headers, keep_alive=request.keep_alive, head=head)
+
     def get(self, request: HotRequest) -> bytes | Streamed | None:
         parts = split_target(request.target, _PREFIX)
         if parts is None:
@@ -102,6 +124,8 @@ class NodeHotRoutes:
             else:
                 hit = service.memory_hit(parts[0])
                 if hit is None:
+                    if request.header(_BATCHED) is not None:
+                        return self._alone(request)
                     return None  # the cold tier's path, in the aiohttp routes
                 rec = hit
         except ElasticCacheError as err:
@@ -144,6 +168,8 @@ class NodeHotRoutes:
             service.fence(request.header(b"x-ecache-epoch"))
             outcome = service.put_now(key, request.body, content_type, ttl)
             if outcome is None:  # a cold tier or a move: the write awaits
+                if self._waits_on_tier(request, key):
+                    return self._alone(request)
                 return self._put_later(request, key, content_type, ttl)
         except ElasticCacheError as err:
             return self._error(request, err, fill=True)
@@ -173,6 +199,8 @@ class NodeHotRoutes:
         try:
             self.service.fence(request.header(b"x-ecache-epoch"))
             existed = self.service.delete_now(parts[0])
+            if existed is None and self._waits_on_tier(request, parts[0]):
+                return self._alone(request)
         except ElasticCacheError as err:
             return self._error(request, err, fill=True)
         if existed is None:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, Self
 
 from elastic_cache.adminapi import NodeMigration, Record, read
+from elastic_cache.errors import SendAlone
 
 if TYPE_CHECKING:
     # Type only: the coordinator's keep-alive client hands a large answer over as it
@@ -26,6 +27,9 @@ if TYPE_CHECKING:
     from elastic_cache.coordinator.pool import BodyStream
 
 __all__ = [
+    "ALONE_HEADER",
+    "ALONE_STATUS",
+    "BATCHED_HEADER",
     "CACHE_HEADER",
     "COLD_HIT",
     "EPOCH_HEADER",
@@ -51,6 +55,14 @@ EVICTED_HEADER = "X-Ecache-Evicted"
 #: `COLD_HIT` when a value was found in the node's cold tier.
 CACHE_HEADER = "X-Cache"
 COLD_HIT = "HIT-COLD"
+#: On a request the coordinator's pool may pipeline. A node answers such a request that
+#: would wait on its cold tier at once with `ALONE_STATUS` and `ALONE_HEADER`, and the
+#: pool sends it again on a connection of its own, without this header, so the requests
+#: pipelined behind it never wait for the tier (docs/architecture.md, "Pipelining to the
+#: nodes").
+BATCHED_HEADER = "X-Ecache-Batched"
+ALONE_HEADER = "X-Ecache-Alone"
+ALONE_STATUS = SendAlone.status
 
 
 class Answer(NamedTuple):

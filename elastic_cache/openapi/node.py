@@ -18,6 +18,7 @@ from elastic_cache.errors import (
     NamespaceFull,
     NodeUnavailable,
     NotFound,
+    SendAlone,
     StoreFull,
     TokenMismatch,
     ValueTooLarge,
@@ -45,7 +46,7 @@ from elastic_cache.tiers.base import ColdTierError, ColdTierFull, ColdTierUnavai
 __all__ = ["node_document"]
 
 _COLD: Errors = (ColdTierError, ColdTierUnavailable)
-_READ: Errors = (InvalidKey, Misdirected, KeyNotFound, *_COLD)
+_READ: Errors = (InvalidKey, Misdirected, KeyNotFound, *_COLD, SendAlone)
 _WRITE: Errors = (
     InvalidKey,
     InvalidTTL,
@@ -57,6 +58,7 @@ _WRITE: Errors = (
     NamespaceFull,
     *_COLD,
     ColdTierFull,
+    SendAlone,
 )
 _EPOCH = {"X-Ecache-Epoch": header("X-Ecache-Epoch")}
 _FILL = {**_EPOCH, "X-Ecache-Fill": header("X-Ecache-Fill")}
@@ -83,6 +85,21 @@ def _ref(name: str) -> Schema:
     return {"$ref": f"#/components/schemas/{name}"}
 
 
+#: The coordinator's mark on a request it may pipeline (elastic_cache/node/protocol.py).
+_BATCHED_PARAM: Schema = {
+    "name": "X-Ecache-Batched",
+    "in": "header",
+    "required": False,
+    "description": (
+        "`1`: the request may be pipelined with others (the coordinator's pool). If it "
+        "would wait on the cold tier (a value not in memory, a write replacing a cold "
+        "copy) it is answered at once with 409 `send_alone` and `X-Ecache-Alone: 1`, "
+        "doing nothing, to be sent again without this header."
+    ),
+    "schema": {"type": "string", "enum": ["1"]},
+}
+
+
 def _kv_path() -> Schema:
     tags = ["keys"]
     epoch = header("X-Ecache-Epoch", required=True)
@@ -91,7 +108,7 @@ def _kv_path() -> Schema:
         "X-Ecache-Fill": header("X-Ecache-Fill", required=True),
     }
     return {
-        "parameters": [KEY_PARAM],
+        "parameters": [KEY_PARAM, _BATCHED_PARAM],
         "get": operation(
             "nodeGetValue",
             "Read a value this node owns",
@@ -172,7 +189,7 @@ def _kv_path() -> Schema:
             "Delete a value this node owns",
             tags=tags,
             responses={"204": {"description": "Deleted.", "headers": written}},
-            errors=(InvalidKey, Misdirected, KeyNotFound, NodeUnavailable, *_COLD),
+            errors=(InvalidKey, Misdirected, KeyNotFound, NodeUnavailable, *_COLD, SendAlone),
             error_headers=_FILL,
         ),
     }

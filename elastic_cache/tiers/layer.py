@@ -171,6 +171,8 @@ class ColdLayer:
         self.head = self.reads.head
         self.pending_hit = self.reads.pending_hit
 
+        #: Whether ``key`` may have a cold value (False: certainly not; cheap).
+        self.may_hold = state.maybe
         self.invalidate = self.invalidation.invalidate
         self.remove = self.invalidation.remove
         self.remove_older = self.invalidation.remove_older

@@ -22,7 +22,7 @@ from elastic_cache.httpio import STREAM_ABOVE, body_payload
 from elastic_cache.node import build_node_service, make_node_app
 from elastic_cache.tiers.s3 import S3Tier
 
-from .conftest import CoordinatorHarness, cluster_settings, start_harness
+from .conftest import CoordinatorHarness, LeanTestServer, cluster_settings, start_harness
 
 ClientFactory = Callable[[web.Application], Awaitable[TestClient[Any, Any]]]
 
@@ -89,6 +89,38 @@ async def test_demoted_value_answers_hit_cold(disk_node: TestClient[Any, Any]) -
     assert (await disk_node.get("/v1/kv/k1")).status == 404
     stats = await (await disk_node.get("/v1/stats")).json()
     assert stats["cold"]["kind"] == "disk" and stats["cold"]["promotions"] == 1
+
+
+async def test_a_batched_request_that_would_wait_on_the_tier_is_asked_for_alone(
+    aiohttp_client: ClientFactory, tmp_path: Path
+) -> None:
+    """The coordinator marks requests it may pipeline (``X-Ecache-Batched``); one that
+    would wait on the cold tier is answered 409 with ``X-Ecache-Alone`` at once by the
+    lean layer, doing nothing, so the requests behind it on the connection do not wait
+    for the tier."""
+    service = build_node_service(settings(f"disk:{tmp_path}"), node_id="n1")
+    app = make_node_app(service, max_value_bytes=LIMIT)
+    disk_node = await aiohttp_client(LeanTestServer(app))
+    for i in range(5):
+        r = await disk_node.put(f"/v1/kv/k{i}", data=f"v{i}".encode())
+        assert r.status == 204
+    await settled(disk_node)  # k0 and k1 are on the tier, k2..k4 in memory
+    batched = {"X-Ecache-Batched": "1"}
+    for method, data in (("GET", None), ("PUT", b"new"), ("DELETE", None)):
+        r = await disk_node.request(method, "/v1/kv/k1", data=data, headers=batched)
+        assert r.status == 409 and r.headers["X-Ecache-Alone"] == "1", method
+        assert (await r.json())["error"] == "send_alone"
+    r = await disk_node.get("/v1/kv/k1")  # untouched by the three refusals
+    assert r.status == 200 and await r.read() == b"v1" and r.headers["X-Cache"] == "HIT-COLD"
+    # What needs no tier is answered as always, marked or not.
+    r = await disk_node.get("/v1/kv/k4", headers=batched)
+    assert r.status == 200 and await r.read() == b"v4"
+    r = await disk_node.put("/v1/kv/fresh", data=b"f", headers=batched)
+    assert r.status == 204
+    r = await disk_node.get("/v1/kv/never", headers=batched)
+    assert r.status in (404, 409)  # a miss may be on the tier: asked for alone or missed
+    stats = await (await disk_node.get("/v1/stats")).json()
+    assert stats["cold"]["kind"] == "disk"
 
 
 def _blob(n: int) -> bytes:

@@ -280,7 +280,10 @@ async def test_the_pool_counts_every_byte_it_sends_and_receives() -> None:
     pool = ConnectionPool("127.0.0.1", port)
     assert pool.bytes_exchanged == 0
     await pool.request("PUT", "/v1/kv/k", body=b"12345")
-    put = b"PUT /v1/kv/k HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nContent-Length: 5\r\n\r\n12345" % port
+    put = (
+        b"PUT /v1/kv/k HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nContent-Length: 5\r\n"
+        b"X-Ecache-Batched: 1\r\n\r\n12345" % port
+    )
     assert pool.bytes_exchanged == len(put) + len(small)
     answer = await pool.request("GET", "/v1/kv/big", stream_above=1000)
     assert answer.stream is not None
@@ -288,7 +291,10 @@ async def test_the_pool_counts_every_byte_it_sends_and_receives() -> None:
     while await answer.stream.read():
         pass
     answer.stream.close()
-    get = b"GET /v1/kv/big HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nContent-Length: 0\r\n\r\n" % port
+    get = (
+        b"GET /v1/kv/big HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nContent-Length: 0\r\n"
+        b"X-Ecache-Batched: 1\r\n\r\n" % port
+    )
     assert pool.bytes_exchanged == len(put) + len(small) + len(get) + len(big)
     await pool.close()
     await stop(server)

@@ -35,6 +35,8 @@ class Served:
     #: Per connection, how many requests each read from the socket held.
     reads: list[list[int]] = field(default_factory=list)
     requests: list[tuple[int, str, str]] = field(default_factory=list)
+    #: Per request (in the order of `requests`), whether it said it may be pipelined.
+    batched: list[bool] = field(default_factory=list)
 
 
 class _Requests:
@@ -43,15 +45,22 @@ class _Requests:
     def __init__(self) -> None:
         self.parser = httptools.HttpRequestParser(self)
         self.done: list[tuple[str, str]] = []
+        self.batched: list[bool] = []
         self._url = b""
+        self._batched = False
 
     def on_url(self, url: bytes) -> None:
         self._url += url
 
+    def on_header(self, name: bytes, _value: bytes) -> None:
+        self._batched = self._batched or name.lower() == b"x-ecache-batched"
+
     def on_message_complete(self) -> None:
         method = self.parser.get_method().decode()
         self.done.append((method, self._url.decode()))
+        self.batched.append(self._batched)
         self._url = b""
+        self._batched = False
 
 
 @contextlib.asynccontextmanager
@@ -69,8 +78,9 @@ async def scripted(script: Script) -> AsyncIterator[tuple[int, Served]]:
                 requests.parser.feed_data(data)
                 fresh = requests.done[before:]
                 served.reads[index].append(len(fresh))
-                for method, target in fresh:
+                for (method, target), batched in zip(fresh, requests.batched[before:], strict=True):
                     served.requests.append((index, method, target))
+                    served.batched.append(batched)
                     answer = script(index, method, target)
                     if asyncio.iscoroutine(answer):
                         answer = await answer
@@ -308,7 +318,10 @@ async def test_a_batch_is_counted_byte_for_byte() -> None:
         before = pool.bytes_exchanged
         await asyncio.gather(*(pool.request("PUT", t, body=b"12345") for t in targets))
         sent = sum(
-            len(f"PUT {t} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: 5\r\n\r\n12345")
+            len(
+                f"PUT {t} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: 5\r\n"
+                "X-Ecache-Batched: 1\r\n\r\n12345"
+            )
             for t in targets
         )
         received = sum(len(echo(0, "PUT", t)) for t in targets)
@@ -351,4 +364,45 @@ async def test_a_request_sent_alone_has_its_connection_to_itself() -> None:
         # Its connection takes pipelined requests again afterwards.
         got = await asyncio.gather(*(pool.request("GET", f"/k{i}") for i in range(3)))
         assert [a.body for a in got] == [b"GET /k0", b"GET /k1", b"GET /k2"]
+        await pool.close()
+
+
+async def test_a_node_asking_for_a_request_alone_gets_it_again_on_its_own() -> None:
+    """A node answers a pipelined request that would wait on its cold tier with 409 and
+    ``X-Ecache-Alone`` at once; the pool sends it again, unmarked, on a connection of its
+    own, and the caller sees only the real answer."""
+
+    def script(conn: int, method: str, target: str) -> bytes:
+        marked = served.batched[-1]
+        if target.startswith("/cold") and marked:
+            return b"HTTP/1.1 409 Conflict\r\nX-Ecache-Alone: 1\r\nContent-Length: 2\r\n\r\n{}"
+        return echo(conn, method, target)
+
+    async with scripted(script) as (port, served):
+        pool = ConnectionPool("127.0.0.1", port)
+        await pool.request("GET", "/warm")
+        got = await asyncio.gather(
+            pool.request("GET", "/a"),
+            pool.request("GET", "/cold"),
+            pool.request("PUT", "/cold-put", body=b"v"),
+            pool.request("GET", "/b"),
+        )
+        assert [(a.status, a.body) for a in got] == [
+            (200, b"GET /a"),
+            (200, b"GET /cold"),
+            (200, b"PUT /cold-put"),
+            (200, b"GET /b"),
+        ]
+        again = [
+            (index, batched)
+            for (index, _m, target), batched in zip(served.requests, served.batched, strict=True)
+            if target.startswith("/cold")
+        ]
+        assert [b for _i, b in again] == [True, True, False, False]  # asked, then alone
+        for index, _batched in again[2:]:
+            assert [t for i, _m, t in served.requests if i == index][-1].startswith("/cold")
+        # HEAD and requests sent alone never carry the mark.
+        await pool.request("HEAD", "/h")
+        await pool.request("PUT", "/durable", body=b"v", alone=True)
+        assert served.batched[-2:] == [False, False]
         await pool.close()
