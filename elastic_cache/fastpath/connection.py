@@ -1,83 +1,52 @@
-"""The lean HTTP/1.1 front of the node and the coordinator (docs/architecture.md, "The
-data path").
-
-One listening socket per server. Every connection starts here: httptools (llhttp, the
-parser of uvicorn and sanic) parses it, and the server's `HotRoutes` decide, from a
-request's method, path and headers, whether this layer answers it. The hot requests
-(key GET/HEAD/PUT/DELETE, read-through GET/HEAD) are answered here, without a web
-framework. Everything else, and any request a hot handler declines, is served by the
-server's full aiohttp application, which keeps every route:
-
-- the connection's **first** request not hot: the whole connection is handed to aiohttp
-  (its bytes so far are replayed into aiohttp's protocol), so control-plane clients and
-  migration streams, which open their own connections, pay nothing;
-- a request not hot **later** on a connection that already had hot answers: relayed to
-  the same aiohttp application over a private Unix socket, its body streamed as it
-  arrives and aiohttp's answer relayed byte for byte (the parser gives no byte offset
-  of a message, so a connection cannot change hands in the middle).
-
-Answers go out in request order (pipelining), one request in work at a time per
-connection; a connection idle past ``keepalive`` seconds, or silent for
-``request_timeout`` seconds in the middle of a request, is closed; a malformed request
-gets a JSON 400 and the connection is closed.
-"""
+"""One client connection of the lean layer: parse, answer hot requests in order, hand
+the connection over to aiohttp or relay a request to it (part of
+`elastic_cache.fastpath`)."""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import functools
 import hmac
 import json
 import logging
-import os
-import shutil
-import socket
-import ssl
-import tempfile
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable
-from email.utils import formatdate
-from http import HTTPStatus
-from pathlib import Path
-from typing import Any, Protocol, cast
-from urllib.parse import parse_qsl
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import httptools
-from aiohttp import web
-from yarl import URL
 
-from elastic_cache.auth import CHALLENGE, TokenGuard, unauthorized
+from elastic_cache.auth import CHALLENGE, unauthorized
 from elastic_cache.errors import ElasticCacheError
+from elastic_cache.fastpath.answers import _INTERNAL, error_bytes, response_bytes
+from elastic_cache.fastpath.request import (
+    _CLIENT_HEADER_LOW,
+    CLIENT_HEADER,
+    HotRequest,
+    HotRoutes,
+    Streamed,
+)
 
-__all__ = [
-    "CLIENT_HEADER",
-    "DECLINE",
-    "RUN_DIR_ENV",
-    "FastServer",
-    "HotRequest",
-    "HotRoutes",
-    "Streamed",
-    "chunked_head",
-    "client_address",
-    "error_bytes",
-    "query_value",
-    "response_bytes",
-    "split_target",
-    "whole_body_within",
-]
+if TYPE_CHECKING:
+    from aiohttp import web
+
+    from elastic_cache.auth import TokenGuard
 
 log = logging.getLogger("elastic_cache.http")
 
-#: The header that carries a relayed request's client address to the aiohttp
-#: application; trusted only on the private Unix socket (`client_address`).
-CLIENT_HEADER = "X-Ecache-Client"
-_CLIENT_HEADER_LOW = CLIENT_HEADER.lower().encode()
 
-#: A directory the parent process made for this one's private sockets, and removes
-#: when this process ends (however it ends): `LocalProvisioner` gives one to each node.
-RUN_DIR_ENV = "ECACHE_RUN_DIR"
+class Server(Protocol):
+    """What a connection needs of its server (`elastic_cache.fastpath.FastServer`)."""
+
+    routes: HotRoutes
+    expected: bytes | None
+    guard: TokenGuard | None
+    runner: web.AppRunner | None
+    socket_path: str
+    connections: set[_Connection]
+
+    def forget(self, conn: _Connection) -> None: ...
+
+    def aiohttp_protocol(self) -> asyncio.Protocol: ...
+
 
 #: Pipelined requests parsed ahead of their answers before reading pauses.
 MAX_QUEUED = 32
@@ -89,209 +58,6 @@ MAX_TARGET = 65536
 #: Bytes of header names and values, and headers, a request may carry.
 MAX_HEADERS = 65536
 MAX_HEADER_COUNT = 128
-
-_REASONS = {s.value: s.phrase for s in HTTPStatus}
-_HEAD_CACHE: dict[int, bytes] = {}
-
-
-def _status_line(status: int) -> bytes:
-    line = _HEAD_CACHE.get(status)
-    if line is None:
-        line = _HEAD_CACHE[status] = (
-            f"HTTP/1.1 {status} {_REASONS.get(status, 'Unknown')}\r\n".encode()
-        )
-    return line
-
-
-class _DateHeader:
-    """``Date: ...`` for answers, formatted once a second."""
-
-    __slots__ = ("_line", "_second")
-
-    def __init__(self) -> None:
-        self._second = -1
-        self._line = b""
-
-    def line(self) -> bytes:
-        now = int(time.time())
-        if now != self._second:
-            self._second = now
-            self._line = f"Date: {formatdate(now, usegmt=True)}\r\n".encode()
-        return self._line
-
-
-_DATE = _DateHeader()
-
-
-def response_bytes(
-    status: int,
-    headers: list[tuple[str, str]] | tuple[tuple[str, str], ...],
-    body: bytes = b"",
-    *,
-    keep_alive: bool = True,
-    length: int | None = None,
-    date: bool = True,
-) -> bytes:
-    """One whole HTTP/1.1 answer: status line, ``Date``, ``headers``, ``Content-Length``
-    (``len(body)``, or ``length`` for a HEAD answer or a body sent after; none when
-    ``length`` is negative: a body of unknown length), and ``body``.
-
-    ``headers`` must not hold ``Content-Length`` or ``Connection``, nor ``Date`` unless
-    ``date`` is False. Header
-    values must be Latin-1 and free of CR/LF (they come from this program or from a
-    response aiohttp's client already parsed).
-    """
-    parts = [_status_line(status), _DATE.line() if date else b""]
-    for name, value in headers:
-        parts.append(f"{name}: {value}\r\n".encode("latin-1"))
-    if length is None:
-        length = len(body)
-    if length >= 0 and status not in (204, 304) and not 100 <= status < 200:
-        parts.append(b"Content-Length: %d\r\n" % length)
-    if not keep_alive:
-        parts.append(b"Connection: close\r\n")
-    parts.append(b"\r\n")
-    parts.append(body)
-    return b"".join(parts)
-
-
-def chunked_head(
-    status: int, headers: list[tuple[str, str]], *, keep_alive: bool = True, date: bool = True
-) -> bytes:
-    """The head of an answer whose body follows in chunked transfer coding."""
-    chunked = [*headers, ("Transfer-Encoding", "chunked")]
-    return response_bytes(status, chunked, keep_alive=keep_alive, length=-1, date=date)
-
-
-def error_bytes(
-    err: ElasticCacheError,
-    headers: list[tuple[str, str]] | None = None,
-    *,
-    keep_alive: bool = True,
-    head: bool = False,
-) -> bytes:
-    """The JSON answer of a typed error, as the aiohttp edge gives it (``Retry-After``
-    from ``details["retry_after"]`` too)."""
-    body = json.dumps(err.to_json()).encode()
-    all_headers = [("Content-Type", "application/json; charset=utf-8"), *(headers or ())]
-    retry = err.details.get("retry_after")
-    if isinstance(retry, int) and not isinstance(retry, bool):
-        all_headers.append(("Retry-After", str(retry)))
-    if head:
-        return response_bytes(err.status, all_headers, keep_alive=keep_alive, length=len(body))
-    return response_bytes(err.status, all_headers, body, keep_alive=keep_alive)
-
-
-_INTERNAL = b'{"error": "internal", "message": "internal error; see the server log"}'
-
-
-class HotRequest:
-    """A parsed request the lean layer may answer.
-
-    Attributes:
-        method: ``GET``, ``PUT``, ...
-        target: the request target as sent (path and query, still percent-encoded).
-        headers: (name, value) pairs as sent, bytes.
-        keep_alive: whether the connection stays open after the answer.
-        body: the body, once whole (hot handlers get only requests with a
-            ``Content-Length`` their route accepted).
-        remote: the client's address.
-        authorization: its ``Authorization`` header, when the server has a token
-            (empty when the request repeats the header).
-    """
-
-    __slots__ = (
-        "_fields",
-        "authorization",
-        "body",
-        "chunked",
-        "complete",
-        "handler",
-        "head_bytes",
-        "headers",
-        "keep_alive",
-        "method",
-        "parts",
-        "remote",
-        "started",
-        "target",
-        "version",
-    )
-
-    def __init__(self, remote: str | None) -> None:
-        self.method = ""
-        self.target = b""
-        self.headers: list[tuple[bytes, bytes]] = []
-        self.keep_alive = True
-        self.version = "1.1"
-        self.body = b""
-        self.parts: list[bytes] = []
-        self.remote = remote
-        self.handler: Callable[[HotRequest], Any] | None = None
-        self.complete = False
-        self.chunked = False
-        self.started = 0.0
-        self.head_bytes = 0
-        self.authorization: bytes | None = None
-        self._fields: dict[bytes, bytes] | None = None
-
-    def header(self, name: bytes) -> bytes | None:
-        """The value of header ``name`` (lower-case bytes); repeated ones joined by ``,``."""
-        fields = self._fields
-        if fields is None:
-            fields = {}
-            for key, value in self.headers:
-                low = key.lower()
-                fields[low] = fields[low] + b", " + value if low in fields else value
-            self._fields = fields
-        return fields.get(name)
-
-
-class Streamed:
-    """An answer whose body is sent as it is produced.
-
-    Args:
-        head: the status line and headers, from `response_bytes` with ``length``
-            (or with ``chunked``, `chunked_head`).
-        chunks: the body.
-        close: awaited once the body is sent or abandoned.
-        chunked: send the body in chunked transfer coding (a body of unknown length:
-            one that breaks off then shows as broken, not as a shorter whole).
-    """
-
-    __slots__ = ("chunked", "chunks", "close", "head")
-
-    def __init__(
-        self,
-        head: bytes,
-        chunks: AsyncIterator[bytes],
-        close: Callable[[], Awaitable[None]],
-        *,
-        chunked: bool = False,
-    ) -> None:
-        self.head = head
-        self.chunks = chunks
-        self.close = close
-        self.chunked = chunked
-
-
-#: What a hot handler returns to decline a request: the aiohttp application serves it.
-DECLINE = None
-
-HotAnswer = bytes | Streamed | None
-
-
-class HotRoutes(Protocol):
-    """Which requests the lean layer answers, and how."""
-
-    def route(self, request: HotRequest) -> Callable[[HotRequest], Any] | None:
-        """Called once the headers are in. The handler this layer calls with the whole
-        request, returning `HotAnswer` or an awaitable of it; None: aiohttp serves it."""
-        ...
-
-    def failed(self, request: HotRequest, exc: Exception, seconds: float) -> None:
-        """A handler raised ``exc`` (already answered with a JSON 500)."""
-        ...
 
 
 class _Relay(asyncio.Protocol):
@@ -351,7 +117,7 @@ class _Relay(asyncio.Protocol):
 class _Connection(asyncio.Protocol):
     """One client connection: parse, answer hot requests, hand over or relay the rest."""
 
-    def __init__(self, server: FastServer) -> None:
+    def __init__(self, server: Server) -> None:
         self.server = server
         self.routes = server.routes
         self.expected = server.expected
@@ -823,192 +589,3 @@ class _Refused(Exception):
     def __init__(self, request: HotRequest) -> None:
         super().__init__()
         self.request = request
-
-
-class FastServer:
-    """The lean layer in front of an aiohttp application.
-
-    Args:
-        runner: the application's runner, set up (not yet bound to any site); None for
-            a layer with no application of its own, which relays every request it
-            declines to ``relay_to`` (a coordinator's worker, `coordinator.workers`).
-        routes: which requests are answered here.
-        keepalive: seconds an idle keep-alive connection stays open.
-        request_timeout: seconds of client silence allowed in the middle of a request.
-        relay_to: the Unix socket of the application that serves declined requests
-            (default: ``runner``'s, on a private socket this server creates).
-        guard: the cluster token every request must carry (`elastic_cache.auth`),
-            checked here before any routing; None: nothing is checked. The
-            application behind must check it too (`token_middleware`): connections
-            handed over are its alone.
-    """
-
-    def __init__(
-        self,
-        runner: web.AppRunner | None,
-        routes: HotRoutes,
-        *,
-        keepalive: float = 75.0,
-        request_timeout: float = 60.0,
-        relay_to: str | None = None,
-        guard: TokenGuard | None = None,
-    ) -> None:
-        self.runner = runner
-        self.guard = guard
-        self.expected = None if guard is None else guard.expected
-        self.routes = routes
-        self.keepalive = keepalive
-        self.request_timeout = request_timeout
-        self.connections: set[_Connection] = set()
-        self.sockets: list[socket.socket] = []
-        #: A private directory (mode 0700) for this server's sockets, removed with it;
-        #: under ``$ECACHE_RUN_DIR`` when the parent process gives one (and removes it
-        #: should this process be killed), else in the system's temporary directory.
-        self.private_dir = tempfile.mkdtemp(prefix="ecache-", dir=os.environ.get(RUN_DIR_ENV))
-        self.socket_path = relay_to or str(Path(self.private_dir) / "app.sock")
-        self._server: asyncio.AbstractServer | None = None
-        self._sweeper: asyncio.Task[None] | None = None
-        self._drained = asyncio.Event()  # set when the last connection closes
-
-    def forget(self, conn: _Connection) -> None:
-        """``conn`` is closed or handed over."""
-        self.connections.discard(conn)
-        if not self.connections:
-            self._drained.set()
-
-    def aiohttp_protocol(self) -> asyncio.Protocol:
-        """A new aiohttp protocol for a connection handed over."""
-        assert self.runner is not None
-        server = self.runner.server
-        assert server is not None
-        protocol: asyncio.Protocol = server()
-        return protocol
-
-    async def start(
-        self,
-        host: str,
-        port: int,
-        *,
-        backlog: int = 1024,
-        reuse_port: bool = False,
-        tls: ssl.SSLContext | None = None,
-    ) -> int:
-        """Listen on ``host:port`` (0: a free port) and on the private socket; returns
-        the port bound. ``reuse_port``: other processes may listen on the same port
-        (``SO_REUSEPORT``; the kernel spreads new connections over them). ``tls``: the
-        port speaks HTTPS only (`elastic_cache.tls.server_context`); the private socket
-        stays plain, and a connection handed over to the application keeps its TLS."""
-        if self.runner is not None:
-            await web.UnixSite(self.runner, self.socket_path).start()
-            os.chmod(self.socket_path, 0o600)
-        loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(
-            lambda: _Connection(self),
-            host,
-            port,
-            backlog=backlog,
-            reuse_address=True,
-            reuse_port=reuse_port or None,
-            ssl=tls,
-        )
-        self.sockets = list(self._server.sockets)
-        self._sweeper = loop.create_task(self._sweep())
-        bound: int = self.sockets[0].getsockname()[1]
-        return bound
-
-    async def _sweep(self) -> None:
-        loop = asyncio.get_running_loop()
-        while True:
-            await asyncio.sleep(1.0)
-            now = loop.time()
-            for conn in list(self.connections):
-                conn.expired(now, self.keepalive, self.request_timeout)
-
-    async def close(self, timeout: float = 5.0) -> None:
-        """Stop listening, let answers in work finish (up to ``timeout`` seconds), close
-        every connection, then clean up the application."""
-        if self._server is not None:
-            self._server.close()
-        for conn in list(self.connections):
-            conn.shut()
-        if self.connections:
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(timeout):
-                    await self._drained.wait()
-        for conn in list(self.connections):
-            conn.abort()
-        if self._sweeper is not None:
-            self._sweeper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._sweeper
-        if self.runner is not None:
-            await self.runner.cleanup()
-        # Its sockets and whatever else was put there (a coordinator's control socket
-        # and the settings it hands its workers).
-        shutil.rmtree(self.private_dir, ignore_errors=True)
-
-
-def client_address(request: web.Request) -> str | None:
-    """The client's address of a request the aiohttp application serves: the peer's, or
-    for a request relayed by the lean layer over the private socket, the one it names."""
-    transport = request.transport
-    if transport is not None and transport.get_extra_info("socket") is not None:
-        sock = transport.get_extra_info("socket")
-        if sock.family == socket.AF_UNIX:
-            return request.headers.get(CLIENT_HEADER)
-    return request.remote
-
-
-def whole_body_within(request: HotRequest, limit: int) -> bool:
-    """Whether a request's body can be taken whole by the lean layer: a plain
-    ``Content-Length`` up to ``limit``, no ``Expect`` (100-continue) and no transfer
-    coding. Anything else is aiohttp's to stream, refuse or continue."""
-    length = request.header(b"content-length")
-    return (
-        length is not None
-        and length.isdigit()
-        and int(length) <= limit
-        and request.header(b"expect") is None
-        and request.header(b"transfer-encoding") is None
-    )
-
-
-def split_target(target: bytes, prefix: bytes) -> tuple[str, str] | None:
-    """``(rest of the path, query)`` of a target under ``prefix``, the path decoded as
-    aiohttp's routing decodes it (`_decoded_path`); None (decline) for what only aiohttp
-    decodes exactly: a non-ASCII path, a dot segment, an empty rest."""
-    path, _, query = target.partition(b"?")
-    if not path.startswith(prefix) or len(path) == len(prefix):
-        return None
-    if b"/." in path or not path.isascii():
-        return None
-    if b"%" in path:
-        decoded = _decoded_path(path.decode("ascii"))
-        rest = decoded[len(prefix) :]
-        return (rest, query.decode("latin-1")) if rest else None
-    return path[len(prefix) :].decode("ascii"), query.decode("latin-1")
-
-
-@functools.lru_cache(maxsize=16384)
-def _decoded_path(path: str) -> str:
-    """A percent-encoded path as aiohttp's router hands it to a handler: yarl's
-    ``path_safe`` (everything decoded but ``%2F`` and ``%25``), then those two.
-    Cached: the same keys come back (a read-through key is always encoded)."""
-    safe = URL.build(path=path, encoded=True).path_safe
-    return safe.replace("%2F", "/").replace("%25", "%")
-
-
-def query_value(query: str, name: str) -> str | None:
-    """The first value of ``name`` in a query string (``+`` and ``%XX`` decoded)."""
-    if not query:
-        return None
-    if "%" not in query and "+" not in query:
-        for pair in query.split("&"):
-            key, sep, value = pair.partition("=")
-            if key == name:
-                return value if sep else ""
-        return None
-    for key, value in parse_qsl(query, keep_blank_values=True):
-        if key == name:
-            return value
-    return None

@@ -1,0 +1,207 @@
+"""What the lean layer's routes see (`HotRequest`), answer (`Streamed`, bytes) and
+decide with (`HotRoutes`), and the helpers they parse a request with (part of
+`elastic_cache.fastpath`)."""
+
+from __future__ import annotations
+
+import functools
+import socket
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, Protocol
+from urllib.parse import parse_qsl
+
+from aiohttp import web
+from yarl import URL
+
+__all__ = [
+    "CLIENT_HEADER",
+    "DECLINE",
+    "HotAnswer",
+    "HotRequest",
+    "HotRoutes",
+    "Streamed",
+    "client_address",
+    "query_value",
+    "split_target",
+    "whole_body_within",
+]
+
+#: The header that carries a relayed request's client address to the aiohttp
+#: application; trusted only on the private Unix socket (`client_address`).
+CLIENT_HEADER = "X-Ecache-Client"
+_CLIENT_HEADER_LOW = CLIENT_HEADER.lower().encode()
+
+
+class HotRequest:
+    """A parsed request the lean layer may answer.
+
+    Attributes:
+        method: ``GET``, ``PUT``, ...
+        target: the request target as sent (path and query, still percent-encoded).
+        headers: (name, value) pairs as sent, bytes.
+        keep_alive: whether the connection stays open after the answer.
+        body: the body, once whole (hot handlers get only requests with a
+            ``Content-Length`` their route accepted).
+        remote: the client's address.
+        authorization: its ``Authorization`` header, when the server has a token
+            (empty when the request repeats the header).
+    """
+
+    __slots__ = (
+        "_fields",
+        "authorization",
+        "body",
+        "chunked",
+        "complete",
+        "handler",
+        "head_bytes",
+        "headers",
+        "keep_alive",
+        "method",
+        "parts",
+        "remote",
+        "started",
+        "target",
+        "version",
+    )
+
+    def __init__(self, remote: str | None) -> None:
+        self.method = ""
+        self.target = b""
+        self.headers: list[tuple[bytes, bytes]] = []
+        self.keep_alive = True
+        self.version = "1.1"
+        self.body = b""
+        self.parts: list[bytes] = []
+        self.remote = remote
+        self.handler: Callable[[HotRequest], Any] | None = None
+        self.complete = False
+        self.chunked = False
+        self.started = 0.0
+        self.head_bytes = 0
+        self.authorization: bytes | None = None
+        self._fields: dict[bytes, bytes] | None = None
+
+    def header(self, name: bytes) -> bytes | None:
+        """The value of header ``name`` (lower-case bytes); repeated ones joined by ``,``."""
+        fields = self._fields
+        if fields is None:
+            fields = {}
+            for key, value in self.headers:
+                low = key.lower()
+                fields[low] = fields[low] + b", " + value if low in fields else value
+            self._fields = fields
+        return fields.get(name)
+
+
+class Streamed:
+    """An answer whose body is sent as it is produced.
+
+    Args:
+        head: the status line and headers, from `response_bytes` with ``length``
+            (or with ``chunked``, `chunked_head`).
+        chunks: the body.
+        close: awaited once the body is sent or abandoned.
+        chunked: send the body in chunked transfer coding (a body of unknown length:
+            one that breaks off then shows as broken, not as a shorter whole).
+    """
+
+    __slots__ = ("chunked", "chunks", "close", "head")
+
+    def __init__(
+        self,
+        head: bytes,
+        chunks: AsyncIterator[bytes],
+        close: Callable[[], Awaitable[None]],
+        *,
+        chunked: bool = False,
+    ) -> None:
+        self.head = head
+        self.chunks = chunks
+        self.close = close
+        self.chunked = chunked
+
+
+#: What a hot handler returns to decline a request: the aiohttp application serves it.
+DECLINE = None
+
+HotAnswer = bytes | Streamed | None
+
+
+class HotRoutes(Protocol):
+    """Which requests the lean layer answers, and how."""
+
+    def route(self, request: HotRequest) -> Callable[[HotRequest], Any] | None:
+        """Called once the headers are in. The handler this layer calls with the whole
+        request, returning `HotAnswer` or an awaitable of it; None: aiohttp serves it."""
+        ...
+
+    def failed(self, request: HotRequest, exc: Exception, seconds: float) -> None:
+        """A handler raised ``exc`` (already answered with a JSON 500)."""
+        ...
+
+
+def client_address(request: web.Request) -> str | None:
+    """The client's address of a request the aiohttp application serves: the peer's, or
+    for a request relayed by the lean layer over the private socket, the one it names."""
+    transport = request.transport
+    if transport is not None and transport.get_extra_info("socket") is not None:
+        sock = transport.get_extra_info("socket")
+        if sock.family == socket.AF_UNIX:
+            return request.headers.get(CLIENT_HEADER)
+    return request.remote
+
+
+def whole_body_within(request: HotRequest, limit: int) -> bool:
+    """Whether a request's body can be taken whole by the lean layer: a plain
+    ``Content-Length`` up to ``limit``, no ``Expect`` (100-continue) and no transfer
+    coding. Anything else is aiohttp's to stream, refuse or continue."""
+    length = request.header(b"content-length")
+    return (
+        length is not None
+        and length.isdigit()
+        and int(length) <= limit
+        and request.header(b"expect") is None
+        and request.header(b"transfer-encoding") is None
+    )
+
+
+def split_target(target: bytes, prefix: bytes) -> tuple[str, str] | None:
+    """``(rest of the path, query)`` of a target under ``prefix``, the path decoded as
+    aiohttp's routing decodes it (`_decoded_path`); None (decline) for what only aiohttp
+    decodes exactly: a non-ASCII path, a dot segment, an empty rest."""
+    path, _, query = target.partition(b"?")
+    if not path.startswith(prefix) or len(path) == len(prefix):
+        return None
+    if b"/." in path or not path.isascii():
+        return None
+    if b"%" in path:
+        decoded = _decoded_path(path.decode("ascii"))
+        rest = decoded[len(prefix) :]
+        return (rest, query.decode("latin-1")) if rest else None
+    return path[len(prefix) :].decode("ascii"), query.decode("latin-1")
+
+
+@functools.lru_cache(maxsize=16384)
+def _decoded_path(path: str) -> str:
+    """A percent-encoded path as aiohttp's router hands it to a handler: yarl's
+    ``path_safe`` (everything decoded but ``%2F`` and ``%25``), then those two.
+    Cached: the same keys come back (a read-through key is always encoded)."""
+    safe = URL.build(path=path, encoded=True).path_safe
+    return safe.replace("%2F", "/").replace("%25", "%")
+
+
+def query_value(query: str, name: str) -> str | None:
+    """The first value of ``name`` in a query string (``+`` and ``%XX`` decoded)."""
+    if not query:
+        return None
+    if "%" not in query and "+" not in query:
+        for pair in query.split("&"):
+            key, sep, value = pair.partition("=")
+            if key == name:
+                return value if sep else ""
+        return None
+    for key, value in parse_qsl(query, keep_blank_values=True):
+        if key == name:
+            return value
+    return None
