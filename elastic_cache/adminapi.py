@@ -62,6 +62,7 @@ __all__ = [
     "NodesAdded",
     "Record",
     "Replication",
+    "SavedState",
     "StoppedNode",
     "UnterminatedNode",
     "Worker",
@@ -586,3 +587,25 @@ class NodeMigration(Record):
     sent: int = 0
     applied: int = 0
     kept: int = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SavedState(Record):
+    """What a node loaded from its state directory at start (``GET /v1/stats``'s
+    ``saved``; `elastic_cache.node.saved`): the coordinator takes a restarted node back
+    warm only if the process it stopped (``boot``) wrote the file it loaded whole.
+
+    Attributes:
+        boot: the change-log id of the process that saved the records.
+        saved_at: when it saved them (seconds since the epoch).
+        records: how many records the file holds.
+        loaded: how many were loaded (the others expired while the node was stopped).
+    """
+
+    boot: str
+    saved_at: float
+    records: int
+    loaded: int
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)

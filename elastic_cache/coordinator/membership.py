@@ -103,25 +103,31 @@ class StoppedNode:
         handle: its handle as stopped (the provisioner restarts it from it).
         ranges: the ranges it owned when it began to leave, ``(lo, hi]``.
         since: when it stopped (seconds since the epoch).
+        boot: the change-log id of the process stopped, which names the records it
+            saves (None: unknown, so it comes back with a full copy).
     """
 
     handle: NodeHandle
     ranges: list[tuple[int, int]]
     since: float = field(default_factory=time.time)
+    boot: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
             "handle": self.handle.to_json(),
             "ranges": [list(r) for r in self.ranges],
             "since": self.since,
+            "boot": self.boot,
         }
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> StoppedNode:
+        boot = data.get("boot")
         return cls(
             handle=NodeHandle.from_json(data["handle"]),
             ranges=[(int(lo), int(hi)) for lo, hi in data["ranges"]],
             since=float(data.get("since", 0.0)),
+            boot=None if boot is None else str(boot),
         )
 
 

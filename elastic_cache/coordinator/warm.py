@@ -2,20 +2,22 @@
 and moves only what changed while it was away (docs/architecture.md, "Warm
 re-integration"; the selective re-integration of *elastic consistent hashing*).
 
-- `return_plan` and `gaps` are pure: which range a returning node takes back (inside
-  the range it left, so every record it kept there is a candidate), and which ranges it
-  must drop once back.
+- `return_plan`, `gaps` and `saved_state_mismatch` are pure: which range a returning
+  node takes back (inside the range it left, so every record it kept there is a
+  candidate), which ranges it must drop once back, and whether what it loaded at start
+  is what it saved when it stopped.
 - `Reintegration` (between `elastic_cache.coordinator.moves.Moves`, whose warm moves
   it asks for, and `Cluster`, which extends it) drives the cluster: `stop_warm`,
   `restart_stopped` and `reintegrate`, called by `Cluster.remove_node`,
   `Cluster.add_node` and the scaler when ``[scaler] warm_reintegration`` is on.
 
-Correctness rests on three things: the returning node owns nothing (serves nothing)
+Correctness rests on four things: the returning node owns nothing (serves nothing)
 until a move commits a range to it; a warm move drops its leftovers of every key the
 dirty list names and lets any record from the source replace a leftover
-(`NodeService.begin_incoming` with ``warm``); and a dirty list that may miss a change is
-marked incomplete (`elastic_cache.coordinator.dirty`), which turns the return into a full
-copy.
+(`NodeService.begin_incoming` with ``warm``); a dirty list that may miss a change is
+marked incomplete (`elastic_cache.coordinator.dirty`); and a node that did not load the
+whole file its stopped process saved (`saved_state_mismatch`) is not taken back warm.
+The last two turn the return into a full copy.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 
+from elastic_cache.adminapi import SavedState
 from elastic_cache.coordinator.membership import NodeInfo, StoppedNode
 from elastic_cache.coordinator.migration import MigrationInfo, MoveFailed
 from elastic_cache.coordinator.moves import Moves
@@ -33,7 +36,7 @@ from elastic_cache.errors import Conflict, ElasticCacheError, ProvisionError
 from elastic_cache.provisioner.base import NodeStopper
 from elastic_cache.ring import HashRing, in_range
 
-__all__ = ["Reintegration", "ReturnPlan", "gaps", "return_plan"]
+__all__ = ["Reintegration", "ReturnPlan", "gaps", "return_plan", "saved_state_mismatch"]
 
 log = logging.getLogger("elastic_cache.cluster")
 
@@ -84,6 +87,22 @@ def return_plan(ring: HashRing, node: str, lo_old: int, hi_old: int) -> ReturnPl
     return owner, lo, hi_old, mutate
 
 
+def saved_state_mismatch(boot: str | None, saved: SavedState | None) -> str | None:
+    """Why a restarted node cannot be taken back warm given what it reports it loaded
+    at start (``saved`` in its stats), or None when it can: it loaded the whole file
+    written by the process the coordinator stopped (``boot``). Otherwise its records
+    are missing or partial (a save that failed, a file lost, cut short or older), and
+    moving only the changed keys would lose the others.
+    """
+    if boot is None:
+        return "the process that saved its records is unknown"
+    if saved is None:
+        return "it loaded no saved records (its save failed, or the file is lost or cut short)"
+    if saved.boot != boot:
+        return f"the records it loaded were saved by another process ({saved.boot}, not {boot})"
+    return None
+
+
 def gaps(ranges: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
     """The ring ranges ``(lo, hi]`` outside ``ranges`` (disjoint ``(lo, hi]``): the
     whole ring ``(0, 0]`` when ``ranges`` is empty, nothing when one is the whole ring.
@@ -130,6 +149,11 @@ class Reintegration(Moves):
             is retried).
         """
         ranges = self.dirty.lists[node_id].ranges.ranges if node_id in self.dirty.lists else ()
+        boot = None
+        if node_id in self.nodes:
+            # Names the records it is about to save (`saved_state_mismatch`).
+            with contextlib.suppress(ElasticCacheError):
+                boot = (await self.nodes[node_id].client.stats()).boot or None
         info = await self._leave(node_id)
         if info is None:
             self.dirty.close(node_id)
@@ -146,7 +170,9 @@ class Reintegration(Moves):
                 node=node_id,
             )
             return await self.terminate(info.handle)
-        self.stopped[node_id] = StoppedNode(handle=handle, ranges=[(lo, hi) for lo, hi in ranges])
+        self.stopped[node_id] = StoppedNode(
+            handle=handle, ranges=[(lo, hi) for lo, hi in ranges], boot=boot
+        )
         await self.persist()
         return True
 
@@ -242,6 +268,13 @@ class Reintegration(Moves):
             reason = "it was not stopped by this coordinator"
         elif dirty.incomplete is not None:
             reason = dirty.incomplete
+        else:
+            try:
+                saved = (await self.client_for(node_id).stats()).saved
+            except ElasticCacheError as exc:
+                reason = f"it did not say which records it loaded ({exc})"
+            else:
+                reason = saved_state_mismatch(kept.boot, saved)
         moves: list[MigrationInfo] = []
         if reason is None and kept is not None:
             for lo_old, hi_old in kept.ranges:

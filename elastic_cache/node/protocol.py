@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, Self
 
-from elastic_cache.adminapi import NodeMigration, Record, read
+from elastic_cache.adminapi import NodeMigration, Record, SavedState, read
 from elastic_cache.errors import SendAlone
 
 if TYPE_CHECKING:
@@ -101,7 +101,8 @@ class NodeStats(Record):
 
     ``migrations``: the moves it takes part in; ``peers``: seconds since each ring
     neighbour answered its heartbeat; ``namespaces``: each namespace's figures on it;
-    ``cold``: its cold tier's state (None: none).
+    ``cold``: its cold tier's state (None: none); ``boot``: its process's change-log
+    id; ``saved``: what it loaded from its state directory at start (None: nothing).
     """
 
     records: int
@@ -120,6 +121,8 @@ class NodeStats(Record):
     namespaces: dict[str, Any] = field(default_factory=dict)
     namespaces_version: str | None = None
     cold: dict[str, Any] | None = None
+    boot: str = ""
+    saved: SavedState | None = None
 
     @classmethod
     def from_json(cls, data: object, where: str | None = None) -> Self:

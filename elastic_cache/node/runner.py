@@ -14,6 +14,7 @@ from aiohttp import web
 
 from elastic_cache import eventloop
 from elastic_cache.config import NodeSettings
+from elastic_cache.errors import InvalidBody
 from elastic_cache.fastpath import FastServer
 from elastic_cache.gctuning import tune_gc
 from elastic_cache.lifecycle import wait_for_stop
@@ -25,7 +26,7 @@ from elastic_cache.node.ownership import RangeSet
 from elastic_cache.node.saved import load_records, save_records
 from elastic_cache.node.service import NodeService
 
-__all__ = ["serve_node", "start_node_server", "tune_gc"]
+__all__ = ["restore_saved", "serve_node", "start_node_server", "tune_gc"]
 
 log = logging.getLogger("elastic_cache.node")
 
@@ -51,6 +52,37 @@ async def start_node_server(
         await front.close()
         raise
     return front, bound
+
+
+def restore_saved(service: NodeService, state_dir: Path, *, wall_now: float) -> None:
+    """Load the records a clean stop saved in ``state_dir`` into a new node's store.
+
+    A node that loaded a file owns nothing (not the whole ring, as a fresh node): none
+    of its records may be served before a coordinator has checked which are current. A
+    file that cannot be read whole is left in place and the node starts empty; it then
+    reports no saved state (``saved`` in its stats), so the coordinator gives it a full
+    copy instead of taking it back warm.
+    """
+    try:
+        saved = load_records(service.store, state_dir, wall_now=wall_now, token_of=service.hasher)
+    except (InvalidBody, OSError) as exc:
+        service.store.pop_range(0, 0)  # (x, x] is the whole ring: what a failed load left
+        log.warning(
+            "node %s starts empty: its saved records cannot be loaded: %s", service.node_id, exc
+        )
+        return
+    if saved is None:
+        return
+    service.owned = RangeSet([], service.hasher.space)
+    service.restored = True
+    service.saved = saved
+    log.info(
+        "node %s loaded %d of %d saved record(s) from %s",
+        service.node_id,
+        saved.loaded,
+        saved.records,
+        state_dir,
+    )
 
 
 async def serve_node(
@@ -83,15 +115,7 @@ async def serve_node(
     tune_gc()
     service = build_node_service(settings, node_id=node_id, token=token)
     if state_dir is not None:
-        loaded = load_records(
-            service.store, state_dir, wall_now=time.time(), token_of=service.hasher
-        )
-        if loaded:
-            # Not the whole ring, as a fresh node: none of these may be served before a
-            # coordinator has checked which are still current.
-            service.owned = RangeSet([], service.hasher.space)
-            service.restored = True
-            log.info("node %s loaded %d saved record(s) from %s", node_id, loaded, state_dir)
+        restore_saved(service, state_dir, wall_now=time.time())
     set_log_context(node=node_id, epoch=lambda: service.epoch)
     front, bound = await start_node_server(
         service, settings.max_value_bytes, host, port, token=token
@@ -113,5 +137,7 @@ async def serve_node(
         log.info("node %s stopped", node_id)
     if state_dir is not None:
         # After the server closed: no write can land after the records are read.
-        saved = save_records(service.store, state_dir, wall_now=time.time())
+        saved = save_records(
+            service.store, state_dir, wall_now=time.time(), boot=service.changes.boot
+        )
         log.info("node %s saved %d record(s) to %s", node_id, saved, state_dir)

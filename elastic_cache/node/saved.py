@@ -8,22 +8,30 @@ until it is told so), so this module only keeps the records and their time to li
 
 The file is the migration's binary frame (`elastic_cache.node.wire`) in chunks::
 
-    header   b"ECSAVE1\\n"  saved_at:f64 (seconds since the epoch)
+    header   b"ECSAVE2\\n"  saved_at:f64  boot_len:u8  boot (ASCII)
     chunk    length:u32  frame              repeated
+    end      length:u32 = 0  records:u64
 
-``ttl_ms`` in a frame is relative to ``saved_at``, so a value whose time ran out while the
-node was stopped is not loaded (nothing expired comes back). The file is written to a
-temporary name and renamed, and it is removed once loaded: a node that crashes later
-must not come back with records older than its last run.
+``boot`` is the change-log id of the process that saved (`elastic_cache.node.changes`),
+and the end mark counts the records: the node reports both (``saved`` in its stats,
+`elastic_cache.adminapi.SavedState`),
+so the coordinator takes a node back warm only when it loaded the whole file that the
+process it stopped wrote (a save that failed, was cut short or is lost makes it a fresh
+node). ``ttl_ms`` in a frame is relative to ``saved_at``, so a value whose time ran out
+while the node was stopped is not loaded (nothing expired comes back). The file is
+written to a temporary name and renamed, and it is removed once loaded: a node that
+crashes later must not come back with records older than its last run.
 """
 
 from __future__ import annotations
 
 import os
 import struct
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Sequence
+from itertools import compress, repeat
 from pathlib import Path
 
+from elastic_cache.adminapi import SavedState
 from elastic_cache.errors import InvalidBody
 from elastic_cache.node.migration import encode_records
 from elastic_cache.node.wire import decode_batch
@@ -33,22 +41,34 @@ __all__ = ["SAVED_NAME", "load_records", "save_records"]
 
 #: The file's name in the state directory.
 SAVED_NAME = "records.ecache"
-_MAGIC = b"ECSAVE1\n"
+_MAGIC = b"ECSAVE2\n"
 _SAVED_AT = struct.Struct("<d")
 _LENGTH = struct.Struct("<I")
+_COUNT = struct.Struct("<Q")
 _CHUNK = 2000
 
 
-def save_records(store: Store, directory: Path, *, wall_now: float) -> int:
+def _header(wall_now: float, boot: str) -> bytes:
+    raw = boot.encode("ascii")
+    if len(raw) > 255:
+        raise ValueError(f"a boot id has at most 255 characters, got {len(raw)}")
+    return _MAGIC + _SAVED_AT.pack(wall_now) + bytes((len(raw),)) + raw
+
+
+def save_records(store: Store, directory: Path, *, wall_now: float, boot: str) -> int:
     """Write every live record of ``store`` to ``directory/records.ecache``.
 
     Args:
         store: the node's records.
         directory: its state directory (made if missing).
         wall_now: seconds since the epoch now (``time.time()``).
+        boot: the saving process's change-log id (reported back after the load).
 
     Returns:
         How many records were written (expired ones are left out).
+
+    Raises:
+        OSError: the file could not be written (the previous file, if any, stays).
 
     Runtime complexity: O(n) in the records held.
     """
@@ -58,7 +78,7 @@ def save_records(store: Store, directory: Path, *, wall_now: float) -> int:
     now = store._clock()
     written = 0
     with open(temp, "wb") as out:
-        out.write(_MAGIC + _SAVED_AT.pack(wall_now))
+        out.write(_header(wall_now, boot))
         entries = list(store.entries_range(0, 0))  # (x, x] is the whole ring
         for start in range(0, len(entries), _CHUNK):
             chunk = entries[start : start + _CHUNK]
@@ -68,73 +88,112 @@ def save_records(store: Store, directory: Path, *, wall_now: float) -> int:
             frame = encode_records(live, now)
             out.write(_LENGTH.pack(len(frame)) + frame)
             written += len(live)
+        out.write(_LENGTH.pack(0) + _COUNT.pack(written))
         out.flush()
         os.fsync(out.fileno())
     os.replace(temp, final)
     return written
 
 
-def _frames(data: bytes) -> Iterator[bytes]:
-    pos = len(_MAGIC) + _SAVED_AT.size
-    while pos < len(data):
+def _frames(data: bytes, pos: int) -> tuple[list[memoryview], int]:
+    """The chunks of ``data`` from ``pos``, and the record count of its end mark.
+
+    Raises:
+        InvalidBody: the file ends before its end mark, or goes on after it.
+    """
+    view = memoryview(data)
+    frames = []
+    while True:
         if pos + _LENGTH.size > len(data):
-            raise InvalidBody("the saved records end inside a chunk header")
+            raise InvalidBody("the saved records end before their end mark (cut short)")
         (length,) = _LENGTH.unpack_from(data, pos)
         pos += _LENGTH.size
+        if length == 0:
+            break
         if pos + length > len(data):
-            raise InvalidBody("the saved records end inside a chunk")
-        yield data[pos : pos + length]
+            raise InvalidBody("the saved records end inside a chunk (cut short)")
+        frames.append(view[pos : pos + length])
         pos += length
+    if pos + _COUNT.size != len(data):
+        raise InvalidBody("the saved records' end mark is cut short or followed by data")
+    (count,) = _COUNT.unpack_from(data, pos)
+    return frames, count
+
+
+def _live(
+    ttls: Sequence[int], n: int, now: float, away: float
+) -> tuple[list[bool] | None, list[float]]:
+    """Which records of a frame are still alive after ``away`` seconds (None: all of
+    them, none has a time to live), and their expiry times on this node's clock (0.0:
+    none)."""
+    if not n or max(ttls) < 0:
+        return None, [0.0] * n
+    keep = [t < 0 or t / 1000.0 > away for t in ttls]
+    return keep, [0.0 if t < 0 else now + t / 1000.0 - away for t in ttls]
 
 
 def load_records(
     store: Store, directory: Path, *, wall_now: float, token_of: Callable[[str], int]
-) -> int:
+) -> SavedState | None:
     """Load the records a stopped node saved in ``directory``, then remove the file.
 
     Records whose time to live ran out since they were saved are skipped. Versions are
-    kept as they were (the store's counter is raised past them).
+    kept as they were (the store's counter is raised past them). Each chunk is applied
+    in bulk (`Store.apply_batch`), with no Python work per record but for records with
+    a time to live.
 
     Args:
         store: an empty store of the node.
         directory: its state directory.
         wall_now: seconds since the epoch now.
-        token_of: the cluster's key → token function, to check each saved token (a file
-            of another cluster's hash is refused).
+        token_of: the cluster's key → token function: the first key of each chunk is
+            checked with it (a file of another cluster's hash is refused; the index
+            checks every token it stores as it does for a move).
 
     Returns:
-        How many records were loaded (0 when there is no file).
+        What was loaded (None when there is no file).
 
     Raises:
         InvalidBody: the file is not one this module wrote, or it is cut short (it is
-            left in place for a look, and the node starts empty).
+            left in place for a look; the store may hold part of it: the caller
+            empties it).
+        OSError: the file could not be read.
     """
     path = directory / SAVED_NAME
     try:
         data = path.read_bytes()
     except FileNotFoundError:
-        return 0
-    if not data.startswith(_MAGIC) or len(data) < len(_MAGIC) + _SAVED_AT.size:
+        return None
+    fixed = len(_MAGIC) + _SAVED_AT.size + 1
+    if not data.startswith(_MAGIC) or len(data) < fixed:
         raise InvalidBody(f"{path} is not a file of saved records")
     (saved_at,) = _SAVED_AT.unpack_from(data, len(_MAGIC))
+    boot_len = data[fixed - 1]
+    try:
+        boot = data[fixed : fixed + boot_len].decode("ascii")
+    except UnicodeDecodeError as exc:
+        raise InvalidBody(f"{path} is not a file of saved records") from exc
+    frames, count = _frames(data, fixed + boot_len)
     away = max(0.0, wall_now - saved_at)
     now = store._clock()
-    loaded = 0
-    for frame in _frames(data):
+    loaded = seen = 0
+    for frame in frames:
         batch = decode_batch(frame)
-        keys, tokens, recs = [], [], []
-        for i, key in enumerate(batch.keys):
-            ttl_ms = batch.ttl_ms[i]
-            if ttl_ms >= 0 and ttl_ms / 1000.0 <= away:
-                continue  # expired while the node was stopped
-            token = batch.tokens[i]
-            if token_of(key) != token:
-                raise InvalidBody(f"{path} holds a key whose token is not this cluster's hash")
-            expires = 0.0 if ttl_ms < 0 else now + ttl_ms / 1000.0 - away
-            keys.append(key)
-            tokens.append(token)
-            recs.append(Record(batch.values[i], batch.content_types[i], expires, batch.versions[i]))
+        n = len(batch.keys)
+        seen += n
+        if n and token_of(batch.keys[0]) != batch.tokens[0]:
+            raise InvalidBody(f"{path} holds a key whose token is not this cluster's hash")
+        keep, expires = _live(batch.ttl_ms, n, now, away)
+        columns = zip(batch.values, batch.content_types, expires, batch.versions, strict=True)
+        # tuple.__new__ builds each Record in C (as a move's snapshot frames do).
+        recs: list[Record] = list(map(tuple.__new__, repeat(Record), columns))
+        keys, tokens = batch.keys, batch.tokens
+        if keep is not None:  # some expired while the node was stopped
+            keys, tokens = list(compress(keys, keep)), list(compress(tokens, keep))
+            recs = list(compress(recs, keep))
         applied, _ = store.apply_batch(keys, tokens, recs, {})
         loaded += applied
+    if seen != count:
+        raise InvalidBody(f"{path} holds {seen} records; its end mark says {count}")
     path.unlink()
-    return loaded
+    return SavedState(boot=boot, saved_at=saved_at, records=count, loaded=loaded)

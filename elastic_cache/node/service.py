@@ -30,6 +30,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
+from elastic_cache.adminapi import SavedState
 from elastic_cache.errors import (
     ConfigError,
     InvalidBody,
@@ -119,6 +120,9 @@ class NodeService:
         #: The store holds records loaded from a saved state (`elastic_cache.node.saved`),
         #: which only a move may prove current (see `set_ownership`).
         self.restored = False
+        #: What it loaded from its state directory at start (None: nothing), reported in
+        #: its stats so the coordinator takes it back warm only after a whole load.
+        self.saved: SavedState | None = None
         self._check_durability(store.namespaces)
         #: Some namespace writes through to the cold tier (docs/namespaces.md).
         self._durable = store.namespaces.durable
@@ -581,6 +585,8 @@ class NodeService:
             "cold_hits": 0 if self.cold is None else self.cold.hits,
             "namespaces_version": store.namespaces.version,
             "namespaces": store.namespace_stats(hits=self.hits, misses=self.misses),
+            "boot": self.changes.boot,
+            "saved": None if self.saved is None else self.saved.to_json(),
         }
 
     async def close(self) -> None:

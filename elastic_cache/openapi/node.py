@@ -746,6 +746,20 @@ def _schemas() -> dict[str, Schema]:
                     "type": "string",
                     "description": "Digest of the namespace table the node applies.",
                 },
+                "boot": {
+                    "type": "string",
+                    "description": (
+                        "This process's change-log id (as `GET /v1/changes`); a clean stop "
+                        "with `--state-dir` names the records it saves with it."
+                    ),
+                },
+                "saved": {
+                    "oneOf": [{"type": "null"}, _ref("SavedState")],
+                    "description": (
+                        "What the node loaded from its state directory at start (null: "
+                        "nothing, or a file it could not read whole)."
+                    ),
+                },
                 "namespaces": {
                     "type": "object",
                     "description": (
@@ -755,6 +769,19 @@ def _schemas() -> dict[str, Schema]:
                     ),
                     "additionalProperties": {"type": "object"},
                 },
+            },
+        },
+        "SavedState": {
+            "type": "object",
+            "description": (
+                "Records a stopped node saved and loaded back at start (warm re-integration)."
+            ),
+            "required": ["boot", "saved_at", "records", "loaded"],
+            "properties": {
+                "boot": string,
+                "saved_at": number,
+                "records": integer,
+                "loaded": integer,
             },
         },
         "NodeMigration": {

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import shutil
+import struct
 import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -334,3 +335,71 @@ async def test_a_source_that_dies_in_a_warm_move_never_leaves_a_stale_value(
                 await cluster.unresponsive(heir)  # dropped: its process is gone
             for key in changed:
                 assert await client.get(key) in (b"new", None), key
+
+
+def _damage_saved(state: Path, damage: str) -> None:
+    """Damage a stopped node's saved records as a failed or lost save would."""
+    saved = state / SAVED_NAME
+    data = saved.read_bytes()
+    magic = len(b"ECSAVE2\n")
+    header = magic + 8 + 1 + data[magic + 8]  # magic, saved_at, the boot id's length, boot id
+    if damage == "missing":  # killed during the save (on EC2), or its disk replaced
+        saved.unlink()
+    elif damage == "header_only":  # a save cut short after its header
+        saved.write_bytes(data[:header])
+    elif damage == "first_chunk":  # cut at a chunk boundary: parses as a shorter file
+        (length,) = struct.unpack_from("<I", data, header)
+        saved.write_bytes(data[: header + 4 + length])
+    elif damage == "inside_chunk":
+        saved.write_bytes(data[: len(data) // 2])
+    else:
+        raise AssertionError(damage)
+
+
+@pytest.mark.parametrize(
+    "damage", ["save_fails", "missing", "header_only", "first_chunk", "inside_chunk"]
+)
+async def test_a_node_that_lost_its_saved_records_is_never_taken_back_warm(
+    tmp_path: Path, damage: str
+) -> None:
+    """A stopped node whose save failed, or whose saved file is lost or cut short,
+    comes back empty (or partial): the scale-up must give it a full copy (or launch a
+    new node), never move only the changed keys, so that every acknowledged write
+    reads back. (Locally a failed save also shows in the node's exit status; on EC2
+    the instance stops all the same, so the node's report is what catches it.)"""
+    async with warm_cluster(tmp_path, WARM) as pc:
+        cluster = pc.coord.cluster
+        model = {f"k{i}": f"v{i}".encode() for i in range(9000)}
+        keys = list(model)
+        async with AsyncClient(pc.url, timeout=60) as client:
+            for i in range(0, len(keys), 300):
+                await asyncio.gather(*(client.put(k, model[k]) for k in keys[i : i + 300]))
+            info, _ = await cluster.add_node()
+            node = info.node_id
+            state = tmp_path / "nodes" / node
+            ranges = cluster.ring.ranges_of(node)
+            mine = [k for k in keys if _owned_by(ranges, cluster.ring.token_of(k))]
+            assert len(mine) > 2000  # more than one chunk of the saved file
+            if damage == "save_fails":
+                (state / (SAVED_NAME + ".tmp")).mkdir(parents=True)  # root writes anyway
+            await cluster.remove_node(node)
+            if damage != "save_fails":
+                _damage_saved(state, damage)
+            for key in mine[:50]:
+                model[key] = b"new-" + key.encode()
+                await client.put(key, model[key])
+            back, _ = await cluster.add_node()
+            lost = []
+            for i in range(0, len(keys), 300):
+                chunk = keys[i : i + 300]
+                got = await asyncio.gather(*(client.get(k) for k in chunk))
+                lost += [k for k, v in zip(chunk, got, strict=True) if v != model[k]]
+            assert lost == [], f"{len(lost)} acknowledged keys lost or stale"
+            kinds = [e["kind"] for e in cluster.events.since(0)]
+            assert "reintegrated" not in kinds
+            if damage in ("save_fails", "inside_chunk"):
+                # The node exits non-zero at its stop (terminated), or now reports
+                # that it loaded nothing.
+                assert "stop_failed" in kinds or "warm_fallback" in kinds, kinds
+            else:
+                assert back.node_id == node and "warm_fallback" in kinds, kinds

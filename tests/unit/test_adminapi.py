@@ -165,6 +165,7 @@ AGREEMENT: list[tuple[type[Any], dict[str, Any], set[str]]] = [
     (NodeRemoved, SCHEMAS["NodeRemoved"], {"raw"}),
     (adminapi.NodeMigration, NODE_SCHEMAS["NodeMigration"], set()),
     (NodeStats, NODE_SCHEMAS["NodeStats"], {"raw"}),
+    (adminapi.SavedState, NODE_SCHEMAS["SavedState"], set()),
 ]
 
 

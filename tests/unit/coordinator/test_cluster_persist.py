@@ -118,6 +118,7 @@ async def test_stopped_nodes_are_persisted_and_come_back_with_incomplete_lists(
         handle=NodeHandle(node_id="node-7", address="http://127.0.0.1:9", ref="i-7"),
         ranges=[(10, 20), (30, 40)],
         since=123.0,
+        boot="b7",
     )
     first.stopped["node-7"] = kept
     await first.persist()

@@ -1,8 +1,10 @@
-"""Which range a returning node takes back, and what it drops (pure)."""
+"""Which range a returning node takes back, what it drops, and whether what it loaded
+lets it come back warm (pure)."""
 
 from __future__ import annotations
 
-from elastic_cache.coordinator.warm import gaps, return_plan
+from elastic_cache.adminapi import SavedState
+from elastic_cache.coordinator.warm import gaps, return_plan, saved_state_mismatch
 from elastic_cache.hashing import ModuloHasher
 from elastic_cache.ring import HashRing
 
@@ -64,3 +66,13 @@ def test_gaps() -> None:
     assert gaps([(100, 300)]) == [(300, 100)]
     assert gaps([(100, 300), (300, 400)]) == [(400, 100)]
     assert gaps([(900, 50), (100, 300)]) == [(50, 100), (300, 900)]
+
+
+def test_only_a_node_that_loaded_what_its_stopped_process_saved_comes_back_warm() -> None:
+    saved = SavedState(boot="b1", saved_at=10.0, records=5, loaded=3)
+    assert saved_state_mismatch("b1", saved) is None  # expired records do not matter
+    assert "loaded no saved records" in str(saved_state_mismatch("b1", None))
+    assert "another process" in str(
+        saved_state_mismatch("b1", SavedState(boot="b0", saved_at=1.0, records=5, loaded=5))
+    )
+    assert "unknown" in str(saved_state_mismatch(None, saved))
