@@ -600,12 +600,15 @@ class SavedState(Record):
         saved_at: when it saved them (seconds since the epoch).
         records: how many records the file holds.
         loaded: how many were loaded (the others expired while the node was stopped).
+        seconds: how long reading and loading the file took (the process's start before
+            it is not counted).
     """
 
     boot: str
     saved_at: float
     records: int
     loaded: int
+    seconds: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -25,6 +25,7 @@ Outputs ``warm_real.csv`` (per mode: means and 95 % intervals over the repetitio
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import random
 import tempfile
@@ -37,6 +38,7 @@ from elastic_cache.config import ClusterSettings
 from elastic_cache.coordinator.service import Coordinator
 from elastic_cache.provisioner.local import LocalProvisioner
 from elastic_cache.ring import in_range
+from elastic_cache.sim.models import BootDelayModel
 from experiments.common import (
     ci,
     figure_path,
@@ -48,6 +50,7 @@ from experiments.common import (
 )
 
 MODES = ("fresh", "warm")
+DEFAULT_RECORDS = 50_000
 VALUE_BYTES = 1024
 WRITTEN_SHARE = 0.10
 
@@ -121,9 +124,12 @@ async def _run(mode: str, records: int, seed: int, workdir: Path) -> dict[str, A
             for m in cluster.migrations
             if m.id not in before and m.destination == back.node_id and m.state == "done"
         ]
+        saved = (await cluster.client_for(back.node_id).stats()).saved
         await _check(coord, model, rng)
-        if warm and back.node_id != node:
-            raise AssertionError(f"{back.node_id} was launched, {node} not restarted")
+        if warm and (back.node_id != node or saved is None):
+            raise AssertionError(f"{back.node_id} was not restarted warm ({node} left)")
+        load = 0.0 if saved is None else saved.seconds
+        moves = sum((m.finished or m.started) - m.started for m in joined)
         return {
             "mode": mode,
             "seed": seed,
@@ -135,7 +141,10 @@ async def _run(mode: str, records: int, seed: int, workdir: Path) -> dict[str, A
             "moved_bytes": sum(m.bytes for m in joined),
             "scale_up_s": seconds,
             "start_s": back.handle.boot_seconds,
+            "process_s": max(0.0, back.handle.boot_seconds - load),
+            "load_s": load,
             "move_s": max(0.0, seconds - back.handle.boot_seconds),
+            "moves_s": moves,
         }
     finally:
         await coord.stop()
@@ -165,7 +174,10 @@ def summarize(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 ),
                 **ci("scale_up_s", (r["scale_up_s"] for r in mine)),
                 **ci("start_s", (r["start_s"] for r in mine)),
+                **ci("process_s", (r["process_s"] for r in mine)),
+                **ci("load_s", (r["load_s"] for r in mine)),
                 **ci("move_s", (r["move_s"] for r in mine)),
+                **ci("moves_s", (r["moves_s"] for r in mine)),
             }
         )
     return out
@@ -210,13 +222,45 @@ def plot(by: dict[str, dict[str, Any]], path: Path) -> Path:
     return save_figure(fig, path)
 
 
+def ec2_model(by: dict[str, dict[str, Any]], launch_boot: float) -> dict[str, float]:
+    """The scale-up on EC2 modelled from this run's parts (no AWS measurement of a
+    restart exists here): fresh = a launch's boot (``launch_boot``, RunInstances until
+    the node answers) + the fresh node's process start + what followed here; warm = an
+    unknown restart boot + the warm node's process start and load + what followed here.
+
+    Returns:
+        ``fresh_s`` (the modelled fresh scale-up), ``warm_after_boot_s`` (the warm one
+        without the restart's boot), and ``restart_boot_for_goal_s``: the longest restart
+        boot (StartInstances until the OS runs the node) with which warm is still 5x
+        faster (negative: not even with an instant restart).
+    """
+    fresh = by["fresh"]
+    warm = by["warm"]
+    fresh_s = launch_boot + float(fresh["process_s"]) + float(fresh["move_s"])
+    warm_rest = float(warm["process_s"]) + float(warm["load_s"]) + float(warm["move_s"])
+    return {
+        "launch_boot_s": launch_boot,
+        "fresh_s": fresh_s,
+        "warm_after_boot_s": warm_rest,
+        "restart_boot_for_goal_s": fresh_s / 5.0 - warm_rest,
+    }
+
+
+def _size_name(records: int) -> str:
+    return "" if records == DEFAULT_RECORDS else f"_{records // 1000}k"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    opts = options(__doc__.splitlines()[0], argv)
-    records = 5_000 if opts.quick else 50_000
+    own = argparse.ArgumentParser(add_help=False)
+    own.add_argument("--records", type=int, default=None)
+    known, rest = own.parse_known_args(argv)
+    opts = options(__doc__.splitlines()[0] + " (also: --records N)", rest)
+    records = known.records or (5_000 if opts.quick else DEFAULT_RECORDS)
+    name = f"warm_real{_size_name(records)}"
     rows = [run(mode, records, seed) for seed in real_seeds(opts) for mode in MODES]
-    write_csv(figure_path(opts, "warm_real_runs", "csv"), rows)
+    write_csv(figure_path(opts, f"{name}_runs", "csv"), rows)
     table = summarize(rows)
-    write_csv(figure_path(opts, "warm_real", "csv"), table)
+    write_csv(figure_path(opts, name, "csv"), table)
     by = {t["mode"]: t for t in table}
     fresh, warm = by["fresh"], by["warm"]
     print(
@@ -240,7 +284,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"answers: fresh {fresh['move_s']:.2f} s, warm {warm['move_s']:.2f} s "
         f"({fresh['move_s'] / max(warm['move_s'], 1e-6):.1f}x)"
     )
-    plot(by, figure_path(opts, "warm_real", "png"))
+    for mode in MODES:
+        row = by[mode]
+        print(
+            f"  {mode}: process start {row['process_s']:.2f} s, loading saved records "
+            f"{row['load_s']:.2f} s, moves {row['moves_s']:.2f} s, the rest (admission, "
+            f"change-log barrier, trimming) "
+            f"{float(row['move_s']) - float(row['moves_s']):.2f} s"
+        )
+    boot = opts.boot.median if opts.boot is not None else BootDelayModel().median
+    where = "measured, --aws-calibration" if opts.boot is not None else "assumed"
+    model = ec2_model(by, boot)
+    write_csv(figure_path(opts, f"{name}_ec2_model", "csv"), [model])
+    print(
+        f"EC2 model (not measured): fresh = launch boot {boot:.0f} s ({where}) + the rest "
+        f"as here = {model['fresh_s']:.1f} s; warm = restart boot + "
+        f"{model['warm_after_boot_s']:.2f} s; >= 5x needs a restart boot <= "
+        f"{model['restart_boot_for_goal_s']:.1f} s"
+    )
+    plot(by, figure_path(opts, name, "png"))
     return 0
 
 

@@ -178,9 +178,11 @@ class Moves(Membership):
                         await dst.client.forget_keys(mig.id, chunk)
                     calling = src
                     for chunk in key_chunks(keys):
+                        # The source's counts run over the whole move: the last is the
+                        # total (adding them up counted early chunks again).
                         summary = await src.client.send_migration(mig.id, chunk)
-                        mig.records += int(summary.get("records", 0))
-                        mig.bytes += int(summary.get("bytes", 0))
+                        mig.records = int(summary.get("records", 0))
+                        mig.bytes = int(summary.get("bytes", 0))
             except NodeUnavailable as exc:
                 # With copies, a source that died mid-move is replaced by a surviving
                 # holder of the range; the destination keeps what it has (never a warm

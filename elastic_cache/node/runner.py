@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from aiohttp import web
 
 from elastic_cache import eventloop
 from elastic_cache.config import NodeSettings
-from elastic_cache.errors import InvalidBody
+from elastic_cache.errors import ElasticCacheError
 from elastic_cache.fastpath import FastServer
 from elastic_cache.gctuning import tune_gc
 from elastic_cache.lifecycle import wait_for_stop
@@ -54,7 +56,13 @@ async def start_node_server(
     return front, bound
 
 
-def restore_saved(service: NodeService, state_dir: Path, *, wall_now: float) -> None:
+def restore_saved(
+    service: NodeService,
+    state_dir: Path,
+    *,
+    wall_now: float,
+    timer: Callable[[], float] = time.perf_counter,
+) -> None:
     """Load the records a clean stop saved in ``state_dir`` into a new node's store.
 
     A node that loaded a file owns nothing (not the whole ring, as a fresh node): none
@@ -62,10 +70,17 @@ def restore_saved(service: NodeService, state_dir: Path, *, wall_now: float) -> 
     file that cannot be read whole is left in place and the node starts empty; it then
     reports no saved state (``saved`` in its stats), so the coordinator gives it a full
     copy instead of taking it back warm.
+
+    Args:
+        service: the new node.
+        state_dir: its state directory.
+        wall_now: seconds since the epoch now.
+        timer: seconds, for how long the load took (``saved.seconds``).
     """
+    started = timer()
     try:
         saved = load_records(service.store, state_dir, wall_now=wall_now, token_of=service.hasher)
-    except (InvalidBody, OSError) as exc:
+    except (ElasticCacheError, OSError) as exc:
         service.store.pop_range(0, 0)  # (x, x] is the whole ring: what a failed load left
         log.warning(
             "node %s starts empty: its saved records cannot be loaded: %s", service.node_id, exc
@@ -75,13 +90,14 @@ def restore_saved(service: NodeService, state_dir: Path, *, wall_now: float) -> 
         return
     service.owned = RangeSet([], service.hasher.space)
     service.restored = True
-    service.saved = saved
+    service.saved = dataclasses.replace(saved, seconds=round(timer() - started, 4))
     log.info(
-        "node %s loaded %d of %d saved record(s) from %s",
+        "node %s loaded %d of %d saved record(s) from %s in %.2f s",
         service.node_id,
         saved.loaded,
         saved.records,
         state_dir,
+        service.saved.seconds,
     )
 
 

@@ -782,6 +782,7 @@ def _schemas() -> dict[str, Schema]:
                 "saved_at": number,
                 "records": integer,
                 "loaded": integer,
+                "seconds": number,
             },
         },
         "NodeMigration": {

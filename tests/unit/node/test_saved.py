@@ -131,8 +131,8 @@ def test_a_node_that_cannot_load_its_file_starts_empty_and_says_so(tmp_path: Pat
 
     _saved_with_chunks(tmp_path, 10)
     service = build_node_service(NodeSettings(), node_id="n")
-    restore_saved(service, tmp_path, wall_now=0.0)
+    restore_saved(service, tmp_path, wall_now=0.0, timer=iter([1.0, 1.5]).__next__)
     assert len(service.store) == 10 and service.restored and service.owned.ranges == ()
     stats = NodeStats.from_json(service.stats())
-    assert stats.saved == SavedState(boot="b1", saved_at=0.0, records=10, loaded=10)
+    assert stats.saved == SavedState(boot="b1", saved_at=0.0, records=10, loaded=10, seconds=0.5)
     assert stats.boot == service.changes.boot != "b1"
