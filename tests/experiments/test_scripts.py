@@ -47,7 +47,7 @@ OUTPUTS = {
     "sensitivity": ["sweep_prelaunch.csv", "sweep_migration.csv", "sweeps.png"],
     "zipf": ["fig2_zipf_summary.csv", "fig2_zipf.png"],
     "bootstrap": ["bootstrap.csv", "bootstrap.png"],
-    "warm": ["warm_real.csv", "warm_real_runs.csv", "warm_real.png"],
+    "warm": ["warm_real.csv", "warm_real_runs.csv", "warm_real_ec2_model.csv", "warm_real.png"],
 }
 
 
