@@ -2,10 +2,10 @@
 
 `plan` checks and prints what deploy would create (``--dry-run``); `deploy` checks,
 then creates (or finds) a cluster's bucket, package bundle, security groups, IAM roles,
-token and coordinator instance; `destroy` removes them; `status_by_name` shows what AWS
-and the coordinator know; `read_cluster_token` reads the token (``ecache token``). See
-docs/aws.md for the walk-through, the IAM permissions the deploying user needs, and the
-costs.
+token and coordinator instance; `destroy` removes them; `status.aws_view` is what AWS
+knows of a cluster (``ecache status --name``); `read_cluster_token` reads the token
+(``ecache token``). See docs/aws.md for the walk-through, the IAM permissions the
+deploying user needs, and the costs.
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ if TYPE_CHECKING:
         ClusterNotFound,
         read_cluster_certificate,
         read_cluster_token,
-        status_by_name,
     )
 
 __all__ = [
@@ -36,7 +35,6 @@ __all__ = [
     "plan",
     "read_cluster_certificate",
     "read_cluster_token",
-    "status_by_name",
     "update",
 ]
 
@@ -53,7 +51,6 @@ __getattr__, __dir__ = lazy_exports(
         "plan": "elastic_cache.deploy.stack",
         "read_cluster_certificate": "elastic_cache.deploy.status",
         "read_cluster_token": "elastic_cache.deploy.status",
-        "status_by_name": "elastic_cache.deploy.status",
         "update": "elastic_cache.deploy.stack",
     },
 )

@@ -1,18 +1,17 @@
-"""``ecache status --name NAME``: what AWS knows of a deployed cluster, and what its
-coordinator says when it answers."""
+"""What AWS knows of a deployed cluster (``ecache status --name NAME`` prints it, then what
+its coordinator says: `elastic_cache.cli.status.status_by_name`), and its token and
+certificate from SSM Parameter Store (``ecache token``, ``ecache cert``)."""
 
 from __future__ import annotations
 
 import base64
-import json
 import tomllib
-from collections.abc import Callable
 from typing import Any
 
 from elastic_cache.adminapi import CrossZone
 from elastic_cache.auth import fetch_token
 from elastic_cache.awserrors import AwsError, aws_call
-from elastic_cache.config import ClusterSettings, CostSettings, check_cluster_name
+from elastic_cache.config import ClusterSettings, CostSettings
 from elastic_cache.cost import PriceTable, UnknownPrice, instance_price
 from elastic_cache.cost.billed import (
     PUBLIC_IPV4_USD_PER_HOUR,
@@ -22,7 +21,7 @@ from elastic_cache.cost.billed import (
 from elastic_cache.cost.spot import SPOT_PRICE_FRACTION, running_spot_price
 from elastic_cache.deploy.coordinator import PORT_TAG, endpoint_of
 from elastic_cache.deploy.names import tls_cert_parameter_of, token_parameter_of
-from elastic_cache.errors import ConfigError, NodeUnavailable, NotFound, Unauthorized
+from elastic_cache.errors import ConfigError, NotFound
 from elastic_cache.provisioner.ec2 import (
     CLUSTER_TAG,
     NODE_TAG,
@@ -30,8 +29,6 @@ from elastic_cache.provisioner.ec2 import (
     UNTERMINATED_STATES,
     cluster_filters,
 )
-from elastic_cache.status import fetch_cluster, render_status
-from elastic_cache.tls import client_context
 from elastic_cache.userdata import coordinator_config_of
 
 __all__ = [
@@ -41,13 +38,12 @@ __all__ = [
     "coordinator_settings",
     "read_cluster_certificate",
     "read_cluster_token",
-    "status_by_name",
+    "token_if_readable",
+    "with_cross_zone",
 ]
 
 _SHOWN_STATES = (*UNTERMINATED_STATES, "shutting-down")
 _BILLED_STATES = ("pending", "running")
-
-Fetch = Callable[[str], dict[str, Any]]
 
 
 class ClusterNotFound(NotFound):
@@ -96,7 +92,7 @@ def read_cluster_certificate(session: Any, name: str, region: str) -> str:
     return str(reply["Parameter"]["Value"])
 
 
-def _token_if_readable(session: Any, name: str, region: str) -> str | None:
+def token_if_readable(session: Any, name: str, region: str) -> str | None:
     try:
         return read_cluster_token(session, name, region)
     except (AwsError, ClusterNotFound):
@@ -352,87 +348,3 @@ def render_aws_view(view: dict[str, Any]) -> str:
     parts.append(_cross_zone_part(view))
     lines.append(f"  of which: {'; '.join(parts)}")
     return "\n".join(lines)
-
-
-def status_by_name(
-    name: str,
-    *,
-    region: str | None,
-    as_json: bool = False,
-    session: Any = None,
-    out: Callable[[str], None] = print,
-    fetch: Fetch | None = None,
-    token: str | None = None,
-    tls_ca: str | None = None,
-) -> int:
-    """Print a deployed cluster's state: instances from AWS, then the coordinator's view.
-
-    Args:
-        name: the cluster's name.
-        region: its region (None: the session's).
-        as_json: one JSON document instead of tables.
-        session: a ``boto3.Session`` (``ecache`` passes one; built from the environment
-            when None).
-        out: where the output goes.
-        fetch: reads the coordinator's ``/v1/cluster`` (tests pass a fake).
-        token: the cluster token for that read; default: the one in SSM, if this
-            caller may read it (else the coordinator's 401 is shown).
-        tls_ca: the certificate an ``https://`` coordinator is trusted by (the one
-            deploy recorded); default: the cluster's, read from SSM.
-
-    Returns:
-        0 when the coordinator answered, 1 when only AWS did.
-
-    Raises:
-        ClusterNotFound: no instance carries the cluster's tag.
-        AwsError: AWS refused the call.
-    """
-    check_cluster_name(name)
-    if session is None:
-        import boto3
-
-        session = boto3.Session(region_name=region)
-    region = region or session.region_name
-    if not region:
-        raise NotFound("no region: pass --region or set AWS_DEFAULT_REGION")
-    view = aws_view(session.client("ec2", region_name=region), name, region)
-    if not view["instances"]:
-        raise ClusterNotFound(f"no cluster named {name} in {region} (no instance is tagged)")
-    endpoint = view["endpoint"]
-    coordinator: dict[str, Any] = {"url": endpoint, "answered": False}
-    cluster = None
-    if endpoint is None:
-        coordinator["error"] = "no coordinator instance is running"
-    else:
-        try:
-            if fetch is None:
-                if token is None:
-                    token = _token_if_readable(session, name, region)
-                tls = None
-                if endpoint.startswith("https://"):
-                    tls = (
-                        client_context(cafile=tls_ca)
-                        if tls_ca is not None
-                        else client_context(cadata=read_cluster_certificate(session, name, region))
-                    )
-                cluster = fetch_cluster(endpoint, timeout=5, token=token, tls=tls)
-            else:
-                cluster = fetch(endpoint)
-            coordinator["answered"] = True
-            view = with_cross_zone(view, cluster)
-        except (NodeUnavailable, Unauthorized, ClusterNotFound) as exc:
-            coordinator["error"] = str(exc)
-    if as_json:
-        out(json.dumps({**view, "coordinator": coordinator, "cluster": cluster}, indent=2))
-    else:
-        out(render_aws_view(view))
-        out("")
-        if cluster is not None:
-            out(f"coordinator {endpoint} answered:")
-            out(render_status(cluster))
-        else:
-            out(
-                f"the coordinator did not answer ({coordinator['error']}); the table above is "
-                "what AWS knows"
-            )
-    return 0 if cluster is not None else 1

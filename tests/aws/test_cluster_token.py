@@ -12,9 +12,10 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient
 
 from elastic_cache import cli
-from elastic_cache.admin import admin_call
 from elastic_cache.auth import TokenGuard, fetch_token, token_middleware
 from elastic_cache.awserrors import AwsError
+from elastic_cache.cli import awsenv
+from elastic_cache.cli.admin import admin_call
 from elastic_cache.client import AsyncClient
 from elastic_cache.config import ClusterSettings
 from elastic_cache.coordinator.runner import build_provisioner
@@ -46,7 +47,7 @@ def test_ecache_token_prints_the_deployed_token(
         Name=f"/ecache/{name}/token", Value=TOKEN, Type="SecureString"
     )
     assert read_cluster_token(session, name, REGION) == TOKEN
-    monkeypatch.setattr(cli, "_boto_session", lambda region: session)
+    monkeypatch.setattr(awsenv, "boto_session", lambda region: session)
     assert cli.main(["token", "--name", name, "--region", REGION]) == 0
     assert capsys.readouterr().out == TOKEN + "\n"
     with pytest.raises(ClusterNotFound):
@@ -95,7 +96,7 @@ def test_ecache_node_reads_its_token_from_ssm(
     """``ecache node --token-parameter P``: the node serves with the token in P."""
     parameter = f"/ecache/{unique('c')}/token"
     session.client("ssm").put_parameter(Name=parameter, Value=TOKEN, Type="SecureString")
-    monkeypatch.setattr(cli, "_boto_session", lambda region: session)
+    monkeypatch.setattr(awsenv, "boto_session", lambda region: session)
     seen: dict[str, Any] = {}
 
     async def fake_serve(settings: Any, **kwargs: Any) -> None:
@@ -157,5 +158,5 @@ def test_status_by_name_reads_the_token_itself(session: Any) -> None:
     session.client("ssm").put_parameter(
         Name=f"/ecache/{name}/token", Value=TOKEN, Type="SecureString"
     )
-    assert status_module._token_if_readable(session, name, REGION) == TOKEN
-    assert status_module._token_if_readable(session, unique("c"), REGION) is None
+    assert status_module.token_if_readable(session, name, REGION) == TOKEN
+    assert status_module.token_if_readable(session, unique("c"), REGION) is None

@@ -14,11 +14,12 @@ import pytest
 
 from elastic_cache import cli
 from elastic_cache.awserrors import AwsCapacityError
+from elastic_cache.cli import awsenv
+from elastic_cache.cli.status import status_by_name
 from elastic_cache.config import Ec2Settings, NodeSettings
 from elastic_cache.deploy import update
 from elastic_cache.deploy.preflight import billed_extras, hourly_prices
 from elastic_cache.deploy.settings import DEFAULT_MAX_CROSS_ZONE_GB_PER_HOUR
-from elastic_cache.deploy.status import status_by_name
 from elastic_cache.errors import ConfigError, ProvisionError
 from elastic_cache.provisioner.ec2 import CLUSTER_TAG, ROLE_TAG, Ec2Provisioner
 
@@ -238,7 +239,7 @@ def test_an_allowance_out_of_range_is_refused(allowance: Any) -> None:
 def test_dry_run_prices_the_allowance_into_the_minimum_and_the_maximum(
     session: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(cli, "_boto_session", lambda region: session)
+    monkeypatch.setattr(awsenv, "boto_session", lambda region: session)
     name = unique("t")
     argv = ["deploy", "--name", name, "--region", REGION, "--allow-cidr", "203.0.113.7/32"]
     assert cli.main([*argv, "--max-nodes", "3", "--dry-run"]) == 0

@@ -15,9 +15,12 @@ from botocore.exceptions import ClientError
 
 from elastic_cache import cli
 from elastic_cache.awserrors import AwsPermissionDenied
+from elastic_cache.cli import awsenv
+from elastic_cache.cli import deploy as cli_deploy
+from elastic_cache.cli.status import status_by_name
 from elastic_cache.config import ClusterSettings, CostSettings
 from elastic_cache.cost import instance_price
-from elastic_cache.deploy import ClusterNotFound, DeploySettings, deploy, destroy, status_by_name
+from elastic_cache.deploy import ClusterNotFound, DeploySettings, deploy, destroy
 from elastic_cache.deploy.bundle import wheel_name
 from elastic_cache.deploy.names import ClusterNames
 from elastic_cache.deploy.network import find_network, security_groups
@@ -357,7 +360,7 @@ def test_deploy_without_allow_cidr_opens_the_port_to_the_caller_only(
         asked.append("checkip")
         return address + "\n"
 
-    monkeypatch.setattr(cli, "_public_address", lookup)
+    monkeypatch.setattr(cli_deploy, "_public_address", lookup)
     wheels = tmp_path / "wheels"
     wheels.mkdir()
     (wheels / "dep-1.0-py3-none-any.whl").write_bytes(b"dep")
@@ -437,7 +440,7 @@ def test_deploy_open_to_the_internet_without_public_exits_having_created_nothing
     assert what_exists(session) == NOTHING
     calls: list[str] = []
     session.events.register("before-call", lambda model, **_: calls.append(model.name))
-    monkeypatch.setattr(cli, "_boto_session", lambda region: session)
+    monkeypatch.setattr(awsenv, "boto_session", lambda region: session)
     wheels = tmp_path / "wheels"
     wheels.mkdir()
     argv = ["deploy", "--name", unique("t"), "--region", REGION, "--allow-cidr", cidr]

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from elastic_cache import cli
+from elastic_cache.cli import awsenv
 from elastic_cache.config import NodeSettings, parse_tag
 from elastic_cache.deploy.names import ClusterNames
 from elastic_cache.deploy.stack import identity
@@ -127,7 +128,7 @@ def test_a_tag_value_may_hold_an_equals_sign() -> None:
 def test_bad_tag_on_the_command_line_exits_non_zero_having_created_nothing(
     session: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(cli, "_boto_session", lambda region: session)
+    monkeypatch.setattr(awsenv, "boto_session", lambda region: session)
     argv = ["deploy", "--name", unique("t"), "--region", REGION, "--allow-cidr", "10.0.0.0/8"]
     assert cli.main([*argv, "--tag", "aws:x=1", "--dry-run"]) == 2
     assert "reserved" in capsys.readouterr().err
@@ -279,7 +280,7 @@ def destroy_argv(name: str, *more: str) -> list[str]:
 def test_destroy_of_an_unknown_name_says_so(
     session: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(cli, "_boto_session", lambda region: session)
+    monkeypatch.setattr(awsenv, "boto_session", lambda region: session)
     name = unique("t")
     assert cli.main(destroy_argv(name, "--yes")) == 2
     err = capsys.readouterr().err
@@ -300,7 +301,7 @@ def test_destroy_asks_and_deletes_nothing_without_a_yes(
     s = settings()
     run_deploy(session, tmp_path, s)
     before = what_exists(session)
-    monkeypatch.setattr(cli, "_boto_session", lambda region: session)
+    monkeypatch.setattr(awsenv, "boto_session", lambda region: session)
     monkeypatch.setattr("sys.stdin.isatty", lambda: True)
     asked: list[str] = []
     monkeypatch.setattr("builtins.input", lambda question: asked.append(question) or answer)
@@ -320,7 +321,7 @@ def test_destroy_without_a_terminal_needs_yes(
     s = settings()
     run_deploy(session, tmp_path, s)
     before = what_exists(session)
-    monkeypatch.setattr(cli, "_boto_session", lambda region: session)
+    monkeypatch.setattr(awsenv, "boto_session", lambda region: session)
     monkeypatch.setattr("sys.stdin.isatty", lambda: False)
     assert cli.main(destroy_argv(s.name)) == 2
     assert "pass --yes" in capsys.readouterr().err
@@ -337,7 +338,7 @@ def test_destroy_deletes_once_confirmed(
 ) -> None:
     s = settings()
     run_deploy(session, tmp_path, s)
-    monkeypatch.setattr(cli, "_boto_session", lambda region: session)
+    monkeypatch.setattr(awsenv, "boto_session", lambda region: session)
     monkeypatch.setattr("time.sleep", lambda seconds: None)
     if how == "yes-flag":
         argv = destroy_argv(s.name, "--yes", "--delete-data")
@@ -384,7 +385,7 @@ def test_deploy_refuses_settings_a_running_cluster_cannot_take(
         == rules
     )
     # The dry run says the same, exit 2.
-    monkeypatch.setattr(cli, "_boto_session", lambda region: session)
+    monkeypatch.setattr(awsenv, "boto_session", lambda region: session)
     argv = ["deploy", "--name", s.name, "--region", REGION, "--allow-cidr", "203.0.113.7/32"]
     assert cli.main([*argv, "--max-nodes", "6", "--dry-run"]) == 2
     assert "--max-nodes: running 4, asked 6" in capsys.readouterr().err

@@ -19,6 +19,7 @@ from elastic_cache.awserrors import (
     AwsLimitExceeded,
     AwsPermissionDenied,
 )
+from elastic_cache.cli import awsenv
 from elastic_cache.config import ClusterSettings
 from elastic_cache.deploy import plan
 from elastic_cache.deploy.preflight import STANDARD_VCPU_QUOTA, standard_family
@@ -113,7 +114,7 @@ def test_dry_run_prints_the_plan_and_its_cost_and_creates_nothing(
             (model.name, isinstance(params.get("body"), dict) and "DryRun" in params["body"])
         ),
     )
-    monkeypatch.setattr(cli, "_boto_session", lambda region: session)
+    monkeypatch.setattr(awsenv, "boto_session", lambda region: session)
     name = unique("t")
     argv = ["deploy", "--name", name, "--region", REGION, "--allow-cidr", "203.0.113.7/32"]
     assert cli.main([*argv, "--max-nodes", "3", "--dry-run"]) == 0

@@ -19,9 +19,11 @@ import pytest
 
 from elastic_cache import cli
 from elastic_cache.awserrors import AwsCapacityError
+from elastic_cache.cli import awsenv
+from elastic_cache.cli.status import status_by_name
 from elastic_cache.config import ClusterSettings
 from elastic_cache.coordinator.runner import tls_from_parameters, tls_of
-from elastic_cache.deploy import cluster_exists, destroy, status_by_name, update
+from elastic_cache.deploy import cluster_exists, destroy, update
 from elastic_cache.deploy.certificate import check_key_pair, self_signed
 from elastic_cache.deploy.coordinator import SCHEME_TAG, coordinator_instances
 from elastic_cache.deploy.names import ClusterNames
@@ -209,7 +211,7 @@ def test_destroy_finds_a_cluster_of_which_only_the_tls_parameters_are_left(
         f"TLS private key {names.tls_key_parameter}",
         f"TLS certificate {names.tls_cert_parameter}",
     ]
-    monkeypatch.setattr(cli, "_boto_session", lambda region: session)
+    monkeypatch.setattr(awsenv, "boto_session", lambda region: session)
     argv = ["destroy", "--name", s.name, "--region", REGION, "--yes"]
     assert cli.main(argv) == 0
     out = capsys.readouterr().out
@@ -268,7 +270,7 @@ def test_deploy_cli_records_the_certificate_and_status_pins_it(
     wheels = tmp_path / "wheels"
     wheels.mkdir()
     (wheels / "dep-1.0-py3-none-any.whl").write_bytes(b"dep")
-    monkeypatch.setattr(cli, "_boto_session", lambda region: session)
+    monkeypatch.setattr(awsenv, "boto_session", lambda region: session)
     code = cli.main(
         [
             "deploy",
@@ -294,7 +296,7 @@ def test_deploy_cli_records_the_certificate_and_status_pins_it(
     # Status uses the recorded certificate for the coordinator's https endpoint.
     seen: list[Any] = []
     monkeypatch.setattr(
-        "elastic_cache.deploy.status.fetch_cluster",
+        "elastic_cache.cli.status.fetch_cluster",
         lambda url, **kw: seen.append((url, kw)) or {"nodes": []},
     )
     status_by_name(

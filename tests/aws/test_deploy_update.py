@@ -13,6 +13,7 @@ import pytest
 
 from elastic_cache import cli
 from elastic_cache.awserrors import AwsError
+from elastic_cache.cli import awsenv
 from elastic_cache.deploy import update
 from elastic_cache.deploy.access import POLICY_NAME
 from elastic_cache.errors import ConfigError
@@ -172,7 +173,7 @@ def test_the_update_flag_on_the_command_line(
 ) -> None:
     s = settings()
     first = run_deploy(session, tmp_path, s)
-    monkeypatch.setattr(cli, "_boto_session", lambda region: session)
+    monkeypatch.setattr(awsenv, "boto_session", lambda region: session)
     monkeypatch.setattr("time.sleep", lambda seconds: None)
     argv = ["deploy", "--name", s.name, "--region", REGION, "--allow-cidr", "203.0.113.7/32"]
     # A plain deploy refuses (exit 2) and points to --update; --update applies.

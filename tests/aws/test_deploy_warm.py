@@ -18,6 +18,7 @@ import pytest
 from aiohttp import web
 
 from elastic_cache import cli
+from elastic_cache.cli import awsenv
 from elastic_cache.client import AsyncClient
 from elastic_cache.config import NodeSettings, OnFull
 from elastic_cache.coordinator.app import make_coordinator_app
@@ -121,7 +122,7 @@ def test_refused_combinations_exit_non_zero_creating_nothing(
 ) -> None:
     calls: list[str] = []
     session.events.register("before-call", lambda model, **_: calls.append(model.name))
-    monkeypatch.setattr(cli, "_boto_session", lambda region: session)
+    monkeypatch.setattr(awsenv, "boto_session", lambda region: session)
     wheels = tmp_path / "wheels"
     wheels.mkdir()
     argv = ["deploy", "--name", unique("t"), "--region", REGION, "--allow-cidr", "203.0.113.7/32"]
@@ -188,7 +189,7 @@ def test_update_refuses_to_turn_it_on_where_nodes_have_a_cold_tier(
 def test_the_plan_says_stopped_nodes_keep_billing_their_volumes(
     session: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(cli, "_boto_session", lambda region: session)
+    monkeypatch.setattr(awsenv, "boto_session", lambda region: session)
     argv = ["deploy", "--name", unique("t"), "--region", REGION, "--allow-cidr", "203.0.113.7/32"]
     flags = ["--warm-reintegration", "--replication", "1", "--on-full", "evict"]
     assert cli.main([*argv, *flags, "--max-nodes", "3", "--dry-run"]) == 0

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from elastic_cache.cli import main
-from elastic_cache.fill import fill
+from elastic_cache.cli.fill import fill
 
 from .conftest import CoordinatorHarness, cluster_settings, start_harness
 

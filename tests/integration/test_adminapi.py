@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 from elastic_cache.adminapi import ClusterView, NodeRemoved, NodesAdded, namespaces_of
+from elastic_cache.cli.status import render_namespaces, render_status
 from elastic_cache.client import AsyncClient
-from elastic_cache.status import render_namespaces, render_status
 
 from .conftest import CoordinatorHarness
 

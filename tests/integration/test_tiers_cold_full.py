@@ -14,10 +14,10 @@ from typing import Any
 from aiohttp import web
 from aiohttp.test_utils import TestClient
 
+from elastic_cache.cli.status import render_status
 from elastic_cache.config import NodeSettings, OnColdFull
 from elastic_cache.node import build_node_service, make_node_app
 from elastic_cache.node.service import NodeService
-from elastic_cache.status import render_status
 from elastic_cache.tiers.base import ColdTierFull
 from tests.unit.tiers.helpers import FullDiskTier
 

@@ -9,6 +9,7 @@ from typing import NamedTuple
 
 import pytest
 
+from elastic_cache.cli.status import render_status
 from elastic_cache.config import ClusterSettings
 from elastic_cache.coordinator.backoff import LaunchBackoff
 from elastic_cache.coordinator.cluster import Cluster
@@ -16,7 +17,6 @@ from elastic_cache.coordinator.scaler import Scaler
 from elastic_cache.errors import ProvisionError
 from elastic_cache.node.local import LocalNetwork, LocalNodeClient
 from elastic_cache.provisioner.base import NodeHandle
-from elastic_cache.status import render_status
 
 from .test_scaler import Clock, FixedRate, GatedProvisioner
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from elastic_cache.cli.status import render_status
 from elastic_cache.config import ClusterSettings
 from elastic_cache.coordinator.cluster import Cluster
 from elastic_cache.coordinator.events import cold_tier_events
@@ -15,7 +16,6 @@ from elastic_cache.coordinator.nodeclient import NodeStats
 from elastic_cache.node.local import LocalNetwork, LocalNodeClient
 from elastic_cache.sim.metered import CpuMeter
 from elastic_cache.sim.provisioner import SimProvisioner
-from elastic_cache.status import render_status
 
 TIER = "disk:/var/cache/ecache/node-1"
 

@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from elastic_cache.cli import _cluster_settings, build_parser
+from elastic_cache.cli import build_parser
+from elastic_cache.cli.options import cluster_settings
 from elastic_cache.config import ClusterSettings
 from elastic_cache.config.coordinator import MAX_WORKERS, ProvisionerKind, auto_workers
 from elastic_cache.coordinator.crosszone import CrossZoneMeter
@@ -208,6 +209,6 @@ def test_the_command_line_takes_a_number_or_auto(monkeypatch: pytest.MonkeyPatch
     parser = build_parser()
     for argv, expected in (([], 3), (["--workers", "auto"], 3), (["--workers", "2"], 2)):
         args = parser.parse_args(["up", *argv])
-        assert _cluster_settings(args).coordinator.workers == expected
+        assert cluster_settings(args).coordinator.workers == expected
     with pytest.raises(SystemExit):
         parser.parse_args(["up", "--workers", "lots"])

@@ -1,20 +1,53 @@
-"""``ecache status``: the state of a running cluster as a table, or as JSON for scripts."""
+"""``ecache status``: the state of a running cluster as a table, or as JSON for scripts.
+
+With ``--name``, a deployed cluster: what AWS knows of it and what its coordinator says
+(`status_by_name`, reading AWS through `elastic_cache.deploy.status`).
+"""
 
 from __future__ import annotations
 
+import argparse
 import json
 import ssl
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from elastic_cache.adminapi import ClusterView, Namespace, NamespacePolicy, namespaces_of
 from elastic_cache.auth import authorization, unauthorized
-from elastic_cache.errors import NodeUnavailable
+from elastic_cache.cli import awsenv
+from elastic_cache.cli.access import (
+    add_client_token,
+    client_tls,
+    client_token,
+    recorded_certificate,
+    tls_ca,
+)
+from elastic_cache.config import check_cluster_name
+from elastic_cache.deploy.status import (
+    ClusterNotFound,
+    aws_view,
+    read_cluster_certificate,
+    render_aws_view,
+    token_if_readable,
+    with_cross_zone,
+)
+from elastic_cache.errors import NodeUnavailable, NotFound, Unauthorized
+from elastic_cache.tls import client_context
 
-__all__ = ["fetch_cluster", "render_namespaces", "render_status"]
+if TYPE_CHECKING:
+    from elastic_cache.cli.options import Subparsers
+
+__all__ = [
+    "add_parser",
+    "fetch_cluster",
+    "render_namespaces",
+    "render_status",
+    "run",
+    "status_by_name",
+]
 
 #: Event kinds ``ecache status`` lists (the dashboard lists every event).
 STATUS_EVENTS = (
@@ -30,6 +63,9 @@ STATUS_EVENTS = (
 
 #: How many of those it lists, newest last.
 STATUS_EVENT_COUNT = 5
+
+#: Reads a coordinator's ``/v1/cluster`` (`status_by_name` takes a fake in tests).
+Fetch = Callable[[str], dict[str, Any]]
 
 
 def fetch_cluster(
@@ -279,3 +315,117 @@ def _cold_lines(view: ClusterView) -> list[str]:
         stamp = time.strftime("%H:%M:%S", time.localtime(e.time))
         lines.append(f"{stamp} {e.kind}: {e.message}")
     return lines
+
+
+def status_by_name(
+    name: str,
+    *,
+    region: str | None,
+    as_json: bool = False,
+    session: Any = None,
+    out: Callable[[str], None] = print,
+    fetch: Fetch | None = None,
+    token: str | None = None,
+    tls_ca: str | None = None,
+) -> int:
+    """Print a deployed cluster's state: instances from AWS, then the coordinator's view.
+
+    Args:
+        name: the cluster's name.
+        region: its region (None: the session's).
+        as_json: one JSON document instead of tables.
+        session: a ``boto3.Session`` (``ecache`` passes one; built from the environment
+            when None).
+        out: where the output goes.
+        fetch: reads the coordinator's ``/v1/cluster`` (tests pass a fake).
+        token: the cluster token for that read; default: the one in SSM, if this
+            caller may read it (else the coordinator's 401 is shown).
+        tls_ca: the certificate an ``https://`` coordinator is trusted by (the one
+            deploy recorded); default: the cluster's, read from SSM.
+
+    Returns:
+        0 when the coordinator answered, 1 when only AWS did.
+
+    Raises:
+        ClusterNotFound: no instance carries the cluster's tag.
+        AwsError: AWS refused the call.
+    """
+    check_cluster_name(name)
+    if session is None:
+        import boto3
+
+        session = boto3.Session(region_name=region)
+    region = region or session.region_name
+    if not region:
+        raise NotFound("no region: pass --region or set AWS_DEFAULT_REGION")
+    view = aws_view(session.client("ec2", region_name=region), name, region)
+    if not view["instances"]:
+        raise ClusterNotFound(f"no cluster named {name} in {region} (no instance is tagged)")
+    endpoint = view["endpoint"]
+    coordinator: dict[str, Any] = {"url": endpoint, "answered": False}
+    cluster = None
+    if endpoint is None:
+        coordinator["error"] = "no coordinator instance is running"
+    else:
+        try:
+            if fetch is None:
+                if token is None:
+                    token = token_if_readable(session, name, region)
+                tls = None
+                if endpoint.startswith("https://"):
+                    tls = (
+                        client_context(cafile=tls_ca)
+                        if tls_ca is not None
+                        else client_context(cadata=read_cluster_certificate(session, name, region))
+                    )
+                cluster = fetch_cluster(endpoint, timeout=5, token=token, tls=tls)
+            else:
+                cluster = fetch(endpoint)
+            coordinator["answered"] = True
+            view = with_cross_zone(view, cluster)
+        except (NodeUnavailable, Unauthorized, ClusterNotFound) as exc:
+            coordinator["error"] = str(exc)
+    if as_json:
+        out(json.dumps({**view, "coordinator": coordinator, "cluster": cluster}, indent=2))
+    else:
+        out(render_aws_view(view))
+        out("")
+        if cluster is not None:
+            out(f"coordinator {endpoint} answered:")
+            out(render_status(cluster))
+        else:
+            out(
+                f"the coordinator did not answer ({coordinator['error']}); the table above is "
+                "what AWS knows"
+            )
+    return 0 if cluster is not None else 1
+
+
+def add_parser(sub: Subparsers) -> None:
+    """Add ``status`` to ``ecache``'s sub-commands."""
+    status = sub.add_parser("status", help="show a running cluster: nodes, fill, epoch, cost")
+    where = status.add_mutually_exclusive_group()
+    where.add_argument(
+        "--url", default="http://127.0.0.1:8080", help="the coordinator (default local)"
+    )
+    where.add_argument("--name", help="a cluster deployed with ecache deploy")
+    status.add_argument("--region", help="AWS region of --name")
+    status.add_argument("--json", action="store_true", help="machine-readable output")
+    add_client_token(status)
+    status.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.name is not None:
+        session = awsenv.boto_session(args.region)
+        return status_by_name(
+            args.name,
+            region=args.region,
+            as_json=args.json,
+            session=session,
+            token=client_token(args),
+            tls_ca=tls_ca(args) or recorded_certificate(args.name, session, args.region),
+        )
+    view = fetch_cluster(args.url, token=client_token(args), tls=client_tls(args))
+    print(json.dumps(view, indent=2) if args.json else render_status(view))
+    return 0

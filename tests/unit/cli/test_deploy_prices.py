@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from elastic_cache.cli import _deploy_prices
+from elastic_cache.cli.deploy import _deploy_prices
 from elastic_cache.config import CostSettings
 from elastic_cache.cost import instance_price
 from elastic_cache.errors import ConfigError

@@ -7,14 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from elastic_cache.cli import (
-    NODE_FLAGS,
-    _client_token,
-    _cluster_settings,
-    _server_token,
-    build_parser,
-    main,
-)
+from elastic_cache.cli import build_parser, main
+from elastic_cache.cli.access import client_token
+from elastic_cache.cli.options import NODE_FLAGS, cluster_settings, server_token
 from elastic_cache.config import NodeSettings
 
 
@@ -53,7 +48,7 @@ def test_node_flags_reach_the_settings() -> None:
             "svc=http://127.0.0.1:1",
         ]
     )
-    s = _cluster_settings(args)
+    s = cluster_settings(args)
     assert s.nodes.index == "ehash:bucket_size=300"
     assert (s.nodes.capacity_bytes, s.nodes.capacity_records) == (1048576, None)
     assert str(s.nodes.on_full) == "block"
@@ -69,7 +64,7 @@ def test_flags_override_the_config_file(tmp_path: pytest.TempPathFactory) -> Non
     config = tmp_path / "c.toml"  # type: ignore[operator]
     config.write_text('[nodes]\ncapacity_records = 10\nindex = "sorted"\n[scaler]\nmax_nodes = 4\n')
     args = build_parser().parse_args(["up", "--config", str(config), "--capacity-bytes", "100"])
-    s = _cluster_settings(args)
+    s = cluster_settings(args)
     assert (s.nodes.capacity_bytes, s.nodes.capacity_records, s.nodes.index) == (
         100,
         None,
@@ -138,7 +133,7 @@ def test_tier_flags_and_modes(tmp_path: pytest.TempPathFactory) -> None:
     args = build_parser().parse_args(
         ["up", "--state-dir", str(tmp_path), "--tier", "disk", "--on-full", "demote"]
     )
-    s = _cluster_settings(args)
+    s = cluster_settings(args)
     assert s.nodes.tier == f"disk:{tmp_path}/disk"
     cmd = node_command(s.nodes, node_id="node-3", host="127.0.0.1")
     assert cmd[cmd.index("--tier") + 1] == f"disk:{tmp_path}/disk/node-3"
@@ -146,13 +141,13 @@ def test_tier_flags_and_modes(tmp_path: pytest.TempPathFactory) -> None:
     args = build_parser().parse_args(
         ["up", "--tier", "disk", "--on-full", "demote", "--on-cold-full", "evict"]
     )
-    s = _cluster_settings(args)
+    s = cluster_settings(args)
     assert str(s.nodes.on_cold_full) == "evict"
     cmd = node_command(s.nodes, node_id="node-1", host="127.0.0.1")
     node_args = build_parser().parse_args(cmd[cmd.index("node") :])
     assert node_args.on_cold_full == "evict"  # what ecache node reads back
 
-    s = _cluster_settings(build_parser().parse_args(["up", "--static", "4"]))
+    s = cluster_settings(build_parser().parse_args(["up", "--static", "4"]))
     assert (s.coordinator.initial_nodes, s.scaler.enabled, str(s.nodes.on_full)) == (
         4,
         False,
@@ -160,14 +155,14 @@ def test_tier_flags_and_modes(tmp_path: pytest.TempPathFactory) -> None:
     )
     assert s.scaler.max_nodes >= 4
 
-    s = _cluster_settings(build_parser().parse_args(["up", "--hybrid"]))
+    s = cluster_settings(build_parser().parse_args(["up", "--hybrid"]))
     assert (s.coordinator.initial_nodes, s.scaler.enabled, str(s.nodes.on_full)) == (
         1,
         False,
         "demote",
     )
     assert s.nodes.tier == "s3://ecache-hybrid/cache"
-    s = _cluster_settings(
+    s = cluster_settings(
         build_parser().parse_args(
             ["up", "--hybrid", "--tier", "s3://mine/p", "--s3-endpoint-url", "http://h:1"]
         )
@@ -205,17 +200,17 @@ def test_server_token_from_a_file_or_a_flag_never_from_the_environment(
     ``$ECACHE_TOKEN``; ``--token-file`` (first line) or ``--token`` turn it on."""
     monkeypatch.setenv("ECACHE_TOKEN", "from-the-environment-0123")
     parser = build_parser()
-    assert _server_token(parser.parse_args(["up"])) is None
-    assert _server_token(parser.parse_args(["coordinator"])) is None
+    assert server_token(parser.parse_args(["up"])) is None
+    assert server_token(parser.parse_args(["coordinator"])) is None
     path = tmp_path / "token"
     path.write_text("  file-token-0123456789abcdef \nignored\n")
     args = parser.parse_args(["up", "--token-file", str(path)])
-    assert _server_token(args) == "file-token-0123456789abcdef"
+    assert server_token(args) == "file-token-0123456789abcdef"
     args = parser.parse_args(["coordinator", "--token", "flag-token-0123456789"])
-    assert _server_token(args) == "flag-token-0123456789"
+    assert server_token(args) == "flag-token-0123456789"
     # A client command sends --token, else $ECACHE_TOKEN.
-    assert _client_token(parser.parse_args(["status"])) == "from-the-environment-0123"
-    assert _client_token(parser.parse_args(["fill", "--token", "t" * 20])) == "t" * 20
+    assert client_token(parser.parse_args(["status"])) == "from-the-environment-0123"
+    assert client_token(parser.parse_args(["fill", "--token", "t" * 20])) == "t" * 20
     with pytest.raises(SystemExit):  # one or the other
         parser.parse_args(["up", "--token", "x" * 20, "--token-file", str(path)])
 

@@ -22,9 +22,9 @@ from collections.abc import Callable
 from typing import Any, TextIO
 
 from elastic_cache.adminapi import NodeRemoved, NodesAdded, events_of, migrations_of
+from elastic_cache.cli.status import fetch_cluster
 from elastic_cache.errors import ElasticCacheError, NodeUnavailable, error_from_json
 from elastic_cache.progress import Progress
-from elastic_cache.status import fetch_cluster
 
 __all__ = ["ClusterWatcher", "add_nodes", "admin_call", "remove_node", "watch_call"]
 

@@ -7,7 +7,7 @@ import urllib.error
 
 import pytest
 
-from elastic_cache.cli import _caller_cidr
+from elastic_cache.cli.deploy import _caller_cidr
 from elastic_cache.errors import ConfigError
 
 

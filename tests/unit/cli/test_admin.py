@@ -5,9 +5,8 @@ from __future__ import annotations
 import io
 from typing import Any
 
-from elastic_cache.admin import ClusterWatcher
-
-from .test_progress import Clock
+from elastic_cache.cli.admin import ClusterWatcher
+from tests.unit.test_progress import Clock
 
 
 def view(events: list[dict[str, Any]], migrations: list[dict[str, Any]]) -> dict[str, Any]:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from elastic_cache.cli.localcluster import _banner
 from elastic_cache.config import ClusterSettings
-from elastic_cache.up import _banner
 
 TOKEN = "banner-token-0123456789"
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from elastic_cache.status import render_status
+from elastic_cache.cli.status import render_status
 
 
 def test_table_shows_nodes_moves_and_launches() -> None:

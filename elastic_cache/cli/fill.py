@@ -10,19 +10,25 @@ retried.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import ssl
+import sys
 import time
 from dataclasses import dataclass
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 import aiohttp
 
 from elastic_cache.auth import authorization, unauthorized
-from elastic_cache.errors import NodeUnavailable
+from elastic_cache.cli.access import add_client_token, client_tls, client_token
+from elastic_cache.errors import ConfigError, NodeUnavailable
 from elastic_cache.progress import Progress
 
-__all__ = ["FillReport", "fill"]
+if TYPE_CHECKING:
+    from elastic_cache.cli.options import Subparsers
+
+__all__ = ["FillReport", "add_parser", "fill", "run"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,3 +111,46 @@ async def fill(
 
             await asyncio.gather(*(worker() for _ in range(concurrency)))
     return FillReport(written, failed, time.monotonic() - started)
+
+
+def add_parser(sub: Subparsers) -> None:
+    """Add ``fill`` to ``ecache``'s sub-commands."""
+    filler = sub.add_parser(
+        "fill",
+        help="write N records into a running cache (demo load, with progress)",
+        description="Write keys PREFIX0, PREFIX1, ... with SIZE-byte values through the "
+        "coordinator, to watch the cache grow on the dashboard.",
+    )
+    filler.add_argument("--url", default="http://127.0.0.1:8080", help="the coordinator")
+    filler.add_argument("--count", type=int, default=100_000, help="records (default 100000)")
+    filler.add_argument("--size", type=int, default=1024, help="value bytes (default 1024)")
+    filler.add_argument("--prefix", default="fill:", help="key prefix (default 'fill:')")
+    filler.add_argument("--start", type=int, default=0, help="first key number (default 0)")
+    filler.add_argument(
+        "--concurrency", type=int, default=16, help="requests in flight (default 16)"
+    )
+    add_client_token(filler)
+    filler.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.count < 1 or args.size < 0 or args.concurrency < 1:
+        raise ConfigError("--count and --concurrency must be at least 1, --size at least 0")
+    report = asyncio.run(
+        fill(
+            args.url,
+            args.count,
+            size=args.size,
+            prefix=args.prefix,
+            start=args.start,
+            concurrency=args.concurrency,
+            stream=sys.stderr,
+            token=client_token(args),
+            tls=client_tls(args),
+        )
+    )
+    print(
+        f"wrote {report.written:,} records ({report.failed:,} failed) in "
+        f"{report.seconds:.1f} s, {report.rate:,.0f}/s"
+    )
+    return 0 if report.failed == 0 else 1
