@@ -15,21 +15,19 @@ show comes from ``/v1/cluster``, which needs the token).
 
 Where the token comes from: ``ecache deploy`` keeps a random one in SSM Parameter Store
 (a SecureString; never in user data, on disk or on a command line), which the
-coordinator and the nodes read at start (`fetch_token`); locally, ``ecache up --token``
-(or ``$ECACHE_TOKEN``) gives it to the coordinator, which passes it to the nodes it
-starts in their environment.
+coordinator and the nodes read at start (`elastic_cache.aws.ssm.fetch_token`); locally,
+``ecache up --token`` (or ``$ECACHE_TOKEN``) gives it to the coordinator, which passes it
+to the nodes it starts in their environment.
 """
 
 from __future__ import annotations
 
 import hmac
 from dataclasses import dataclass, field
-from typing import Any
 
 from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
 
-from elastic_cache.awserrors import aws_call
 from elastic_cache.errors import ConfigError, Unauthorized
 
 __all__ = [
@@ -37,8 +35,6 @@ __all__ = [
     "TOKEN_ENV",
     "TokenGuard",
     "check_token",
-    "fetch_parameter",
-    "fetch_token",
     "token_middleware",
     "unauthorized",
 ]
@@ -127,32 +123,6 @@ def unauthorized(given: bool) -> Unauthorized:
         "--name NAME prints a deployed cluster's; clients take token=, ecache --token or "
         "$ECACHE_TOKEN)"
     )
-
-
-def fetch_token(ssm: Any, parameter: str) -> str:
-    """Read the token from SSM Parameter Store (blocking).
-
-    Raises:
-        AwsError: the parameter cannot be read (for example the role may not).
-    """
-    return fetch_parameter(ssm, parameter, what="the cluster token")
-
-
-def fetch_parameter(ssm: Any, parameter: str, *, what: str) -> str:
-    """Read ``parameter`` from SSM Parameter Store, decrypted (blocking); ``what`` names
-    it in errors. The coordinator reads the token and its TLS key this way.
-
-    Raises:
-        AwsError: the parameter cannot be read (for example the role may not).
-    """
-    reply = aws_call(
-        ssm,
-        "GetParameter",
-        doing=f"reading {what} {parameter}",
-        Name=parameter,
-        WithDecryption=True,
-    )
-    return str(reply["Parameter"]["Value"])
 
 
 def token_middleware(guard: TokenGuard) -> Middleware:

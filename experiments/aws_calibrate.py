@@ -62,14 +62,14 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, Protocol
 
-from elastic_cache.awserrors import aws_call
+from elastic_cache.aws.deploy.names import ClusterNames
+from elastic_cache.aws.deploy.rollback import Created, roll_back
+from elastic_cache.aws.deploy.stack import identity
+from elastic_cache.aws.deploy.storage import ensure_bucket, s3_client
+from elastic_cache.aws.ec2 import cluster_filters, instance_params, resolve_image
+from elastic_cache.aws.errors import aws_call
 from elastic_cache.config import Ec2Settings
-from elastic_cache.deploy.names import ClusterNames
-from elastic_cache.deploy.rollback import Created, roll_back
-from elastic_cache.deploy.stack import identity
-from elastic_cache.deploy.storage import ensure_bucket, s3_client
 from elastic_cache.errors import ConfigError, ProvisionError
-from elastic_cache.provisioner.ec2 import cluster_filters, instance_params, resolve_image
 from elastic_cache.sim.aws_measurements import (
     Measurement,
     MeasurementKind,

@@ -30,7 +30,7 @@ def add_parser(sub: Subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from elastic_cache.deploy import read_cluster_certificate
+    from elastic_cache.aws.deploy import read_cluster_certificate
 
     session = awsenv.boto_session(args.region)
     print(read_cluster_certificate(session, args.name, awsenv.region(args, session)), end="")

@@ -14,14 +14,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from elastic_cache.aws.deploy.settings import (
+    DEFAULT_MAX_CROSS_ZONE_GB_PER_HOUR,
+    DEFAULT_MAX_DEMOTED_GB,
+)
 from elastic_cache.cli import awsenv
 from elastic_cache.cli.access import record_certificate
 from elastic_cache.cli.options import load_toml
 from elastic_cache.config import DEFAULT_INDEX, ClusterSettings, CostSettings, OnFull
-from elastic_cache.deploy.settings import (
-    DEFAULT_MAX_CROSS_ZONE_GB_PER_HOUR,
-    DEFAULT_MAX_DEMOTED_GB,
-)
 from elastic_cache.errors import ConfigError
 from elastic_cache.progress import Progress
 
@@ -95,7 +95,7 @@ def _deploy_certificate(args: argparse.Namespace) -> Any:
         raise ConfigError(f"{given} needs {missing}: the certificate and its private key")
     if args.tls_cert is None:
         return None
-    from elastic_cache.deploy.certificate import check_key_pair
+    from elastic_cache.aws.deploy.certificate import check_key_pair
 
     return check_key_pair(
         _read_pem("--tls-cert", args.tls_cert), _read_pem("--tls-key", args.tls_key)
@@ -274,7 +274,7 @@ def add_parser(sub: Subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from elastic_cache.deploy import DeploySettings, deploy, plan, update
+    from elastic_cache.aws.deploy import DeploySettings, deploy, plan, update
 
     session = awsenv.boto_session(args.region)
     coordinator_types = args.coordinator_instance_type or ["t3.small"]

@@ -48,8 +48,8 @@ def add_parser(sub: Subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from elastic_cache.aws.deploy import ClusterNotFound, cluster_exists, destroy
     from elastic_cache.config import check_cluster_name
-    from elastic_cache.deploy import ClusterNotFound, cluster_exists, destroy
 
     check_cluster_name(args.name)
     session = awsenv.boto_session(args.region)

@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
             raise ConfigError(f"--namespaces: {exc}") from exc
         settings = dataclasses.replace(settings, namespaces=table)
     if args.token_parameter is not None:
-        from elastic_cache.auth import fetch_token
+        from elastic_cache.aws.ssm import fetch_token
 
         ssm = awsenv.boto_session(args.region).client("ssm", region_name=args.region)
         token: str | None = fetch_token(ssm, args.token_parameter)

@@ -1,7 +1,7 @@
 """``ecache status``: the state of a running cluster as a table, or as JSON for scripts.
 
 With ``--name``, a deployed cluster: what AWS knows of it and what its coordinator says
-(`status_by_name`, reading AWS through `elastic_cache.deploy.status`).
+(`status_by_name`, reading AWS through `elastic_cache.aws.deploy.status`).
 """
 
 from __future__ import annotations
@@ -17,6 +17,14 @@ from typing import TYPE_CHECKING, Any
 
 from elastic_cache.adminapi import ClusterView, Namespace, NamespacePolicy, namespaces_of
 from elastic_cache.auth import authorization, unauthorized
+from elastic_cache.aws.deploy.status import (
+    ClusterNotFound,
+    aws_view,
+    read_cluster_certificate,
+    render_aws_view,
+    token_if_readable,
+    with_cross_zone,
+)
 from elastic_cache.cli import awsenv
 from elastic_cache.cli.access import (
     add_client_token,
@@ -26,14 +34,6 @@ from elastic_cache.cli.access import (
     tls_ca,
 )
 from elastic_cache.config import check_cluster_name
-from elastic_cache.deploy.status import (
-    ClusterNotFound,
-    aws_view,
-    read_cluster_certificate,
-    render_aws_view,
-    token_if_readable,
-    with_cross_zone,
-)
 from elastic_cache.errors import NodeUnavailable, NotFound, Unauthorized
 from elastic_cache.tls import client_context
 

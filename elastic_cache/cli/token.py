@@ -28,7 +28,7 @@ def add_parser(sub: Subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from elastic_cache.deploy import read_cluster_token
+    from elastic_cache.aws.deploy import read_cluster_token
 
     session = awsenv.boto_session(args.region)
     print(read_cluster_token(session, args.name, awsenv.region(args, session)))

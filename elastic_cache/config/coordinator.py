@@ -24,7 +24,7 @@ class ProvisionerKind(enum.StrEnum):
 
     #: ``ecache node`` processes on this machine (the default).
     LOCAL = "local"
-    #: EC2 instances (`elastic_cache.provisioner.ec2`); needs an ``[ec2]`` section.
+    #: EC2 instances (`elastic_cache.aws.ec2`); needs an ``[ec2]`` section.
     EC2 = "ec2"
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from aiohttp import web
 
-from elastic_cache.auth import fetch_parameter, fetch_token
+from elastic_cache.aws.ssm import fetch_parameter, fetch_token
 from elastic_cache.config import ClusterSettings, ProvisionerKind, parse_state_s3
 from elastic_cache.coordinator.app import make_coordinator_app
 from elastic_cache.coordinator.fast import CoordinatorHotRoutes
@@ -59,7 +59,7 @@ def build_provisioner(
     if settings.coordinator.provisioner is ProvisionerKind.EC2:
         if session is None or settings.ec2 is None:
             raise ConfigError("the EC2 provisioner needs an [ec2] section and a boto3 session")
-        from elastic_cache.provisioner.ec2 import Ec2Provisioner
+        from elastic_cache.aws.ec2 import Ec2Provisioner
 
         return Ec2Provisioner(
             settings.ec2,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from elastic_cache.awserrors import AwsError, aws_call
+from elastic_cache.aws.errors import AwsError, aws_call
 
 __all__ = ["S3StateStore"]
 

@@ -31,7 +31,7 @@ every read transferred out of AWS (the paper's setting)::
     (3.75, 14.65)
 
 Nothing here imports aiohttp, asyncio or boto3: prices are data. ``ecache deploy``
-fetches instance prices from AWS's Price List API (``elastic_cache.deploy.pricelist``)
+fetches instance prices from AWS's Price List API (``elastic_cache.aws.deploy.pricelist``)
 and adds them with `PriceTable.with_fetched`; `elastic_cache.cost.pricelist` holds the
 pure half (the request's filters, reading the answer, the on-disk cache).
 ``docs/cost.md`` has the tables, sources, assumptions and the Figure 7 numbers.

@@ -9,7 +9,7 @@ record of what was fetched and when, so a price is fetched once a week at most a
 always shown with its date; it keeps the Spot prices EC2 gave too (`SpotPrice`, a day
 at most: they move).
 
-Nothing here calls AWS: the client lives in ``elastic_cache.deploy.pricelist``.
+Nothing here calls AWS: the client lives in ``elastic_cache.aws.deploy.pricelist``.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ its on-demand price when there is none.
 
 Spot prices move with each pool's (instance type and zone) spare capacity. ``ecache
 deploy`` reads them from EC2 (``DescribeSpotPriceHistory``, in
-``elastic_cache.deploy.pricelist``) for every zone the nodes may launch in and keeps the
+``elastic_cache.aws.deploy.pricelist``) for every zone the nodes may launch in and keeps the
 highest zone's latest price (`highest_zone_price`), so that the estimate holds wherever
 a node lands. That price, with the day and region it was read (`SpotPrice`), goes into
 the coordinator's configuration (``[cost] spot``).

@@ -3,7 +3,7 @@ adding and removing nodes (the dashboard and ``ecache`` use them)."""
 
 from __future__ import annotations
 
-from elastic_cache.awserrors import (
+from elastic_cache.aws.errors import (
     AwsCapacityError,
     AwsCredentialsMissing,
     AwsError,

@@ -12,9 +12,9 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from elastic_cache.aws.ec2 import Ec2Provisioner
 from elastic_cache.config import ClusterSettings, NodeSettings
 from elastic_cache.provisioner.base import NodeHandle
-from elastic_cache.provisioner.ec2 import Ec2Provisioner
 from elastic_cache.provisioner.local import LocalProvisioner
 
 REGION = "us-east-1"

@@ -14,10 +14,10 @@ import boto3
 import pytest
 from moto.server import ThreadedMotoServer
 
-from elastic_cache.awserrors import AwsError
+from elastic_cache.aws.ec2 import cluster_filters
+from elastic_cache.aws.errors import AwsError
 from elastic_cache.config import AL2023_PARAMETER
 from elastic_cache.errors import ConfigError, ProvisionError
-from elastic_cache.provisioner.ec2 import cluster_filters
 from elastic_cache.sim.aws_measurements import (
     MeasurementKind,
     load_aws_measurements,
@@ -33,7 +33,7 @@ from experiments.aws_calibrate import (
 )
 
 from ..integration.conftest import free_port
-from ..unit.test_userdata import bash_syntax_ok
+from ..unit.aws.test_userdata import bash_syntax_ok
 from .conftest import REGION, fail_call
 
 pytestmark = pytest.mark.slow

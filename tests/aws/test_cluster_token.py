@@ -12,16 +12,17 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient
 
 from elastic_cache import cli
-from elastic_cache.auth import TokenGuard, fetch_token, token_middleware
-from elastic_cache.awserrors import AwsError
+from elastic_cache.auth import TokenGuard, token_middleware
+from elastic_cache.aws.deploy import ClusterNotFound, read_cluster_token
+from elastic_cache.aws.ec2 import Ec2Provisioner
+from elastic_cache.aws.errors import AwsError
+from elastic_cache.aws.ssm import fetch_token
 from elastic_cache.cli import awsenv
 from elastic_cache.cli.admin import admin_call
 from elastic_cache.client import AsyncClient
 from elastic_cache.config import ClusterSettings
 from elastic_cache.coordinator.runner import build_provisioner
-from elastic_cache.deploy import ClusterNotFound, read_cluster_token
 from elastic_cache.errors import ConfigError, Unauthorized
-from elastic_cache.provisioner.ec2 import Ec2Provisioner
 from elastic_cache.provisioner.local import LocalProvisioner
 
 from .conftest import REGION, ec2_test_settings, unique
@@ -152,7 +153,7 @@ async def test_every_client_sends_the_token(aiohttp_client: Any) -> None:
 
 def test_status_by_name_reads_the_token_itself(session: Any) -> None:
     """``ecache status --name`` uses the token in SSM when none is given."""
-    from elastic_cache.deploy import status as status_module
+    from elastic_cache.aws.deploy import status as status_module
 
     name = unique("c")
     session.client("ssm").put_parameter(

@@ -13,15 +13,15 @@ from typing import Any
 import pytest
 
 from elastic_cache import cli
-from elastic_cache.awserrors import AwsCapacityError
+from elastic_cache.aws.deploy import update
+from elastic_cache.aws.deploy.preflight import billed_extras, hourly_prices
+from elastic_cache.aws.deploy.settings import DEFAULT_MAX_CROSS_ZONE_GB_PER_HOUR
+from elastic_cache.aws.ec2 import CLUSTER_TAG, ROLE_TAG, Ec2Provisioner
+from elastic_cache.aws.errors import AwsCapacityError
 from elastic_cache.cli import awsenv
 from elastic_cache.cli.status import status_by_name
 from elastic_cache.config import Ec2Settings, NodeSettings
-from elastic_cache.deploy import update
-from elastic_cache.deploy.preflight import billed_extras, hourly_prices
-from elastic_cache.deploy.settings import DEFAULT_MAX_CROSS_ZONE_GB_PER_HOUR
 from elastic_cache.errors import ConfigError, ProvisionError
-from elastic_cache.provisioner.ec2 import CLUSTER_TAG, ROLE_TAG, Ec2Provisioner
 
 from .conftest import REGION, LocalInstances, fail_call, record_calls, unique
 from .test_deploy import NOTHING, run_deploy, settings, what_exists

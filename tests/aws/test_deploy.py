@@ -14,21 +14,21 @@ import pytest
 from botocore.exceptions import ClientError
 
 from elastic_cache import cli
-from elastic_cache.awserrors import AwsPermissionDenied
+from elastic_cache.aws.deploy import ClusterNotFound, DeploySettings, deploy, destroy
+from elastic_cache.aws.deploy.bundle import wheel_name
+from elastic_cache.aws.deploy.names import ClusterNames
+from elastic_cache.aws.deploy.network import find_network, security_groups
+from elastic_cache.aws.deploy.stack import identity
+from elastic_cache.aws.deploy.status import aws_view, render_aws_view
+from elastic_cache.aws.errors import AwsPermissionDenied
+from elastic_cache.aws.userdata import coordinator_config_of
 from elastic_cache.cli import awsenv
 from elastic_cache.cli import deploy as cli_deploy
 from elastic_cache.cli.status import status_by_name
 from elastic_cache.config import ClusterSettings, CostSettings
 from elastic_cache.cost import instance_price
-from elastic_cache.deploy import ClusterNotFound, DeploySettings, deploy, destroy
-from elastic_cache.deploy.bundle import wheel_name
-from elastic_cache.deploy.names import ClusterNames
-from elastic_cache.deploy.network import find_network, security_groups
-from elastic_cache.deploy.stack import identity
-from elastic_cache.deploy.status import aws_view, render_aws_view
 from elastic_cache.errors import ConfigError
 from elastic_cache.progress import Progress
-from elastic_cache.userdata import coordinator_config_of
 
 from .conftest import REGION, fail_call, record_calls, unique
 

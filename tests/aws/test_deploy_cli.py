@@ -26,7 +26,7 @@ from elastic_cache.config import ClusterSettings, ProvisionerKind
 from elastic_cache.cost import instance_price
 
 from ..integration.conftest import free_port
-from ..unit.test_userdata import bash_syntax_ok
+from ..unit.aws.test_userdata import bash_syntax_ok
 from .conftest import REGION, unique
 
 pytestmark = pytest.mark.slow

@@ -11,19 +11,19 @@ from typing import Any
 import pytest
 
 from elastic_cache import cli
-from elastic_cache.cli import awsenv
-from elastic_cache.config import NodeSettings, parse_tag
-from elastic_cache.deploy.names import ClusterNames
-from elastic_cache.deploy.stack import identity
-from elastic_cache.deploy.storage import SUPERSEDED_TAG, mark_superseded_bundles
-from elastic_cache.errors import ConfigError
-from elastic_cache.provisioner.ec2 import (
+from elastic_cache.aws.deploy.names import ClusterNames
+from elastic_cache.aws.deploy.stack import identity
+from elastic_cache.aws.deploy.storage import SUPERSEDED_TAG, mark_superseded_bundles
+from elastic_cache.aws.ec2 import (
     CLUSTER_TAG,
     NODE_TAG,
     ROLE_TAG,
     Ec2Provisioner,
     spread_order,
 )
+from elastic_cache.cli import awsenv
+from elastic_cache.config import NodeSettings, parse_tag
+from elastic_cache.errors import ConfigError
 
 from .conftest import REGION, unique
 from .test_deploy import NOTHING, run_deploy, settings, what_exists

@@ -12,14 +12,14 @@ from typing import Any
 
 import pytest
 
-from elastic_cache.awserrors import AwsError
+from elastic_cache.aws.deploy import destroy
+from elastic_cache.aws.deploy.access import POLICY_NAME
+from elastic_cache.aws.deploy.names import ClusterNames
+from elastic_cache.aws.deploy.stack import cluster_exists, identity
+from elastic_cache.aws.errors import AwsError
+from elastic_cache.aws.userdata import coordinator_config_of
 from elastic_cache.config import ClusterSettings
 from elastic_cache.coordinator.runner import build_state_store
-from elastic_cache.deploy import destroy
-from elastic_cache.deploy.access import POLICY_NAME
-from elastic_cache.deploy.names import ClusterNames
-from elastic_cache.deploy.stack import cluster_exists, identity
-from elastic_cache.userdata import coordinator_config_of
 
 from .conftest import REGION, fail_call
 from .test_deploy import NOTHING, quiet, run_deploy, settings, what_exists

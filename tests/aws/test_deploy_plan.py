@@ -13,18 +13,18 @@ from typing import Any
 import pytest
 
 from elastic_cache import cli
-from elastic_cache.awserrors import (
+from elastic_cache.aws.deploy import plan
+from elastic_cache.aws.deploy.preflight import STANDARD_VCPU_QUOTA, standard_family
+from elastic_cache.aws.errors import (
     AwsCapacityError,
     AwsError,
     AwsLimitExceeded,
     AwsPermissionDenied,
 )
+from elastic_cache.aws.userdata import coordinator_config_of
 from elastic_cache.cli import awsenv
 from elastic_cache.config import ClusterSettings
-from elastic_cache.deploy import plan
-from elastic_cache.deploy.preflight import STANDARD_VCPU_QUOTA, standard_family
 from elastic_cache.errors import ConfigError
-from elastic_cache.userdata import coordinator_config_of
 
 from .conftest import REGION, unique
 from .test_deploy import NOTHING, run_deploy, settings, what_exists

@@ -16,12 +16,12 @@ from typing import Any
 
 import pytest
 
+from elastic_cache.aws.deploy import plan
+from elastic_cache.aws.deploy.status import aws_view, render_aws_view
+from elastic_cache.aws.userdata import coordinator_config_of
 from elastic_cache.config import ClusterSettings
 from elastic_cache.cost.pricelist import PriceCache
-from elastic_cache.deploy import plan
-from elastic_cache.deploy.status import aws_view, render_aws_view
 from elastic_cache.errors import UnknownPrice
-from elastic_cache.userdata import coordinator_config_of
 
 from .test_deploy import NOTHING, run_deploy, settings, what_exists
 from .test_deploy_plan import inject

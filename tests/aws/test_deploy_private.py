@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
+from elastic_cache.aws.deploy.coordinator import coordinator_instances
+from elastic_cache.aws.ec2 import Ec2Provisioner, without_public_ip
 from elastic_cache.config import Ec2Settings, NodeSettings
-from elastic_cache.deploy.coordinator import coordinator_instances
 from elastic_cache.errors import ConfigError
-from elastic_cache.provisioner.ec2 import Ec2Provisioner, without_public_ip
 
 from .conftest import REGION, unique
 from .test_deploy import run_deploy, settings

@@ -18,19 +18,19 @@ from typing import Any
 import pytest
 
 from elastic_cache import cli
-from elastic_cache.awserrors import AwsCapacityError
+from elastic_cache.aws.deploy import cluster_exists, destroy, update
+from elastic_cache.aws.deploy.certificate import check_key_pair, self_signed
+from elastic_cache.aws.deploy.coordinator import SCHEME_TAG, coordinator_instances
+from elastic_cache.aws.deploy.names import ClusterNames
+from elastic_cache.aws.deploy.policies import coordinator_policy
+from elastic_cache.aws.errors import AwsCapacityError
+from elastic_cache.aws.userdata import coordinator_config_of
 from elastic_cache.cli import awsenv
 from elastic_cache.cli.status import status_by_name
 from elastic_cache.config import ClusterSettings
 from elastic_cache.coordinator.runner import tls_from_parameters, tls_of
-from elastic_cache.deploy import cluster_exists, destroy, update
-from elastic_cache.deploy.certificate import check_key_pair, self_signed
-from elastic_cache.deploy.coordinator import SCHEME_TAG, coordinator_instances
-from elastic_cache.deploy.names import ClusterNames
-from elastic_cache.deploy.policies import coordinator_policy
 from elastic_cache.errors import ConfigError
 from elastic_cache.tls import fingerprint
-from elastic_cache.userdata import coordinator_config_of
 
 from .conftest import REGION
 from .test_deploy import run_deploy, settings

@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 
 from elastic_cache import cli
-from elastic_cache.awserrors import AwsError
+from elastic_cache.aws.deploy import update
+from elastic_cache.aws.deploy.access import POLICY_NAME
+from elastic_cache.aws.errors import AwsError
 from elastic_cache.cli import awsenv
-from elastic_cache.deploy import update
-from elastic_cache.deploy.access import POLICY_NAME
 from elastic_cache.errors import ConfigError
 
 from .conftest import REGION, record_calls

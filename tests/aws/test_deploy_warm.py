@@ -18,17 +18,17 @@ import pytest
 from aiohttp import web
 
 from elastic_cache import cli
+from elastic_cache.aws.deploy import destroy
+from elastic_cache.aws.deploy.access import POLICY_NAME
+from elastic_cache.aws.deploy.settings import DeploySettings
+from elastic_cache.aws.ec2 import SAVED_STATE_DIR, Ec2Provisioner
+from elastic_cache.aws.userdata import NODE_STATE_DIR
 from elastic_cache.cli import awsenv
 from elastic_cache.client import AsyncClient
 from elastic_cache.config import NodeSettings, OnFull
 from elastic_cache.coordinator.app import make_coordinator_app
 from elastic_cache.coordinator.service import Coordinator
-from elastic_cache.deploy import destroy
-from elastic_cache.deploy.access import POLICY_NAME
-from elastic_cache.deploy.settings import DeploySettings
 from elastic_cache.errors import ConfigError
-from elastic_cache.provisioner.ec2 import SAVED_STATE_DIR, Ec2Provisioner
-from elastic_cache.userdata import NODE_STATE_DIR
 
 from ..integration.conftest import serve_on_free_port
 from .conftest import REGION, LocalInstances, record_calls, unique

@@ -14,26 +14,26 @@ import aiohttp
 import boto3
 import pytest
 
-from elastic_cache.awserrors import (
-    AwsCapacityError,
-    AwsLimitExceeded,
-    AwsPermissionDenied,
-)
-from elastic_cache.config import ClusterSettings, Ec2Settings, NodeSettings
-from elastic_cache.coordinator.runner import build_provisioner
-from elastic_cache.deploy.coordinator import coordinator_config
-from elastic_cache.deploy.names import ClusterNames
-from elastic_cache.deploy.settings import DeploySettings
-from elastic_cache.errors import ConfigError, ProvisionError
-from elastic_cache.provisioner.ec2 import (
+from elastic_cache.aws.deploy.coordinator import coordinator_config
+from elastic_cache.aws.deploy.names import ClusterNames
+from elastic_cache.aws.deploy.settings import DeploySettings
+from elastic_cache.aws.ec2 import (
     CLUSTER_TAG,
     Ec2Provisioner,
     credit_specification,
     instance_params,
 )
-from elastic_cache.userdata import MAX_USER_DATA_BYTES
+from elastic_cache.aws.errors import (
+    AwsCapacityError,
+    AwsLimitExceeded,
+    AwsPermissionDenied,
+)
+from elastic_cache.aws.userdata import MAX_USER_DATA_BYTES
+from elastic_cache.config import ClusterSettings, Ec2Settings, NodeSettings
+from elastic_cache.coordinator.runner import build_provisioner
+from elastic_cache.errors import ConfigError, ProvisionError
 
-from ..unit.test_userdata import bash_syntax_ok
+from ..unit.aws.test_userdata import bash_syntax_ok
 from .conftest import REGION, LocalInstances, fail_call, unique
 
 pytestmark = pytest.mark.slow

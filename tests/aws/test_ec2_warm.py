@@ -13,12 +13,12 @@ from typing import Any
 import aiohttp
 import pytest
 
-from elastic_cache.awserrors import AwsCapacityError, AwsPermissionDenied
+from elastic_cache.aws.ec2 import SAVED_STATE_DIR, Ec2Provisioner
+from elastic_cache.aws.errors import AwsCapacityError, AwsPermissionDenied
 from elastic_cache.client import AsyncClient
 from elastic_cache.cost import stopped_node_cost_per_hour
 from elastic_cache.errors import ProvisionError
 from elastic_cache.provisioner.base import NodeHandle, NodeStopper
-from elastic_cache.provisioner.ec2 import SAVED_STATE_DIR, Ec2Provisioner
 
 from .conftest import REGION, LocalInstances, fail_call
 from .test_ec2_provisioner import NODES, describe, fast_sleep_settings

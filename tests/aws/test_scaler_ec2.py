@@ -14,12 +14,12 @@ from typing import Any
 import pytest
 from aiohttp import web
 
+from elastic_cache.aws.ec2 import cluster_filters
 from elastic_cache.client import AsyncClient
 from elastic_cache.coordinator.app import make_coordinator_app
 from elastic_cache.coordinator.service import Coordinator
 from elastic_cache.cost import instance_price
 from elastic_cache.errors import StoreFull
-from elastic_cache.provisioner.ec2 import cluster_filters
 
 from ..checked_load import CheckedLoad
 from ..integration.conftest import serve_on_free_port

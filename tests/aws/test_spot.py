@@ -20,19 +20,19 @@ from typing import Any
 
 import pytest
 
-from elastic_cache.awserrors import AwsCapacityError, AwsPermissionDenied
+from elastic_cache.aws.deploy.access import POLICY_NAME
+from elastic_cache.aws.deploy.stack import plan
+from elastic_cache.aws.ec2 import Ec2Provisioner
+from elastic_cache.aws.ec2.spot import interrupted
+from elastic_cache.aws.errors import AwsCapacityError, AwsPermissionDenied
+from elastic_cache.aws.userdata import coordinator_config_of
 from elastic_cache.config import ClusterSettings
 from elastic_cache.coordinator.service import Coordinator
 from elastic_cache.cost import instance_price
 from elastic_cache.cost.pricelist import PriceCache
 from elastic_cache.cost.spot import SpotPrice, spot_price
-from elastic_cache.deploy.access import POLICY_NAME
-from elastic_cache.deploy.stack import plan
 from elastic_cache.errors import ConfigError
 from elastic_cache.provisioner.base import NodeHandle
-from elastic_cache.provisioner.ec2 import Ec2Provisioner
-from elastic_cache.provisioner.spot import interrupted
-from elastic_cache.userdata import coordinator_config_of
 
 from .conftest import REGION, LocalInstances, ec2_test_settings, fail_call, record_calls
 from .test_deploy import EXTRA, run_deploy, settings
@@ -441,7 +441,7 @@ def test_the_coordinator_counts_the_fetched_price(session: Any, tmp_path: Path) 
 
 def test_status_prices_spot_instances_at_their_spot_price() -> None:
     """``ecache status`` used to price every instance at on-demand."""
-    from elastic_cache.deploy.status import _instance_price
+    from elastic_cache.aws.deploy.status import _instance_price
 
     spot = {
         "region": REGION,

@@ -9,14 +9,14 @@ from typing import Any
 
 import pytest
 
-from elastic_cache.awserrors import AwsError
+from elastic_cache.aws.ec2 import Ec2Provisioner
+from elastic_cache.aws.errors import AwsError
 from elastic_cache.config import ClusterSettings
 from elastic_cache.coordinator.runner import build_state_store
 from elastic_cache.coordinator.s3state import S3StateStore
 from elastic_cache.coordinator.service import Coordinator
 from elastic_cache.coordinator.statestore import FileStateStore, MirroredStateStore
 from elastic_cache.errors import ConfigError
-from elastic_cache.provisioner.ec2 import Ec2Provisioner
 
 from .conftest import REGION, ec2_cluster_settings, fail_call, unique
 

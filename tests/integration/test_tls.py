@@ -14,9 +14,9 @@ from pathlib import Path
 import aiohttp
 import pytest
 
+from elastic_cache.aws.deploy.certificate import self_signed
 from elastic_cache.cli.status import fetch_cluster
 from elastic_cache.client import AsyncClient, Client
-from elastic_cache.deploy.certificate import self_signed
 from elastic_cache.errors import ConfigError, NodeUnavailable
 from elastic_cache.tls import client_context
 

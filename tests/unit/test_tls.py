@@ -12,8 +12,8 @@ import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 
+from elastic_cache.aws.deploy.certificate import Certificate, check_key_pair, self_signed
 from elastic_cache.config import ClusterSettings
-from elastic_cache.deploy.certificate import Certificate, check_key_pair, self_signed
 from elastic_cache.errors import ConfigError
 from elastic_cache.tls import client_context, fingerprint, server_context
 

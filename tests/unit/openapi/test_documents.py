@@ -17,10 +17,10 @@ import pytest
 import schemathesis
 from aiohttp import web
 
-import elastic_cache.awserrors
+import elastic_cache.aws.deploy.status
+import elastic_cache.aws.errors
 import elastic_cache.coordinator.app as coordinator_app
 import elastic_cache.coordinator.migration
-import elastic_cache.deploy.status
 import elastic_cache.httpcache.record
 import elastic_cache.node.app as node_app
 import elastic_cache.tiers.base
@@ -43,7 +43,7 @@ NOT_OVER_HTTP: dict[type[ElasticCacheError], str] = {
     errors.InvalidSplit: "ring splits are the coordinator's own decisions",
     errors.UnknownBucket: "buckets are looked up by the coordinator itself",
     errors.MalformedAnswer: "raised by a client reading an answer (elastic_cache.adminapi)",
-    elastic_cache.deploy.status.ClusterNotFound: "`ecache status` on the command line",
+    elastic_cache.aws.deploy.status.ClusterNotFound: "`ecache status` on the command line",
     elastic_cache.httpcache.record.RecordError: "read-through treats it as a miss (logged)",
 }
 
