@@ -40,8 +40,8 @@ from multidict import CIMultiDict
 
 from elastic_cache.auth import token_middleware
 from elastic_cache.coordinator.nodeclient import Answer
-from elastic_cache.coordinator.origins import ClientRequest, Reply
 from elastic_cache.coordinator.pool import PoolError
+from elastic_cache.coordinator.readthrough import ClientRequest, Reply
 from elastic_cache.coordinator.service import Coordinator
 from elastic_cache.coordinator.watchroute import watch_stream
 from elastic_cache.cost import price_source
@@ -182,7 +182,7 @@ async def delete_kv(request: web.Request) -> web.StreamResponse:
 
 
 async def read_through(request: web.Request) -> web.StreamResponse:
-    """``/v1/svc/{origin}/{path}``: the shared HTTP cache (`coordinator.origins`)."""
+    """``/v1/svc/{origin}/{path}``: the shared HTTP cache (`coordinator.readthrough`)."""
     coord = request.app[COORDINATOR]
     # The target as the client sent it: aiohttp's routing sees a normalised path, in
     # which ``api/../admin`` is already ``admin``; the cache must refuse it instead.

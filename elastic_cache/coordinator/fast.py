@@ -16,8 +16,8 @@ from urllib.parse import unquote
 
 from elastic_cache.coordinator.app import answer_headers
 from elastic_cache.coordinator.nodeclient import Answer
-from elastic_cache.coordinator.origins import ClientRequest, ReadThrough, Reply
 from elastic_cache.coordinator.pool import BodyStream, PoolError
+from elastic_cache.coordinator.readthrough import ClientRequest, ReadThrough, Reply
 from elastic_cache.coordinator.router import Router
 from elastic_cache.coordinator.service import Coordinator
 from elastic_cache.errors import ElasticCacheError, UpstreamError

@@ -26,8 +26,8 @@ from elastic_cache.coordinator.crosszone import CrossZoneMeter
 from elastic_cache.coordinator.hotanswers import hot_answers
 from elastic_cache.coordinator.namespaces import NamespaceControl
 from elastic_cache.coordinator.nodeclient import HttpNodeClient, NodeClient
-from elastic_cache.coordinator.origins import ReadThrough
 from elastic_cache.coordinator.rates import RateMeter
+from elastic_cache.coordinator.readthrough import ReadThrough
 from elastic_cache.coordinator.resume import abort_interrupted_moves
 from elastic_cache.coordinator.router import Router
 from elastic_cache.coordinator.scaler import Scaler

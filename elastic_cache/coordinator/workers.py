@@ -48,8 +48,8 @@ from elastic_cache.coordinator.fast import CoordinatorHotRoutes
 from elastic_cache.coordinator.hotanswers import hot_answers
 from elastic_cache.coordinator.membership import NodeInfo
 from elastic_cache.coordinator.nodeclient import HttpNodeClient
-from elastic_cache.coordinator.origins import ReadThrough
 from elastic_cache.coordinator.rates import RateMeter
+from elastic_cache.coordinator.readthrough import ReadThrough
 from elastic_cache.coordinator.router import Router
 from elastic_cache.coordinator.service import Coordinator, make_origin_session, node_headers
 from elastic_cache.coordinator.watch import WatchHub

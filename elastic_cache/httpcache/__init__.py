@@ -1,6 +1,6 @@
 """HTTP caching semantics for read-through (RFC 9111), as pure functions and records.
 
-Nothing here does I/O: `coordinator.origins` asks these modules what to do and does it.
+Nothing here does I/O: `coordinator.readthrough` asks these modules what to do and does it.
 
 - `directives`: ``Cache-Control`` and HTTP-date parsing.
 - `policy`: may an answer be stored, how long is it fresh, how old is it, does a

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from elastic_cache.coordinator.origins import MAX_URL_BYTES
+from elastic_cache.coordinator.readthrough import MAX_URL_BYTES
 from elastic_cache.dashboard import STATIC_FILES
 from elastic_cache.errors import (
     BadPath,

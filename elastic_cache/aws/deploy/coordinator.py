@@ -30,7 +30,7 @@ from elastic_cache.errors import ConfigError, ElasticCacheError, ProvisionError
 if TYPE_CHECKING:
     from elastic_cache.aws.deploy.created import Created
 
-log = logging.getLogger("elastic_cache.aws.deploy")
+log = logging.getLogger("elastic_cache.deploy")
 
 __all__ = [
     "PORT_TAG",

@@ -64,7 +64,7 @@ from elastic_cache.version import __version__
 
 __all__ = ["Ec2Provisioner"]
 
-log = logging.getLogger("elastic_cache.aws.ec2")
+log = logging.getLogger("elastic_cache.provisioner.ec2")
 
 
 class Ec2Provisioner:

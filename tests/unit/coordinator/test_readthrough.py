@@ -17,7 +17,7 @@ from aiohttp.test_utils import TestServer
 
 from elastic_cache.config import OriginSettings
 from elastic_cache.coordinator.nodeclient import Answer
-from elastic_cache.coordinator.origins import ReadThrough
+from elastic_cache.coordinator.readthrough import ReadThrough
 from elastic_cache.errors import UpstreamError
 from elastic_cache.httpcache import cache_key, decode_record
 
