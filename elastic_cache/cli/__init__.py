@@ -3,7 +3,8 @@
 
 Shared by several commands: `options` (flags and TOML into settings), `access` (tokens and
 certificates), `awsenv` (the boto3 session and region), `admin` (the admin API calls of
-``nodes`` and ``namespaces``). ``ecache up``'s work is `localcluster`'s.
+``nodes`` and ``namespaces``). ``ecache up``'s work is `localcluster`'s, and its process
+`supervisor` owns the nodes and the coordinator it starts.
 
 This package is the only part that reads the environment or TOML files: every other part
 gets its settings as validated dataclasses (see `elastic_cache.config`).

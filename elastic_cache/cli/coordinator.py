@@ -46,7 +46,7 @@ def add_parser(sub: Subparsers) -> None:
     worker.add_argument("--index", type=int, required=True)
     worker.set_defaults(func=run_worker)
 
-    # Started by ``ecache up``'s supervisor (elastic_cache.supervisor).
+    # Started by ``ecache up``'s supervisor (elastic_cache.cli.supervisor).
     supervised = sub.add_parser("supervised-coordinator", help=argparse.SUPPRESS)
     supervised.add_argument("--settings", required=True)
     supervised.add_argument("--control", required=True)
@@ -95,7 +95,7 @@ def run_worker(args: argparse.Namespace) -> int:
 def run_supervised(args: argparse.Namespace) -> int:
     import pickle
 
-    from elastic_cache.supervisor import serve_supervised_coordinator
+    from elastic_cache.cli.supervisor import serve_supervised_coordinator
 
     # Written by this program's supervisor (``ecache up``), in its private directory (0700).
     settings = pickle.loads(Path(args.settings).read_bytes())

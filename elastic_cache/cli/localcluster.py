@@ -1,6 +1,6 @@
 """``ecache up``: the demo origin, the coordinator and its first nodes, in one command.
 
-The process is the supervisor (`elastic_cache.supervisor`): it owns the node processes
+The process is the supervisor (`elastic_cache.cli.supervisor`): it owns the node processes
 and the coordinator's, and restarts the coordinator when it dies.
 
 ``ecache up --hybrid`` without a tier of its own also starts a local S3 (moto's server,
@@ -23,10 +23,10 @@ from typing import Any
 
 import aiohttp
 
+from elastic_cache.cli.supervisor import Supervisor
 from elastic_cache.config import ClusterSettings, OriginSettings
 from elastic_cache.errors import ConfigError
 from elastic_cache.provisioner.local import stop_process
-from elastic_cache.supervisor import Supervisor
 from elastic_cache.tiers.spec import parse_tier_spec
 
 __all__ = ["run_up"]

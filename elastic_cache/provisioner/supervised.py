@@ -1,6 +1,6 @@
 """`SupervisedProvisioner`: local nodes that the ``ecache up`` supervisor starts and owns.
 
-The coordinator asks the supervisor (`elastic_cache.supervisor`) over its private Unix
+The coordinator asks the supervisor (`elastic_cache.cli.supervisor`) over its private Unix
 socket to launch, list and stop node processes. The nodes are the supervisor's children,
 not the coordinator's, so they keep serving when the coordinator process dies; the
 supervisor restarts the coordinator, which resumes them from its persisted state.

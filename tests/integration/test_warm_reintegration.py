@@ -17,6 +17,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
+from elastic_cache.cli.supervisor import Supervisor
 from elastic_cache.client import AsyncClient
 from elastic_cache.config import ClusterSettings
 from elastic_cache.coordinator import moves
@@ -29,7 +30,6 @@ from elastic_cache.provisioner.base import NodeHandle, NodeStopper
 from elastic_cache.provisioner.local import LocalProvisioner
 from elastic_cache.provisioner.supervised import SupervisedProvisioner
 from elastic_cache.ring import in_range
-from elastic_cache.supervisor import Supervisor
 
 from .test_cluster_processes import ProcessCluster, pid_alive
 

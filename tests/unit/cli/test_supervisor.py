@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
+from elastic_cache.cli.supervisor import RestartPolicy, Supervisor
 from elastic_cache.config import ClusterSettings
 from elastic_cache.errors import ConfigError, ProvisionError
 from elastic_cache.provisioner.base import NodeHandle
 from elastic_cache.provisioner.supervised import SupervisedProvisioner
-from elastic_cache.supervisor import RestartPolicy, Supervisor
 
 
 def test_first_crash_restarts_at_once_then_backs_off_to_the_cap() -> None:
