@@ -56,11 +56,11 @@ from bench_peers import PUT_SCRIPT, SEED  # noqa: E402
 from peer_figures import parse_wrk  # noqa: E402
 from peer_servers import Fleet, free_port, get_json, wait_http  # noqa: E402
 
+from elastic_cache.cli.coordinator_process import start_coordinator_server  # noqa: E402
 from elastic_cache.client import AsyncClient  # noqa: E402
 from elastic_cache.config import ClusterSettings  # noqa: E402
 from elastic_cache.coordinator.app import make_coordinator_app  # noqa: E402
 from elastic_cache.coordinator.cluster import Cluster  # noqa: E402
-from elastic_cache.coordinator.runner import start_coordinator_server  # noqa: E402
 from elastic_cache.coordinator.service import Coordinator  # noqa: E402
 from elastic_cache.errors import ElasticCacheError  # noqa: E402
 from elastic_cache.provisioner.local import LocalProvisioner  # noqa: E402

@@ -54,7 +54,7 @@ def add_parser(sub: Subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from elastic_cache.coordinator.runner import serve_coordinator
+    from elastic_cache.cli.coordinator_process import serve_coordinator
 
     settings = cluster_settings(args)
     session = None

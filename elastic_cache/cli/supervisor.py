@@ -441,7 +441,7 @@ async def serve_supervised_coordinator(
         control: the supervisor's Unix socket.
         token: the cluster token (the supervisor gives the nodes the same one).
     """
-    from elastic_cache.coordinator.runner import serve_coordinator
+    from elastic_cache.cli.coordinator_process import serve_coordinator
     from elastic_cache.coordinator.service import Coordinator
     from elastic_cache.lifecycle import stop_on_stdin_eof
     from elastic_cache.provisioner.supervised import SupervisedProvisioner

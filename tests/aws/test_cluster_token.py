@@ -19,9 +19,9 @@ from elastic_cache.aws.errors import AwsError
 from elastic_cache.aws.ssm import fetch_token
 from elastic_cache.cli import awsenv
 from elastic_cache.cli.admin import admin_call
+from elastic_cache.cli.coordinator_process import build_provisioner
 from elastic_cache.client import AsyncClient
 from elastic_cache.config import ClusterSettings
-from elastic_cache.coordinator.runner import build_provisioner
 from elastic_cache.errors import ConfigError, Unauthorized
 from elastic_cache.provisioner.local import LocalProvisioner
 

@@ -18,8 +18,8 @@ from elastic_cache.aws.deploy.names import ClusterNames
 from elastic_cache.aws.deploy.stack import cluster_exists, identity
 from elastic_cache.aws.errors import AwsError
 from elastic_cache.aws.userdata import coordinator_config_of
+from elastic_cache.cli.coordinator_process import build_state_store
 from elastic_cache.config import ClusterSettings
-from elastic_cache.coordinator.runner import build_state_store
 
 from .conftest import REGION, fail_call
 from .test_deploy import NOTHING, quiet, run_deploy, settings, what_exists

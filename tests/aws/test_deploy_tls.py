@@ -26,9 +26,9 @@ from elastic_cache.aws.deploy.policies import coordinator_policy
 from elastic_cache.aws.errors import AwsCapacityError
 from elastic_cache.aws.userdata import coordinator_config_of
 from elastic_cache.cli import awsenv
+from elastic_cache.cli.coordinator_process import tls_from_parameters, tls_of
 from elastic_cache.cli.status import status_by_name
 from elastic_cache.config import ClusterSettings
-from elastic_cache.coordinator.runner import tls_from_parameters, tls_of
 from elastic_cache.errors import ConfigError
 from elastic_cache.tls import fingerprint
 

@@ -29,8 +29,8 @@ from elastic_cache.aws.errors import (
     AwsPermissionDenied,
 )
 from elastic_cache.aws.userdata import MAX_USER_DATA_BYTES
+from elastic_cache.cli.coordinator_process import build_provisioner
 from elastic_cache.config import ClusterSettings, Ec2Settings, NodeSettings
-from elastic_cache.coordinator.runner import build_provisioner
 from elastic_cache.errors import ConfigError, ProvisionError
 
 from ..unit.aws.test_userdata import bash_syntax_ok

@@ -11,8 +11,8 @@ import pytest
 
 from elastic_cache.aws.ec2 import Ec2Provisioner
 from elastic_cache.aws.errors import AwsError
+from elastic_cache.cli.coordinator_process import build_state_store
 from elastic_cache.config import ClusterSettings
-from elastic_cache.coordinator.runner import build_state_store
 from elastic_cache.coordinator.s3state import S3StateStore
 from elastic_cache.coordinator.service import Coordinator
 from elastic_cache.coordinator.statestore import FileStateStore, MirroredStateStore

@@ -17,9 +17,9 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 from yarl import URL
 
+from elastic_cache.cli.coordinator_process import start_coordinator_server
 from elastic_cache.config import ClusterSettings, NodeSettings
 from elastic_cache.coordinator.app import make_coordinator_app
-from elastic_cache.coordinator.runner import start_coordinator_server
 from elastic_cache.coordinator.service import Coordinator
 from elastic_cache.errors import ProvisionError
 from elastic_cache.fastpath import FastServer

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
+from elastic_cache.cli.coordinator_process import start_coordinator_server
 from elastic_cache.coordinator.app import make_coordinator_app
-from elastic_cache.coordinator.runner import start_coordinator_server
 from elastic_cache.coordinator.service import Coordinator
 from elastic_cache.cost import CURRENT_PRICES
 from elastic_cache.cost.billed import cross_zone_per_hour

@@ -17,12 +17,12 @@ import aiohttp
 import pytest
 from aiohttp import web
 
+from elastic_cache.cli.coordinator_process import start_coordinator_server
 from elastic_cache.cli.supervisor import Supervisor
 from elastic_cache.client import AsyncClient
 from elastic_cache.config import ClusterSettings
 from elastic_cache.coordinator import moves
 from elastic_cache.coordinator.app import make_coordinator_app
-from elastic_cache.coordinator.runner import start_coordinator_server
 from elastic_cache.coordinator.service import Coordinator
 from elastic_cache.errors import ElasticCacheError, ProvisionError
 from elastic_cache.node.saved import SAVED_NAME

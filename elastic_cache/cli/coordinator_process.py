@@ -1,5 +1,9 @@
 """Run the coordinator as a process: the local provisioner by default, EC2 instances when
-``[coordinator] provisioner = "ec2"`` (then a boto3 session must be passed in)."""
+``[coordinator] provisioner = "ec2"`` (then a boto3 session must be passed in).
+
+It lives with the commands that start a coordinator (``ecache coordinator``, and ``ecache
+up``'s `supervisor`) because it picks the provisioner, which sits above the coordinator
+(docs/architecture.md, "Layers")."""
 
 from __future__ import annotations
 
