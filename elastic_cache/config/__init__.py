@@ -1,6 +1,6 @@
 """Settings for every part of the cache, as frozen keyword-only dataclasses.
 
-Nothing here reads a file or the environment: ``cli.py`` loads TOML and flags and hands
+Nothing here reads a file or the environment: ``elastic_cache.cli`` loads TOML and flags and hands
 plain mappings to `ClusterSettings.from_mapping`, which rejects unknown keys and values of
 the wrong type with a `ConfigError` naming the offending setting.
 
