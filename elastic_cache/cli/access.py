@@ -53,6 +53,7 @@ def client_tls(args: argparse.Namespace) -> ssl.SSLContext | None:
 
 
 def add_client_token(parser: argparse.ArgumentParser) -> None:
+    """``--token`` and ``--tls-ca``, of the commands that talk to a running cluster."""
     parser.add_argument(
         "--token",
         help="the cluster token, if the cluster has one (default: $ECACHE_TOKEN; "
@@ -68,6 +69,7 @@ def add_client_token(parser: argparse.ArgumentParser) -> None:
 
 
 def config_dir() -> Path:
+    """``$XDG_CONFIG_HOME/ecache`` (default ``~/.config/ecache``)."""
     base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
     return Path(base) / "ecache"
 
@@ -79,6 +81,7 @@ def certificate_record(name: str, region: str) -> Path:
 
 
 def record_certificate(name: str, region: str, pem: str) -> Path:
+    """Write ``pem`` where `certificate_record` says; returns the path."""
     path = certificate_record(name, region)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(pem, encoding="ascii")

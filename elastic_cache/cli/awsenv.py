@@ -29,13 +29,19 @@ def boto_session(region: str | None) -> Any:
 
 
 def region(args: argparse.Namespace, session: Any) -> str:
-    region = args.region or session.region_name
-    if not region:
+    """``--region``, else the session's.
+
+    Raises:
+        ConfigError: neither says one.
+    """
+    name = args.region or session.region_name
+    if not name:
         raise ConfigError("pass --region (or set AWS_DEFAULT_REGION)")
-    return str(region)
+    return str(name)
 
 
 def cache_dir() -> Path:
+    """Where ``ecache deploy`` keeps the wheels it fetched for the instances."""
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "ecache" / "wheelhouse"
 

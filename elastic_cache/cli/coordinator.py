@@ -24,7 +24,7 @@ __all__ = ["add_parser", "run", "run_supervised", "run_worker"]
 
 
 def add_parser(sub: Subparsers) -> None:
-    """Add ``coordinator`` and ``worker`` and ``supervised`` to ``ecache``'s sub-commands."""
+    """Add ``coordinator``, ``worker`` and ``supervised-coordinator`` to ``ecache``."""
     coord = sub.add_parser(
         "coordinator",
         help="run the coordinator (nodes as local processes, or EC2 instances per its config)",

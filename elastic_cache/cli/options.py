@@ -39,6 +39,11 @@ HYBRID_TIER = "s3://ecache-hybrid/cache"
 
 
 def load_toml(path: str | None) -> dict[str, Any]:
+    """The TOML file at ``path`` as a mapping (empty without a path).
+
+    Raises:
+        ConfigError: the file is missing or is not valid TOML.
+    """
     if path is None:
         return {}
     try:
@@ -51,13 +56,19 @@ def load_toml(path: str | None) -> dict[str, Any]:
 
 
 def section(data: dict[str, Any], name: str) -> dict[str, Any]:
-    section = data.setdefault(name, {})
-    if not isinstance(section, dict):
+    """The ``[name]`` table of ``data``, added empty when missing, for flags to fill in.
+
+    Raises:
+        ConfigError: ``name`` is there but is not a table.
+    """
+    table = data.setdefault(name, {})
+    if not isinstance(table, dict):
         raise ConfigError(f"[{name}] must be a table")
-    return section
+    return table
 
 
 def origin_flag(text: str) -> tuple[str, str]:
+    """``--origin NAME=URL`` as ``(name, url)``, for argparse's ``type=``."""
     name, eq, url = text.partition("=")
     if not eq or not name or not url:
         raise argparse.ArgumentTypeError(f"expected NAME=URL, got {text!r}")
@@ -143,6 +154,7 @@ NODE_FLAGS = (
 
 
 def node_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """The `NODE_FLAGS` given on the command line, by setting name (unset ones left out)."""
     out: dict[str, Any] = {}
     for name in NODE_FLAGS:
         value = getattr(args, name, None)
@@ -168,6 +180,7 @@ def server_token(args: argparse.Namespace) -> str | None:
 
 
 def add_server_token(parser: argparse.ArgumentParser) -> None:
+    """``--token`` or ``--token-file``: the token a server started here requires."""
     group = parser.add_mutually_exclusive_group()
     group.add_argument(
         "--token",
@@ -188,6 +201,7 @@ def _workers(text: str) -> int | str:
 
 
 def add_workers(parser: argparse.ArgumentParser) -> None:
+    """``--workers`` and ``--replication``, of ``ecache up`` and ``ecache coordinator``."""
     parser.add_argument(
         "--workers",
         type=_workers,
@@ -205,6 +219,12 @@ def add_workers(parser: argparse.ArgumentParser) -> None:
 
 
 def cluster_settings(args: argparse.Namespace) -> ClusterSettings:
+    """The coordinator's settings: the ``--config`` file with the flags over it, and
+    the presets of ``--static`` and ``--hybrid``.
+
+    Raises:
+        ConfigError: the file or a flag is invalid (``--hybrid`` with a tier not on S3).
+    """
     data = load_toml(getattr(args, "config", None))
     coord = section(data, "coordinator")
     for flag, key in (

@@ -17,14 +17,6 @@ from typing import TYPE_CHECKING, Any
 
 from elastic_cache.adminapi import ClusterView, Namespace, NamespacePolicy, namespaces_of
 from elastic_cache.auth import authorization, unauthorized
-from elastic_cache.aws.deploy.status import (
-    ClusterNotFound,
-    aws_view,
-    read_cluster_certificate,
-    render_aws_view,
-    token_if_readable,
-    with_cross_zone,
-)
 from elastic_cache.cli import awsenv
 from elastic_cache.cli.access import (
     add_client_token,
@@ -35,7 +27,6 @@ from elastic_cache.cli.access import (
 )
 from elastic_cache.config import check_cluster_name
 from elastic_cache.errors import NodeUnavailable, NotFound, Unauthorized
-from elastic_cache.tls import client_context
 
 if TYPE_CHECKING:
     from elastic_cache.cli.options import Subparsers
@@ -350,6 +341,17 @@ def status_by_name(
         ClusterNotFound: no instance carries the cluster's tag.
         AwsError: AWS refused the call.
     """
+    # AWS's modules load only for a deployed cluster, not for every ``ecache`` command.
+    from elastic_cache.aws.deploy.status import (
+        ClusterNotFound,
+        aws_view,
+        read_cluster_certificate,
+        render_aws_view,
+        token_if_readable,
+        with_cross_zone,
+    )
+    from elastic_cache.tls import client_context
+
     check_cluster_name(name)
     if session is None:
         import boto3
