@@ -15,7 +15,8 @@ import pytest
 from elastic_cache.aws.deploy import destroy
 from elastic_cache.aws.deploy.access import POLICY_NAME
 from elastic_cache.aws.deploy.names import ClusterNames
-from elastic_cache.aws.deploy.stack import cluster_exists, identity
+from elastic_cache.aws.deploy.stack import identity
+from elastic_cache.aws.deploy.teardown import cluster_exists
 from elastic_cache.aws.errors import AwsError
 from elastic_cache.aws.userdata import coordinator_config_of
 from elastic_cache.cli.coordinator_process import build_state_store

@@ -17,12 +17,13 @@ from elastic_cache.lazy import lazy_exports
 if TYPE_CHECKING:
     from elastic_cache.aws.deploy.names import ClusterNames
     from elastic_cache.aws.deploy.settings import DeployResult, DeploySettings
-    from elastic_cache.aws.deploy.stack import cluster_exists, deploy, destroy, plan, update
+    from elastic_cache.aws.deploy.stack import deploy, plan, update
     from elastic_cache.aws.deploy.status import (
         ClusterNotFound,
         read_cluster_certificate,
         read_cluster_token,
     )
+    from elastic_cache.aws.deploy.teardown import cluster_exists, destroy
 
 __all__ = [
     "ClusterNames",
@@ -45,9 +46,9 @@ __getattr__, __dir__ = lazy_exports(
         "ClusterNotFound": "elastic_cache.aws.deploy.status",
         "DeployResult": "elastic_cache.aws.deploy.settings",
         "DeploySettings": "elastic_cache.aws.deploy.settings",
-        "cluster_exists": "elastic_cache.aws.deploy.stack",
+        "cluster_exists": "elastic_cache.aws.deploy.teardown",
         "deploy": "elastic_cache.aws.deploy.stack",
-        "destroy": "elastic_cache.aws.deploy.stack",
+        "destroy": "elastic_cache.aws.deploy.teardown",
         "plan": "elastic_cache.aws.deploy.stack",
         "read_cluster_certificate": "elastic_cache.aws.deploy.status",
         "read_cluster_token": "elastic_cache.aws.deploy.status",

@@ -8,8 +8,8 @@ groups, two IAM roles with their instance profiles, the cluster token in SSM, an
 coordinator instance. Every step looks for what exists first (by deterministic name or
 by tag), so running deploy again is safe and repairs what is missing. When a step fails,
 what this run created is deleted again (`rollback`), and what it found is left alone.
-Destroy deletes the same things in reverse order, found the same way. Why not
-CloudFormation: docs/aws.md.
+Destroy (`teardown`) deletes the same things in reverse order, found the same way. Why
+not CloudFormation: docs/aws.md.
 
 The steps live in `network`, `storage`, `access` and `coordinator`; this module orders
 them. Every function here blocks; the session is passed in.
@@ -26,7 +26,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from elastic_cache.aws.deploy.access import delete_role, ensure_role, ensure_token
+from elastic_cache.aws.deploy.access import ensure_role, ensure_token
 from elastic_cache.aws.deploy.bundle import fetch_dependencies
 from elastic_cache.aws.deploy.certificate import ensure_certificate, read_certificate
 from elastic_cache.aws.deploy.coordinator import (
@@ -44,18 +44,14 @@ from elastic_cache.aws.deploy.coordinator import (
 from elastic_cache.aws.deploy.endpoint import (
     alarm_names,
     associate_address,
-    delete_alarms,
     ensure_address,
     find_addresses,
-    release_addresses,
     set_recovery_alarms,
 )
 from elastic_cache.aws.deploy.inplace import update_cluster
 from elastic_cache.aws.deploy.names import ClusterNames
 from elastic_cache.aws.deploy.network import (
     api_cidr,
-    delete_group,
-    revoke_ingress,
     security_groups,
 )
 from elastic_cache.aws.deploy.policies import coordinator_policy, node_policy
@@ -71,7 +67,6 @@ from elastic_cache.aws.deploy.pricelist import priced, spot_priced
 from elastic_cache.aws.deploy.rollback import Created, roll_back
 from elastic_cache.aws.deploy.settings import DeployResult, DeploySettings
 from elastic_cache.aws.deploy.storage import (
-    delete_bucket,
     deny_insecure_transport,
     ensure_bucket,
     mark_superseded_bundles,
@@ -81,25 +76,20 @@ from elastic_cache.aws.deploy.storage import (
     upload_bundle,
 )
 from elastic_cache.aws.ec2 import (
-    CLUSTER_TAG,
-    UNTERMINATED_STATES,
-    cluster_filters,
     new_client_token,
 )
-from elastic_cache.aws.errors import AwsError, aws_call, ignoring
+from elastic_cache.aws.errors import AwsError, aws_call
 from elastic_cache.aws.userdata import coordinator_user_data
 from elastic_cache.cost import instance_price
 from elastic_cache.cost.pricelist import PriceCache
 from elastic_cache.cost.spot import assumed_label, spot_price
-from elastic_cache.errors import ProvisionError
 from elastic_cache.progress import Progress
 from elastic_cache.tls import client_context, fingerprint
 from elastic_cache.version import __version__
 
 __all__ = [
-    "cluster_exists",
+    "clients",
     "deploy",
-    "destroy",
     "hourly_prices",
     "identity",
     "plan",
@@ -150,7 +140,8 @@ def identity(session: Any) -> str:
     return str(reply["Account"])
 
 
-def _clients(session: Any, region: str) -> dict[str, Any]:
+def clients(session: Any, region: str) -> dict[str, Any]:
+    """The session's clients a deploy, an update or a destroy uses, by service name."""
     return {
         "ec2": session.client("ec2", region_name=region),
         "ssm": session.client("ssm", region_name=region),
@@ -173,7 +164,7 @@ def _checked(
     refusal of settings a running coordinator does not have. Returns the settings with
     the fetched prices in them."""
     region = settings.region
-    c = _clients(session, region)
+    c = clients(session, region)
     names = ClusterNames(cluster=settings.name, account=identity(session), region=region)
     cache = prices if prices is not None else PriceCache(None)
     settings, price_lines = priced(
@@ -640,7 +631,7 @@ def update(
         ConfigError, AwsError, ProvisionError: as `update_cluster`.
     """
     region = settings.region
-    c = _clients(session, region)
+    c = clients(session, region)
     names = ClusterNames(cluster=settings.name, account=identity(session), region=region)
     cache = prices if prices is not None else PriceCache(None)
     settings, lines = priced(settings, session=session, ec2=c["ec2"], cache=cache, today=today())
@@ -697,197 +688,3 @@ def _retire_bundles(s3: Any, names: ClusterNames, in_use: str | None, out: Out) 
         return
     if old:
         out(f"  bundles       {len(old)} old bundle(s) marked; S3 deletes them within a day or two")
-
-
-def _tagged_states(ec2: Any, name: str, states: tuple[str, ...]) -> dict[str, str]:
-    """The cluster's instances in ``states``: instance id → state name."""
-    reply = aws_call(
-        ec2,
-        "DescribeInstances",
-        doing=f"listing the instances of {name}",
-        Filters=cluster_filters(name, states=states),
-    )
-    return {
-        i["InstanceId"]: i["State"]["Name"] for r in reply["Reservations"] for i in r["Instances"]
-    }
-
-
-def _terminate(ec2: Any, ids: list[str]) -> None:
-    """Ask AWS to terminate ``ids``; an instance between states (stopping) may refuse,
-    and the caller asks again on its next look."""
-    try:
-        aws_call(ec2, "TerminateInstances", doing="terminating the cluster", InstanceIds=ids)
-    except AwsError as exc:
-        if exc.aws_code != "IncorrectInstanceState":
-            raise
-
-
-def cluster_exists(name: str, region: str, *, session: Any) -> list[str]:
-    """What of cluster ``name`` exists in ``region``, one short line per kind (empty: the
-    name is unknown there), by the same look-ups destroy makes."""
-    names = ClusterNames(cluster=name, account=identity(session), region=region)
-    c = _clients(session, region)
-    found: list[str] = []
-    instances = _tagged_states(c["ec2"], name, UNTERMINATED_STATES)
-    if instances:
-        found.append(f"{len(instances)} instance(s): {', '.join(sorted(instances))}")
-    addresses = find_addresses(c["ec2"], names)
-    if addresses:
-        found.append(f"Elastic IP {', '.join(str(a.get('PublicIp')) for a in addresses)}")
-    groups = aws_call(
-        c["ec2"],
-        "DescribeSecurityGroups",
-        doing="listing the cluster's security groups",
-        Filters=[{"Name": f"tag:{CLUSTER_TAG}", "Values": [name]}],
-    )["SecurityGroups"]
-    if groups:
-        found.append(f"security groups {', '.join(g['GroupName'] for g in groups)}")
-    for kind in ("coordinator", "node"):
-        if ignoring(
-            ("NoSuchEntity",),
-            partial(
-                aws_call,
-                c["iam"],
-                "GetRole",
-                doing="looking for the roles",
-                RoleName=names.role(kind),
-            ),
-        ):
-            found.append(f"IAM role {names.role(kind)}")
-    # The TLS parameters too: a deploy rolled back part-way, or a destroy stopped
-    # part-way, may leave them alone, and destroy must still find them to delete them.
-    for parameter, what in (
-        (names.token_parameter, "token"),
-        (names.tls_key_parameter, "TLS private key"),
-        (names.tls_cert_parameter, "TLS certificate"),
-    ):
-        if ignoring(
-            ("ParameterNotFound",),
-            partial(
-                aws_call, c["ssm"], "GetParameter", doing=f"looking for the {what}", Name=parameter
-            ),
-        ):
-            found.append(f"{what} {parameter}")
-    if ignoring(
-        ("404", "NoSuchBucket", "NotFound"),
-        lambda: aws_call(
-            c["s3"], "HeadBucket", doing="looking for the bucket", Bucket=names.bucket
-        ),
-    ):
-        found.append(f"bucket {names.bucket}")
-    return found
-
-
-def destroy(
-    name: str,
-    region: str,
-    *,
-    session: Any,
-    delete_data: bool = False,
-    out: Out = print,
-    progress: Progress | None = None,
-    sleep: Sleep = time.sleep,
-    clock: Callable[[], float] = time.monotonic,
-    timeout: float = 900.0,
-) -> int:
-    """Terminate every instance tagged with the cluster and delete what deploy created.
-
-    The bucket (the cold tier's data and the bundles) is kept unless ``delete_data``.
-    Safe to run again: what is already gone is skipped. ``progress`` (counting
-    instances) follows the wait for termination.
-
-    Returns:
-        How many instances were terminated.
-
-    Raises:
-        AwsError: AWS refused a call.
-        ProvisionError: instances did not terminate within ``timeout``.
-    """
-    names = ClusterNames(cluster=name, account=identity(session), region=region)
-    ec2 = session.client("ec2", region_name=region)
-    ssm = session.client("ssm", region_name=region)
-    iam = session.client("iam", region_name=region)
-    s3 = s3_client(session, region)
-    cloudwatch = session.client("cloudwatch", region_name=region)
-
-    # Every instance not terminated yet, stopped ones included (their network interfaces
-    # keep the security groups in use); one listing per look.
-    live = _tagged_states(ec2, name, (*UNTERMINATED_STATES, "shutting-down"))
-    instances = [i for i, state in live.items() if state in UNTERMINATED_STATES]
-    if instances:
-        _terminate(ec2, instances)
-        out(f"terminating {len(instances)} instance(s): {', '.join(instances)}")
-        deadline = clock() + timeout
-        while True:
-            live = _tagged_states(ec2, name, (*UNTERMINATED_STATES, "shutting-down"))
-            if not live:
-                break
-            if progress is not None:
-                done = sum(1 for i in instances if i not in live)
-                progress.update(done, total=len(instances))
-            if clock() > deadline:
-                raise ProvisionError(f"instances still not terminated: {', '.join(live)}")
-            # Again: a stopping instance may have refused, and a coordinator that was
-            # still running may have launched a node after the first listing.
-            again = [i for i, state in live.items() if state in UNTERMINATED_STATES]
-            for extra in again:
-                if extra not in instances:
-                    instances.append(extra)
-                    out(f"terminating {extra} too")
-            if again:
-                _terminate(ec2, again)
-            sleep(5)
-        if progress is not None:
-            progress.update(len(instances), total=len(instances))
-    alarms = [
-        a["AlarmName"]
-        for a in aws_call(
-            cloudwatch,
-            "DescribeAlarms",
-            doing="looking for the recovery alarms",
-            AlarmNames=alarm_names(names),
-        )["MetricAlarms"]
-    ]
-    if alarms:
-        delete_alarms(cloudwatch, alarms)
-        out(f"deleted the recovery alarms {', '.join(alarms)}")
-    # The endpoint goes last of the instance's things: until now a coordinator that
-    # was being deployed again could still have used it.
-    release_addresses(ec2, [str(a["AllocationId"]) for a in find_addresses(ec2, names)], out)
-    groups = aws_call(
-        ec2,
-        "DescribeSecurityGroups",
-        doing="listing the cluster's security groups",
-        Filters=[{"Name": f"tag:{CLUSTER_TAG}", "Values": [name]}],
-    )["SecurityGroups"]
-    # Rules that name the other group must go first, or neither group can be deleted.
-    revoke_ingress(ec2, groups)
-    for group in groups:
-        # The network interfaces of terminated instances take a while to go.
-        delete_group(ec2, group["GroupId"], sleep=sleep, clock=clock, timeout=timeout)
-        out(f"deleted security group {group['GroupId']} ({group['GroupName']})")
-    for kind in ("coordinator", "node"):
-        if delete_role(iam, names, kind):
-            out(f"deleted IAM role and instance profile {names.role(kind)}")
-    for parameter, what in (
-        (names.token_parameter, "the token"),
-        (names.tls_key_parameter, "the TLS private key"),
-        (names.tls_cert_parameter, "the TLS certificate"),
-    ):
-        if ignoring(
-            ("ParameterNotFound",),
-            partial(aws_call, ssm, "DeleteParameter", doing=f"deleting {what}", Name=parameter),
-        ):
-            out(f"deleted {what} {parameter}")
-    try:
-        aws_call(s3, "HeadBucket", doing="looking for the bucket", Bucket=names.bucket)
-    except AwsError as exc:
-        if exc.aws_code not in ("404", "NoSuchBucket", "NotFound"):
-            raise
-        return len(instances)
-    if delete_data:
-        count = delete_bucket(s3, names.bucket)
-        out(f"deleted bucket {names.bucket} and its {count} object(s)")
-    else:
-        out(f"kept bucket {names.bucket} (data and bundles); pass --delete-data to delete it")
-    return len(instances)
