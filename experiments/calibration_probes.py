@@ -106,12 +106,14 @@ class LocalProbes:
 def restart_config(config: dict[str, Any]) -> dict[str, Any]:
     """The probe's configuration at a restart: report the restart marker, measure
     nothing."""
+    # Only what the probe reads: user data is limited to 16 KB, presigned URLs are long.
     return {
-        **config,
         "marker_url": config["restart_marker_url"],
         "results_url": "",
         "measure": False,
         "objects": [],
+        "repetitions": config["repetitions"],
+        "ebs_dir": config["ebs_dir"],
     }
 
 
