@@ -4,7 +4,7 @@ instance type, and S3 GET and EBS read times from 1 KB to 50 MB on one instance.
 Run by hand, with an AWS account (never in the tests: they run the dry run)::
 
     python -m experiments.aws_calibrate --region us-east-1 \\
-        --instance-types t3.small,m6i.large --launches 3 \\
+        --instance-types t3.small,m6i.large --launches 3 --restarts 2 \\
         --out experiments/results/aws_calibration.csv
 
 What it does, all tagged ``ecache:cluster=<run id>`` (printed first):
@@ -19,28 +19,41 @@ What it does, all tagged ``ecache:cluster=<run id>`` (printed first):
    of ``--probe-type`` (default: the first type) then times ``--repetitions`` GETs of
    each object and reads of a file of each size on its root volume (EBS) with the page
    cache dropped, and puts its results in the bucket;
-3. writes the CSV (format: `elastic_cache.sim.aws_measurements`) and deletes what it
+3. stops the last ``--restarts`` instances of each type once every first boot has
+   reported (their first boot leaves a per-boot script, run by cloud-init at every later
+   boot, and does not shut down) and starts them again: an instance's restart is the
+   time from its ``StartInstances`` request until the per-boot script's marker appears
+   (what ``ecache deploy``'s warm re-integration waits for when it restarts a stopped
+   node, less the node's own start); the restarted instance then shuts down (and so is
+   terminated);
+4. writes the CSV (format: `elastic_cache.sim.aws_measurements`) and deletes what it
    created — instances, objects, bucket — with deploy's `roll_back`, also when a step
    fails or on Ctrl-C / SIGTERM. Each instance also shuts itself down (and so is
    terminated) when its probe is done, and after ``--timeout`` plus 10 minutes whatever
-   happens. If the kit is killed outright, ``--destroy RUN_ID`` deletes what is left.
+   happens (every restart schedules its own). If the kit is killed outright,
+   ``--destroy RUN_ID`` deletes what is left: a *stopped* instance cannot shut itself
+   down, and its volume is billed until deleted.
 
 The instances need outbound HTTPS to S3: the default VPC (public IP) or ``--subnet``
 with a route to S3. No security group rule, key pair or IAM role is created: the probe
 uses presigned URLs only. Credentials need ec2:RunInstances / DescribeInstances /
-DescribeInstanceTypes / DescribeImages / TerminateInstances, ssm:GetParameter,
-s3:CreateBucket and the object and bucket calls, sts:GetCallerIdentity. Cost: a few
-instance-minutes per launch and ~60 MB of S3 traffic in the region.
+DescribeInstanceTypes / DescribeImages / StopInstances / StartInstances /
+TerminateInstances, ssm:GetParameter, s3:CreateBucket and the object and bucket calls,
+sts:GetCallerIdentity. Cost: a few instance-minutes per launch and per restart, the
+8 GB gp3 volume of each restarted instance while it is stopped (a minute or two), and
+~60 MB of S3 traffic in the region; the kit prints what it will launch and stop first.
 
 ``--dry-run`` does all of this against moto's server on 127.0.0.1 with fake
 credentials; the probes run as local processes (the "EBS" reads are this machine's
-disk), and the CSV says ``source=moto``, which `load_aws_measurements` refuses unless
-asked. It tests the kit, not AWS.
+disk; a restart runs the probe again as the per-boot script would), and the CSV says
+``source=moto``, which `load_aws_measurements` refuses unless asked. It tests the kit,
+not AWS.
 
 Use the CSV: ``python -m experiments.hit_time --aws-calibration FILE`` (Figure 6 with the
 AWS rows); ``load_aws_measurements(FILE).boot_model("t3.small")`` is a `BootDelayModel`
-for any `Scenario` of the simulator; ``.fit(MeasurementKind.S3_GET)`` gives the S3 hit
-time the cost notebook uses.
+for any `Scenario` of the simulator; ``.restart_seconds("t3.small")`` the restarts that
+``python -m experiments.warm --aws-calibration FILE`` models EC2's warm scale-up with;
+``.fit(MeasurementKind.S3_GET)`` gives the S3 hit time the cost notebook uses.
 """
 
 from __future__ import annotations
@@ -51,7 +64,6 @@ import json
 import math
 import os
 import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -60,7 +72,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
-from typing import Any, Protocol
+from typing import Any
 
 from elastic_cache.aws.deploy.names import ClusterNames
 from elastic_cache.aws.deploy.rollback import Created, roll_back
@@ -75,6 +87,12 @@ from elastic_cache.sim.aws_measurements import (
     MeasurementKind,
     write_aws_measurements,
 )
+from experiments.calibration_probes import (
+    LocalProbes,
+    ProbeRunner,
+    UserDataProbes,
+    user_data,
+)
 
 __all__ = [
     "DEFAULT_SIZES",
@@ -87,11 +105,10 @@ __all__ = [
     "user_data",
 ]
 
-PROBE = Path(__file__).with_name("aws_probe.py")
 #: The paper's Figure 6 sizes: 1 KB, 1 MB, 5 MB, 50 MB.
 DEFAULT_SIZES = (1024, 2**20, 5 * 2**20, 50 * 2**20)
-#: EC2's limit on user data, bytes before base64.
-USER_DATA_LIMIT = 16384
+#: The root volume of every instance the kit launches, GB.
+VOLUME_GB = 8
 _ROLE = "calibration"
 _ALL_STATES = ("pending", "running", "shutting-down", "terminated", "stopping", "stopped")
 
@@ -106,6 +123,8 @@ class CalibrationPlan:
         region: the AWS region.
         instance_types: types whose boot is timed.
         launches: instances launched (boots timed) of each type.
+        restarts: of those, how many of each type are stopped after their first boot and
+            started again (restarts timed); more than ``launches`` restarts them all.
         sizes: object and file sizes, bytes.
         repetitions: timed GETs and reads of each size.
         probe_type: the type of the one instance that times GETs and reads (default:
@@ -119,6 +138,7 @@ class CalibrationPlan:
     region: str
     instance_types: tuple[str, ...]
     launches: int = 3
+    restarts: int = 2
     sizes: tuple[int, ...] = DEFAULT_SIZES
     repetitions: int = 10
     probe_type: str = ""
@@ -134,6 +154,8 @@ class CalibrationPlan:
         Ec2Settings(cluster=self.run_id, region=self.region, instance_types=self.instance_types)
         if self.launches < 1 or self.repetitions < 1:
             raise ConfigError("launches and repetitions must be at least 1")
+        if self.restarts < 0:
+            raise ConfigError(f"restarts must be at least 0, got {self.restarts}")
         if not self.sizes or min(self.sizes) < 1:
             raise ConfigError("sizes must be at least 1 byte")
         if self.probe_type and self.probe_type not in self.instance_types:
@@ -145,86 +167,28 @@ class CalibrationPlan:
     def measuring_type(self) -> str:
         return self.probe_type or self.instance_types[0]
 
+    def restarted(self, n: int) -> bool:
+        """Whether a type's ``n``-th launch (from 0) is stopped and restarted: the last
+        `restarts` of them, so the measuring instance (the first) is one only when every
+        instance is."""
+        return n >= self.launches - self.restarts_per_type
 
-class ProbeRunner(Protocol):
-    """What makes a launched instance run the probe."""
+    @property
+    def restarts_per_type(self) -> int:
+        """Instances of each type that are restarted: `restarts`, at most `launches`."""
+        return min(self.restarts, self.launches)
 
-    def started(self, instance_id: str, config: dict[str, Any]) -> None:
-        """``instance_id`` was launched with ``config`` in its user data."""
-        ...
-
-    def close(self) -> None:
-        """The run is over (or failed): stop whatever is still running."""
-        ...
-
-
-class UserDataProbes:
-    """On AWS: cloud-init runs the probe from the user data; nothing to do here."""
-
-    def started(self, instance_id: str, config: dict[str, Any]) -> None:
-        return None
-
-    def close(self) -> None:
-        return None
-
-
-class LocalProbes:
-    """The dry run: each "instance" is a local process running the probe, its "EBS"
-    reads a temporary directory of this machine.
-
-    Args:
-        work: where configurations and the probe's files go.
-    """
-
-    def __init__(self, work: Path) -> None:
-        self.work = work
-        self.processes: list[subprocess.Popen[bytes]] = []
-
-    def started(self, instance_id: str, config: dict[str, Any]) -> None:
-        home = self.work / instance_id
-        home.mkdir(parents=True)
-        path = home / "probe.json"
-        path.write_text(json.dumps({**config, "ebs_dir": str(home / "ebs")}))
-        self.processes.append(subprocess.Popen([sys.executable, str(PROBE), str(path)], cwd=home))
-
-    def close(self) -> None:
-        for proc in self.processes:
-            if proc.poll() is None:
-                proc.terminate()
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(timeout=10)
-
-
-def user_data(config: dict[str, Any], *, deadline_minutes: int) -> str:
-    """The instance's user data: a dead man's switch, the probe and its configuration.
-
-    Raises:
-        ConfigError: it exceeds EC2's 16 KB (long presigned URLs from a session token).
-    """
-    probe = PROBE.read_text()
-    script = "\n".join(
-        [
-            "#!/bin/bash",
-            # Whatever happens to the kit, the instance goes (it terminates on shutdown).
-            f"shutdown -h +{deadline_minutes}",
-            "cat > /tmp/ecache-probe.py <<'ECACHE_PROBE'",
-            probe.rstrip("\n"),
-            "ECACHE_PROBE",
-            "cat > /tmp/ecache-probe.json <<'ECACHE_CONFIG'",
-            json.dumps(config),
-            "ECACHE_CONFIG",
-            "python3 /tmp/ecache-probe.py /tmp/ecache-probe.json",
-            "shutdown -h now",
-            "",
-        ]
-    )
-    if len(script.encode()) > USER_DATA_LIMIT:
-        raise ConfigError(
-            f"the probe's user data is {len(script.encode())} bytes, over EC2's "
-            f"{USER_DATA_LIMIT}: measure fewer sizes, or use credentials without a "
-            "session token (its presigned URLs are shorter)"
+    def summary(self) -> str:
+        """What the run launches, stops and keeps at most, in one line (printed first)."""
+        types = len(self.instance_types)
+        return (
+            f"{self.launches} launch(es) of each of {', '.join(self.instance_types)}; "
+            f"{self.restarts_per_type} of each stopped and restarted "
+            f"({self.restarts_per_type * types} "
+            f"{VOLUME_GB} GB gp3 volume(s) billed while stopped); every instance reports or "
+            f"is deleted within {self.timeout:.0f} s a phase, and shuts itself down after "
+            f"{math.ceil(self.timeout / 60) + 10} min a boot"
         )
-    return script
 
 
 @dataclass(slots=True)
@@ -234,8 +198,11 @@ class _Launch:
     requested_at: float
     marker: str
     results: str | None
+    restart_marker: str | None = None
     running_s: float | None = None
     boot_s: float | None = None
+    restart_requested_at: float | None = None
+    restart_s: float | None = None
 
 
 def calibrate(
@@ -259,10 +226,11 @@ def calibrate(
         clock, sleep: the time source and how to wait.
 
     Returns:
-        The measurements, boots first.
+        The measurements: launches' boots, restarts, then GETs and reads.
 
     Raises:
-        ProvisionError: an instance did not report in time, or the probe failed.
+        ProvisionError: an instance did not report (or stop) in time, or the probe
+            failed.
         AwsError: an AWS call failed (the resources created so far are deleted).
     """
     created = Created()
@@ -270,13 +238,15 @@ def calibrate(
     s3 = s3_client(session, plan.region)
     try:
         names = ClusterNames(cluster=plan.run_id, account=identity(session), region=plan.region)
+        out(f"run {plan.run_id}: {plan.summary()}")
         out(
             f"run {plan.run_id}: creating bucket {names.bucket} (if this run is killed, "
             f"python -m experiments.aws_calibrate --destroy {plan.run_id} "
             f"--region {plan.region} deletes what it left)"
         )
         bucket = ensure_bucket(s3, names, created=created)
-        expires = min(604800, int(plan.timeout * 2 + 3600))
+        # A restart's marker is put after three phases at most: reports, stops, restarts.
+        expires = min(604800, int(plan.timeout * 3 + 3600))
 
         def presigned(method: str, key: str) -> str:
             url: str = s3.generate_presigned_url(
@@ -297,6 +267,7 @@ def calibrate(
             plan, names, ec2, session, runner, presigned, objects, clock, out, launches, created
         )
         _wait_for_reports(plan, launches, ec2, s3, bucket, clock, sleep, out)
+        _restart_all(plan, launches, ec2, s3, bucket, runner, clock, sleep, out)
         return _measurements(plan, launches, s3, bucket, source)
     finally:
         runner.close()
@@ -346,9 +317,11 @@ def _launch_all(
             measure = measuring and instance_type == plan.measuring_type
             marker = f"{plan.run_id}/reports/{tag}.up"
             results = f"{plan.run_id}/reports/{tag}.json" if measure else None
+            restart = f"{plan.run_id}/reports/{tag}.restart.up" if plan.restarted(n) else None
             config = {
                 "marker_url": presigned("put_object", marker),
                 "results_url": presigned("put_object", results) if results else "",
+                "restart_marker_url": presigned("put_object", restart) if restart else "",
                 "measure": measure,
                 "objects": objects if measure else [],
                 "repetitions": plan.repetitions,
@@ -360,7 +333,7 @@ def _launch_all(
                 user_data=user_data(config, deadline_minutes=deadline_minutes),
                 tags=names.tags(_ROLE),
                 root_device=root,
-                volume_gb=8,
+                volume_gb=VOLUME_GB,
             )
             params["InstanceInitiatedShutdownBehavior"] = "terminate"
             if plan.subnet:
@@ -369,10 +342,38 @@ def _launch_all(
             reply = aws_call(ec2, "RunInstances", doing=f"launching {tag}", **params)
             instance_id = str(reply["Instances"][0]["InstanceId"])
             created.instances.append(instance_id)
-            launches.append(_Launch(instance_type, instance_id, requested, marker, results))
-            out(f"  launched {tag}: {instance_id}" + (" (measures S3 and EBS)" if measure else ""))
+            launches.append(
+                _Launch(instance_type, instance_id, requested, marker, results, restart)
+            )
+            notes = [
+                *(["measures S3 and EBS"] if measure else []),
+                *(["restarted later"] if restart else []),
+            ]
+            out(f"  launched {tag}: {instance_id}" + (f" ({', '.join(notes)})" if notes else ""))
             measuring = measuring and not measure
             runner.started(instance_id, config)
+
+
+def _states(ec2: Any, run_id: str, doing: str) -> dict[str, str]:
+    """Every instance of the run and its state."""
+    # By tag, not by id: a just-launched id can be unknown to DescribeInstances for a
+    # moment (InvalidInstanceID.NotFound, EC2's eventual consistency).
+    reply = aws_call(
+        ec2, "DescribeInstances", doing=doing,
+        Filters=cluster_filters(run_id, states=_ALL_STATES),
+    )  # fmt: skip
+    return {
+        i["InstanceId"]: i["State"]["Name"] for r in reply["Reservations"] for i in r["Instances"]
+    }
+
+
+def _reports(s3: Any, bucket: str, run_id: str) -> set[str]:
+    """The keys of the reports (markers and results) in the bucket so far."""
+    listed = aws_call(
+        s3, "ListObjectsV2", doing="looking for reports", Bucket=bucket,
+        Prefix=f"{run_id}/reports/",
+    )  # fmt: skip
+    return {o["Key"] for o in listed.get("Contents", [])}
 
 
 def _wait_for_reports(
@@ -388,22 +389,8 @@ def _wait_for_reports(
     start = clock()
     while True:
         now = clock()
-        # By tag, not by id: a just-launched id can be unknown to DescribeInstances for a
-        # moment (InvalidInstanceID.NotFound, EC2's eventual consistency).
-        reply = aws_call(
-            ec2, "DescribeInstances", doing="watching the boots",
-            Filters=cluster_filters(plan.run_id, states=_ALL_STATES),
-        )  # fmt: skip
-        states = {
-            i["InstanceId"]: i["State"]["Name"]
-            for r in reply["Reservations"]
-            for i in r["Instances"]
-        }
-        listed = aws_call(
-            s3, "ListObjectsV2", doing="looking for reports", Bucket=bucket,
-            Prefix=f"{plan.run_id}/reports/",
-        )  # fmt: skip
-        keys = {o["Key"] for o in listed.get("Contents", [])}
+        states = _states(ec2, plan.run_id, "watching the boots")
+        keys = _reports(s3, bucket, plan.run_id)
         for launch in launches:
             if launch.running_s is None and states.get(launch.instance_id, "pending") != "pending":
                 launch.running_s = now - launch.requested_at
@@ -430,6 +417,68 @@ def _wait_for_reports(
         sleep(plan.poll_interval)
 
 
+def _restart_all(
+    plan: CalibrationPlan,
+    launches: list[_Launch],
+    ec2: Any,
+    s3: Any,
+    bucket: str,
+    runner: ProbeRunner,
+    clock: Callable[[], float],
+    sleep: Callable[[float], None],
+    out: Out,
+) -> None:
+    """Stop the instances that restart (their first boot has reported), wait until EC2
+    says ``stopped``, start each again and time it until its restart marker appears."""
+    chosen = [x for x in launches if x.restart_marker is not None]
+    if not chosen:
+        return
+    ids = [x.instance_id for x in chosen]
+    out(
+        f"  stopping {', '.join(ids)} to time their restart (until they are deleted, "
+        f"their volumes are billed; if this run is killed: --destroy {plan.run_id})"
+    )
+    aws_call(ec2, "StopInstances", doing="stopping instances to restart", InstanceIds=ids)
+    start = clock()
+    while True:
+        states = _states(ec2, plan.run_id, "watching the stops")
+        moving = [i for i in ids if states.get(i) != "stopped"]
+        if not moving:
+            break
+        if clock() - start > plan.timeout:
+            raise ProvisionError(
+                f"{', '.join(moving)} not stopped within {plan.timeout:.0f} s "
+                f"({', '.join(states.get(i, 'unknown') for i in moving)})"
+            )
+        sleep(plan.poll_interval)
+    for launch in chosen:
+        launch.restart_requested_at = clock()
+        aws_call(
+            ec2, "StartInstances", doing=f"restarting {launch.instance_id}",
+            InstanceIds=[launch.instance_id],
+        )  # fmt: skip
+        runner.restarted(launch.instance_id)
+    start = clock()
+    while True:
+        now = clock()
+        keys = _reports(s3, bucket, plan.run_id)
+        for launch in chosen:
+            if launch.restart_s is None and launch.restart_marker in keys:
+                assert launch.restart_requested_at is not None
+                launch.restart_s = now - launch.restart_requested_at
+                what = f"{launch.instance_id} ({launch.instance_type})"
+                out(f"  {what} up again after {launch.restart_s:.1f} s")
+        late = [x.instance_id for x in chosen if x.restart_s is None]
+        if not late:
+            return
+        if now - start > plan.timeout:
+            raise ProvisionError(
+                f"no restart report from {', '.join(late)} within {plan.timeout:.0f} s "
+                "(the instance's console output says whether the per-boot script ran)"
+            )
+        sleep(plan.poll_interval)
+
+
 def _measurements(
     plan: CalibrationPlan, launches: list[_Launch], s3: Any, bucket: str, source: str
 ) -> list[Measurement]:
@@ -439,8 +488,11 @@ def _measurements(
         for kind, seconds in (
             (MeasurementKind.RUNNING, launch.running_s),
             (MeasurementKind.BOOT, launch.boot_s),
+            (MeasurementKind.RESTART, launch.restart_s),
         ):
-            assert seconds is not None
+            if seconds is None:
+                assert kind is MeasurementKind.RESTART  # not restarted
+                continue
             rep = count[(kind, launch.instance_type)] = (
                 count.get((kind, launch.instance_type), 0) + 1
             )
@@ -586,6 +638,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--region", default="us-east-1")
     parser.add_argument("--instance-types", default="t3.small", help="comma-separated")
     parser.add_argument("--launches", type=int, default=3, help="boots timed per type")
+    parser.add_argument(
+        "--restarts", type=int, default=2, help="of those, stopped and restarted (timed) per type"
+    )
     parser.add_argument("--sizes", type=_sizes, default=DEFAULT_SIZES, help="e.g. 1KB,1MB,50MB")
     parser.add_argument("--repetitions", type=int, default=10, help="GETs and reads per size")
     parser.add_argument("--probe-type", default="", help="type of the measuring instance")
@@ -605,6 +660,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         region=args.region,
         instance_types=tuple(t.strip() for t in args.instance_types.split(",") if t.strip()),
         launches=args.launches,
+        restarts=args.restarts,
         sizes=args.sizes,
         repetitions=args.repetitions,
         probe_type=args.probe_type,

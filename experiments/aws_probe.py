@@ -2,9 +2,11 @@
 
 ``experiments/aws_calibrate.py`` puts this file, with a JSON configuration, in the user
 data of every instance it launches; cloud-init runs it as root once the instance has
-booted. It needs only the Python 3.9 standard library (Amazon Linux 2023's ``python3``)
-and no credentials: it talks to S3 through presigned URLs only. In the kit's dry run the
-same file runs as a local process against moto's server.
+booted; on an instance the kit restarts, a per-boot script runs it again at each later
+boot with a configuration that only reports the restart. It needs only the Python 3.9
+standard library (Amazon Linux 2023's ``python3``) and no credentials: it talks to S3
+through presigned URLs only. In the kit's dry run the same file runs as a local process
+against moto's server.
 
 1. PUT a small marker object (``marker_url``): the kit times the boot until it appears.
 2. When ``measure`` is set: for each S3 object (``objects``: size and presigned GET URL),

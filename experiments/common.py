@@ -112,6 +112,8 @@ class Options:
     #: The full-scale boot delays measured on AWS that the simulated scenarios use
     #: instead of the assumed ones (`measured_boot`); None: the assumed ones.
     boot: BootDelayModel | None = None
+    #: ``--boot-type`` as given (None: the one type the calibration measured).
+    boot_type: str | None = None
 
     @property
     def scale(self) -> str:
@@ -186,6 +188,7 @@ def options(description: str, argv: Sequence[str] | None = None) -> Options:
         jobs=args.jobs,
         aws_calibration=args.aws_calibration,
         boot=boot,
+        boot_type=args.boot_type,
     )
 
 

@@ -21,10 +21,11 @@ than with a full re-integration, and trace-driven machine-hour savings, not byte
 The goals of issue 18: warm moves <= 1.5x the changed keys' bytes, and a scale-up >= 5x
 faster than with a fresh node.
 
-No restart of a stopped EC2 instance was measured, so the EC2 case is a model
-(`ec2_model`): a launch's boot (the simulator's assumed median, or ``--aws-calibration``'s
-measured one) plus what followed here, against an unknown restart boot plus what followed
-here; it prints the longest restart boot with which warm is still 5x faster.
+The EC2 case is a model (`ec2_model`): a launch's boot (the simulator's assumed median,
+or ``--aws-calibration``'s measured one) plus what followed here, against a restart boot
+plus what followed here; it prints the longest restart boot with which warm is still 5x
+faster, and, when the calibration file has restarts of the boot type (the kit's
+``--restarts``), the modelled ratio with their median.
 
 Outputs ``warm_real.csv`` (per mode: means and 95 % intervals over the repetitions),
 ``warm_real_runs.csv``, ``warm_real_ec2_model.csv`` and ``warm_real.png`` (with
@@ -37,6 +38,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import random
+import statistics
 import tempfile
 import time
 from collections.abc import Sequence
@@ -47,6 +49,7 @@ from elastic_cache.config import ClusterSettings
 from elastic_cache.coordinator.service import Coordinator
 from elastic_cache.provisioner.local import LocalProvisioner
 from elastic_cache.ring import in_range
+from elastic_cache.sim.aws_measurements import load_aws_measurements
 from elastic_cache.sim.models import BootDelayModel
 from experiments.common import (
     ci,
@@ -254,28 +257,55 @@ def plot(by: dict[str, dict[str, Any]], path: Path) -> Path:
     return save_figure(fig, path)
 
 
-def ec2_model(by: dict[str, dict[str, Any]], launch_boot: float) -> dict[str, float]:
-    """The scale-up on EC2 modelled from this run's parts (no AWS measurement of a
-    restart exists here): fresh = a launch's boot (``launch_boot``, RunInstances until
-    the node answers) + the fresh node's process start + what followed here; warm = an
-    unknown restart boot + the warm node's process start and load + what followed here.
+def ec2_model(
+    by: dict[str, dict[str, Any]], launch_boot: float, restart_boot: float | None = None
+) -> dict[str, float]:
+    """The scale-up on EC2 modelled from this run's parts: fresh = a launch's boot
+    (``launch_boot``, RunInstances until the node answers) + the fresh node's process
+    start + what followed here; warm = a restart's boot (``restart_boot``, StartInstances
+    of the stopped instance until it runs the node; None: unknown) + the warm node's
+    process start and load + what followed here.
 
     Returns:
         ``fresh_s`` (the modelled fresh scale-up), ``warm_after_boot_s`` (the warm one
         without the restart's boot), and ``restart_boot_for_goal_s``: the longest restart
-        boot (StartInstances until the OS runs the node) with which warm is still 5x
-        faster (negative: not even with an instant restart).
+        boot with which warm is still 5x faster (negative: not even with an instant
+        restart); with ``restart_boot``, also ``restart_boot_s``, ``warm_s`` (the modelled
+        warm scale-up) and ``ratio`` (fresh / warm).
     """
     fresh = by["fresh"]
     warm = by["warm"]
     fresh_s = launch_boot + float(fresh["process_s"]) + float(fresh["move_s"])
     warm_rest = float(warm["process_s"]) + float(warm["load_s"]) + float(warm["move_s"])
-    return {
+    model = {
         "launch_boot_s": launch_boot,
         "fresh_s": fresh_s,
         "warm_after_boot_s": warm_rest,
         "restart_boot_for_goal_s": fresh_s / 5.0 - warm_rest,
     }
+    if restart_boot is not None:
+        warm_s = restart_boot + warm_rest
+        model.update(restart_boot_s=restart_boot, warm_s=warm_s, ratio=fresh_s / warm_s)
+    return model
+
+
+def measured_restart(path: Path, instance_type: str | None) -> float | None:
+    """The median of ``instance_type``'s measured restarts in a calibration CSV (the type
+    whose boots `experiments.common.options` took: the file's one type when None); None
+    when the file has no restart of it (``--restarts 0``, or written before the kit
+    timed restarts).
+
+    Raises:
+        ConfigError: the file is unreadable or a dry run's.
+    """
+    measurements = load_aws_measurements(path)
+    if instance_type is None:
+        types = measurements.instance_types()
+        if len(types) != 1:
+            return None
+        instance_type = types[0]
+    restarts = measurements.restart_seconds(instance_type)
+    return statistics.median(restarts) if restarts else None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -327,14 +357,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     boot = opts.boot.median if opts.boot is not None else BootDelayModel().median
     where = "measured, --aws-calibration" if opts.boot is not None else "assumed"
-    model = ec2_model(by, boot)
+    restart = None
+    if opts.aws_calibration is not None:
+        restart = measured_restart(opts.aws_calibration, opts.boot_type)
+    model = ec2_model(by, boot, restart)
     write_csv(figure_path(opts, f"{name}_ec2_model", "csv"), [model])
     print(
-        f"EC2 model (not measured): fresh = launch boot {boot:.0f} s ({where}) + the rest "
-        f"as here = {model['fresh_s']:.1f} s; warm = restart boot + "
+        f"EC2 model (not measured end to end): fresh = launch boot {boot:.0f} s ({where}) + "
+        f"the rest as here = {model['fresh_s']:.1f} s; warm = restart boot + "
         f"{model['warm_after_boot_s']:.2f} s; >= 5x needs a restart boot <= "
         f"{model['restart_boot_for_goal_s']:.1f} s"
     )
+    if restart is not None:
+        print(
+            f"  with the measured restart boot {restart:.1f} s (median, --aws-calibration): "
+            f"warm {model['warm_s']:.1f} s, {model['ratio']:.2f}x faster than fresh "
+            "(goal >= 5x)"
+        )
     plot(by, figure_path(opts, name, "png"))
     return 0
 

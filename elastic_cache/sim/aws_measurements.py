@@ -9,11 +9,11 @@ The calibration kit writes one CSV, long form, one measurement a row. Columns, i
     last, on a kept-alive connection) made on an instance; ``ebs_read``: one read of a
     whole file from the instance's EBS root volume.
 ``instance_type``
-    the instance launched (``boot``, ``running``) or the one the GET or read ran on.
+    the instance launched (``boot``, ``running``, ``restart``) or the one the GET or read ran on.
 ``region``
     the AWS region.
 ``size_bytes``
-    the object or file size; empty for ``boot`` and ``running``.
+    the object or file size; empty for ``boot``, ``running`` and ``restart``.
 ``repetition``
     1, 2, ... within one (kind, instance type, size).
 ``seconds``
@@ -24,6 +24,10 @@ The calibration kit writes one CSV, long form, one measurement a row. Columns, i
 ``source``
     ``aws`` for a real run, ``moto`` for the kit's dry run (moto's local server and this
     machine's disk: a test of the kit, never a calibration).
+
+The columns are the format's version: a kind added later (``restart``) keeps them, so a
+file written before has no rows of it and still reads (`AwsMeasurements.restart_seconds`
+is then empty); a reader older than a kind refuses a file that has it, naming the kind.
 
 `load_aws_measurements` reads and validates such a file; `AwsMeasurements` turns it into
 what the rest of the package takes: a `BootDelayModel` for the simulator
@@ -77,6 +81,7 @@ class MeasurementKind(StrEnum):
 
     BOOT = "boot"  #: launch request until the instance ran our code
     RUNNING = "running"  #: launch request until EC2 said ``running``
+    RESTART = "restart"  #: start request of a stopped instance until it ran our code
     S3_GET = "s3_get"  #: one GET of a whole S3 object, from an instance
     EBS_READ = "ebs_read"  #: one read of a whole file on the EBS root volume
 
@@ -208,6 +213,16 @@ class AwsMeasurements:
             known = ", ".join(self.instance_types()) or "none"
             raise ConfigError(f"no boot measured for {instance_type}; measured: {known}")
         return found
+
+    def restart_seconds(self, instance_type: str) -> list[float]:
+        """Every measured restart of a stopped ``instance_type`` instance, seconds; empty
+        when the file has none (written with ``--restarts 0``, or before the kit timed
+        restarts)."""
+        return [
+            r.seconds
+            for r in self.rows
+            if r.kind is MeasurementKind.RESTART and r.instance_type == instance_type
+        ]
 
     def boot_model(self, instance_type: str, *, scale: float = 1.0) -> BootDelayModel:
         """The simulator's boot delays for ``instance_type``, from its measured boots.

@@ -21,9 +21,14 @@ from elastic_cache.sim.aws_measurements import (
 MB = 2**20
 
 
-def boot(seconds: float, rep: int, instance_type: str = "t3.small") -> Measurement:
+def boot(
+    seconds: float,
+    rep: int,
+    instance_type: str = "t3.small",
+    kind: MeasurementKind = MeasurementKind.BOOT,
+) -> Measurement:
     return Measurement(
-        kind=MeasurementKind.BOOT,
+        kind=kind,
         instance_type=instance_type,
         region="us-east-1",
         seconds=seconds,
@@ -166,3 +171,36 @@ def test_bad_files_are_refused(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="dry run"):
         load_aws_measurements(dry)
     assert load_aws_measurements(dry, allow_dry_run=True).source == "moto"
+
+
+def restart(seconds: float, rep: int, instance_type: str = "t3.small") -> Measurement:
+    return boot(seconds, rep, instance_type, MeasurementKind.RESTART)
+
+
+def test_restarts_are_read_per_type(tmp_path: Path) -> None:
+    rows = [boot(60.0, 1), restart(20.0, 1), restart(30.0, 2), restart(12.0, 1, "m6i.large")]
+    measured = load_aws_measurements(write_aws_measurements(tmp_path / "c.csv", rows))
+    assert measured.restart_seconds("t3.small") == [20.0, 30.0]
+    assert measured.restart_seconds("m6i.large") == [12.0]
+    # Restarts are not boots: the boot model and the types with boots ignore them.
+    assert measured.boot_seconds("t3.small") == [60.0]
+    assert measured.instance_types() == ["t3.small"]
+    assert measured.instance_types(MeasurementKind.RESTART) == ["t3.small", "m6i.large"]
+    with pytest.raises(ConfigError, match="size_bytes"):
+        Measurement(
+            kind=MeasurementKind.RESTART, instance_type="t3.small", region="us-east-1",
+            seconds=1.0, repetition=1, source="aws", size_bytes=1,
+        )  # fmt: skip
+
+
+def test_a_file_written_before_restarts_were_timed_still_reads(tmp_path: Path) -> None:
+    """The kit's files from before ``--restarts``: the same header, no restart rows."""
+    path = tmp_path / "old.csv"
+    path.write_text(
+        ",".join(COLUMNS)
+        + "\nrunning,t3.small,us-east-1,,1,21.5,,aws\nboot,t3.small,us-east-1,,1,48.0,,aws\n"
+        + "s3_get,t3.small,us-east-1,1024,1,0.02,,aws\n"
+    )
+    measured = load_aws_measurements(path)
+    assert measured.boot_seconds("t3.small") == [48.0]
+    assert measured.restart_seconds("t3.small") == []
