@@ -185,7 +185,7 @@ class ReadThrough(OriginFetches):
         if hot is None or request.method not in ("GET", "HEAD"):
             return None
         origin = self._checked(request)
-        request.key = key = cache_key(
+        key = cache_key(
             origin.name, request.raw_path, request.raw_query, sort_query=origin.sort_query
         )
         marker = self._markers.get(key)
@@ -195,10 +195,13 @@ class ReadThrough(OriginFetches):
             selected = select_variant(marker.names, request.fields)
             record = hot.get(variant_key(key, marker.generation, selected))
             if record is not None and record.vary != selected:
-                return None
-        if record is None or record.staleness(self.clock()) >= 0:
-            return None
-        if not record.shared_ok and self._credentialed(origin, request):
+                record = None
+        if (
+            record is None
+            or record.staleness(self.clock()) >= 0
+            or (not record.shared_ok and self._credentialed(origin, request))
+        ):
+            request.key = key  # for the `handle` that follows: the key is built once
             return None
         hot.hits += 1
         self.counts.hits += 1
