@@ -32,6 +32,7 @@ __all__ = [
     "json_response",
     "operation",
     "operations_paths",
+    "schema_ref",
     "shared_components",
     "summary_of",
     "with_cluster_token",
@@ -145,6 +146,11 @@ def header(name: str, *, required: bool = False, spec: Schema | None = None) -> 
     if required:
         found["required"] = True
     return found
+
+
+def schema_ref(name: str) -> Schema:
+    """A reference to ``name`` in the document's ``components/schemas``."""
+    return {"$ref": f"#/components/schemas/{name}"}
 
 
 def shared_components() -> dict[str, Any]:

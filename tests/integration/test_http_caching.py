@@ -23,7 +23,7 @@ from aiohttp import web
 from multidict import CIMultiDict
 from yarl import URL
 
-from elastic_cache.coordinator import readthrough
+from elastic_cache.coordinator import cachedanswers
 from elastic_cache.httpcache.keys import cache_key
 
 from .conftest import CoordinatorHarness, cluster_settings, serve_on_free_port, start_harness
@@ -845,7 +845,7 @@ async def test_a_vary_hit_is_one_cache_read_even_when_the_node_lost_the_marker(
 async def test_remembered_vary_markers_are_bounded(
     cache: CoordinatorHarness, case_origin: CaseOrigin, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(readthrough, "MARKERS_KEPT", 2)
+    monkeypatch.setattr(cachedanswers, "MARKERS_KEPT", 2)
     rt = cache.coord.readthrough
     monkeypatch.setattr(rt, "hot", None)  # every lookup asks a node
     for name in ("v1", "v2", "v3"):

@@ -16,8 +16,10 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from elastic_cache.config import OriginSettings
+from elastic_cache.coordinator import readthrough
+from elastic_cache.coordinator.hotanswers import HotAnswers
 from elastic_cache.coordinator.nodeclient import Answer
-from elastic_cache.coordinator.readthrough import ReadThrough
+from elastic_cache.coordinator.readthrough import ClientRequest, ReadThrough
 from elastic_cache.errors import UpstreamError
 from elastic_cache.httpcache import cache_key, decode_record
 
@@ -169,3 +171,34 @@ async def test_an_origin_error_reaches_every_waiter_and_nothing_is_cached(
     assert all(isinstance(r, UpstreamError) for r in results), results
     assert rt.origin_calls == 1 and cache.values == {}
     assert (rt.misses, rt.coalesced) == (3, 2)
+
+
+async def test_a_hot_miss_builds_its_key_once(
+    origin: GatedOrigin, session: aiohttp.ClientSession, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # answer_now finds nothing hot and leaves the key it built on the request for the
+    # handle that follows (the coordinator's fast path calls one, then the other).
+    origin.gate.set()
+    cache = ScriptedCache()
+    settings = OriginSettings(name="demo", url=origin.url, timeout=5.0)
+    rt = ReadThrough(
+        (settings,),
+        cache,  # type: ignore[arg-type]  # the two methods ReadThrough uses
+        session,
+        max_value_bytes=1 << 20,
+        hot=HotAnswers(1 << 20, 60.0),
+    )
+    built: list[str] = []
+
+    def counted(origin: str, raw_path: str, raw_query: str, *, sort_query: bool = True) -> str:
+        key = cache_key(origin, raw_path, raw_query, sort_query=sort_query)
+        built.append(key)
+        return key
+
+    monkeypatch.setattr(readthrough, "cache_key", counted)
+    request = ClientRequest("GET", "demo", "shoreline", "lat=1")
+    assert rt.answer_now(request) is None
+    reply = await rt.handle(request)
+    assert (reply.cache, reply.body) == ("MISS", b"shoreline lat=1")
+    assert built == [cache_key("demo", "shoreline", "lat=1")]
+    assert list(cache.values) == built

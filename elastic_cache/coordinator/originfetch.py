@@ -1,0 +1,261 @@
+"""Read-through's calls to the origin: a miss fetched, an expired answer revalidated
+(now, or in the background under ``stale-while-revalidate``), a stale answer standing in
+for a failing origin, and the methods the cache does not answer passed on (RFC 9111
+semantics, docs/http-caching.md).
+
+`OriginFetches` is a base of `elastic_cache.coordinator.readthrough.ReadThrough`, on
+`CachedAnswers`, which it asks to find, store and invalidate answers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass
+from urllib.parse import urljoin, urlsplit
+
+from elastic_cache.config import OriginSettings
+from elastic_cache.coordinator.cachedanswers import CachedAnswers, ClientRequest, Found, Reply
+from elastic_cache.coordinator.origin_client import Fetched, OriginCall, forwarded_headers
+from elastic_cache.errors import BadPath, ElasticCacheError, UpstreamError
+from elastic_cache.httpcache.keys import cache_key, check_path
+from elastic_cache.httpcache.policy import FreshnessRules, end_to_end, judge, refreshed
+from elastic_cache.httpcache.record import StoredResponse
+
+__all__ = ["OriginFetches", "Outcome"]
+
+log = logging.getLogger("elastic_cache.origins")
+
+# Safe methods that change nothing at the origin; every other method (an unknown one
+# too, RFC 9111 §4.4) invalidates the URL when it succeeds.
+_SAFE = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+@dataclass(slots=True)
+class Outcome:
+    """What a leader hands its waiters.
+
+    Attributes:
+        shared: the stored answer it found or stored (waiters whose request selects the
+            same variant answer with it).
+        cache: how the leader got it ("HIT" or "MISS").
+        passed: an answer it may share though it was not stored: refused for its status
+            only (a 5xx, say), not because it belongs to one client; whole bodies only.
+    """
+
+    shared: StoredResponse | None = None
+    cache: str = "MISS"
+    passed: Reply | None = None
+
+
+class OriginFetches(CachedAnswers):
+    """Origin calls and what is made of their answers; the state is set by
+    `ReadThrough.__init__`."""
+
+    rules: dict[str, FreshnessRules]
+    client: OriginCall
+    store_limit: int
+    _background: set[asyncio.Task[None]]
+
+    async def close(self) -> None:
+        """Stop background revalidations."""
+        for task in list(self._background):
+            task.cancel()
+        for task in list(self._background):
+            with contextlib.suppress(BaseException):
+                await task
+
+    async def _resolve(
+        self,
+        origin: OriginSettings,
+        request: ClientRequest,
+        key: str,
+        *,
+        credentialed: bool = False,
+    ) -> tuple[Reply, Outcome]:
+        """Answer from the cache, by revalidating, or from the origin."""
+        found = await self._load(key, request)
+        stored = found.record
+        now = self.clock()
+        if stored is not None and credentialed and not stored.shared_ok:
+            stored = None  # only a public answer may answer a request with credentials
+        if stored is not None:
+            staleness = stored.staleness(now)
+            if staleness < 0:
+                self.counts.hits += 1
+                return self._from_record(stored, request, "HIT"), Outcome(stored, "HIT")
+            if not stored.must_revalidate and staleness < stored.stale_while_revalidate:
+                self._revalidate_later(origin, request, key, found)
+                self.counts.stale += 1
+                return self._from_record(stored, request, "STALE"), Outcome()
+        conditional = stored if stored is not None and stored.validators else None
+        try:
+            fetched = await self._call(origin, request, conditional)
+        except UpstreamError:
+            if stored is not None and self._may_stand_in(stored, now):
+                self.counts.stale += 1
+                return self._from_record(stored, request, "STALE"), Outcome()
+            raise
+        return await self._settle(origin, request, key, found, fetched, conditional, credentialed)
+
+    def _may_stand_in(self, stored: StoredResponse, now: float) -> bool:
+        """May a stale answer stand in for a failed origin (grace, ``stale-if-error``)?"""
+        return not stored.must_revalidate and stored.staleness(now) < stored.stale_if_error
+
+    async def _settle(
+        self,
+        origin: OriginSettings,
+        request: ClientRequest,
+        key: str,
+        found: Found,
+        fetched: Fetched,
+        conditional: StoredResponse | None,
+        credentialed: bool,
+    ) -> tuple[Reply, Outcome]:
+        """Store what may be stored of the origin's answer and answer the client."""
+        head = fetched.response
+        rules = self.rules[origin.name]
+        if conditional is not None and head.status == 304:
+            verdict = refreshed(conditional, head, rules=rules, request=request.fields)
+            await self._store(key, found.marker, verdict, head.request_time, request.fields)
+            self.counts.revalidated += 1
+            return self._from_record(verdict.record, request, "REVALIDATED"), Outcome(
+                verdict.record if verdict.store else None
+            )
+        stored = found.record
+        if head.status >= 500 and stored is not None and self._may_stand_in(stored, self.clock()):
+            if fetched.stream is not None:
+                fetched.stream.close()
+            self.counts.stale += 1
+            return self._from_record(stored, request, "STALE"), Outcome()
+        if fetched.stream is not None:
+            self._count_pass("too-large")
+            return self._passed(head.status, head.headers, request, fetched), Outcome()
+        verdict = judge(
+            head, fetched.body, rules=rules, request=request.fields, credentialed=credentialed
+        )
+        if verdict.store and await self._store(
+            key, found.marker, verdict, head.request_time, request.fields
+        ):
+            self.counts.misses += 1
+            return self._from_record(verdict.record, request, "MISS"), Outcome(verdict.record)
+        self._count_pass(verdict.reason or "not-stored")
+        reply = self._passed(head.status, head.headers, request, fetched)
+        if (
+            verdict.reason == "status"
+            and not credentialed
+            and reply.stream is None
+            and not head.values("vary")
+        ):
+            # Nothing in it is one client's and it does not vary: concurrent askers may
+            # have it too, so a failing origin is not hit once per waiting client.
+            return reply, Outcome(passed=reply)
+        return reply, Outcome()
+
+    def _count_pass(self, reason: str) -> None:
+        self.counts.passes += 1
+        self.counts.by_reason[reason] = self.counts.by_reason.get(reason, 0) + 1
+
+    async def _call(
+        self, origin: OriginSettings, request: ClientRequest, conditional: StoredResponse | None
+    ) -> Fetched:
+        headers = forwarded_headers(
+            origin, request.headers, remote=request.remote, conditionals=False
+        )
+        if conditional is not None:
+            etag = conditional.header("etag")
+            modified = conditional.header("last-modified")
+            if etag is not None:
+                headers["If-None-Match"] = etag
+            if modified is not None:
+                headers["If-Modified-Since"] = modified
+        url = OriginCall.url(origin, request.raw_path, request.raw_query)
+        return await self.client.call(origin, "GET", url, headers, store_limit=self.store_limit)
+
+    def _revalidate_later(
+        self, origin: OriginSettings, request: ClientRequest, key: str, found: Found
+    ) -> None:
+        """Revalidate in the background (``stale-while-revalidate``), once per key."""
+        if any(t.get_name() == key for t in self._background):
+            return
+        stored = found.record
+        assert stored is not None
+
+        async def refresh() -> None:
+            conditional = stored if stored.validators else None
+            try:
+                fetched = await self._call(origin, request, conditional)
+                reply, _ = await self._settle(
+                    origin, request, key, found, fetched, conditional, credentialed=False
+                )
+                if reply.stream is not None:
+                    reply.stream.close()
+            except ElasticCacheError as exc:
+                log.info("background revalidation of %s failed: %s", key[:200], exc)
+
+        task = asyncio.create_task(refresh(), name=key)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    def _passed(
+        self,
+        status: int,
+        headers: tuple[tuple[str, str], ...],
+        request: ClientRequest,
+        fetched: Fetched,
+    ) -> Reply:
+        """Pass an answer that is not stored on to this client alone (with its cookies)."""
+        kept = end_to_end(headers)
+        cookies = [(k, v) for k, v in headers if k.lower() in ("set-cookie", "age")]
+        return Reply(status, [*kept, *cookies], fetched.body, fetched.stream, cache="PASS")
+
+    # -- other methods -----------------------------------------------------------------
+
+    async def _pass_on(self, origin: OriginSettings, request: ClientRequest) -> Reply:
+        """Send a request the cache does not answer (POST, PUT, PATCH, DELETE, OPTIONS,
+        any other method) to the origin; when an unsafe one succeeds, invalidate what is
+        stored for its URL and for its ``Location`` / ``Content-Location``
+        (RFC 9111 §4.4)."""
+        headers = forwarded_headers(
+            origin, request.headers, remote=request.remote, conditionals=True
+        )
+        length = request.fields.get("content-length")
+        if length is not None:
+            headers["Content-Length"] = length
+        url = OriginCall.url(origin, request.raw_path, request.raw_query)
+        fetched = await self.client.call(
+            origin, request.method, url, headers, store_limit=0, data=request.body
+        )
+        head = fetched.response
+        if request.method not in _SAFE and 200 <= head.status < 400:
+            targets = {
+                cache_key(
+                    origin.name, request.raw_path, request.raw_query, sort_query=origin.sort_query
+                )
+            }
+            for name in ("location", "content-location"):
+                for value in head.values(name):
+                    other = self._key_of(origin, str(url), value)
+                    if other is not None:
+                        targets.add(other)
+            for target in targets:
+                await self.invalidate(target, head.request_time)
+        self._count_pass(f"method-{request.method.lower()}")
+        return self._passed(head.status, head.headers, request, fetched)
+
+    @staticmethod
+    def _key_of(origin: OriginSettings, request_url: str, reference: str) -> str | None:
+        """The cache key of a URL the origin named, when it lies under the origin's base."""
+        target = urljoin(request_url, reference.strip())
+        base = origin.url.rstrip("/") + "/"
+        if not target.startswith(base):
+            return None
+        parts = urlsplit(target)
+        rest = target[len(base) :].split("#", 1)[0]
+        raw_path = rest.split("?", 1)[0]
+        try:
+            check_path(raw_path)
+        except BadPath:
+            return None
+        return cache_key(origin.name, raw_path, parts.query, sort_query=origin.sort_query)
