@@ -104,6 +104,7 @@ class _Exchange:
         "started",
         "stream",
         "stream_above",
+        "timeout",
     )
 
     def __init__(
@@ -112,7 +113,8 @@ class _Exchange:
         head: bool,
         stream_above: int,
         sent: int,
-        deadline: float,
+        now: float,
+        timeout: float,
         alone: bool = False,
     ) -> None:
         self.future = future
@@ -120,7 +122,10 @@ class _Exchange:
         self.alone = alone or head  # on a connection of its own
         self.stream_above = stream_above
         self.sent = sent
-        self.deadline = deadline
+        self.timeout = timeout
+        #: Counted from when the request was queued, and again from when it was written
+        #: (a long turn of the loop must not use up a request's time before it is sent).
+        self.deadline = now + timeout
         self.started = False  # a byte of its answer arrived
         self.stream: BodyStream | None = None
 
@@ -515,6 +520,12 @@ class ConnectionPool:
         if not outbox or conn.closed or conn.transport is None:
             return
         conn.transport.write(outbox[0] if len(outbox) == 1 else b"".join(outbox))
+        # The requests just written are the newest under way: their time starts now.
+        now = asyncio.get_running_loop().time()
+        pending = conn.pending
+        for i in range(max(0, len(pending) - len(outbox)), len(pending)):
+            exchange = pending[i]
+            exchange.deadline = now + exchange.timeout
         outbox.clear()
 
     def _pick(self, alone: bool) -> _Conn | None:
@@ -615,7 +626,8 @@ class ConnectionPool:
                     head,
                     stream_above,
                     len(request),
-                    loop.time() + timeout,
+                    loop.time(),
+                    timeout,
                     alone,
                 )
                 self._send(conn, exchange, request)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 
@@ -405,4 +406,19 @@ async def test_a_node_asking_for_a_request_alone_gets_it_again_on_its_own() -> N
         await pool.request("HEAD", "/h")
         await pool.request("PUT", "/durable", body=b"v", alone=True)
         assert served.batched[-2:] == [False, False]
+        await pool.close()
+
+
+async def test_a_long_turn_before_the_batch_is_written_costs_it_no_time() -> None:
+    """A request's time runs from when it is written, not from when it was queued: a
+    turn of the loop that takes longer than the budget (a busy machine, a collection)
+    before the batch goes out must not time the batch out."""
+    async with scripted(echo) as (port, _served):
+        pool = ConnectionPool("127.0.0.1", port)
+        await pool.request("GET", "/warm", timeout=0.3)
+        loop = asyncio.get_running_loop()
+        tasks = [asyncio.create_task(pool.request("GET", f"/k{i}", timeout=0.3)) for i in range(5)]
+        loop.call_soon(time.sleep, 0.5)  # the same turn, after the requests are queued
+        got = await asyncio.gather(*tasks)
+        assert [a.body for a in got] == [f"GET /k{i}".encode() for i in range(5)]
         await pool.close()
