@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from elastic_cache.config import CapacityUnit, OnFull
 from elastic_cache.hashing import Murmur3Hasher
 from elastic_cache.indexes import make_index
-from elastic_cache.node.changes import ChangeLog
+from elastic_cache.node.changes import KINDS, MARKERS, ChangeLog
 from elastic_cache.node.local import LocalNetwork, LocalPeerLink
 from elastic_cache.node.service import NodeService
 from elastic_cache.node.wire import WireRecord
@@ -156,3 +156,31 @@ async def test_forwarded_and_snapshot_records_are_not_logged_but_commit_markers_
     assert space > 0
     assert dst.apply_forwarded("m", WireRecord("k4", dst.hasher("k4"), 10**6, b"v", "t", -1))
     assert _kinds(dst)[-1] == ("put", "k3")
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    size=st.integers(1, 8),
+    changes=st.lists(
+        st.tuples(st.sampled_from(KINDS + MARKERS), st.sampled_from("abcdef"), st.integers(1, 4)),
+        max_size=40,
+    ),
+    after=st.integers(0, 45),
+    limit=st.integers(0, 10),
+)
+def test_the_log_answers_as_a_list_of_every_change_would(
+    size: int, changes: list[tuple[str, str, int]], after: int, limit: int
+) -> None:
+    """The ring buffers and epoch runs give back exactly the last ``size`` changes."""
+    log = ChangeLog(size, "boot")
+    model = []
+    for seq, (kind, key, epoch) in enumerate(changes, 1):
+        log.record(kind, key, epoch)
+        model.append((seq, kind, key, epoch))
+        log._check()
+    kept = model[-size:] if model else []
+    got, lost = log.since(after, limit)
+    want = [c for c in kept if c[0] > after][:limit]
+    assert got == want
+    assert lost == (bool(kept) and after + 1 < kept[0][0])
+    assert log.first == (kept[0][0] if kept else len(model) + 1)
