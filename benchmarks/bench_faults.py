@@ -260,6 +260,9 @@ async def pause(tmp: Path, seconds: float, budget: float) -> dict[str, Any]:
 
 # -- 4. what rf costs ---------------------------------------------------------------------------
 
+#: Seconds of wrk before each measured run of part 4.
+WARMUP_S = 3
+
 
 def put_throughput(fleet: Fleet, replication: int, duration: float) -> dict[str, float]:
     port = free_port()
@@ -291,6 +294,11 @@ def put_throughput(fleet: Fleet, replication: int, duration: float) -> dict[str,
         time.sleep(0.1)
     script = fleet.tmp / f"{name}.lua"
     script.write_text(PUT_SCRIPT.format(seed=SEED, n=10_000, prefix="/v1/kv/w", size=1024))
+    # A warm-up first, as make bench-peers does: the first seconds of a fresh cluster
+    # (connections opening, the nodes' first inserts of the 10,000 keys) are not the
+    # steady cost of a write, and they varied rf = 2's figure by a third between runs.
+    warm = ["wrk", "-t1", "-c50", f"-d{WARMUP_S}s", "-s", str(script), url]
+    subprocess.run(warm, capture_output=True, timeout=WARMUP_S + 60, check=False)
     argv = ["wrk", "-t1", "-c50", f"-d{max(1, round(duration))}s", "--latency", "-s", str(script)]
     out = subprocess.run(
         [*argv, url], capture_output=True, text=True, timeout=duration + 60, check=False
