@@ -119,7 +119,7 @@ class _Exchange:
     ) -> None:
         self.future = future
         self.head = head
-        self.alone = alone or head  # on a connection of its own
+        self.alone = alone  # on a connection of its own (HEAD always is)
         self.stream_above = stream_above
         self.sent = sent
         self.timeout = timeout

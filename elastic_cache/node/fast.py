@@ -110,8 +110,7 @@ class NodeHotRoutes:
         request sent again is)."""
         err = SendAlone("this request waits on the cold tier: send it again unbatched")
         headers = [(ALONE_HEADER, "1"), *self._epoch()]
-        head = request.method == "HEAD"
-        return error_bytes(err, headers, keep_alive=request.keep_alive, head=head)
+        return error_bytes(err, headers, keep_alive=request.keep_alive)
 
     def get(self, request: HotRequest) -> bytes | Streamed | None:
         parts = split_target(request.target, _PREFIX)
