@@ -130,8 +130,9 @@ async def test_a_stopped_node_comes_back_with_only_the_changed_keys_moved(
             # The changed keys (the feed may add a few around the stop), not all of them.
             assert 22 <= dirty < len(held) // 2, (dirty, len(held))
             # Each changed key the sources hold, once: the 20 overwritten and the new one
-            # (the deleted and the expired ones are held nowhere).
-            assert 21 <= moved <= dirty - 2, (moved, dirty)
+            # (the deleted and the expired ones are held nowhere; the expiry reaches the
+            # dirty list only if the TTL sweep ran before the scale-up, hence dirty - 1).
+            assert 21 <= moved <= dirty - 1, (moved, dirty)
             assert sum(m.bytes for m in returns) < 100 * moved
             assert cluster.ring.ranges_of(node) == ranges  # it has its old ranges back
 
