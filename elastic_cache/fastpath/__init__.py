@@ -22,7 +22,8 @@ connection; a connection idle past ``keepalive`` seconds, or silent for
 gets a JSON 400 and the connection is closed.
 
 The package: `answers` builds an answer's bytes, `request` holds what routes see and
-decide with, `connection` is one client connection, `server` the listening socket.
+decide with, `connection` is one client connection (`parsing` builds its requests,
+`relay` hands it over or relays to aiohttp), `server` the listening socket.
 """
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
-"""One client connection of the lean layer: parse, answer hot requests in order, hand
-the connection over to aiohttp or relay a request to it (part of
-`elastic_cache.fastpath`)."""
+"""One client connection of the lean layer: answer hot requests in order, write and
+stream the answers, time out idle clients (part of `elastic_cache.fastpath`). Its
+other two jobs are mixins: `parsing` builds the requests from the parser's callbacks,
+`relay` hands a connection over to aiohttp or relays a request to it."""
 
 from __future__ import annotations
 
 import asyncio
-import hmac
 import json
 import logging
 import time
@@ -17,105 +17,34 @@ import httptools
 from elastic_cache.auth import CHALLENGE, unauthorized
 from elastic_cache.errors import ElasticCacheError
 from elastic_cache.fastpath.answers import _INTERNAL, error_bytes, response_bytes
+from elastic_cache.fastpath.parsing import ParsingServer, RequestParsing, _Refused, _TooLarge
+from elastic_cache.fastpath.relay import Relaying, RelayServer, _Relay
 from elastic_cache.fastpath.request import (
-    _CLIENT_HEADER_LOW,
-    CLIENT_HEADER,
     HotRequest,
     HotRoutes,
     Streamed,
 )
 
 if TYPE_CHECKING:
-    from aiohttp import web
-
-    from elastic_cache.auth import TokenGuard
+    pass
 
 log = logging.getLogger("elastic_cache.http")
 
 
-class Server(Protocol):
+class Server(ParsingServer, RelayServer, Protocol):
     """What a connection needs of its server (`elastic_cache.fastpath.FastServer`)."""
 
     routes: HotRoutes
     expected: bytes | None
-    guard: TokenGuard | None
-    runner: web.AppRunner | None
-    socket_path: str
     connections: set[_Connection]
 
     def forget(self, conn: _Connection) -> None: ...
 
-    def aiohttp_protocol(self) -> asyncio.Protocol: ...
 
-
-#: Pipelined requests parsed ahead of their answers before reading pauses.
-MAX_QUEUED = 32
-
-#: Longest request target (as aiohttp is configured: a key too long once encoded is
-#: still a JSON ``bad_key``, a URL past read-through's own limit a JSON 414).
-MAX_TARGET = 65536
-
-#: Bytes of header names and values, and headers, a request may carry.
-MAX_HEADERS = 65536
-MAX_HEADER_COUNT = 128
-
-
-class _Relay(asyncio.Protocol):
-    """The client side of one connection to the private aiohttp socket: relays
-    aiohttp's answers to the client connection byte for byte."""
-
-    def __init__(self, conn: _Connection) -> None:
-        self.conn = conn
-        self.transport: asyncio.Transport | None = None
-        self.parser = httptools.HttpResponseParser(self)
-        self.head = False
-        self.final = False
-        self.lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = cast(asyncio.Transport, transport)
-
-    def data_received(self, data: bytes) -> None:
-        conn = self.conn
-        if conn.transport is not None and not conn.transport.is_closing():
-            conn.transport.write(data)
-        try:
-            self.parser.feed_data(data)
-        except httptools.HttpParserError:
-            log.warning("malformed answer from the application; closing the connection")
-            conn.abort()
-
-    def on_headers_complete(self) -> None:
-        status = self.parser.get_status_code()
-        if status >= 200:
-            self.final = True
-            if self.head:
-                self._done()
-
-    def on_message_complete(self) -> None:
-        if self.final and not self.head:
-            self._done()
-
-    def _done(self) -> None:
-        keep = self.parser.should_keep_alive()
-        self.parser = httptools.HttpResponseParser(self)
-        self.final = False
-        self.conn.relayed(keep)
-
-    def pause_writing(self) -> None:
-        self.conn.pause_body()
-
-    def resume_writing(self) -> None:
-        self.conn.resume_body()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        if not self.lost.done():
-            self.lost.set_result(None)
-        self.conn.relay_lost(self)
-
-
-class _Connection(asyncio.Protocol):
+class _Connection(RequestParsing, Relaying, asyncio.Protocol):
     """One client connection: parse, answer hot requests, hand over or relay the rest."""
+
+    server: Server
 
     def __init__(self, server: Server) -> None:
         self.server = server
@@ -251,103 +180,6 @@ class _Connection(asyncio.Protocol):
         self._pause()
         self._next()
 
-    def _hand_over(self) -> None:
-        """Give the whole connection to aiohttp, replaying its bytes so far."""
-        assert self.transport is not None and self.first is not None
-        if self.outbox:
-            self._flush(self.outbox)
-        self.server.forget(self)
-        handler = self.server.aiohttp_protocol()
-        self.transport.set_protocol(handler)
-        handler.connection_made(self.transport)
-        handler.data_received(b"".join(self.first))
-        self.first = None
-
-    # -- parser callbacks ----------------------------------------------------------------
-
-    def on_message_begin(self) -> None:
-        self.current = HotRequest(self.remote)
-
-    def on_url(self, url: bytes) -> None:
-        request = self.current
-        assert request is not None
-        request.target += url
-        if len(request.target) > MAX_TARGET:
-            raise _TooLarge
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        request = self.current
-        assert request is not None
-        request.headers.append((name, value))
-        request.head_bytes += len(name) + len(value)
-        if request.head_bytes > MAX_HEADERS or len(request.headers) > MAX_HEADER_COUNT:
-            raise _TooLarge
-        if self.expected is not None and len(name) == 13 and name.lower() == b"authorization":
-            # A repeated header admits nothing (aiohttp's edge refuses it too).
-            request.authorization = value if request.authorization is None else b""
-
-    def on_headers_complete(self) -> None:
-        request = self.current
-        assert request is not None
-        parser = self.parser
-        request.method = parser.get_method().decode("ascii", "replace")
-        request.version = parser.get_http_version()
-        request.keep_alive = parser.should_keep_alive()
-        request.started = time.perf_counter()
-        expected = self.expected
-        if expected is not None and not hmac.compare_digest(request.authorization or b"", expected):
-            guard = self.server.guard
-            assert guard is not None
-            if not guard.is_open(request.target.partition(b"?")[0].decode("latin-1")):
-                raise _Refused(request)  # `data_received` answers 401 and closes
-        handler = None
-        if request.version == "1.1" and not self.closing:
-            try:
-                handler = self.routes.route(request)
-            except Exception:
-                log.exception("routing %s failed", request.method)
-        if handler is None:
-            if (
-                self.first is not None
-                and not self.queue
-                and not self.busy
-                and self.server.runner is not None
-            ):
-                self.handoff = True
-                raise _HandOver  # stops the parser; `data_received` hands the bytes over
-            request.chunked = request.header(b"transfer-encoding") is not None
-        self.first = None
-        request.handler = handler
-        if handler is None and (self.queue or self.busy):
-            self._pause()  # its body waits for its turn: read no further until then
-        self.queue.append(request)
-        if len(self.queue) > MAX_QUEUED:
-            self._pause()
-        if handler is None and self.queue[0] is request and not self.busy:
-            self._next()  # relayed requests start now, so their bodies stream
-
-    def on_body(self, body: bytes) -> None:
-        request = self.current
-        assert request is not None
-        if request.handler is None and self.relaying is request and self.relay is not None:
-            self._relay_body(body)
-        else:
-            request.parts.append(body)
-
-    def on_message_complete(self) -> None:
-        request = self.current
-        assert request is not None
-        self.current = None
-        if request.parts and request.handler is not None:
-            request.body = b"".join(request.parts)
-            request.parts = []
-        request.complete = True
-        if self.relaying is request and self.relay is not None:
-            if request.chunked and self.relay.transport is not None:
-                self.relay.transport.write(b"0\r\n\r\n")
-        elif self.queue and self.queue[0] is request and not self.busy:
-            self._next()
-
     # -- answering -------------------------------------------------------------------------
 
     def _next(self) -> None:
@@ -465,92 +297,6 @@ class _Connection(asyncio.Protocol):
         finally:
             await answer.close()
 
-    # -- relaying to aiohttp -------------------------------------------------------------
-
-    async def _relay_request(self, request: HotRequest) -> None:
-        """Send ``request`` to the aiohttp application; `_Relay` passes its answer on."""
-        relay = self.relay
-        if relay is None or relay.transport is None or relay.lost.done():
-            self.relay = None
-            try:
-                _, relay = await self.loop.create_unix_connection(
-                    lambda: _Relay(self), self.server.socket_path
-                )
-            except OSError as exc:
-                log.error("cannot reach the application socket: %r", exc)
-                self.abort()
-                return
-            if self.closing and self.transport is not None and self.transport.is_closing():
-                relay.transport.close()  # type: ignore[union-attr]
-                return
-            self.relay = relay
-        assert relay.transport is not None
-        relay.head = request.method == "HEAD"
-        lines = [
-            request.method.encode(),
-            b" ",
-            request.target,
-            f" HTTP/{request.version}\r\n".encode(),
-        ]
-        for name, value in request.headers:
-            if name.lower() != _CLIENT_HEADER_LOW:
-                lines += (name, b": ", value, b"\r\n")
-        if self.remote is not None:
-            lines.append(f"{CLIENT_HEADER}: {self.remote}\r\n".encode())
-        lines.append(b"\r\n")
-        relay.transport.write(b"".join(lines))
-        self.relaying = request
-        parts = request.parts or ([request.body] if request.body else [])
-        request.parts = []
-        for part in parts:
-            self._relay_body(part)
-        if request.complete:
-            if request.chunked:
-                relay.transport.write(b"0\r\n\r\n")
-        else:
-            self._resume()  # the rest of the body streams in through `on_body`
-
-    def _relay_body(self, body: bytes) -> None:
-        relay = self.relay
-        assert relay is not None and self.relaying is not None
-        if relay.transport is None:
-            return
-        if self.relaying.chunked:
-            relay.transport.write(b"%x\r\n%b\r\n" % (len(body), body))
-        else:
-            relay.transport.write(body)
-
-    def pause_body(self) -> None:
-        """The application is slower to take a body than the client sends it."""
-        self._pause()
-
-    def resume_body(self) -> None:
-        self._resume()
-
-    def relayed(self, keep_alive: bool) -> None:
-        """aiohttp's final answer to the relayed request is through."""
-        request = self.relaying
-        self.relaying = None
-        if request is not None and self.queue and self.queue[0] is request:
-            self.queue.popleft()
-        self.busy = False
-        if not keep_alive or (request is not None and not request.keep_alive):
-            self.abort()
-            return
-        if request is not None and not request.complete:
-            # Answered before its body was read (a refusal): the rest cannot be told
-            # from the next request.
-            self.abort()
-            return
-        self._next()
-
-    def relay_lost(self, relay: _Relay) -> None:
-        if self.relay is relay:
-            self.relay = None
-            if self.relaying is not None:
-                self.relaying = None
-                self.abort()  # the application closed mid-answer
-
     # -- timeouts --------------------------------------------------------------------------
 
     def expired(self, now: float, keepalive: float, request_timeout: float) -> bool:
@@ -573,19 +319,3 @@ class _Connection(asyncio.Protocol):
         self.closing = True
         if not self.busy and not self.queue:
             self.abort()
-
-
-class _HandOver(Exception):
-    """Raised in a parser callback to stop parsing: aiohttp takes the connection."""
-
-
-class _TooLarge(Exception):
-    """Raised in a parser callback: the request line or headers are too long."""
-
-
-class _Refused(Exception):
-    """Raised in a parser callback: the request lacks the cluster token."""
-
-    def __init__(self, request: HotRequest) -> None:
-        super().__init__()
-        self.request = request

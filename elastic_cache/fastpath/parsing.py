@@ -1,0 +1,165 @@
+"""Request assembly of a fast-path connection: the httptools parser's callbacks build
+each `HotRequest`, route it, and queue it for its answer (part of
+`elastic_cache.fastpath`; a mixin of `elastic_cache.fastpath.connection._Connection`)."""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import time
+from typing import TYPE_CHECKING, Protocol
+
+from elastic_cache.fastpath.request import HotRequest
+
+if TYPE_CHECKING:
+    from collections import deque
+
+    import httptools
+    from aiohttp import web
+
+    from elastic_cache.auth import TokenGuard
+    from elastic_cache.fastpath.relay import _Relay
+    from elastic_cache.fastpath.request import HotRoutes
+
+log = logging.getLogger("elastic_cache.http")
+
+
+class ParsingServer(Protocol):
+    """What request assembly needs of the connection's server."""
+
+    guard: TokenGuard | None
+    runner: web.AppRunner | None
+
+
+#: Pipelined requests parsed ahead of their answers before reading pauses.
+MAX_QUEUED = 32
+
+#: Longest request target (as aiohttp is configured: a key too long once encoded is
+#: still a JSON ``bad_key``, a URL past read-through's own limit a JSON 414).
+MAX_TARGET = 65536
+
+#: Bytes of header names and values, and headers, a request may carry.
+MAX_HEADERS = 65536
+MAX_HEADER_COUNT = 128
+
+
+class RequestParsing:
+    """The parser callbacks (httptools looks them up once, when the parser is made)."""
+
+    if TYPE_CHECKING:  # what the mixin uses of `_Connection`
+        server: ParsingServer
+        routes: HotRoutes
+        expected: bytes | None
+        parser: httptools.HttpRequestParser
+        remote: str | None
+        first: list[bytes] | None
+        current: HotRequest | None
+        queue: deque[HotRequest]
+        busy: bool
+        handoff: bool
+        closing: bool
+        relay: _Relay | None
+        relaying: HotRequest | None
+
+        def _pause(self) -> None: ...
+        def _next(self) -> None: ...
+        def _relay_body(self, body: bytes) -> None: ...
+
+    def on_message_begin(self) -> None:
+        self.current = HotRequest(self.remote)
+
+    def on_url(self, url: bytes) -> None:
+        request = self.current
+        assert request is not None
+        request.target += url
+        if len(request.target) > MAX_TARGET:
+            raise _TooLarge
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        request = self.current
+        assert request is not None
+        request.headers.append((name, value))
+        request.head_bytes += len(name) + len(value)
+        if request.head_bytes > MAX_HEADERS or len(request.headers) > MAX_HEADER_COUNT:
+            raise _TooLarge
+        if self.expected is not None and len(name) == 13 and name.lower() == b"authorization":
+            # A repeated header admits nothing (aiohttp's edge refuses it too).
+            request.authorization = value if request.authorization is None else b""
+
+    def on_headers_complete(self) -> None:
+        request = self.current
+        assert request is not None
+        parser = self.parser
+        request.method = parser.get_method().decode("ascii", "replace")
+        request.version = parser.get_http_version()
+        request.keep_alive = parser.should_keep_alive()
+        request.started = time.perf_counter()
+        expected = self.expected
+        if expected is not None and not hmac.compare_digest(request.authorization or b"", expected):
+            guard = self.server.guard
+            assert guard is not None
+            if not guard.is_open(request.target.partition(b"?")[0].decode("latin-1")):
+                raise _Refused(request)  # `data_received` answers 401 and closes
+        handler = None
+        if request.version == "1.1" and not self.closing:
+            try:
+                handler = self.routes.route(request)
+            except Exception:
+                log.exception("routing %s failed", request.method)
+        if handler is None:
+            if (
+                self.first is not None
+                and not self.queue
+                and not self.busy
+                and self.server.runner is not None
+            ):
+                self.handoff = True
+                raise _HandOver  # stops the parser; `data_received` hands the bytes over
+            request.chunked = request.header(b"transfer-encoding") is not None
+        self.first = None
+        request.handler = handler
+        if handler is None and (self.queue or self.busy):
+            self._pause()  # its body waits for its turn: read no further until then
+        self.queue.append(request)
+        if len(self.queue) > MAX_QUEUED:
+            self._pause()
+        if handler is None and self.queue[0] is request and not self.busy:
+            self._next()  # relayed requests start now, so their bodies stream
+
+    def on_body(self, body: bytes) -> None:
+        request = self.current
+        assert request is not None
+        if request.handler is None and self.relaying is request and self.relay is not None:
+            self._relay_body(body)
+        else:
+            request.parts.append(body)
+
+    def on_message_complete(self) -> None:
+        request = self.current
+        assert request is not None
+        self.current = None
+        if request.parts and request.handler is not None:
+            request.body = b"".join(request.parts)
+            request.parts = []
+        request.complete = True
+        if self.relaying is request and self.relay is not None:
+            if request.chunked and self.relay.transport is not None:
+                self.relay.transport.write(b"0\r\n\r\n")
+        elif self.queue and self.queue[0] is request and not self.busy:
+            self._next()
+
+
+class _HandOver(Exception):
+    """Raised in a parser callback to stop parsing: aiohttp takes the connection."""
+
+
+class _TooLarge(Exception):
+    """Raised in a parser callback: the request line or headers are too long."""
+
+
+class _Refused(Exception):
+    """Raised in a parser callback: the request lacks the cluster token."""
+
+    def __init__(self, request: HotRequest) -> None:
+        super().__init__()
+        self.request = request

@@ -1,0 +1,203 @@
+"""Relaying to aiohttp: a request the lean layer does not answer goes to the server's
+aiohttp application, over a private Unix socket, and its answer comes back byte for
+byte; or, on a connection's first request, the whole connection is handed over (part
+of `elastic_cache.fastpath`; a mixin of `elastic_cache.fastpath.connection._Connection`)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Any, Protocol, cast
+
+import httptools
+
+from elastic_cache.fastpath.request import _CLIENT_HEADER_LOW, CLIENT_HEADER, HotRequest
+
+if TYPE_CHECKING:
+    from collections import deque
+
+
+log = logging.getLogger("elastic_cache.http")
+
+
+class RelayServer(Protocol):
+    """What relaying needs of the connection's server."""
+
+    socket_path: str
+
+    def forget(self, conn: Any) -> None: ...
+
+    def aiohttp_protocol(self) -> asyncio.Protocol: ...
+
+
+class _Relay(asyncio.Protocol):
+    """The client side of one connection to the private aiohttp socket: relays
+    aiohttp's answers to the client connection byte for byte."""
+
+    def __init__(self, conn: Relaying) -> None:
+        self.conn = conn
+        self.transport: asyncio.Transport | None = None
+        self.parser = httptools.HttpResponseParser(self)
+        self.head = False
+        self.final = False
+        self.lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)
+
+    def data_received(self, data: bytes) -> None:
+        conn = self.conn
+        if conn.transport is not None and not conn.transport.is_closing():
+            conn.transport.write(data)
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserError:
+            log.warning("malformed answer from the application; closing the connection")
+            conn.abort()
+
+    def on_headers_complete(self) -> None:
+        status = self.parser.get_status_code()
+        if status >= 200:
+            self.final = True
+            if self.head:
+                self._done()
+
+    def on_message_complete(self) -> None:
+        if self.final and not self.head:
+            self._done()
+
+    def _done(self) -> None:
+        keep = self.parser.should_keep_alive()
+        self.parser = httptools.HttpResponseParser(self)
+        self.final = False
+        self.conn.relayed(keep)
+
+    def pause_writing(self) -> None:
+        self.conn.pause_body()
+
+    def resume_writing(self) -> None:
+        self.conn.resume_body()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.lost.done():
+            self.lost.set_result(None)
+        self.conn.relay_lost(self)
+
+
+class Relaying:
+    """The connection's side of relaying: hand-over, request relay, the answer's end."""
+
+    if TYPE_CHECKING:  # what the mixin uses of `_Connection`
+        server: RelayServer
+        loop: asyncio.AbstractEventLoop
+        transport: asyncio.Transport | None
+        remote: str | None
+        first: list[bytes] | None
+        outbox: list[bytes] | None
+        queue: deque[HotRequest]
+        busy: bool
+        closing: bool
+        relay: _Relay | None
+        relaying: HotRequest | None
+
+        def abort(self) -> None: ...
+        def _pause(self) -> None: ...
+        def _resume(self) -> None: ...
+        def _next(self) -> None: ...
+        def _flush(self, answers: list[bytes]) -> None: ...
+
+    def _hand_over(self) -> None:
+        """Give the whole connection to aiohttp, replaying its bytes so far."""
+        assert self.transport is not None and self.first is not None
+        if self.outbox:
+            self._flush(self.outbox)
+        self.server.forget(self)
+        handler = self.server.aiohttp_protocol()
+        self.transport.set_protocol(handler)
+        handler.connection_made(self.transport)
+        handler.data_received(b"".join(self.first))
+        self.first = None
+
+    async def _relay_request(self, request: HotRequest) -> None:
+        """Send ``request`` to the aiohttp application; `_Relay` passes its answer on."""
+        relay = self.relay
+        if relay is None or relay.transport is None or relay.lost.done():
+            self.relay = None
+            try:
+                _, relay = await self.loop.create_unix_connection(
+                    lambda: _Relay(self), self.server.socket_path
+                )
+            except OSError as exc:
+                log.error("cannot reach the application socket: %r", exc)
+                self.abort()
+                return
+            if self.closing and self.transport is not None and self.transport.is_closing():
+                relay.transport.close()  # type: ignore[union-attr]
+                return
+            self.relay = relay
+        assert relay.transport is not None
+        relay.head = request.method == "HEAD"
+        lines = [
+            request.method.encode(),
+            b" ",
+            request.target,
+            f" HTTP/{request.version}\r\n".encode(),
+        ]
+        for name, value in request.headers:
+            if name.lower() != _CLIENT_HEADER_LOW:
+                lines += (name, b": ", value, b"\r\n")
+        if self.remote is not None:
+            lines.append(f"{CLIENT_HEADER}: {self.remote}\r\n".encode())
+        lines.append(b"\r\n")
+        relay.transport.write(b"".join(lines))
+        self.relaying = request
+        parts = request.parts or ([request.body] if request.body else [])
+        request.parts = []
+        for part in parts:
+            self._relay_body(part)
+        if request.complete:
+            if request.chunked:
+                relay.transport.write(b"0\r\n\r\n")
+        else:
+            self._resume()  # the rest of the body streams in through `on_body`
+
+    def _relay_body(self, body: bytes) -> None:
+        relay = self.relay
+        assert relay is not None and self.relaying is not None
+        if relay.transport is None:
+            return
+        if self.relaying.chunked:
+            relay.transport.write(b"%x\r\n%b\r\n" % (len(body), body))
+        else:
+            relay.transport.write(body)
+
+    def pause_body(self) -> None:
+        """The application is slower to take a body than the client sends it."""
+        self._pause()
+
+    def resume_body(self) -> None:
+        self._resume()
+
+    def relayed(self, keep_alive: bool) -> None:
+        """aiohttp's final answer to the relayed request is through."""
+        request = self.relaying
+        self.relaying = None
+        if request is not None and self.queue and self.queue[0] is request:
+            self.queue.popleft()
+        self.busy = False
+        if not keep_alive or (request is not None and not request.keep_alive):
+            self.abort()
+            return
+        if request is not None and not request.complete:
+            # Answered before its body was read (a refusal): the rest cannot be told
+            # from the next request.
+            self.abort()
+            return
+        self._next()
+
+    def relay_lost(self, relay: _Relay) -> None:
+        if self.relay is relay:
+            self.relay = None
+            if self.relaying is not None:
+                self.relaying = None
+                self.abort()  # the application closed mid-answer
