@@ -61,6 +61,39 @@ _ATTEMPTS = 5
 _HELP_SLICE = 1.0
 
 
+async def _all_copies(calls: list[Awaitable[Answer]]) -> list[Answer | BaseException]:
+    """Await the writes to a key's copies together; each result is its answer or its
+    exception (as ``gather(..., return_exceptions=True)``).
+
+    The first copy's write runs in this task and only the others get tasks of their own:
+    a gather of every copy cost the coordinator a task per copy and the gather's own
+    future, most of what a second copy added to a replicated write. Cancelled, it
+    cancels the copies still under way.
+    """
+    if len(calls) == 1:
+        try:
+            return [await calls[0]]
+        except Exception as exc:
+            return [exc]
+    others = [asyncio.ensure_future(call) for call in calls[1:]]
+    results: list[Answer | BaseException] = []
+    try:
+        try:
+            results.append(await calls[0])
+        except Exception as exc:
+            results.append(exc)
+        for task in others:
+            try:
+                results.append(await task)
+            except Exception as exc:
+                results.append(exc)
+    except BaseException:
+        for task in others:
+            task.cancel()
+        raise
+    return results
+
+
 class Router:
     """Sends each key request to its owner and reports writes to the scaler.
 
@@ -224,9 +257,7 @@ class Router:
                         "answering; retry shortly",
                         retry_after=1,
                     )
-            results = await asyncio.gather(
-                *(op(info.client, epoch) for info in infos), return_exceptions=True
-            )
+            results = await _all_copies([op(info.client, epoch) for info in infos])
             done: list[tuple[str, Answer]] = []
             again = False
             unreachable: list[tuple[str, NodeUnavailable]] = []

@@ -141,3 +141,55 @@ async def test_writes_of_a_durable_namespace_are_not_pipelined(replication: int)
     router.set_namespaces(cfg.namespaces.changed("orders", {"durability": "memory"}))
     await router.put("orders/2", b"v", "t", None)
     assert holders[0].alone[-1] is False
+
+
+class Gated(Holder):
+    """A holder whose write waits for ``gate``; ``started`` is set when it begins."""
+
+    def __init__(self, node_id: str, gate: asyncio.Event, **kwargs: Any) -> None:
+        super().__init__(node_id, **kwargs)
+        self.gate = gate
+        self.started = asyncio.Event()
+        self.cancelled = False
+
+    async def put(self, *args: Any, **kwargs: Any) -> Answer:
+        self.started.set()
+        try:
+            await self.gate.wait()
+        except asyncio.CancelledError:
+            self.cancelled = True
+            raise
+        return await super().put(*args, **kwargs)
+
+
+async def test_a_replicated_write_goes_to_every_copy_at_once() -> None:
+    """Each copy's write starts before any answers (the owner's waits for the replica's
+    to begin), and a copy that fails is a result, not an exception thrown past the
+    others."""
+    gate = asyncio.Event()
+    owner, replica = Gated("node-1", gate), Gated("node-2", asyncio.Event(), down=True)
+    replica.gate.set()
+    view = View(settings(), [owner, replica])
+    router = Router(view, Scaler(), RateMeter(1))
+    write = asyncio.create_task(router.put("fast/a", b"v", "t", None))
+    await replica.started.wait()
+    assert owner.started.is_set() and not write.done()
+    gate.set()
+    answer = await write  # w = 1 in "fast/": the owner's copy acknowledges it
+    assert answer.status == 204 and owner.puts == 1 and replica.puts == 1
+
+
+async def test_a_cancelled_replicated_write_cancels_every_copy() -> None:
+    gate = asyncio.Event()
+    owner, replica = Gated("node-1", gate), Gated("node-2", gate)
+    view = View(settings(), [owner, replica])
+    router = Router(view, Scaler(), RateMeter(1))
+    write = asyncio.create_task(router.put("slow/a", b"v", "t", None))
+    await owner.started.wait()
+    await replica.started.wait()
+    write.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await write
+    await asyncio.sleep(0)  # the replica's task takes its cancellation
+    assert owner.cancelled and replica.cancelled
+    assert owner.puts == 0 and replica.puts == 0
