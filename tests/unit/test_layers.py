@@ -51,6 +51,7 @@ CORE_MODULES = [
     "elastic_cache.namespaces",
     "elastic_cache.nearcache",
     "elastic_cache.node.changes",
+    "elastic_cache.node.durable",
     "elastic_cache.node.incoming",
     "elastic_cache.node.local",
     "elastic_cache.node.migration",
