@@ -12,7 +12,8 @@ from elastic_cache.lazy import lazy_exports
 from elastic_cache.version import __version__
 
 if TYPE_CHECKING:
-    from elastic_cache.client import AsyncClient, Client
+    from elastic_cache.client.asyncclient import AsyncClient
+    from elastic_cache.client.blocking import Client
     from elastic_cache.errors import ElasticCacheError
     from elastic_cache.hashing import make_hasher
     from elastic_cache.indexes import Index, make_index
@@ -35,10 +36,10 @@ __all__ = [
 __getattr__, __dir__ = lazy_exports(
     __name__,
     {
-        "AsyncClient": "elastic_cache.client",
+        "AsyncClient": "elastic_cache.client.asyncclient",
         "Bucket": "elastic_cache.ring",
         "ChangeEvent": "elastic_cache.nearcache",
-        "Client": "elastic_cache.client",
+        "Client": "elastic_cache.client.blocking",
         "ElasticCacheError": "elastic_cache.errors",
         "HashRing": "elastic_cache.ring",
         "Index": "elastic_cache.indexes",

@@ -7,6 +7,10 @@ written ``(lo, hi]`` everywhere in the package and wrap past zero when ``lo >= h
 
 Every change bumps `HashRing.epoch`, so a node or client holding an older ring can tell.
 The ring serialises to JSON (`HashRing.to_json` / `HashRing.from_json`).
+
+`HashRing` stands on two bases, one per job: `RingRanges` holds the buckets and answers
+which ranges they own, `RingChanges` changes them (each change bumps the epoch).
+`HashRing` itself holds the lookups of the routed path and the ring's JSON form.
 """
 
 from __future__ import annotations
@@ -20,7 +24,16 @@ from typing import Any
 from elastic_cache.errors import ConfigError, EmptyRing, InvalidSplit, UnknownBucket
 from elastic_cache.hashing import Murmur3Hasher, TokenHasher, make_hasher
 
-__all__ = ["Bucket", "HashRing", "in_range", "midpoint_token", "range_size", "ring_share"]
+__all__ = [
+    "Bucket",
+    "HashRing",
+    "RingChanges",
+    "RingRanges",
+    "in_range",
+    "midpoint_token",
+    "range_size",
+    "ring_share",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,11 +78,11 @@ def midpoint_token(lo: int, hi: int, space: int) -> int | None:
     return (lo + size // 2) % space
 
 
-class HashRing:
-    """Buckets on a token ring, each pointing at a node id.
+class RingRanges:
+    """The buckets of a ring and the ranges they own (`HashRing` is the ring to use).
 
-    Lookups are ``O(log B)`` for ``B`` buckets (a bisect over a sorted list); changes are
-    ``O(B)`` and rare (one per migration).
+    Queries by bucket are ``O(log B)`` for ``B`` buckets (a bisect over a sorted list);
+    queries by node walk every bucket, ``O(B)``.
 
     Args:
         hasher: key → token function; defines the token space. Default: murmur3.
@@ -110,51 +123,6 @@ class HashRing:
 
     def __contains__(self, token: object) -> bool:
         return token in self._nodes
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, HashRing):
-            return NotImplemented
-        return (
-            self._hasher.spec == other._hasher.spec
-            and self._epoch == other._epoch
-            and self._nodes == other._nodes
-        )
-
-    __hash__ = None  # type: ignore[assignment]  # mutable
-
-    def __repr__(self) -> str:
-        return f"HashRing(epoch={self._epoch}, buckets={len(self._tokens)}, nodes={self.nodes()})"
-
-    def token_of(self, key: str) -> int:
-        """The token of ``key`` (raises `InvalidKey` when the hasher cannot take it)."""
-        return self._hasher(key)
-
-    def bucket_for_token(self, token: int) -> Bucket:
-        """The bucket owning ``token``: the first at or after it clockwise.
-
-        Raises:
-            EmptyRing: the ring has no bucket.
-        """
-        tokens = self._tokens
-        if not tokens:
-            raise EmptyRing("the ring has no bucket yet")
-        i = bisect_left(tokens, token)
-        if i == len(tokens):
-            i = 0
-        t = tokens[i]
-        return Bucket(t, self._nodes[t])
-
-    def lookup(self, key: str) -> Bucket:
-        """The bucket owning ``key``."""
-        return self.bucket_for_token(self._hasher(key))
-
-    def node_for_token(self, token: int) -> str:
-        """Id of the node owning ``token`` (the hot path: no Bucket allocated)."""
-        tokens = self._tokens
-        if not tokens:
-            raise EmptyRing("the ring has no bucket yet")
-        i = bisect_left(tokens, token)
-        return self._nodes[tokens[i if i < len(tokens) else 0]]
 
     def bucket(self, token: int) -> Bucket:
         """The bucket whose token is exactly ``token``.
@@ -205,6 +173,25 @@ class HashRing:
             node = self._nodes[t]
             share[node] = share.get(node, 0.0) + range_size(lo, t, space) / space
         return share
+
+    def _check(self) -> None:
+        """Assert every invariant of the ring."""
+        tokens = self._tokens
+        assert tokens == sorted(set(tokens)), "tokens must be sorted and distinct"
+        assert set(tokens) == set(self._nodes), "every token has exactly one node"
+        assert all(0 <= t < self.space for t in tokens), "tokens lie in [0, space)"
+        assert all(isinstance(n, str) and n for n in self._nodes.values()), "node ids"
+        assert self._epoch >= 0
+
+
+class RingChanges(RingRanges):
+    """The changes of a ring (`HashRing` is the ring to use): each bumps the epoch.
+
+    A change is ``O(B)`` for ``B`` buckets (a list insertion or removal) and rare: one
+    per migration.
+    """
+
+    __slots__ = ()
 
     # -- changing --------------------------------------------------------------------
 
@@ -301,6 +288,69 @@ class HashRing:
             added.append(self.add_bucket(token, node))
         return added
 
+
+class HashRing(RingChanges):
+    """Buckets on a token ring, each pointing at a node id.
+
+    Lookups are ``O(log B)`` for ``B`` buckets (a bisect over a sorted list); changes are
+    ``O(B)`` and rare (one per migration). The queries by range come from `RingRanges`
+    and the changes from `RingChanges`; the lookups of the routed path are its own.
+
+    Args:
+        hasher: key → token function; defines the token space. Default: murmur3.
+    """
+
+    __slots__ = ()
+
+    # -- routing -----------------------------------------------------------------------
+
+    def token_of(self, key: str) -> int:
+        """The token of ``key`` (raises `InvalidKey` when the hasher cannot take it)."""
+        return self._hasher(key)
+
+    def bucket_for_token(self, token: int) -> Bucket:
+        """The bucket owning ``token``: the first at or after it clockwise.
+
+        Raises:
+            EmptyRing: the ring has no bucket.
+        """
+        tokens = self._tokens
+        if not tokens:
+            raise EmptyRing("the ring has no bucket yet")
+        i = bisect_left(tokens, token)
+        if i == len(tokens):
+            i = 0
+        t = tokens[i]
+        return Bucket(t, self._nodes[t])
+
+    def lookup(self, key: str) -> Bucket:
+        """The bucket owning ``key``."""
+        return self.bucket_for_token(self._hasher(key))
+
+    def node_for_token(self, token: int) -> str:
+        """Id of the node owning ``token`` (the hot path: no Bucket allocated)."""
+        tokens = self._tokens
+        if not tokens:
+            raise EmptyRing("the ring has no bucket yet")
+        i = bisect_left(tokens, token)
+        return self._nodes[tokens[i if i < len(tokens) else 0]]
+
+    # -- identity --------------------------------------------------------------------
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, HashRing):
+            return NotImplemented
+        return (
+            self._hasher.spec == other._hasher.spec
+            and self._epoch == other._epoch
+            and self._nodes == other._nodes
+        )
+
+    __hash__ = None  # type: ignore[assignment]  # mutable
+
+    def __repr__(self) -> str:
+        return f"HashRing(epoch={self._epoch}, buckets={len(self._tokens)}, nodes={self.nodes()})"
+
     # -- serialisation -----------------------------------------------------------------
 
     def to_dict(self) -> dict[str, Any]:
@@ -353,12 +403,3 @@ class HashRing:
         other._nodes = dict(self._nodes)
         other._epoch = self._epoch
         return other
-
-    def _check(self) -> None:
-        """Assert every invariant of the ring."""
-        tokens = self._tokens
-        assert tokens == sorted(set(tokens)), "tokens must be sorted and distinct"
-        assert set(tokens) == set(self._nodes), "every token has exactly one node"
-        assert all(0 <= t < self.space for t in tokens), "tokens lie in [0, space)"
-        assert all(isinstance(n, str) and n for n in self._nodes.values()), "node ids"
-        assert self._epoch >= 0

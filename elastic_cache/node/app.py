@@ -50,7 +50,6 @@ from elastic_cache.errors import (
     Conflict,
     ElasticCacheError,
     InvalidBody,
-    InvalidRequest,
 )
 from elastic_cache.httpio import (
     STREAM_ABOVE,
@@ -77,6 +76,7 @@ from elastic_cache.httpio import (
 from elastic_cache.metrics.meter import RequestMeter, metered, metrics_response
 from elastic_cache.metrics.node import node_registry
 from elastic_cache.namespaces import NamespaceTable
+from elastic_cache.node.changesroute import ChangeWakeup, answer_changes
 from elastic_cache.node.heartbeat import Heartbeats
 from elastic_cache.node.protocol import (
     CACHE_HEADER,
@@ -104,33 +104,8 @@ GUARD: web.AppKey[TokenGuard | None] = web.AppKey("guard")
 HEARTBEATS: web.AppKey[Heartbeats] = web.AppKey("heartbeats", Heartbeats)
 
 
-class _Wakeup:
-    """Wakes the long polls of ``GET /v1/changes`` waiting when an entry is logged.
-
-    Each wait takes the current event; a new entry sets it and puts a fresh one in its
-    place, so one poll returning cannot make another miss the wake-up. With no poll
-    waiting, an entry costs one attribute check.
-    """
-
-    def __init__(self) -> None:
-        self.event = asyncio.Event()
-        self.waiting = 0
-        self.closed = False
-
-    def fire(self) -> None:
-        if self.waiting:
-            self.event.set()
-            self.event = asyncio.Event()
-            self.waiting = 0
-
-    def close(self) -> None:
-        """The node is shutting down: answer every waiting poll now and wait no more
-        (aiohttp waits for running handlers, up to a minute, before it cleans up)."""
-        self.closed = True
-        self.event.set()
-
-
-CHANGES_WOKEN: web.AppKey[_Wakeup] = web.AppKey("changes_woken", _Wakeup)
+#: Wakes the long polls of ``GET /v1/changes`` when the node logs a change.
+CHANGES_WOKEN: web.AppKey[ChangeWakeup] = web.AppKey("changes_woken", ChangeWakeup)
 
 #: Largest migration frame accepted.
 MAX_FRAME_BYTES = 256 * 1024 * 1024
@@ -454,53 +429,9 @@ async def abort_migration(request: web.Request) -> web.StreamResponse:
     return web.json_response({"aborted": mid, "dropped": dropped})
 
 
-#: Most entries one ``GET /v1/changes`` answers, and the longest wait it may ask for.
-CHANGES_LIMIT = 2048
-CHANGES_MAX_WAIT = 30.0
-
-
-def _query_number(request: web.Request, name: str, default: float, top: float) -> float:
-    raw = request.query.get(name)
-    if raw is None:
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise InvalidRequest(f"{name} must be a number, got {raw[:40]!r}") from None
-    if not 0 <= value <= top:
-        raise InvalidRequest(f"{name} must be between 0 and {top:g}, got {raw[:40]!r}")
-    return value
-
-
 async def get_changes(request: web.Request) -> web.StreamResponse:
-    """The change log after ``after`` (long poll: waits up to ``wait`` seconds for an
-    entry when there is none yet)."""
-    service = request.app[SERVICE]
-    log = service.changes
-    after = int(_query_number(request, "after", 0, 2**62))
-    wait = _query_number(request, "wait", 0, CHANGES_MAX_WAIT)
-    limit = int(_query_number(request, "limit", CHANGES_LIMIT, CHANGES_LIMIT)) or 1
-    if after > log.seq:
-        after = 0  # a sequence of an earlier process: everything we have is new
-        lost = True
-    else:
-        lost = False
-    if wait and after >= log.seq and not request.app[CHANGES_WOKEN].closed:
-        wakeup = request.app[CHANGES_WOKEN]
-        wakeup.waiting += 1
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(wait):
-                await wakeup.event.wait()
-    entries, missed = log.since(after, limit)
-    return web.json_response(
-        {
-            "node": service.node_id,
-            "boot": log.boot,
-            "seq": log.seq,
-            "lost": lost or missed,
-            "changes": entries,
-        }
-    )
+    """The change log after ``after``, long-polled (`answer_changes`)."""
+    return await answer_changes(request, request.app[SERVICE], request.app[CHANGES_WOKEN])
 
 
 async def _expiry_loop(service: NodeService, period: float) -> None:
@@ -577,7 +508,7 @@ def make_node_app(
     )
     app.router.add_delete("/v1/migrations/{id}", metered(abort_migration, "migrations", meter))
     app.router.add_get("/v1/changes", metered(get_changes, "changes", meter))
-    wakeup = app[CHANGES_WOKEN] = _Wakeup()
+    wakeup = app[CHANGES_WOKEN] = ChangeWakeup()
     service.changes.notify = wakeup.fire
     # Any character, newlines too: with ``.*`` a path holding an encoded newline matched
     # no route and got aiohttp's plain-text 404.

@@ -7,8 +7,9 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Sequence
 
 from elastic_cache.errors import InvalidBody
+from elastic_cache.ring import range_size
 
-__all__ = ["RangeSet", "subtract_ranges"]
+__all__ = ["RangeSet", "gained_ranges", "subtract_ranges"]
 
 
 class RangeSet:
@@ -124,3 +125,17 @@ def subtract_ranges(
         if at < end:
             out.append((at, end))
     return [((a - 1) % space, b - 1) for a, b in out]
+
+
+def gained_ranges(old: RangeSet, new: RangeSet) -> list[tuple[int, int]]:
+    """Ranges of ``new`` not inside one range of ``old`` (the ranges a node comes to
+    own at a change of its ownership)."""
+    space = new.space
+    gained = []
+    for lo, hi in new.ranges:
+        size = range_size(lo, hi, space)
+        if not any(
+            (lo - olo) % space + size <= range_size(olo, ohi, space) for olo, ohi in old.ranges
+        ):
+            gained.append((lo, hi))
+    return gained

@@ -19,20 +19,19 @@ parts', so no call is added on a request's path):
   ``resume_incoming``, ``digests``, ``receive_same``, ``forget_changed``,
   ``commit_incoming`` and ``abort_incoming``.
 
-The migration protocol itself is described in `elastic_cache.node.migration`.
+A durable namespace's writes reach the cold tier through a third part,
+`elastic_cache.node.durable.DurableWrites`. The migration protocol itself is described
+in `elastic_cache.node.migration`.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 from elastic_cache.adminapi import SavedState
 from elastic_cache.errors import (
-    ConfigError,
     InvalidBody,
     InvalidRequest,
     KeyNotFound,
@@ -41,8 +40,9 @@ from elastic_cache.errors import (
     ValueTooLarge,
 )
 from elastic_cache.hashing import TokenHasher, validate_key
-from elastic_cache.namespaces import Durability, NamespaceTable
+from elastic_cache.namespaces import NamespaceTable
 from elastic_cache.node.changes import ChangeLog
+from elastic_cache.node.durable import DurableWrites
 from elastic_cache.node.incoming import IncomingMoves
 from elastic_cache.node.migration import (
     Incoming,
@@ -51,9 +51,9 @@ from elastic_cache.node.migration import (
     SendSummary,
 )
 from elastic_cache.node.outgoing import OutgoingMoves
-from elastic_cache.node.ownership import RangeSet, subtract_ranges
+from elastic_cache.node.ownership import RangeSet, gained_ranges, subtract_ranges
 from elastic_cache.node.wire import WireRecord
-from elastic_cache.ring import in_range, range_size, ring_share
+from elastic_cache.ring import in_range, ring_share
 from elastic_cache.store import PutOutcome, Record, Store, Victim
 from elastic_cache.tiers.base import ColdEntry
 from elastic_cache.tiers.layer import ColdHit, ColdLayer
@@ -123,10 +123,15 @@ class NodeService:
         #: What it loaded from its state directory at start (None: nothing), reported in
         #: its stats so the coordinator takes it back warm only after a whole load.
         self.saved: SavedState | None = None
-        self._check_durability(store.namespaces)
+        # Durable namespaces' writes reach the cold tier before they are acknowledged;
+        # their two steps are this node's own (bound methods, as the roles' below).
+        self._durability = durability = DurableWrites(node_id, store, cold)
+        durability.check(store.namespaces)
         #: Some namespace writes through to the cold tier (docs/namespaces.md).
         self._durable = store.namespaces.durable
-        self._keep_durable()
+        durability.keep(self._durable)
+        self._write_through = durability.start
+        self._written_through = durability.wait
         store.set_share(self._share())
 
         # The migration roles' operations are this node's own (bound methods: the
@@ -229,7 +234,7 @@ class NodeService:
         self.store.set_share(self._share())
         if self.cold is not None and self.cold.tier.shared:
             # Ranges that are new to us: learn which of their values the shared tier holds.
-            self.cold.relist(_gained(old, self.owned))
+            self.cold.relist(gained_ranges(old, self.owned))
             if self.cold.cap is not None:
                 self.cold.cap.sweep_soon(now=True)  # this node's share of the cap changed
         return True
@@ -239,21 +244,6 @@ class NodeService:
         return ring_share(self.owned.ranges, self.hasher.space)
 
     # -- namespaces --------------------------------------------------------------------
-
-    def _check_durability(self, table: NamespaceTable) -> None:
-        """Raises ConfigError when a namespace's durability has no tier here."""
-        cold = self.cold
-        for policy in table.policies:
-            if policy.durability is Durability.MEMORY:
-                continue
-            kind = str(policy.durability)
-            if cold is None or cold.tier.kind != kind:
-                have = "no cold tier" if cold is None else f"a {cold.tier.kind} tier"
-                raise ConfigError(
-                    f"namespaces.{policy.name}.durability = {str(policy.durability)!r} "
-                    f"needs the node's {policy.durability} tier; node {self.node_id} has "
-                    f"{have}"
-                )
 
     def set_namespaces(self, table: NamespaceTable) -> int:
         """Apply a new namespace table (a live change from the coordinator).
@@ -265,50 +255,11 @@ class NodeService:
             ConfigError: a namespace's durability needs a tier this node lacks (nothing
                 changed).
         """
-        self._check_durability(table)
+        self._durability.check(table)
         evicted = self.store.set_namespaces(table)
         self._durable = table.durable
-        self._keep_durable()
+        self._durability.keep(table.durable)
         return len(evicted)
-
-    def _keep_durable(self) -> None:
-        """Tell the tier's byte cap which values its sweeps must leave: a durable
-        namespace's (nothing to ask while no namespace is durable)."""
-        cap = self.cold.cap if self.cold is not None else None
-        if cap is None:
-            return
-        namespaces = self.store.namespaces
-        cap.keep = (
-            (lambda key: namespaces.policy_of(key).durability is not Durability.MEMORY)
-            if self._durable
-            else None
-        )
-
-    def _write_through(self, key: str, token: int) -> asyncio.Future[None] | None:
-        """Start writing ``key``'s memory record to the tier when its namespace is
-        durable; call right after the store took it (see `ColdLayer.write_through`)."""
-        cold = self.cold
-        if cold is None or self.store.namespaces.policy_of(key).durability is Durability.MEMORY:
-            return None
-        rec = self.store.peek(key)
-        if rec is None:
-            return None
-        return cold.write_through(key, token, rec)
-
-    async def _written_through(self, key: str, token: int, future: asyncio.Future[None]) -> None:
-        """Wait for a write-through; when it failed, make sure no older cold copy can be
-        read (the key is held until the tier answers), then raise.
-
-        Raises:
-            ColdTierError: the tier failed; the write must not be acknowledged.
-        """
-        try:
-            await asyncio.shield(future)
-        except Exception:
-            assert self.cold is not None
-            with contextlib.suppress(Exception):
-                await self.cold.invalidate(key, token)
-            raise
 
     # -- data plane --------------------------------------------------------------------
 
@@ -593,16 +544,3 @@ class NodeService:
         """Release the cold tier (waits for writes in flight)."""
         if self.cold is not None:
             await self.cold.close()
-
-
-def _gained(old: RangeSet, new: RangeSet) -> list[tuple[int, int]]:
-    """Ranges of ``new`` not inside one range of ``old``."""
-    space = new.space
-    gained = []
-    for lo, hi in new.ranges:
-        size = range_size(lo, hi, space)
-        if not any(
-            (lo - olo) % space + size <= range_size(olo, ohi, space) for olo, ohi in old.ranges
-        ):
-            gained.append((lo, hi))
-    return gained

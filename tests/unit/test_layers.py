@@ -25,6 +25,9 @@ PACKAGE = Path(elastic_cache.__file__).parent
 CORE_MODULES = [
     "elastic_cache",
     "elastic_cache.adminapi",
+    "elastic_cache.adminapi.cluster",
+    "elastic_cache.adminapi.node",
+    "elastic_cache.adminapi.reading",
     "elastic_cache.capacity",
     "elastic_cache.config",
     "elastic_cache.config.cluster",
@@ -51,6 +54,7 @@ CORE_MODULES = [
     "elastic_cache.namespaces",
     "elastic_cache.nearcache",
     "elastic_cache.node.changes",
+    "elastic_cache.node.durable",
     "elastic_cache.node.incoming",
     "elastic_cache.node.local",
     "elastic_cache.node.migration",

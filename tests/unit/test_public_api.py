@@ -33,6 +33,8 @@ def test_star_import_gives_exactly_the_public_names() -> None:
 
 
 def test_the_readme_example_imports() -> None:
-    from elastic_cache import AsyncClient, Client  # README.md, "Python client"
+    from elastic_cache import AsyncClient, Client, client  # README.md, "Python client"
 
-    assert Client.__module__ == AsyncClient.__module__ == "elastic_cache.client"
+    assert Client is client.Client and AsyncClient is client.AsyncClient
+    assert Client.__module__ == "elastic_cache.client.blocking"
+    assert AsyncClient.__module__ == "elastic_cache.client.asyncclient"

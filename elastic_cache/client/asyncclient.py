@@ -1,21 +1,9 @@
-"""Python clients: `AsyncClient` (asyncio) and `Client` (blocking).
+"""`AsyncClient`, the asyncio client (`elastic_cache.client` tells what both clients do).
 
-Both talk to the coordinator by default. With ``near_cache=N`` they keep up to N values
-they read and drop each when the coordinator's change stream reports its key changed
-(docs/watch.md); ``watch(prefix)`` iterates over change events.
-
-Both talk to the coordinator by default. With ``direct=True`` they fetch the ring from
-``GET /v1/cluster`` and send each key request straight to the node that owns it, saving a
-hop; a node that no longer owns the key answers 421, and the client refreshes the ring
-and retries. Errors arrive as the typed exceptions of `elastic_cache.errors`.
-
-Example::
-
-    from elastic_cache import Client
-
-    with Client("http://127.0.0.1:8080") as cache:
-        cache.put("greeting", b"hello", ttl=60)
-        assert cache.get("greeting") == b"hello"
+It talks to the coordinator by default; with ``direct=True`` it routes each key request
+to the node that owns it by the ring of ``GET /v1/cluster``, and refreshes the ring when
+a node answers 421. Its near cache follows the change stream through
+`elastic_cache.client.changes.NearFollower`.
 """
 
 from __future__ import annotations
@@ -23,13 +11,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import queue
-import threading
-from collections.abc import AsyncIterator, Coroutine, Iterable, Iterator, Mapping
-from concurrent.futures import Future
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Iterable, Mapping
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any
 from urllib.parse import quote, urlencode
 
 import aiohttp
@@ -37,6 +21,8 @@ from yarl import URL
 
 from elastic_cache.adminapi import ClusterView
 from elastic_cache.auth import authorization
+from elastic_cache.client.answers import Fetched, Item, error_of
+from elastic_cache.client.changes import WATCH_RETRY, NearFollower, watch_stream
 from elastic_cache.errors import (
     ConfigError,
     ElasticCacheError,
@@ -44,53 +30,14 @@ from elastic_cache.errors import (
     MalformedAnswer,
     NodeUnavailable,
     UpstreamError,
-    error_from_json,
 )
 from elastic_cache.hashing import validate_key
 from elastic_cache.httpio import body_payload
-from elastic_cache.nearcache import ChangeEvent, NearCache, SseParser, change_event
+from elastic_cache.nearcache import ChangeEvent, NearCache
 from elastic_cache.ring import HashRing
 from elastic_cache.tls import client_context
 
-__all__ = ["AsyncClient", "ChangeEvent", "Client", "Fetched", "Item"]
-
-#: Seconds without a byte (the coordinator sends a keep-alive every 15 s) after which a
-#: watch stream counts as lost.
-WATCH_SILENCE = 45.0
-#: Seconds between reconnections of a lost watch stream.
-WATCH_RETRY = 0.5
-
-T = TypeVar("T")
-
-
-@dataclass(frozen=True, slots=True)
-class Item:
-    """A value with its content type."""
-
-    value: bytes
-    content_type: str
-
-
-@dataclass(frozen=True, slots=True)
-class Fetched:
-    """A read-through answer: the body, its content type, how the cache answered
-    (``HIT``, ``MISS``, ``PASS``, ``STALE`` or ``REVALIDATED``) and the origin's status
-    (200, or a 3xx/4xx the origin gave, which passes through)."""
-
-    body: bytes
-    content_type: str
-    cache: str
-    status: int = 200
-
-
-def _error(status: int, body: bytes) -> ElasticCacheError:
-    try:
-        data = json.loads(body)
-        if not isinstance(data, dict):
-            raise ValueError
-    except ValueError:
-        data = {"error": "http_error", "message": body[:200].decode("utf-8", "replace")}
-    return error_from_json(status, data)
+__all__ = ["AsyncClient"]
 
 
 class AsyncClient:
@@ -146,8 +93,11 @@ class AsyncClient:
             raise InvalidRequest(f"near_cache counts values: 0 or more, got {near_cache!r}")
         self.near: NearCache[Item] | None = NearCache(near_cache) if near_cache else None
         self._near_prefix = near_cache_prefix
-        self._near_task: asyncio.Task[None] | None = None
-        self._near_subscribed = asyncio.Event()
+        self._follower = (
+            None
+            if self.near is None
+            else NearFollower(self.near, near_cache_prefix, self._http, self.url)
+        )
 
     async def __aenter__(self) -> AsyncClient:
         return self
@@ -162,11 +112,8 @@ class AsyncClient:
 
     async def close(self) -> None:
         """Close pooled connections (and the near cache's stream)."""
-        task, self._near_task = self._near_task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        if self._follower is not None:
+            await self._follower.stop()
         if self._session is not None:
             await self._session.close()
             self._session = None
@@ -250,13 +197,13 @@ class AsyncClient:
                 last, pause = exc, 0.01
             else:
                 if status == 421:
-                    last, pause = _error(status, body), 0.01
+                    last, pause = error_of(status, body), 0.01
                 elif status == 503 and self.direct:
                     # A node refuses a write it could not forward to the destination of
                     # a move, and writes to a range whose move failed, until the
                     # coordinator has resolved the move. The coordinator's router retries
                     # these; a direct client must do the same, a little more patiently.
-                    last, pause = _error(status, body), 0.05
+                    last, pause = error_of(status, body), 0.05
                 else:
                     return status, body, resp_headers
             if attempt < self.retries - 1:
@@ -281,7 +228,8 @@ class AsyncClient:
         item = near.get(key)
         if item is not None:
             return item
-        self._follow_changes()
+        assert self._follower is not None  # it follows the near cache's keys
+        self._follower.follow()
         token = near.begin(key)
         try:
             item = await self._get_item(key)
@@ -294,7 +242,7 @@ class AsyncClient:
         if status == 404:
             return None
         if status != 200:
-            raise _error(status, body)
+            raise error_of(status, body)
         return Item(body, headers.get("Content-Type", "application/octet-stream"))
 
     async def get(self, key: str) -> bytes | None:
@@ -324,7 +272,7 @@ class AsyncClient:
             "PUT", key, data=data, headers={"Content-Type": ctype}, query=query
         )
         if status >= 300:
-            raise _error(status, body)
+            raise error_of(status, body)
 
     async def delete(self, key: str) -> bool:
         """Delete ``key``; True when it was there."""
@@ -334,7 +282,7 @@ class AsyncClient:
         if status == 404:
             return False
         if status >= 300:
-            raise _error(status, body)
+            raise error_of(status, body)
         return True
 
     # -- changes -----------------------------------------------------------------------
@@ -363,7 +311,7 @@ class AsyncClient:
         last = last_event_id
         while True:
             try:
-                async for event in self._watch_once(prefix, keys, last):
+                async for event in watch_stream(self._http, self.url, prefix, keys, last):
                     if event.id is not None:
                         last = event.id
                     if event.kind != "subscribed":
@@ -375,70 +323,12 @@ class AsyncClient:
                 return
             await asyncio.sleep(WATCH_RETRY)
 
-    async def _watch_once(
-        self, prefix: str | None, keys: list[str], last: str | None
-    ) -> AsyncIterator[ChangeEvent]:
-        params: list[tuple[str, str]] = [("key", k) for k in keys]
-        if prefix is not None:
-            params.append(("prefix", prefix))
-        url = URL(self.url + "/v1/watch").with_query(params)
-        headers = {"Accept": "text/event-stream"}
-        if last is not None:
-            headers["Last-Event-ID"] = last
-        timeout = aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=WATCH_SILENCE)
-        parser = SseParser()
-        try:
-            async with self._http().get(url, headers=headers, timeout=timeout) as resp:
-                if resp.status != 200:
-                    raise _error(resp.status, await resp.read())
-                while True:
-                    raw = await resp.content.readline()
-                    if not raw:
-                        return
-                    found = parser.feed(raw.decode("utf-8", "replace").rstrip("\r\n"))
-                    if found is not None:
-                        yield change_event(*found)
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            raise NodeUnavailable(f"the watch stream of {self.url} broke: {exc!r}") from exc
-
-    def _follow_changes(self) -> None:
-        """Start the near cache's change stream if it is not running."""
-        if self._near_task is None or self._near_task.done():
-            self._near_task = asyncio.create_task(self._near_follow())
-
-    async def _near_follow(self) -> None:
-        near = self.near
-        assert near is not None
-        while True:
-            try:
-                async for event in self._watch_once(self._near_prefix, [], None):
-                    if event.kind == "subscribed":
-                        near.live = True
-                        self._near_subscribed.set()
-                    elif event.key is not None:
-                        near.invalidate(event.key)
-                    else:  # reset, cutoff: anything may have changed
-                        near.clear()
-            except ElasticCacheError:
-                pass
-            # Lost: nothing kept can be trusted any more, nor kept until subscribed again.
-            near.live = False
-            self._near_subscribed.clear()
-            near.clear()
-            await asyncio.sleep(WATCH_RETRY)
-
     async def near_ready(self, timeout: float = 10.0) -> bool:
         """Start the near cache's stream and wait until it is subscribed (reads before
         that are answered but not kept). False when it did not subscribe in time."""
-        if self.near is None:
+        if self._follower is None:
             return False
-        self._follow_changes()
-        try:
-            async with asyncio.timeout(timeout):
-                await self._near_subscribed.wait()
-        except TimeoutError:
-            return False
-        return True
+        return await self._follower.ready(timeout)
 
     async def read_through(
         self, origin: str, path: str = "", params: Mapping[str, str] | None = None
@@ -453,7 +343,7 @@ class AsyncClient:
         status, body, headers = await self._request("GET", url)
         cache = headers.get("X-Cache")
         if cache is None:
-            raise _error(status, body)  # the cache's own error (a JSON body)
+            raise error_of(status, body)  # the cache's own error (a JSON body)
         if status >= 500:
             raise UpstreamError(
                 f"origin {origin!r} answered {status}",
@@ -470,7 +360,7 @@ class AsyncClient:
         """``GET /v1/cluster``."""
         status, body, _ = await self._request("GET", URL(self.url + "/v1/cluster"))
         if status != 200:
-            raise _error(status, body)
+            raise error_of(status, body)
         data: dict[str, Any] = json.loads(body)
         return data
 
@@ -483,7 +373,7 @@ class AsyncClient:
             headers={"Content-Type": "application/json"},
         )
         if status != 201:
-            raise _error(status, body)
+            raise error_of(status, body)
         result: dict[str, Any] = json.loads(body)
         return result
 
@@ -494,184 +384,6 @@ class AsyncClient:
             URL(self.url + "/v1/cluster/nodes/" + quote(node_id, safe=""), encoded=True),
         )
         if status != 200:
-            raise _error(status, body)
+            raise error_of(status, body)
         result: dict[str, Any] = json.loads(body)
         return result
-
-
-class Client:
-    """A blocking client: an `AsyncClient` run on a private event loop thread.
-
-    Safe to share between threads. Close it (or use it as a context manager) to stop the
-    thread. Arguments as for `AsyncClient`.
-    """
-
-    def __init__(
-        self,
-        url: str = "http://127.0.0.1:8080",
-        *,
-        direct: bool = False,
-        timeout: float = 30.0,
-        retries: int = 4,
-        token: str | None = None,
-        near_cache: int = 0,
-        near_cache_prefix: str = "",
-        tls_ca: str | None = None,
-    ) -> None:
-        # Built before the loop's thread starts: a bad argument (a TLS file that cannot
-        # be read, say) then leaves no thread behind.
-        self._async = AsyncClient(
-            url,
-            direct=direct,
-            timeout=timeout,
-            retries=retries,
-            token=token,
-            near_cache=near_cache,
-            near_cache_prefix=near_cache_prefix,
-            tls_ca=tls_ca,
-        )
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(
-            target=self._loop.run_forever, name="ecache-client", daemon=True
-        )
-        self._thread.start()
-        self._closed = False
-
-    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
-        if self._closed:
-            coro.close()
-            raise RuntimeError("the client is closed")
-        future: Future[T] = asyncio.run_coroutine_threadsafe(coro, self._loop)
-        return future.result()
-
-    def __enter__(self) -> Client:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-    def close(self) -> None:
-        """Close connections and stop the loop thread."""
-        if self._closed:
-            return
-        self._run(self._async.close())
-        self._closed = True
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join()
-        self._loop.close()
-
-    @property
-    def near(self) -> NearCache[Item] | None:
-        """The near cache (None: ``near_cache=0``)."""
-        return self._async.near
-
-    def get(self, key: str) -> bytes | None:
-        """The value of ``key``, or None on a miss."""
-        item = self.get_item(key)
-        return None if item is None else item.value
-
-    def get_item(self, key: str) -> Item | None:
-        """The value and content type of ``key``, or None."""
-        near = self._async.near
-        if near is not None:
-            # Answered in the caller's thread: a hop to the loop thread would cost more
-            # than the lookup (each operation on the OrderedDict holds the GIL).
-            item = near.get(key)
-            if item is not None:
-                return item
-        return self._run(self._async.get_item(key))
-
-    def near_ready(self, timeout: float = 10.0) -> bool:
-        """See `AsyncClient.near_ready`."""
-        return self._run(self._async.near_ready(timeout))
-
-    def watch(
-        self,
-        prefix: str | None = None,
-        *,
-        keys: Iterable[str] = (),
-        last_event_id: str | None = None,
-        reconnect: bool = True,
-    ) -> Iterator[ChangeEvent]:
-        """`AsyncClient.watch` as a blocking iterator; closing it (or leaving the loop)
-        closes the stream. The stream opens when this is called, not at the first
-        ``next()``."""
-        pending: queue.Queue[ChangeEvent | BaseException | None] = queue.Queue(maxsize=1000)
-        stream = self._async.watch(
-            prefix, keys=keys, last_event_id=last_event_id, reconnect=reconnect
-        )
-
-        async def hand_over(item: ChangeEvent | BaseException | None) -> None:
-            # Waits in a thread while the consumer lags; a cancelled pump (the iterator
-            # was closed) stops at the next second at most.
-            while True:
-                try:
-                    await asyncio.to_thread(pending.put, item, True, 1.0)
-                    return
-                except queue.Full:
-                    continue
-
-        async def pump() -> None:
-            try:
-                async for event in stream:
-                    await hand_over(event)
-            except Exception as exc:
-                await hand_over(exc)
-                return
-            await hand_over(None)
-
-        if self._closed:
-            raise RuntimeError("the client is closed")
-        future = asyncio.run_coroutine_threadsafe(pump(), self._loop)
-
-        def events() -> Iterator[ChangeEvent]:
-            try:
-                while True:
-                    item = pending.get()
-                    if item is None:
-                        return
-                    if isinstance(item, BaseException):
-                        raise item
-                    yield item
-            finally:
-                future.cancel()
-
-        return events()
-
-    def put(
-        self,
-        key: str,
-        value: bytes | str,
-        *,
-        ttl: float | None = None,
-        content_type: str | None = None,
-    ) -> None:
-        """Store ``value`` under ``key``."""
-        self._run(self._async.put(key, value, ttl=ttl, content_type=content_type))
-
-    def delete(self, key: str) -> bool:
-        """Delete ``key``; True when it was there."""
-        return self._run(self._async.delete(key))
-
-    def read_through(
-        self, origin: str, path: str = "", params: Mapping[str, str] | None = None
-    ) -> Fetched:
-        """Cached or fetched-once origin answer."""
-        return self._run(self._async.read_through(origin, path, params))
-
-    def cluster(self) -> dict[str, Any]:
-        """``GET /v1/cluster``."""
-        return self._run(self._async.cluster())
-
-    def add_nodes(self, count: int = 1) -> dict[str, Any]:
-        """Launch nodes now."""
-        return self._run(self._async.add_nodes(count))
-
-    def remove_node(self, node_id: str) -> dict[str, Any]:
-        """Remove a node."""
-        return self._run(self._async.remove_node(node_id))

@@ -1,0 +1,199 @@
+"""`Client`, the blocking client: an `AsyncClient` run on a private event loop thread
+(`elastic_cache.client` tells what both clients do).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+import threading
+from collections.abc import Coroutine, Iterable, Iterator, Mapping
+from concurrent.futures import Future
+from types import TracebackType
+from typing import Any, TypeVar
+
+from elastic_cache.client.answers import Fetched, Item
+from elastic_cache.client.asyncclient import AsyncClient
+from elastic_cache.nearcache import ChangeEvent, NearCache
+
+__all__ = ["Client"]
+
+T = TypeVar("T")
+
+
+class Client:
+    """A blocking client: an `AsyncClient` run on a private event loop thread.
+
+    Safe to share between threads. Close it (or use it as a context manager) to stop the
+    thread. Arguments as for `AsyncClient`.
+    """
+
+    def __init__(
+        self,
+        url: str = "http://127.0.0.1:8080",
+        *,
+        direct: bool = False,
+        timeout: float = 30.0,
+        retries: int = 4,
+        token: str | None = None,
+        near_cache: int = 0,
+        near_cache_prefix: str = "",
+        tls_ca: str | None = None,
+    ) -> None:
+        # Built before the loop's thread starts: a bad argument (a TLS file that cannot
+        # be read, say) then leaves no thread behind.
+        self._async = AsyncClient(
+            url,
+            direct=direct,
+            timeout=timeout,
+            retries=retries,
+            token=token,
+            near_cache=near_cache,
+            near_cache_prefix=near_cache_prefix,
+            tls_ca=tls_ca,
+        )
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name="ecache-client", daemon=True
+        )
+        self._thread.start()
+        self._closed = False
+
+    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+        if self._closed:
+            coro.close()
+            raise RuntimeError("the client is closed")
+        future: Future[T] = asyncio.run_coroutine_threadsafe(coro, self._loop)
+        return future.result()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close connections and stop the loop thread."""
+        if self._closed:
+            return
+        self._run(self._async.close())
+        self._closed = True
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join()
+        self._loop.close()
+
+    @property
+    def near(self) -> NearCache[Item] | None:
+        """The near cache (None: ``near_cache=0``)."""
+        return self._async.near
+
+    def get(self, key: str) -> bytes | None:
+        """The value of ``key``, or None on a miss."""
+        item = self.get_item(key)
+        return None if item is None else item.value
+
+    def get_item(self, key: str) -> Item | None:
+        """The value and content type of ``key``, or None."""
+        near = self._async.near
+        if near is not None:
+            # Answered in the caller's thread: a hop to the loop thread would cost more
+            # than the lookup (each operation on the OrderedDict holds the GIL).
+            item = near.get(key)
+            if item is not None:
+                return item
+        return self._run(self._async.get_item(key))
+
+    def near_ready(self, timeout: float = 10.0) -> bool:
+        """See `AsyncClient.near_ready`."""
+        return self._run(self._async.near_ready(timeout))
+
+    def watch(
+        self,
+        prefix: str | None = None,
+        *,
+        keys: Iterable[str] = (),
+        last_event_id: str | None = None,
+        reconnect: bool = True,
+    ) -> Iterator[ChangeEvent]:
+        """`AsyncClient.watch` as a blocking iterator; closing it (or leaving the loop)
+        closes the stream. The stream opens when this is called, not at the first
+        ``next()``."""
+        pending: queue.Queue[ChangeEvent | BaseException | None] = queue.Queue(maxsize=1000)
+        stream = self._async.watch(
+            prefix, keys=keys, last_event_id=last_event_id, reconnect=reconnect
+        )
+
+        async def hand_over(item: ChangeEvent | BaseException | None) -> None:
+            # Waits in a thread while the consumer lags; a cancelled pump (the iterator
+            # was closed) stops at the next second at most.
+            while True:
+                try:
+                    await asyncio.to_thread(pending.put, item, True, 1.0)
+                    return
+                except queue.Full:
+                    continue
+
+        async def pump() -> None:
+            try:
+                async for event in stream:
+                    await hand_over(event)
+            except Exception as exc:
+                await hand_over(exc)
+                return
+            await hand_over(None)
+
+        if self._closed:
+            raise RuntimeError("the client is closed")
+        future = asyncio.run_coroutine_threadsafe(pump(), self._loop)
+
+        def events() -> Iterator[ChangeEvent]:
+            try:
+                while True:
+                    item = pending.get()
+                    if item is None:
+                        return
+                    if isinstance(item, BaseException):
+                        raise item
+                    yield item
+            finally:
+                future.cancel()
+
+        return events()
+
+    def put(
+        self,
+        key: str,
+        value: bytes | str,
+        *,
+        ttl: float | None = None,
+        content_type: str | None = None,
+    ) -> None:
+        """Store ``value`` under ``key``."""
+        self._run(self._async.put(key, value, ttl=ttl, content_type=content_type))
+
+    def delete(self, key: str) -> bool:
+        """Delete ``key``; True when it was there."""
+        return self._run(self._async.delete(key))
+
+    def read_through(
+        self, origin: str, path: str = "", params: Mapping[str, str] | None = None
+    ) -> Fetched:
+        """Cached or fetched-once origin answer."""
+        return self._run(self._async.read_through(origin, path, params))
+
+    def cluster(self) -> dict[str, Any]:
+        """``GET /v1/cluster``."""
+        return self._run(self._async.cluster())
+
+    def add_nodes(self, count: int = 1) -> dict[str, Any]:
+        """Launch nodes now."""
+        return self._run(self._async.add_nodes(count))
+
+    def remove_node(self, node_id: str) -> dict[str, Any]:
+        """Remove a node."""
+        return self._run(self._async.remove_node(node_id))

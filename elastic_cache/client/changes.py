@@ -1,0 +1,143 @@
+"""The Python clients' side of ``GET /v1/watch`` (docs/watch.md): `watch_stream`, one
+connection's change events, and `NearFollower`, which keeps a near cache true to them.
+
+A near cache keeps only what the coordinator's change stream can vouch for: until the
+stream is subscribed nothing read is kept, and when it breaks everything kept is dropped
+(anything may have changed meanwhile) until it is subscribed again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable
+
+import aiohttp
+from yarl import URL
+
+from elastic_cache.client.answers import Item, error_of
+from elastic_cache.errors import ElasticCacheError, NodeUnavailable
+from elastic_cache.nearcache import ChangeEvent, NearCache, SseParser, change_event
+
+__all__ = ["WATCH_RETRY", "WATCH_SILENCE", "NearFollower", "watch_stream"]
+
+#: Seconds without a byte (the coordinator sends a keep-alive every 15 s) after which a
+#: watch stream counts as lost.
+WATCH_SILENCE = 45.0
+#: Seconds between reconnections of a lost watch stream.
+WATCH_RETRY = 0.5
+
+
+async def watch_stream(
+    http: Callable[[], aiohttp.ClientSession],
+    base: str,
+    prefix: str | None,
+    keys: list[str],
+    last: str | None,
+) -> AsyncIterator[ChangeEvent]:
+    """The events of one ``GET /v1/watch`` connection to the coordinator at ``base``,
+    ``subscribed`` first; it ends when the coordinator closes the stream.
+
+    Args:
+        http: the client's session (asked for when the stream opens).
+        base: the coordinator's URL.
+        prefix: the keys' prefix (None: only ``keys``).
+        keys: keys to follow by name.
+        last: the ``Last-Event-ID`` to resume after (None: from now).
+
+    Raises:
+        NodeUnavailable: the stream broke or fell silent for `WATCH_SILENCE` seconds.
+        ElasticCacheError: the coordinator refused the request (its typed error).
+    """
+    params: list[tuple[str, str]] = [("key", k) for k in keys]
+    if prefix is not None:
+        params.append(("prefix", prefix))
+    url = URL(base + "/v1/watch").with_query(params)
+    headers = {"Accept": "text/event-stream"}
+    if last is not None:
+        headers["Last-Event-ID"] = last
+    timeout = aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=WATCH_SILENCE)
+    parser = SseParser()
+    try:
+        async with http().get(url, headers=headers, timeout=timeout) as resp:
+            if resp.status != 200:
+                raise error_of(resp.status, await resp.read())
+            while True:
+                raw = await resp.content.readline()
+                if not raw:
+                    return
+                found = parser.feed(raw.decode("utf-8", "replace").rstrip("\r\n"))
+                if found is not None:
+                    yield change_event(*found)
+    except (aiohttp.ClientError, TimeoutError) as exc:
+        raise NodeUnavailable(f"the watch stream of {base} broke: {exc!r}") from exc
+
+
+class NearFollower:
+    """Follows the change stream of the keys a near cache may keep, in a task of its
+    own, and drops each value whose key changed.
+
+    Args:
+        near: the near cache.
+        prefix: the keys it keeps.
+        http: the client's session.
+        base: the coordinator's URL.
+    """
+
+    def __init__(
+        self,
+        near: NearCache[Item],
+        prefix: str,
+        http: Callable[[], aiohttp.ClientSession],
+        base: str,
+    ) -> None:
+        self.near = near
+        self.prefix = prefix
+        self._http = http
+        self._base = base
+        self._task: asyncio.Task[None] | None = None
+        self._subscribed = asyncio.Event()
+
+    def follow(self) -> None:
+        """Start the near cache's change stream if it is not running."""
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self._run())
+
+    async def _run(self) -> None:
+        near = self.near
+        while True:
+            try:
+                async for event in watch_stream(self._http, self._base, self.prefix, [], None):
+                    if event.kind == "subscribed":
+                        near.live = True
+                        self._subscribed.set()
+                    elif event.key is not None:
+                        near.invalidate(event.key)
+                    else:  # reset, cutoff: anything may have changed
+                        near.clear()
+            except ElasticCacheError:
+                pass
+            # Lost: nothing kept can be trusted any more, nor kept until subscribed again.
+            near.live = False
+            self._subscribed.clear()
+            near.clear()
+            await asyncio.sleep(WATCH_RETRY)
+
+    async def ready(self, timeout: float) -> bool:
+        """Start the stream and wait until it is subscribed; False when it did not
+        subscribe within ``timeout`` seconds."""
+        self.follow()
+        try:
+            async with asyncio.timeout(timeout):
+                await self._subscribed.wait()
+        except TimeoutError:
+            return False
+        return True
+
+    async def stop(self) -> None:
+        """Stop following (the near cache keeps what it holds)."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
