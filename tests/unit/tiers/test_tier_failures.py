@@ -164,6 +164,7 @@ async def test_a_node_starting_while_s3_is_down_takes_writes(
     svc = tiered_service(S3Tier(flaky, bucket, "c"), capacity=2)
     cold = cold_of(svc)
     cold.deferred.retry = 0.01
+    cold.ranges.list_retry = 0.01
     with caplog.at_level(logging.WARNING, logger="elastic_cache.tiers"):
         await cold.start()
         await until(lambda: cold.state.errors > 0, "the start-up listing to fail")
@@ -188,6 +189,7 @@ async def test_a_node_starting_while_s3_is_down_takes_writes(
 async def test_held_keys_are_bounded(flaky: FlakyS3, bucket: str) -> None:
     svc = tiered_service(S3Tier(flaky, bucket, "c"), capacity=10)
     cold = cold_of(svc)
+    cold.ranges.list_retry = 0.01
     await cold.start()
     await cold.listed()
     cold.deferred.max_bytes = 2 * (deferred_module.ENTRY_OVERHEAD + 2)
