@@ -38,7 +38,13 @@ class ColdRanges(ColdPart):
         state: what the layer's parts share (its ``unlisted`` ranges are kept here).
         deferred: the keys held while their older cold copy waits for removal.
         cap: the tier's byte cap (None: none); a start sweeps it.
+
+    Attributes:
+        list_retry: first pause, in seconds, before a failed listing is tried again (it
+            doubles up to 60 s while the tier keeps failing).
     """
+
+    list_retry = 1.0
 
     def __init__(self, state: ColdState, deferred: DeferredRemovals, cap: ColdCap | None) -> None:
         super().__init__(state, deferred)
@@ -164,7 +170,7 @@ class ColdRanges(ColdPart):
             self._spawn(self._list(lo, hi))
 
     async def _list(self, lo: int, hi: int) -> None:
-        delay = 1.0
+        delay = self.list_retry
         while True:
             try:
                 names = await self.io.call(lambda: list(self.tier.names(lo, hi)))

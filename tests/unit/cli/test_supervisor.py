@@ -184,15 +184,26 @@ class ScriptedSupervisor(Supervisor):
     def __init__(self, lives: list[str], policy: RestartPolicy, hang_timeout: float = 30) -> None:
         self.ready: list[dict[str, object]] = []
         self.restarted: list[dict[str, object]] = []
+        self._reported = asyncio.Event()
         super().__init__(
             ClusterSettings.from_mapping({}),
             policy=policy,
             on_ready=self.ready.append,
-            on_restart=self.restarted.append,
+            on_restart=self._on_restart,
             hang_timeout=hang_timeout,
         )
         self.lives = lives
         self.pids: list[int] = []
+
+    def _on_restart(self, report: dict[str, object]) -> None:
+        self.restarted.append(report)
+        self._reported.set()
+
+    async def restarts_reported(self, count: int) -> None:
+        """Wait until ``count`` restarts were reported."""
+        while len(self.restarted) < count:
+            self._reported.clear()
+            await self._reported.wait()
 
     async def _spawn(self) -> asyncio.subprocess.Process:
         mode = self.lives[min(self.generation - 1, len(self.lives) - 1)]
@@ -223,10 +234,7 @@ async def test_crashes_are_restarted_and_stop_ends_the_serving_one() -> None:
     supervisor = ScriptedSupervisor(["crash", "fail", "crash", "serve"], fast(limit=3))
     stop = asyncio.Event()
     running = asyncio.create_task(supervisor.run(stop))
-    for _ in range(200):
-        if len(supervisor.restarted) == 2:
-            break
-        await asyncio.sleep(0.05)
+    await asyncio.wait_for(supervisor.restarts_reported(2), 10)
     assert [r["pid"] for r in supervisor.ready] == supervisor.pids[:1]
     # The second life failed before it served: the third's report counts its down time
     # from the first's death; the fourth serves until stopped.

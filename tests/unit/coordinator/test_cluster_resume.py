@@ -16,6 +16,8 @@ from elastic_cache.node.service import NodeService
 from elastic_cache.sim.metered import CpuMeter
 from elastic_cache.sim.provisioner import SimProvisioner
 
+from ..waiting import advance, on_virtual_time
+
 
 class DroppingClient(LocalNodeClient):
     """A node that is gone answers nothing: a failed call on it is a dropped connection
@@ -137,6 +139,7 @@ async def test_without_a_surviving_holder_the_move_is_abandoned_and_retried() ->
     await cluster.shutdown()
 
 
+@on_virtual_time  # the check looks at the lock every 0.1 s: the waits take no wall-clock time
 async def test_a_node_dropped_by_a_move_releases_those_waiting_to_drop_it() -> None:
     """A resumed move drops its dead source under the move lock and keeps the lock until
     it commits; a check that was about to drop the same node returns once it is gone,
@@ -144,7 +147,7 @@ async def test_a_node_dropped_by_a_move_releases_those_waiting_to_drop_it() -> N
     cluster, _, _ = await three_nodes(frames=0, nodes=4)
     async with cluster._move_lock:
         waiting = asyncio.create_task(cluster.drop_dead_node("node-1"))
-        await asyncio.sleep(0.05)
+        await advance(0.05)
         assert not waiting.done()
         await cluster._drop_dead_locked("node-1")
         await asyncio.wait_for(waiting, 1.0)
@@ -152,7 +155,7 @@ async def test_a_node_dropped_by_a_move_releases_those_waiting_to_drop_it() -> N
     # Otherwise it waits for the lock in turn and drops the node itself.
     async with cluster._move_lock:
         waiting = asyncio.create_task(cluster.drop_dead_node("node-2"))
-        await asyncio.sleep(0.2)
+        await advance(0.2)  # two rounds of the check
         assert not waiting.done()
     await asyncio.wait_for(waiting, 1.0)
     assert "node-2" not in cluster.nodes

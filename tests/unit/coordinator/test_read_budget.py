@@ -23,19 +23,23 @@ from elastic_cache.hashing import make_hasher
 from elastic_cache.provisioner.base import NodeHandle
 from elastic_cache.ring import HashRing
 from tests.unit.coordinator.test_router_namespaces import Scaler
+from tests.unit.waiting import until
 
 
 class SlowNode:
-    """A node whose key routes answer after ``delay`` seconds (``/healthz`` at once)."""
+    """A node whose key routes answer only once the test sets ``release`` (``/healthz``
+    at once): a read budget or timeout always runs out first until then."""
 
-    def __init__(self, delay: float) -> None:
-        self.delay = delay
-        self.finished = 0  # key requests the node got to the end of
+    def __init__(self) -> None:
+        self.release = asyncio.Event()
+        self.arrived = 0  # key requests the node got
+        self.finished: list[str] = []  # methods of the key requests it got to the end of
 
     async def kv(self, request: web.Request) -> web.StreamResponse:
         await request.read()
-        await asyncio.sleep(self.delay)
-        self.finished += 1
+        self.arrived += 1
+        await self.release.wait()
+        self.finished.append(request.method)
         if request.method == "PUT":
             return web.Response(status=204, headers={"X-Ecache-Fill": "1 10"})
         return web.Response(body=b"v", content_type="application/octet-stream")
@@ -46,7 +50,7 @@ class SlowNode:
 
 @pytest.fixture
 async def slow_node() -> AsyncIterator[tuple[SlowNode, str]]:
-    node = SlowNode(delay=3.0)
+    node = SlowNode()
     app = web.Application()
     app.router.add_route("*", "/v1/kv/{key}", node.kv)
     app.router.add_get("/healthz", node.healthz)
@@ -100,7 +104,7 @@ async def test_a_request_may_carry_a_shorter_timeout_than_the_pool(
     pool = ConnectionPool(host, int(port), timeout=30.0)
     with pytest.raises(PoolError, match=r"within 0\.3s"):
         await pool.request("GET", "/v1/kv/k", timeout=0.3)
-    assert node.finished == 0  # given up on long before the node answered
+    assert node.finished == []  # given up on before the node answered
     await pool.close()
 
 
@@ -119,7 +123,7 @@ async def test_a_slow_read_is_answered_503_and_only_checks_its_node(
             with pytest.raises(NodeUnavailable) as caught:
                 await router.get("k", head=head)
             assert caught.value.status == 503 and caught.value.details["timed_out"]
-        assert node.finished == 0
+        assert node.finished == []
         # Checked (a health check decides), not suspect at once as a timed-out write is.
         assert view.checks == [False, False]
         await client.close()
@@ -127,13 +131,19 @@ async def test_a_slow_read_is_answered_503_and_only_checks_its_node(
 
 async def test_a_write_waits_the_longer_request_budget(slow_node: tuple[SlowNode, str]) -> None:
     node, url = slow_node
-    node.delay = 1.0
     settings = ClusterSettings.from_mapping(
         {"coordinator": {"read_budget": 0.3, "request_budget": 10.0}}
     )
     async with aiohttp.ClientSession() as session:
         client = HttpNodeClient("node-1", url, session, kv_timeout=10.0, read_timeout=0.3)
         router = Router(View(settings, client), Scaler(), RateMeter(1))  # type: ignore[arg-type]
-        answer = await router.put("k", b"v", "application/octet-stream", None)
-        assert answer.status == 204 and node.finished == 1
+        writing = asyncio.create_task(router.put("k", b"v", "application/octet-stream", None))
+        await until(lambda: node.arrived == 1, "the write to reach the node")
+        # A read sent after the write gives up once the read budget is spent...
+        with pytest.raises(NodeUnavailable):
+            await router.get("k")
+        assert not writing.done()  # ... and the write, older, still waits for the node
+        node.release.set()
+        answer = await writing
+        assert answer.status == 204 and node.finished.count("PUT") == 1
         await client.close()

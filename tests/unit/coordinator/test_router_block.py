@@ -17,6 +17,8 @@ from elastic_cache.node.protocol import Answer
 from elastic_cache.provisioner.base import NodeHandle
 from elastic_cache.ring import HashRing
 
+from ..waiting import advance, on_virtual_time
+
 
 class FullNode:
     """A node that is full until ``room`` is set."""
@@ -51,7 +53,7 @@ class View:
 
     async def wait_for_room(self, node_id: str, timeout: float) -> bool:
         self.waits += 1
-        await asyncio.sleep(timeout)  # no move out of this node ever comes
+        await advance(timeout)  # no move out of this node ever comes
         return False
 
 
@@ -77,6 +79,7 @@ class Scaler:
         return None
 
 
+@on_virtual_time  # the waits for room take no wall-clock time
 async def test_a_blocked_write_asks_for_help_again(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(router_module, "_HELP_SLICE", 0.01)
     settings = ClusterSettings.from_mapping(
@@ -86,6 +89,9 @@ async def test_a_blocked_write_asks_for_help_again(monkeypatch: pytest.MonkeyPat
     view = View(settings, node)
     scaler = Scaler(node)
     router = Router(view, scaler, RateMeter(1))  # type: ignore[arg-type]
+    loop = asyncio.get_running_loop()
+    start = loop.time()
     answer = await asyncio.wait_for(router.put("k", b"v", "text/plain", None), 2)
     assert answer.status == 204
     assert scaler.asked == 3 and view.waits == 3 and node.puts == 4
+    assert loop.time() - start == pytest.approx(3 * 0.01)  # three slices of waiting

@@ -25,6 +25,8 @@ from elastic_cache.hashing import Murmur3Hasher
 from elastic_cache.node.changes import ChangeLog
 from elastic_cache.ring import HashRing
 
+from ..waiting import advance, on_virtual_time, until
+
 
 def _events(frames: list[bytes]) -> list[dict[str, Any]]:
     out = []
@@ -161,7 +163,7 @@ class FakeNode:
     async def changes(self, after: int, wait: float) -> dict[str, Any]:
         self.polls += 1
         if after >= self.log.seq:
-            await asyncio.sleep(min(wait, 0.01))
+            await advance(min(wait, 0.01))  # a long poll that ends with nothing new
         entries, lost = self.log.since(after, 2048)
         return {"boot": self.log.boot, "seq": self.log.seq, "lost": lost, "changes": entries}
 
@@ -181,14 +183,7 @@ class FakeCluster:
         return self.infos
 
 
-async def _until(cond: Any, timeout: float = 3.0) -> None:
-    for _ in range(int(timeout / 0.01)):
-        if cond():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError("condition not met")
-
-
+@on_virtual_time  # the feed polls: on virtual time, its waits take no wall-clock time
 async def test_the_feed_publishes_owner_changes_and_orders_a_handoff() -> None:
     ring = HashRing(Murmur3Hasher())
     ring.add_node("src")
@@ -199,11 +194,11 @@ async def test_the_feed_publishes_owner_changes_and_orders_a_handoff() -> None:
     feed = WatchFeed(hub, cluster, wait=0.05, period=0.01, handoff_timeout=5.0)
     task = asyncio.create_task(feed.run())
     try:
-        await _until(lambda: src.polls > 1 and dst.polls > 1)
+        await until(lambda: src.polls > 1 and dst.polls > 1)
         old = ring.epoch
         src.log.record("put", "k", old)  # the owner's change: published
         dst.log.record("put", "k", old)  # a copy's change (not the owner at old): skipped
-        await _until(lambda: hub.published == 1)
+        await until(lambda: hub.published == 1)
         # A move: dst commits first and logs a change of k at once; src logs one more
         # change it accepted before its own commit, then its handoff.
         new_ring = ring.copy()
@@ -211,11 +206,11 @@ async def test_the_feed_publishes_owner_changes_and_orders_a_handoff() -> None:
         dst.log.record("takeover", "m1", new_ring.epoch)
         dst.log.record("put", "k", new_ring.epoch)
         cluster.ring = new_ring
-        await asyncio.sleep(0.1)
+        await advance(0.1)
         assert hub.published == 1  # dst waits for src's handoff
         src.log.record("delete", "k", old)
         src.log.record("handoff", "m1", new_ring.epoch)
-        await _until(lambda: hub.published == 3)
+        await until(lambda: hub.published == 3)
         got = _events(await w.next_frames(0.1))
         assert [(e["event"], e["node"]) for e in got] == [
             ("put", "src"),
@@ -229,6 +224,7 @@ async def test_the_feed_publishes_owner_changes_and_orders_a_handoff() -> None:
             await task
 
 
+@on_virtual_time  # the feed polls: on virtual time, its waits take no wall-clock time
 async def test_a_salvaged_move_does_not_wait_for_a_handoff() -> None:
     """The source of a salvaged move died before its handoff: once the coordinator says
     so, the destination's changes are published at once, not after handoff_timeout."""
@@ -240,19 +236,20 @@ async def test_a_salvaged_move_does_not_wait_for_a_handoff() -> None:
     feed = WatchFeed(hub, cluster, wait=0.05, period=0.01, handoff_timeout=30.0)
     task = asyncio.create_task(feed.run())
     try:
-        await _until(lambda: dst.polls > 1)
+        await until(lambda: dst.polls > 1)
         dst.log.record("takeover", "m9", ring.epoch)
         dst.log.record("put", "k", ring.epoch)
-        await asyncio.sleep(0.1)
+        await advance(0.1)
         assert hub.published == 0  # waiting for a handoff that will not come
         feed.no_handoff("m9")
-        await _until(lambda: hub.published == 1)
+        await until(lambda: hub.published == 1)
     finally:
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
 
 
+@on_virtual_time  # the feed polls: on virtual time, its waits take no wall-clock time
 async def test_the_feed_resets_watchers_when_a_node_restarts_or_overflows() -> None:
     ring = HashRing(Murmur3Hasher())
     ring.add_node("n")
@@ -262,16 +259,17 @@ async def test_the_feed_resets_watchers_when_a_node_restarts_or_overflows() -> N
     feed = WatchFeed(hub, cluster, wait=0.05, period=0.01)
     task = asyncio.create_task(feed.run())
     try:
-        await _until(lambda: node.polls > 1)
+        await until(lambda: node.polls > 1)
         node.log = ChangeLog(2, "two")
         node.log.record("put", "k", ring.epoch)
-        await _until(lambda: hub.resets == 1)
+        await until(lambda: hub.resets == 1)
     finally:
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
 
 
+@on_virtual_time  # the feed polls: on virtual time, its waits take no wall-clock time
 async def test_listeners_hear_every_change_read_and_a_node_that_leaves() -> None:
     """Caches of stored values (read-through's hot answers) must drop a key on every
     change the feed reads -- a copy's too, which is not published -- and everything
@@ -286,19 +284,20 @@ async def test_listeners_hear_every_change_read_and_a_node_that_leaves() -> None
     feed = WatchFeed(hub, cluster, wait=0.05, period=0.01)
     task = asyncio.create_task(feed.run())
     try:
-        await _until(lambda: src.polls > 1 and dst.polls > 1)
+        await until(lambda: src.polls > 1 and dst.polls > 1)
         dst.log.record("put", "copy-only", ring.epoch)  # not the owner: not published
         src.log.record("delete", "owned", ring.epoch)
-        await _until(lambda: {"copy-only", "owned"} <= set(heard))
+        await until(lambda: {"copy-only", "owned"} <= set(heard))
         assert hub.published == 1
         del cluster.infos["dst"]
-        await _until(lambda: None in heard)
+        await until(lambda: None in heard)
     finally:
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
 
 
+@on_virtual_time  # the feed polls: on virtual time, its waits take no wall-clock time
 async def test_listeners_hear_when_a_nodes_log_cannot_be_read() -> None:
     """While the feed cannot read a node's log, others may change the node's keys:
     caches of stored values hear None once per outage."""
@@ -320,10 +319,10 @@ async def test_listeners_hear_when_a_nodes_log_cannot_be_read() -> None:
     feed = WatchFeed(hub, FakeCluster(ring, {"n": FakeInfo(node)}), wait=0.02, period=0.01)
     task = asyncio.create_task(feed.run())
     try:
-        await _until(lambda: node.polls > 1)
+        await until(lambda: node.polls > 1)
         down = True
-        await _until(lambda: None in heard)
-        await asyncio.sleep(0.2)
+        await until(lambda: None in heard)
+        await advance(0.2)
         assert heard.count(None) == 1  # once per outage, not per failed poll
     finally:
         task.cancel()

@@ -1,10 +1,13 @@
 """Node services with a cold tier, on fake clocks, for the layer tests; a disk tier
-that can be made full."""
+that can be made full; a thread pool that runs a tier call only when the test says so."""
 
 from __future__ import annotations
 
+import asyncio
 import errno
 from collections.abc import Callable
+from concurrent.futures import Executor, Future
+from typing import Any, TypeVar
 
 from elastic_cache.config import CapacityUnit, OnColdFull, OnFull
 from elastic_cache.errors import KeyNotFound
@@ -16,6 +19,46 @@ from elastic_cache.tiers.base import ColdEntry, ColdTier, ColdTierFull
 from elastic_cache.tiers.disk import DiskTier
 from elastic_cache.tiers.io import TierIO
 from elastic_cache.tiers.layer import ColdLayer
+
+T = TypeVar("T")
+
+
+class ManualPool(Executor):
+    """An executor whose calls wait in `queued` until the test runs them (`run`): a
+    `TierIO` on it shows exactly which tier calls were let through, and when, and a
+    "slow" tier call is one the test has not run yet."""
+
+    def __init__(self) -> None:
+        self.queued: list[tuple[Callable[..., Any], tuple[Any, ...], Future[Any]]] = []
+
+    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
+        assert not kwargs
+        future: Future[T] = Future()
+        self.queued.append((fn, args, future))
+        return future
+
+    def run(self, index: int = 0) -> None:
+        """Run the ``index``-th queued call in this thread and finish its future."""
+        fn, args, future = self.queued.pop(index)
+        try:
+            future.set_result(fn(*args))
+        except Exception as exc:
+            future.set_exception(exc)
+
+
+async def drive(
+    pool: ManualPool, predicate: Callable[[], object], what: str = "", timeout: float = 10.0
+) -> None:
+    """Run ``pool``'s queued calls, oldest first, and let the loop turn, until
+    ``predicate()`` holds (an `AssertionError` after ``timeout`` s on the loop's clock)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not predicate():
+        assert loop.time() < deadline, f"timed out after {timeout} s: {what or predicate}"
+        if pool.queued:
+            pool.run()
+        else:
+            await asyncio.sleep(0)
 
 
 class FakeClock:
@@ -56,6 +99,7 @@ def tiered_service(
     batch: int = 1000,
     index: str = "sorted",
     max_tier_bytes: int | None = None,
+    io: TierIO | None = None,
 ) -> NodeService:
     clock = clock or FakeClock()
     hasher = hasher or Murmur3Hasher()
@@ -71,7 +115,7 @@ def tiered_service(
         store,
         max_value_bytes=max_value_bytes,
         wall_clock=clock,
-        io=TierIO(workers=4),
+        io=io or TierIO(workers=4),
         max_tier_bytes=max_tier_bytes,
     )
 

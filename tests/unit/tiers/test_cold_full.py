@@ -5,9 +5,7 @@ with ``evict``, the old behaviour (acknowledged, then lost), counted."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,17 +17,10 @@ from elastic_cache.node.service import NodeService
 from elastic_cache.tiers.layer import ColdHit, ColdLayer
 from elastic_cache.tiers.s3 import S3Tier
 
+from ..waiting import until
 from .helpers import FullDiskTier, cold_of, tiered_service, value_of
 from .test_node_tiers import move_all, pair
 from .test_tier_failures import FlakyS3
-
-
-async def until(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not predicate():
-        assert loop.time() < deadline, "timed out"
-        await asyncio.sleep(0.005)
 
 
 def fast_retries(cold: ColdLayer) -> None:
@@ -52,7 +43,7 @@ async def write_many(svc: NodeService, model: dict[str, bytes], count: int) -> i
         else:
             model[key] = value
         if i % 5 == 0:
-            await asyncio.sleep(0.002)  # let writes finish and retries run
+            await cold_of(svc).io.idle()  # let writes finish (and due retries run)
     return refused
 
 
@@ -137,7 +128,9 @@ async def test_stranded_victims_are_written_once_the_tier_takes_writes(tmp_path:
     await cold.io.idle()
     assert cold.stats()["stranded"] == 3 and list(tier.names(0, 0)) == []
     pauses = cold.demotion.pauses
-    await asyncio.sleep(0.1)  # retries fail: still paused, one pause, nothing lost
+    failures = cold.demotion.demote_failures
+    await until(lambda: cold.demotion.demote_failures >= failures + 2, "two failed retries")
+    await cold.io.idle()  # retries fail: still paused, one pause, nothing lost
     assert svc.store.demotion_paused and cold.demotion.pauses == pauses
     tier.full = False
     await until(lambda: not svc.store.demotion_paused)

@@ -1,26 +1,37 @@
-"""TierIO: calls on one key run in submission order; different keys in parallel."""
+"""TierIO: calls on one key run in submission order; different keys in parallel.
+
+Most tests run on `ManualPool` (helpers.py): what reaches the pool, and when, is then
+exact, with no wall-clock wait."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
-import time
+
+import pytest
 
 from elastic_cache.tiers.io import TierIO
 
+from ..waiting import turns
+from .helpers import ManualPool
+
 
 async def test_calls_on_one_key_run_in_order() -> None:
-    io = TierIO(workers=4)
+    pool = ManualPool()
+    io = TierIO(executor=pool)
     seen: list[int] = []
-    lock = threading.Lock()
 
     def step(i: int) -> int:
-        time.sleep(0.002 * (5 - i % 5))  # later calls are quicker: only ordering saves us
-        with lock:
-            seen.append(i)
+        seen.append(i)
         return i
 
     futures = [io.submit("k", step, i) for i in range(10)]
+    for i in range(10):
+        # Only the oldest unfinished call on the key is in the pool, so no later call
+        # can finish first, however quicker it would be.
+        assert [args for _, args, _ in pool.queued] == [(i,)]
+        pool.run()
+        assert await futures[i] == i
     assert await asyncio.gather(*futures) == list(range(10))
     assert seen == list(range(10))
     await io.close()
@@ -53,59 +64,69 @@ async def test_an_error_does_not_break_the_chain() -> None:
 
 
 async def test_a_cancelled_waiter_does_not_cut_the_chain() -> None:
-    io = TierIO(workers=2)
-    release = threading.Event()
+    pool = ManualPool()
+    io = TierIO(executor=pool)
     order: list[str] = []
 
-    def first() -> None:
-        release.wait(5)
-        order.append("first")
-
-    waiter = asyncio.ensure_future(io.ordered("k", first))
-    await asyncio.sleep(0.01)
+    waiter = asyncio.ensure_future(io.ordered("k", order.append, "first"))
+    await asyncio.sleep(0)  # the waiter runs: the first call is in the pool
+    assert len(pool.queued) == 1
     waiter.cancel()
-    second = io.submit("k", lambda: order.append("second"))
-    await asyncio.sleep(0.01)
-    assert order == []
-    release.set()
+    with pytest.raises(asyncio.CancelledError):
+        await waiter
+    second = io.submit("k", order.append, "second")
+    await turns()
+    assert order == [] and len(pool.queued) == 1  # the second waits for the first
+    pool.run()
+    await turns()
+    assert order == ["first"] and len(pool.queued) == 1
+    pool.run()
     await second
     assert order == ["first", "second"]
     await io.close()
 
 
 async def test_idle_is_a_barrier_that_later_calls_cannot_starve() -> None:
-    io = TierIO(workers=2)
-    release = threading.Event()
-    first = io.submit("a", release.wait, 5)
+    pool = ManualPool()
+    io = TierIO(executor=pool)
+    first = io.submit("a", lambda: "first")
     waiting = asyncio.ensure_future(io.idle())
-    await asyncio.sleep(0.01)
+    await turns()
     assert not waiting.done()
-    release.set()
-    late = io.submit("b", time.sleep, 0.3)  # submitted after idle() began
-    await asyncio.wait_for(waiting, 0.25)
+    late = io.submit("b", lambda: "late")  # submitted after idle() began
+    pool.run(0)  # the first call ends; the late one is still in the pool
+    async with asyncio.timeout(5):
+        await waiting
     assert first.done() and not late.done()
-    await late
+    pool.run(0)
+    assert await late == "late"
     await io.close()
 
 
 async def test_a_hold_keeps_its_place_until_released() -> None:
-    io = TierIO(workers=2)
-    release = threading.Event()
+    pool = ManualPool()
+    io = TierIO(executor=pool)
     seen: list[str] = []
-    first = io.submit("k", lambda: (release.wait(5), seen.append("first")))
+    first = io.submit("k", seen.append, "first")
     hold = io.hold("k")
     later = io.submit("k", seen.append, "later")
-    other = await io.ordered("other", lambda: "not held")
-    assert other == "not held" and not hold.ready.done()
-    release.set()
+    other = io.submit("other", lambda: "not held")
+    assert len(pool.queued) == 2  # k's first call and other's; not k's later one
+    pool.run(1)
+    assert await other == "not held" and not hold.ready.done()
+    pool.run(0)
     await first
-    await asyncio.wait_for(asyncio.shield(hold.ready), 5)  # the earlier call is done
-    await asyncio.sleep(0.05)
+    async with asyncio.timeout(5):
+        await asyncio.shield(hold.ready)  # the earlier call is done
+    await turns()
     assert seen == ["first"] and not later.done()  # the later call waits for the hold
+    assert pool.queued == []  # ... and has not even reached the pool
     idle = asyncio.ensure_future(io.idle())
-    await asyncio.sleep(0.01)
+    await turns()
     assert not idle.done()  # idle waits for holds too
     hold.release()
+    await turns()
+    pool.run()
     await later
     await idle
     assert seen == ["first", "later"] and io.inflight == 0

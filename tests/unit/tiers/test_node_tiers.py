@@ -23,6 +23,7 @@ from elastic_cache.tiers.disk import DiskTier
 from elastic_cache.tiers.layer import ColdHit
 from elastic_cache.tiers.s3 import S3Tier
 
+from ..waiting import turns, until
 from .helpers import FakeClock, cold_of, tiered_service, value_of
 
 
@@ -154,11 +155,7 @@ async def test_disk_full_stops_demotion_not_serving_and_evicts_under_evict(
     assert cold.state.last_error and "disk tier is full" in cold.state.last_error
     assert cold.stats()["demotion_error"].startswith("cold_tier_full: disk tier is full")
     monkeypatch.setattr(os, "replace", real)
-    for _ in range(100):
-        if not svc.store.demotion_paused:
-            break
-        await asyncio.sleep(0.01)
-    assert not svc.store.demotion_paused
+    await until(lambda: not svc.store.demotion_paused, "the pause to end (0.05 s)")
     await svc.put("k4", b"v", "t", None)
     await cold.io.idle()
     assert cold.demotion.demoted == 1
@@ -194,14 +191,18 @@ async def test_tier_error_is_a_clear_error_and_memory_keeps_serving(tmp_path: Pa
 
 
 class SlowTier(DiskTier):
-    """A disk tier whose reads wait for a signal, to overlap them with writes."""
+    """A disk tier whose reads wait for a signal, to overlap them with writes;
+    ``reading`` is set once a read has reached the tier."""
 
     def __init__(self, root: Path) -> None:
         super().__init__(root, fsync=False)
         self.gate = threading.Event()
         self.gate.set()
+        self.reading = asyncio.Event()
+        self._loop = asyncio.get_running_loop()
 
     def open(self, key: str, token: int) -> Any:
+        self._loop.call_soon_threadsafe(self.reading.set)
         self.gate.wait(5)
         return super().open(key, token)
 
@@ -214,9 +215,11 @@ async def test_a_read_overlapping_a_delete_is_not_promoted(tmp_path: Path) -> No
     await cold_of(svc).io.idle()
     tier.gate.clear()
     reading = asyncio.ensure_future(svc.lookup("a"))
-    await asyncio.sleep(0.02)
+    async with asyncio.timeout(5):
+        await tier.reading.wait()  # the read waits at the tier
     deleting = asyncio.ensure_future(svc.delete("a"))
-    await asyncio.sleep(0.02)
+    await turns()  # the delete has begun: the read now overlaps it
+    assert not reading.done()
     tier.gate.set()
     found = await reading
     assert isinstance(found, ColdHit) and not found.promoted  # answered, never resurrected
@@ -414,8 +417,11 @@ async def test_a_snapshot_record_removes_an_older_copy_demoted_during_the_move(
         demoted = tier.head("k", h("k"))
         assert demoted is not None and demoted.version == 2
     frame = encode_frame([WireRecord("k", h("k"), 5, b"v5", "t", 60_000)])
+    inflight = cold_of(dst).io.inflight
     receiving = asyncio.ensure_future(dst.receive_frame("m", frame))
-    await asyncio.sleep(0.05)
+    if in_flight:  # the snapshot's removal of k is queued behind v2's write, held
+        await until(lambda: cold_of(dst).io.inflight > inflight, "the removal of k")
+        assert not receiving.done()
     tier.gate.set()  # the v2 write lands now, if it was held
     assert await receiving == (1, 0)
     await cold_of(dst).io.idle()

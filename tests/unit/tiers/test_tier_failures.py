@@ -31,7 +31,8 @@ from elastic_cache.tiers.deferred import DeferredRemovals
 from elastic_cache.tiers.io import TierIO
 from elastic_cache.tiers.s3 import S3Tier
 
-from .helpers import FakeClock, cold_of, tiered_service, value_of
+from ..waiting import turns, until
+from .helpers import FakeClock, ManualPool, cold_of, drive, tiered_service, value_of
 
 #: HTTP status S3 answers with each injected error code.
 _STATUS = {"ServiceUnavailable": 503, "SlowDown": 503, "AccessDenied": 403}
@@ -85,14 +86,6 @@ class FlakyS3:
         return Pages()
 
 
-async def until(predicate: Any, timeout: float = 10.0) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not predicate():
-        assert loop.time() < deadline, "timed out"
-        await asyncio.sleep(0.01)
-
-
 @pytest.fixture
 def flaky(s3_client: Any) -> FlakyS3:
     return FlakyS3(s3_client)
@@ -143,7 +136,6 @@ async def test_writes_are_acknowledged_while_s3_fails_and_the_old_copy_never_ret
     assert await value_of(node, "a") == b"a5"
     # a5 leaves memory: its demotion would wait behind a1's removal, so it is dropped.
     await node.put("c", b"c1", "t", None)
-    await asyncio.sleep(0.05)
     assert await value_of(node, "a") is None  # a miss, never a1
     a_name = S3Tier(s3_client, bucket, "c").name_of("a", node.hasher("a"))
     assert a_name in objects(s3_client, bucket)  # a1 is still there, and never served
@@ -172,9 +164,10 @@ async def test_a_node_starting_while_s3_is_down_takes_writes(
     svc = tiered_service(S3Tier(flaky, bucket, "c"), capacity=2)
     cold = cold_of(svc)
     cold.deferred.retry = 0.01
+    cold.ranges.list_retry = 0.01
     with caplog.at_level(logging.WARNING, logger="elastic_cache.tiers"):
         await cold.start()
-        await asyncio.sleep(0.05)
+        await until(lambda: cold.state.errors > 0, "the start-up listing to fail")
         assert cold.listing  # the start-up listing keeps failing
         await svc.put("k", b"new", "t", None)  # unlisted range: may be cold, held
         await svc.put("j", b"j", "t", None)
@@ -196,6 +189,7 @@ async def test_a_node_starting_while_s3_is_down_takes_writes(
 async def test_held_keys_are_bounded(flaky: FlakyS3, bucket: str) -> None:
     svc = tiered_service(S3Tier(flaky, bucket, "c"), capacity=10)
     cold = cold_of(svc)
+    cold.ranges.list_retry = 0.01
     await cold.start()
     await cold.listed()
     cold.deferred.max_bytes = 2 * (deferred_module.ENTRY_OVERHEAD + 2)
@@ -283,7 +277,6 @@ async def test_a_renewed_hold_lets_no_queued_write_overtake_a_call_still_running
     done: a demotion queued behind it must not start while an older write of the key
     still runs, or the older value lands last (found in review)."""
     done: list[str] = []
-    gate = threading.Event()
 
     class Tier:
         def describe(self) -> str:
@@ -292,13 +285,13 @@ async def test_a_renewed_hold_lets_no_queued_write_overtake_a_call_still_running
         def delete(self, key: str, token: int) -> None:  # the retried removal
             done.append("removal")
 
-    io = TierIO(workers=4)
+    pool = ManualPool()  # a call runs when the test says: v0's write hangs until then
+    io = TierIO(executor=pool)
     removals = DeferredRemovals(
         Tier(), io, on_error=lambda e, w: None, may_be_cold=lambda k, t: True, retry=0.01
     )
 
     def older_write() -> None:  # v0's demotion, hanging on the tier
-        gate.wait(5)
         done.append("v0 written")
 
     io.submit("k", older_write)
@@ -308,13 +301,10 @@ async def test_a_renewed_hold_lets_no_queued_write_overtake_a_call_still_running
     removals.answered()  # another call succeeded: not failing any more
     io.submit("k", lambda: done.append("v1 written"))  # v1's demotion, behind the hold
     removals.renew("k")  # v2 acknowledged
-    await asyncio.sleep(0.05)
+    await turns()
     assert done == []  # v1's write waits for v0's, still running
-    gate.set()
-    for _ in range(200):
-        if "k" not in removals:
-            break
-        await asyncio.sleep(0.01)
+    assert [fn for fn, _, _ in pool.queued] == [older_write]  # ... outside the pool
+    await drive(pool, lambda: "k" not in removals, "the removal of k")
     assert done == ["v0 written", "v1 written", "removal"]
     await removals.close()
     await io.close()
@@ -341,7 +331,9 @@ async def test_a_move_waits_for_held_keys(s3_client: Any, bucket: str) -> None:
     dst.begin_incoming("m", 0, 0)
     src.begin_outgoing("m", 0, 0, net.address_of("dst"))
     send = asyncio.create_task(src.send("m"))
-    await asyncio.sleep(0.2)
+    removals = flaky.calls["delete_object"]
+    await until(lambda: flaky.calls["delete_object"] > removals, "a retry of a1's removal")
+    await turns()
     assert not send.done()  # waiting for a1's removal
     flaky.down = None
     await asyncio.wait_for(send, 10)

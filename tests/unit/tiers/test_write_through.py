@@ -5,7 +5,6 @@ not acknowledged and leaves no older copy to read back (docs/namespaces.md)."""
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -16,20 +15,12 @@ from elastic_cache.errors import ConfigError
 from elastic_cache.namespaces import NamespaceTable
 from elastic_cache.tiers.base import ColdEntry, ColdTierFull
 from elastic_cache.tiers.disk import DiskTier
+from elastic_cache.tiers.io import TierIO
 
-from .helpers import FakeClock, FullDiskTier, cold_of, tiered_service, value_of
+from ..waiting import turns
+from .helpers import FakeClock, FullDiskTier, ManualPool, cold_of, drive, tiered_service, value_of
 
 DURABLE = NamespaceTable.from_mapping({"d": {"prefix": "d/", "durability": "disk"}})
-
-
-class UnevenTier(DiskTier):
-    """Writes of the value ``b"slow"`` take a while: a later write submitted meanwhile
-    must still land after it."""
-
-    def put(self, entry: ColdEntry, value: bytes) -> None:
-        if value == b"slow":
-            time.sleep(0.2)
-        super().put(entry, value)
 
 
 async def test_a_durable_write_is_in_the_tier_when_acknowledged(tmp_path: Path) -> None:
@@ -49,13 +40,19 @@ async def test_a_durable_write_is_in_the_tier_when_acknowledged(tmp_path: Path) 
 
 
 async def test_writes_reach_the_tier_in_the_order_memory_took_them(tmp_path: Path) -> None:
-    tier = UnevenTier(tmp_path)
-    svc = tiered_service(tier, capacity=10, on_full=OnFull.EVICT)
+    tier = DiskTier(tmp_path)
+    pool = ManualPool()  # a tier call runs when the test says: the first write is slow
+    svc = tiered_service(tier, capacity=10, on_full=OnFull.EVICT, io=TierIO(executor=pool))
     svc.set_namespaces(DURABLE)
     first = asyncio.create_task(svc.put("d/k", b"slow", "t", None))
     await asyncio.sleep(0)  # the slow write is submitted
-    await svc.put("d/k", b"fast", "t", None)
+    second = asyncio.create_task(svc.put("d/k", b"fast", "t", None))
+    await turns()
+    # The later write waits for the slow one outside the pool: it cannot land first.
+    assert [args[1] for _, args, _ in pool.queued] == [b"slow"]
+    await drive(pool, second.done, "the second write")
     await first
+    await second
     entry = tier.read_name(tier.name_of("d/k", svc.hasher("d/k")))
     assert entry is not None and entry[1] == b"fast"
     await svc.close()
