@@ -14,7 +14,7 @@ import pytest
 
 from elastic_cache import cli
 from elastic_cache.aws.deploy import update
-from elastic_cache.aws.deploy.preflight import billed_extras, hourly_prices
+from elastic_cache.aws.deploy.budget import billed_extras, hourly_prices
 from elastic_cache.aws.deploy.settings import DEFAULT_MAX_CROSS_ZONE_GB_PER_HOUR
 from elastic_cache.aws.ec2 import CLUSTER_TAG, ROLE_TAG, Ec2Provisioner
 from elastic_cache.aws.errors import AwsCapacityError

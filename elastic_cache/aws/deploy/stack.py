@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from elastic_cache.aws.deploy.access import ensure_role, ensure_token
+from elastic_cache.aws.deploy.budget import billed_extras
 from elastic_cache.aws.deploy.bundle import fetch_dependencies
 from elastic_cache.aws.deploy.certificate import ensure_certificate, read_certificate
 from elastic_cache.aws.deploy.coordinator import (
@@ -55,15 +56,9 @@ from elastic_cache.aws.deploy.network import (
     security_groups,
 )
 from elastic_cache.aws.deploy.policies import coordinator_policy, node_policy
-from elastic_cache.aws.deploy.preflight import (
-    Preflight,
-    billed_extras,
-    cost_line,
-    hourly_prices,
-    plan_lines,
-    preflight,
-)
+from elastic_cache.aws.deploy.preflight import Preflight, preflight
 from elastic_cache.aws.deploy.pricelist import priced, spot_priced
+from elastic_cache.aws.deploy.report import cost_line, plan_lines
 from elastic_cache.aws.deploy.rollback import Created, roll_back
 from elastic_cache.aws.deploy.settings import DeployResult, DeploySettings
 from elastic_cache.aws.deploy.storage import (
@@ -90,7 +85,6 @@ from elastic_cache.version import __version__
 __all__ = [
     "clients",
     "deploy",
-    "hourly_prices",
     "identity",
     "plan",
     "update",
