@@ -3,7 +3,8 @@
 `hourly_prices` gives the dearest coordinator and node with what each is billed besides
 its instance (`billed_extras`: public address, root volume, the S3 cap, the allowance of
 traffic between zones; `elastic_cache.cost.billed`), and refuses a budget that cannot
-pay for the cluster's floor; `preflight` calls it first. Pure: it reads the settings'
+pay for the cluster's floor; `preflight` calls it first. `node_spot_price` is a node's
+price with ``--spot``. Pure: it reads the settings'
 prices only.
 """
 
@@ -20,9 +21,10 @@ from elastic_cache.cost.billed import (
     instance_extras_per_hour,
     storage_cap_per_hour,
 )
+from elastic_cache.cost.spot import assumed_label, spot_price
 from elastic_cache.errors import ConfigError, UnknownPrice
 
-__all__ = ["Extras", "billed_extras", "hourly_prices"]
+__all__ = ["Extras", "billed_extras", "hourly_prices", "node_spot_price"]
 
 
 class Extras(NamedTuple):
@@ -118,3 +120,27 @@ def hourly_prices(settings: DeploySettings) -> tuple[float | None, float | None]
                 f"and volume): at least ${floor:.4f}/h"
             )
     return coordinator, node
+
+
+def node_spot_price(settings: DeploySettings) -> tuple[float, str]:
+    """The Spot price per hour of the dearest node type, and where it comes from: a
+    type with a Spot price from EC2 counts at it, one without at `SPOT_PRICE_FRACTION`
+    of its on-demand price (so labelled).
+
+    Raises:
+        UnknownPrice: some node type has no on-demand price (the caller checks first).
+    """
+    table = settings.cost.price_table()
+    fetched = settings.cost.spot_prices()
+    best: tuple[float, str] | None = None
+    for t in settings.instance_types:
+        p = fetched.get(t)
+        if p is not None:
+            usd, source = p.usd_per_hour, f"{t}: {p.label}"
+        else:
+            usd = spot_price(instance_price(t, settings.region, table))
+            source = f"{t}: {assumed_label()}"
+        if best is None or usd > best[0]:
+            best = (usd, source)
+    assert best is not None  # instance_types is never empty
+    return best

@@ -3,7 +3,8 @@
 `plan_lines` says what a deploy would create (or find) and what it would cost, by
 read-only calls; ``ecache deploy --dry-run`` prints them and stops there. `cost_line`
 (with `extras_note` and `stopped_note`) is the cost per hour at the cluster's minimum
-and maximum size that both the plan and a deploy end with. Every function here blocks;
+and maximum size that both the plan and a deploy end with, and with ``--spot``
+`spot_cost_line` the same with the nodes at their Spot price. Every function here blocks;
 the clients are passed in.
 """
 
@@ -12,8 +13,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from elastic_cache.aws.deploy.budget import billed_extras
+from elastic_cache.aws.deploy.budget import billed_extras, node_spot_price
 from elastic_cache.aws.deploy.coordinator import coordinator_instances
+from elastic_cache.aws.deploy.endpoint import alarm_names, find_addresses
 from elastic_cache.aws.deploy.names import ClusterNames
 from elastic_cache.aws.deploy.network import find_group
 from elastic_cache.aws.deploy.preflight import Preflight
@@ -23,7 +25,14 @@ from elastic_cache.config import ROOT_VOLUME_GB
 from elastic_cache.cost.billed import volume_per_hour
 from elastic_cache.errors import UnknownPrice
 
-__all__ = ["cost_line", "extras_note", "plan_lines", "stopped_note"]
+__all__ = [
+    "cost_line",
+    "endpoint_plan_line",
+    "extras_note",
+    "plan_lines",
+    "spot_cost_line",
+    "stopped_note",
+]
 
 
 def _exists(fn: Any, gone: Sequence[str]) -> bool:
@@ -177,4 +186,38 @@ def extras_note(settings: DeploySettings) -> str:
         f"each instance counted with {address}{ROOT_VOLUME_GB} GB gp3 root volume "
         f"(${extras.node:.5f}/h), {storage}, {zones}; S3 requests and outbound transfer "
         "are billed per use, not per hour"
+    )
+
+
+def endpoint_plan_line(ec2: Any, names: ClusterNames, *, private: bool = False) -> str:
+    """The plan's line for the coordinator's Elastic IP and recovery alarms."""
+    alarms = ", ".join(alarm_names(names))
+    if private:
+        return (
+            f"  endpoint      the coordinator's private address (--private); alarms {alarms}: set"
+        )
+    found = find_addresses(ec2, names)
+    if found:
+        return (
+            f"  endpoint      Elastic IP {found[0].get('PublicIp')} "
+            f"({found[0].get('AllocationId')}): exists, kept; alarms {alarms}: set"
+        )
+    return f"  endpoint      Elastic IP: create; alarms {alarms}: set"
+
+
+def spot_cost_line(settings: DeploySettings, checked: Preflight) -> str:
+    """With ``--spot``: the cost per hour with the nodes at their Spot price (the one EC2
+    gave in ``settings.cost.spot``, else the assumption; `elastic_cache.cost.spot`),
+    where that price comes from, and what the budget counts."""
+    if checked.coordinator_price is None or checked.node_price is None:
+        return "spot: nodes as Spot; their cost is unknown too (some type has no price)"
+    node, source = node_spot_price(settings)
+    node += billed_extras(settings).node  # its address and volume are billed as before
+    low = checked.coordinator_price + settings.initial_nodes * node
+    high = checked.coordinator_price + settings.max_nodes * node
+    return (
+        f"spot: nodes as Spot at ${node:.5f}/h each with address and volume ({source}): "
+        f"${low:.4f}/h at the minimum, ${high:.4f}/h at the maximum; the budget counts "
+        "running Spot nodes at that price and each new node at on-demand (it may fall "
+        "back to on-demand; EC2 bills Spot at most the on-demand price)"
     )
