@@ -1,11 +1,13 @@
 """AWS price tables and the paper's cost formulas for keeping a cache on AWS.
 
-Six modules, one public face:
+Seven modules, one public face:
 
-* `elastic_cache.cost.prices`: dated, immutable price tables (`PAPER_2011_PRICES`, the
-  paper's Table I as far as we could confirm or reconstruct it, and `CURRENT_PRICES`),
-  overrides from configuration, and the hourly look-ups the coordinator's budget and
-  ``ecache status`` use (`instance_price`, `cluster_cost_per_hour`).
+* `elastic_cache.cost.prices`: dated, immutable price tables (`PriceTable`), their
+  evidence labels and overrides from configuration.
+* `elastic_cache.cost.tables`: the built-in tables (`PAPER_2011_PRICES`, the paper's
+  Table I as far as we could confirm or reconstruct it, and `CURRENT_PRICES`) and the
+  hourly look-ups the coordinator's budget and ``ecache status`` use (`instance_price`,
+  `cluster_cost_per_hour`).
 * `elastic_cache.cost.pricelist`: what ``ecache deploy`` asks AWS's Price List API and
   how the answer becomes a price (`PriceCache` keeps them on disk with their date).
 * `elastic_cache.cost.model`: the paper's formulas ``C = C_alloc + C_io``,
@@ -77,23 +79,25 @@ if TYPE_CHECKING:
         store_cost,
     )
     from elastic_cache.cost.prices import (
-        CURRENT_PRICES,
-        PAPER_2011_PRICES,
-        PRICE_TABLES,
         Evidence,
         InstanceType,
         PriceTable,
         RegionPrices,
-        cluster_cost_per_hour,
-        instance_price,
-        price_source,
-        price_table,
     )
     from elastic_cache.cost.speedup import cache_speedup, cost_per_speedup
     from elastic_cache.cost.stopped import (
         WarmTradeoff,
         stopped_node_cost_per_hour,
         warm_tradeoff,
+    )
+    from elastic_cache.cost.tables import (
+        CURRENT_PRICES,
+        PAPER_2011_PRICES,
+        PRICE_TABLES,
+        cluster_cost_per_hour,
+        instance_price,
+        price_source,
+        price_table,
     )
     from elastic_cache.errors import UnknownPrice
 
@@ -159,14 +163,14 @@ __getattr__, __dir__ = lazy_exports(
         "cost_line": "elastic_cache.cost.decisions",
         "decision_map": "elastic_cache.cost.decisions",
         "instance_type_options": "elastic_cache.cost.decisions",
-        "CURRENT_PRICES": "elastic_cache.cost.prices",
+        "CURRENT_PRICES": "elastic_cache.cost.tables",
         "Configuration": "elastic_cache.cost.model",
         "CostBreakdown": "elastic_cache.cost.model",
         "Evidence": "elastic_cache.cost.prices",
         "HOURS_PER_MONTH": "elastic_cache.cost.model",
         "InstanceType": "elastic_cache.cost.prices",
-        "PAPER_2011_PRICES": "elastic_cache.cost.prices",
-        "PRICE_TABLES": "elastic_cache.cost.prices",
+        "PAPER_2011_PRICES": "elastic_cache.cost.tables",
+        "PRICE_TABLES": "elastic_cache.cost.tables",
         "PriceTable": "elastic_cache.cost.prices",
         "RegionPrices": "elastic_cache.cost.prices",
         "Transfer": "elastic_cache.cost.model",
@@ -176,17 +180,17 @@ __getattr__, __dir__ = lazy_exports(
         "alloc_cost": "elastic_cache.cost.model",
         "cache_speedup": "elastic_cache.cost.speedup",
         "cheapest": "elastic_cache.cost.model",
-        "cluster_cost_per_hour": "elastic_cache.cost.prices",
+        "cluster_cost_per_hour": "elastic_cache.cost.tables",
         "cost_per_speedup": "elastic_cache.cost.speedup",
         "ebs_cache_cost": "elastic_cache.cost.model",
         "hybrid_cache_cost": "elastic_cache.cost.model",
         "instance_cache_cost": "elastic_cache.cost.model",
-        "instance_price": "elastic_cache.cost.prices",
+        "instance_price": "elastic_cache.cost.tables",
         "io_cost": "elastic_cache.cost.model",
         "monthly_cost": "elastic_cache.cost.model",
         "monthly_costs": "elastic_cache.cost.model",
-        "price_source": "elastic_cache.cost.prices",
-        "price_table": "elastic_cache.cost.prices",
+        "price_source": "elastic_cache.cost.tables",
+        "price_table": "elastic_cache.cost.tables",
         "ranked": "elastic_cache.cost.model",
         "request_cost": "elastic_cache.cost.model",
         "s3_cache_cost": "elastic_cache.cost.model",

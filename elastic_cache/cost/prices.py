@@ -1,18 +1,13 @@
-"""Dated, immutable AWS price tables, and the look-ups the coordinator's budget uses.
+"""Dated, immutable AWS price tables: their types, overrides and dictionary form.
 
-Two tables ship with the package:
-
-* `PAPER_2011_PRICES`: the prices of the paper's Table I (AWS US East, 2010). Every price
-  the table lists is confirmed against it (and the S3 and EBS storage prices also by the
-  paper's worked figures: 25 GB costs $3.75 a month on S3 and $2.50 on EBS); what the
-  table does not list (transfer in and between zones, m1.large) is AWS's published price
-  of that time, reconstructed.
-* `CURRENT_PRICES`: on-demand prices in us-east-1 and eu-west-1 as of 2026-11-22.
-
-Every price carries an `Evidence` label saying how sure we are of it; ``docs/cost.md``
-lists the sources. A table is overridden or extended from configuration with
-`PriceTable.with_overrides`, or built whole with `PriceTable.from_dict`. Asking for a
-region or instance type a table lacks raises `UnknownPrice`.
+A `PriceTable` holds per region (`RegionPrices`) the storage, request and transfer
+prices and each instance type's price (`InstanceType`). Every price carries an
+`Evidence` label saying how sure we are of it; ``docs/cost.md`` lists the sources. A
+table is overridden or extended from configuration with `PriceTable.with_overrides`, or
+built whole with `PriceTable.from_dict`; prices read from AWS's Price List API join it
+with `PriceTable.with_fetched`. Asking for a region or instance type a table lacks raises
+`UnknownPrice`. The two built-in tables and the look-ups by name and type are in
+`elastic_cache.cost.tables`.
 
 All prices are USD. A GB is 2**30 bytes, as AWS bills storage.
 """
@@ -21,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import date
 from enum import StrEnum
@@ -31,17 +26,10 @@ from typing import Any
 from elastic_cache.errors import ConfigError, UnknownPrice
 
 __all__ = [
-    "CURRENT_PRICES",
-    "PAPER_2011_PRICES",
-    "PRICE_TABLES",
     "Evidence",
     "InstanceType",
     "PriceTable",
     "RegionPrices",
-    "cluster_cost_per_hour",
-    "instance_price",
-    "price_source",
-    "price_table",
 ]
 
 
@@ -153,7 +141,7 @@ class InstanceType:
 
 
 #: The per-region scalar prices, in the order `RegionPrices` declares them.
-_REGION_PRICES = (
+REGION_PRICE_FIELDS = (
     "s3_storage_per_gb_month",
     "s3_put_per_1000",
     "s3_get_per_1000",
@@ -208,7 +196,7 @@ class RegionPrices:
 
     def __post_init__(self) -> None:
         _name("region", self.region)
-        for name in _REGION_PRICES:
+        for name in REGION_PRICE_FIELDS:
             object.__setattr__(
                 self, name, finite_number(f"{self.region} {name}", getattr(self, name))
             )
@@ -218,8 +206,10 @@ class RegionPrices:
                     f"{self.region}: instances[{key!r}] must be the InstanceType {key!r}"
                 )
         object.__setattr__(self, "instances", MappingProxyType(dict(self.instances)))
-        _unknown_keys("evidence key", self.evidence, _REGION_PRICES)
-        evidence = {n: _evidence(self.evidence.get(n, Evidence.OPERATOR)) for n in _REGION_PRICES}
+        _unknown_keys("evidence key", self.evidence, REGION_PRICE_FIELDS)
+        evidence = {
+            n: _evidence(self.evidence.get(n, Evidence.OPERATOR)) for n in REGION_PRICE_FIELDS
+        }
         object.__setattr__(self, "evidence", MappingProxyType(evidence))
 
     def instance(self, instance_type: str) -> InstanceType:
@@ -318,8 +308,8 @@ class PriceTable:
             base = RegionPrices(
                 region=region,
                 instances={},
-                evidence={p: Evidence.UNVERIFIED for p in _REGION_PRICES},
-                **{p: getattr(home, p) for p in _REGION_PRICES},
+                evidence={p: Evidence.UNVERIFIED for p in REGION_PRICE_FIELDS},
+                **{p: getattr(home, p) for p in REGION_PRICE_FIELDS},
             )
         merged = dict(base.instances)
         for name, (usd, memory, fetched) in instances.items():
@@ -424,7 +414,7 @@ class PriceTable:
             "default_region": self.default_region,
             "regions": {
                 name: {
-                    **{p: getattr(prices, p) for p in _REGION_PRICES},
+                    **{p: getattr(prices, p) for p in REGION_PRICE_FIELDS},
                     "evidence": {p: str(e) for p, e in prices.evidence.items()},
                     "instances": {t: _instance_dict(i) for t, i in prices.instances.items()},
                 }
@@ -452,20 +442,22 @@ def _region_from_dict(
     if not isinstance(data, Mapping):
         raise ConfigError(f"prices for {region!r} must be a table, got {data!r}")
     allowed = (
-        (*_REGION_PRICES, "instances") if operator else (*_REGION_PRICES, "instances", "evidence")
+        (*REGION_PRICE_FIELDS, "instances")
+        if operator
+        else (*REGION_PRICE_FIELDS, "instances", "evidence")
     )
     _unknown_keys(f"price for {region}:", data, allowed)
-    scalars: dict[str, Any] = {p: getattr(base, p) for p in _REGION_PRICES} if base else {}
+    scalars: dict[str, Any] = {p: getattr(base, p) for p in REGION_PRICE_FIELDS} if base else {}
     labels = data.get("evidence", {})
     if not isinstance(labels, Mapping):
         raise ConfigError(f"{region} evidence must be a table, got {labels!r}")
     evidence: dict[str, Any] = dict(base.evidence) if base else dict(labels)
-    for p in _REGION_PRICES:
+    for p in REGION_PRICE_FIELDS:
         if p in data:
             scalars[p] = data[p]
             if operator:
                 evidence[p] = Evidence.OPERATOR
-    missing = [p for p in _REGION_PRICES if p not in scalars and p not in _OPTIONAL_PRICES]
+    missing = [p for p in REGION_PRICE_FIELDS if p not in scalars and p not in _OPTIONAL_PRICES]
     if missing:
         raise ConfigError(f"region {region!r} lacks {', '.join(missing)}")
     instances = dict(base.instances) if base else {}
@@ -492,203 +484,3 @@ def _region_from_dict(
             raise ConfigError(f"new instance type {name!r} in {region} lacks {', '.join(lacking)}")
         instances[name] = InstanceType(name=name, **merged)
     return RegionPrices(region=region, instances=instances, evidence=evidence, **scalars)
-
-
-def _types(evidence: Evidence, *rows: tuple[str, float, float, float]) -> dict[str, InstanceType]:
-    return {
-        n: InstanceType(name=n, usd_per_hour=p, memory_gb=m, disk_gb=d, evidence=evidence)
-        for n, p, m, d in rows
-    }
-
-
-_C, _K, _R, _U = (
-    Evidence.CONFIRMED,
-    Evidence.CORROBORATED,
-    Evidence.RECONSTRUCTED,
-    Evidence.UNVERIFIED,
-)
-
-PAPER_2011_PRICES = PriceTable(
-    name="paper-2011",
-    # A day on which, to our knowledge, all of these were in force: transfer out fell to
-    # $0.15 in February 2010 and S3's first tier to $0.14 in November 2010.
-    as_of=date(2010, 10, 1),
-    source=(
-        "Table I of Chiu, Hall, Kabir, Shetty, Agrawal (IJNGC 2011): AWS US East prices of "
-        "2010. Every price the table lists is confirmed against it, the instance types' "
-        "memory and disk against its section 2.2, free traffic inside the cloud against its "
-        "section 4.5; transfer in and m1.large, which it does not list, are AWS's published "
-        "prices of the time, reconstructed. See docs/cost.md."
-    ),
-    default_region="us-east-1",
-    regions={
-        "us-east-1": RegionPrices(
-            region="us-east-1",
-            # name, USD/hour, memory GB, instance-store GB
-            instances={
-                # Table I's prices; memory and disk from the paper's section 2.2.
-                **_types(_C, ("m1.small", 0.085, 1.7, 160.0), ("m1.xlarge", 0.68, 15.0, 1690.0)),
-                # Not in the paper: AWS's price of the time.
-                **_types(_R, ("m1.large", 0.34, 7.5, 850.0)),
-            },
-            s3_storage_per_gb_month=0.15,
-            s3_put_per_1000=0.01,
-            s3_get_per_1000=0.001,  # $0.01 per 10,000
-            ebs_storage_per_gb_month=0.10,
-            ebs_per_million_io=0.10,
-            transfer_in_per_gb=0.10,
-            transfer_out_per_gb=0.15,
-            transfer_intra_region_per_gb=0.0,
-            # Not in the paper (its cluster sits in one zone): AWS's price of the time
-            # between zones, each way.
-            transfer_cross_zone_per_gb=0.01,
-            evidence={
-                # Table I lists every price but transfer in and between zones: $0.15 per
-                # GB-month and per GB out, $0.01 per 1000 in-requests and per 10000
-                # out-requests (S3), $0.10 per GB-month and per million I/O requests
-                # (EBS). The worked figures agree: 25 GB costs $3.75 a month on S3 and
-                # $2.50 on EBS.
-                **{p: _C for p in _REGION_PRICES},
-                "transfer_in_per_gb": _R,  # not in Table I: AWS's 2010 price
-                "transfer_cross_zone_per_gb": _R,  # not in Table I either
-                # §4.5: traffic inside the cloud is free (the reason it costs transfer out).
-                "transfer_intra_region_per_gb": _C,
-            },
-        )
-    },
-)
-
-_NO_STORE = 0.0  # EBS-only types have no instance-store disk
-
-CURRENT_PRICES = PriceTable(
-    name="current",
-    as_of=date(2026, 11, 22),
-    source=(
-        "AWS on-demand Linux list prices (S3 Standard, EBS gp3, first transfer tier), checked "
-        "against public price tables dated 2025-2026, not against AWS's price-list API "
-        "(no network access when this table was written). Per-price Evidence labels say "
-        "which agree across sources and which are unverified. See docs/cost.md."
-    ),
-    default_region="us-east-1",
-    regions={
-        "us-east-1": RegionPrices(
-            region="us-east-1",
-            instances={
-                **_types(
-                    _K,
-                    ("t3.micro", 0.0104, 1.0, _NO_STORE),
-                    ("t3.small", 0.0208, 2.0, _NO_STORE),
-                    ("t3.medium", 0.0416, 4.0, _NO_STORE),
-                    ("m6i.large", 0.096, 8.0, _NO_STORE),
-                    ("m7g.large", 0.0816, 8.0, _NO_STORE),
-                    ("r6i.large", 0.126, 16.0, _NO_STORE),
-                    ("r7g.large", 0.1071, 16.0, _NO_STORE),
-                ),
-                **_types(_U, ("m6id.large", 0.1187, 8.0, 118.0)),  # 118 GB NVMe store
-            },
-            s3_storage_per_gb_month=0.023,
-            s3_put_per_1000=0.005,
-            s3_get_per_1000=0.0004,
-            ebs_storage_per_gb_month=0.08,
-            ebs_per_million_io=0.0,
-            transfer_in_per_gb=0.0,
-            transfer_out_per_gb=0.09,
-            transfer_intra_region_per_gb=0.0,
-            # Each way: out of one zone and into the other (docs/aws.md).
-            transfer_cross_zone_per_gb=0.01,
-            evidence={**{p: _K for p in _REGION_PRICES}, "transfer_intra_region_per_gb": _C},
-        ),
-        "eu-west-1": RegionPrices(
-            region="eu-west-1",
-            instances={
-                **_types(
-                    _K,
-                    ("t3.micro", 0.0114, 1.0, _NO_STORE),
-                    ("t3.small", 0.0228, 2.0, _NO_STORE),
-                    ("t3.medium", 0.0456, 4.0, _NO_STORE),
-                ),
-                **_types(
-                    _U,
-                    ("m6i.large", 0.107, 8.0, _NO_STORE),
-                    ("m7g.large", 0.091, 8.0, _NO_STORE),
-                    ("r7g.large", 0.1199, 16.0, _NO_STORE),
-                ),
-            },
-            s3_storage_per_gb_month=0.023,
-            s3_put_per_1000=0.005,
-            s3_get_per_1000=0.0004,
-            ebs_storage_per_gb_month=0.088,
-            ebs_per_million_io=0.0,
-            transfer_in_per_gb=0.0,
-            transfer_out_per_gb=0.09,
-            transfer_intra_region_per_gb=0.0,
-            # Each way: out of one zone and into the other (docs/aws.md).
-            transfer_cross_zone_per_gb=0.01,
-            evidence={
-                **{p: _K for p in _REGION_PRICES},
-                "s3_get_per_1000": _U,
-                "transfer_out_per_gb": _U,
-                "transfer_cross_zone_per_gb": _U,
-                "transfer_intra_region_per_gb": _C,
-            },
-        ),
-    },
-)
-
-#: Built-in tables by name, for ``[cost] table = "..."`` in the configuration.
-PRICE_TABLES: Mapping[str, PriceTable] = MappingProxyType(
-    {PAPER_2011_PRICES.name: PAPER_2011_PRICES, CURRENT_PRICES.name: CURRENT_PRICES}
-)
-
-
-def price_table(name: str) -> PriceTable:
-    """The built-in table called ``name`` (``"paper-2011"`` or ``"current"``).
-
-    Raises:
-        ConfigError: no built-in table has that name.
-    """
-    try:
-        return PRICE_TABLES[name]
-    except KeyError:
-        raise ConfigError(
-            f"unknown price table {name!r}; built in: {', '.join(sorted(PRICE_TABLES))}"
-        ) from None
-
-
-def price_source(table: PriceTable, region: str) -> str:
-    """Where ``table``'s instance prices in ``region`` come from, in a few words:
-    ``"current table of 2026-11-22"``, with ``"; fetched 2026-11-26"`` when some were
-    read from AWS's Price List API (the dates, oldest first)."""
-    text = f"{table.name} table of {table.as_of.isoformat()}"
-    prices = table.regions.get(region)
-    days = sorted(
-        {i.fetched.isoformat() for i in prices.instances.values() if i.fetched is not None}
-        if prices is not None
-        else set()
-    )
-    return f"{text}; fetched {', '.join(days)}" if days else text
-
-
-def instance_price(instance_type: str, region: str, table: PriceTable = CURRENT_PRICES) -> float:
-    """On-demand price of one instance, USD per hour.
-
-    Raises:
-        UnknownPrice: the table has no such region, or no price for the type there.
-    """
-    return table.instance(instance_type, region).usd_per_hour
-
-
-def cluster_cost_per_hour(
-    instance_types: Sequence[str], region: str, table: PriceTable = CURRENT_PRICES
-) -> float:
-    """What a cluster of these instances costs, USD per hour (0 for no instances).
-
-    This is what the coordinator compares with its ``max_usd_per_hour`` budget and what
-    ``ecache status`` shows. Storage and requests are not included: they are billed by
-    use, not by the hour.
-
-    Raises:
-        UnknownPrice: the table has no such region, or no price for one of the types.
-    """
-    prices = table.region(region)
-    return sum((prices.instance(t).usd_per_hour for t in instance_types), 0.0)

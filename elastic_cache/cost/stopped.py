@@ -15,7 +15,8 @@ import math
 from dataclasses import dataclass
 
 from elastic_cache.cost.billed import volume_per_hour
-from elastic_cache.cost.prices import CURRENT_PRICES, PriceTable
+from elastic_cache.cost.prices import PriceTable
+from elastic_cache.cost.tables import CURRENT_PRICES
 from elastic_cache.errors import ConfigError
 
 __all__ = ["WarmTradeoff", "stopped_node_cost_per_hour", "warm_tradeoff"]

@@ -84,11 +84,11 @@ def test_node_user_data_names_the_parameter_never_the_token(session: Any) -> Non
     provisioner = Ec2Provisioner(
         settings.ec2, settings.nodes, session=session, token_parameter=parameter
     )
-    script = provisioner.user_data("node-1")
+    script = provisioner.requests.user_data("node-1")
     assert TOKEN not in script
     assert f"--token-parameter {parameter} --region {REGION}" in script
     without = Ec2Provisioner(settings.ec2, settings.nodes, session=session)
-    assert "--token-parameter" not in without.user_data("node-1")
+    assert "--token-parameter" not in without.requests.user_data("node-1")
 
 
 def test_ecache_node_reads_its_token_from_ssm(

@@ -14,7 +14,7 @@ import pytest
 
 from elastic_cache import cli
 from elastic_cache.aws.deploy import update
-from elastic_cache.aws.deploy.preflight import billed_extras, hourly_prices
+from elastic_cache.aws.deploy.budget import billed_extras, hourly_prices
 from elastic_cache.aws.deploy.settings import DEFAULT_MAX_CROSS_ZONE_GB_PER_HOUR
 from elastic_cache.aws.ec2 import CLUSTER_TAG, ROLE_TAG, Ec2Provisioner
 from elastic_cache.aws.errors import AwsCapacityError
@@ -103,7 +103,7 @@ def test_without_spread_nodes_launch_in_the_coordinators_zone_only(
     async def go() -> None:
         try:
             assert await prov.home_zone() == second["AvailabilityZone"]
-            assert await prov.subnet_order() == [second["SubnetId"]]
+            assert await prov.placement.subnet_order() == [second["SubnetId"]]
             handle = await prov.launch("node-1")
             assert handle.zone == second["AvailabilityZone"]
             assert handle.extra["subnet"] == second["SubnetId"]
@@ -169,7 +169,7 @@ def test_no_configured_subnet_in_the_coordinators_zone_is_a_clear_error(
     run_coordinator_instance(session, ec2.cluster, subnets[0]["SubnetId"])
     prov = provisioner(session, tmp_path, ec2)
     with pytest.raises(ProvisionError, match="--az-spread"):
-        asyncio.run(prov.subnet_order())
+        asyncio.run(prov.placement.subnet_order())
 
 
 def test_into_the_default_subnet_nodes_are_placed_in_the_coordinators_zone(
@@ -199,7 +199,7 @@ def test_an_unknown_coordinator_zone_leaves_the_subnets_as_configured(
     ec2 = ec2_settings(session)  # no coordinator instance runs: a coordinator elsewhere
     prov = provisioner(session, tmp_path, ec2)
     assert asyncio.run(prov.home_zone()) == ""
-    assert asyncio.run(prov.subnet_order()) == list(ec2.subnets)
+    assert asyncio.run(prov.placement.subnet_order()) == list(ec2.subnets)
 
 
 # -- deploy: the allowance in the budget, the plan and the configuration ------------------

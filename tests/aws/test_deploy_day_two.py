@@ -87,7 +87,7 @@ def test_nodes_carry_the_users_tags_and_a_client_token_per_launch(session: Any) 
         client_token=lambda: next(tokens),
     )
     params = [
-        prov.run_params(
+        prov.requests.run_params(
             f"node-{n}",
             image="ami-1",
             root_device="/dev/xvda",
@@ -260,7 +260,7 @@ def test_az_spread_orders_subnets_by_the_nodes_in_their_zones(session: Any, spre
             ],
         )
     prov = Ec2Provisioner(settings_, NodeSettings(), session=session)
-    order = asyncio.run(prov.subnet_order())
+    order = asyncio.run(prov.placement.subnet_order())
     assert order == ([third, second, first] if spread else [first, second, third])
 
 

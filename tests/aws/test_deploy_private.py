@@ -66,7 +66,7 @@ def test_nodes_of_a_private_cluster_launch_without_a_public_address(session: Any
         private=True,
     )
     provisioner = Ec2Provisioner(ec2_settings, NodeSettings(), session=session)
-    params = provisioner.run_params(
+    params = provisioner.requests.run_params(
         "n1",
         image="ami-0123456789abcdef0",
         root_device="/dev/xvda",

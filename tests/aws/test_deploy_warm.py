@@ -217,7 +217,7 @@ def test_a_restarted_instance_runs_its_node_again_from_its_volume(session: Any) 
         session=session,
         keep_state=True,
     )
-    script = prov.user_data("node-3")
+    script = prov.requests.user_data("node-3")
     unit = script[script.index("cat >/etc/systemd/system/ecache-node.service") :]
     exec_start = next(line for line in unit.splitlines() if line.startswith("ExecStart="))
     assert f"--state-dir {SAVED_STATE_DIR}" in exec_start

@@ -119,13 +119,13 @@ async def test_launch_runs_a_tagged_imdsv2_instance_and_a_healthy_node(
 async def run_leftover(session: Any, prov: Ec2Provisioner, node_id: str) -> str:
     """An instance tagged as ``node_id`` of the cluster that this provisioner did not
     launch (a leftover of an earlier coordinator life); its instance id."""
-    image, _, _ = await prov.image()
+    image, _, _ = await prov.requests.image()
     reply = session.client("ec2").run_instances(
         ImageId=image,
         InstanceType="t3.small",
         MinCount=1,
         MaxCount=1,
-        TagSpecifications=[{"ResourceType": "instance", "Tags": prov.tags(node_id)}],
+        TagSpecifications=[{"ResourceType": "instance", "Tags": prov.requests.tags(node_id)}],
     )
     return str(reply["Instances"][0]["InstanceId"])
 
@@ -263,7 +263,7 @@ def test_node_user_data_holds_no_secret(session: Any) -> None:
     assert settings.ec2 is not None
     prov = build_provisioner(settings, session=role)
     assert isinstance(prov, Ec2Provisioner)
-    script = prov.run_params(
+    script = prov.requests.run_params(
         "node-2",
         image="ami-0123456789abcdef0",
         root_device="/dev/xvda",

@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from elastic_cache.aws.deploy.access import POLICY_NAME
+from elastic_cache.aws.deploy.budget import hourly_prices
 from elastic_cache.aws.deploy.coordinator import (
     coordinator_instances,
     endpoint_of,
@@ -36,7 +37,7 @@ from elastic_cache.aws.deploy.coordinator import (
 )
 from elastic_cache.aws.deploy.names import ClusterNames
 from elastic_cache.aws.deploy.policies import coordinator_policy
-from elastic_cache.aws.deploy.preflight import check_offerings, hourly_prices
+from elastic_cache.aws.deploy.preflight import check_offerings
 from elastic_cache.aws.deploy.pricelist import memory_gb
 from elastic_cache.aws.deploy.settings import DeploySettings
 from elastic_cache.aws.ec2 import CLUSTER_TAG

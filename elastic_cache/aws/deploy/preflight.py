@@ -1,11 +1,11 @@
-"""What ``ecache deploy`` checks before it creates anything, and the plan it prints.
+"""What ``ecache deploy`` checks before it creates anything.
 
-`preflight` makes read-only calls and EC2 ``DryRun`` calls only: the budget floor, the
-instance types and their architecture, the image, the types offered in each subnet's
-zone (``DescribeInstanceTypeOfferings``), the account's vCPU quota (Service Quotas) and the
-permission to launch and to create a security group (EC2 ``DryRun``). `plan_lines` says what
-a deploy would create and what it would cost; ``ecache deploy --dry-run`` prints them and
-stops there. Every function here blocks; the clients are passed in.
+`preflight` makes read-only calls and EC2 ``DryRun`` calls only: the budget floor
+(`budget.hourly_prices`), the instance types and their architecture, the image, the types
+offered in each subnet's zone (``DescribeInstanceTypeOfferings``), the account's vCPU
+quota (Service Quotas) and the permission to launch and to create a security group (EC2
+``DryRun``). What a deploy would create and cost, the plan ``ecache deploy --dry-run``
+prints, is `report.plan_lines`. Every function here blocks; the clients are passed in.
 """
 
 from __future__ import annotations
@@ -13,35 +13,24 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
-from elastic_cache.aws.deploy.coordinator import coordinator_instances
+from elastic_cache.aws.deploy.budget import hourly_prices
 from elastic_cache.aws.deploy.names import ClusterNames
-from elastic_cache.aws.deploy.network import find_group, find_network
+from elastic_cache.aws.deploy.network import find_network
 from elastic_cache.aws.deploy.settings import DeploySettings
 from elastic_cache.aws.ec2 import instance_params, resolve_image, without_public_ip
 from elastic_cache.aws.errors import AwsError, AwsLimitExceeded, aws_call
 from elastic_cache.config import ROOT_VOLUME_GB, Ec2Settings
-from elastic_cache.cost import instance_price
-from elastic_cache.cost.billed import (
-    cross_zone_per_hour,
-    instance_extras_per_hour,
-    storage_cap_per_hour,
-    volume_per_hour,
-)
-from elastic_cache.errors import ConfigError, UnknownPrice
+from elastic_cache.errors import ConfigError
 
 __all__ = [
     "STANDARD_VCPU_QUOTA",
     "WARM_SAVE_ROOM_BYTES",
-    "Extras",
     "Preflight",
-    "billed_extras",
     "check_offerings",
     "check_permissions",
     "check_vcpu_quota",
-    "hourly_prices",
-    "plan_lines",
     "preflight",
     "standard_family",
 ]
@@ -58,101 +47,6 @@ def standard_family(instance_type: str) -> bool:
     if family.startswith(("dl", "inf", "trn", "hpc")):
         return False
     return re.match(r"^[acdhimrtz][a-z]?\d", family) is not None
-
-
-class Extras(NamedTuple):
-    """What the cluster is billed per hour besides its instances' list prices
-    (`elastic_cache.cost.billed`), USD per hour.
-
-    Attributes:
-        node: each node's public IPv4 address (none under ``--private``) and root volume.
-        coordinator: the coordinator's address (its Elastic IP) and root volume.
-        storage: the cold tier's S3 storage at its cap (``--max-demoted-gb``).
-        cross_zone: the traffic between zones at its allowance (with ``--az-spread``,
-            ``--max-cross-zone-gb-per-hour``; 0 without: the nodes stay in the
-            coordinator's zone).
-        known: False when the price table has no storage prices for the region (only
-            without a budget: these count $0 then, and the plan says so).
-    """
-
-    node: float
-    coordinator: float
-    storage: float
-    cross_zone: float = 0.0
-    known: bool = True
-
-
-def billed_extras(settings: DeploySettings) -> Extras:
-    """`Extras` of ``settings`` by its prices, as the coordinator counts them.
-
-    Raises:
-        UnknownPrice: a budget is set and the table has no storage prices for the region.
-    """
-    try:
-        prices = settings.cost.price_table().region(settings.region)
-    except UnknownPrice:
-        if settings.max_usd_per_hour is not None:
-            raise
-        return Extras(0.0, 0.0, 0.0, known=False)
-    each = instance_extras_per_hour(
-        prices, public_ip=not settings.private, volume_gb=ROOT_VOLUME_GB
-    )
-    return Extras(
-        each,
-        each,
-        storage_cap_per_hour(prices, settings.tier_max_bytes),
-        cross_zone_per_hour(prices, settings.cross_zone_allowance or 0.0),
-    )
-
-
-def hourly_prices(settings: DeploySettings) -> tuple[float | None, float | None]:
-    """``(coordinator, node)`` in USD per hour as the coordinator's budget counts them:
-    the dearest coordinator type with its address, volume, the S3 storage cap and the
-    allowance of traffic between zones (`billed_extras`), and the dearest node type with
-    its address and volume; by ``settings.cost`` (fetched prices, the built-in table,
-    any overrides). None for a side with a type of unknown price, which only a deploy
-    without a budget accepts (with a warning in the plan).
-
-    Raises:
-        ConfigError: the budget cannot pay for the coordinator and ``initial_nodes`` nodes.
-        UnknownPrice: a budget is set and a type has no price: the budget could not hold.
-    """
-    region = settings.region
-    table = settings.cost.price_table()
-    budget = settings.max_usd_per_hour
-
-    def dearest(types: Sequence[str]) -> float | None:
-        try:
-            return max(instance_price(t, region, table) for t in types)
-        except UnknownPrice as exc:
-            if budget is None:
-                return None
-            raise UnknownPrice(
-                f"{exc}. With --max-usd-per-hour the coordinator must price every instance "
-                "to keep the budget, and neither the AWS Price List API nor the built-in "
-                "table gave this one: allow pricing:GetProducts, add the price with --prices "
-                "FILE ([cost.prices]), or deploy without a budget",
-                **exc.details,
-            ) from exc
-
-    coordinator = dearest(settings.coordinator_types)
-    node = dearest(settings.instance_types)
-    extras = billed_extras(settings)
-    if coordinator is not None:
-        coordinator += extras.coordinator + extras.storage + extras.cross_zone
-    if node is not None:
-        node += extras.node
-    if budget is not None and coordinator is not None and node is not None:
-        floor = coordinator + settings.initial_nodes * node
-        if floor > budget + 1e-9:
-            raise ConfigError(
-                f"--max-usd-per-hour {budget} cannot pay for the coordinator "
-                f"(${coordinator:.4f}/h with its address, volume, S3 at its cap and the "
-                "traffic between zones at its allowance) and "
-                f"{settings.initial_nodes} node(s) (${node:.4f}/h each with its address "
-                f"and volume): at least ${floor:.4f}/h"
-            )
-    return coordinator, node
 
 
 def _instance_types(ec2: Any, types: Sequence[str]) -> dict[str, dict[str, Any]]:
@@ -507,158 +401,4 @@ def preflight(
         node_price=node_price,
         capacity=capacity,
         notes=tuple(notes),
-    )
-
-
-def _exists(fn: Any, gone: Sequence[str]) -> bool:
-    try:
-        fn()
-    except AwsError as exc:
-        if exc.aws_code in gone:
-            return False
-        raise
-    return True
-
-
-def plan_lines(
-    settings: DeploySettings,
-    names: ClusterNames,
-    checked: Preflight,
-    *,
-    ec2: Any,
-    ssm: Any,
-    iam: Any,
-    s3: Any,
-) -> list[str]:
-    """What a deploy would create (or find) and cost, one line each, by read-only calls."""
-
-    def mark(found: bool) -> str:
-        return "exists, kept" if found else "create"
-
-    bucket = _exists(
-        lambda: aws_call(s3, "HeadBucket", doing="looking for the bucket", Bucket=names.bucket),
-        ("404", "NoSuchBucket", "NotFound"),
-    )
-    lines = [f"  bucket        {names.bucket}: {mark(bucket)} (lifecycle: {_lifecycle(settings)})"]
-    for kind in ("coordinator", "node"):
-        group = find_group(ec2, checked.vpc, names.security_group(kind))
-        lines.append(f"  firewall      {names.security_group(kind)}: {mark(group is not None)}")
-    for kind in ("coordinator", "node"):
-        role = _exists(
-            lambda kind=kind: aws_call(
-                iam, "GetRole", doing="looking for the roles", RoleName=names.role(kind)
-            ),
-            ("NoSuchEntity",),
-        )
-        lines.append(f"  role          {names.role(kind)} and its instance profile: {mark(role)}")
-    token = _exists(
-        lambda: aws_call(
-            ssm, "GetParameter", doing="looking for the token", Name=names.token_parameter
-        ),
-        ("ParameterNotFound",),
-    )
-    lines.append(f"  token         {names.token_parameter}: {mark(token)}")
-    cert = _exists(
-        lambda: aws_call(
-            ssm, "GetParameter", doing="looking for the certificate", Name=names.tls_cert_parameter
-        ),
-        ("ParameterNotFound",),
-    )
-    source = "your --tls-cert" if settings.tls is not None else "self-signed, made by deploy"
-    lines.append(
-        f"  tls           {names.tls_cert_parameter}, {names.tls_key_parameter}: "
-        f"{'exists, kept' if cert else f'create ({source})'}"
-    )
-    existing = coordinator_instances(ec2, names.cluster)
-    if existing:
-        lines.append(
-            f"  coordinator   {existing[0]['InstanceId']}: exists "
-            f"({existing[0]['State']['Name']}), kept"
-        )
-    else:
-        where = ", ".join(f"{s} ({checked.zones[s]})" for s in checked.subnets)
-        lines.append(
-            f"  coordinator   launch {' or '.join(settings.coordinator_types)} from "
-            f"{checked.image} in the first of {where} with capacity"
-        )
-    tags = ", ".join(settings.tags) or "none"
-    lines.append(f"  tags          ecache:cluster={names.cluster} on everything; yours: {tags}")
-    lines.extend(f"  check         {note}" for note in checked.notes)
-    lines.append(cost_line(settings, checked))
-    return lines
-
-
-def _lifecycle(settings: DeploySettings) -> str:
-    demoted = (
-        f"demoted values after {settings.demoted_expiry_days} day(s)"
-        if settings.demoted_expiry_days is not None
-        else "demoted values kept"
-        if settings.cold_tier
-        else "no cold tier (--warm-reintegration)"
-    )
-    return f"old bundles and incomplete uploads expire; {demoted}"
-
-
-def cost_line(settings: DeploySettings, checked: Preflight) -> str:
-    """The $/hour at the minimum and the maximum size, and the budget; with a price
-    unknown, a warning instead (only a deploy without a budget gets this far)."""
-    if checked.coordinator_price is None or checked.node_price is None:
-        return (
-            "cost: WARNING: unknown, some instance type has no price (see the price lines); "
-            "no budget is set, so the coordinator counts such instances as $0/h. Check "
-            "the price on aws.amazon.com/ec2/pricing"
-        )
-    low = checked.coordinator_price + settings.initial_nodes * checked.node_price
-    high = checked.coordinator_price + settings.max_nodes * checked.node_price
-    budget = settings.max_usd_per_hour
-    return (
-        f"cost: ${low:.4f}/h at the minimum (coordinator + {settings.initial_nodes} node(s)), "
-        f"${high:.4f}/h at the maximum ({settings.max_nodes} nodes)"
-        + (f"; budget ${budget}/h" if budget is not None else "")
-        + f"; {extras_note(settings)}"
-        + (f"; {stopped_note(settings)}" if settings.warm_reintegration else "")
-    )
-
-
-def stopped_note(settings: DeploySettings) -> str:
-    """What a node stopped by warm re-integration keeps billing: its root volume (the
-    instance itself is not billed while stopped), as the coordinator counts it."""
-    try:
-        prices = settings.cost.price_table().region(settings.region)
-        volume = f"${volume_per_hour(prices, ROOT_VOLUME_GB):.5f}/h"
-    except UnknownPrice:
-        volume = "an unknown price"
-    return (
-        f"a node stopped by --warm-reintegration keeps billing its {ROOT_VOLUME_GB} GB root "
-        f"volume ({volume} each, in the cost and the budget) until it is started again or "
-        "the cluster destroyed"
-    )
-
-
-def extras_note(settings: DeploySettings) -> str:
-    """What the cost lines count besides the instances, and what they do not."""
-    extras = billed_extras(settings)
-    if not extras.known:
-        return (
-            f"WARNING: no storage prices for {settings.region}: public IPv4, root volumes "
-            "and S3 storage counted as $0"
-        )
-    address = "no public IPv4 (--private), " if settings.private else "its public IPv4 and "
-    allowance = settings.cross_zone_allowance
-    if allowance is None:
-        zones = "traffic between zones: none, every node in the coordinator's zone"
-    else:
-        zones = (
-            f"traffic between zones at its {allowance:g} GB/h allowance "
-            f"(${extras.cross_zone:.5f}/h; --max-cross-zone-gb-per-hour)"
-        )
-    storage = (
-        f"S3 at its {settings.max_demoted_gb:g} GB cap (${extras.storage:.5f}/h)"
-        if settings.cold_tier
-        else "no S3 cold tier (--warm-reintegration)"
-    )
-    return (
-        f"each instance counted with {address}{ROOT_VOLUME_GB} GB gp3 root volume "
-        f"(${extras.node:.5f}/h), {storage}, {zones}; S3 requests and outbound transfer "
-        "are billed per use, not per hour"
     )

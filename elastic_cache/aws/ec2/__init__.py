@@ -1,6 +1,7 @@
 """Cache nodes as EC2 instances: the provisioner the coordinator calls (`provisioner`),
-what it asks EC2 for (`instances`: tags, filters, image, launch parameters), what runs on
-an instance (`runner`) and Spot launches and interruptions (`spot`).
+its launch requests (`launches`) and the subnets it tries (`placement`), what it asks EC2
+for (`instances`: tags, filters, image, launch parameters), what runs on an instance
+(`runner`) and Spot launches and interruptions (`spot`).
 """
 
 from __future__ import annotations

@@ -1,20 +1,22 @@
 """`Ec2Provisioner`: cache nodes as EC2 instances (boto3; the session is passed in).
 
 A launch runs one instance with the configured image, instance type, subnet, security
-groups and instance profile (`elastic_cache.aws.ec2.instances` builds the request). The
-user data (`elastic_cache.aws.userdata`) installs this exact version of the package from
-a bundle in S3, through a presigned URL made for that launch, and starts ``ecache node``
-as a systemd service. `launch` returns once the instance runs and the node answers ``/healthz``.
+groups and instance profile (`LaunchRequests`, in `elastic_cache.aws.ec2.launches`, builds
+the request). The user data (`elastic_cache.aws.userdata`) installs this exact version of
+the package from a bundle in S3, through a presigned URL made for that launch, and starts
+``ecache node`` as a systemd service. `launch` returns once the instance runs and the
+node answers ``/healthz``.
 
 When AWS has no capacity for a type in a subnet (``InsufficientInstanceCapacity``), the
 next subnet is tried, then the next instance type. With ``az_spread`` the subnets are
 tried in order of how few of the cluster's nodes their zone holds; without it, only the
-subnets in the coordinator's own zone (`home_zone`) are tried, so that no node's traffic
-crosses zones (a capacity shortage there fails the launch rather than bill traffic the
-budget did not reserve; docs/aws.md, "Traffic between zones"). Every launch request
-carries a ``ClientToken`` of its own, so a request botocore sends again after a lost
-answer launches no second instance. Other AWS errors become the typed
-errors of `elastic_cache.aws.errors` (a refused permission names the IAM action).
+subnets in the coordinator's own zone (`home_zone`) are tried (`NodePlacement`, in
+`elastic_cache.aws.ec2.placement`, orders them), so that no node's traffic crosses zones
+(a capacity shortage there fails the launch rather than bill traffic the budget did not
+reserve; docs/aws.md, "Traffic between zones"). Every launch request carries a
+``ClientToken`` of its own, so a request botocore sends again after a lost answer
+launches no second instance. Other AWS errors become the typed errors of
+`elastic_cache.aws.errors` (a refused permission names the IAM action).
 
 `close` does not terminate instances: a coordinator that restarts resumes its nodes
 (see `Cluster.start`), and ``ecache destroy`` terminates everything by tag.
@@ -32,35 +34,26 @@ from typing import Any
 from botocore.config import Config
 
 from elastic_cache.aws.ec2.instances import (
-    CLUSTER_TAG,
     LIVE_STATES,
     NODE_TAG,
-    ROLE_TAG,
-    SAVED_STATE_DIR,
     STOPPED_STATES,
     cluster_filters,
-    instance_params,
     new_client_token,
-    node_args,
-    resolve_image,
-    spread_order,
-    without_public_ip,
     zone_of,
 )
+from elastic_cache.aws.ec2.launches import LaunchRequests
+from elastic_cache.aws.ec2.placement import NodePlacement
 from elastic_cache.aws.ec2.runner import InstanceRunner, PrivateAddress
 from elastic_cache.aws.ec2.spot import (
     SPOT_FALLBACK_CODES,
     interrupted,
     market_of,
-    spot_options,
 )
 from elastic_cache.aws.errors import CAPACITY_CODES, AwsCapacityError, AwsError, aws_call
-from elastic_cache.aws.userdata import node_user_data
-from elastic_cache.config import Ec2Settings, NodeSettings, check_tags
+from elastic_cache.config import Ec2Settings, NodeSettings
 from elastic_cache.errors import ConfigError, ProvisionError
 from elastic_cache.provisioner.base import NodeHandle
 from elastic_cache.provisioner.health import wait_healthy
-from elastic_cache.version import __version__
 
 __all__ = ["Ec2Provisioner"]
 
@@ -85,6 +78,10 @@ class Ec2Provisioner:
             (``ecache node --state-dir``), and `stop_node` stops an instance instead of
             terminating it (warm re-integration; its EBS volume is kept and billed
             until `start_node` or `terminate`).
+
+    Attributes:
+        requests: builds each launch request (image, tags, boot script, parameters).
+        placement: the subnets a launch tries, in order, and the coordinator's zone.
     """
 
     def __init__(
@@ -111,13 +108,7 @@ class Ec2Provisioner:
         self.runner: InstanceRunner = runner or PrivateAddress(settings.node_port)
         self._sleep = sleep
         self._clock = clock
-        self._client_token = client_token
         self.token_parameter = token_parameter
-        self._user_tags = [
-            {"Key": k, "Value": v} for k, v in check_tags("ec2.tags", settings.tags).items()
-        ]
-        self._zones: dict[str, str] | None = None
-        self._home_zone: str | None = settings.zone or None
         self.ec2 = session.client("ec2", region_name=settings.region)
         self.ssm = session.client("ssm", region_name=settings.region)
         # Signature version 4: boto3 still presigns with the deprecated V2 by default,
@@ -127,7 +118,17 @@ class Ec2Provisioner:
             region_name=settings.region,
             config=Config(signature_version="s3v4"),
         )
-        self._image: tuple[str, str, str] | None = None
+        self.requests = LaunchRequests(
+            settings,
+            nodes,
+            ec2=self.ec2,
+            ssm=self.ssm,
+            s3=self.s3,
+            client_token=client_token,
+            token_parameter=token_parameter,
+            keep_state=keep_state,
+        )
+        self.placement = NodePlacement(settings, ec2=self.ec2)
         self._handles: dict[str, NodeHandle] = {}
         self.capacity_misses = 0
 
@@ -148,158 +149,20 @@ class Ec2Provisioner:
     async def _call(self, client: Any, operation: str, doing: str, **params: Any) -> Any:
         return await asyncio.to_thread(aws_call, client, operation, doing=doing, **params)
 
-    async def image(self) -> tuple[str, str, str]:
-        """``(image_id, root_device_name, architecture)``, looked up once."""
-        if self._image is None:
-            self._image = await asyncio.to_thread(
-                resolve_image, self.ec2, self.ssm, self.settings, doing="looking up the image"
-            )
-        return self._image
-
-    def bundle_url(self) -> str:
-        """A fresh presigned GET URL of the package bundle."""
-        url: str = self.s3.generate_presigned_url(
-            "get_object",
-            Params={"Bucket": self.settings.bundle_bucket, "Key": self.settings.bundle_key},
-            ExpiresIn=self.settings.bundle_url_seconds,
-        )
-        return url
-
-    def user_data(self, node_id: str) -> str:
-        """The boot script of the instance for ``node_id``."""
-        args = node_args(self.nodes, node_id=node_id, port=self.settings.node_port)
-        if self.token_parameter is not None:
-            # The parameter's name, not the token: the node reads it from SSM.
-            args += ["--token-parameter", self.token_parameter, "--region", self.settings.region]
-        if self.keep_state:
-            args += ["--state-dir", SAVED_STATE_DIR]
-        return node_user_data(
-            bundle_url=self.bundle_url(),
-            package=f"elastic-cache=={__version__}",
-            node_args=args,
-        )
-
-    def tags(self, node_id: str) -> list[dict[str, str]]:
-        """The tags of a node's instance and volumes."""
-        return [
-            {"Key": CLUSTER_TAG, "Value": self.settings.cluster},
-            {"Key": ROLE_TAG, "Value": "node"},
-            {"Key": NODE_TAG, "Value": node_id},
-            {"Key": "Name", "Value": f"ecache-{self.settings.cluster}-{node_id}"},
-            *self._user_tags,
-        ]
-
-    def run_params(
-        self,
-        node_id: str,
-        *,
-        image: str,
-        root_device: str,
-        instance_type: str,
-        subnet: str | None,
-        market: str = "on-demand",
-        zone: str = "",
-    ) -> dict[str, Any]:
-        """The ``run_instances`` parameters for one attempt (``market``: ``spot`` or
-        ``on-demand``; ``zone``: the availability zone, for a launch into the default
-        subnet of that zone, ``subnet`` None)."""
-        params = instance_params(
-            image=image,
-            instance_type=instance_type,
-            user_data=self.user_data(node_id),
-            tags=self.tags(node_id),
-            root_device=root_device,
-            volume_gb=self.settings.root_volume_gb,
-        )
-        params["InstanceInitiatedShutdownBehavior"] = "terminate"
-        if self.settings.security_groups:
-            params["SecurityGroupIds"] = list(self.settings.security_groups)
-        if subnet is not None:
-            params["SubnetId"] = subnet
-        elif zone:
-            params["Placement"] = {"AvailabilityZone": zone}
-        if self.settings.instance_profile:
-            params["IamInstanceProfile"] = {"Name": self.settings.instance_profile}
-        if market == "spot":
-            params["InstanceMarketOptions"] = spot_options()
-        params["ClientToken"] = self._client_token()
-        return without_public_ip(params) if self.settings.private else params
-
     async def home_zone(self) -> str:
-        """The coordinator's availability zone: ``ec2.zone``, else the zone of the
-        cluster's running coordinator instance (found by tag, once; "" when there is
-        none, or more than one in different zones: a coordinator run elsewhere)."""
-        if self._home_zone is None:
-            reply = await self._call(
-                self.ec2,
-                "DescribeInstances",
-                "finding the coordinator's zone",
-                Filters=cluster_filters(self.settings.cluster, "coordinator", states=("running",)),
-            )
-            zones = {
-                str(i.get("Placement", {}).get("AvailabilityZone", ""))
-                for r in reply["Reservations"]
-                for i in r["Instances"]
-            }
-            self._home_zone = zones.pop() if len(zones) == 1 else ""
-        return self._home_zone
-
-    async def _subnet_zones(self) -> dict[str, str]:
-        """Subnet id → availability zone of the configured subnets (looked up once)."""
-        if self._zones is None:
-            subnets = list(self.settings.subnets)
-            reply = await self._call(
-                self.ec2, "DescribeSubnets", "finding the subnets' zones", SubnetIds=subnets
-            )
-            self._zones = {s["SubnetId"]: s["AvailabilityZone"] for s in reply["Subnets"]}
-        return self._zones
-
-    async def subnet_order(self) -> list[str]:
-        """The subnets in the order a launch tries them: with ``az_spread`` by the nodes
-        their zones hold now (`spread_order`); without it, those in the coordinator's
-        zone (`home_zone`), as configured (all of them when that zone is unknown).
-
-        Raises:
-            ProvisionError: no configured subnet is in the coordinator's zone.
-        """
-        subnets = list(self.settings.subnets)
-        if not self.settings.az_spread:
-            home = await self.home_zone() if subnets else ""
-            if not home:
-                return subnets
-            zones = await self._subnet_zones()
-            kept = [s for s in subnets if zones.get(s) == home]
-            if not kept:
-                raise ProvisionError(
-                    f"no configured subnet is in the coordinator's zone {home} "
-                    f"({', '.join(subnets)}): nodes elsewhere would bill traffic between "
-                    "zones; add a subnet in that zone, or deploy with --az-spread"
-                )
-            return kept
-        if len(subnets) < 2:
-            return subnets
-        self._zones = await self._subnet_zones()
-        reply = await self._call(
-            self.ec2,
-            "DescribeInstances",
-            "counting nodes per zone",
-            Filters=cluster_filters(self.settings.cluster, "node"),
-        )
-        counts: dict[str, int] = {}
-        for reservation in reply["Reservations"]:
-            for instance in reservation["Instances"]:
-                zone = instance.get("Placement", {}).get("AvailabilityZone", "")
-                counts[zone] = counts.get(zone, 0) + 1
-        return spread_order(subnets, self._zones, counts)
+        """The coordinator's availability zone (`NodePlacement.home_zone`)."""
+        return await self.placement.home_zone()
 
     async def _run(self, node_id: str) -> tuple[dict[str, Any], str]:
         """``run_instances``, falling back over subnets, then instance types; with
         ``spot``, all of them as Spot first, then on-demand. Returns the instance and
         its market."""
-        image, root_device, _ = await self.image()
-        subnets: list[str | None] = list(await self.subnet_order()) or [None]
+        image, root_device, _ = await self.requests.image()
+        subnets: list[str | None] = list(await self.placement.subnet_order()) or [None]
         # Into the default subnet: of the coordinator's zone unless nodes spread.
-        zone = "" if self.settings.az_spread or subnets != [None] else await self.home_zone()
+        zone = (
+            "" if self.settings.az_spread or subnets != [None] else await self.placement.home_zone()
+        )
         misses = []
         markets = ("spot", "on-demand") if self.settings.spot else ("on-demand",)
         attempts = [
@@ -312,7 +175,7 @@ class Ec2Provisioner:
             # In a thread: presigning may refresh the instance role's credentials.
             params = await asyncio.to_thread(
                 functools.partial(
-                    self.run_params,
+                    self.requests.run_params,
                     node_id,
                     image=image,
                     root_device=root_device,
