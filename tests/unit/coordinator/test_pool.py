@@ -16,6 +16,8 @@ Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], object]
 
 @pytest.fixture
 async def aio_server() -> AsyncIterator[tuple[str, int]]:
+    done = asyncio.Event()
+
     async def kv(request: web.Request) -> web.StreamResponse:
         if request.method == "PUT":
             body = await request.read()
@@ -29,7 +31,7 @@ async def aio_server() -> AsyncIterator[tuple[str, int]]:
             await resp.write_eof()
             return resp
         if request.match_info["key"] == "slow":
-            await asyncio.sleep(2)
+            await done.wait()  # answers only when the test is over
         return web.Response(body=b"value:" + request.match_info["key"].encode())
 
     app = web.Application()
@@ -40,6 +42,7 @@ async def aio_server() -> AsyncIterator[tuple[str, int]]:
     await site.start()
     port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
     yield "127.0.0.1", port
+    done.set()
     await runner.cleanup()
 
 
@@ -121,8 +124,9 @@ async def test_stale_keep_alive_connection_is_retried_once() -> None:
     server, port = await raw_server(handler)
     pool = ConnectionPool("127.0.0.1", port)
     assert (await pool.request("GET", "/a")).body == b"ok"
-    await asyncio.sleep(0.05)
-    assert (await pool.request("GET", "/b")).body == b"ok"  # reused, failed, retried
+    # Reused before its close arrives (then failed and sent again), or opened afresh
+    # once the close arrived: either way one answer and no error.
+    assert (await pool.request("GET", "/b")).body == b"ok"
     assert served == 2
     await pool.close()
     await stop(server)

@@ -19,6 +19,8 @@ import pytest
 
 from elastic_cache.coordinator.pool import ConnectionPool, PoolError, PoolTimeout
 
+from ..waiting import turns, until
+
 #: Answers a request (the connection's number, method, target): the bytes to send, or
 #: None to close the connection without answering, or a coroutine giving either (answers
 #: still go out in order).
@@ -166,7 +168,7 @@ async def test_a_batch_on_a_connection_the_node_had_closed_is_sent_again() -> No
 async def test_a_request_that_never_gets_its_answer_fails_alone() -> None:
     async def script(conn: int, method: str, target: str) -> bytes | None:
         if target == "/hang":
-            await asyncio.sleep(30)  # holds every answer behind it on this connection
+            await asyncio.Event().wait()  # never answers: holds every answer behind it
         return echo(conn, method, target)
 
     async with scripted(script) as (port, served):
@@ -186,7 +188,7 @@ async def test_a_request_that_never_gets_its_answer_fails_alone() -> None:
 async def test_a_batch_sent_to_a_node_that_stops_answering_times_out_whole() -> None:
     async def script(conn: int, method: str, target: str) -> bytes | None:
         if target != "/warm":
-            await asyncio.sleep(30)
+            await asyncio.Event().wait()  # never answers
         return echo(conn, method, target)
 
     async with scripted(script) as (port, served):
@@ -201,9 +203,11 @@ async def test_a_batch_sent_to_a_node_that_stops_answering_times_out_whole() -> 
 
 
 async def test_a_short_budget_behind_a_slow_answer_times_out_and_the_connection_stays() -> None:
+    release = asyncio.Event()
+
     async def script(conn: int, method: str, target: str) -> bytes | None:
         if target == "/slow":
-            await asyncio.sleep(0.6)
+            await release.wait()  # answers once the request behind it has timed out
         return echo(conn, method, target)
 
     async with scripted(script) as (port, served):
@@ -213,8 +217,10 @@ async def test_a_short_budget_behind_a_slow_answer_times_out_and_the_connection_
         quick = asyncio.create_task(pool.request("GET", "/quick", timeout=0.2))
         with pytest.raises(PoolTimeout):
             await quick
+        release.set()
         assert (await slow).body == b"PUT /slow"
-        await asyncio.sleep(0.05)  # the late answer to /quick arrives and is dropped
+        # The late answer to /quick arrives and is dropped: the connection is idle again.
+        await until(lambda: len(pool._idle) == 1, "the connection back in the pool")
         assert (await pool.request("GET", "/then")).body == b"GET /then"
         assert served.connections == 1 and pool.open_connections == 1
         await pool.close()
@@ -292,16 +298,22 @@ async def test_a_stream_left_unread_closes_its_connection_and_the_rest_retry() -
 
 
 async def test_a_caller_that_gives_up_costs_the_others_nothing() -> None:
+    gate = asyncio.Event()
+    gate.set()
+
     async def script(conn: int, method: str, target: str) -> bytes:
-        await asyncio.sleep(0.05)
+        await gate.wait()
         return echo(conn, method, target)
 
     async with scripted(script) as (port, served):
         pool = ConnectionPool("127.0.0.1", port)
         await pool.request("GET", "/warm")
+        gate.clear()  # the batch is answered only after one of its callers gave up
         tasks = [asyncio.create_task(pool.request("GET", f"/k{i}")) for i in range(3)]
-        await asyncio.sleep(0.01)
+        await until(lambda: sum(map(sum, served.reads)) == 4, "the batch at the server")
         tasks[1].cancel()
+        await turns()
+        gate.set()
         assert (await tasks[0]).body == b"GET /k0"
         assert (await tasks[2]).body == b"GET /k2"
         with pytest.raises(asyncio.CancelledError):
