@@ -61,6 +61,7 @@ __all__ = [
     "MalformedAnswer",
     "MethodNotAllowed",
     "Misdirected",
+    "MoveFailed",
     "NamespaceFull",
     "NodeUnavailable",
     "NotFound",
@@ -245,6 +246,13 @@ class Conflict(ElasticCacheError):
 
     status = 409
     code = "conflict"
+
+
+class MoveFailed(ElasticCacheError):
+    """A live migration was abandoned before its commit; the source kept everything."""
+
+    status = 503
+    code = "migration_failed"
 
 
 class SendAlone(Conflict):

@@ -19,6 +19,7 @@ from elastic_cache.errors import ElasticCacheError, InvalidBody, InvalidTTL, Val
 
 __all__ = [
     "DEFAULT_CONTENT_TYPE",
+    "MAX_URL_BYTES",
     "SEND_CHUNK",
     "STREAM_ABOVE",
     "BufferPool",
@@ -43,6 +44,9 @@ __all__ = [
 log = logging.getLogger("elastic_cache.http")
 
 DEFAULT_CONTENT_TYPE = "application/octet-stream"
+
+#: The longest ``{path}?{query}`` read-through takes (414 past it).
+MAX_URL_BYTES = 8192
 
 _HTTP_CODES = {
     400: "bad_request",

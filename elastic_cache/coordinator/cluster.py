@@ -34,8 +34,8 @@ from elastic_cache.coordinator import placement
 from elastic_cache.coordinator.events import EventLog
 from elastic_cache.coordinator.failures import Failures
 from elastic_cache.coordinator.membership import NodeInfo, StoppedNode
-from elastic_cache.coordinator.migration import MigrationInfo, MoveFailed
-from elastic_cache.errors import Conflict, ElasticCacheError
+from elastic_cache.coordinator.migration import MigrationInfo
+from elastic_cache.errors import Conflict, ElasticCacheError, MoveFailed
 from elastic_cache.ring import HashRing, midpoint_token, range_size
 
 __all__ = ["Cluster", "EventLog", "MigrationInfo", "MoveFailed", "NodeInfo"]

@@ -16,7 +16,7 @@ from urllib.parse import unquote
 
 from elastic_cache.coordinator.app import answer_headers
 from elastic_cache.coordinator.nodeclient import Answer
-from elastic_cache.coordinator.pool import BodyStream, PoolError
+from elastic_cache.coordinator.pool import PoolError
 from elastic_cache.coordinator.readthrough import ClientRequest, ReadThrough, Reply
 from elastic_cache.coordinator.router import Router
 from elastic_cache.coordinator.service import Coordinator
@@ -33,6 +33,7 @@ from elastic_cache.fastpath import (
 )
 from elastic_cache.httpio import STREAM_ABOVE, parse_content_type, parse_ttl
 from elastic_cache.metrics import RequestMeter
+from elastic_cache.node.protocol import AnswerStream
 
 __all__ = ["CoordinatorHotRoutes"]
 
@@ -252,7 +253,7 @@ async def _origin_chunks(stream: Any) -> AsyncIterator[bytes]:
         raise
 
 
-async def _node_chunks(stream: BodyStream, request: HotRequest) -> AsyncIterator[bytes]:
+async def _node_chunks(stream: AnswerStream, request: HotRequest) -> AsyncIterator[bytes]:
     try:
         while chunk := await stream.read():
             yield chunk

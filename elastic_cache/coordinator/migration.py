@@ -9,16 +9,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from elastic_cache.errors import ElasticCacheError
-
-__all__ = ["MigrationInfo", "MoveFailed"]
-
-
-class MoveFailed(ElasticCacheError):
-    """A live migration was abandoned before its commit; the source kept everything."""
-
-    status = 503
-    code = "migration_failed"
+__all__ = ["MigrationInfo"]
 
 
 @dataclass(slots=True)

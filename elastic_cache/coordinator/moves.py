@@ -35,8 +35,8 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from elastic_cache.coordinator import placement
 from elastic_cache.coordinator.membership import Membership, NodeInfo
-from elastic_cache.coordinator.migration import MigrationInfo, MoveFailed
-from elastic_cache.errors import ElasticCacheError, NodeUnavailable
+from elastic_cache.coordinator.migration import MigrationInfo
+from elastic_cache.errors import ElasticCacheError, MoveFailed, NodeUnavailable
 from elastic_cache.ring import HashRing
 
 __all__ = ["Moves", "key_chunks"]

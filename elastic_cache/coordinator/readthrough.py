@@ -45,11 +45,10 @@ from elastic_cache.errors import MethodNotAllowed, UnknownOrigin, UriTooLong
 from elastic_cache.httpcache.keys import cache_key, check_path, variant_key
 from elastic_cache.httpcache.policy import FreshnessRules, select_variant
 from elastic_cache.httpcache.record import VaryMarker
+from elastic_cache.httpio import MAX_URL_BYTES
 
-__all__ = ["MARKERS_KEPT", "MAX_URL_BYTES", "ClientRequest", "Counters", "ReadThrough", "Reply"]
+__all__ = ["MARKERS_KEPT", "ClientRequest", "Counters", "ReadThrough", "Reply"]
 
-#: The longest ``{path}?{query}`` read-through takes (414 past it).
-MAX_URL_BYTES = 8192
 # TRACE echoes the request (credentials included) and CONNECT opens a tunnel: neither
 # has a meaning through a cache.
 _REFUSED = frozenset({"TRACE", "CONNECT"})

@@ -30,9 +30,9 @@ from collections.abc import Callable, Sequence
 
 from elastic_cache.adminapi import SavedState
 from elastic_cache.coordinator.membership import NodeInfo, StoppedNode
-from elastic_cache.coordinator.migration import MigrationInfo, MoveFailed
+from elastic_cache.coordinator.migration import MigrationInfo
 from elastic_cache.coordinator.moves import Moves
-from elastic_cache.errors import Conflict, ElasticCacheError, ProvisionError
+from elastic_cache.errors import Conflict, ElasticCacheError, MoveFailed, ProvisionError
 from elastic_cache.provisioner.base import NodeStopper
 from elastic_cache.ring import HashRing, in_range
 

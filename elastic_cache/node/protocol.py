@@ -16,15 +16,10 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, Self
+from typing import Any, NamedTuple, Protocol, Self
 
 from elastic_cache.adminapi import NodeMigration, Record, SavedState, read
 from elastic_cache.errors import SendAlone
-
-if TYPE_CHECKING:
-    # Type only: the coordinator's keep-alive client hands a large answer over as it
-    # arrives. docs/architecture.md lists this edge among those to remove.
-    from elastic_cache.coordinator.pool import BodyStream
 
 __all__ = [
     "ALONE_HEADER",
@@ -38,6 +33,7 @@ __all__ = [
     "LENGTH_HEADER",
     "STORED_HEADER",
     "Answer",
+    "AnswerStream",
     "NodeClient",
     "NodeStats",
 ]
@@ -65,6 +61,19 @@ ALONE_HEADER = "X-Ecache-Alone"
 ALONE_STATUS = SendAlone.status
 
 
+class AnswerStream(Protocol):
+    """The body of a large answer, read as it arrives (on the coordinator, its pool's
+    `elastic_cache.coordinator.poolconn.BodyStream`): `read` until it gives ``b""``,
+    then `close`."""
+
+    #: Bytes of the whole body (its Content-Length).
+    length: int
+
+    async def read(self) -> bytes: ...
+
+    def close(self) -> None: ...
+
+
 class Answer(NamedTuple):
     """A node's answer to a key request, passed on to the caller as it is.
 
@@ -90,7 +99,7 @@ class Answer(NamedTuple):
     used: int = -1
     capacity: int = -1
     cache: str = ""
-    stream: BodyStream | None = None
+    stream: AnswerStream | None = None
     retry_after: str = ""
 
 

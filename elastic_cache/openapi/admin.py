@@ -10,11 +10,11 @@ from elastic_cache.aws.errors import (
     AwsLimitExceeded,
     AwsPermissionDenied,
 )
-from elastic_cache.coordinator.migration import MoveFailed
 from elastic_cache.errors import (
     ConfigError,
     Conflict,
     InvalidBody,
+    MoveFailed,
     ProvisionError,
     UnknownNamespace,
     UnknownNode,

@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from elastic_cache.coordinator.readthrough import MAX_URL_BYTES
 from elastic_cache.dashboard import STATIC_FILES
 from elastic_cache.errors import (
     BadPath,
@@ -29,6 +28,7 @@ from elastic_cache.errors import (
     UriTooLong,
     ValueTooLarge,
 )
+from elastic_cache.httpio import MAX_URL_BYTES
 from elastic_cache.openapi.admin import admin_paths, admin_schemas
 from elastic_cache.openapi.components import (
     ANY,

@@ -25,10 +25,9 @@ from elastic_cache.cli.coordinator_process import start_coordinator_server
 from elastic_cache.client import AsyncClient
 from elastic_cache.config import ClusterSettings
 from elastic_cache.coordinator.app import make_coordinator_app
-from elastic_cache.coordinator.cluster import MoveFailed
 from elastic_cache.coordinator.migration import MigrationInfo
 from elastic_cache.coordinator.service import Coordinator
-from elastic_cache.errors import NodeUnavailable
+from elastic_cache.errors import MoveFailed, NodeUnavailable
 from elastic_cache.provisioner.local import LocalProvisioner
 
 from ..checked_load import CheckedLoad
