@@ -39,6 +39,7 @@ from aiohttp import web
 from multidict import CIMultiDict
 
 from elastic_cache.auth import token_middleware
+from elastic_cache.coordinator.collector import CoordinatorCollector
 from elastic_cache.coordinator.nodeclient import Answer
 from elastic_cache.coordinator.pool import PoolError
 from elastic_cache.coordinator.readthrough import ClientRequest, Reply
@@ -481,6 +482,7 @@ def make_coordinator_app(coord: Coordinator, *, manage_lifecycle: bool = True) -
         middlewares=[] if coord.guard is None else [token_middleware(coord.guard)],
     )
     app[COORDINATOR] = coord
+    coord.metrics.add_state(CoordinatorCollector(coord))
     meter = coord.metrics.requests
     kv = "/v1/kv/{key:[\\s\\S]+}"  # any character, newlines too (rejected by validation)
     app.router.add_get(kv, metered(get_kv, "kv", meter))

@@ -120,7 +120,7 @@ class Coordinator(ClusterCosts):
         self._origin_session: aiohttp.ClientSession | None = None
         # Metrics read the coordinator's state at scrape time; launches, terminations
         # and migrations are counted as they happen.
-        self.metrics = CoordinatorMetrics(self)
+        self.metrics = CoordinatorMetrics(lambda: self.cluster.migrations)
         self.history = ClusterHistory()
         self.cluster = Cluster(
             settings,

@@ -74,10 +74,10 @@ from elastic_cache.httpio import (
     str_field,
 )
 from elastic_cache.metrics.meter import RequestMeter, metered, metrics_response
-from elastic_cache.metrics.node import node_registry
 from elastic_cache.namespaces import NamespaceTable
 from elastic_cache.node.changesroute import ChangeWakeup, answer_changes
 from elastic_cache.node.heartbeat import Heartbeats
+from elastic_cache.node.metrics import node_registry
 from elastic_cache.node.protocol import (
     CACHE_HEADER,
     COLD_HIT,

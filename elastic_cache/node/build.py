@@ -14,7 +14,7 @@ from elastic_cache.node.service import NodeService
 from elastic_cache.store import Capacity, Store, record_size
 from elastic_cache.tiers.base import ColdTier
 from elastic_cache.tiers.layer import ColdLayer
-from elastic_cache.tiers.spec import open_tier
+from elastic_cache.tiers.opening import open_tier
 
 __all__ = ["build_node_service"]
 

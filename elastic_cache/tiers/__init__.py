@@ -29,7 +29,8 @@ if TYPE_CHECKING:
         ColdTierUnavailable,
         ColdWriter,
     )
-    from elastic_cache.tiers.spec import TierSpec, open_tier, parse_tier_spec
+    from elastic_cache.tiers.opening import open_tier
+    from elastic_cache.tiers.spec import TierSpec, parse_tier_spec
 
 __all__ = [
     "ColdEntry",
@@ -55,7 +56,7 @@ __getattr__, __dir__ = lazy_exports(
         "ColdTierUnavailable": "elastic_cache.tiers.base",
         "ColdWriter": "elastic_cache.tiers.base",
         "TierSpec": "elastic_cache.tiers.spec",
-        "open_tier": "elastic_cache.tiers.spec",
+        "open_tier": "elastic_cache.tiers.opening",
         "parse_tier_spec": "elastic_cache.tiers.spec",
     },
 )

@@ -1,19 +1,15 @@
-"""Tier specs: ``disk:/path`` and ``s3://bucket/prefix``, parsed and opened.
-
-Parsing is pure (the config validates specs with it); `open_tier` builds the tier and,
-for S3 without a client given, a boto3 client from the default credential chain.
-"""
+"""Tier specs: ``disk:/path`` and ``s3://bucket/prefix``, parsed (pure: the config
+validates specs with it). `elastic_cache.tiers.opening.open_tier` builds the tier a
+spec names."""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
 
 from elastic_cache.errors import ConfigError
-from elastic_cache.tiers.base import ColdTier
 
-__all__ = ["TierSpec", "open_tier", "parse_tier_spec"]
+__all__ = ["TierSpec", "parse_tier_spec"]
 
 # S3 bucket naming rules (the common subset): 3-63 lower-case letters, digits, '.', '-'.
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
@@ -61,53 +57,3 @@ def parse_tier_spec(spec: str) -> TierSpec:
             raise ConfigError(f"tier spec {spec!r}: the prefix is longer than 512 bytes")
         return TierSpec(kind="s3", bucket=bucket, prefix=prefix)
     raise ConfigError(f"tier spec must be disk:/path or s3://bucket/prefix, got {spec!r}")
-
-
-def open_tier(
-    spec: str | TierSpec,
-    *,
-    s3_client: Any = None,
-    endpoint_url: str | None = None,
-    region: str | None = None,
-    fsync: bool = True,
-) -> ColdTier:
-    """Build the tier a spec names.
-
-    Args:
-        spec: the spec (or a parsed one).
-        s3_client: the boto3 S3 client to use; default: a new one from boto3's default
-            credential chain, with ``endpoint_url`` and ``region``.
-        endpoint_url: an S3-compatible endpoint (moto's server for a local demo).
-        region: the client's region (default: boto3's, else us-east-1).
-        fsync: for a disk tier, fsync each file before renaming it into place.
-
-    Raises:
-        ConfigError: a bad spec. ColdTierError: the directory cannot be created.
-    """
-    parsed = parse_tier_spec(spec) if isinstance(spec, str) else spec
-    if parsed.kind == "disk":
-        from elastic_cache.tiers.disk import DiskTier
-
-        return DiskTier(parsed.path, fsync=fsync)
-    from elastic_cache.tiers.s3 import S3Tier
-
-    if s3_client is None:
-        import boto3
-        from botocore.config import Config
-
-        session = boto3.session.Session()
-        s3_client = session.client(
-            "s3",
-            endpoint_url=endpoint_url or None,
-            region_name=region or session.region_name or "us-east-1",
-            config=Config(
-                retries={"max_attempts": 3, "mode": "standard"},
-                max_pool_connections=32,
-                # Plain Content-MD5-free bodies: botocore's default (aws-chunked bodies
-                # with trailing checksums) is not understood by every S3-compatible
-                # server; moto's stored empty objects.
-                request_checksum_calculation="when_required",
-                response_checksum_validation="when_required",
-            ),
-        )
-    return S3Tier(s3_client, parsed.bucket, parsed.prefix)

@@ -92,3 +92,21 @@ def test_a_resumed_move_is_counted_with_the_records_it_reused(tmp_path: Any) -> 
     assert got[("ecache_migration_records_reused_total", (("kind", "split"),))] == 70
     assert got[("ecache_migration_records_total", (("kind", "split"),))] == 30
     assert got[("ecache_migrations_total", (("kind", "split"), ("outcome", "done")))] == 1
+
+
+def test_the_state_collector_is_added_once(tmp_path: Any) -> None:
+    """The coordinator's app adds its state collector; a second app over the same
+    coordinator (tests build several) must not list every state family twice."""
+    from prometheus_client import generate_latest
+
+    from elastic_cache.coordinator.collector import CoordinatorCollector
+
+    def epochs() -> int:
+        text = generate_latest(coord.metrics.registry).decode()
+        return sum(line.startswith("ecache_cluster_epoch ") for line in text.splitlines())
+
+    coord = Coordinator(cluster_settings(), FakeProvisioner(), state_path=tmp_path / "c.json")
+    assert epochs() == 0
+    coord.metrics.add_state(CoordinatorCollector(coord))
+    coord.metrics.add_state(CoordinatorCollector(coord))
+    assert epochs() == 1

@@ -9,8 +9,8 @@ import pytest
 from elastic_cache.config import NodeSettings
 from elastic_cache.errors import KeyNotFound
 from elastic_cache.metrics.meter import RequestMeter
-from elastic_cache.metrics.node import node_registry
 from elastic_cache.node import build_node_service
+from elastic_cache.node.metrics import node_registry
 from elastic_cache.tiers.disk import DiskTier
 from tests.unit.metrics.helpers import samples
 from tests.unit.tiers.helpers import tiered_service
