@@ -8,7 +8,7 @@ fields are the JSON fields it reads, with their types; `read` (behind every reco
 ``from_json``) reads any of them from the decoded JSON by those annotations, checks each
 type and raises `MalformedAnswer`, naming the field, when an answer is not as described.
 Callers then read attributes, never dictionary keys. The records agree with the OpenAPI
-documents of `elastic_cache.openapi` (tests/unit/test_adminapi.py checks each record's
+documents of `elastic_cache.openapi` (tests/unit/adminapi/test_adminapi.py checks each record's
 fields against the schema's properties).
 
 How a field is read follows from its annotation: ``int``, ``float`` (an integer stays an

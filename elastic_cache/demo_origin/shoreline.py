@@ -164,7 +164,7 @@ def location_seed(lat: float, lon: float) -> int:
 
     The location is rounded to `LOCATION_DECIMALS` decimals and written as two integers
     (so -0.0 and 0.0, and -180 and 180, hash alike) before MurmurHash3 with `TERRAIN_SEED`.
-    Golden values in ``tests/unit/test_demo_origin.py`` pin the outputs.
+    Golden values in ``tests/unit/demo_origin/test_demo_origin.py`` pin the outputs.
 
     Args:
         lat: latitude in degrees.

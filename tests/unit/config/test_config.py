@@ -100,7 +100,7 @@ def test_frozen() -> None:
 
 def test_the_readme_config_example_is_a_valid_config() -> None:
     # README.md's annotated config file must parse to the settings it documents.
-    readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).parents[3] / "README.md").read_text(encoding="utf-8")
     blocks = [b for b in re.findall(r"```toml\n(.*?)```", readme, re.S) if "[nodes]" in b]
     assert blocks, "README.md has no config example"
     settings = ClusterSettings.from_mapping(tomllib.loads(blocks[0]))
@@ -110,7 +110,7 @@ def test_the_readme_config_example_is_a_valid_config() -> None:
 
 
 def test_the_readme_example_sets_the_http_caching_settings() -> None:
-    readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).parents[3] / "README.md").read_text(encoding="utf-8")
     block = next(b for b in re.findall(r"```toml\n(.*?)```", readme, re.S) if "[nodes]" in b)
     (origin,) = ClusterSettings.from_mapping(tomllib.loads(block)).origins
     assert (origin.grace, origin.keep, origin.unsafe_methods) == (10.0, 300.0, "pass")

@@ -116,7 +116,7 @@ def test_the_cost_example_in_docs_loads() -> None:
     import tomllib
     from pathlib import Path
 
-    text = (Path(__file__).parents[2] / "docs" / "cost.md").read_text()
+    text = (Path(__file__).parents[3] / "docs" / "cost.md").read_text()
     block = text.split("`[cost.prices]` TOML table maps to:", 1)[1]
     block = block.split("```toml\n", 1)[1].split("```", 1)[0]
     s = ClusterSettings.from_mapping(tomllib.loads(block))
