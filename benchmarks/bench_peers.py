@@ -24,7 +24,8 @@ The HTTP rows use wrk (one thread, a Lua script picking the key per request). Wi
 or more CPUs every server is pinned to CPU 0 and the load generator to CPU 1 with
 ``taskset``, so the coordinator and its node share CPU 0 as in issue 15's figures. The
 rows are interleaved round by round, so that noise from the rest of the machine falls on
-all of them alike; each row's figure is the median of its rounds (min and max beside).
+all of them alike, and each measured run follows ``--warmup`` seconds of the same load;
+each row's figure is the median of its rounds (min and max beside).
 
 "Replay cost" compares a read-through hit with a routed ``GET /v1/kv/{key}`` of a 1 KiB
 value through the same coordinator and node: the same hops and body size, without what a
@@ -170,7 +171,10 @@ def redis_info(port: int, section: str) -> dict[str, str]:
 
 
 async def warm(base: str, paths: Sequence[str]) -> dict[str, str]:
-    """GET every path once, then the first again; returns the headers of that second read.
+    """GET every path twice, then the first again; returns the headers of that last read.
+    The second pass reads hits, as every measured run does: a cache that keeps a hit
+    nearer after it was read from its store (the coordinator's hot answers) starts the
+    runs with it, as nginx and Varnish start them with every answer stored.
 
     Sent like wrk sends them: no ``Accept-Encoding`` (the origin's ``Vary`` names it, so it
     picks the variant) and no ``User-Agent``.
@@ -188,11 +192,12 @@ async def warm(base: str, paths: Sequence[str]) -> dict[str, str]:
                 return dict(resp.headers.items())
 
         await asyncio.gather(*(get(p) for p in paths))
+        await asyncio.gather(*(get(p) for p in paths))
         return await get(paths[0])
 
 
 def fill_and_warm(servers: Servers, keys: int) -> dict[str, dict[str, str]]:
-    """Store every kv key, read every origin key once through each cache.
+    """Store every kv key, read every origin key twice through each cache (`warm`).
 
     Returns:
         the headers of one hit per read-through cache (to show what is replayed).
@@ -363,7 +368,9 @@ RUN_ORDER = (
 def measure(
     fleet: Fleet, servers: Servers, rows: Sequence[Row], args: argparse.Namespace
 ) -> dict[str, list[Sample]]:
-    """A warm-up run per row, then ``rounds`` rounds with the rows interleaved."""
+    """``rounds`` rounds with the rows interleaved; every measured run follows a warm-up
+    run of the same row, so that no row is measured in what the row before it left
+    behind (its servers' backlog, the other processes on the CPU catching up)."""
     samples: dict[str, list[Sample]] = {row.name: [] for row in rows}
     redis_rate: dict[str, float] = {}
 
@@ -381,14 +388,11 @@ def measure(
     # hit, nginx's hit; Redis GET and the node GET; the PUTs together.
     order = {name: i for i, name in enumerate(RUN_ORDER)}
     rows = sorted(rows, key=lambda row: order.get(row.name, len(order)))
-    with Progress("bench_peers", total=len(rows) * (args.rounds + 1), unit="runs") as bar:
-        for row in rows:
-            bar.update(bar.done, note=f"warm-up: {row.name}")
-            once(row, args.warmup)
-            bar.advance()
+    with Progress("bench_peers", total=len(rows) * args.rounds, unit="runs") as bar:
         for r in range(args.rounds):
             for row in rows:
                 bar.update(bar.done, note=f"round {r + 1}/{args.rounds}: {row.name}")
+                once(row, args.warmup)
                 samples[row.name].append(once(row, args.duration))
                 bar.advance()
     return samples
@@ -474,7 +478,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--duration", type=float, default=10.0, help="seconds per run")
     parser.add_argument("--rounds", type=int, default=3, help="measured runs per row")
-    parser.add_argument("--warmup", type=float, default=2.0, help="seconds of warm-up per row")
+    parser.add_argument(
+        "--warmup", type=float, default=2.0, help="seconds of warm-up before each measured run"
+    )
     parser.add_argument("--keys", type=int, default=10_000, help="distinct keys of 1 KiB")
     parser.add_argument(
         "--quick", action="store_true", help="a smoke run: 1 round of 2 s, 1,000 keys"
