@@ -4,8 +4,8 @@ Counted per request by `RequestMeter`, in plain integers on the event loop's thr
 labelled ``prometheus_client`` child costs about 1.1 µs per request (``inc`` +
 ``observe``; 2.3 µs more when ``labels()`` is looked up each time); the meter costs
 about 0.25 µs, and it is the node's hot path. The handler is wrapped at route
-registration (`metered`), so no middleware runs for every request. The node's and the
-coordinator's collectors (`elastic_cache.metrics.node`, `elastic_cache.metrics.coordinator`)
+registration (`metered`), so no middleware runs for every request. The node's registry
+(`elastic_cache.node.metrics`) and the coordinator's (`elastic_cache.metrics.coordinator`)
 register the meter beside their own figures (`MeterCollector`).
 """
 

@@ -1,4 +1,4 @@
-"""The node collector (`elastic_cache.metrics.node`)."""
+"""The node collector (`elastic_cache.node.metrics`)."""
 
 from __future__ import annotations
 
