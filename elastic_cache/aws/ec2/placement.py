@@ -92,7 +92,7 @@ class NodePlacement:
             return kept
         if len(subnets) < 2:
             return subnets
-        self._zones = await self._subnet_zones()
+        zones = await self._subnet_zones()
         reply = await asyncio.to_thread(
             aws_call,
             self.ec2,
@@ -105,4 +105,4 @@ class NodePlacement:
             for instance in reservation["Instances"]:
                 zone = instance.get("Placement", {}).get("AvailabilityZone", "")
                 counts[zone] = counts.get(zone, 0) + 1
-        return spread_order(subnets, self._zones, counts)
+        return spread_order(subnets, zones, counts)

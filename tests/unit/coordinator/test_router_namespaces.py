@@ -193,3 +193,17 @@ async def test_a_cancelled_replicated_write_cancels_every_copy() -> None:
     await asyncio.sleep(0)  # the replica's task takes its cancellation
     assert owner.cancelled and replica.cancelled
     assert owner.puts == 0 and replica.puts == 0
+
+
+async def test_a_replicated_write_with_no_holder_left_is_refused_as_moving() -> None:
+    """Every holder the ring names has left the cluster (a dropped node, a moment before
+    its ranges are handed over): no copy to write, a 503 to retry, nothing raised past."""
+
+    class Gone(View):
+        def holders(self, token: int) -> tuple[str, ...]:
+            return ("node-gone",)
+
+    view = Gone(settings(), [Holder("node-1"), Holder("node-2")])
+    router = Router(view, Scaler(), RateMeter(1))
+    with pytest.raises(NodeUnavailable, match="moving"):
+        await router.put("slow/a", b"v", "t", None)
