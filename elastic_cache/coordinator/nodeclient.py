@@ -19,14 +19,21 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from typing import Any
 from urllib.parse import quote
 
 import aiohttp
 from yarl import URL
 
-from elastic_cache.coordinator.pool import BodyStream, ConnectionPool, PoolError, PoolTimeout
+from elastic_cache.coordinator.pool import (
+    BodyStream,
+    ConnectionPool,
+    PoolError,
+    PoolTimeout,
+    RawAnswer,
+)
+from elastic_cache.coordinator.writebatch import BATCH_VALUE_MAX, WriteBatcher, batch_ttl
 from elastic_cache.errors import (
     ConfigError,
     ElasticCacheError,
@@ -34,7 +41,7 @@ from elastic_cache.errors import (
     NodeUnavailable,
     error_from_json,
 )
-from elastic_cache.node.protocol import Answer, NodeClient, NodeStats
+from elastic_cache.node.protocol import BATCH_PATH, Answer, NodeClient, NodeStats
 
 __all__ = [
     "Answer",
@@ -108,6 +115,7 @@ class HttpNodeClient:
             raise ConfigError(f"node address {address!r} is not http://host:port")
         auth = session.headers.get("Authorization")
         self._pool = ConnectionPool(host, port, timeout=kv_timeout, authorization=auth)
+        self._batcher = WriteBatcher(self._send_batch, self._put_one, node_id)
         #: Seconds a GET or HEAD waits for the answer's head (None: ``kv_timeout``).
         self._read_timeout = read_timeout
         # Bodies sent and received on the aiohttp calls (control, change feed, streamed
@@ -130,7 +138,43 @@ class HttpNodeClient:
 
     async def close(self) -> None:
         """Close the key-path connections to the node."""
+        await self._batcher.close()
         await self._pool.close()
+
+    async def _request(
+        self,
+        method: str,
+        target: str,
+        *,
+        body: bytes = b"",
+        headers: dict[str, str] | None = None,
+        stream_above: int = -1,
+        timeout: float | None = None,
+        alone: bool = False,
+    ) -> RawAnswer:
+        """A request on the key path's pool; its failures as `NodeUnavailable`."""
+        try:
+            return await self._pool.request(
+                method,
+                target,
+                body=body,
+                headers=headers,
+                stream_above=stream_above,
+                timeout=timeout,
+                alone=alone,
+            )
+        except PoolTimeout as exc:
+            raise NodeUnavailable(
+                f"node {self.node_id} at {self.address}: {exc}", timed_out=True, retry_after=1
+            ) from exc
+        except PoolError as exc:
+            raise NodeUnavailable(f"node {self.node_id} at {self.address}: {exc}") from exc
+
+    def _send_batch(self, frame: bytes, epoch: int) -> Awaitable[RawAnswer]:
+        headers = {"Content-Type": "application/octet-stream"}
+        if epoch:
+            headers["X-Ecache-Epoch"] = str(epoch)
+        return self._request("POST", BATCH_PATH, body=frame, headers=headers)
 
     async def _kv(
         self,
@@ -147,22 +191,15 @@ class HttpNodeClient:
         # Percent-encode every reserved character ("/" too), so a key reaches the node
         # exactly as it was given.
         target = "/v1/kv/" + key_segment(key) + query
-        try:
-            raw = await self._pool.request(
-                method,
-                target,
-                body=body,
-                headers=headers,
-                stream_above=stream_above,
-                timeout=timeout,
-                alone=alone,
-            )
-        except PoolTimeout as exc:
-            raise NodeUnavailable(
-                f"node {self.node_id} at {self.address}: {exc}", timed_out=True, retry_after=1
-            ) from exc
-        except PoolError as exc:
-            raise NodeUnavailable(f"node {self.node_id} at {self.address}: {exc}") from exc
+        raw = await self._request(
+            method,
+            target,
+            body=body,
+            headers=headers,
+            stream_above=stream_above,
+            timeout=timeout,
+            alone=alone,
+        )
         h = raw.headers
         used, cap = _parse_fill(h.get(b"x-ecache-fill"))
         return Answer(
@@ -182,7 +219,7 @@ class HttpNodeClient:
             return await self._kv("HEAD", key, timeout=self._read_timeout)
         return await self._kv("GET", key, stream_above=stream_above, timeout=self._read_timeout)
 
-    async def put(
+    def put(
         self,
         key: str,
         value: bytes,
@@ -191,7 +228,26 @@ class HttpNodeClient:
         epoch: int = 0,
         *,
         alone: bool = False,
+    ) -> Awaitable[Answer]:
+        """`NodeClient.put`; a small write goes in this turn's batch to the node
+        (`elastic_cache.coordinator.writebatch`), and its answer is then a future."""
+        batcher = self._batcher
+        if not alone and len(value) <= BATCH_VALUE_MAX and batcher.enabled:
+            ttl_ms = batch_ttl(ttl)
+            if ttl_ms is not None:
+                return batcher.put(key, value, content_type, ttl_ms, epoch)
+        return self._put_one(key, value, content_type, ttl, epoch, alone)
+
+    async def _put_one(
+        self,
+        key: str,
+        value: bytes,
+        content_type: str,
+        ttl: float | None,
+        epoch: int,
+        alone: bool,
     ) -> Answer:
+        """A ``PUT`` of its own."""
         query = f"?ttl={ttl!r}" if ttl is not None else ""
         headers = {"Content-Type": content_type}
         if epoch:

@@ -75,6 +75,7 @@ from elastic_cache.httpio import (
 )
 from elastic_cache.metrics.meter import RequestMeter, metered, metrics_response
 from elastic_cache.namespaces import NamespaceTable
+from elastic_cache.node.batchwrites import BATCH_PATH, BatchWrites, answer_batch
 from elastic_cache.node.changesroute import ChangeWakeup, answer_changes
 from elastic_cache.node.heartbeat import Heartbeats
 from elastic_cache.node.metrics import node_registry
@@ -478,10 +479,16 @@ def make_node_app(
     async def get_metrics(request: web.Request) -> web.StreamResponse:
         return metrics_response(registry)
 
+    batch = BatchWrites(service, max_value_bytes, meter.record)
+
+    async def post_kv_batch(request: web.Request) -> web.StreamResponse:
+        return await answer_batch(request, batch)
+
     kv = "/v1/kv/{key:[\\s\\S]+}"  # any character, newlines too (rejected by validation)
     app.router.add_get(kv, metered(get_kv, "kv", meter))  # also answers HEAD
     app.router.add_put(kv, metered(put_kv, "kv", meter), expect_handler=expect_put)
     app.router.add_delete(kv, metered(delete_kv, "kv", meter))
+    app.router.add_post(BATCH_PATH, metered(post_kv_batch, "kv-batch", meter))
     app.router.add_get("/v1/stats", metered(stats, "stats", meter))
     app.router.add_get("/healthz", metered(healthz, "healthz", meter))
     app.router.add_get("/metrics", metered(get_metrics, "metrics", meter))

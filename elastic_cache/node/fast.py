@@ -1,15 +1,16 @@
 """The node's hot routes on the lean HTTP layer (`elastic_cache.fastpath`):
-``GET/HEAD/PUT/DELETE /v1/kv/{key}``, answered exactly as the aiohttp routes of
-`elastic_cache.node.app` answer them. What this module declines (a key only aiohttp
-decodes exactly, a PUT without ``Content-Length`` or over the value limit, ``Expect:
-100-continue``, a value not in memory on a node with a cold tier, HEAD on such a node)
-goes to those routes.
+``GET/HEAD/PUT/DELETE /v1/kv/{key}`` and ``POST /v1/kv-batch``, answered exactly as
+the aiohttp routes of `elastic_cache.node.app` answer them. What this module declines
+(a key only aiohttp decodes exactly, a PUT without ``Content-Length`` or over the
+value limit, ``Expect: 100-continue``, a value not in memory on a node with a cold
+tier, HEAD on such a node) goes to those routes.
 """
 
 from __future__ import annotations
 
+import inspect
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from elastic_cache.errors import ElasticCacheError, SendAlone
@@ -24,6 +25,7 @@ from elastic_cache.fastpath import (
 )
 from elastic_cache.httpio import SEND_CHUNK, STREAM_ABOVE, parse_content_type, parse_ttl
 from elastic_cache.metrics.meter import RequestMeter
+from elastic_cache.node.batchwrites import BATCH_MAX_BYTES, BATCH_PATH, BatchWrites
 from elastic_cache.node.protocol import ALONE_HEADER, BATCHED_HEADER
 from elastic_cache.node.service import NodeService
 from elastic_cache.store import PutOutcome
@@ -36,6 +38,7 @@ _MISS_BODY = b'{"error":"key_not_found","message":"no value for this key"}'
 #: the cold tier, it is answered `ALONE_STATUS` at once and sent again alone.
 _BATCHED = BATCHED_HEADER.lower().encode()
 _JSON = ("Content-Type", "application/json")
+_BATCH_PATH = BATCH_PATH.encode()
 
 
 class NodeHotRoutes:
@@ -51,10 +54,17 @@ class NodeHotRoutes:
         self.service = service
         self.max_value = max_value_bytes
         self.record = meter.record
+        self.batch = BatchWrites(service, max_value_bytes, meter.record)
 
     def route(self, request: HotRequest) -> Callable[[HotRequest], Any] | None:
         method = request.method
         if not request.target.startswith(_PREFIX):
+            if (
+                request.target == _BATCH_PATH
+                and method == "POST"
+                and whole_body_within(request, BATCH_MAX_BYTES)
+            ):
+                return self.put_batch
             return None
         if method == "GET":
             return self.get
@@ -190,6 +200,23 @@ class NodeHotRoutes:
             headers.append(("X-Ecache-Evicted", str(len(outcome.evicted))))
         self._done(request, 204)
         return response_bytes(204, headers, keep_alive=request.keep_alive)
+
+    def put_batch(self, request: HotRequest) -> Any:
+        try:
+            answer = self.batch.apply(request.body, request.header(b"x-ecache-epoch"))
+        except ElasticCacheError as err:
+            self.record("kv-batch", "POST", err.status, time.perf_counter() - request.started)
+            return error_bytes(err, self._epoch(), keep_alive=request.keep_alive)
+        if inspect.isawaitable(answer):
+            return self._batch_later(request, answer)
+        return self._batch_done(request, answer)
+
+    async def _batch_later(self, request: HotRequest, answer: Awaitable[bytes]) -> bytes:
+        return self._batch_done(request, await answer)
+
+    def _batch_done(self, request: HotRequest, answer: bytes) -> bytes:
+        self.record("kv-batch", "POST", 200, time.perf_counter() - request.started)
+        return response_bytes(200, [_JSON], answer, keep_alive=request.keep_alive)
 
     def delete(self, request: HotRequest) -> Any:
         parts = split_target(request.target, _PREFIX)

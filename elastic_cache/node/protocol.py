@@ -14,7 +14,7 @@ the migration code run unchanged on real nodes and on the simulator's in-process
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol, Self
 
@@ -25,6 +25,7 @@ __all__ = [
     "ALONE_HEADER",
     "ALONE_STATUS",
     "BATCHED_HEADER",
+    "BATCH_PATH",
     "CACHE_HEADER",
     "COLD_HIT",
     "EPOCH_HEADER",
@@ -59,6 +60,9 @@ COLD_HIT = "HIT-COLD"
 BATCHED_HEADER = "X-Ecache-Batched"
 ALONE_HEADER = "X-Ecache-Alone"
 ALONE_STATUS = SendAlone.status
+#: Many writes in one request (`elastic_cache.node.batchwrites`); a record that would
+#: wait on the cold tier answers `ALONE_STATUS` there too.
+BATCH_PATH = "/v1/kv-batch"
 
 
 class AnswerStream(Protocol):
@@ -154,7 +158,7 @@ class NodeClient(Protocol):
         larger comes back as ``Answer.stream`` (a client may read every body whole)."""
         ...
 
-    async def put(
+    def put(
         self,
         key: str,
         value: bytes,
@@ -163,7 +167,7 @@ class NodeClient(Protocol):
         epoch: int = 0,
         *,
         alone: bool = False,
-    ) -> Answer:
+    ) -> Awaitable[Answer]:
         """Store ``key``; ``epoch`` (the routing ring's, 0: none) lets the node refuse a
         write routed by a ring older than its own (421). ``alone``: the write waits on
         the node's tier (a durable namespace), so no other request may wait behind it

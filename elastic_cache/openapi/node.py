@@ -10,6 +10,7 @@ from typing import Any
 from elastic_cache.errors import (
     InvalidBody,
     InvalidKey,
+    InvalidRequest,
     InvalidTTL,
     KeyNotFound,
     Misdirected,
@@ -171,9 +172,67 @@ def _kv_path() -> Schema:
     }
 
 
+def _batch_path() -> Schema:
+    error = {"type": "object", "required": ["error", "message"]}
+    result = {
+        "description": (
+            "204 (stored), or `[status, error body]`: what `PUT /v1/kv/{key}` would have "
+            "answered for this record (409 `send_alone`: it would wait on the cold tier; "
+            "nothing was done, send it again on its own)."
+        ),
+        "oneOf": [
+            {"const": 204},
+            {
+                "type": "array",
+                "prefixItems": [{"type": "integer", "minimum": 400}, error],
+                "minItems": 2,
+                "maxItems": 2,
+            },
+        ],
+    }
+    answer = {
+        "type": "object",
+        "required": ["epoch", "fill", "results"],
+        "properties": {
+            "epoch": {"type": "integer", "minimum": 0},
+            "fill": {
+                "type": "array",
+                "description": "`[used, capacity]` after the batch.",
+                "prefixItems": [{"type": "integer"}, {"type": "integer"}],
+                "minItems": 2,
+                "maxItems": 2,
+            },
+            "results": {"type": "array", "items": result},
+        },
+    }
+    return {
+        "post": operation(
+            "nodePutBatch",
+            "Store many values in one request",
+            description=(
+                "The coordinator's writes to this node of one turn of its event loop "
+                '(docs/replication.md, "Batched writes"): a binary record frame '
+                "(elastic_cache/node/wire.py; `ttl_ms` -1 for none), one result per "
+                "record in order. `X-Ecache-Epoch` fences the whole batch; an error of "
+                "the batch itself stores nothing."
+            ),
+            tags=_INTERNAL,
+            request_body={
+                "description": "A record frame, at most 8 MiB.",
+                "required": True,
+                "content": {"application/octet-stream": {"schema": BINARY}},
+            },
+            responses={"200": json_response(answer, "One result per record.")},
+            errors=(InvalidBody, InvalidRequest, ValueTooLarge, Misdirected),
+            error_headers=_EPOCH,
+        )
+    }
+
+
 def _public_paths() -> dict[str, Schema]:
     return {
         "/v1/kv/{key}": _kv_path(),
+        "/v1/kv-batch": _batch_path(),
         "/v1/stats": {
             "get": operation(
                 "nodeStats",
