@@ -41,6 +41,11 @@ def _public_address() -> str:
         return str(resp.read().decode("ascii").strip())
 
 
+def _nodes_per_instance(text: str) -> int | str:
+    """``--nodes-per-instance``: a number, or ``auto`` (checked by `DeploySettings`)."""
+    return int(text) if text.strip().isdigit() else text
+
+
 def _caller_cidr(lookup: Callable[[], str] | None = None) -> str:
     """This machine's public address as a /32 (or /128), for ``--allow-cidr``.
 
@@ -218,6 +223,16 @@ def add_parser(sub: Subparsers) -> None:
         "nodes get no S3 cold tier); not with --spot (default off)",
     )
     dep.add_argument(
+        "--nodes-per-instance",
+        type=_nodes_per_instance,
+        default="auto",
+        metavar="N|auto",
+        help="node processes each node instance runs, each a ring member on a port of its "
+        "own (node port + slot), each with its share of the instance's memory: 1 to 16, or "
+        "auto, as many as the type has vCPUs (capped at 16), so that an instance's price "
+        "buys all its cores. 1 with --warm-reintegration (default auto)",
+    )
+    dep.add_argument(
         "--tag",
         action="append",
         metavar="KEY=VALUE",
@@ -309,6 +324,7 @@ def run(args: argparse.Namespace) -> int:
         spot=args.spot,
         tls=_deploy_certificate(args),
         warm_reintegration=args.warm_reintegration,
+        nodes_per_instance=args.nodes_per_instance,
     )
     if args.update:
         if args.dry_run:

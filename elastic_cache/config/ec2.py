@@ -19,12 +19,15 @@ from elastic_cache.errors import ConfigError
 
 __all__ = [
     "AL2023_PARAMETER",
+    "AUTO_NODES_PER_INSTANCE",
     "CLUSTER_NAME",
+    "MAX_NODES_PER_INSTANCE",
     "MAX_USER_TAGS",
     "RESERVED_TAG_PREFIXES",
     "ROOT_VOLUME_GB",
     "Ec2Settings",
     "check_cluster_name",
+    "check_nodes_per_instance",
     "check_tags",
     "parse_tag",
 ]
@@ -62,6 +65,35 @@ MAX_USER_TAGS = 40
 #: GB of every deployed instance's gp3 root volume (the coordinator's, and nodes' by
 #: default): the budget counts its storage.
 ROOT_VOLUME_GB = 8
+
+#: The most node processes one instance runs. Slot occupancy lives in one instance tag
+#: (`elastic_cache.aws.ec2.slots`), whose value AWS caps at 256 characters: 16 slots of
+#: ``N=node-99999`` fit with room to spare, 32 would not.
+MAX_NODES_PER_INSTANCE = 16
+
+#: ``nodes_per_instance`` of "as many as the instance type has vCPUs".
+AUTO_NODES_PER_INSTANCE = "auto"
+
+
+def check_nodes_per_instance(name: str, value: object) -> int | str:
+    """Return ``value`` if it is 1 to `MAX_NODES_PER_INSTANCE` or ``"auto"``.
+
+    Raises:
+        ConfigError: it is not (the message names ``name``).
+    """
+    if value == AUTO_NODES_PER_INSTANCE and isinstance(value, str):
+        return value
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(
+            f"{name} must be a number of nodes or {AUTO_NODES_PER_INSTANCE!r}, got {value!r}"
+        )
+    if not 1 <= value <= MAX_NODES_PER_INSTANCE:
+        raise ConfigError(
+            f"{name} must be from 1 to {MAX_NODES_PER_INSTANCE} or "
+            f"{AUTO_NODES_PER_INSTANCE!r}, got {value!r}"
+        )
+    return value
+
 
 _TAG_TEXT = re.compile(r"^[\w .:/=+\-@]*$")
 
@@ -155,6 +187,12 @@ class Ec2Settings:
             running coordinator instance (by tag). Without ``az_spread`` nodes launch in
             this zone only; traffic with a node in another zone is metered and priced
             (docs/aws.md, "Traffic between zones").
+        nodes_per_instance: how many node processes (slots) one instance runs, each a
+            ring member listening on ``node_port + slot``: 1 to `MAX_NODES_PER_INSTANCE`,
+            or ``"auto"``, the instance type's vCPUs (capped at that). Default 1, one
+            node per instance as before; ``ecache deploy`` writes ``"auto"`` so that an
+            instance's price buys all its cores (docs/aws.md, "Several nodes per
+            instance").
         max_cross_zone_gb_per_hour: with ``az_spread``, the GB per hour of traffic
             between zones the budget reserves (``ecache deploy
             --max-cross-zone-gb-per-hour``); while the metered rate is above it the
@@ -185,9 +223,11 @@ class Ec2Settings:
     private: bool = False
     zone: str = ""
     max_cross_zone_gb_per_hour: float | None = None
+    nodes_per_instance: int | str = 1
 
     def __post_init__(self) -> None:
         check_cluster_name(self.cluster)
+        check_nodes_per_instance("ec2.nodes_per_instance", self.nodes_per_instance)
         check_tags("ec2.tags", self.tags)
         if self.zone and not re.match(r"^[a-z]{2}(-[a-z]+)+-\d[a-z]$", str(self.zone)):
             raise ConfigError(
@@ -229,6 +269,13 @@ class Ec2Settings:
         if not self.image and "{arch}" not in self.image_parameter:
             check_ssm_name("ec2.image_parameter", self.image_parameter)
         check_port("ec2.node_port", self.node_port, allow_zero=False)
+        if isinstance(self.nodes_per_instance, int) and (
+            self.node_port + self.nodes_per_instance - 1 > 65535
+        ):
+            raise ConfigError(
+                f"ec2.nodes_per_instance: {self.nodes_per_instance} nodes from port "
+                f"{self.node_port} go past port 65535"
+            )
         if bool(self.bundle_bucket) != bool(self.bundle_key):
             raise ConfigError("set both ec2.bundle_bucket and ec2.bundle_key, or neither")
         if (

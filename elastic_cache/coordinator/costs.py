@@ -1,6 +1,7 @@
 """What the cluster costs per hour, as `Coordinator` (a subclass) tells the scaler's
-budget, the dashboard and ``GET /v1/cluster``: the nodes at their on-demand or Spot price
-with their addresses and volumes, the coordinator's own instance, the cold tier's storage
+budget, the dashboard and ``GET /v1/cluster``: the nodes' instances (each once, however
+many nodes its slots run) at their on-demand or Spot price with their addresses and
+volumes, the coordinator's own instance, the cold tier's storage
 cap, the stopped nodes' volumes, instances whose termination failed, and the traffic
 between zones (metered, and the allowance the budget reserves). Prices come from
 `elastic_cache.cost` and ``[cost]`` in the configuration."""
@@ -8,6 +9,7 @@ between zones (metered, and the allowance the budget reserves). Prices come from
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from elastic_cache.config import ROOT_VOLUME_GB, ClusterSettings
@@ -75,7 +77,15 @@ class ClusterCosts:
     def next_node_price(self) -> float:
         """What one more node may cost per hour: the dearest type the provisioner may
         fall back to (`Ec2Provisioner.instance_types`), so the budget holds whichever
-        type AWS has capacity for, with its address and volume (`node_extras`)."""
+        type AWS has capacity for, with its address and volume (`node_extras`); nothing
+        when a free slot of a running instance will take it (`Ec2Provisioner.
+        free_slots`)."""
+        free_slots: Callable[[], int] | None = getattr(self.provisioner, "free_slots", None)
+        if free_slots is not None and free_slots() > len(self.cluster.launching):
+            # A free slot of a running instance takes it (``ec2.nodes_per_instance``):
+            # that instance's price is counted already. Launches under way may take the
+            # free slots first, so only slots beyond them count.
+            return 0.0
         types = getattr(self.provisioner, "instance_types", None)
         if not types:
             types = (self.provisioner_instance_type(),)
@@ -161,9 +171,16 @@ class ClusterCosts:
         return self._instances_cost_per_hour() + self.cross_zone_cost_per_hour()
 
     def _instances_cost_per_hour(self) -> float:
-        nodes = sum(self.handle_price(n.handle) for n in self.cluster.nodes.values())
-        strays = sum(self.handle_price(h) for h in self.cluster.unterminated.values())
-        return self.fixed_cost_per_hour() + nodes + strays + self.stopped_cost_per_hour()
+        # Per instance, not per node: the nodes of one instance's slots share its price
+        # (``ec2.nodes_per_instance``; their handles share its id as ``ref``).
+        instances: dict[str, NodeHandle] = {}
+        for handle in [
+            *(n.handle for n in self.cluster.nodes.values()),
+            *self.cluster.unterminated.values(),
+        ]:
+            instances.setdefault(handle.ref, handle)
+        running = sum(self.handle_price(h) for h in instances.values())
+        return self.fixed_cost_per_hour() + running + self.stopped_cost_per_hour()
 
     def budgeted_cost_per_hour(self) -> float:
         """`cost_per_hour` as the budget counts it before a launch: the traffic between
@@ -218,7 +235,9 @@ class ClusterCosts:
         """What the nodes stopped for warm re-integration cost per hour: their EBS
         volumes (`elastic_cache.cost.stopped`; 0 for local processes)."""
         ec2 = self.settings.ec2
-        stopped = [s for s in self.cluster.stopped.values() if s.handle.instance_type != "local"]
+        stopped = {
+            s.handle.ref for s in self.cluster.stopped.values() if s.handle.instance_type != "local"
+        }
         if ec2 is None or not stopped:
             return 0.0
         prices = self._region_prices()  # as for running nodes' volumes (`node_extras`)

@@ -63,13 +63,14 @@ class SpotDrain:
         #: Drains under way, by node id.
         self.draining: dict[str, asyncio.Task[None]] = {}
 
-    def spot_nodes(self) -> dict[str, str]:
-        """The members running as Spot: instance id → node id."""
-        return {
-            info.handle.ref: info.node_id
-            for info in self.cluster.nodes.values()
-            if info.handle.extra.get("market") == "spot"
-        }
+    def spot_nodes(self) -> dict[str, list[str]]:
+        """The members running as Spot: instance id → the node ids it runs (one per
+        slot, ``ec2.nodes_per_instance``)."""
+        spot: dict[str, list[str]] = {}
+        for info in self.cluster.nodes.values():
+            if info.handle.extra.get("market") == "spot":
+                spot.setdefault(info.handle.ref, []).append(info.node_id)
+        return spot
 
     async def check(self) -> list[str]:
         """Look for notices (at most every ``interval`` seconds) and start draining each
@@ -87,17 +88,18 @@ class SpotDrain:
             return []
         started = []
         for ref in sorted(marked):
-            node_id = spot.get(ref)
-            if node_id is None or node_id in self.draining:
-                continue
-            self.cluster.events.add(
-                "spot_interruption",
-                f"{node_id} ({ref}): EC2 takes this Spot instance back in two minutes; draining it",
-                node=node_id,
-                ref=ref,
-            )
-            self.draining[node_id] = asyncio.create_task(self._drain(node_id))
-            started.append(node_id)
+            for node_id in sorted(spot.get(ref, [])):
+                if node_id in self.draining:
+                    continue
+                self.cluster.events.add(
+                    "spot_interruption",
+                    f"{node_id} ({ref}): EC2 takes this Spot instance back in two minutes; "
+                    "draining it",
+                    node=node_id,
+                    ref=ref,
+                )
+                self.draining[node_id] = asyncio.create_task(self._drain(node_id))
+                started.append(node_id)
         return started
 
     async def _drain(self, node_id: str) -> None:

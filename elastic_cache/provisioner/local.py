@@ -34,8 +34,11 @@ __all__ = ["LocalProvisioner", "node_arguments", "node_command", "stop_process"]
 log = logging.getLogger("elastic_cache.provisioner.local")
 
 
-def node_arguments(settings: NodeSettings, *, node_id: str, host: str, port: int = 0) -> list[str]:
-    """The arguments of ``ecache node`` (what follows ``node``) for ``settings``."""
+def node_arguments(
+    settings: NodeSettings, *, node_id: str, host: str, port: int | str = 0
+) -> list[str]:
+    """The arguments of ``ecache node`` (what follows ``node``) for ``settings``
+    (``port`` a string where a unit template fills it, `elastic_cache.aws.userdata`)."""
     args = [
         "--host",
         host,

@@ -87,9 +87,9 @@ def unique(prefix: str) -> str:
 
 
 class LocalInstances:
-    """An `InstanceRunner` that starts an ``ecache node`` process for each launched
-    instance and stops it when the instance is terminated: the node the instance would
-    run, on 127.0.0.1."""
+    """An `InstanceRunner` that starts an ``ecache node`` process for each node an
+    instance runs (each slot's) and stops it when its slot is stopped or the instance is
+    terminated: the nodes the instance would run, on 127.0.0.1."""
 
     def __init__(self, settings: NodeSettings, log_dir: Path, *, state: bool = False) -> None:
         # With ``state``, each node keeps a state directory, as an instance's volume.
@@ -100,7 +100,7 @@ class LocalInstances:
         self.instances: dict[str, str] = {}  # node id -> instance id
         self.fail_health = False
 
-    async def address(self, node_id: str, instance: Mapping[str, Any]) -> str:
+    async def address(self, node_id: str, instance: Mapping[str, Any], *, slot: int) -> str:
         if self.fail_health:
             return "http://127.0.0.1:9"  # nothing listens there
         stopped = {h.node_id: h for h in await self.local.stopped()}
@@ -113,7 +113,18 @@ class LocalInstances:
         self.instances[node_id] = str(instance["InstanceId"])
         return handle.address
 
+    async def slot_stopped(self, node_id: str, instance_id: str, *, slot: int) -> None:
+        if self.instances.get(node_id) != instance_id:
+            return
+        del self.instances[node_id]
+        handle = self.handles.pop(node_id, None)
+        if handle is not None:
+            await self.local.terminate(handle)
+
     async def terminated(self, node_id: str, instance_id: str) -> None:
+        # Every node the instance ran goes with it (its last one is ``node_id``).
+        for other in [n for n, i in self.instances.items() if i == instance_id and n != node_id]:
+            await self.slot_stopped(other, instance_id, slot=-1)
         if self.instances.get(node_id) != instance_id:
             return  # another instance with this node id (a leftover): not this process
         del self.instances[node_id]

@@ -504,6 +504,10 @@ def test_the_coordinator_and_status_use_the_prices_deploy_was_given(
     assert config is not None
     coordinator = ClusterSettings.from_mapping(tomllib.loads(config))
     assert coordinator.cost == DEAR
+    # Two nodes per t3.small instance (auto: 2 vCPUs), each with half of memory_fraction
+    # of its 2 GiB.
+    assert coordinator.ec2 is not None and coordinator.ec2.nodes_per_instance == "auto"
+    assert coordinator.nodes.capacity_bytes == int(2048 / 2 * (1 << 20) * 0.5)
     # Status reads them back from there (no local state), and prices by them.
     view = aws_view(session.client("ec2"), s.name, REGION)
     assert view["instances_per_hour"] == pytest.approx(0.0624)

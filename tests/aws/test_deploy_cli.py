@@ -163,7 +163,8 @@ def test_deploy_status_destroy(moto_server: str, tmp_path: Path) -> None:
     assert [(p["FromPort"], p["ToPort"]) for p in coord_sg["IpPermissions"]] == [(8080, 8080)]
     assert [r["CidrIp"] for r in coord_sg["IpPermissions"][0]["IpRanges"]] == ["203.0.113.7/32"]
     node_rules = node_sg["IpPermissions"]
-    assert {(p["FromPort"], p["ToPort"]) for p in node_rules} == {(8500, 8500)}
+    # One port per slot of a t3.small node instance (2 vCPUs: two nodes each).
+    assert {(p["FromPort"], p["ToPort"]) for p in node_rules} == {(8500, 8501)}
     assert all(p.get("IpRanges", []) == [] and p.get("Ipv6Ranges", []) == [] for p in node_rules)
     sources = {g["GroupId"] for p in node_rules for g in p["UserIdGroupPairs"]}
     assert sources == {coord_sg["GroupId"], node_sg["GroupId"]}

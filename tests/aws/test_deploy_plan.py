@@ -128,15 +128,18 @@ def test_dry_run_prints_the_plan_and_its_cost_and_creates_nothing(
     assert "left out: t3.small not offered in us-east-1e" in out
     assert "vCPU quota: not checked (NoSuchResourceException)" in out
     assert "permissions: ec2:RunInstances and ec2:CreateSecurityGroup allowed" in out
-    # t3.small is $0.0208/h in us-east-1: 3 instances at the minimum (two nodes, one
-    # per copy: replication 2 by default), 4 at the maximum; each with its public IPv4
-    # ($0.005/h) and 8 GB gp3 volume ($0.08/GB-month), and S3 at its 50 GB cap.
+    # t3.small is $0.0208/h in us-east-1 and has 2 vCPUs, so each node instance runs two
+    # nodes (--nodes-per-instance auto): 2 instances at the minimum (the coordinator and
+    # one for the two nodes, one per copy: replication 2 by default), 3 at the maximum;
+    # each with its public IPv4 ($0.005/h) and 8 GB gp3 volume ($0.08/GB-month), and S3
+    # at its 50 GB cap.
     each, s3 = 0.0208 + 0.005 + 8 * 0.08 / 730, 50 * 0.023 / 730
     assert (
-        f"cost: ${3 * each + s3:.4f}/h at the minimum (coordinator + 2 node(s)), "
-        f"${4 * each + s3:.4f}/h at the maximum (3 nodes)" in out
+        f"cost: ${2 * each + s3:.4f}/h at the minimum (coordinator + 2 node(s) on 1 "
+        f"instance(s), 2 per instance), ${3 * each + s3:.4f}/h at the maximum (3 nodes on 2 "
+        "instance(s))" in out
     )
-    assert "$0.0816/h at the minimum" in out  # the same, worked out
+    assert "$0.0549/h at the minimum" in out  # the same, worked out
     assert (
         "each instance counted with its public IPv4 and 8 GB gp3 root volume "
         "($0.00588/h), S3 at its 50 GB cap ($0.00158/h)" in out
@@ -390,7 +393,11 @@ def test_the_budget_floor_counts_the_dearest_coordinator_type(session: Any, tmp_
         run_deploy(
             session,
             tmp_path,
-            settings(coordinator_fallback_types=("t3.medium",), max_usd_per_hour=0.09),
+            settings(
+                coordinator_fallback_types=("t3.medium",),
+                max_usd_per_hour=0.09,
+                nodes_per_instance=1,
+            ),
         )
     assert what_exists(session) == NOTHING
 

@@ -89,12 +89,13 @@ def test_a_type_and_region_the_tables_lack_deploy_with_fetched_prices(
     result = run_deploy(session, tmp_path, s, out=lines.append, prices=cache, today=lambda: DAY)
     text = "\n".join(lines)
     assert "price: c7i.large in ap-south-1: $0.0893/h (fetched 2026-11-26)" in text
-    # Coordinator + 2 nodes (replication 2), and the maximum of 4 nodes; each with its
-    # public IPv4 and 8 GB volume, and S3 at its 50 GB cap (storage at us-east-1's
-    # prices: the tables have none for ap-south-1).
+    # Coordinator + 2 nodes (replication 2), and the maximum of 4 nodes, two per
+    # c7i.large node instance (2 vCPUs); each instance with its public IPv4 and 8 GB
+    # volume, and S3 at its 50 GB cap (storage at us-east-1's prices: the tables have
+    # none for ap-south-1).
     each, s3 = 0.0893 + 0.005 + 8 * 0.08 / 730, 50 * 0.023 / 730
-    assert f"cost: ${3 * each + s3:.4f}/h at the minimum" in text
-    assert f"${5 * each + s3:.4f}/h at the maximum" in text
+    assert f"cost: ${2 * each + s3:.4f}/h at the minimum" in text
+    assert f"${3 * each + s3:.4f}/h at the maximum" in text
     # One call for the one type, filtered on the region and the type.
     assert len(calls) == 1
     filters = {f["Field"]: f["Value"] for f in calls[0]["Filters"]}
@@ -104,7 +105,8 @@ def test_a_type_and_region_the_tables_lack_deploy_with_fetched_prices(
     cost = config_in(session, MUMBAI, result.coordinator_instance)
     inst = cost.cost.price_table().instance("c7i.large", MUMBAI)
     assert (inst.usd_per_hour, inst.memory_gb, inst.fetched) == (0.0893, 4.0, DAY)
-    assert cost.nodes.capacity_bytes == 2 << 30  # half of 4 GiB
+    # Half of 4 GiB, shared by the two nodes of a 2-vCPU instance.
+    assert cost.nodes.capacity_bytes == 1 << 30
     # ecache status labels them.
     view = aws_view(session.client("ec2", region_name=MUMBAI), s.name, MUMBAI)
     assert view["instances"][0]["usd_per_hour"] == 0.0893

@@ -218,12 +218,12 @@ def test_a_restarted_instance_runs_its_node_again_from_its_volume(session: Any) 
         keep_state=True,
     )
     script = prov.requests.user_data("node-3")
-    unit = script[script.index("cat >/etc/systemd/system/ecache-node.service") :]
+    unit = script[script.index("cat >/etc/systemd/system/ecache-node@.service") :]
     exec_start = next(line for line in unit.splitlines() if line.startswith("ExecStart="))
     assert f"--state-dir {SAVED_STATE_DIR}" in exec_start
     assert SAVED_STATE_DIR.startswith(f"{NODE_STATE_DIR}/")  # StateDirectory: writable, kept
     assert "StateDirectory=ecache" in unit and "WantedBy=multi-user.target" in unit
-    assert "systemctl enable --now ecache-node.service" in unit
+    assert "systemctl enable --now ecache-node@0.service" in unit
     assert "TimeoutStopSec=600" in unit  # time to save before systemd kills it
 
 

@@ -102,7 +102,9 @@ async def test_launch_runs_a_tagged_imdsv2_instance_and_a_healthy_node(
         )["UserData"]["Value"]
         script = base64.b64decode(raw).decode()
         assert prov.settings.bundle_key in script and "X-Amz-Signature" in script
-        assert "--node-id node-1" in script
+        # Slot 0 runs node-1 on the node port; the unit template takes both from there.
+        assert r"printf 'NODE_ID=%s\nNODE_PORT=%s\n' node-1 8500" in script
+        assert "--node-id ''${NODE_ID}''" in script
         # A real node answers at the handle's address.
         async with aiohttp.ClientSession() as http, http.get(f"{handle.address}/healthz") as r:
             assert r.status == 200

@@ -24,7 +24,7 @@ from elastic_cache.cost.billed import (
 from elastic_cache.cost.spot import assumed_label, spot_price
 from elastic_cache.errors import ConfigError, UnknownPrice
 
-__all__ = ["Extras", "billed_extras", "hourly_prices", "node_spot_price"]
+__all__ = ["Extras", "billed_extras", "hourly_prices", "node_instances", "node_spot_price"]
 
 
 class Extras(NamedTuple):
@@ -72,13 +72,21 @@ def billed_extras(settings: DeploySettings) -> Extras:
     )
 
 
-def hourly_prices(settings: DeploySettings) -> tuple[float | None, float | None]:
+def node_instances(nodes: int, nodes_per_instance: int) -> int:
+    """The instances ``nodes`` nodes need at ``nodes_per_instance`` each."""
+    return -(-nodes // max(1, nodes_per_instance))
+
+
+def hourly_prices(
+    settings: DeploySettings, *, nodes_per_instance: int = 1
+) -> tuple[float | None, float | None]:
     """``(coordinator, node)`` in USD per hour as the coordinator's budget counts them:
     the dearest coordinator type with its address, volume, the S3 storage cap and the
     allowance of traffic between zones (`billed_extras`), and the dearest node type with
     its address and volume; by ``settings.cost`` (fetched prices, the built-in table,
     any overrides). None for a side with a type of unknown price, which only a deploy
-    without a budget accepts (with a warning in the plan).
+    without a budget accepts (with a warning in the plan). The node price is per
+    instance, which runs ``nodes_per_instance`` nodes (the fewest any node type runs).
 
     Raises:
         ConfigError: the budget cannot pay for the coordinator and ``initial_nodes`` nodes.
@@ -110,14 +118,15 @@ def hourly_prices(settings: DeploySettings) -> tuple[float | None, float | None]
     if node is not None:
         node += extras.node
     if budget is not None and coordinator is not None and node is not None:
-        floor = coordinator + settings.initial_nodes * node
+        instances = node_instances(settings.initial_nodes, nodes_per_instance)
+        floor = coordinator + instances * node
         if floor > budget + 1e-9:
             raise ConfigError(
                 f"--max-usd-per-hour {budget} cannot pay for the coordinator "
                 f"(${coordinator:.4f}/h with its address, volume, S3 at its cap and the "
                 "traffic between zones at its allowance) and "
-                f"{settings.initial_nodes} node(s) (${node:.4f}/h each with its address "
-                f"and volume): at least ${floor:.4f}/h"
+                f"{settings.initial_nodes} node(s) on {instances} instance(s) (${node:.4f}/h "
+                f"each with its address and volume): at least ${floor:.4f}/h"
             )
     return coordinator, node
 

@@ -133,11 +133,16 @@ def build(
     deny_insecure_transport(s3, names)
     steps.done(f"  bundle        s3://{bucket}/{bundle_key}")
 
-    groups = security_groups(ec2, checked.vpc, names, settings, created=created)
+    slots = checked.max_nodes_per_instance
+    slotted = slots > 1
+    groups = security_groups(ec2, checked.vpc, names, settings, created=created, node_ports=slots)
     source = api_cidr(ec2, checked.vpc, settings)
+    ports = (
+        f"{settings.node_port}-{settings.node_port + slots - 1}" if slotted else settings.node_port
+    )
     steps.done(
         f"  firewall      {groups['coordinator']}: port {settings.port} from {source}; "
-        f"{groups['node']}: port {settings.node_port} from the cluster only; no SSH (use "
+        f"{groups['node']}: port {ports} from the cluster only; no SSH (use "
         "Session Manager)"
     )
     ensure_role(
@@ -151,11 +156,14 @@ def build(
             instance_types=settings.instance_types,
             spot=settings.spot,
             warm=settings.warm_reintegration,
+            run_command=slotted,
         ),
         tags=tags,
         created=created,
     )
-    ensure_role(iam, names, "node", node_policy(names), tags=tags, created=created)
+    ensure_role(
+        iam, names, "node", node_policy(names, run_command=slotted), tags=tags, created=created
+    )
     steps.done(
         f"  roles         {names.role('coordinator')}, {names.role('node')} (least privilege)"
     )

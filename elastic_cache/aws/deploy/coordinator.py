@@ -154,6 +154,8 @@ def coordinator_config(
                 "tags": list(settings.tags),
                 "spot": settings.spot,
                 "private": settings.private,
+                # Node processes per instance (docs/aws.md, "Several nodes per instance").
+                "nodes_per_instance": settings.slots_setting,
             },
             # The prices deploy checked the budget with, for the coordinator's cost and
             # budget, and for `ecache status` (it reads them back from the user data).

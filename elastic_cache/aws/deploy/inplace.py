@@ -365,6 +365,7 @@ def _launch_policy(
         instance_types=instance_types,
         spot=ec2.spot,
         warm=warm,
+        run_command=ec2.nodes_per_instance != 1,
     )
     aws_call(
         c["iam"],

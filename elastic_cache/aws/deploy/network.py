@@ -209,10 +209,12 @@ def security_groups(
     settings: DeploySettings,
     *,
     created: Created | None = None,
+    node_ports: int = 1,
 ) -> dict[str, str]:
     """The coordinator's group (the public port from ``allow_cidr`` only) and the nodes'
-    (the node port from the coordinator's group and from each other only). No SSH.
-    Groups made here are added to ``created``."""
+    (``node_ports`` ports from the node port, one per slot of an instance, from the
+    coordinator's group and from each other only). No SSH. Groups made here are added
+    to ``created``."""
     tags = settings.user_tags()
     coord = ensure_group(
         ec2,
@@ -252,9 +254,12 @@ def security_groups(
         _authorize(
             ec2,
             node,
-            _tcp(
-                settings.node_port,
-                UserIdGroupPairs=[{"GroupId": source, "Description": f"from {why}"}],
-            ),
+            {
+                **_tcp(
+                    settings.node_port,
+                    UserIdGroupPairs=[{"GroupId": source, "Description": f"from {why}"}],
+                ),
+                "ToPort": settings.node_port + node_ports - 1,
+            },
         )
     return {"coordinator": coord, "node": node}

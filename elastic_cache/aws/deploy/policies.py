@@ -13,6 +13,9 @@ Least privilege, as docs/aws.md explains statement by statement:
   the cluster state (``CLUSTER/state/``).
 * A **node** may use only the cluster's cold-tier prefix of the bucket, and read only
   the cluster token (every request to it must carry the token).
+* With several nodes per instance the coordinator may also run the shell document on
+  the cluster's node instances only, read the commands' outcomes and rewrite their two
+  slot tags, and a node's SSM agent may take Run Command messages.
 * Both may register with Systems Manager for Session Manager shells (no SSH), with the
   five actions Session Manager needs instead of the broad managed policy, which would
   also let them read every SSM parameter, the cluster token included.
@@ -26,9 +29,12 @@ from typing import Any
 
 from elastic_cache.aws.deploy.names import ClusterNames
 from elastic_cache.aws.ec2 import CLUSTER_TAG, ROLE_TAG
+from elastic_cache.aws.ec2.runcommand import RUN_SHELL_DOCUMENT
+from elastic_cache.aws.ec2.slots import SLOT_COUNT_TAG, SLOTS_TAG
 
 __all__ = [
     "EC2_TRUST_POLICY",
+    "RUN_COMMAND_AGENT_ACTIONS",
     "SESSION_MANAGER_ACTIONS",
     "bucket_policy",
     "coordinator_policy",
@@ -76,6 +82,7 @@ def coordinator_policy(
     instance_types: Sequence[str] = (),
     spot: bool = False,
     warm: bool = False,
+    run_command: bool = False,
 ) -> Policy:
     """What the coordinator's role may do: launch and end this cluster's nodes.
 
@@ -85,6 +92,10 @@ def coordinator_policy(
             (which EC2 needs once per account) and read Spot request statuses.
         warm: warm re-integration (``deploy --warm-reintegration``): it may also stop
             and start the cluster's node instances, and only those.
+        run_command: node instances run several nodes (``--nodes-per-instance``): it
+            may also run shell commands (``AWS-RunShellScript`` only) on the cluster's
+            node instances, and only those, to start and stop their slots, read how
+            such a command ended, and rewrite the two slot tags of those instances.
     """
     node_resource_tags = {
         f"aws:ResourceTag/{CLUSTER_TAG}": names.cluster,
@@ -161,6 +172,7 @@ def coordinator_policy(
                 if warm
                 else []
             ),
+            *(_run_command_statements(names, node_resource_tags) if run_command else []),
             {
                 # Describe calls support no resource-level permissions.
                 "Sid": "Describe",
@@ -213,6 +225,63 @@ def coordinator_policy(
     }
 
 
+def _run_command_statements(
+    names: ClusterNames, node_resource_tags: dict[str, str]
+) -> list[dict[str, Any]]:
+    """Starting and stopping a node instance's slots (docs/aws.md, "Several nodes per
+    instance"): ``ssm:SendCommand`` of the shell document to the cluster's node
+    instances only (SSM checks the instance's tags with ``ssm:resourceTag``), the
+    command's outcome, and the slot tags, only on those instances."""
+    ssm_node_tags = {
+        f"ssm:resourceTag/{CLUSTER_TAG}": names.cluster,
+        f"ssm:resourceTag/{ROLE_TAG}": "node",
+    }
+    return [
+        {
+            "Sid": "RunCommandsOnlyOnTheClusterNodes",
+            "Effect": "Allow",
+            "Action": "ssm:SendCommand",
+            "Resource": names.ec2_arn("instance/*"),
+            "Condition": {"StringEquals": ssm_node_tags},
+        },
+        {
+            "Sid": "RunOnlyTheShellDocument",
+            "Effect": "Allow",
+            "Action": "ssm:SendCommand",
+            "Resource": f"arn:aws:ssm:{names.region}::document/{RUN_SHELL_DOCUMENT}",
+        },
+        {
+            # GetCommandInvocation supports no resource-level permissions.
+            "Sid": "ReadCommandOutcomes",
+            "Effect": "Allow",
+            "Action": "ssm:GetCommandInvocation",
+            "Resource": "*",
+        },
+        {
+            "Sid": "TagOnlyTheSlotsOfTheClusterNodes",
+            "Effect": "Allow",
+            "Action": "ec2:CreateTags",
+            "Resource": names.ec2_arn("instance/*"),
+            "Condition": {
+                "StringEquals": node_resource_tags,
+                "ForAllValues:StringEquals": {"aws:TagKeys": [SLOT_COUNT_TAG, SLOTS_TAG]},
+            },
+        },
+    ]
+
+
+#: What the SSM agent needs to receive and answer Run Command messages (the node's
+#: slots are started and stopped that way), beside ``ssm:UpdateInstanceInformation``.
+RUN_COMMAND_AGENT_ACTIONS = [
+    "ec2messages:AcknowledgeMessage",
+    "ec2messages:DeleteMessage",
+    "ec2messages:FailMessage",
+    "ec2messages:GetEndpoint",
+    "ec2messages:GetMessages",
+    "ec2messages:SendReply",
+]
+
+
 def _spot_statements(names: ClusterNames) -> list[dict[str, Any]]:
     """A Spot launch is also a Spot request (a resource of ``RunInstances``), and EC2
     launches it through the AWSServiceRoleForEC2Spot role, which the first Spot launch in
@@ -238,9 +307,11 @@ def _spot_statements(names: ClusterNames) -> list[dict[str, Any]]:
     ]
 
 
-def node_policy(names: ClusterNames) -> Policy:
+def node_policy(names: ClusterNames, *, run_command: bool = False) -> Policy:
     """What a node's role may do: the cluster's cold-tier prefix of the bucket, and read
-    the cluster token (that one parameter) to check the requests it serves."""
+    the cluster token (that one parameter) to check the requests it serves; with
+    ``run_command`` (several nodes per instance) its SSM agent may also take Run Command
+    messages (`RUN_COMMAND_AGENT_ACTIONS`), which start and stop its slots."""
     return {
         "Version": "2012-10-17",
         "Statement": [
@@ -264,6 +335,18 @@ def node_policy(names: ClusterNames) -> Policy:
                 "Condition": {"StringLike": {"s3:prefix": [f"{names.tier_prefix}*"]}},
             },
             _session_manager(),
+            *(
+                [
+                    {
+                        "Sid": "RunCommandAgent",
+                        "Effect": "Allow",
+                        "Action": list(RUN_COMMAND_AGENT_ACTIONS),
+                        "Resource": "*",
+                    }
+                ]
+                if run_command
+                else []
+            ),
         ],
     }
 

@@ -20,6 +20,7 @@ from elastic_cache.aws.deploy.names import ClusterNames
 from elastic_cache.aws.deploy.network import find_network
 from elastic_cache.aws.deploy.settings import DeploySettings
 from elastic_cache.aws.ec2 import instance_params, resolve_image, without_public_ip
+from elastic_cache.aws.ec2.slots import slot_count
 from elastic_cache.aws.errors import AwsError, AwsLimitExceeded, aws_call
 from elastic_cache.config import ROOT_VOLUME_GB, Ec2Settings
 from elastic_cache.errors import ConfigError
@@ -31,6 +32,7 @@ __all__ = [
     "check_offerings",
     "check_permissions",
     "check_vcpu_quota",
+    "node_slots",
     "preflight",
     "standard_family",
 ]
@@ -77,13 +79,29 @@ def _architecture(described: Mapping[str, Mapping[str, Any]]) -> str:
     return next(iter(archs.values()))
 
 
+def node_slots(
+    settings: DeploySettings, described: Mapping[str, Mapping[str, Any]]
+) -> dict[str, int]:
+    """Node type → the nodes one instance of it runs (``--nodes-per-instance``; for
+    ``auto`` its vCPUs as EC2 describes them, `slot_count`)."""
+    return {
+        t: slot_count(settings.slots_setting, int(described[t]["VCpuInfo"]["DefaultVCpus"]))
+        for t in settings.instance_types
+    }
+
+
 def _capacity(settings: DeploySettings, described: Mapping[str, Mapping[str, Any]]) -> int:
-    """Each node's capacity: ``capacity_bytes``, else ``memory_fraction`` of the smallest
-    node type's memory as EC2 describes it (any type, priced or not)."""
+    """Each node's capacity: ``capacity_bytes``, else ``memory_fraction`` of a node
+    type's memory as EC2 describes it (any type, priced or not) shared among the nodes an
+    instance of it runs (`node_slots`), the least over the types: every node then fits
+    whichever type AWS has capacity for."""
     if settings.capacity_bytes is not None:
         return settings.capacity_bytes
-    mib = min(int(described[t]["MemoryInfo"]["SizeInMiB"]) for t in settings.instance_types)
-    return int(mib * (1 << 20) * settings.memory_fraction)
+    slots = node_slots(settings, described)
+    share = min(
+        int(described[t]["MemoryInfo"]["SizeInMiB"]) / slots[t] for t in settings.instance_types
+    )
+    return int(share * (1 << 20) * settings.memory_fraction)
 
 
 #: The most a node stopped by warm re-integration may save on its root volume: its
@@ -320,6 +338,10 @@ class Preflight:
         node_price: USD per hour of the dearest node type; None: unknown.
         capacity: each node's capacity in bytes.
         notes: one line per check, what it found.
+        nodes_per_instance: the fewest nodes an instance of any node type runs (the
+            cost lines count ``ceil(nodes / nodes_per_instance)`` instances).
+        max_nodes_per_instance: the most (the node security group opens that many
+            ports from the node port).
     """
 
     vpc: str
@@ -332,6 +354,8 @@ class Preflight:
     node_price: float | None
     capacity: int
     notes: tuple[str, ...]
+    nodes_per_instance: int = 1
+    max_nodes_per_instance: int = 1
 
 
 def preflight(
@@ -350,9 +374,10 @@ def preflight(
         AwsPermissionDenied: a ``DryRun`` was refused.
         AwsError: another AWS call failed.
     """
-    coordinator_price, node_price = hourly_prices(settings)
     types = [*settings.coordinator_types, *settings.instance_types]
     described = _instance_types(ec2, types)
+    slots = node_slots(settings, described)
+    coordinator_price, node_price = hourly_prices(settings, nodes_per_instance=min(slots.values()))
     arch = _architecture(described)
     capacity = _capacity(settings, described)
     _check_warm_room(settings, capacity)
@@ -401,4 +426,6 @@ def preflight(
         node_price=node_price,
         capacity=capacity,
         notes=tuple(notes),
+        nodes_per_instance=min(slots.values()),
+        max_nodes_per_instance=max(slots.values()),
     )

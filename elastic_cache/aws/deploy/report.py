@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from elastic_cache.aws.deploy.budget import billed_extras, node_spot_price
+from elastic_cache.aws.deploy.budget import billed_extras, node_instances, node_spot_price
 from elastic_cache.aws.deploy.coordinator import coordinator_instances
 from elastic_cache.aws.deploy.endpoint import alarm_names, find_addresses
 from elastic_cache.aws.deploy.names import ClusterNames
@@ -133,12 +133,17 @@ def cost_line(settings: DeploySettings, checked: Preflight) -> str:
             "no budget is set, so the coordinator counts such instances as $0/h. Check "
             "the price on aws.amazon.com/ec2/pricing"
         )
-    low = checked.coordinator_price + settings.initial_nodes * checked.node_price
-    high = checked.coordinator_price + settings.max_nodes * checked.node_price
+    each = checked.nodes_per_instance
+    low_n = node_instances(settings.initial_nodes, each)
+    high_n = node_instances(settings.max_nodes, each)
+    low = checked.coordinator_price + low_n * checked.node_price
+    high = checked.coordinator_price + high_n * checked.node_price
     budget = settings.max_usd_per_hour
+    packed_low = f" on {low_n} instance(s), {each} per instance" if each > 1 else ""
+    packed_high = f" on {high_n} instance(s)" if each > 1 else ""
     return (
-        f"cost: ${low:.4f}/h at the minimum (coordinator + {settings.initial_nodes} node(s)), "
-        f"${high:.4f}/h at the maximum ({settings.max_nodes} nodes)"
+        f"cost: ${low:.4f}/h at the minimum (coordinator + {settings.initial_nodes} node(s)"
+        f"{packed_low}), ${high:.4f}/h at the maximum ({settings.max_nodes} nodes{packed_high})"
         + (f"; budget ${budget}/h" if budget is not None else "")
         + f"; {extras_note(settings)}"
         + (f"; {stopped_note(settings)}" if settings.warm_reintegration else "")
@@ -213,8 +218,14 @@ def spot_cost_line(settings: DeploySettings, checked: Preflight) -> str:
         return "spot: nodes as Spot; their cost is unknown too (some type has no price)"
     node, source = node_spot_price(settings)
     node += billed_extras(settings).node  # its address and volume are billed as before
-    low = checked.coordinator_price + settings.initial_nodes * node
-    high = checked.coordinator_price + settings.max_nodes * node
+    low = (
+        checked.coordinator_price
+        + node_instances(settings.initial_nodes, checked.nodes_per_instance) * node
+    )
+    high = (
+        checked.coordinator_price
+        + node_instances(settings.max_nodes, checked.nodes_per_instance) * node
+    )
     return (
         f"spot: nodes as Spot at ${node:.5f}/h each with address and volume ({source}): "
         f"${low:.4f}/h at the minimum, ${high:.4f}/h at the maximum; the budget counts "

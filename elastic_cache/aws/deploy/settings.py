@@ -16,6 +16,7 @@ from elastic_cache.config import (
     check_cluster_name,
     check_tags,
 )
+from elastic_cache.config.ec2 import AUTO_NODES_PER_INSTANCE, check_nodes_per_instance
 from elastic_cache.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -140,6 +141,11 @@ class DeploySettings:
             ``on_full`` may not be ``demote``, nor ``demoted_expiry_days`` set, and
             ``max_demoted_gb`` is not counted. Not with ``spot`` (EC2 does not stop Spot
             instances).
+        nodes_per_instance: node processes per node instance (``[ec2]
+            nodes_per_instance``): a number, or ``"auto"`` (the default), as many as the
+            type has vCPUs, so that an instance's price buys all its cores. Warm
+            re-integration stops whole instances: with it, ``"auto"`` means 1 and a
+            number above 1 is refused (`slots_setting`).
     """
 
     name: str
@@ -173,6 +179,13 @@ class DeploySettings:
     tls: Certificate | None = None
     max_cross_zone_gb_per_hour: float | None = None
     warm_reintegration: bool = False
+    nodes_per_instance: int | str = AUTO_NODES_PER_INSTANCE
+
+    @property
+    def slots_setting(self) -> int | str:
+        """``[ec2] nodes_per_instance`` of the coordinator: `nodes_per_instance`, but 1
+        with ``warm_reintegration`` (which stops a node's whole instance)."""
+        return 1 if self.warm_reintegration else self.nodes_per_instance
 
     @property
     def cold_tier(self) -> bool:
@@ -255,6 +268,13 @@ class DeploySettings:
             object.__setattr__(
                 self, "allow_cidr", check_allow_cidr(self.allow_cidr, public=self.public)
             )
+        check_nodes_per_instance("--nodes-per-instance", self.nodes_per_instance)
+        if self.warm_reintegration and self.nodes_per_instance not in (1, AUTO_NODES_PER_INSTANCE):
+            raise ConfigError(
+                "--warm-reintegration stops a node's whole instance, which would stop the "
+                "other nodes it runs: it needs --nodes-per-instance 1 (or auto, which is 1 "
+                f"with it), got {self.nodes_per_instance}. Nothing was created"
+            )
         # Reuse the [ec2] validation of region, types, subnets, image and ports.
         Ec2Settings(
             cluster=self.name,
@@ -264,6 +284,7 @@ class DeploySettings:
             image=self.image,
             node_port=self.node_port,
             private=self.private,
+            nodes_per_instance=self.slots_setting,
         )
         ClusterSettings.from_mapping(
             {

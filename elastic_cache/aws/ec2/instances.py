@@ -112,8 +112,10 @@ def cluster_filters(
     return filters
 
 
-def node_args(settings: NodeSettings, *, node_id: str, port: int) -> list[str]:
-    """The arguments of ``ecache node`` on an instance: every address, a fixed port."""
+def node_args(settings: NodeSettings, *, node_id: str, port: int | str) -> list[str]:
+    """The arguments of ``ecache node`` on an instance: every address, a fixed port
+    (`SLOT_NODE_ID` and `SLOT_PORT` of `elastic_cache.aws.userdata` for a unit template
+    that takes them from its slot)."""
     return node_arguments(settings, node_id=node_id, host="0.0.0.0", port=port)
 
 

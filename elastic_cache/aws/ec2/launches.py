@@ -23,8 +23,9 @@ from elastic_cache.aws.ec2.instances import (
     resolve_image,
     without_public_ip,
 )
+from elastic_cache.aws.ec2.slots import SlotTable
 from elastic_cache.aws.ec2.spot import spot_options
-from elastic_cache.aws.userdata import node_user_data
+from elastic_cache.aws.userdata import SLOT_NODE_ID, SLOT_PORT, node_user_data
 from elastic_cache.config import Ec2Settings, NodeSettings, check_tags
 from elastic_cache.version import __version__
 
@@ -87,8 +88,8 @@ class LaunchRequests:
         return url
 
     def user_data(self, node_id: str) -> str:
-        """The boot script of the instance for ``node_id``."""
-        args = node_args(self.nodes, node_id=node_id, port=self.settings.node_port)
+        """The boot script of the instance for ``node_id``, which it runs in slot 0."""
+        args = node_args(self.nodes, node_id=SLOT_NODE_ID, port=SLOT_PORT)
         if self.token_parameter is not None:
             # The parameter's name, not the token: the node reads it from SSM.
             args += ["--token-parameter", self.token_parameter, "--region", self.settings.region]
@@ -98,6 +99,8 @@ class LaunchRequests:
             bundle_url=self.bundle_url(),
             package=f"elastic-cache=={__version__}",
             node_args=args,
+            node_id=node_id,
+            port=self.settings.node_port,
         )
 
     def tags(self, node_id: str) -> list[dict[str, str]]:
@@ -120,10 +123,12 @@ class LaunchRequests:
         subnet: str | None,
         market: str = "on-demand",
         zone: str = "",
+        slots: int = 1,
     ) -> dict[str, Any]:
         """The ``run_instances`` parameters for one attempt (``market``: ``spot`` or
         ``on-demand``; ``zone``: the availability zone, for a launch into the default
-        subnet of that zone, ``subnet`` None)."""
+        subnet of that zone, ``subnet`` None; ``slots``: the nodes the instance may run,
+        recorded in its tags with ``node_id`` in slot 0, `elastic_cache.aws.ec2.slots`)."""
         params = instance_params(
             image=image,
             instance_type=instance_type,
@@ -132,6 +137,10 @@ class LaunchRequests:
             root_device=root_device,
             volume_gb=self.settings.root_volume_gb,
         )
+        table = SlotTable(instance_id="", count=slots, nodes={0: node_id})
+        for spec in params["TagSpecifications"]:
+            if spec["ResourceType"] == "instance":
+                spec["Tags"] = [*spec["Tags"], *table.tags()]
         params["InstanceInitiatedShutdownBehavior"] = "terminate"
         if self.settings.security_groups:
             params["SecurityGroupIds"] = list(self.settings.security_groups)

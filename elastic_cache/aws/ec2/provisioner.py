@@ -18,6 +18,14 @@ reserve; docs/aws.md, "Traffic between zones"). Every launch request carries a
 launches no second instance. Other AWS errors become the typed errors of
 `elastic_cache.aws.errors` (a refused permission names the IAM action).
 
+With ``nodes_per_instance`` above 1 an instance runs several nodes, one per slot
+(`elastic_cache.aws.ec2.slots`): `launch` starts the node in a free slot of a running
+instance of the cluster when there is one (through SSM Run Command, `RunCommand`), and
+launches an instance otherwise; `terminate` stops the slot's node and terminates the
+instance with its last one. The slots are recorded in the instance's tags, so `list`
+gives one handle per occupied slot after a restart too (docs/aws.md, "Several nodes per
+instance").
+
 `close` does not terminate instances: a coordinator that restarts resumes its nodes
 (see `Cluster.start`), and ``ecache destroy`` terminates everything by tag.
 """
@@ -42,8 +50,11 @@ from elastic_cache.aws.ec2.instances import (
     zone_of,
 )
 from elastic_cache.aws.ec2.launches import LaunchRequests
+from elastic_cache.aws.ec2.packing import InstanceGone, SlotPacking
 from elastic_cache.aws.ec2.placement import NodePlacement
+from elastic_cache.aws.ec2.runcommand import RunCommand
 from elastic_cache.aws.ec2.runner import InstanceRunner, PrivateAddress
+from elastic_cache.aws.ec2.slots import SlotTable, slot_count
 from elastic_cache.aws.ec2.spot import (
     SPOT_FALLBACK_CODES,
     interrupted,
@@ -60,7 +71,7 @@ __all__ = ["Ec2Provisioner"]
 log = logging.getLogger("elastic_cache.provisioner.ec2")
 
 
-class Ec2Provisioner:
+class Ec2Provisioner(SlotPacking):
     """Starts nodes as EC2 instances.
 
     Args:
@@ -77,7 +88,7 @@ class Ec2Provisioner:
         keep_state: nodes save their records on their root volume when they stop
             (``ecache node --state-dir``), and `stop_node` stops an instance instead of
             terminating it (warm re-integration; its EBS volume is kept and billed
-            until `start_node` or `terminate`).
+            until `start_node` or `terminate`). Only with one node per instance.
 
     Attributes:
         requests: builds each launch request (image, tags, boot script, parameters).
@@ -98,6 +109,12 @@ class Ec2Provisioner:
         keep_state: bool = False,
     ) -> None:
         self.keep_state = keep_state
+        if keep_state and settings.nodes_per_instance != 1:
+            raise ConfigError(
+                "ec2.nodes_per_instance must be 1 with warm re-integration "
+                "(scaler.warm_reintegration stops a node's whole instance), got "
+                f"{settings.nodes_per_instance!r}"
+            )
         if not settings.bundle_bucket:
             raise ConfigError(
                 "the EC2 provisioner needs ec2.bundle_bucket and ec2.bundle_key (the package "
@@ -129,8 +146,19 @@ class Ec2Provisioner:
             keep_state=keep_state,
         )
         self.placement = NodePlacement(settings, ec2=self.ec2)
+        self.commands = RunCommand(
+            self.ssm, poll_interval=min(settings.poll_interval, 1.0), sleep=sleep, clock=clock
+        )
         self._handles: dict[str, NodeHandle] = {}
         self.capacity_misses = 0
+        #: The slots of the cluster's live instances, by instance id: this coordinator's
+        #: view, newer than the tags it writes (read back at the first `list`).
+        self.slots: dict[str, SlotTable] = {}
+        # Set when an instance's first node answers (or its launch failed): a launch
+        # given a slot on a booting instance waits for it.
+        self._booted: dict[str, asyncio.Event] = {}
+        self._slot_lock = asyncio.Lock()
+        self._vcpus: dict[str, int] = {}
 
     @property
     def name(self) -> str:
@@ -153,10 +181,32 @@ class Ec2Provisioner:
         """The coordinator's availability zone (`NodePlacement.home_zone`)."""
         return await self.placement.home_zone()
 
-    async def _run(self, node_id: str) -> tuple[dict[str, Any], str]:
+    async def slot_count(self, instance_type: str) -> int:
+        """The slots an instance of ``instance_type`` has (``nodes_per_instance``; for
+        ``"auto"`` its vCPUs, from ``DescribeInstanceTypes``, looked up once per type).
+
+        Raises:
+            AwsError: AWS refused the look-up.
+        """
+        setting = self.settings.nodes_per_instance
+        if isinstance(setting, int):
+            return setting
+        if instance_type not in self._vcpus:
+            reply = await self._call(
+                self.ec2,
+                "DescribeInstanceTypes",
+                f"counting the vCPUs of {instance_type}",
+                InstanceTypes=[instance_type],
+            )
+            described = reply.get("InstanceTypes") or [{}]
+            vcpus = int(described[0].get("VCpuInfo", {}).get("DefaultVCpus", 0))
+            self._vcpus[instance_type] = slot_count(setting, vcpus)
+        return self._vcpus[instance_type]
+
+    async def _run(self, node_id: str) -> tuple[dict[str, Any], str, int]:
         """``run_instances``, falling back over subnets, then instance types; with
-        ``spot``, all of them as Spot first, then on-demand. Returns the instance and
-        its market."""
+        ``spot``, all of them as Spot first, then on-demand. Returns the instance, its
+        market and its number of slots (``node_id`` in slot 0)."""
         image, root_device, _ = await self.requests.image()
         subnets: list[str | None] = list(await self.placement.subnet_order()) or [None]
         # Into the default subnet: of the coordinator's zone unless nodes spread.
@@ -172,6 +222,7 @@ class Ec2Provisioner:
             for subnet in subnets
         ]
         for market, instance_type, subnet in attempts:
+            slots = await self.slot_count(instance_type)
             # In a thread: presigning may refresh the instance role's credentials.
             params = await asyncio.to_thread(
                 functools.partial(
@@ -183,6 +234,7 @@ class Ec2Provisioner:
                     subnet=subnet,
                     market=market,
                     zone=zone,
+                    slots=slots,
                 )
             )
             try:
@@ -197,7 +249,7 @@ class Ec2Provisioner:
                 log.warning("no capacity for %s; trying the next choice", where)
                 continue
             instance: dict[str, Any] = reply["Instances"][0]
-            return instance, market
+            return instance, market, slots
         raise AwsCapacityError(
             f"launching {node_id}: no capacity for any configured instance type in any "
             f"configured subnet ({'; '.join(misses)}); add types to ec2.instance_types or "
@@ -236,31 +288,87 @@ class Ec2Provisioner:
             await self._sleep(self.settings.poll_interval)
 
     async def launch(self, node_id: str) -> NodeHandle:
-        """Run an instance for ``node_id`` and wait until its node answers ``/healthz``.
+        """Start ``node_id`` in a free slot of a running instance of the cluster, or run
+        an instance for it, and wait until the node answers ``/healthz``.
 
         Raises:
-            AwsError: AWS refused the launch (permission, quota, no capacity anywhere).
+            AwsError: AWS refused the launch (permission, quota, no capacity anywhere),
+                or SSM the command that starts a slot (the slot is freed).
             ProvisionError: the instance did not run, or its node never became healthy
-                within ``boot_timeout`` (the instance is terminated then).
+                within ``boot_timeout`` (a new instance is terminated then, a slot freed).
         """
         started = self._clock()
         deadline = started + self.settings.boot_timeout
-        instance, market = await self._run(node_id)
-        instance_id = str(instance["InstanceId"])
+        while True:
+            async with self._slot_lock:
+                place = self._free_place()
+                if place is not None:
+                    table, slot = place
+                    table.nodes[slot] = node_id
+                    try:
+                        await self._write_slots(table, f"giving {node_id} a slot")
+                    except BaseException:
+                        table.nodes.pop(slot, None)
+                        raise
+                else:
+                    instance, market, count = await self._run(node_id)
+                    instance_id = str(instance["InstanceId"])
+                    table = SlotTable(instance_id=instance_id, count=count, nodes={0: node_id})
+                    self.slots[instance_id] = table
+                    self._booted[instance_id] = asyncio.Event()
+            if place is None:
+                return await self._boot(node_id, instance, market, table, started, deadline)
+            booted = self._booted.get(table.instance_id)
+            if booted is not None:
+                await booted.wait()
+            if self.slots.get(table.instance_id) is not table:
+                continue  # its instance failed to boot: place the node again
+            try:
+                return await self._start_in_slot(node_id, table, slot, started, deadline)
+            except InstanceGone:
+                # Ended behind this coordinator's back: forget it, place the node again.
+                self.slots.pop(table.instance_id, None)
+
+    async def _boot(
+        self,
+        node_id: str,
+        instance: dict[str, Any],
+        market: str,
+        table: SlotTable,
+        started: float,
+        deadline: float,
+    ) -> NodeHandle:
+        """Wait until the instance just run for ``node_id`` (slot 0) serves."""
+        instance_id = table.instance_id
         log.info("launched %s as %s (%s)", node_id, instance_id, instance["InstanceType"])
         try:
             instance, address = await self._until_serving(node_id, instance_id, deadline)
         except BaseException as exc:
+            self.slots.pop(instance_id, None)
+            self._booted.pop(instance_id).set()
             await self._terminate_quietly(node_id, instance_id)
             if isinstance(exc, ProvisionError):
                 raise
             if isinstance(exc, Exception):
                 raise ProvisionError(f"node {node_id} on {instance_id} failed: {exc}") from exc
             raise
+        table.ready = True
+        self._booted.pop(instance_id).set()
+        return self._handle(node_id, instance, market, 0, address, started)
+
+    def _handle(
+        self,
+        node_id: str,
+        instance: dict[str, Any],
+        market: str | None,
+        slot: int,
+        address: str,
+        started: float,
+    ) -> NodeHandle:
         handle = NodeHandle(
             node_id=node_id,
             address=address,
-            ref=instance_id,
+            ref=str(instance["InstanceId"]),
             instance_type=str(instance["InstanceType"]),
             boot_seconds=round(self._clock() - started, 3),
             extra={
@@ -269,6 +377,7 @@ class Ec2Provisioner:
                 "private_ip": instance.get("PrivateIpAddress"),
                 "image": instance.get("ImageId"),
                 "market": market_of(instance, market),
+                "slot": slot,
             },
         )
         self._handles[node_id] = handle
@@ -277,14 +386,14 @@ class Ec2Provisioner:
     async def _until_serving(
         self, node_id: str, instance_id: str, deadline: float
     ) -> tuple[dict[str, Any], str]:
-        """Wait until ``instance_id`` runs and its node answers ``/healthz``; returns the
-        instance and the node's address.
+        """Wait until ``instance_id`` runs and its node in slot 0 answers ``/healthz``;
+        returns the instance and the node's address.
 
         Raises:
             ProvisionError: not by ``deadline``.
         """
         instance = await self._wait_running(instance_id, deadline)
-        address = await self.runner.address(node_id, instance)
+        address = await self.runner.address(node_id, instance, slot=0)
         await wait_healthy(
             address,
             deadline=deadline,
@@ -311,20 +420,39 @@ class Ec2Provisioner:
         except AwsError as exc:
             if exc.aws_code != "InvalidInstanceID.NotFound":
                 raise
+        self.slots.pop(instance_id, None)
+        self._forget(node_id, instance_id)
+        await self.runner.terminated(node_id, instance_id)
+
+    def _forget(self, node_id: str, instance_id: str) -> None:
         # Only the node's own instance: a leftover tagged with the same node id (from an
         # earlier coordinator life) is not the node this provisioner launched.
         known = self._handles.get(node_id)
         if known is not None and known.ref == instance_id:
             del self._handles[node_id]
-        await self.runner.terminated(node_id, instance_id)
 
     async def terminate(self, handle: NodeHandle) -> None:
-        """Terminate the node's instance (idempotent).
+        """Stop the node's slot, and terminate its instance when no other slot of it runs
+        a node (idempotent).
 
         Raises:
-            AwsError: AWS refused (for example the permission to terminate it).
+            AwsError: AWS refused (for example the permission to terminate it, or SSM
+                the command that stops the slot: the slot stays taken, and a retry stops
+                it again).
         """
-        await self._terminate(handle.node_id, handle.ref)
+        instance_id = handle.ref
+        async with self._slot_lock:
+            table = self.slots.get(instance_id)
+            slot = table.slot_of(handle.node_id) if table is not None else None
+            if table is not None and slot is None and table.nodes:
+                # Its slot was freed already; the instance runs other nodes.
+                self._forget(handle.node_id, instance_id)
+                return
+            if table is None or slot is None or set(table.nodes) == {slot}:
+                # Its last node (or an instance of no known slots): the instance goes.
+                await self._terminate(handle.node_id, instance_id)
+                return
+            await self._stop_slot(handle.node_id, table, slot)
 
     async def stop_node(self, handle: NodeHandle) -> NodeHandle:
         """Stop the node's instance (``StopInstances``) and wait until it is stopped; its
@@ -397,6 +525,9 @@ class Ec2Provisioner:
         return back
 
     async def _tagged(self, states: tuple[str, ...]) -> list[NodeHandle]:
+        """One handle per occupied slot of the cluster's instances in ``states``; live
+        instances' slots join `slots` (this coordinator's own view wins over the tags,
+        which it may have written a moment ago)."""
         reply = await self._call(
             self.ec2,
             "DescribeInstances",
@@ -404,24 +535,42 @@ class Ec2Provisioner:
             Filters=cluster_filters(self.settings.cluster, "node", states=states),
         )
         handles = []
+        live = states == LIVE_STATES
+        listed = {str(i["InstanceId"]) for r in reply["Reservations"] for i in r["Instances"]}
+        if live:
+            # Booted instances that ended behind this coordinator's back have no slots.
+            for gone in [i for i, t in self.slots.items() if t.ready and i not in listed]:
+                del self.slots[gone]
         for reservation in reply["Reservations"]:
             for instance in reservation["Instances"]:
+                instance_id = str(instance["InstanceId"])
                 tags = {t["Key"]: t["Value"] for t in instance.get("Tags", [])}
-                node_id = tags.get(NODE_TAG, instance["InstanceId"])
-                known = self._handles.get(node_id)
-                if known is not None and known.ref == instance["InstanceId"]:
-                    handles.append(known)
-                    continue
-                ip = instance.get("PrivateIpAddress", "")
-                handles.append(
-                    NodeHandle(
-                        node_id=node_id,
-                        address=f"http://{ip}:{self.settings.node_port}",
-                        ref=str(instance["InstanceId"]),
-                        instance_type=str(instance["InstanceType"]),
-                        extra={"market": market_of(instance), "zone": zone_of(instance)},
+                table = self.slots.get(instance_id) if live else None
+                if table is None:
+                    table = SlotTable.from_tags(
+                        instance_id, tags, launched_for=tags.get(NODE_TAG, instance_id)
                     )
-                )
+                    if live and instance["State"]["Name"] == "running":
+                        self.slots[instance_id] = table
+                ip = instance.get("PrivateIpAddress", "")
+                for slot, node_id in sorted(table.nodes.items()):
+                    known = self._handles.get(node_id)
+                    if known is not None and known.ref == instance_id:
+                        handles.append(known)
+                        continue
+                    handles.append(
+                        NodeHandle(
+                            node_id=node_id,
+                            address=f"http://{ip}:{self.settings.node_port + slot}",
+                            ref=instance_id,
+                            instance_type=str(instance["InstanceType"]),
+                            extra={
+                                "market": market_of(instance),
+                                "zone": zone_of(instance),
+                                "slot": slot,
+                            },
+                        )
+                    )
         return handles
 
     async def stopped(self) -> list[NodeHandle]:
@@ -429,8 +578,9 @@ class Ec2Provisioner:
         return await self._tagged(STOPPED_STATES)
 
     async def list(self) -> list[NodeHandle]:
-        """The cluster's node instances that are pending or running, by tag: one handle
-        per instance, whose ``ref`` is that instance's id.
+        """The nodes of the cluster's instances that are pending or running, by tag: one
+        handle per occupied slot (`elastic_cache.aws.ec2.slots`), whose ``ref`` is the
+        instance's id and ``extra["slot"]`` the slot.
 
         Two instances may carry one node id (a leftover of an earlier coordinator life
         and the node that reuses its id); each is listed as itself, so the coordinator's

@@ -17,6 +17,8 @@ if TYPE_CHECKING:
     from elastic_cache.aws.userdata.scripts import (
         MAX_USER_DATA_BYTES,
         NODE_STATE_DIR,
+        SLOT_NODE_ID,
+        SLOT_PORT,
         VENV_BIN,
         coordinator_config_of,
         coordinator_user_data,
@@ -28,6 +30,8 @@ if TYPE_CHECKING:
 __all__ = [
     "MAX_USER_DATA_BYTES",
     "NODE_STATE_DIR",
+    "SLOT_NODE_ID",
+    "SLOT_PORT",
     "VENV_BIN",
     "coordinator_config_of",
     "coordinator_user_data",
@@ -41,6 +45,8 @@ __getattr__, __dir__ = lazy_exports(
     {
         "MAX_USER_DATA_BYTES": "elastic_cache.aws.userdata.scripts",
         "NODE_STATE_DIR": "elastic_cache.aws.userdata.scripts",
+        "SLOT_NODE_ID": "elastic_cache.aws.userdata.scripts",
+        "SLOT_PORT": "elastic_cache.aws.userdata.scripts",
         "VENV_BIN": "elastic_cache.aws.userdata.scripts",
         "coordinator_config_of": "elastic_cache.aws.userdata.scripts",
         "coordinator_user_data": "elastic_cache.aws.userdata.scripts",

@@ -15,6 +15,8 @@ from elastic_cache.errors import ConfigError
 __all__ = [
     "MAX_USER_DATA_BYTES",
     "NODE_STATE_DIR",
+    "SLOT_NODE_ID",
+    "SLOT_PORT",
     "VENV_BIN",
     "coordinator_config_of",
     "coordinator_user_data",
@@ -38,6 +40,11 @@ NODE_STATE_DIR = "/var/lib/ecache"
 #: with them. Within the EC2 provisioner's wait for a stop (``ec2.boot_timeout``, 900 s).
 NODE_STOP_SECONDS = 90
 SAVING_NODE_STOP_SECONDS = 600
+
+#: What a node's arguments hold in place of its node id and port in the unit template
+#: ``ecache-node@.service``: systemd fills them from the slot's environment file.
+SLOT_NODE_ID = "${NODE_ID}"
+SLOT_PORT = "${NODE_PORT}"
 
 _PLACEHOLDER = re.compile(r"__([A-Z][A-Z0-9_]*)__")
 
@@ -101,16 +108,28 @@ def node_writable_dir(node_args: Sequence[str]) -> str:
             tier = arg[len("--tier=") :]
     if not tier.startswith("disk:"):
         return NODE_STATE_DIR
-    return posixpath.normpath(posixpath.join(NODE_STATE_DIR, tier[len("disk:") :]))
+    path = posixpath.normpath(posixpath.join(NODE_STATE_DIR, tier[len("disk:") :]))
+    # Each slot's node has its own directory in the tier's (PATH/NODE_ID): the unit may
+    # write the tier's directory, whichever node its slot runs.
+    if posixpath.basename(path) == SLOT_NODE_ID:
+        return posixpath.dirname(path)
+    return path
 
 
-def node_user_data(*, bundle_url: str, package: str, node_args: Sequence[str]) -> str:
-    """The boot script of a node instance.
+def node_user_data(
+    *, bundle_url: str, package: str, node_args: Sequence[str], node_id: str, port: int
+) -> str:
+    """The boot script of a node instance: it installs the unit template
+    ``ecache-node@.service`` and starts slot 0 as ``node_id`` on ``port``.
 
     Args:
         bundle_url: presigned GET URL of the bundle (the wheel and its dependencies).
         package: the requirement to install from it, e.g. ``elastic-cache==0.1.0``.
-        node_args: the arguments of ``ecache node`` (after ``node``).
+        node_args: the arguments of ``ecache node`` (after ``node``), with `SLOT_NODE_ID`
+            and `SLOT_PORT` for the node id and port, which each slot's environment
+            file gives.
+        node_id: the node slot 0 runs.
+        port: the port of slot 0.
     """
     command = [f"{VENV_BIN}/ecache", "node", *node_args]
     saves = any(a == "--state-dir" or a.startswith("--state-dir=") for a in node_args)
@@ -121,9 +140,27 @@ def node_user_data(*, bundle_url: str, package: str, node_args: Sequence[str]) -
             "NODE_COMMAND": command,
             "WRITABLE_DIR": node_writable_dir(node_args),
             "STOP_SECONDS": str(stop),
+            "NODE_ID": node_id,
+            "NODE_PORT": str(port),
         },
     )
-    return _join(_install("node", bundle_url, package), node)
+    return _join(_install("node", bundle_url, package), _expand_in_unit(node))
+
+
+def _expand_in_unit(script: str) -> str:
+    """The script with the unit's ``ExecStart`` leaving `SLOT_NODE_ID` and `SLOT_PORT`
+    outside quotes, for systemd to fill from the slot's environment file. `render`
+    single-quotes every word holding a ``$``; closing the quote before the name and
+    opening it after keeps the word one word (``'disk:/t/'${NODE_ID}''``) and the name
+    where systemd expands it whether or not it would inside quotes."""
+    lines = []
+    for line in script.splitlines(keepends=True):
+        out = line
+        if line.startswith("ExecStart="):
+            for name in (SLOT_NODE_ID, SLOT_PORT):
+                out = out.replace(name, f"'{name}'")
+        lines.append(out)
+    return "".join(lines)
 
 
 def coordinator_user_data(*, bundle_url: str, package: str, config_b64: str) -> str:

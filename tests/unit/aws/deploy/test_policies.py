@@ -7,6 +7,7 @@ import json
 
 from elastic_cache.aws.deploy.names import ClusterNames
 from elastic_cache.aws.deploy.policies import (
+    RUN_COMMAND_AGENT_ACTIONS,
     SESSION_MANAGER_ACTIONS,
     bucket_policy,
     coordinator_policy,
@@ -134,3 +135,37 @@ def test_warm_lets_the_coordinator_stop_and_start_only_the_cluster_nodes() -> No
         "aws:ResourceTag/ecache:cluster": "demo",
         "aws:ResourceTag/ecache:role": "node",
     }
+
+
+def test_several_nodes_per_instance_let_the_coordinator_command_only_the_cluster_nodes() -> None:
+    plain = coordinator_policy(NAMES, node_security_group="sg-0abc", subnets=["subnet-1"])
+    assert not any("ssm:SendCommand" in json.dumps(s) for s in plain["Statement"])
+    assert "RunCommandAgent" not in {s["Sid"] for s in node_policy(NAMES)["Statement"]}
+    doc = coordinator_policy(
+        NAMES, node_security_group="sg-0abc", subnets=["subnet-1"], run_command=True
+    )
+    by_sid = {s["Sid"]: s for s in doc["Statement"]}
+    nodes = by_sid["RunCommandsOnlyOnTheClusterNodes"]
+    assert nodes["Action"] == "ssm:SendCommand"
+    assert resources(nodes) == ["arn:aws:ec2:eu-west-1:123456789012:instance/*"]
+    assert nodes["Condition"] == {
+        "StringEquals": {
+            "ssm:resourceTag/ecache:cluster": "demo",
+            "ssm:resourceTag/ecache:role": "node",
+        }
+    }
+    assert resources(by_sid["RunOnlyTheShellDocument"]) == [
+        "arn:aws:ssm:eu-west-1::document/AWS-RunShellScript"
+    ]
+    assert by_sid["ReadCommandOutcomes"]["Action"] == "ssm:GetCommandInvocation"
+    tags = by_sid["TagOnlyTheSlotsOfTheClusterNodes"]
+    assert tags["Condition"]["ForAllValues:StringEquals"] == {
+        "aws:TagKeys": ["ecache:slot-count", "ecache:slots"]
+    }
+    assert (
+        tags["Condition"]["StringEquals"]
+        == (by_sid["TerminateOnlyTheClusterNodes"]["Condition"]["StringEquals"])
+    )
+    agent = {s["Sid"]: s for s in node_policy(NAMES, run_command=True)["Statement"]}
+    assert agent["RunCommandAgent"]["Action"] == list(RUN_COMMAND_AGENT_ACTIONS)
+    assert all(a.startswith("ec2messages:") for a in RUN_COMMAND_AGENT_ACTIONS)

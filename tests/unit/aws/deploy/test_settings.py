@@ -120,3 +120,20 @@ def test_warm_reintegration_refuses_what_it_cannot_work_with(
 ) -> None:
     with pytest.raises(ConfigError, match=fragment):
         _warm(**overrides)
+
+
+def test_nodes_per_instance_defaults_to_auto_and_is_one_with_warm_reintegration() -> None:
+    plain = DeploySettings(name="demo", region="eu-west-1", allow_cidr="203.0.113.7/32")
+    assert plain.nodes_per_instance == "auto" == plain.slots_setting
+    assert _warm().slots_setting == 1
+    assert _warm(nodes_per_instance=1).slots_setting == 1
+    with pytest.raises(ConfigError, match="needs --nodes-per-instance 1"):
+        _warm(nodes_per_instance=2)
+    for bad in (0, 17, "all"):
+        with pytest.raises(ConfigError, match="--nodes-per-instance"):
+            DeploySettings(
+                name="demo",
+                region="eu-west-1",
+                allow_cidr="203.0.113.7/32",
+                nodes_per_instance=bad,
+            )

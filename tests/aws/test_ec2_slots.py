@@ -1,0 +1,270 @@
+"""Several nodes per instance (``ec2.nodes_per_instance``) against moto: launches fill
+the free slots of running instances before running another, each slot's node is a real
+local process (`LocalInstances`), terminating frees a slot and the last one ends the
+instance, a restarted coordinator lists every slot from the tags, the cost counts
+instances, and a refused SSM command leaves no slot taken."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from elastic_cache.aws.ec2 import Ec2Provisioner
+from elastic_cache.aws.ec2.slots import (
+    SLOT_COUNT_TAG,
+    SLOTS_TAG,
+    SlotTable,
+    slot_count,
+    start_slot_script,
+)
+from elastic_cache.aws.errors import AwsPermissionDenied
+from elastic_cache.config import ClusterSettings
+from elastic_cache.coordinator.service import Coordinator
+from elastic_cache.cost import instance_price
+from elastic_cache.errors import ConfigError, ProvisionError
+
+from .conftest import REGION, LocalInstances, ec2_cluster_settings, fail_call
+from .test_deploy import EXTRA
+from .test_ec2_provisioner import NODES, describe, fast_sleep_settings, provisioner
+
+pytestmark = pytest.mark.slow
+
+
+def slot_tags(session: Any, instance_id: str) -> tuple[str, str]:
+    tags = {t["Key"]: t["Value"] for t in describe(session, instance_id)["Tags"]}
+    return tags[SLOT_COUNT_TAG], tags[SLOTS_TAG]
+
+
+def ssm_calls(ssm: Any, operation: str) -> list[dict[str, Any]]:
+    """The parameters of every ``operation`` call on ``ssm`` (a JSON protocol: the body
+    is the parameters as JSON); the calls go on to moto."""
+    calls: list[dict[str, Any]] = []
+
+    def handler(params: dict[str, Any], **_: Any) -> None:
+        calls.append(json.loads(params["body"]))
+
+    ssm.meta.events.register(f"before-call.ssm.{operation}", handler)
+    return calls
+
+
+async def healthy(address: str) -> bool:
+    async with aiohttp.ClientSession() as http, http.get(f"{address}/healthz") as r:
+        return r.status == 200
+
+
+async def test_launches_fill_an_instance_before_running_another(
+    session: Any, tmp_path: Path
+) -> None:
+    prov, runner = provisioner(session, tmp_path, nodes_per_instance=2)
+    sent = ssm_calls(prov.ssm, "SendCommand")
+    try:
+        one = await prov.launch("node-1")
+        two = await prov.launch("node-2")
+        three = await prov.launch("node-3")
+        assert one.ref == two.ref != three.ref
+        assert [h.extra["slot"] for h in (one, two, three)] == [0, 1, 0]
+        assert slot_tags(session, one.ref) == ("2", "0=node-1 1=node-2")
+        assert slot_tags(session, three.ref) == ("2", "0=node-3")
+        # Slot 1 was started through SSM Run Command, on its own port.
+        [command] = sent
+        assert command["DocumentName"] == "AWS-RunShellScript"
+        assert command["InstanceIds"] == [one.ref]
+        assert command["Parameters"]["commands"] == start_slot_script(
+            1, "node-2", prov.settings.node_port + 1
+        )
+        # Each node is a process of its own, and answers.
+        assert len(runner.pids()) == 3
+        for handle in (one, two, three):
+            assert await healthy(handle.address)
+        listed = {(h.node_id, h.ref, h.extra["slot"]) for h in await prov.list()}
+        assert listed == {(h.node_id, h.ref, h.extra["slot"]) for h in (one, two, three)}
+        assert prov.free_slots() == 1
+    finally:
+        await prov.close()
+
+
+async def test_terminate_frees_a_slot_and_the_last_ends_the_instance(
+    session: Any, tmp_path: Path
+) -> None:
+    prov, runner = provisioner(session, tmp_path, nodes_per_instance=2)
+    try:
+        one = await prov.launch("node-1")
+        two = await prov.launch("node-2")
+        await prov.terminate(one)
+        assert describe(session, one.ref)["State"]["Name"] == "running"
+        assert slot_tags(session, one.ref) == ("2", "1=node-2")
+        assert [h.node_id for h in await prov.list()] == ["node-2"]
+        assert len(runner.pids()) == 1 and await healthy(two.address)
+        await prov.terminate(one)  # idempotent: the instance runs on for node-2
+        assert describe(session, one.ref)["State"]["Name"] == "running"
+        # The free slot takes the next node.
+        three = await prov.launch("node-3")
+        assert (three.ref, three.extra["slot"]) == (one.ref, 0)
+        await prov.terminate(two)
+        await prov.terminate(three)
+        assert describe(session, one.ref)["State"]["Name"] in ("shutting-down", "terminated")
+        assert await prov.list() == [] and runner.pids() == []
+    finally:
+        await prov.close()
+
+
+async def test_a_restarted_coordinator_lists_every_slot_from_the_tags(
+    session: Any, tmp_path: Path
+) -> None:
+    prov, runner = provisioner(session, tmp_path, nodes_per_instance=3)
+    try:
+        one = await prov.launch("node-1")
+        two = await prov.launch("node-2")
+        await prov.terminate(one)
+        # A new coordinator life: nothing in memory, the same instances.
+        again = Ec2Provisioner(prov.settings, NODES, session=session, runner=runner)
+        [listed] = await again.list()
+        assert (listed.node_id, listed.ref, listed.extra["slot"]) == ("node-2", two.ref, 1)
+        ip = describe(session, two.ref)["PrivateIpAddress"]
+        assert listed.address == f"http://{ip}:{prov.settings.node_port + 1}"
+        assert again.free_slots() == 2
+        # It places the next node in the lowest free slot the tags show.
+        three = await again.launch("node-3")
+        assert (three.ref, three.extra["slot"]) == (two.ref, 0)
+        assert slot_tags(session, two.ref) == ("3", "0=node-3 1=node-2")
+    finally:
+        await prov.close()
+
+
+async def test_a_refused_command_is_a_typed_error_and_leaves_no_slot_taken(
+    session: Any, tmp_path: Path
+) -> None:
+    prov, runner = provisioner(session, tmp_path, nodes_per_instance=2)
+    try:
+        one = await prov.launch("node-1")
+        refused = fail_call(prov.ssm, "SendCommand", "AccessDeniedException")
+        with pytest.raises(AwsPermissionDenied) as err:
+            await prov.launch("node-2")
+        assert err.value.aws_code == "AccessDeniedException"
+        assert "ssm:SendCommand" in str(err.value)
+        assert len(refused) == 2  # the start, then the stop of what it may have started
+        assert slot_tags(session, one.ref) == ("2", "0=node-1")
+        assert prov.free_slots() == 1 and len(runner.pids()) == 1
+        assert [h.node_id for h in await prov.list()] == ["node-1"]
+    finally:
+        await prov.close()
+
+
+async def test_a_failed_command_frees_the_slot(session: Any, tmp_path: Path) -> None:
+    """SSM took the command but it failed on the instance (a unit that did not start)."""
+    prov, _ = provisioner(session, tmp_path, nodes_per_instance=2)
+
+    class Ok:
+        status_code = 200
+        headers: dict[str, str] = {}  # noqa: RUF012
+
+    def failed(**_: Any) -> Any:
+        return Ok(), {"Status": "Failed", "StandardErrorContent": "unit failed"}
+
+    try:
+        one = await prov.launch("node-1")
+        prov.ssm.meta.events.register("before-call.ssm.GetCommandInvocation", failed)
+        with pytest.raises(ProvisionError, match="ended Failed: unit failed"):
+            await prov.launch("node-2")
+        assert slot_tags(session, one.ref) == ("2", "0=node-1")
+    finally:
+        await prov.close()
+
+
+async def test_auto_gives_each_instance_its_vcpus(session: Any, tmp_path: Path) -> None:
+    prov, _ = provisioner(session, tmp_path, nodes_per_instance="auto")
+    try:
+        assert await prov.slot_count("t3.small") == 2
+        assert await prov.slot_count("m5.24xlarge") == 16  # 96 vCPUs, capped
+        one = await prov.launch("node-1")
+        assert slot_tags(session, one.ref) == ("2", "0=node-1")
+    finally:
+        await prov.close()
+
+
+async def test_concurrent_launches_share_a_booting_instance(session: Any, tmp_path: Path) -> None:
+    """A cluster's initial nodes launch together: the second waits for the instance the
+    first one runs instead of running its own."""
+    prov, _ = provisioner(session, tmp_path, nodes_per_instance=2)
+    try:
+        one, two = await asyncio.gather(prov.launch("node-1"), prov.launch("node-2"))
+        assert one.ref == two.ref
+        assert {one.extra["slot"], two.extra["slot"]} == {0, 1}
+    finally:
+        await prov.close()
+
+
+async def test_the_cost_counts_instances_not_nodes(session: Any, tmp_path: Path) -> None:
+    """Three nodes, two per instance: two instances, each at its price with its address
+    and volume; one more node fits the second instance's free slot at no cost."""
+    data = {
+        "coordinator": {"initial_nodes": 3, "price_region": REGION},
+        "nodes": {"index": "sorted", "capacity_records": 1000},
+        "scaler": {"max_nodes": 4},
+    }
+    settings, prov, _ = ec2_cluster_settings(session, tmp_path, data)
+    assert settings.ec2 is not None
+    settings = settings.replace(ec2=dataclasses.replace(settings.ec2, nodes_per_instance=2))
+    assert settings.ec2 is not None
+    prov = Ec2Provisioner(settings.ec2, settings.nodes, session=session, runner=prov.runner)
+    coord = Coordinator(settings, prov, state_path=tmp_path / "cluster.json")
+    await coord.start()
+    try:
+        refs = {n.handle.ref for n in coord.cluster.nodes.values()}
+        assert len(coord.cluster.nodes) == 3 and len(refs) == 2
+        price = instance_price("t3.small", REGION) + EXTRA
+        assert coord.cost_per_hour() == pytest.approx(2 * price)
+        assert coord.next_node_price() == 0.0
+        await coord.cluster.launch_node()
+        assert coord.cost_per_hour() == pytest.approx(2 * price)
+        assert coord.next_node_price() == pytest.approx(price)
+    finally:
+        await coord.stop()
+
+
+@pytest.mark.parametrize("value", [0, 17, -1, "many", True, 1.5, "AUTO"])
+def test_bad_nodes_per_instance_names_the_setting(session: Any, value: Any) -> None:
+    with pytest.raises(ConfigError, match=r"ec2\.nodes_per_instance"):
+        fast_sleep_settings(session, nodes_per_instance=value)
+
+
+def test_nodes_per_instance_reads_from_toml() -> None:
+    base = {"cluster": "c1", "region": REGION}
+    for value, expected in [(4, 4), ("auto", "auto")]:
+        settings = ClusterSettings.from_mapping({"ec2": {**base, "nodes_per_instance": value}})
+        assert settings.ec2 is not None and settings.ec2.nodes_per_instance == expected
+    with pytest.raises(ConfigError, match=r"ec2\.nodes_per_instance"):
+        ClusterSettings.from_mapping({"ec2": {**base, "nodes_per_instance": "2"}})
+    with pytest.raises(ConfigError, match="65535"):
+        ClusterSettings.from_mapping({"ec2": {**base, "node_port": 65535, "nodes_per_instance": 2}})
+
+
+@pytest.mark.parametrize("value", [2, "auto"])
+def test_warm_reintegration_needs_one_node_per_instance(session: Any, value: Any) -> None:
+    with pytest.raises(ConfigError, match=r"ec2\.nodes_per_instance must be 1 with warm"):
+        Ec2Provisioner(
+            fast_sleep_settings(session, nodes_per_instance=value),
+            NODES,
+            session=session,
+            runner=LocalInstances(NODES, Path("/nonexistent")),
+            keep_state=True,
+        )
+
+
+def test_slot_tables_read_back_and_old_instances_have_one_slot() -> None:
+    table = SlotTable(instance_id="i-1", count=4, nodes={2: "node-9", 0: "node-1"})
+    tags = {t["Key"]: t["Value"] for t in table.tags()}
+    assert tags == {SLOT_COUNT_TAG: "4", SLOTS_TAG: "0=node-1 2=node-9"}
+    back = SlotTable.from_tags("i-1", tags, launched_for="node-1")
+    assert (back.count, back.nodes, back.free_slot()) == (4, {0: "node-1", 2: "node-9"}, 1)
+    old = SlotTable.from_tags("i-2", {}, launched_for="node-3")
+    assert (old.count, old.nodes, old.free_slot()) == (1, {0: "node-3"}, None)
+    assert slot_count(3, 96) == 3 and slot_count("auto", 2) == 2 and slot_count("auto", 64) == 16
+    with pytest.raises(ProvisionError, match="256"):
+        SlotTable(instance_id="i-3", count=16, nodes={i: "n" * 20 for i in range(16)}).tag_value()
