@@ -244,6 +244,8 @@ async def _chain(call: Awaitable[Answer], future: asyncio.Future[Answer]) -> Non
 def _refused(result: Any, epoch: int, used: int, capacity: int) -> Answer:
     status, error = int(result[0]), result[1]
     retry = error.get("retry_after") if isinstance(error, dict) else None
+    # As the node's own error answer: Retry-After only for whole seconds.
+    whole = isinstance(retry, int) and not isinstance(retry, bool)
     return Answer(
         status,
         json.dumps(error).encode(),
@@ -251,7 +253,7 @@ def _refused(result: Any, epoch: int, used: int, capacity: int) -> Answer:
         epoch,
         used,
         capacity,
-        retry_after="" if retry is None else str(retry),
+        retry_after=str(retry) if whole else "",
     )
 
 
