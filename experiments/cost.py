@@ -143,7 +143,9 @@ def _fig6_rows(path: Path) -> dict[str, HitTime]:
             m = float(r["mean_s"])
             out[r["configuration"]] = (
                 m,
-                float(r.get("mean_s_ci_low") or m),
+                # A t interval over three repetitions can reach below zero (one slow
+                # repetition of a 50 MB read: 2026-11-26); no hit takes negative time.
+                max(0.0, float(r.get("mean_s_ci_low") or m)),
                 float(r.get("mean_s_ci_high") or m),
             )
     return out
