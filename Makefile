@@ -134,10 +134,10 @@ bench-faults: $(STAMP)
 # that time something run one at a time. Runs are cached in experiments/results/.cache
 # while the figures are made; the cache is cleared first (scripts that share runs come
 # after the one that makes them: overhead after index_time, sensitivity after prelaunch,
-# baselines after miss_rate). The paper's figures took 38 minutes on 2 shared cores
-# (2026-11-25); on 2026-11-26, at load 3-6 from other jobs, Figures 2 to 5 alone took 58
-# minutes (21, 23, 8 and 6), so the whole set takes well over an hour on a shared machine,
-# not the 30 minutes the issue aims at (docs/results.md, "Running time").
+# baselines after miss_rate). Timed whole on the 2 vCPUs with nothing else running
+# (2026-11-26): 41 minutes, not the 30 the issue aims at; the timed real runs of Figures
+# 3 and 5 are about 14 of them; at load 3-6 from other jobs, Figures 2 to 5 alone took 58
+# minutes (docs/results.md, "Running time").
 # warm (issue 18 c) runs six scale-down/scale-up cycles of 50,000 records on real
 # local processes: about 2 minutes more (2026-11-26, shared machine).
 EXPERIMENTS     := miss_rate index_time overhead migration_time prelaunch sensitivity hit_time cost \
