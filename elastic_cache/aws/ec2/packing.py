@@ -29,9 +29,10 @@ __all__ = ["InstanceGone", "SlotPacking"]
 log = logging.getLogger("elastic_cache.provisioner.ec2")
 
 
-class InstanceGone(ProvisionError):
+class InstanceGone(Exception):
     """The instance of a free slot is no longer running (ended behind the coordinator's
-    back): the launch places its node again."""
+    back): the launch places its node again. Internal to `Ec2Provisioner.launch`, which
+    catches it; not an `ElasticCacheError` (those map to HTTP answers, one code each)."""
 
 
 class SlotPacking:
