@@ -75,11 +75,12 @@ from elastic_cache.httpio import (
 )
 from elastic_cache.metrics.meter import RequestMeter, metered, metrics_response
 from elastic_cache.namespaces import NamespaceTable
-from elastic_cache.node.batchwrites import BATCH_PATH, BatchWrites, answer_batch
+from elastic_cache.node.batchwrites import BatchWrites, answer_batch
 from elastic_cache.node.changesroute import ChangeWakeup, answer_changes
 from elastic_cache.node.heartbeat import Heartbeats
 from elastic_cache.node.metrics import node_registry
 from elastic_cache.node.protocol import (
+    BATCH_PATH,
     CACHE_HEADER,
     COLD_HIT,
     EPOCH_HEADER,

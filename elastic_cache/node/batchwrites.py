@@ -18,7 +18,6 @@ is the status and JSON error body of the whole answer, and nothing was stored.
 
 from __future__ import annotations
 
-import inspect
 import json
 import time
 from collections.abc import Awaitable, Callable
@@ -28,11 +27,10 @@ from aiohttp import web
 
 from elastic_cache.errors import ElasticCacheError, SendAlone, ValueTooLarge
 from elastic_cache.httpio import error_response, read_limited
-from elastic_cache.node.protocol import BATCH_PATH
 from elastic_cache.node.service import NodeService
-from elastic_cache.node.wire import decode_batch
+from elastic_cache.node.wire import Batch, decode_batch
 
-__all__ = ["BATCH_MAX_BYTES", "BATCH_PATH", "BatchWrites", "answer_batch"]
+__all__ = ["BATCH_MAX_BYTES", "BatchWrites", "answer_batch"]
 
 #: Largest batch body a node takes (the coordinator's are far smaller, `MAX_BATCH_BYTES`
 #: of `elastic_cache.coordinator.writebatch`); larger: 413.
@@ -97,27 +95,19 @@ class BatchWrites:
             except ElasticCacheError as err:
                 results.append(_failed(err))
         if later:
-            return self._finish(
-                batch.keys, batch.values, batch.content_types, batch.ttl_ms, later, results, started
-            )
+            return self._finish(batch, later, results, started)
         return self._answer(results, started)
 
     async def _finish(
-        self,
-        keys: list[str],
-        values: list[bytes],
-        content_types: list[str],
-        ttls: Any,
-        later: list[int],
-        results: list[Any],
-        started: float,
+        self, batch: Batch, later: list[int], results: list[Any], started: float
     ) -> bytes:
         """The records that wait (a move under way: each is forwarded to the move's
         destination too), one after the other in the batch's order."""
         for i in later:
-            ttl = None if ttls[i] < 0 else ttls[i] / 1000
+            ttl_ms = batch.ttl_ms[i]
+            ttl = None if ttl_ms < 0 else ttl_ms / 1000
             try:
-                await self.service.put(keys[i], values[i], content_types[i], ttl)
+                await self.service.put(batch.keys[i], batch.values[i], batch.content_types[i], ttl)
                 results[i] = 204
             except ElasticCacheError as err:
                 results[i] = _failed(err)
@@ -151,7 +141,7 @@ async def answer_batch(request: web.Request, batch: BatchWrites) -> web.StreamRe
     try:
         body = await read_limited(request, BATCH_MAX_BYTES)
         answer = batch.apply(body, request.headers.get("X-Ecache-Epoch"))
-        if inspect.isawaitable(answer):
+        if not isinstance(answer, bytes):
             answer = await answer
     except ElasticCacheError as err:
         return error_response(err, {"X-Ecache-Epoch": str(service.epoch)})

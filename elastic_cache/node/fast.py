@@ -8,7 +8,6 @@ tier, HEAD on such a node) goes to those routes.
 
 from __future__ import annotations
 
-import inspect
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -25,8 +24,8 @@ from elastic_cache.fastpath import (
 )
 from elastic_cache.httpio import SEND_CHUNK, STREAM_ABOVE, parse_content_type, parse_ttl
 from elastic_cache.metrics.meter import RequestMeter
-from elastic_cache.node.batchwrites import BATCH_MAX_BYTES, BATCH_PATH, BatchWrites
-from elastic_cache.node.protocol import ALONE_HEADER, BATCHED_HEADER
+from elastic_cache.node.batchwrites import BATCH_MAX_BYTES, BatchWrites
+from elastic_cache.node.protocol import ALONE_HEADER, BATCH_PATH, BATCHED_HEADER
 from elastic_cache.node.service import NodeService
 from elastic_cache.store import PutOutcome
 
@@ -207,9 +206,9 @@ class NodeHotRoutes:
         except ElasticCacheError as err:
             self.record("kv-batch", "POST", err.status, time.perf_counter() - request.started)
             return error_bytes(err, self._epoch(), keep_alive=request.keep_alive)
-        if inspect.isawaitable(answer):
-            return self._batch_later(request, answer)
-        return self._batch_done(request, answer)
+        if isinstance(answer, bytes):
+            return self._batch_done(request, answer)
+        return self._batch_later(request, answer)
 
     async def _batch_later(self, request: HotRequest, answer: Awaitable[bytes]) -> bytes:
         return self._batch_done(request, await answer)
