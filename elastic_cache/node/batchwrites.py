@@ -25,7 +25,8 @@ from typing import Any
 
 from aiohttp import web
 
-from elastic_cache.errors import ElasticCacheError, SendAlone, ValueTooLarge
+from elastic_cache.config import MAX_TTL_SECONDS
+from elastic_cache.errors import ElasticCacheError, InvalidTTL, SendAlone, ValueTooLarge
 from elastic_cache.httpio import error_response, read_limited
 from elastic_cache.node.service import NodeService
 from elastic_cache.node.wire import Batch, decode_batch
@@ -81,8 +82,7 @@ class BatchWrites:
                     raise ValueTooLarge(
                         f"value of {len(value)} bytes exceeds the limit of {self.max_value}"
                     )
-                ttl_ms = batch.ttl_ms[i]
-                ttl = None if ttl_ms < 0 else ttl_ms / 1000
+                ttl = _record_ttl(batch.ttl_ms[i])
                 outcome = service.put_now(key, value, batch.content_types[i], ttl)
                 if outcome is None:
                     if cold is not None and cold.may_hold(key, service.token(key)):
@@ -104,9 +104,8 @@ class BatchWrites:
         """The records that wait (a move under way: each is forwarded to the move's
         destination too), one after the other in the batch's order."""
         for i in later:
-            ttl_ms = batch.ttl_ms[i]
-            ttl = None if ttl_ms < 0 else ttl_ms / 1000
             try:
+                ttl = _record_ttl(batch.ttl_ms[i])
                 await self.service.put(batch.keys[i], batch.values[i], batch.content_types[i], ttl)
                 results[i] = 204
             except ElasticCacheError as err:
@@ -128,6 +127,23 @@ class BatchWrites:
             },
             separators=(",", ":"),
         ).encode()
+
+
+def _record_ttl(ttl_ms: int) -> float | None:
+    """A record's TTL in seconds: -1 for none, else what ``?ttl=`` accepts of a ``PUT``
+    (`elastic_cache.httpio.parse_ttl`: more than 0, at most ten years).
+
+    Raises:
+        InvalidTTL: anything else.
+    """
+    if ttl_ms == -1:
+        return None
+    ttl = ttl_ms / 1000
+    if ttl <= 0 or ttl > MAX_TTL_SECONDS:
+        raise InvalidTTL(
+            f"ttl_ms must be -1 (none) or a TTL > 0 and at most {MAX_TTL_SECONDS} s, got {ttl_ms}"
+        )
+    return ttl
 
 
 def _failed(err: ElasticCacheError) -> list[Any]:

@@ -244,3 +244,20 @@ async def test_a_write_that_would_wait_on_the_cold_tier_is_sent_again_alone(
     assert conflicts == len(held)
     await client.close()
     await server.close(timeout=1.0)
+
+
+async def test_a_record_ttl_a_put_would_refuse_is_refused_alone(
+    node: Node, session: aiohttp.ClientSession
+) -> None:
+    ttls = [-1, 0, -5, 20 * 365 * 86_400_000, 1500]
+    keys = [f"t{i}" for i in range(len(ttls))]
+    frame = encode_batch(keys, [0] * 5, [0] * 5, [b"v"] * 5, ["text/plain"] * 5, ttls)
+    async with session.post(
+        node.url + "/v1/kv-batch", data=frame, headers={"X-Ecache-Epoch": "3"}
+    ) as resp:
+        assert resp.status == 200
+        results = (await resp.json())["results"]
+    assert results[0] == 204 and results[4] == 204
+    assert [r[0] for r in results[1:4]] == [400, 400, 400]
+    assert all(r[1]["error"] == "bad_ttl" for r in results[1:4])
+    assert [k for k in keys if node.service.store.peek(k) is not None] == ["t0", "t4"]
