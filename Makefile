@@ -130,38 +130,28 @@ bench-faults: $(STAMP)
 # The paper's figures (docs/results.md): every script at full size on the simulator, and at
 # reduced scale on real node processes (--real), into experiments/results/: ten seeds per
 # simulated configuration, three repetitions of every real run, 95 % confidence intervals
-# in every table and plot. Simulated runs use two processes (EXPERIMENT_JOBS); real runs
-# that time something run one at a time. Runs are cached in experiments/results/.cache
-# while the figures are made; the cache is cleared first (scripts that share runs come
-# after the one that makes them: overhead after index_time, sensitivity after prelaunch,
-# baselines after miss_rate). Timed whole on the 2 vCPUs with nothing else running
-# (2026-11-26): 41 minutes, not the 30 the issue aims at; the timed real runs of Figures
-# 3 and 5 are about 14 of them; at load 3-6 from other jobs, Figures 2 to 5 alone took 58
-# minutes (docs/results.md, "Running time").
-# warm (issue 18 c) runs six scale-down/scale-up cycles of 50,000 records on real
-# local processes: about 2 minutes more (2026-11-26, shared machine).
-EXPERIMENTS     := miss_rate index_time overhead migration_time prelaunch sensitivity hit_time cost \
-                   hybrid baselines zipf bootstrap warm
+# in every table and plot. Two processes (--timed-lane): what times real processes (the
+# real-process runs of Figures 3-5, Figure 6, warm re-integration) one at a time alone on
+# the first CPU; the simulated runs and the real runs that only count on the other, one at
+# a time, then EXPERIMENT_JOBS at a time on both once the timed lane has ended. Runs are
+# cached in experiments/results/.cache while the figures are made; the cache is cleared
+# first. Timed whole on the 2 vCPUs with nothing else running, 2026-11-26: 28 min 47 s
+# (41 minutes with every script one after the other; docs/results.md, "Running time").
+# Prints a progress report per figure.
+EXPERIMENTS     := miss_rate,index_time,overhead,migration_time,prelaunch,sensitivity,hit_time,cost,hybrid,baselines,zipf,bootstrap,warm
 EXPERIMENT_JOBS ?= 2
 
 experiments: $(STAMP)
 	rm -rf experiments/results/.cache
-	for e in $(EXPERIMENTS); do \
-	  $(BIN)/python -m experiments.$$e --real --jobs $(EXPERIMENT_JOBS) || exit 1; \
-	done
+	$(BIN)/python -m experiments --timed-lane --jobs $(EXPERIMENT_JOBS) \
+	  --scripts $(EXPERIMENTS) --real-for $(EXPERIMENTS)
 
 # The small runs the tests make, into experiments/results/quick/ (not committed); also ten
-# seeds and three real repetitions. Every script in one process (python -m experiments):
-# the interpreter and the imports are paid once, not twelve times; it prints each
-# script's wall and CPU time. About 150-160 s of CPU, 2026-11-26: 105 s of wall time on
-# an otherwise quiet machine (load 0.8-2.7), 136-144 s with other jobs' tests on the 2
-# cores (load 2-4.5), so within the issue's 2 minutes only on a quiet machine; since
-# warm (issue 18 c) joined, 145 s on a nearly quiet machine: over the 2 minutes. With
-# --lanes 2 (the real-process scripts in a second process): 107 s, quiet, 2026-11-26
-# (docs/results.md, "Running time").
+# seeds and three real repetitions, in the same two processes: 64-76 s of wall time for
+# 110-132 s of CPU on a quiet machine (2026-11-26; docs/results.md, "Running time").
 experiments-quick: $(STAMP)
 	rm -rf experiments/results/quick
-	$(BIN)/python -m experiments --quick --jobs $(EXPERIMENT_JOBS) --lanes 2 \
+	$(BIN)/python -m experiments --quick --jobs $(EXPERIMENT_JOBS) --timed-lane \
 	  --out experiments/results/quick --real-for miss_rate,hybrid
 
 clean:

@@ -13,20 +13,24 @@ and that of the children it ended: run pools, node processes, moto servers), and
 at the end, so that where the time goes can be read off every run
 (docs/results.md, "Running time").
 
-``--lanes 2`` runs the scripts of `SECOND_LANE` (those driving real node processes and moto
-servers, which use no shared run cache) in a second ``python -m experiments`` process
-beside the others, so that both cores stay busy: the simulated scripts use a pool of
-``--jobs`` processes for their runs but leave a core idle between them, and the real-process
-scripts are mostly one process at a time. Outputs are the same as with one lane (no
-script reads what a script of the other lane writes); what the real-process scripts time
-is measured beside other work, as with ``--jobs``, so the published figures (``make
-experiments``) keep one lane.
+``--timed-lane`` (what ``make experiments`` and ``make experiments-quick`` use) runs the
+work in two processes, split by what it measures, so that both CPUs stay busy and what
+is timed is timed alone: the parts that time real processes (`TIMED_LANE`: the
+real-process comparisons of Figures 3, 4 and 5 with ``--part real``, Figure 6, warm
+re-integration) run one at a time in a second process alone on the first CPU;
+everything else — every simulated figure (``--part sim`` for those three) and the
+real-process runs that only count (Figures 2 and 8) — runs in this process on the other
+CPUs, its simulated runs one at a time until the timed lane has ended and then
+``--jobs`` at a time on every CPU. Scripts that read the timed lane's output
+(`AFTER_TIMED_LANE`) run once it has ended. The outputs are those of running every
+script on its own.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import resource
 import subprocess
 import sys
@@ -34,7 +38,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from experiments.common import figure_progress
+from experiments.common import beside_timed_lane, figure_progress
 
 #: Every figure script, in the order ``make experiments`` runs them (a script that reuses
 #: another's cached runs comes after it), with the label of its progress report (None:
@@ -56,10 +60,23 @@ SCRIPTS: dict[str, str | None] = {
 }
 
 
-#: Scripts that ``--lanes 2`` runs in the second process: each drives real node processes
-#: or a moto server, and none shares cached runs with another script (`common.run_all`'s
-#: cache is used by Figures 2-5 only).
-SECOND_LANE = ("hybrid", "hit_time", "warm")
+#: What ``--timed-lane`` runs in its lane, in this order, alone on one CPU: the parts that
+#: time real processes (Figure 4's real runs are Figure 3's, from the run cache, so it
+#: comes after Figure 3). Figure 2's real runs only count: they stay in the other lane
+#: (in this one they made the whole run longer, 29.6 against 28.8 minutes: the other lane
+#: keeps to one CPU for as long as this one runs).
+TIMED_LANE = ("index_time", "migration_time", "prelaunch", "hit_time", "warm")
+
+#: Of those, the scripts whose simulated figure stays in the other lane (``--part sim``;
+#: the timed lane runs their ``--part real``).
+SPLIT = ("index_time", "migration_time", "prelaunch")
+
+#: Scripts that read what the timed lane writes (cost: Figure 6's hit times); with
+#: ``--timed-lane`` they run after it has ended.
+AFTER_TIMED_LANE = ("cost",)
+
+#: A script to run, with the options it gets besides the shared ones.
+Plan = list[tuple[str, list[str]]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,31 +116,46 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--scripts", type=_names, default=list(SCRIPTS), help="comma-separated")
     parser.add_argument("--real-for", type=_names, default=[], help="scripts run with --real")
     parser.add_argument(
-        "--lanes",
-        type=int,
-        choices=(1, 2),
-        default=1,
-        help="2: run the real-process scripts in a second process beside the others",
+        "--timed-lane",
+        action="store_true",
+        help="run what times real processes in a second process alone on one CPU, "
+        "the rest beside it on the other CPUs",
     )
     args, rest = parser.parse_known_args(argv)
     first = Usage.now()
-    scripts = list(args.scripts)
+    plan: Plan = [(n, ["--real"] if n in args.real_for else []) for n in args.scripts]
     second: subprocess.Popen[bytes] | None = None
-    if args.lanes == 2:
-        lane = [n for n in scripts if n in SECOND_LANE]
-        if lane:
-            scripts = [n for n in scripts if n not in SECOND_LANE]
-            real = [n for n in args.real_for if n in lane]
-            command = [sys.executable, "-m", "experiments", "--scripts", ",".join(lane)]
-            command += ["--real-for", ",".join(real)] if real else []
-            second = subprocess.Popen([*command, *rest])  # same stdout and stderr
+    after: Plan = []
+    if args.timed_lane:
+        timed = [
+            n for n in TIMED_LANE if n in args.scripts and (n not in SPLIT or n in args.real_for)
+        ]
+        cpus = sorted(os.sched_getaffinity(0))
+        if timed and len(cpus) < 2:
+            parser.error(f"--timed-lane needs two CPUs; this process may use {len(cpus)}")
+        if timed:
+            command = [sys.executable, "-m", "experiments", "--scripts", ",".join(timed)]
+            second = subprocess.Popen([*command, *rest, "--part", "real"])
+            # At once, while it is one thread starting Python: what it starts inherits this.
+            os.sched_setaffinity(second.pid, {cpus[0]})
+            lane_process = second
+            beside_timed_lane(lambda: lane_process.poll() is None, set(cpus[1:]))
+            plan = [
+                (n, ["--part", "sim"] if n in timed else extra)
+                for n, extra in plan
+                if n not in timed or n in SPLIT
+            ]
+            after = [(n, extra) for n, extra in plan if n in AFTER_TIMED_LANE]
+            plan = [(n, extra) for n, extra in plan if n not in AFTER_TIMED_LANE]
     status = 1  # what a failure of this lane by an exception leaves
     try:
-        status = _run(scripts, args.real_for, rest)
+        status = _run(plan, rest)
     finally:
         if second is not None and second.wait() and not status:
             status = second.returncode
             print(f"the second lane failed (exit status {status})", file=sys.stderr)
+    if not status and after:
+        status = _run(after, rest)
     if status:
         return status
     total = Usage.now().since(first)
@@ -131,12 +163,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def _run(scripts: Sequence[str], real_for: Sequence[str], rest: Sequence[str]) -> int:
-    """Run ``scripts`` in turn in this process; the first failure's exit status, or 0."""
-    for name in scripts:
+def _run(plan: Plan, rest: Sequence[str]) -> int:
+    """Run the scripts of ``plan`` in turn in this process; the first failure's exit
+    status, or 0."""
+    for name, extra in plan:
         start = Usage.now()
         module = importlib.import_module(f"experiments.{name}")
-        script_argv = [*rest, "--real"] if name in real_for else list(rest)
+        script_argv = [*rest, *extra]
         label = SCRIPTS[name]
         if label is None:
             status = module.main(script_argv)

@@ -34,7 +34,15 @@ from elastic_cache.sim.clock import run_virtual
 from elastic_cache.sim.metered import CpuMeter
 from elastic_cache.sim.nodeclient import MigrationClock, SimNodeClient
 from elastic_cache.sim.provisioner import SimProvisioner
-from experiments.common import ci, figure_path, options, pyplot, save_figure, write_csv
+from experiments.common import (
+    ci,
+    figure_path,
+    options,
+    pyplot,
+    save_figure,
+    sim_jobs,
+    write_csv,
+)
 
 POLICIES = ("split", "two-phase")
 JOINS = 15
@@ -137,7 +145,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     opts = options(__doc__.splitlines()[0], argv)
     records = 10_000 if opts.quick else 200_000
     seeds = range(opts.seed, opts.seed + opts.runs)
-    rows = [r for runs in run_every(records, seeds, opts.jobs) for r in runs]
+    rows = [r for runs in run_every(records, seeds, sim_jobs(opts.jobs)) for r in runs]
     table = summarize(rows)
     write_csv(figure_path(opts, "bootstrap", "csv"), table)
     by = {(t["policy"], t["nodes"]): t for t in table}

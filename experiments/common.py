@@ -19,7 +19,8 @@ Scales:
   three repetitions (seeds), and the simulator run on the very same scenarios beside them.
 
 Simulated runs can run in parallel (``--jobs``, one process each); real runs always run
-one at a time, since they time real processes.
+one at a time, since they time real processes. Beside a timed lane (`beside_timed_lane`)
+simulated runs run one at a time, on the CPUs the lane leaves, until it has ended.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ import csv
 import hashlib
 import json
 import math
+import os
 import statistics
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -107,6 +109,9 @@ class Options:
     seed: int
     real_runs: int = REAL_RUNS
     jobs: int = 1
+    #: ``all``; ``sim``: only the simulated figure; ``real``: only the comparison with
+    #: real node processes (``--part``, for ``python -m experiments --timed-lane``).
+    part: str = "all"
     #: A calibration CSV of ``experiments/aws_calibrate.py`` (None: assumed values only).
     aws_calibration: Path | None = None
     #: The full-scale boot delays measured on AWS that the simulated scenarios use
@@ -118,6 +123,11 @@ class Options:
     @property
     def scale(self) -> str:
         return "real" if self.real else ("quick" if self.quick else "full")
+
+    @property
+    def simulated(self) -> bool:
+        """Whether to make the simulated figure (all but ``--part real``)."""
+        return self.part != "real"
 
     @property
     def sim_scale(self) -> str:
@@ -135,6 +145,13 @@ def options(description: str, argv: Sequence[str] | None = None) -> Options:
         "--real",
         action="store_true",
         help="also run at reduced scale on real local node processes and compare",
+    )
+    parser.add_argument(
+        "--part",
+        choices=("all", "sim", "real"),
+        default="all",
+        help="of a figure with a real-process comparison: only the simulated figure (sim) "
+        "or only the comparison (real, implies --real)",
     )
     parser.add_argument("--out", type=Path, default=RESULTS, help="output directory")
     parser.add_argument(
@@ -180,7 +197,8 @@ def options(description: str, argv: Sequence[str] | None = None) -> Options:
     args.out.mkdir(parents=True, exist_ok=True)
     return Options(
         quick=args.quick,
-        real=args.real,
+        real=args.part == "real" or (args.real and args.part == "all"),
+        part=args.part,
         out=args.out,
         runs=args.runs,
         seed=args.seed,
@@ -435,6 +453,8 @@ def run_all(
             bar.note(_line(mode, scenario, data))
             bar.advance(note=f"{mode} {scenario.label} {scenario.index} seed {scenario.seed}")
 
+    if mode == "sim":
+        jobs = sim_jobs(jobs)
     if (mode != "sim" and timed) or jobs <= 1 or len(scenarios) <= 1:
         results: list[RunData] = []
         for scenario in scenarios:
@@ -450,6 +470,50 @@ def run_all(
             done[i] = future.result()
             report(scenarios[i], done[i])
     return [done[i] for i in range(len(scenarios))]
+
+
+@dataclass(slots=True)
+class _TimedLane:
+    """A timed lane running beside this process (`beside_timed_lane`), if any."""
+
+    running: Callable[[], bool] | None = None
+    cpus: set[int] | None = None
+
+    def jobs(self, jobs: int) -> int:
+        """How many simulated runs may run at once now: one while the lane runs, then
+        ``jobs`` on every CPU this process had before."""
+        if self.running is None:
+            return jobs
+        if self.running():
+            return 1
+        if self.cpus is not None:
+            os.sched_setaffinity(0, self.cpus)
+        self.running = self.cpus = None
+        return jobs
+
+
+_LANE = _TimedLane()
+
+
+def sim_jobs(jobs: int) -> int:
+    """How many simulated runs (or other CPU-bound work) to run at once, given
+    ``--jobs``: one while a timed lane runs beside this process (`beside_timed_lane`)."""
+    return _LANE.jobs(jobs)
+
+
+def beside_timed_lane(running: Callable[[], bool], cpus: set[int]) -> None:
+    """Keep this process, and the processes it starts from now on, on ``cpus`` and its
+    simulated runs one at a time for as long as ``running()`` (a timed lane on the other
+    CPUs) says so; the first `run_all` after that takes every CPU this process had back.
+
+    What a timed lane times (real node processes answering HTTP, starting) then runs
+    alone on its CPU: a simulation beside it on the same CPUs, even at the lowest
+    priority, made a real run's requests take 60-90 % longer (docs/results.md,
+    "Running time").
+    """
+    _LANE.cpus = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, cpus)
+    _LANE.running = running
 
 
 def sim_runs(opts: Options, make: Callable[..., Scenario]) -> list[RunData]:

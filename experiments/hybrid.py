@@ -75,6 +75,7 @@ from experiments.common import (
     real_seeds,
     save_figure,
     seeds,
+    sim_jobs,
     write_csv,
 )
 from experiments.stats import t_band
@@ -554,7 +555,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         # These runs count, they time nothing: ``--jobs`` of them may run at once.
         slots = asyncio.Semaphore(opts.jobs)
         process: dict[tuple[Case, str, int], list[dict[str, Any]]] = {}
-        with concurrent.futures.ProcessPoolExecutor(max_workers=opts.jobs) as pool:
+        with concurrent.futures.ProcessPoolExecutor(max_workers=sim_jobs(opts.jobs)) as pool:
             futures = {pool.submit(_in_process, job): job for job in jobs}
             if opts.real:
                 # The real runs wait on processes and HTTP more than they compute: they run

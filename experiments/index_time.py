@@ -159,6 +159,14 @@ def plot(path: Any, rows: list[dict[str, Any]], title: str) -> None:
 
 def main(argv: Sequence[str] | None = None) -> None:
     opts = options(__doc__.splitlines()[0], argv)
+    if opts.simulated:
+        simulated(opts)
+    if opts.real:
+        real_processes(opts)
+
+
+def simulated(opts: Options) -> None:
+    """The figure on the simulator at full (or quick) scale."""
     print(f"Figure 3 ({'quick' if opts.quick else 'full'}, {opts.runs} run(s) each)")
     rows, order = [], []
     for rate in RATES:
@@ -187,61 +195,64 @@ def main(argv: Sequence[str] | None = None) -> None:
             f"  q={o['queries_per_step']:<3} total {o['a']} - {o['b']}: {o['a_minus_b']:+.2f}s "
             f"[{o['a_minus_b_ci_low']:+.2f}, {o['a_minus_b_ci_high']:+.2f}] -> {o['verdict']}"
         )
-    if opts.real:
-        real = []
-        steps = 60 if opts.quick else None
-        indexes = ("B+Tree", "CBF") if opts.quick else PAPER_INDEXES
-        print(
-            "Figure 3, real processes vs simulator (reduced scale, 50 queries per step, "
-            f"{opts.real_runs} repetitions)"
-        )
-        pairs = {}
-        for index in indexes:
-            for mode in ("sim", "real"):
-                runs = index_runs(opts, 50, index, scale="real", mode=mode, steps=steps)
-                pairs[index, mode] = runs
-                real.append(row(mode, 50, index, runs))
-        # The simulator again, with the real runs' HTTP and process-start costs folded in.
-        costs = RealCosts.measure(
-            [r for i in indexes for r in pairs[i, "sim"]],
-            [r for i in indexes for r in pairs[i, "real"]],
-        )
-        print(
-            f"  measured on real processes: {1000 * costs.request_seconds:.2f} ms per request, "
-            f"{costs.node_start_seconds:.2f} s per process start ({costs.runs} run pairs)"
-        )
-        for index in indexes:
-            runs = index_runs(opts, 50, index, scale="real", steps=steps, changes=costs.changes())
-            real.append(row("sim+real-costs", 50, index, runs))
-        for index in indexes:
-            by_mode = {r["mode"]: r for r in real if r["index"] == index}
-            truth = by_mode["real"]
-            for mode in ("sim", "sim+real-costs"):
-                r = by_mode[mode]
-                off = 100 * (r["total_s"] / truth["total_s"] - 1)
-                print(
-                    f"  {index:7} {mode:14} total {r['total_s']:6.1f}s vs real "
-                    f"{truth['total_s']:6.1f}s ({off:+.0f}%);"
-                    f" start-up {r['startup_s']:.1f} vs {truth['startup_s']:.1f}s, requests "
-                    f"{r['request_s']:.1f} vs {truth['request_s']:.1f}s"
-                )
-        write_csv(
-            figure_path(opts, "real_costs", "csv"),
-            [
-                {
-                    "figure": 3,
-                    "request_ms": 1000 * costs.request_seconds,
-                    "node_start_s": costs.node_start_seconds,
-                    "run_pairs": costs.runs,
-                }
-            ],
-        )
-        write_csv(figure_path(opts, "fig3_real", "csv"), real)
-        plot(
-            figure_path(opts, "fig3_real", "png"),
-            real,
-            "Figure 3 at reduced scale: real node processes vs the simulator",
-        )
+
+
+def real_processes(opts: Options) -> None:
+    """Reduced scale on real node processes beside the simulator (timed: one at a time)."""
+    real = []
+    steps = 60 if opts.quick else None
+    indexes = ("B+Tree", "CBF") if opts.quick else PAPER_INDEXES
+    print(
+        "Figure 3, real processes vs simulator (reduced scale, 50 queries per step, "
+        f"{opts.real_runs} repetitions)"
+    )
+    pairs = {}
+    for index in indexes:
+        for mode in ("sim", "real"):
+            runs = index_runs(opts, 50, index, scale="real", mode=mode, steps=steps)
+            pairs[index, mode] = runs
+            real.append(row(mode, 50, index, runs))
+    # The simulator again, with the real runs' HTTP and process-start costs folded in.
+    costs = RealCosts.measure(
+        [r for i in indexes for r in pairs[i, "sim"]],
+        [r for i in indexes for r in pairs[i, "real"]],
+    )
+    print(
+        f"  measured on real processes: {1000 * costs.request_seconds:.2f} ms per request, "
+        f"{costs.node_start_seconds:.2f} s per process start ({costs.runs} run pairs)"
+    )
+    for index in indexes:
+        runs = index_runs(opts, 50, index, scale="real", steps=steps, changes=costs.changes())
+        real.append(row("sim+real-costs", 50, index, runs))
+    for index in indexes:
+        by_mode = {r["mode"]: r for r in real if r["index"] == index}
+        truth = by_mode["real"]
+        for mode in ("sim", "sim+real-costs"):
+            r = by_mode[mode]
+            off = 100 * (r["total_s"] / truth["total_s"] - 1)
+            print(
+                f"  {index:7} {mode:14} total {r['total_s']:6.1f}s vs real "
+                f"{truth['total_s']:6.1f}s ({off:+.0f}%);"
+                f" start-up {r['startup_s']:.1f} vs {truth['startup_s']:.1f}s, requests "
+                f"{r['request_s']:.1f} vs {truth['request_s']:.1f}s"
+            )
+    write_csv(
+        figure_path(opts, "real_costs", "csv"),
+        [
+            {
+                "figure": 3,
+                "request_ms": 1000 * costs.request_seconds,
+                "node_start_s": costs.node_start_seconds,
+                "run_pairs": costs.runs,
+            }
+        ],
+    )
+    write_csv(figure_path(opts, "fig3_real", "csv"), real)
+    plot(
+        figure_path(opts, "fig3_real", "png"),
+        real,
+        "Figure 3 at reduced scale: real node processes vs the simulator",
+    )
 
 
 if __name__ == "__main__":

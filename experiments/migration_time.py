@@ -37,6 +37,7 @@ from typing import Any
 
 from elastic_cache.sim import PAPER_INDEXES
 from experiments.common import (
+    Options,
     RunData,
     begin,
     ci,
@@ -301,6 +302,14 @@ def claims(split: str, runs: Mapping[tuple[int, str], list[RunData]]) -> list[di
 
 def main(argv: Sequence[str] | None = None) -> None:
     opts = begin(__doc__, "Figure 4", argv)
+    if opts.simulated:
+        simulated(opts)
+    if opts.real:
+        real_processes(opts)
+
+
+def simulated(opts: Options) -> None:
+    """The figure on the simulator at full (or quick) scale."""
     rows, every, order, kth, checks = [], [], [], [], []
     for split in SPLITS:
         by: dict[tuple[int, str], list[RunData]] = {}
@@ -351,20 +360,23 @@ def main(argv: Sequence[str] | None = None) -> None:
             f"{c['estimate']:+.3g} [{c['estimate_ci_low']:+.3g}, {c['estimate_ci_high']:+.3g}] "
             f"({c['runs']} runs) -> {c['verdict']}"
         )
-    if opts.real:
-        real = []
-        steps = 60 if opts.quick else None
-        indexes = ("B+Tree", "CBF") if opts.quick else PAPER_INDEXES
-        for index in indexes:
-            for mode in ("sim", "real"):
-                runs = index_runs(opts, 50, index, scale="real", mode=mode, steps=steps)
-                real.append(summary(mode, 50, index, runs))
-        write_csv(figure_path(opts, "fig4_real", "csv"), real)
-        plot(
-            figure_path(opts, "fig4_real", "png"),
-            real,
-            "Figure 4 at reduced scale: real node processes vs the simulator",
-        )
+
+
+def real_processes(opts: Options) -> None:
+    """Reduced scale on real node processes beside the simulator (Figure 3's runs)."""
+    real = []
+    steps = 60 if opts.quick else None
+    indexes = ("B+Tree", "CBF") if opts.quick else PAPER_INDEXES
+    for index in indexes:
+        for mode in ("sim", "real"):
+            runs = index_runs(opts, 50, index, scale="real", mode=mode, steps=steps)
+            real.append(summary(mode, 50, index, runs))
+    write_csv(figure_path(opts, "fig4_real", "csv"), real)
+    plot(
+        figure_path(opts, "fig4_real", "png"),
+        real,
+        "Figure 4 at reduced scale: real node processes vs the simulator",
+    )
 
 
 if __name__ == "__main__":

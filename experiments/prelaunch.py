@@ -148,6 +148,14 @@ def plot(path: Any, rows: list[dict[str, Any]], title: str) -> None:
 
 def main(argv: Sequence[str] | None = None) -> None:
     opts = begin(__doc__, "Figure 5", argv)
+    if opts.simulated:
+        simulated(opts)
+    if opts.real:
+        real_processes(opts)
+
+
+def simulated(opts: Options) -> None:
+    """The figure on the simulator at full (or quick) scale."""
     rows = []
     for factor in SERVICE_SCALES:
         for index in INDEXES:
@@ -171,44 +179,47 @@ def main(argv: Sequence[str] | None = None) -> None:
                 else "(all hidden)"
             )
         )
-    if opts.real:
-        real = []
-        steps = 60 if opts.quick else None
-        pairs: dict[tuple[str, str], list[RunData]] = {}
-        for index in INDEXES:
-            for mode in ("sim", "real"):
-                before = runs_for(opts, index, False, 1.0, "real", mode, steps)
-                after = runs_for(opts, index, True, 1.0, "real", mode, steps)
-                pairs[index, mode] = before + after
-                real.append(compare(mode, index, 1.0, before, after))
-        # The simulator again with the real processes' request and start costs
-        # (experiments.real_costs), measured on these very runs.
-        costs = RealCosts.measure(
-            [r for i in INDEXES for r in pairs[i, "sim"]],
-            [r for i in INDEXES for r in pairs[i, "real"]],
+
+
+def real_processes(opts: Options) -> None:
+    """Reduced scale on real node processes beside the simulator (timed: one at a time)."""
+    real = []
+    steps = 60 if opts.quick else None
+    pairs: dict[tuple[str, str], list[RunData]] = {}
+    for index in INDEXES:
+        for mode in ("sim", "real"):
+            before = runs_for(opts, index, False, 1.0, "real", mode, steps)
+            after = runs_for(opts, index, True, 1.0, "real", mode, steps)
+            pairs[index, mode] = before + after
+            real.append(compare(mode, index, 1.0, before, after))
+    # The simulator again with the real processes' request and start costs
+    # (experiments.real_costs), measured on these very runs.
+    costs = RealCosts.measure(
+        [r for i in INDEXES for r in pairs[i, "sim"]],
+        [r for i in INDEXES for r in pairs[i, "real"]],
+    )
+    print(
+        f"  measured on real processes: {1000 * costs.request_seconds:.2f} ms per request, "
+        f"{costs.node_start_seconds:.2f} s per process start ({costs.runs} run pairs)"
+    )
+    for index in INDEXES:
+        before, after = (
+            runs_for(opts, index, spec, 1.0, "real", steps=steps, changes=costs.changes())
+            for spec in (False, True)
         )
+        real.append(compare("sim+real-costs", index, 1.0, before, after))
+    for r in real:
         print(
-            f"  measured on real processes: {1000 * costs.request_seconds:.2f} ms per request, "
-            f"{costs.node_start_seconds:.2f} s per process start ({costs.runs} run pairs)"
+            f"  {r['mode']:14} {r['index']:6} start-up {r['startup_without_s']:.2f}s -> "
+            f"{r['startup_with_s']:.2f}s, reduction {r['reduction']:.2f}x "
+            f"[{r['reduction_ci_low']:.2f}, {r['reduction_ci_high']:.2f}]"
         )
-        for index in INDEXES:
-            before, after = (
-                runs_for(opts, index, spec, 1.0, "real", steps=steps, changes=costs.changes())
-                for spec in (False, True)
-            )
-            real.append(compare("sim+real-costs", index, 1.0, before, after))
-        for r in real:
-            print(
-                f"  {r['mode']:14} {r['index']:6} start-up {r['startup_without_s']:.2f}s -> "
-                f"{r['startup_with_s']:.2f}s, reduction {r['reduction']:.2f}x "
-                f"[{r['reduction_ci_low']:.2f}, {r['reduction_ci_high']:.2f}]"
-            )
-        write_csv(figure_path(opts, "fig5_real", "csv"), real)
-        plot(
-            figure_path(opts, "fig5_real", "png"),
-            real,
-            "Figure 5 at reduced scale: real node processes vs the simulator",
-        )
+    write_csv(figure_path(opts, "fig5_real", "csv"), real)
+    plot(
+        figure_path(opts, "fig5_real", "png"),
+        real,
+        "Figure 5 at reduced scale: real node processes vs the simulator",
+    )
 
 
 if __name__ == "__main__":

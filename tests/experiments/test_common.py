@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from elastic_cache.sim import Scenario
-from experiments.common import figure_progress, paper_scenario, run_all
+from experiments import common
+from experiments.common import figure_progress, options, paper_scenario, run_all
 
 
 def scenarios() -> list[Scenario]:
@@ -61,3 +64,62 @@ def test_the_runner_runs_the_scripts_asked_for_in_one_process(
     with pytest.raises(SystemExit):
         main(["--scripts", "cost,nope"])
     assert "unknown scripts ['nope']" in capsys.readouterr().err
+
+
+def test_part_chooses_the_simulated_figure_or_the_real_comparison(tmp_path: Path) -> None:
+    out = ["--out", str(tmp_path)]
+    both = options("t", [*out, "--real"])
+    assert (both.simulated, both.real) == (True, True)
+    real = options("t", [*out, "--part", "real"])  # implies --real
+    assert (real.simulated, real.real) == (False, True)
+    sim = options("t", [*out, "--part", "sim", "--real"])
+    assert (sim.simulated, sim.real) == (True, False)
+    with pytest.raises(SystemExit):
+        options("t", [*out, "--part", "both"])
+
+
+def test_only_the_part_asked_for_runs(tmp_path: Path) -> None:
+    from experiments import prelaunch
+
+    quick = ["--quick", "--runs", "2", "--out"]
+    prelaunch.main([*quick, str(tmp_path / "sim"), "--part", "sim"])
+    assert (tmp_path / "sim" / "fig5_prelaunch.csv").exists()
+    assert not (tmp_path / "sim" / "fig5_real.csv").exists()
+
+
+@pytest.fixture
+def restore_affinity() -> Iterator[set[int]]:
+    cpus = os.sched_getaffinity(0)
+    try:
+        yield cpus
+    finally:
+        os.sched_setaffinity(0, cpus)
+        common._LANE.running = common._LANE.cpus = None
+
+
+def test_beside_a_timed_lane_simulated_runs_go_one_at_a_time_on_the_cpus_it_leaves(
+    restore_affinity: set[int],
+) -> None:
+    lane_runs = True
+    mine = {min(restore_affinity)}
+    common.beside_timed_lane(lambda: lane_runs, mine)
+    assert os.sched_getaffinity(0) == mine
+    assert common.sim_jobs(2) == 1
+    assert os.sched_getaffinity(0) == mine
+    lane_runs = False  # the lane has ended: every CPU back, and --jobs
+    assert common.sim_jobs(2) == 2
+    assert os.sched_getaffinity(0) == restore_affinity
+    assert common.sim_jobs(3) == 3
+
+
+def test_a_timed_lane_needs_two_cpus(
+    restore_affinity: set[int], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from experiments.__main__ import main
+
+    os.sched_setaffinity(0, {min(restore_affinity)})
+    with pytest.raises(SystemExit):
+        main(["--timed-lane", "--scripts", "hit_time", "--quick", "--out", str(tmp_path)])
+    assert "--timed-lane needs two CPUs; this process may use 1" in capsys.readouterr().err
+    # Nothing timed asked for: nothing to split, it runs in this process.
+    assert main(["--timed-lane", "--scripts", "cost", "--quick", "--out", str(tmp_path)]) == 0
