@@ -213,14 +213,7 @@ def real_processes(opts: Options) -> None:
             pairs[index, mode] = runs
             real.append(row(mode, 50, index, runs))
     # The simulator again, with the real runs' HTTP and process-start costs folded in.
-    costs = RealCosts.measure(
-        [r for i in indexes for r in pairs[i, "sim"]],
-        [r for i in indexes for r in pairs[i, "real"]],
-    )
-    print(
-        f"  measured on real processes: {1000 * costs.request_seconds:.2f} ms per request, "
-        f"{costs.node_start_seconds:.2f} s per process start ({costs.runs} run pairs)"
-    )
+    costs = RealCosts.of_pairs(pairs, indexes)
     for index in indexes:
         runs = index_runs(opts, 50, index, scale="real", steps=steps, changes=costs.changes())
         real.append(row("sim+real-costs", 50, index, runs))

@@ -194,14 +194,7 @@ def real_processes(opts: Options) -> None:
             real.append(compare(mode, index, 1.0, before, after))
     # The simulator again with the real processes' request and start costs
     # (experiments.real_costs), measured on these very runs.
-    costs = RealCosts.measure(
-        [r for i in INDEXES for r in pairs[i, "sim"]],
-        [r for i in INDEXES for r in pairs[i, "real"]],
-    )
-    print(
-        f"  measured on real processes: {1000 * costs.request_seconds:.2f} ms per request, "
-        f"{costs.node_start_seconds:.2f} s per process start ({costs.runs} run pairs)"
-    )
+    costs = RealCosts.of_pairs(pairs, INDEXES)
     for index in INDEXES:
         before, after = (
             runs_for(opts, index, spec, 1.0, "real", steps=steps, changes=costs.changes())

@@ -19,7 +19,7 @@ the same scenarios with them folded in and the figure print how far each is from
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,6 +43,23 @@ class RealCosts:
     request_seconds: float
     node_start_seconds: float
     runs: int
+
+    @classmethod
+    def of_pairs(
+        cls, pairs: Mapping[tuple[str, str], Sequence[RunData]], indexes: Iterable[str]
+    ) -> RealCosts:
+        """`measure` on the ``sim`` and ``real`` runs of each index in ``pairs`` (keyed by
+        index and mode), and print what it measured."""
+        indexes = list(indexes)
+        costs = cls.measure(
+            [r for i in indexes for r in pairs[i, "sim"]],
+            [r for i in indexes for r in pairs[i, "real"]],
+        )
+        print(
+            f"  measured on real processes: {1000 * costs.request_seconds:.2f} ms per request, "
+            f"{costs.node_start_seconds:.2f} s per process start ({costs.runs} run pairs)"
+        )
+        return costs
 
     @classmethod
     def measure(cls, sim: Sequence[RunData], real: Sequence[RunData]) -> RealCosts:
