@@ -136,7 +136,8 @@ bench-faults: $(STAMP)
 # a time, then EXPERIMENT_JOBS at a time on both once the timed lane has ended. Runs are
 # cached in experiments/results/.cache while the figures are made; the cache is cleared
 # first. Timed whole on the 2 vCPUs with nothing else running, 2026-11-26: 28 min 47 s
-# (41 minutes with every script one after the other; docs/results.md, "Running time").
+# and 31 min 57 s (41 minutes with every script one after the other; docs/results.md,
+# "Running time").
 # Prints a progress report per figure.
 EXPERIMENTS     := miss_rate,index_time,overhead,migration_time,prelaunch,sensitivity,hit_time,cost,hybrid,baselines,zipf,bootstrap,warm
 EXPERIMENT_JOBS ?= 2
