@@ -63,8 +63,8 @@ SCRIPTS: dict[str, str | None] = {
 #: What ``--timed-lane`` runs in its lane, in this order, alone on one CPU: the parts that
 #: time real processes (Figure 4's real runs are Figure 3's, from the run cache, so it
 #: comes after Figure 3). Figure 2's real runs only count: they stay in the other lane
-#: (in this one they made the whole run longer, 29.6 against 28.8 minutes: the other lane
-#: keeps to one CPU for as long as this one runs).
+#: (in this one they did not make the whole run shorter: 29.6 against 28.8 minutes, within
+#: the machine's variation; the other lane keeps to one CPU for as long as this one runs).
 TIMED_LANE = ("index_time", "migration_time", "prelaunch", "hit_time", "warm")
 
 #: Of those, the scripts whose simulated figure stays in the other lane (``--part sim``;
