@@ -133,11 +133,11 @@ bench-faults: $(STAMP)
 # in every table and plot. Two processes (--timed-lane): what times real processes (the
 # real-process runs of Figures 3-5, Figure 6, warm re-integration) one at a time alone on
 # the first CPU; the simulated runs and the real runs that only count on the other, one at
-# a time, then EXPERIMENT_JOBS at a time on both once the timed lane has ended. Runs are
-# cached in experiments/results/.cache while the figures are made; the cache is cleared
-# first. Timed whole on the 2 vCPUs with nothing else running, 2026-11-26: 28 min 47 s
-# and 31 min 57 s (41 minutes with every script one after the other; docs/results.md,
-# "Running time").
+# a time (Figure 2's real runs beside them), then EXPERIMENT_JOBS at a time on both once
+# the timed lane has ended. Runs are cached in experiments/results/.cache while the
+# figures are made; the cache is cleared first. Timed whole on the 2 vCPUs with nothing
+# else running, 2026-11-27: 27 min 21 s (the code before: 30 min 26 s the same hour; 41
+# minutes with every script one after the other; docs/results.md, "Running time").
 # Prints a progress report per figure.
 EXPERIMENTS     := miss_rate,index_time,overhead,migration_time,prelaunch,sensitivity,hit_time,cost,hybrid,baselines,zipf,bootstrap,warm
 EXPERIMENT_JOBS ?= 2

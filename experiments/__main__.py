@@ -19,8 +19,9 @@ is timed is timed alone: the parts that time real processes (`TIMED_LANE`: the
 real-process comparisons of Figures 3, 4 and 5 with ``--part real``, Figure 6, warm
 re-integration) run one at a time in a second process alone on the first CPU;
 everything else — every simulated figure (``--part sim`` for those three) and the
-real-process runs that only count (Figures 2 and 8) — runs in this process on the other
-CPUs, its simulated runs one at a time until the timed lane has ended and then
+real-process runs that only count (Figure 2's, started first and left to run beside the
+simulated runs, `common.start_counting_runs`; Figure 8's) — runs in this process on the
+other CPUs, its simulated runs one at a time until the timed lane has ended and then
 ``--jobs`` at a time on every CPU. Scripts that read the timed lane's output
 (`AFTER_TIMED_LANE`) run once it has ended. The outputs are those of running every
 script on its own.
@@ -62,9 +63,9 @@ SCRIPTS: dict[str, str | None] = {
 
 #: What ``--timed-lane`` runs in its lane, in this order, alone on one CPU: the parts that
 #: time real processes (Figure 4's real runs are Figure 3's, from the run cache, so it
-#: comes after Figure 3). Figure 2's real runs only count: they stay in the other lane
-#: (in this one they did not make the whole run shorter: 29.6 against 28.8 minutes, within
-#: the machine's variation; the other lane keeps to one CPU for as long as this one runs).
+#: comes after Figure 3). Figure 2's real runs only count: they stay in the other lane,
+#: beside its simulated runs (in this one they did not make the whole run shorter: 29.6
+#: against 28.8 minutes; the other lane keeps to one CPU for as long as this one runs).
 TIMED_LANE = ("index_time", "migration_time", "prelaunch", "hit_time", "warm")
 
 #: Of those, the scripts whose simulated figure stays in the other lane (``--part sim``;

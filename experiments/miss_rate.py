@@ -14,9 +14,9 @@ Outputs (in ``--out``, default ``experiments/results``):
   ``max_nodes``, the most any run allocated);
 * ``fig2_miss_rate.png`` (shaded bands and error bars: the 95 % intervals);
 * with ``--real``: ``fig2_real.csv`` / ``fig2_real.png``, the reduced-scale runs on real
-  node processes (three repetitions, ``--jobs`` of them at once: this figure reads their
-  counts, not their times) beside the simulator on the same scenarios (50 queries per
-  step).
+  node processes (three repetitions; this figure reads their counts, not their times, so
+  they start first, `common.COUNTING_JOBS` at a time, and go on beside the simulated runs) beside
+  the simulator on the same scenarios (50 queries per step).
 
 Migrations are charged their transfer time only (``cpu_scale = 0``): miss rates do not
 depend on migration CPU, and without a measured quantity the runs are exactly
@@ -30,6 +30,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from elastic_cache.sim import Scenario
 from experiments.common import (
     Options,
     RunData,
@@ -44,6 +45,7 @@ from experiments.common import (
     run_all,
     save_figure,
     seeds,
+    start_counting_runs,
     write_csv,
 )
 from experiments.stats import t_band
@@ -164,6 +166,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     opts: Options = options(__doc__.splitlines()[0], argv)
     scale = "quick" if opts.quick else "full"
     print(f"Figure 2 ({scale}, {opts.runs} run(s) each)")
+    # The real runs only count: they go on beside the simulated runs below.
+    real = RealComparison(opts) if opts.real else None
     curves: dict[tuple[int, str], list[dict[str, float]]] = {}
     rows, summary = [], []
     for rate in RATES:
@@ -202,45 +206,62 @@ def main(argv: Sequence[str] | None = None) -> None:
             f", {row['miss_rate_last_100_steps_ci_high']:.3f}], peak nodes "
             f"{row['peak_nodes']:.1f} (max {row['max_nodes']})"
         )
-    if opts.real:
-        real_comparison(opts)
+    if real is not None:
+        real.finish()
 
 
-def real_comparison(opts: Options) -> None:
+class RealComparison:
     """Reduced scale, 50 queries per step (5 after reduction): real processes vs simulator,
-    each configuration repeated over `real_seeds`."""
-    steps = 60 if opts.quick else None
-    configs = (None, 4) if opts.quick else CONFIGS
-    curves: dict[tuple[int, str], list[dict[str, float]]] = {}
-    rows = []
-    print(
-        f"Figure 2, real processes vs simulator (reduced scale, 50 queries per step, "
-        f"{opts.real_runs} repetitions)"
-    )
-    for static in configs:
-        scenarios = []
-        for seed in real_seeds(opts):
-            scenario = paper_scenario(50, "real", static_nodes=static, seed=seed)
-            scenarios.append(scenario if steps is None else scenario.with_(steps=steps))
-        for mode in ("sim", "real"):
-            # Misses and nodes are counts, the same however fast the machine: the real
-            # runs of this figure may share it.
-            runs = run_all(scenarios, mode, opts.out, jobs=opts.jobs, timed=False)
-            curves[(50, f"{label(static)} ({mode})")] = series(runs)
-            rows.append(summary_row(mode, 50, label(static), runs))
-    write_csv(figure_path(opts, "fig2_real", "csv"), rows)
-    plot(
-        figure_path(opts, "fig2_real", "png"),
-        curves,
-        (50,),
-        "Figure 2 at a tenth of the scale (5 queries per step for 50): real node processes\n"
-        "vs the simulator on the same seeds; where they agree, the lines coincide",
-    )
-    for row in rows:
+    each configuration repeated over `real_seeds`.
+
+    Creating it starts the real runs (`start_counting_runs`: they only count misses and
+    nodes); `finish` runs the simulator on the same scenarios, waits for the real runs
+    and writes the comparison.
+    """
+
+    def __init__(self, opts: Options) -> None:
+        steps = 60 if opts.quick else None
+        self.opts = opts
+        self.configs: dict[int | None, list[Scenario]] = {}
+        for static in (None, 4) if opts.quick else CONFIGS:
+            scenarios = []
+            for seed in real_seeds(opts):
+                scenario = paper_scenario(50, "real", static_nodes=static, seed=seed)
+                scenarios.append(scenario if steps is None else scenario.with_(steps=steps))
+            self.configs[static] = scenarios
+        everything = [s for scenarios in self.configs.values() for s in scenarios]
+        self.real = start_counting_runs(everything, "real", opts.out)
+
+    def finish(self) -> None:
+        opts = self.opts
         print(
-            f"  {row['mode']:4} {row['config']:8} miss {row['miss_rate']:.4f}, "
-            f"peak nodes {row['peak_nodes']:.1f}"
+            f"Figure 2, real processes vs simulator (reduced scale, 50 queries per step, "
+            f"{opts.real_runs} repetitions)"
         )
+        real = iter(self.real.result())
+        curves: dict[tuple[int, str], list[dict[str, float]]] = {}
+        rows = []
+        for static, scenarios in self.configs.items():
+            by_mode = {
+                "sim": run_all(scenarios, "sim", opts.out, jobs=opts.jobs),
+                "real": [next(real) for _ in scenarios],
+            }
+            for mode, runs in by_mode.items():
+                curves[(50, f"{label(static)} ({mode})")] = series(runs)
+                rows.append(summary_row(mode, 50, label(static), runs))
+        write_csv(figure_path(opts, "fig2_real", "csv"), rows)
+        plot(
+            figure_path(opts, "fig2_real", "png"),
+            curves,
+            (50,),
+            "Figure 2 at a tenth of the scale (5 queries per step for 50): real node processes\n"
+            "vs the simulator on the same seeds; where they agree, the lines coincide",
+        )
+        for row in rows:
+            print(
+                f"  {row['mode']:4} {row['config']:8} miss {row['miss_rate']:.4f}, "
+                f"peak nodes {row['peak_nodes']:.1f}"
+            )
 
 
 if __name__ == "__main__":

@@ -10,7 +10,13 @@ import pytest
 
 from elastic_cache.sim import Scenario
 from experiments import common
-from experiments.common import figure_progress, options, paper_scenario, run_all
+from experiments.common import (
+    figure_progress,
+    options,
+    paper_scenario,
+    run_all,
+    start_counting_runs,
+)
 
 
 def scenarios() -> list[Scenario]:
@@ -51,6 +57,30 @@ def test_runs_in_parallel_come_back_in_order_and_equal_serial_runs(tmp_path: Pat
     serial = run_all(batch, "sim", tmp_path / "serial")
     assert [r.scenario["seed"] for r in parallel] == [1, 2]
     assert [r.steps for r in parallel] == [r.steps for r in serial]
+
+
+def test_counting_runs_go_on_while_the_caller_works_and_are_reported_when_collected(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    batch = [s.with_(cpu_scale=0.0) for s in scenarios()]
+    with figure_progress("Figure X") as bar:
+        pending = start_counting_runs(batch, "sim", tmp_path / "background", jobs=2)
+        serial = run_all(batch, "sim", tmp_path / "serial")  # the caller's own work
+        assert bar.done == 2  # the background runs are not counted yet
+        runs = pending.result()
+    assert bar.done == 4
+    assert [r.scenario["seed"] for r in runs] == [1, 2]
+    assert [r.steps for r in runs] == [r.steps for r in serial]
+    assert len(list((tmp_path / "background" / ".cache").iterdir())) == 2
+    err = capsys.readouterr().err
+    assert err.count("seed=1:") == 2 and err.count("seed=2:") == 2
+
+
+def test_a_failed_counting_run_fails_its_collection(tmp_path: Path) -> None:
+    bad = scenarios()[0].with_(index="no-such-index")
+    pending = start_counting_runs([scenarios()[1], bad], "sim", tmp_path, jobs=2)
+    with pytest.raises(Exception, match="no-such-index"):
+        pending.result()
 
 
 def test_the_runner_runs_the_scripts_asked_for_in_one_process(

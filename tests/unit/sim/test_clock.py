@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import socket
+import threading
 import time
 
 import pytest
@@ -94,3 +96,67 @@ def test_loop_is_a_real_selector_loop() -> None:
         assert isinstance(loop, asyncio.SelectorEventLoop)
     finally:
         loop.close()
+
+
+def test_a_socket_is_served_while_tasks_keep_the_loop_busy() -> None:
+    """The loop polls its real selector only every few busy turns: a socket that becomes
+    readable while other tasks keep callbacks ready is still read, without the clock
+    having to jump."""
+
+    async def main() -> tuple[bytes, float, int]:
+        loop = asyncio.get_running_loop()
+        left, right = socket.socketpair()
+        left.setblocking(False)
+        right.setblocking(False)
+        spins = 0
+        done = False
+
+        async def spin() -> None:
+            nonlocal spins
+            while not done and spins < 10_000:
+                spins += 1
+                await asyncio.sleep(0)
+
+        spinner = loop.create_task(spin())
+        try:
+            reader = loop.create_task(loop.sock_recv(left, 4))
+            for _ in range(3):  # the reader now waits on the selector
+                await asyncio.sleep(0)
+            right.send(b"ping")
+            data = await reader
+        finally:
+            done = True
+            await spinner
+            left.close()
+            right.close()
+        return data, loop.time(), spins
+
+    data, now, spins = run_virtual(main())
+    assert data == b"ping"
+    assert now == 0.0  # no jump was needed
+    assert spins < 100
+
+
+def test_a_thread_callback_runs_while_the_loop_is_busy() -> None:
+    async def main() -> str:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[str] = loop.create_future()
+        done = False
+
+        async def spin() -> None:
+            for _ in range(1_000_000):  # bounded: a lost callback fails, never hangs
+                if done:
+                    return
+                await asyncio.sleep(0)
+
+        spinner = loop.create_task(spin())
+        threading.Thread(
+            target=lambda: loop.call_soon_threadsafe(future.set_result, "from a thread")
+        ).start()
+        try:
+            return await asyncio.wait_for(future, timeout=5)
+        finally:
+            done = True
+            await spinner
+
+    assert run_virtual(main()) == "from a thread"
