@@ -492,6 +492,10 @@ class CountingRuns:
         self._pool = concurrent.futures.ProcessPoolExecutor(max_workers=max(1, jobs))
         self._futures = [self._pool.submit(run_one, s, mode, out) for s in scenarios]
 
+    def cancel(self) -> None:
+        """Start no more of the runs (those under way end by themselves)."""
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
     def result(self) -> list[RunData]:
         """The runs, in the order of the scenarios, each reported as `run_all` does.
 

@@ -162,12 +162,8 @@ def plot(
     save_figure(fig, path)
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    opts: Options = options(__doc__.splitlines()[0], argv)
-    scale = "quick" if opts.quick else "full"
-    print(f"Figure 2 ({scale}, {opts.runs} run(s) each)")
-    # The real runs only count: they go on beside the simulated runs below.
-    real = RealComparison(opts) if opts.real else None
+def simulated(opts: Options, scale: str) -> None:
+    """The simulated figure: every configuration at both rates, over the seeds."""
     curves: dict[tuple[int, str], list[dict[str, float]]] = {}
     rows, summary = [], []
     for rate in RATES:
@@ -206,6 +202,20 @@ def main(argv: Sequence[str] | None = None) -> None:
             f", {row['miss_rate_last_100_steps_ci_high']:.3f}], peak nodes "
             f"{row['peak_nodes']:.1f} (max {row['max_nodes']})"
         )
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    opts: Options = options(__doc__.splitlines()[0], argv)
+    scale = "quick" if opts.quick else "full"
+    print(f"Figure 2 ({scale}, {opts.runs} run(s) each)")
+    # The real runs only count: they go on beside the simulated runs below.
+    real = RealComparison(opts) if opts.real else None
+    try:
+        simulated(opts, scale)
+    except BaseException:
+        if real is not None:
+            real.real.cancel()
+        raise
     if real is not None:
         real.finish()
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -81,6 +82,15 @@ def test_a_failed_counting_run_fails_its_collection(tmp_path: Path) -> None:
     pending = start_counting_runs([scenarios()[1], bad], "sim", tmp_path, jobs=2)
     with pytest.raises(Exception, match="no-such-index"):
         pending.result()
+
+
+def test_cancelled_counting_runs_start_no_more_runs(tmp_path: Path) -> None:
+    batch = [scenarios()[0].with_(seed=seed) for seed in range(1, 7)]
+    pending = start_counting_runs(batch, "sim", tmp_path, jobs=1)
+    pending.cancel()
+    with pytest.raises(concurrent.futures.CancelledError):
+        pending.result()
+    assert len(list((tmp_path / ".cache").iterdir())) < len(batch)
 
 
 def test_the_runner_runs_the_scripts_asked_for_in_one_process(
