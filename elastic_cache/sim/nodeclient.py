@@ -63,11 +63,13 @@ class RequestCost:
             seconds = self._by_size[records] = lookup + self.fixed
         return seconds
 
-    async def charge(self, seconds: float) -> None:
-        """Owe ``seconds``; sleep what is owed once it reaches the quantum."""
+    def owe(self, seconds: float) -> bool:
+        """Owe ``seconds``; whether what is owed has reached the quantum (then `pay`).
+
+        A plain call, not a coroutine: most requests owe less than the quantum, and a
+        run makes one per query."""
         self.owed += seconds
-        if self.owed >= self.quantum:
-            await self.pay()
+        return self.owed >= self.quantum
 
     async def pay(self) -> None:
         """Sleep what is owed."""
@@ -176,9 +178,7 @@ class SimNodeClient(LocalNodeClient):
         requests = self._requests
         records = len(self._svc.store)
         answer = await super().get(key, head=head, stream_above=stream_above)
-        # `RequestCost.charge`, inline: most gets owe less than the quantum.
-        requests.owed += requests.get_seconds(records)
-        if requests.owed >= requests.quantum:
+        if requests.owe(requests.get_seconds(records)):
             await requests.pay()
         return answer
 
@@ -193,7 +193,8 @@ class SimNodeClient(LocalNodeClient):
         alone: bool = False,
     ) -> Answer:
         answer = await super().put(key, value, content_type, ttl, epoch)
-        await self._requests.charge(self._requests.fixed)
+        if self._requests.owe(self._requests.fixed):
+            await self._requests.pay()
         return answer
 
     @property
