@@ -21,7 +21,12 @@ beside its goal:
    watchers with flat memory; what one Python coordinator process on a shared 2-core
    machine reaches is printed, not assumed).
 
-Usage: ``python benchmarks/bench_watch.py [--seconds 2] [--changes 500] [--watchers 1000]``.
+   With ``--fanout-seconds S`` (the issue's check: 120), a second fan-out makes changes
+   for S seconds with the coordinator's RSS read every 10 s, to show whether its memory
+   stays flat; the coordinator's CPU per change is printed for both.
+
+Usage: ``python benchmarks/bench_watch.py [--seconds 2] [--changes 500] [--watchers 1000]
+[--fanout-changes 2000] [--fanout-seconds 120]``.
 Writes ``benchmarks/results/watch.json``.
 """
 
@@ -30,6 +35,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import platform
 import random
 import statistics
@@ -209,7 +215,17 @@ def rss_kib(pid: int) -> int:
     return 0
 
 
-async def fanout_part(url: str, pid: int, watchers: int, changes: int) -> dict[str, Any]:
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU of process ``pid`` so far (``/proc/PID/stat``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def fanout_part(
+    url: str, pid: int, watchers: int, changes: int, seconds: float = 0.0, sample: float = 10.0
+) -> dict[str, Any]:
+    """``changes`` changes as fast as the writers go, or (``seconds`` > 0) changes for
+    that long with the coordinator's RSS read every ``sample`` seconds."""
     host, port = "127.0.0.1", int(url.rsplit(":", 1)[1])
     received = [0] * watchers
     subscribed = 0
@@ -239,6 +255,7 @@ async def fanout_part(url: str, pid: int, watchers: int, changes: int) -> dict[s
     tasks = [asyncio.create_task(watcher(n)) for n in range(watchers)]
     await asyncio.wait_for(all_in.wait(), 120)
     subscribed_rss = rss_kib(pid)
+    rss_samples: list[tuple[float, float]] = []
     async with AsyncClient(url) as client:
         sem = asyncio.Semaphore(32)
 
@@ -246,13 +263,32 @@ async def fanout_part(url: str, pid: int, watchers: int, changes: int) -> dict[s
             async with sem:
                 await client.put(f"fan/{i % 1000}", b"x")
 
+        async def writer(first: int, until: float) -> int:
+            i = first
+            while time.perf_counter() < until:
+                await client.put(f"fan/{i % 1000}", b"x")
+                i += 32
+            return (i - first) // 32
+
+        cpu_before = cpu_seconds(pid)
         started = time.perf_counter()
-        await asyncio.gather(*(put(i) for i in range(changes)))
+        if seconds > 0:
+            until = started + seconds
+            writers = [asyncio.create_task(writer(n, until)) for n in range(32)]
+            while time.perf_counter() < until:
+                await asyncio.sleep(min(sample, max(0.0, until - time.perf_counter())))
+                rss_samples.append(
+                    (round(time.perf_counter() - started, 1), round(rss_kib(pid) / 1024, 1))
+                )
+            changes = sum(await asyncio.gather(*writers))
+        else:
+            await asyncio.gather(*(put(i) for i in range(changes)))
         made = time.perf_counter() - started
         deadline = time.monotonic() + 120
         while sum(received) < changes * watchers and time.monotonic() < deadline:  # noqa: ASYNC110
             await asyncio.sleep(0.05)
         delivered = time.perf_counter() - started
+        cpu = cpu_seconds(pid) - cpu_before
     after = rss_kib(pid)
     for t in tasks:
         t.cancel()
@@ -265,6 +301,10 @@ async def fanout_part(url: str, pid: int, watchers: int, changes: int) -> dict[s
         "events_expected": changes * watchers,
         "events_per_s": round(sum(received) / delivered),
         "seconds_to_deliver_all": round(delivered, 2),
+        "seconds_of_changes": round(made, 1),
+        "coordinator_cpu_s": round(cpu, 2),
+        "coordinator_cpu_us_per_change": round(cpu / changes * 1e6) if changes else None,
+        "coordinator_rss_mib_samples": rss_samples,
         "coordinator_rss_mib": {
             "before": round(before / 1024, 1),
             "with_watchers": round(subscribed_rss / 1024, 1),
@@ -297,14 +337,26 @@ async def run(args: argparse.Namespace, url: str, pid: int) -> dict[str, Any]:
     )
     if args.watchers:
         out["fanout"] = await fanout_part(url, pid, args.watchers, args.fanout_changes)
-        fo = out["fanout"]
-        print(
-            f"fan-out: {fo['watchers']} watchers, {fo['changes']} changes at "
-            f"{fo['changes_per_s']:,}/s; {fo['events_delivered']:,} of "
-            f"{fo['events_expected']:,} events delivered, {fo['events_per_s']:,} events/s; "
-            f"coordinator RSS MiB {fo['coordinator_rss_mib']}"
-        )
+        print_fanout(out["fanout"])
+        if args.fanout_seconds:
+            out["fanout_timed"] = await fanout_part(
+                url, pid, args.watchers, 0, seconds=args.fanout_seconds
+            )
+            print_fanout(out["fanout_timed"])
+            samples = out["fanout_timed"]["coordinator_rss_mib_samples"]
+            print(f"coordinator RSS (s, MiB) while the changes went on: {samples}")
     return out
+
+
+def print_fanout(fo: dict[str, Any]) -> None:
+    print(
+        f"fan-out: {fo['watchers']} watchers, {fo['changes']:,} changes in "
+        f"{fo['seconds_of_changes']} s at {fo['changes_per_s']:,}/s; "
+        f"{fo['events_delivered']:,} of {fo['events_expected']:,} events delivered, "
+        f"{fo['events_per_s']:,} events/s; coordinator CPU "
+        f"{fo['coordinator_cpu_us_per_change']} us a change; "
+        f"RSS MiB {fo['coordinator_rss_mib']}"
+    )
 
 
 def main() -> None:
@@ -313,6 +365,13 @@ def main() -> None:
     parser.add_argument("--changes", type=int, default=500)
     parser.add_argument("--watchers", type=int, default=1000)
     parser.add_argument("--fanout-changes", type=int, default=2000)
+    parser.add_argument(
+        "--fanout-seconds",
+        type=float,
+        default=0.0,
+        help="then a second fan-out with changes for this long, the coordinator's RSS "
+        "read every 10 s (the issue's flat-memory check: 120)",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         fleet = Fleet(Path(tmp), pin=False)
@@ -324,7 +383,7 @@ def main() -> None:
     out["machine"] = {
         "python": platform.python_version(),
         "platform": platform.platform(),
-        "cpus": __import__("os").cpu_count(),
+        "cpus": os.cpu_count(),
         "when": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
         "command": " ".join(["python", "benchmarks/bench_watch.py", *sys.argv[1:]]),
     }

@@ -3,9 +3,10 @@ applied out to its watchers (``GET /v1/watch``, Server-Sent Events). Design and
 guarantees: docs/watch.md.
 
 - `WatchFilter`: which keys a watcher wants (prefixes, exact keys).
-- `Watcher`: one subscription, with a bounded queue of pending frames; a watcher that
-  falls `Watcher.limit` frames behind is *cut off* (one ``cutoff`` event, then the
-  stream ends) instead of growing the coordinator's memory.
+- `Watcher`: one subscription, reading the frames of its `_Channel` (shared by every
+  watcher with the same filter) from its own position; a watcher that falls
+  `Watcher.limit` frames behind is *cut off* (one ``cutoff`` event, then the stream
+  ends) instead of growing the coordinator's memory.
 - `WatchHub`: numbers every change (the coordinator's sequence, the SSE ``id``), keeps
   the last ones in a bounded buffer for ``Last-Event-ID`` replay, and answers a replay it
   cannot make with one ``reset`` event.
@@ -110,8 +111,84 @@ def _change_frame(boot: str, change: _Change) -> bytes:
     ).encode()
 
 
+class _Channel:
+    """The frames of every watcher with one filter: each change's frame is appended once,
+    and each of its watchers reads from its own position (``Watcher.cursor``). So a
+    change costs one append per distinct filter, not one per watcher, and a wake-up per
+    *waiting* watcher.
+
+    ``frames[0]`` is position ``base``; frames below every watcher's position are dropped
+    when the channel grows past ``limit``, and a watcher more than ``limit`` frames behind
+    is cut off then (`_trim`), so a channel holds at most ``limit`` frames.
+    """
+
+    __slots__ = ("base", "filter", "frames", "limit", "members", "sleepers", "watchers")
+
+    def __init__(self, filter: WatchFilter, limit: int) -> None:
+        self.filter = filter
+        self.limit = limit
+        #: The watchers reading it (a cut-off one leaves at once).
+        self.watchers: set[Watcher] = set()
+        #: The hub's subscriptions with this filter, cut off or not (the channel goes
+        #: when the last one is unsubscribed).
+        self.members = 0
+        self.frames: deque[bytes] = deque()
+        self.base = 0
+        #: Watchers waiting for a frame (each at most once: `Watcher.asleep`).
+        self.sleepers: list[Watcher] = []
+
+    @property
+    def end(self) -> int:
+        """The position the next frame takes."""
+        return self.base + len(self.frames)
+
+    def append(self, frame: bytes) -> None:
+        """Add one frame for every watcher of the channel and wake those waiting.
+        Runtime complexity: O(1) plus the waiting watchers, amortised (see `_trim`)."""
+        frames = self.frames
+        frames.append(frame)
+        if len(frames) > self.limit:
+            self._trim()
+        sleepers = self.sleepers
+        if sleepers:
+            self.sleepers = []
+            for w in sleepers:
+                w.asleep = False
+                w.wake()
+
+    def _trim(self) -> None:
+        """Cut off the watchers more than ``limit`` frames behind, then drop the frames
+        every remaining watcher has read. Runtime complexity: O(watchers)."""
+        end = self.end
+        line = end - self.limit
+        for w in [w for w in self.watchers if w.cursor < line]:
+            w.cut()
+        lowest = min((w.cursor for w in self.watchers), default=end)
+        frames = self.frames
+        for _ in range(lowest - self.base):
+            frames.popleft()
+        self.base = lowest
+
+    def read(self, cursor: int) -> list[bytes]:
+        """The frames from position ``cursor`` to the end. Runtime complexity: O(frames
+        returned): read from the right end (indexing a deque is O(n) from the nearer end)."""
+        count = self.end - cursor
+        if count <= 0:
+            return []
+        newest = list(islice(reversed(self.frames), count))
+        newest.reverse()
+        return newest
+
+    def leave(self, watcher: Watcher) -> None:
+        self.watchers.discard(watcher)
+        if watcher.asleep:
+            watcher.asleep = False
+            self.sleepers.remove(watcher)
+
+
 class Watcher:
-    """One subscription: frames waiting to be written to its stream.
+    """One subscription: the frames waiting to be written to its stream — its own (a
+    replay when it subscribed) first, then its channel's from its position.
 
     Args:
         filter: the keys it wants.
@@ -121,43 +198,107 @@ class Watcher:
     def __init__(self, filter: WatchFilter, limit: int) -> None:
         self.filter = filter
         self.limit = limit
+        #: Frames for this watcher alone (a replay), written before the channel's.
         self.pending: deque[bytes] = deque()
+        self.channel: _Channel | None = None
+        #: Its position in its channel: the next frame it has not taken.
+        self.cursor = 0
+        #: Listed in its channel's sleepers.
+        self.asleep = False
         self.cut_off = False
         #: The coordinator is stopping: the stream ends.
         self.closed = False
         self.delivered = 0
-        self._wake = asyncio.Event()
+        self._waiter: asyncio.Future[None] | None = None
+
+    def join(self, channel: _Channel) -> None:
+        """Read ``channel`` from its next frame on."""
+        self.channel = channel
+        self.cursor = channel.end
+        channel.watchers.add(self)
+        channel.members += 1
+
+    @property
+    def backlog(self) -> int:
+        """Frames waiting for this watcher."""
+        ch = self.channel
+        waiting = len(self.pending)
+        if ch is not None and not self.cut_off:
+            waiting += ch.end - self.cursor
+        return waiting
 
     def offer(self, frame: bytes) -> None:
-        """Queue one frame; past the limit, drop what is pending and mark the watcher
-        cut off (the stream then says so and ends). Runtime complexity: O(1)."""
+        """Queue one frame for this watcher alone; past the limit, drop what is pending
+        and cut the watcher off. Runtime complexity: O(1)."""
         if self.cut_off:
             return
         if len(self.pending) >= self.limit:
-            self.cut_off = True
-            self.pending.clear()
+            self.cut()
         else:
             self.pending.append(frame)
-        self._wake.set()
+            self.wake()
+
+    def cut(self) -> None:
+        """Cut off: what is pending is dropped, the stream says ``cutoff`` and ends."""
+        self.cut_off = True
+        self.pending.clear()
+        if self.channel is not None:
+            self.channel.leave(self)
+        self.wake()
+
+    def wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def _ready(self) -> bool:
+        if self.pending or self.cut_off or self.closed:
+            return True
+        ch = self.channel
+        return ch is not None and self.cursor < ch.end
 
     async def next_frames(self, timeout: float) -> list[bytes]:
         """The frames pending now, waiting up to ``timeout`` seconds for one (an empty
         list: none came, or the watcher is cut off or closed)."""
-        if not self.pending and not self.cut_off and not self.closed:
-            self._wake.clear()
+        if not self._ready():
+            loop = asyncio.get_running_loop()
+            self._waiter = waiter = loop.create_future()
+            ch = self.channel
+            if ch is not None and not self.asleep:
+                self.asleep = True
+                ch.sleepers.append(self)
+            timer = loop.call_later(timeout, _expire, waiter)
             try:
-                async with asyncio.timeout(timeout):
-                    await self._wake.wait()
-            except TimeoutError:
-                return []
+                await waiter
+            finally:
+                timer.cancel()
+                self._waiter = None
+        return self.take()
+
+    def take(self) -> list[bytes]:
+        """The frames pending now, without waiting (empty when cut off or none is)."""
+        if self.cut_off:
+            return []
         frames = list(self.pending)
         self.pending.clear()
+        ch = self.channel
+        if ch is not None:
+            frames += ch.read(self.cursor)
+            self.cursor = ch.end
         self.delivered += len(frames)
         return frames
 
 
+def _expire(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
+
+
 class WatchHub:
     """Numbers changes, keeps the recent ones, and hands them to matching watchers.
+
+    Watchers with the same filter share a `_Channel`: a change's frame is built once and
+    appended once per matching filter.
 
     Args:
         boot: this coordinator process's id, the first part of every event id (a
@@ -178,9 +319,10 @@ class WatchHub:
         #: No replay reaches back past this sequence (a reset happened there).
         self._floor = 0
         self.watchers: set[Watcher] = set()
-        # Watchers of exact keys only, by key; the rest (with a prefix) are scanned.
-        self._by_key: dict[str, set[Watcher]] = {}
-        self._scanned: set[Watcher] = set()
+        self._channels: dict[WatchFilter, _Channel] = {}
+        # Channels of exact keys only, by key; the rest (with a prefix) are scanned.
+        self._by_key: dict[str, set[_Channel]] = {}
+        self._scanned: set[_Channel] = set()
         self.published = 0
         self.resets = 0
         self.cut_offs = 0
@@ -191,13 +333,13 @@ class WatchHub:
         self.listeners: list[Callable[[str | None], None]] = []
 
     def publish(self, kind: str, key: str, epoch: int, node: str) -> int:
-        """Number one change and offer it to every watcher that wants its key.
+        """Number one change and append its frame to every channel that wants its key.
 
         Returns:
             Its sequence number.
 
-        Runtime complexity: O(watchers of this exact key + prefix watchers × their
-        prefixes).
+        Runtime complexity: O(channels of this exact key + prefix channels × their
+        prefixes + waiting watchers of those channels).
         """
         self.seq = seq = self.seq + 1
         change = (seq, kind, key, epoch, node)
@@ -207,13 +349,13 @@ class WatchHub:
         keyed = self._by_key.get(key)
         if keyed:
             frame = _change_frame(self.boot, change)
-            for w in keyed:
-                w.offer(frame)
-        for w in self._scanned:
-            if w.filter.matches(key):
+            for ch in keyed:
+                ch.append(frame)
+        for ch in self._scanned:
+            if ch.filter.matches(key):
                 if frame is None:
                     frame = _change_frame(self.boot, change)
-                w.offer(frame)
+                ch.append(frame)
         return seq
 
     def changed(self, key: str | None) -> None:
@@ -230,8 +372,8 @@ class WatchHub:
         self._buffer.clear()
         self.resets += 1
         self.changed(None)
-        for w in self.watchers:
-            w.offer(frame)
+        for ch in self._channels.values():
+            ch.append(frame)
 
     def _reset_frame(self, reason: str) -> bytes:
         return _frame(
@@ -268,11 +410,15 @@ class WatchHub:
                     if filter.matches(change[2]):
                         watcher.offer(_change_frame(self.boot, change))
         self.watchers.add(watcher)
-        if filter.prefixes:
-            self._scanned.add(watcher)
-        else:
-            for key in filter.keys:
-                self._by_key.setdefault(key, set()).add(watcher)
+        channel = self._channels.get(filter)
+        if channel is None:
+            channel = self._channels[filter] = _Channel(filter, self.queue_limit)
+            if filter.prefixes:
+                self._scanned.add(channel)
+            else:
+                for key in filter.keys:
+                    self._by_key.setdefault(key, set()).add(channel)
+        watcher.join(channel)
         return watcher
 
     def _replay(self, after: int) -> list[_Change]:
@@ -290,18 +436,29 @@ class WatchHub:
         """End every stream (the coordinator stops)."""
         for w in self.watchers:
             w.closed = True
-            w._wake.set()
+            w.wake()
 
     def unsubscribe(self, watcher: Watcher) -> None:
-        """Forget ``watcher`` (its stream ended)."""
+        """Forget ``watcher`` (its stream ended; a second call does nothing)."""
+        if watcher not in self.watchers:
+            return
         if watcher.cut_off:
             self.cut_offs += 1
         self.watchers.discard(watcher)
-        self._scanned.discard(watcher)
-        for key in watcher.filter.keys:
+        filt = watcher.filter
+        channel = self._channels.get(filt)
+        if channel is None:
+            return
+        channel.leave(watcher)
+        channel.members -= 1
+        if channel.members:
+            return
+        del self._channels[filt]
+        self._scanned.discard(channel)
+        for key in filt.keys:
             keyed = self._by_key.get(key)
             if keyed is not None:
-                keyed.discard(watcher)
+                keyed.discard(channel)
                 if not keyed:
                     del self._by_key[key]
 
@@ -310,7 +467,13 @@ class WatchHub:
         assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
         assert not seqs or seqs[-1] <= self.seq
         for w in self.watchers:
-            assert len(w.pending) <= w.limit
+            assert w.backlog <= w.limit
+            assert w.cut_off or w.channel is self._channels[w.filter]
+        for ch in self._channels.values():
+            assert len(ch.frames) <= ch.limit
+            assert all(ch.base <= w.cursor <= ch.end for w in ch.watchers)
+            assert all(w.asleep for w in ch.sleepers)
+            assert len(set(map(id, ch.sleepers))) == len(ch.sleepers)
 
 
 class RingHistory:

@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from elastic_cache.coordinator.watch import (
     RingHistory,
@@ -348,3 +350,152 @@ def test_the_coordinator_tells_its_feed_of_a_salvaged_move(tmp_path: Path) -> No
     coord = Coordinator(settings, ServerProvisioner(settings.nodes), state_path=tmp_path / "c")
     coord.cluster.events.add("migration_salvaged", "n2 died during the move", migration="m7")
     assert "m7" in coord.watch_feed._handoffs
+
+
+async def test_watchers_of_one_filter_share_its_frames_and_each_reads_at_its_pace() -> None:
+    hub = WatchHub("b", queue_limit=100)
+    early = hub.subscribe(WatchFilter.parse(["a/"], []), None)
+    for i in range(3):
+        hub.publish("put", f"a/{i}", 1, "n")
+    late = hub.subscribe(WatchFilter.parse(["a/"], []), None)
+    other = hub.subscribe(WatchFilter.parse(["b/"], []), None)
+    assert len(hub._channels) == 2  # one per distinct filter, not per watcher
+    for i in range(3, 7):
+        hub.publish("put", f"a/{i}", 1, "n")
+    assert [e["key"] for e in _events(early.take())] == [f"a/{i}" for i in range(7)]
+    hub.publish("delete", "a/0", 2, "n")
+    assert [e["key"] for e in _events(late.take())] == [f"a/{i}" for i in range(3, 7)] + ["a/0"]
+    assert [e["event"] for e in _events(early.take())] == ["delete"]
+    assert other.take() == [] and early.take() == []
+    hub._check()
+    for w in (early, late, other):
+        hub.unsubscribe(w)
+        hub.unsubscribe(w)  # twice: nothing more
+    assert not hub._channels and not hub._scanned and not hub.watchers
+
+
+async def test_a_slow_watcher_is_cut_off_while_its_channel_mates_keep_up() -> None:
+    hub = WatchHub("b", queue_limit=10)
+    fast = hub.subscribe(WatchFilter.parse([""], []), None)
+    slow = hub.subscribe(WatchFilter.parse([""], []), None)
+    got: list[bytes] = []
+    for i in range(50):
+        hub.publish("put", f"k{i}", 1, "n")
+        got += fast.take()
+        hub._check()
+    assert [e["seq"] for e in _events(got)] == list(range(1, 51))
+    assert slow.cut_off and slow.take() == [] and slow.backlog == 0
+    channel = hub._channels[fast.filter]
+    assert slow not in channel.watchers and len(channel.frames) <= 10
+    hub.unsubscribe(slow)
+    assert hub.cut_offs == 1 and fast.filter in hub._channels  # fast still reads it
+    hub.publish("put", "again", 1, "n")
+    assert [e["key"] for e in _events(fast.take())] == ["again"]
+
+
+async def test_a_waiting_watcher_wakes_at_a_change_and_idle_waits_do_not_pile_up() -> None:
+    hub = WatchHub("b")
+    w = hub.subscribe(WatchFilter.parse([], ["x"]), None)
+    channel = hub._channels[w.filter]
+    for _ in range(5):  # an idle stream waits again and again
+        assert await w.next_frames(0.001) == []
+    assert channel.sleepers == [w]
+    waiting = asyncio.create_task(w.next_frames(30.0))
+    await asyncio.sleep(0)
+    hub.publish("put", "x", 1, "n")
+    assert [e["key"] for e in _events(await asyncio.wait_for(waiting, 1.0))] == ["x"]
+    assert channel.sleepers == [] and not w.asleep
+    await w.next_frames(0.001)
+    hub.unsubscribe(w)  # a waiting watcher that goes leaves no sleeper behind
+    assert not hub._channels and channel.sleepers == []
+
+
+async def test_a_reset_comes_after_the_changes_before_it() -> None:
+    hub = WatchHub("b")
+    w = hub.subscribe(WatchFilter.parse(["k"], []), None)
+    hub.publish("put", "k1", 1, "n")
+    hub.reset("node n restarted")
+    hub.publish("put", "k2", 1, "n")
+    assert [e["event"] for e in _events(w.take())] == ["put", "reset", "put"]
+
+
+_FILTERS = [
+    WatchFilter.parse([""], []),
+    WatchFilter.parse(["a"], []),
+    WatchFilter.parse(["a", "b"], []),
+    WatchFilter.parse([], ["a1"]),
+    WatchFilter.parse([], ["a1", "b2"]),
+]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.tuples(st.just("subscribe"), st.integers(0, len(_FILTERS) - 1)),
+            st.tuples(st.just("publish"), st.sampled_from(["a1", "a2", "b2", "c"])),
+            st.tuples(st.just("take"), st.integers(0, 7)),
+            st.tuples(st.just("unsubscribe"), st.integers(0, 7)),
+            st.tuples(st.just("reset"), st.just(0)),
+        ),
+        max_size=80,
+    ),
+    st.integers(1, 6),
+)
+def test_every_watcher_gets_exactly_its_changes_in_order_or_is_cut_off(
+    steps: list[tuple[str, Any]], limit: int
+) -> None:
+    """Against a model with a queue per watcher: shared channels change nothing a
+    watcher sees, and one is cut off exactly when its queue would pass the limit."""
+    hub = WatchHub("b", queue_limit=limit)
+    live: list[tuple[Any, list[bytes], list[bool]]] = []  # watcher, expected, [cut]
+    for op, arg in steps:
+        if op == "subscribe":
+            live.append((hub.subscribe(_FILTERS[arg], None), [], [False]))
+        elif op in ("publish", "reset"):
+            if op == "publish":
+                hub.publish("put", arg, 1, "n")
+            else:
+                hub.reset("r")
+            frame = hub._buffer[-1] if op == "publish" else None
+            for w, expected, cut in live:
+                if cut[0] or (frame is not None and not w.filter.matches(arg)):
+                    continue
+                expected.append(
+                    _change_frame("b", frame) if frame is not None else hub._reset_frame("r")
+                )
+                if len(expected) > limit:
+                    cut[0] = True
+                    expected.clear()
+        elif live:
+            w, expected, cut = live[arg % len(live)]
+            if op == "take":
+                assert w.take() == expected
+                expected.clear()
+            else:
+                hub.unsubscribe(w)
+                live.remove((w, expected, cut))
+        for w, expected, cut in live:
+            assert w.cut_off == cut[0] and w.backlog == len(expected)
+        hub._check()
+    for w, _, _ in list(live):
+        hub.unsubscribe(w)
+    assert not hub._channels and not hub._by_key and not hub._scanned
+
+
+def test_a_write_goes_untimed_only_when_it_cannot_wait() -> None:
+    from elastic_cache.coordinator.watchroute import _cannot_wait
+
+    class Transport:
+        def __init__(self, buffered: int) -> None:
+            self.buffered = buffered
+
+        def get_write_buffer_size(self) -> int:
+            return self.buffered
+
+        def get_write_buffer_limits(self) -> tuple[int, int]:
+            return (16384, 65536)
+
+    assert _cannot_wait(Transport(0), 20_000)  # type: ignore[arg-type]
+    assert not _cannot_wait(Transport(1), 10)  # type: ignore[arg-type]  # bytes still queued
+    assert not _cannot_wait(Transport(0), 65_500)  # type: ignore[arg-type]  # past high water
