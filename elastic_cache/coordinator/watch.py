@@ -122,7 +122,16 @@ class _Channel:
     is cut off then (`_trim`), so a channel holds at most ``limit`` frames.
     """
 
-    __slots__ = ("base", "filter", "frames", "limit", "members", "sleepers", "watchers")
+    __slots__ = (
+        "base",
+        "filter",
+        "flushing",
+        "frames",
+        "limit",
+        "members",
+        "sleepers",
+        "watchers",
+    )
 
     def __init__(self, filter: WatchFilter, limit: int) -> None:
         self.filter = filter
@@ -136,6 +145,8 @@ class _Channel:
         self.base = 0
         #: Watchers waiting for a frame (each at most once: `Watcher.asleep`).
         self.sleepers: list[Watcher] = []
+        #: A `_flush` is scheduled for the end of this turn of the event loop.
+        self.flushing = False
 
     @property
     def end(self) -> int:
@@ -149,12 +160,43 @@ class _Channel:
         frames.append(frame)
         if len(frames) > self.limit:
             self._trim()
+        if self.sleepers and not self.flushing:
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:  # no loop (a plain call): wake them now
+                self._flush()
+                return
+            self.flushing = True
+            loop.call_soon(self._flush)
+
+    def _flush(self) -> None:
+        """Hand the frames that came this turn to the waiting watchers, once for all of
+        them: written straight to the stream of each that can take them without waiting
+        (`Watcher.sink`; it stays asleep), else its task is woken to write them. The
+        frames are joined once per position, and the watchers are usually all at one.
+        Runtime complexity: O(waiting watchers + frames handed over)."""
+        self.flushing = False
         sleepers = self.sleepers
-        if sleepers:
-            self.sleepers = []
-            for w in sleepers:
-                w.asleep = False
-                w.wake()
+        if not sleepers:
+            return
+        self.sleepers = kept = []
+        end = self.end
+        joined: dict[int, tuple[bytes, int]] = {}
+        for w in sleepers:
+            sink = w.sink
+            if sink is not None and not w.pending and w.cursor < end:
+                batch = joined.get(w.cursor)
+                if batch is None:
+                    frames = self.read(w.cursor)
+                    batch = joined[w.cursor] = (b"".join(frames), len(frames))
+                if sink(batch[0]):
+                    w.cursor = end
+                    w.delivered += batch[1]
+                    w.pushes += 1
+                    kept.append(w)
+                    continue
+            w.asleep = False
+            w.wake()
 
     def _trim(self) -> None:
         """Cut off the watchers more than ``limit`` frames behind, then drop the frames
@@ -205,6 +247,11 @@ class Watcher:
         self.cursor = 0
         #: Listed in its channel's sleepers.
         self.asleep = False
+        #: Writes frames to the watcher's stream when that cannot wait and says so
+        #: (False: it could not, the watcher's task writes them); None: always the task.
+        self.sink: Callable[[bytes], bool] | None = None
+        #: Batches the sink wrote.
+        self.pushes = 0
         self.cut_off = False
         #: The coordinator is stopping: the stream ends.
         self.closed = False

@@ -398,3 +398,61 @@ async def test_a_failed_node_sends_watchers_a_reset(tmp_path: Path) -> None:
         await watcher.wait_for(1, timeout=30)
         assert watcher.events[0].kind == "reset"
         await watcher.stop()
+
+
+def _dechunk(body: bytes) -> tuple[bytes, bytes]:
+    """A chunked body's data, strictly (every size line, every CRLF), and what is left
+    after the last whole chunk."""
+    out = b""
+    while True:
+        line_end = body.find(b"\r\n")
+        if line_end < 0:
+            return out, body
+        size = int(body[:line_end], 16)  # a bad size line fails here
+        if len(body) < line_end + 2 + size + 2:
+            return out, body
+        start = line_end + 2
+        assert body[start + size : start + size + 2] == b"\r\n", body[:200]
+        out += body[start : start + size]
+        body = body[start + size + 2 :]
+
+
+@pytest.mark.parametrize("version", ["1.1", "1.0"])
+async def test_frames_written_straight_by_the_hub_keep_the_stream_well_formed(
+    tmp_path: Path, version: str
+) -> None:
+    """The hub writes a waiting watcher's frames itself (its sink): framed as aiohttp
+    frames a chunk on HTTP/1.1, as they are on HTTP/1.0; in order, each change once."""
+    async with process_cluster(tmp_path, NO_SCALER) as cluster, AsyncClient(cluster.url) as client:
+        port = int(cluster.url.rsplit(":", 1)[1])
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(f"GET /v1/watch?prefix=s/ HTTP/{version}\r\nHost: x\r\n\r\n".encode())
+        await _subscribed(cluster.coord, 1)
+        watcher = next(iter(cluster.coord.watch.watchers))
+        total = 400
+        sem = asyncio.Semaphore(16)
+
+        async def put(i: int) -> None:
+            async with sem:
+                await client.put(f"s/{i}", "x")
+
+        raw = b""
+        await asyncio.gather(*(put(i) for i in range(total)))
+        deadline = time.monotonic() + 15
+        while raw.count(b"event: put\n") < total and time.monotonic() < deadline:
+            raw += await asyncio.wait_for(reader.read(65536), 5)
+        writer.close()
+        head, _, body = raw.partition(b"\r\n\r\n")
+        if version == "1.1":
+            assert b"transfer-encoding: chunked" in head.lower()
+            body, rest = _dechunk(body)
+            assert rest == b""
+        else:
+            assert b"transfer-encoding" not in head.lower()
+        blocks = body.decode().split("\n\n")
+        assert blocks[0].startswith("retry: 1000\nevent: subscribed\n") and blocks[-1] == ""
+        events = blocks[1:-1]
+        assert all(e.startswith("id: ") and "\nevent: put\n" in e for e in events)
+        seqs = [int(e.split("id: ", 1)[1].split("\n", 1)[0].split(":")[1]) for e in events]
+        assert len(seqs) == total and seqs == sorted(set(seqs))
+        assert watcher.pushes > 0  # the hub wrote some batches itself

@@ -499,3 +499,41 @@ def test_a_write_goes_untimed_only_when_it_cannot_wait() -> None:
     assert _cannot_wait(Transport(0), 20_000)  # type: ignore[arg-type]
     assert not _cannot_wait(Transport(1), 10)  # type: ignore[arg-type]  # bytes still queued
     assert not _cannot_wait(Transport(0), 65_500)  # type: ignore[arg-type]  # past high water
+
+
+async def test_the_hub_writes_a_waiting_watchers_frames_through_its_sink_once_a_turn() -> None:
+    hub = WatchHub("b")
+    a = hub.subscribe(WatchFilter.parse(["k"], []), None)
+    b = hub.subscribe(WatchFilter.parse(["k"], []), None)
+    written: dict[str, list[bytes]] = {"a": [], "b": []}
+    accept = {"a": True, "b": True}
+
+    def sink(name: str) -> Any:
+        def write(data: bytes) -> bool:
+            if not accept[name]:
+                return False
+            written[name].append(data)
+            return True
+
+        return write
+
+    a.sink, b.sink = sink("a"), sink("b")
+    waits = [asyncio.create_task(w.next_frames(30.0)) for w in (a, b)]
+    await asyncio.sleep(0)
+    hub.publish("put", "k1", 1, "n")
+    hub.publish("put", "k2", 1, "n")
+    await asyncio.sleep(0)  # the flush runs at the end of the turn
+    # One write each with both frames, the same bytes for both; both still waiting.
+    assert written["a"] == written["b"] and len(written["a"]) == 1
+    frames = [f + b"\n\n" for f in written["a"][0].split(b"\n\n") if f]
+    assert [e["key"] for e in _events(frames)] == ["k1", "k2"]
+    assert not any(t.done() for t in waits) and a.asleep and b.asleep
+    assert a.delivered == b.delivered == 2 and a.pushes == 1 and a.backlog == 0
+    accept["b"] = False  # b's socket is full: its task takes over, in order
+    hub.publish("put", "k3", 1, "n")
+    await asyncio.sleep(0)
+    assert [e["key"] for e in _events(await asyncio.wait_for(waits[1], 1.0))] == ["k3"]
+    assert len(written["a"]) == 2 and not waits[0].done() and not b.asleep
+    hub._check()
+    hub.close()
+    assert await asyncio.wait_for(waits[0], 1.0) == []
