@@ -15,18 +15,16 @@ beside its goal:
    ≤ 50 ms). And the same for the near cache: time until a near-cache read of a key just
    written by another client answers the new value.
 3. **Fan-out** (``--watchers``, default 1000): that many SSE connections on one
-   coordinator, each watching every key; writers make ``--fanout-changes`` changes as
-   fast as they can; printed: changes/s made, events/s delivered to all watchers, and
-   the coordinator's RSS before and after (goal of the issue: 10k changes/s to 1,000
-   watchers with flat memory; what one Python coordinator process on a shared 2-core
-   machine reaches is printed, not assumed).
-
-   With ``--fanout-seconds S`` (the issue's check: 120), a second fan-out makes changes
-   for S seconds with the coordinator's RSS read every 10 s, to show whether its memory
-   stays flat; the coordinator's CPU per change is printed for both.
+   coordinator, each watching ``fan/``; for ``--fanout-seconds`` (default 20; the
+   issue's flat-memory check: 120) wrk makes changes of keys under it as fast as it can
+   (64 connections; 32 Python writers when wrk is missing); a probe writes a key every
+   20 ms and a probe watcher times its arrival (the change-to-watcher latency under that
+   load). Printed: changes/s (counted by the coordinator), events delivered (every
+   change must reach every watcher), the coordinator's CPU per change and its RSS every
+   10 s. Goal of the issue: 10k changes/s to 1,000 watchers with flat memory.
 
 Usage: ``python benchmarks/bench_watch.py [--seconds 2] [--changes 500] [--watchers 1000]
-[--fanout-changes 2000] [--fanout-seconds 120]``.
+[--fanout-seconds 120]``.
 Writes ``benchmarks/results/watch.json``.
 """
 
@@ -38,6 +36,8 @@ import json
 import os
 import platform
 import random
+import re
+import shutil
 import statistics
 import sys
 import tempfile
@@ -58,6 +58,8 @@ ROUNDS = 5
 RESULTS = ROOT / "benchmarks" / "results" / "watch.json"
 #: What the fan-out's readers count: one line per ``put`` event.
 PUT_LINE = b"\nevent: put\n"
+#: A latency probe's key in an event's data.
+PROBE_KEY = re.compile(rb'"key":"fan/probe/(\d+)"')
 
 
 def start(fleet: Fleet) -> tuple[str, int]:
@@ -223,15 +225,34 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+WRK_PUTS = """
+local n = 0
+request = function()
+  n = n + 1
+  return wrk.format("PUT", "/v1/kv/fan/" .. (n % 1000),
+                    {["Content-Type"] = "application/octet-stream"}, "x")
+end
+"""
+
+#: Seconds between two latency probes during a fan-out.
+PROBE_EVERY = 0.02
+
+
 async def fanout_part(
-    url: str, pid: int, watchers: int, changes: int, seconds: float = 0.0, sample: float = 10.0
+    url: str, pid: int, watchers: int, seconds: float, tmp: Path, sample: float = 10.0
 ) -> dict[str, Any]:
-    """``changes`` changes as fast as the writers go, or (``seconds`` > 0) changes for
-    that long with the coordinator's RSS read every ``sample`` seconds."""
+    """``watchers`` streams of ``fan/``, and changes of keys under it for ``seconds``
+    as fast as wrk makes them (64 connections; without wrk, 32 `AsyncClient` writers),
+    the coordinator's RSS read every ``sample`` seconds. A probe writes ``fan/probe/N``
+    every `PROBE_EVERY` s meanwhile and a probe watcher notes when each arrives: the
+    change-to-watcher latency under that load. Changes are counted by the coordinator
+    (its ``published``), so every one of them must reach every watcher."""
     host, port = "127.0.0.1", int(url.rsplit(":", 1)[1])
     received = [0] * watchers
     subscribed = 0
     all_in = asyncio.Event()
+    probe_sent: dict[int, float] = {}
+    probe_seen: dict[int, float] = {}
 
     class Reader(asyncio.Protocol):
         """One watcher's connection, counting the ``put`` events it receives as they
@@ -250,51 +271,69 @@ async def fanout_part(
             if self.first:
                 self.first = False
                 subscribed += 1
-                if subscribed == watchers:
+                if subscribed == watchers + 1:
                     all_in.set()
             data = self.tail + data
-            received[self.n] += data.count(PUT_LINE)
-            self.tail = data[1 - len(PUT_LINE) :]
+            if self.n < 0:
+                now = time.perf_counter()
+                for m in PROBE_KEY.finditer(data):
+                    probe_seen.setdefault(int(m.group(1)), now)
+            else:
+                received[self.n] += data.count(PUT_LINE)
+            self.tail = data[-64:] if self.n < 0 else data[1 - len(PUT_LINE) :]
 
-    before = rss_kib(pid)
     loop = asyncio.get_running_loop()
+    before = rss_kib(pid)
     transports = []
-    for n in range(watchers):
+    for n in [-1, *range(watchers)]:  # -1: the probe watcher
         transport, _ = await loop.create_connection(lambda n=n: Reader(n), host, port)
         transport.write(b"GET /v1/watch?prefix=fan/ HTTP/1.1\r\nHost: x\r\n\r\n")
         transports.append(transport)
     await asyncio.wait_for(all_in.wait(), 120)
     subscribed_rss = rss_kib(pid)
     rss_samples: list[tuple[float, float]] = []
+    wrk = shutil.which("wrk")
     async with AsyncClient(url) as client:
-        sem = asyncio.Semaphore(32)
 
-        async def put(i: int) -> None:
-            async with sem:
-                await client.put(f"fan/{i % 1000}", b"x")
+        async def probe(until: float) -> None:
+            i = 0
+            while time.perf_counter() < until:
+                probe_sent[i] = time.perf_counter()
+                await client.put(f"fan/probe/{i}", b"p")
+                i += 1
+                await asyncio.sleep(PROBE_EVERY)
 
-        async def writer(first: int, until: float) -> int:
+        async def writer(first: int, until: float) -> None:
             i = first
             while time.perf_counter() < until:
                 await client.put(f"fan/{i % 1000}", b"x")
                 i += 32
-            return (i - first) // 32
 
+        published = (await client.cluster())["watch"]["published"]
         cpu_before = cpu_seconds(pid)
         started = time.perf_counter()
-        if seconds > 0:
-            until = started + seconds
-            writers = [asyncio.create_task(writer(n, until)) for n in range(32)]
-            while time.perf_counter() < until:
-                await asyncio.sleep(min(sample, max(0.0, until - time.perf_counter())))
-                rss_samples.append(
-                    (round(time.perf_counter() - started, 1), round(rss_kib(pid) / 1024, 1))
-                )
-            changes = sum(await asyncio.gather(*writers))
+        until = started + seconds
+        load: list[asyncio.Task[Any]] = [asyncio.create_task(probe(until))]
+        if wrk is not None:
+            script = tmp / "fan-puts.lua"
+            script.write_text(WRK_PUTS)
+            argv = [wrk, "-t1", "-c64", f"-d{max(1, round(seconds))}s", "-s", str(script), url]
+            proc = await asyncio.create_subprocess_exec(
+                *argv, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL
+            )
+            load.append(asyncio.create_task(proc.wait()))
         else:
-            await asyncio.gather(*(put(i) for i in range(changes)))
+            print("wrk is not installed: the fan-out's changes come from 32 Python writers")
+            load += [asyncio.create_task(writer(n, until)) for n in range(32)]
+        while time.perf_counter() < until:
+            await asyncio.sleep(min(sample, max(0.0, until - time.perf_counter())))
+            rss_samples.append(
+                (round(time.perf_counter() - started, 1), round(rss_kib(pid) / 1024, 1))
+            )
+        await asyncio.gather(*load)
         made = time.perf_counter() - started
-        deadline = time.monotonic() + 120
+        changes = (await client.cluster())["watch"]["published"] - published
+        deadline = time.monotonic() + 60
         while sum(received) < changes * watchers and time.monotonic() < deadline:  # noqa: ASYNC110
             await asyncio.sleep(0.05)
         delivered = time.perf_counter() - started
@@ -302,8 +341,10 @@ async def fanout_part(
     after = rss_kib(pid)
     for transport in transports:
         transport.close()
+    latencies = [(probe_seen[i] - t) * 1000 for i, t in probe_sent.items() if i in probe_seen]
     return {
         "watchers": watchers,
+        "writers": "wrk -c64" if wrk is not None else "32 AsyncClient writers",
         "changes": changes,
         "changes_per_s": round(changes / made),
         "events_delivered": sum(received),
@@ -313,6 +354,13 @@ async def fanout_part(
         "seconds_of_changes": round(made, 1),
         "coordinator_cpu_s": round(cpu, 2),
         "coordinator_cpu_us_per_change": round(cpu / changes * 1e6) if changes else None,
+        "probes": len(probe_sent),
+        "probes_seen": len(latencies),
+        "probe_latency_ms": {
+            "p50": round(quantile(latencies, 0.5), 2) if latencies else None,
+            "p99": round(quantile(latencies, 0.99), 2) if latencies else None,
+            "max": round(max(latencies), 2) if latencies else None,
+        },
         "coordinator_rss_mib_samples": rss_samples,
         "coordinator_rss_mib": {
             "before": round(before / 1024, 1),
@@ -345,27 +393,23 @@ async def run(args: argparse.Namespace, url: str, pid: int) -> dict[str, Any]:
         f"p50 {lat['near_invalidation_p50_ms']} ms, p99 {lat['near_invalidation_p99_ms']} ms"
     )
     if args.watchers:
-        out["fanout"] = await fanout_part(url, pid, args.watchers, args.fanout_changes)
-        print_fanout(out["fanout"])
-        if args.fanout_seconds:
-            out["fanout_timed"] = await fanout_part(
-                url, pid, args.watchers, 0, seconds=args.fanout_seconds
-            )
-            print_fanout(out["fanout_timed"])
-            samples = out["fanout_timed"]["coordinator_rss_mib_samples"]
-            print(f"coordinator RSS (s, MiB) while the changes went on: {samples}")
+        fo = out["fanout"] = await fanout_part(
+            url, pid, args.watchers, args.fanout_seconds, Path(args.tmp)
+        )
+        print(
+            f"fan-out: {fo['watchers']} watchers, {fo['changes']:,} changes ({fo['writers']}) "
+            f"in {fo['seconds_of_changes']} s at {fo['changes_per_s']:,}/s (goal 10,000/s); "
+            f"{fo['events_delivered']:,} of {fo['events_expected']:,} events delivered, "
+            f"{fo['events_per_s']:,} events/s; coordinator CPU "
+            f"{fo['coordinator_cpu_us_per_change']} us a change; probe change to watcher "
+            f"{fo['probe_latency_ms']} ms ({fo['probes_seen']} of {fo['probes']} probes seen); "
+            f"RSS MiB {fo['coordinator_rss_mib']}"
+        )
+        print(
+            "coordinator RSS (s, MiB) while the changes went on: "
+            f"{fo['coordinator_rss_mib_samples']}"
+        )
     return out
-
-
-def print_fanout(fo: dict[str, Any]) -> None:
-    print(
-        f"fan-out: {fo['watchers']} watchers, {fo['changes']:,} changes in "
-        f"{fo['seconds_of_changes']} s at {fo['changes_per_s']:,}/s; "
-        f"{fo['events_delivered']:,} of {fo['events_expected']:,} events delivered, "
-        f"{fo['events_per_s']:,} events/s; coordinator CPU "
-        f"{fo['coordinator_cpu_us_per_change']} us a change; "
-        f"RSS MiB {fo['coordinator_rss_mib']}"
-    )
 
 
 def main() -> None:
@@ -373,16 +417,16 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=2.0)
     parser.add_argument("--changes", type=int, default=500)
     parser.add_argument("--watchers", type=int, default=1000)
-    parser.add_argument("--fanout-changes", type=int, default=2000)
     parser.add_argument(
         "--fanout-seconds",
         type=float,
-        default=0.0,
-        help="then a second fan-out with changes for this long, the coordinator's RSS "
-        "read every 10 s (the issue's flat-memory check: 120)",
+        default=20.0,
+        help="how long the fan-out's writers make changes; the coordinator's RSS is read "
+        "every 10 s (the issue's flat-memory check: 120)",
     )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
+        args.tmp = tmp
         fleet = Fleet(Path(tmp), pin=False)
         try:
             url, pid = start(fleet)

@@ -20,7 +20,9 @@ No aiohttp here: the HTTP edge is `elastic_cache.coordinator.app`, the node foll
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -129,6 +131,7 @@ class _Channel:
         "frames",
         "limit",
         "members",
+        "rest_until",
         "sleepers",
         "watchers",
     )
@@ -145,8 +148,11 @@ class _Channel:
         self.base = 0
         #: Watchers waiting for a frame (each at most once: `Watcher.asleep`).
         self.sleepers: list[Watcher] = []
-        #: A `_flush` is scheduled for the end of this turn of the event loop.
+        #: A `_flush` is scheduled.
         self.flushing = False
+        #: The loop's time before which no flush starts (`_flush`: as long again as the
+        #: last flush took).
+        self.rest_until = 0.0
 
     @property
     def end(self) -> int:
@@ -167,18 +173,27 @@ class _Channel:
                 self._flush()
                 return
             self.flushing = True
-            loop.call_soon(self._flush)
+            if loop.time() >= self.rest_until:
+                loop.call_soon(self._flush)
+            else:
+                loop.call_at(self.rest_until, self._flush)
 
     def _flush(self) -> None:
         """Hand the frames that came this turn to the waiting watchers, once for all of
         them: written straight to the stream of each that can take them without waiting
         (`Watcher.sink`; it stays asleep), else its task is woken to write them. The
         frames are joined once per position, and the watchers are usually all at one.
-        Runtime complexity: O(waiting watchers + frames handed over)."""
+        Runtime complexity: O(waiting watchers + frames handed over).
+
+        The next flush waits as long as this one took (`rest_until`): a flush to many
+        watchers then takes at most half of the loop's time however fast changes come,
+        the rest is left to the writes it serves, and the frames of that wait go out
+        together; a flush to a few watchers takes microseconds and delays nothing."""
         self.flushing = False
         sleepers = self.sleepers
         if not sleepers:
             return
+        started = time.perf_counter()
         self.sleepers = kept = []
         end = self.end
         joined: dict[int, tuple[bytes, int]] = {}
@@ -197,6 +212,9 @@ class _Channel:
                     continue
             w.asleep = False
             w.wake()
+        took = time.perf_counter() - started
+        with contextlib.suppress(RuntimeError):  # no loop: a plain call, no pacing
+            self.rest_until = asyncio.get_running_loop().time() + took
 
     def _trim(self) -> None:
         """Cut off the watchers more than ``limit`` frames behind, then drop the frames

@@ -537,3 +537,36 @@ async def test_the_hub_writes_a_waiting_watchers_frames_through_its_sink_once_a_
     hub._check()
     hub.close()
     assert await asyncio.wait_for(waits[0], 1.0) == []
+
+
+async def test_after_a_long_flush_the_next_one_rests_as_long_and_takes_what_came() -> None:
+    """A flush to many watchers takes at most half of the loop's time: the next waits as
+    long as the last took, and the frames of that wait go out together."""
+    import time as _time
+
+    hub = WatchHub("b")
+    w = hub.subscribe(WatchFilter.parse(["k"], []), None)
+    writes: list[bytes] = []
+
+    def slow_sink(data: bytes) -> bool:
+        writes.append(data)
+        _time.sleep(0.2)  # as long as a flush to a great many watchers
+        return True
+
+    w.sink = slow_sink
+    waiting = asyncio.create_task(w.next_frames(30.0))
+    await asyncio.sleep(0)
+    hub.publish("put", "k1", 1, "n")
+    await asyncio.sleep(0)
+    assert len(writes) == 1
+    channel = hub._channels[w.filter]
+    assert channel.rest_until > asyncio.get_running_loop().time()
+    hub.publish("put", "k2", 1, "n")
+    hub.publish("put", "k3", 1, "n")
+    await asyncio.sleep(0)
+    assert len(writes) == 1 and channel.flushing  # resting: k2 and k3 wait
+    await asyncio.sleep(0.3)
+    assert len(writes) == 2 and writes[1].count(b"event: put") == 2
+    assert w.delivered == 3 and not waiting.done()
+    hub.close()
+    await waiting
