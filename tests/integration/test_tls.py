@@ -135,3 +135,32 @@ async def test_plain_http_to_the_tls_port_gets_no_answer(https: tuple[str, str])
 def test_a_client_with_an_unreadable_certificate_fails_at_once(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot read TLS certificate file"):
         Client("https://127.0.0.1:1", tls_ca=str(tmp_path / "missing.pem"))
+
+
+async def test_watch_streams_over_tls_carry_every_change_in_order(
+    https: tuple[str, str],
+) -> None:
+    """The hub writes a waiting watcher's frames straight to its connection: through TLS,
+    on the leader's own connections and on those a worker relays."""
+    url, cert = https
+    async with AsyncClient(url, token=TOKEN, tls_ca=cert) as client:
+        seen: list[list[str | None]] = [[] for _ in range(4)]
+
+        async def watch(i: int) -> None:
+            async for event in client.watch("tls/"):
+                seen[i].append(event.key)
+
+        tasks = [asyncio.create_task(watch(i)) for i in range(4)]
+        try:
+            async with asyncio.timeout(30):
+                while (await client.cluster())["watch"]["watchers"] < 4:  # noqa: ASYNC110
+                    await asyncio.sleep(0.05)
+                for n in range(30):
+                    await client.put(f"tls/{n}", b"x")
+                while any(len(keys) < 30 for keys in seen):  # noqa: ASYNC110
+                    await asyncio.sleep(0.05)
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+    assert seen == [[f"tls/{n}" for n in range(30)]] * 4
