@@ -16,8 +16,8 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 lint: $(STAMP)
-	$(BIN)/ruff check elastic_cache tests benchmarks experiments
-	$(BIN)/ruff format --check elastic_cache tests benchmarks experiments
+	$(BIN)/ruff check elastic_cache tests benchmarks experiments notebooks
+	$(BIN)/ruff format --check elastic_cache tests benchmarks experiments notebooks
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
