@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable
@@ -32,6 +33,8 @@ from json.encoder import encode_basestring as _quote
 from elastic_cache.errors import InvalidRequest
 from elastic_cache.hashing import validate_key
 from elastic_cache.ring import HashRing
+
+log = logging.getLogger(__name__)
 
 __all__ = ["RingHistory", "WatchFilter", "WatchHub", "Watcher", "parse_event_id"]
 
@@ -204,7 +207,12 @@ class _Channel:
                 if batch is None:
                     frames = self.read(w.cursor)
                     batch = joined[w.cursor] = (b"".join(frames), len(frames))
-                if sink(batch[0]):
+                try:
+                    took_it = sink(batch[0])
+                except Exception:  # a broken connection: the task finds out and ends
+                    log.debug("a watcher's direct write failed", exc_info=True)
+                    took_it = False
+                if took_it:
                     w.cursor = end
                     w.delivered += batch[1]
                     w.pushes += 1

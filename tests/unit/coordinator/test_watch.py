@@ -570,3 +570,26 @@ async def test_after_a_long_flush_the_next_one_rests_as_long_and_takes_what_came
     assert w.delivered == 3 and not waiting.done()
     hub.close()
     await waiting
+
+
+async def test_a_sink_that_fails_hands_its_watcher_back_to_its_task_and_spares_the_rest() -> None:
+    hub = WatchHub("b")
+    broken = hub.subscribe(WatchFilter.parse(["k"], []), None)
+    fine = hub.subscribe(WatchFilter.parse(["k"], []), None)
+
+    def fails(data: bytes) -> bool:
+        raise ConnectionResetError("gone")
+
+    written: list[bytes] = []
+    broken.sink, fine.sink = fails, lambda data: written.append(data) is None
+    waits = {w: asyncio.create_task(w.next_frames(30.0)) for w in (broken, fine)}
+    await asyncio.sleep(0)
+    hub.publish("put", "k1", 1, "n")
+    await asyncio.sleep(0)
+    # The broken one's task takes the frame itself (and would end its stream writing it);
+    # the other watcher of the flush still got its write, and stays asleep for the next.
+    assert [e["key"] for e in _events(await asyncio.wait_for(waits[broken], 1.0))] == ["k1"]
+    assert len(written) == 1 and fine.asleep and not waits[fine].done()
+    hub._check()
+    hub.close()
+    await waits[fine]
