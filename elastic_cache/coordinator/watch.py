@@ -220,6 +220,8 @@ class _Channel:
                     continue
             w.asleep = False
             w.wake()
+        if len(kept) == len(self.watchers):
+            self.forget_read()  # everyone is at the end: nothing needs keeping
         took = time.perf_counter() - started
         with contextlib.suppress(RuntimeError):  # no loop: a plain call, no pacing
             self.rest_until = asyncio.get_running_loop().time() + took
@@ -236,6 +238,13 @@ class _Channel:
         for _ in range(lowest - self.base):
             frames.popleft()
         self.base = lowest
+
+    def forget_read(self) -> None:
+        """Drop every frame: each watcher has read them all (the caller knows). So a
+        channel whose watchers keep up holds nothing between flushes, rather than up to
+        ``limit`` frames until `_trim`."""
+        self.base = self.end
+        self.frames.clear()
 
     def read(self, cursor: int) -> list[bytes]:
         """The frames from position ``cursor`` to the end. Runtime complexity: O(frames
@@ -358,6 +367,8 @@ class Watcher:
         if ch is not None:
             frames += ch.read(self.cursor)
             self.cursor = ch.end
+            if len(ch.watchers) == 1:
+                ch.forget_read()  # its only reader is done with them
         self.delivered += len(frames)
         return frames
 

@@ -86,6 +86,8 @@ async def test_reconnecting_with_last_event_id_replays_what_was_missed() -> None
         hub.publish("put", f"k{i}", 1, "n")
     w = hub.subscribe(WatchFilter.parse([""], []), "b:3")
     assert [e["key"] for e in _events(await w.next_frames(0.1))] == ["k3", "k4"]
+    hub.publish("put", "k5", 1, "n")
+    assert len(w.take()) == 1 and not hub._channels[w.filter].frames  # its only reader
     # Too old for the buffer, another coordinator's id, or from the future: one reset.
     for last in ("b:1", "other:4", "b:99"):
         w = hub.subscribe(WatchFilter.parse([""], []), last)
@@ -529,6 +531,7 @@ async def test_the_hub_writes_a_waiting_watchers_frames_through_its_sink_once_a_
     assert [e["key"] for e in _events(frames)] == ["k1", "k2"]
     assert not any(t.done() for t in waits) and a.asleep and b.asleep
     assert a.delivered == b.delivered == 2 and a.pushes == 1 and a.backlog == 0
+    assert not hub._channels[a.filter].frames  # both have them: the channel keeps none
     accept["b"] = False  # b's socket is full: its task takes over, in order
     hub.publish("put", "k3", 1, "n")
     await asyncio.sleep(0)
