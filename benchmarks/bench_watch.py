@@ -332,6 +332,8 @@ async def fanout_part(
             )
         await asyncio.gather(*load)
         made = time.perf_counter() - started
+        # wrk stops with requests still on their way; let them land before counting.
+        await asyncio.sleep(1.0)
         changes = (await client.cluster())["watch"]["published"] - published
         deadline = time.monotonic() + 60
         while sum(received) < changes * watchers and time.monotonic() < deadline:  # noqa: ASYNC110
