@@ -29,12 +29,15 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from itertools import islice
 from json.encoder import encode_basestring as _quote
+from typing import TypeVar
 
 from elastic_cache.errors import InvalidRequest
 from elastic_cache.hashing import validate_key
 from elastic_cache.ring import HashRing
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 __all__ = ["RingHistory", "WatchFilter", "WatchHub", "Watcher", "parse_event_id"]
 
@@ -119,6 +122,16 @@ def _change_frame(boot: str, change: _Change) -> bytes:
         f'{{"seq":{seq},"kind":"{kind}","key":{_quote(key)},"epoch":{epoch},'
         f'"node":{_quote(node)}}}\n\n'
     ).encode()
+
+
+def _newest(items: deque[T], count: int) -> list[T]:
+    """The last ``count`` of ``items`` (all of them if fewer), oldest first, read from the
+    right end: indexing a deque by position is O(n) per index from the nearer end."""
+    if count <= 0 or not items:
+        return []
+    newest = list(islice(reversed(items), count))
+    newest.reverse()
+    return newest
 
 
 class _Channel:
@@ -254,13 +267,8 @@ class _Channel:
 
     def read(self, cursor: int) -> list[bytes]:
         """The frames from position ``cursor`` to the end. Runtime complexity: O(frames
-        returned): read from the right end (indexing a deque is O(n) from the nearer end)."""
-        count = self.end - cursor
-        if count <= 0:
-            return []
-        newest = list(islice(reversed(self.frames), count))
-        newest.reverse()
-        return newest
+        returned)."""
+        return _newest(self.frames, self.end - cursor)
 
     def leave(self, watcher: Watcher) -> None:
         self.watchers.discard(watcher)
@@ -355,7 +363,7 @@ class Watcher:
             if ch is not None and not self.asleep:
                 self.asleep = True
                 ch.sleepers.append(self)
-            timer = loop.call_later(timeout, _expire, waiter)
+            timer = loop.call_later(timeout, self.wake)
             try:
                 await waiter
             finally:
@@ -377,11 +385,6 @@ class Watcher:
                 ch.forget_read()  # its only reader is done with them
         self.delivered += len(frames)
         return frames
-
-
-def _expire(waiter: asyncio.Future[None]) -> None:
-    if not waiter.done():
-        waiter.set_result(None)
 
 
 class WatchHub:
@@ -512,15 +515,7 @@ class WatchHub:
         return watcher
 
     def _replay(self, after: int) -> list[_Change]:
-        buf = self._buffer
-        if not buf or after >= self.seq:
-            return []
-        # The newest ``count`` entries, read from the right end (indexing a deque by
-        # position is O(n) per index from the nearer end).
-        count = min(len(buf), self.seq - after)
-        newest = list(islice(reversed(buf), count))
-        newest.reverse()
-        return newest
+        return _newest(self._buffer, self.seq - after)
 
     def close(self) -> None:
         """End every stream (the coordinator stops)."""
