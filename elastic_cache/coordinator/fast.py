@@ -8,9 +8,11 @@ read-through methods) goes to those routes.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
+from functools import partial
 from typing import Any
 from urllib.parse import unquote
 
@@ -121,7 +123,40 @@ class CoordinatorHotRoutes:
         parts = split_target(request.target, _KV)
         if parts is None:
             return None
+        if request.method == "GET":
+            # The fast lane (`Router.get_now`): the answer is a future that a callback
+            # sets, with no task or coroutine under way.
+            answer: asyncio.Future[bytes | Streamed] = asyncio.get_running_loop().create_future()
+            try:
+                taken = self.router.get_now(
+                    parts[0], STREAM_ABOVE, partial(self._got, request, answer)
+                )
+            except ElasticCacheError as err:
+                return self._error(request, "kv", err)
+            if taken:
+                return answer
         return self._get(request, parts[0])
+
+    def _got(
+        self,
+        request: HotRequest,
+        future: asyncio.Future[bytes | Streamed],
+        answer: Answer | None,
+        exc: Exception | None,
+    ) -> None:
+        if future.done():  # the connection is gone
+            if answer is not None and answer.stream is not None:
+                answer.stream.close()
+            return
+        try:
+            if answer is not None:
+                future.set_result(self._value(request, answer))
+            elif isinstance(exc, ElasticCacheError):
+                future.set_result(self._error(request, "kv", exc))
+            else:
+                future.set_exception(exc or RuntimeError("no answer"))
+        except Exception as failed:  # never leave the client waiting
+            future.set_exception(failed)
 
     async def _get(self, request: HotRequest, key: str) -> bytes | Streamed:
         try:
@@ -135,6 +170,10 @@ class CoordinatorHotRoutes:
             answer = await self.router.get(key, stream_above=STREAM_ABOVE)
         except ElasticCacheError as err:
             return self._error(request, "kv", err)
+        return self._value(request, answer)
+
+    def _value(self, request: HotRequest, answer: Answer) -> bytes | Streamed:
+        """The answer to a GET of a key."""
         if answer.stream is None:
             return self._answer(request, answer)
         self._done(request, "kv", answer.status)

@@ -29,6 +29,11 @@ A request that fails before any byte of its answer arrived, on a connection that
 reused or behind another request on it, is retried once on a fresh connection; every
 request the coordinator routes is idempotent (GET, HEAD, PUT of a whole value, DELETE).
 
+**The fast lane** (`request_now`): a ``GET`` sent without a coroutine; a callback gets
+its answer or failure, and nothing is retried (the caller falls back on `request`).
+The coordinator's routed GETs go this way (docs/architecture.md, "The routed GET's
+fast lane").
+
 An answer whose body is larger than the caller's ``stream_above`` is not read whole: the
 caller gets its headers and a `BodyStream` that reads the body as it arrives (the
 coordinator passes a 50 MB cold value on without holding it). The connection stays
@@ -41,6 +46,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import deque
+from collections.abc import Callable
+from functools import partial
 
 from elastic_cache.coordinator.poolconn import (
     BodyStream,
@@ -55,6 +62,49 @@ from elastic_cache.coordinator.poolconn import (
 from elastic_cache.node.protocol import ALONE_HEADER, ALONE_STATUS, BATCHED_HEADER
 
 __all__ = ["BodyStream", "ConnectionPool", "PoolError", "PoolTimeout", "RawAnswer"]
+
+
+class _Slots:
+    """The pool's limit on requests under way: `asyncio.Semaphore` with a `take` that
+    does not wait (the fast lane's, `ConnectionPool.request_now`)."""
+
+    __slots__ = ("_waiters", "free")
+
+    def __init__(self, limit: int) -> None:
+        self.free = limit
+        self._waiters: deque[asyncio.Future[None]] = deque()
+
+    def take(self) -> bool:
+        """Take a slot if one is free and nobody waits for one."""
+        if self.free > 0 and not self._waiters:
+            self.free -= 1
+            return True
+        return False
+
+    async def acquire(self) -> None:
+        if self.take():
+            return
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():
+                self.release()  # handed a slot as the wait was cancelled: pass it on
+            else:
+                with contextlib.suppress(ValueError):
+                    self._waiters.remove(waiter)
+            raise
+
+    def release(self) -> None:
+        waiters = self._waiters
+        while waiters:
+            waiter = waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)  # the slot goes to it
+                return
+        self.free += 1
+
 
 #: Most requests sent together on one connection.
 _DEPTH = 32
@@ -98,7 +148,7 @@ class ConnectionPool:
         self._idle: deque[_Conn] = deque()
         self._open = 0
         self._limit = limit
-        self._slots = asyncio.Semaphore(limit)
+        self._slots = _Slots(limit)
         self._closed = False
         self._busy: set[_Conn] = set()
         #: The connection taking this turn's requests, written at the turn's end.
@@ -276,15 +326,7 @@ class ConnectionPool:
         alone = alone or head
         request = self._format(method, target, body, headers, batched=not alone)
         loop = asyncio.get_running_loop()
-        if timeout is None:
-            timeout = self.timeout
-        elif timeout < 4 * self._period:
-            self._period = timeout / 4
-            if self._watchdog is not None:
-                self._watchdog.cancel()  # it sleeps the longer period: start it afresh
-                self._watchdog = None
-        if self._watchdog is None:
-            self._watchdog = loop.create_task(self._watch())
+        timeout = self._watched(timeout, loop)
         await self._slots.acquire()
         streaming = False  # a streamed answer keeps its slot until the stream closes
         try:
@@ -335,6 +377,73 @@ class ConnectionPool:
             if not streaming:
                 self._slots.release()
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _watched(self, timeout: float | None, loop: asyncio.AbstractEventLoop) -> float:
+        """The timeout of a request (None: the pool's), with the watchdog running often
+        enough for it."""
+        if timeout is None:
+            timeout = self.timeout
+        elif timeout < 4 * self._period:
+            self._period = timeout / 4
+            if self._watchdog is not None:
+                self._watchdog.cancel()  # it sleeps the longer period: start it afresh
+                self._watchdog = None
+        if self._watchdog is None:
+            self._watchdog = loop.create_task(self._watch())
+        return timeout
+
+    def request_now(
+        self,
+        target: str,
+        done: Callable[[RawAnswer | None, BaseException | None], None],
+        *,
+        stream_above: int = -1,
+        timeout: float | None = None,
+    ) -> bool:
+        """The fast lane of a ``GET``: send it without a coroutine and call ``done``
+        with its answer or its failure; False (and nothing sent) when it cannot go at
+        once (the pool is closed or at its limit: the caller uses `request`).
+
+        ``done`` gets what `request` would return or raise on its first attempt, except
+        that a timeout is a `TimeoutError` and nothing is sent again: an answer asking
+        for the request alone (`ALONE_STATUS`), a failure on a reused connection and a
+        timeout are the caller's to handle (by calling `request`: a GET may be sent
+        twice).
+        """
+        if self._closed or not self._slots.take():
+            return False
+        loop = asyncio.get_running_loop()
+        timeout = self._watched(timeout, loop)
+        request = self._format("GET", target, b"", None, batched=True)
+        conn = self._pick(False)
+        if conn is None:
+            conn = self._open_connection()
+        future: asyncio.Future[RawAnswer] = loop.create_future()
+        exchange = _Exchange(future, False, stream_above, len(request), loop.time(), timeout)
+        self._send(conn, exchange, request)
+        future.add_done_callback(partial(self._now_done, done))
+        return True
+
+    def _now_done(
+        self,
+        done: Callable[[RawAnswer | None, BaseException | None], None],
+        future: asyncio.Future[RawAnswer],
+    ) -> None:
+        """A fast-lane request ended: free its slot (a streamed answer's is freed when
+        the stream closes, `stream_closed`) and pass the outcome on."""
+        if future.cancelled():
+            self._slots.release()
+            done(None, PoolError("the request was cancelled"))
+            return
+        exc = future.exception()
+        if exc is not None:
+            self._slots.release()
+            done(None, exc)
+            return
+        answer = future.result()
+        if answer.stream is None:
+            self._slots.release()
+        done(answer, None)
 
     def _format(
         self,

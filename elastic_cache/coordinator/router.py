@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
+from functools import partial
 from typing import Protocol
 
 from elastic_cache.config import ClusterSettings, OnFull
@@ -61,6 +62,22 @@ _ATTEMPTS = 5
 _HELP_SLICE = 1.0
 
 
+def _reply_from(
+    reply: Callable[[Answer | None, Exception | None], None], task: asyncio.Task[Answer]
+) -> None:
+    """Pass a task's outcome on to a fast-lane ``reply`` (`Router.get_now`)."""
+    if task.cancelled():
+        reply(None, NodeUnavailable("the read was cancelled; retry", retry_after=1))
+        return
+    exc = task.exception()
+    if exc is None:
+        reply(task.result(), None)
+    elif isinstance(exc, Exception):
+        reply(None, exc)
+    else:  # pragma: no cover - a BaseException other than cancellation
+        raise exc
+
+
 async def _all_copies(calls: list[Awaitable[Answer]]) -> list[Answer | BaseException]:
     """Await the writes to a key's copies together; each result is its answer or its
     exception (as ``gather(..., return_exceptions=True)``).
@@ -108,6 +125,8 @@ class Router:
         self.by_bytes = cluster.settings.nodes.capacity_bytes is not None
         self.replicated = cluster.settings.cluster.replication > 1
         self.quorum = cluster.settings.cluster.quorum
+        #: Fast-lane reads handed to the full path (`get_now`), until they end.
+        self._fallbacks: set[asyncio.Task[Answer]] = set()
         self.set_namespaces(cluster.settings.namespaces)
 
     def set_namespaces(self, table: NamespaceTable) -> None:
@@ -188,7 +207,13 @@ class Router:
             )
         return node, answer
 
-    async def _read_copies(self, key: str, op: Callable[[NodeClient], Awaitable[Answer]]) -> Answer:
+    async def _read_copies(
+        self,
+        key: str,
+        op: Callable[[NodeClient], Awaitable[Answer]],
+        *,
+        skip: str | None = None,
+    ) -> Answer:
         """Read from the owner, else from the next holder that answers (replication).
 
         A holder that does not answer (or is suspect) is skipped at once and checked in
@@ -202,7 +227,7 @@ class Router:
             moved = False
             for node in cluster.holders(token):
                 info = cluster.nodes.get(node)
-                if info is None or info.suspect_since:
+                if info is None or info.suspect_since or node == skip:
                     continue
                 info.requests.hit()
                 try:
@@ -303,14 +328,92 @@ class Router:
         not answer); with ``stream_above`` >= 0 a larger 200 body comes back as
         ``Answer.stream``, which the caller reads and closes."""
         self.rate.hit()
+        return await self._get(key, head=head, stream_above=stream_above)
+
+    async def _get(
+        self, key: str, *, head: bool = False, stream_above: int = -1, skip: str | None = None
+    ) -> Answer:
+        """`get` without counting the request (``skip``: a holder not to ask, replicated)."""
         if self.replicated:
             return await self._read_copies(
-                key, lambda c: c.get(key, head=head, stream_above=stream_above)
+                key, lambda c: c.get(key, head=head, stream_above=stream_above), skip=skip
             )
         _, answer = await self._routed(
             key, lambda c: c.get(key, head=head, stream_above=stream_above), read=True
         )
         return answer
+
+    def get_now(
+        self, key: str, stream_above: int, reply: Callable[[Answer | None, Exception | None], None]
+    ) -> bool:
+        """The fast lane of `get` (a GET of a value, not HEAD): no coroutine, no task.
+        The request goes to the key's owner at once and ``reply`` gets the answer, or
+        the error `get` would raise. Only a 200 or 404 is answered from the first
+        attempt; anything else (a ring that moved, a failure, a node that wants the
+        request alone) is handed to `get`, which sends the GET again (it is idempotent).
+        Returns False, with nothing sent or counted, when the request cannot take the
+        lane (no owner reachable at once, an in-process node, the pool at its limit):
+        the caller then awaits `get`.
+
+        Raises:
+            InvalidKey: ``key`` is not a valid key.
+        """
+        validate_key(key)
+        cluster = self.cluster
+        token = cluster.ring.token_of(key)
+        if self.replicated:
+            holders = cluster.holders(token)
+            if not holders:
+                return False
+            node = holders[0]
+        else:
+            node = cluster.ring.node_for_token(token)
+        info = cluster.nodes.get(node)
+        if info is None or info.suspect_since:
+            return False
+        send = getattr(info.client, "get_now", None)
+        if send is None:
+            return False
+        got = partial(self._got_now, key, node, stream_above, reply)
+        if not send(key, got, stream_above=stream_above):
+            return False
+        self.rate.hit()
+        info.requests.hit()
+        return True
+
+    def _got_now(
+        self,
+        key: str,
+        node: str,
+        stream_above: int,
+        reply: Callable[[Answer | None, Exception | None], None],
+        answer: Answer | None,
+        exc: BaseException | None,
+    ) -> None:
+        if answer is not None and answer.status in (200, 404):
+            reply(answer, None)
+            return
+        skip = None
+        if isinstance(exc, TimeoutError):
+            # Past the read budget: the node is checked, as `get` does.
+            self.cluster.suspect(node)
+            if not self.replicated:
+                reply(
+                    None,
+                    NodeUnavailable(
+                        f"node {node} did not answer within the read budget",
+                        timed_out=True,
+                        retry_after=1,
+                    ),
+                )
+                return
+            skip = node  # the next holder answers
+        task = asyncio.get_running_loop().create_task(
+            self._get(key, stream_above=stream_above, skip=skip)
+        )
+        self._fallbacks.add(task)  # the loop keeps only a weak reference to a task
+        task.add_done_callback(self._fallbacks.discard)
+        task.add_done_callback(partial(_reply_from, reply))
 
     async def put(self, key: str, value: bytes, content_type: str, ttl: float | None) -> Answer:
         """Write ``key`` to its owner (and its copies); under ``on_full = block`` wait

@@ -10,6 +10,7 @@ import json
 import logging
 import time
 from collections import deque
+from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import httptools
@@ -206,6 +207,9 @@ class _Connection(RequestParsing, Relaying, asyncio.Protocol):
             if answer is None:  # declined: aiohttp serves it
                 request.handler = None
                 self.loop.create_task(self._relay_request(request))
+            elif isinstance(answer, asyncio.Future):
+                # A callback will set it (a routed GET's fast lane): no task needed.
+                answer.add_done_callback(partial(self._answered, request))
             else:
                 self.loop.create_task(self._answer_later(request, answer))
             return
@@ -255,11 +259,37 @@ class _Connection(RequestParsing, Relaying, asyncio.Protocol):
         if self.queue and self.queue[0] is request:
             self.queue.popleft()
 
+    def _answered(self, request: HotRequest, future: asyncio.Future[Any]) -> None:
+        """The future a handler returned is done: write its answer (bytes at once, the
+        rest as `_answer_later` does)."""
+        if future.cancelled():
+            answer = self._crash(request, ConnectionError("the answer was cancelled"))
+        else:
+            exc = future.exception()
+            if exc is None:
+                answer = future.result()
+            elif isinstance(exc, Exception):
+                answer = self._crash(request, exc)
+            else:  # pragma: no cover - a BaseException other than cancellation
+                raise exc
+        if type(answer) is bytes:
+            self._pop(request)
+            self._write(answer, request.keep_alive)
+            self.busy = False
+            self._next()
+        else:
+            self.loop.create_task(self._settle(request, answer))
+
     async def _answer_later(self, request: HotRequest, pending: Any) -> None:
         try:
             answer = pending if isinstance(pending, Streamed) else await pending
         except Exception as exc:
             answer = self._crash(request, exc)
+        await self._settle(request, answer)
+
+    async def _settle(self, request: HotRequest, answer: Any) -> None:
+        """Send what a handler answered: bytes, a `Streamed` answer, or None (declined
+        after all: aiohttp serves it)."""
         if answer is None:  # declined after all: aiohttp serves it
             request.handler = None
             await self._relay_request(request)

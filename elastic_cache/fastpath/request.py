@@ -133,7 +133,8 @@ class HotRoutes(Protocol):
 
     def route(self, request: HotRequest) -> Callable[[HotRequest], Any] | None:
         """Called once the headers are in. The handler this layer calls with the whole
-        request, returning `HotAnswer` or an awaitable of it; None: aiohttp serves it."""
+        request, returning `HotAnswer`, an awaitable of it, or an `asyncio.Future` of it
+        that a callback sets (no task is made for it); None: aiohttp serves it."""
         ...
 
     def failed(self, request: HotRequest, exc: Exception, seconds: float) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
 import httptools
@@ -14,11 +14,13 @@ import pytest
 from aiohttp import web
 
 from elastic_cache.config import ClusterSettings
-from elastic_cache.fastpath import FastServer
+from elastic_cache.errors import NodeUnavailable
+from elastic_cache.fastpath import FastServer, HotRequest, Streamed, response_bytes
 from elastic_cache.node import build_node_service, make_node_app
 from elastic_cache.node.app import METER
 from elastic_cache.node.fast import NodeHotRoutes
 from elastic_cache.node.service import NodeService
+from tests.unit.waiting import until
 
 MAX_VALUE = 4 << 20
 
@@ -358,3 +360,68 @@ async def test_close_waits_for_nothing_when_idle_and_stops_listening(node: Node)
     writer.close()
     with pytest.raises(OSError):
         await node.connect()
+
+
+class _LaterRoutes:
+    """The node's routes, except that a GET of a key starting with ``later`` answers
+    through a future the test sets (a routed GET's fast lane on the coordinator)."""
+
+    def __init__(self, inner: NodeHotRoutes) -> None:
+        self.inner = inner
+        self.futures: list[asyncio.Future[object]] = []
+
+    def route(self, request: HotRequest) -> Callable[[HotRequest], object] | None:
+        if request.method == "GET" and request.target.startswith(b"/v1/kv/later"):
+            return self._later
+        return self.inner.route(request)
+
+    def _later(self, request: HotRequest) -> asyncio.Future[object]:
+        future: asyncio.Future[object] = asyncio.get_running_loop().create_future()
+        self.futures.append(future)
+        return future
+
+    def failed(self, request: HotRequest, exc: Exception, seconds: float) -> None:
+        self.inner.failed(request, exc, seconds)
+
+
+async def test_answers_set_by_callbacks_keep_their_place_in_the_pipeline(node: Node) -> None:
+    routes = _LaterRoutes(node.server.routes)  # type: ignore[arg-type]
+    node.server.routes = routes
+    reader, writer = await node.connect()
+    writer.write(
+        put("a", b"one")
+        + get("later1")
+        + get("a")
+        + get("later2")
+        + get("later3")
+        + get("later4")
+        + get("a")
+    )
+    replies = Replies(reader)
+    await until(lambda: len(routes.futures) == 1, "the first future")
+    assert [r.status for r in await replies.read(1)] == [204]
+    # Nothing behind a pending answer goes out before it.
+    routes.futures[0].set_result(response_bytes(200, [], b"first"))
+    await until(lambda: len(routes.futures) == 2, "the second future")
+    routes.futures[1].set_exception(NodeUnavailable("gone", retry_after=1))  # a JSON 503
+    await until(lambda: len(routes.futures) == 3, "the third future")
+    routes.futures[2].set_result(None)  # declined after all: aiohttp answers (a miss)
+    await until(lambda: len(routes.futures) == 4, "the fourth future")
+    routes.futures[3].set_result(Streamed(response_bytes(200, [], length=6), _two(), _none))
+    got = await replies.read(7)
+    assert [r.status for r in got] == [204, 200, 200, 503, 404, 200, 200]
+    assert got[1].body == b"first" and got[2].body == b"one" and got[6].body == b"one"
+    assert json.loads(got[3].body)["error"] == "node_unavailable"
+    assert got[3].headers["retry-after"] == "1"
+    assert json.loads(got[4].body)["error"] == "key_not_found"
+    assert got[5].body == b"streak"
+    writer.close()
+
+
+async def _two() -> AsyncIterator[bytes]:
+    yield b"str"
+    yield b"eak"
+
+
+async def _none() -> None:
+    return None

@@ -235,10 +235,10 @@ async def test_a_client_leaving_mid_answer_frees_the_node_connection(
     (info,) = h.coord.cluster.nodes.values()
     node_pool = info.client._pool  # type: ignore[attr-defined]
     for _ in range(250):  # each relay notices and closes its stream
-        if node_pool._slots._value == node_pool._limit:
+        if node_pool._slots.free == node_pool._limit:
             break
         await asyncio.sleep(0.02)
-    assert node_pool._slots._value == node_pool._limit  # no slot kept by a dead stream
+    assert node_pool._slots.free == node_pool._limit  # no slot kept by a dead stream
     status, got, _ = await get_streamed(h, "big")
     assert status == 200 and len(got) == SIZE
     assert (await h.call("PUT", "/v1/kv/k", data=b"v"))[0] == 204

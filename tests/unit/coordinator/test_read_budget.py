@@ -6,7 +6,7 @@ checked, not made suspect at once; a write keeps the longer ``request_budget``
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import aiohttp
 import pytest
@@ -20,6 +20,7 @@ from elastic_cache.coordinator.rates import RateMeter
 from elastic_cache.coordinator.router import Router
 from elastic_cache.errors import ConfigError, NodeUnavailable
 from elastic_cache.hashing import make_hasher
+from elastic_cache.node.protocol import Answer
 from elastic_cache.provisioner.base import NodeHandle
 from elastic_cache.ring import HashRing
 from tests.unit.coordinator.test_router_namespaces import Scaler
@@ -146,4 +147,154 @@ async def test_a_write_waits_the_longer_request_budget(slow_node: tuple[SlowNode
         node.release.set()
         answer = await writing
         assert answer.status == 204 and node.finished.count("PUT") == 1
+        await client.close()
+
+
+# -- the fast lane of a routed GET (`Router.get_now`) -------------------------------------
+
+
+class Replied:
+    """A fast-lane ``reply``, awaitable."""
+
+    def __init__(self) -> None:
+        self.future: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
+
+    def __call__(self, answer: Answer | None, exc: Exception | None) -> None:
+        assert not self.future.done(), "replied twice"
+        if exc is not None:
+            self.future.set_exception(exc)
+        else:
+            assert answer is not None
+            self.future.set_result(answer)
+
+    async def wait(self) -> Answer:
+        async with asyncio.timeout(10):
+            return await self.future
+
+
+class Counted:
+    """A request rate that only counts."""
+
+    def __init__(self) -> None:
+        self.hits = 0
+
+    def hit(self, n: int = 1) -> None:
+        self.hits += n
+
+
+async def serve(
+    handler: Callable[[web.Request], Awaitable[web.StreamResponse]],
+) -> tuple[web.AppRunner, str]:
+    app = web.Application()
+    app.router.add_route("*", "/v1/kv/{key}", handler)
+    runner = web.AppRunner(app, shutdown_timeout=0.1)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    return runner, f"http://127.0.0.1:{port}"
+
+
+async def test_the_fast_lane_answers_a_timed_out_read_503_and_sends_it_once(
+    slow_node: tuple[SlowNode, str],
+) -> None:
+    node, url = slow_node
+    settings = ClusterSettings.from_mapping({"coordinator": {"read_budget": 0.3}})
+    async with aiohttp.ClientSession() as session:
+        client = HttpNodeClient("node-1", url, session, kv_timeout=30.0, read_timeout=0.3)
+        view = View(settings, client)
+        rate = Counted()
+        router = Router(view, Scaler(), rate)  # type: ignore[arg-type]
+        replied = Replied()
+        assert router.get_now("k", -1, replied)
+        with pytest.raises(NodeUnavailable) as caught:
+            await replied.wait()
+        assert caught.value.status == 503 and caught.value.details["timed_out"]
+        assert view.checks == [False]  # checked, as `get` checks it
+        assert node.arrived == 1 and rate.hits == 1  # not sent again, counted once
+        # A suspect owner, or a client without a fast lane: the caller awaits `get`.
+        view.nodes["node-1"].suspect_since = 1.0
+        assert not router.get_now("k", -1, Replied())
+        view.nodes["node-1"].suspect_since = None
+        view.nodes["node-1"].client = object()  # type: ignore[assignment]
+        assert not router.get_now("k", -1, Replied())
+        assert node.arrived == 1 and rate.hits == 1
+        await client.close()
+
+
+async def test_the_fast_lane_hands_other_answers_to_get_which_routes_again() -> None:
+    calls: list[str] = []
+
+    async def moving(request: web.Request) -> web.StreamResponse:
+        calls.append(request.match_info["key"])
+        if len(calls) == 1:  # the ring moved under the first attempt
+            return web.json_response({"error": "misdirected", "message": "moved"}, status=421)
+        return web.Response(body=b"v", headers={"X-Ecache-Epoch": "2"})
+
+    runner, url = await serve(moving)
+    settings = ClusterSettings.from_mapping({})
+    async with aiohttp.ClientSession() as session:
+        client = HttpNodeClient("node-1", url, session)
+        rate = Counted()
+        router = Router(View(settings, client), Scaler(), rate)  # type: ignore[arg-type]
+        replied = Replied()
+        assert router.get_now("k", -1, replied)
+        answer = await replied.wait()
+        assert answer.status == 200 and answer.body == b"v" and answer.epoch == 2
+        assert calls == ["k", "k"] and rate.hits == 1
+        # A 404 is the fast lane's own answer.
+        replied = Replied()
+        assert router.get_now("k", -1, replied)
+        assert (await replied.wait()).status == 200 and len(calls) == 3
+        await client.close()
+    await runner.cleanup()
+
+
+async def test_the_fast_lane_reads_the_next_copy_when_the_owner_is_slow(
+    slow_node: tuple[SlowNode, str],
+) -> None:
+    node, url = slow_node
+
+    async def copy(request: web.Request) -> web.StreamResponse:
+        return web.Response(body=b"copy")
+
+    runner, copy_url = await serve(copy)
+    settings = ClusterSettings.from_mapping(
+        {"cluster": {"replication": 2}, "coordinator": {"read_budget": 0.3}}
+    )
+    async with aiohttp.ClientSession() as session:
+        owner = HttpNodeClient("node-1", url, session, read_timeout=0.3)
+        second = HttpNodeClient("node-2", copy_url, session, read_timeout=0.3)
+        view = View(settings, owner)
+        view.nodes["node-2"] = NodeInfo(
+            handle=NodeHandle(node_id="node-2", address=copy_url, ref="2"),
+            client=second,
+            requests=RateMeter(1),
+        )
+        router = Router(view, Scaler(), Counted())  # type: ignore[arg-type]
+        replied = Replied()
+        assert router.get_now("k", -1, replied)
+        answer = await replied.wait()
+        assert answer.status == 200 and answer.body == b"copy"
+        assert view.checks == [False] and node.arrived == 1  # the owner asked once
+        await owner.close()
+        await second.close()
+    await runner.cleanup()
+
+
+async def test_the_fast_lane_of_an_unreachable_node_fails_as_get_does() -> None:
+    async def gone(request: web.Request) -> web.StreamResponse:
+        raise AssertionError("nothing listens")
+
+    runner, url = await serve(gone)
+    await runner.cleanup()  # nothing listens there any more
+    async with aiohttp.ClientSession() as session:
+        client = HttpNodeClient("node-1", url, session)
+        view = View(ClusterSettings.from_mapping({}), client)
+        router = Router(view, Scaler(), Counted())  # type: ignore[arg-type]
+        replied = Replied()
+        assert router.get_now("k", -1, replied)
+        with pytest.raises(NodeUnavailable, match="cannot connect"):
+            await replied.wait()
+        assert view.checks  # `get` asked for the node to be checked
         await client.close()
