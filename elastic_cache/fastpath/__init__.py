@@ -28,7 +28,7 @@ decide with, `connection` is one client connection (`parsing` builds its request
 
 from __future__ import annotations
 
-from elastic_cache.fastpath.answers import chunked_head, error_bytes, response_bytes
+from elastic_cache.fastpath.answers import chunked_head, error_bytes, response_bytes, value_bytes
 from elastic_cache.fastpath.request import (
     CLIENT_HEADER,
     DECLINE,
@@ -56,5 +56,6 @@ __all__ = [
     "query_value",
     "response_bytes",
     "split_target",
+    "value_bytes",
     "whole_body_within",
 ]

@@ -10,7 +10,7 @@ from http import HTTPStatus
 
 from elastic_cache.errors import ElasticCacheError
 
-__all__ = ["chunked_head", "error_bytes", "response_bytes"]
+__all__ = ["chunked_head", "error_bytes", "response_bytes", "value_bytes"]
 
 _REASONS = {s.value: s.phrase for s in HTTPStatus}
 _HEAD_CACHE: dict[int, bytes] = {}
@@ -75,6 +75,25 @@ def response_bytes(
     parts.append(b"\r\n")
     parts.append(body)
     return b"".join(parts)
+
+
+_OK = _status_line(200)
+#: ``Content-Type`` and ``X-Ecache-Epoch`` lines by content type, with the epoch they
+#: were made for (`value_bytes`).
+_VALUE_HEADS: dict[str, tuple[int, bytes]] = {}
+
+
+def value_bytes(content_type: str, epoch: int, value: bytes) -> bytes:
+    """A keep-alive 200 answer carrying a key's value: exactly `response_bytes`'s bytes
+    for headers ``Content-Type`` and ``X-Ecache-Epoch``, with those two lines made once
+    per content type and epoch (half the cost of a GET's answer on the node)."""
+    head = _VALUE_HEADS.get(content_type)
+    if head is None or head[0] != epoch:
+        if len(_VALUE_HEADS) >= 256:
+            _VALUE_HEADS.clear()  # many content types: keep the cache small
+        line = f"Content-Type: {content_type}\r\nX-Ecache-Epoch: {epoch}\r\n"
+        head = _VALUE_HEADS[content_type] = (epoch, line.encode("latin-1"))
+    return b"".join((_OK, _DATE.line(), head[1], b"Content-Length: %d\r\n\r\n" % len(value), value))
 
 
 def chunked_head(

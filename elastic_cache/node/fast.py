@@ -20,6 +20,7 @@ from elastic_cache.fastpath import (
     query_value,
     response_bytes,
     split_target,
+    value_bytes,
     whole_body_within,
 )
 from elastic_cache.httpio import SEND_CHUNK, STREAM_ABOVE, parse_content_type, parse_ttl
@@ -138,11 +139,13 @@ class NodeHotRoutes:
                 rec = hit
         except ElasticCacheError as err:
             return self._error(request, err, fill=False)
-        headers = [("Content-Type", rec.content_type), ("X-Ecache-Epoch", str(service.epoch))]
         self._done(request, 200)
         value = rec.value
+        if len(value) <= STREAM_ABOVE and request.keep_alive:
+            return value_bytes(rec.content_type, service.epoch, value)
+        headers = [("Content-Type", rec.content_type), ("X-Ecache-Epoch", str(service.epoch))]
         if len(value) <= STREAM_ABOVE:
-            return response_bytes(200, headers, value, keep_alive=request.keep_alive)
+            return response_bytes(200, headers, value, keep_alive=False)
         head = response_bytes(200, headers, keep_alive=request.keep_alive, length=len(value))
         return Streamed(head, _slices(value), _nothing)
 

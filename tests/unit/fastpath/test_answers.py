@@ -1,0 +1,36 @@
+"""The bytes of hot answers (`elastic_cache.fastpath.answers`)."""
+
+from __future__ import annotations
+
+from elastic_cache.fastpath import response_bytes, value_bytes
+from elastic_cache.fastpath.answers import _VALUE_HEADS
+
+
+def test_a_value_answer_is_exactly_the_general_one() -> None:
+    for content_type, epoch, value in (
+        ("application/octet-stream", 1, b"v" * 1024),
+        ("text/plain; charset=utf-8", 7, b""),
+        ("application/json", 123456789, b'{"a": 1}'),
+    ):
+        headers = [("Content-Type", content_type), ("X-Ecache-Epoch", str(epoch))]
+        fast = value_bytes(content_type, epoch, value)
+        general = response_bytes(200, headers, value)
+        # Equal but for the Date line, which may have turned a second between the two.
+        assert undated(fast) == undated(general)
+
+
+def undated(answer: bytes) -> bytes:
+    head, sep, body = answer.partition(b"\r\n\r\n")
+    lines = head.split(b"\r\n")
+    assert lines[1].startswith(b"Date: ")  # right after the status line, in both
+    return b"\r\n".join(lines[:1] + lines[2:]) + sep + body
+
+
+def test_the_cached_lines_follow_the_epoch_and_stay_few() -> None:
+    first = value_bytes("text/plain", 1, b"x")
+    assert b"X-Ecache-Epoch: 1\r\n" in first
+    again = value_bytes("text/plain", 2, b"x")  # the ring moved: the line is made again
+    assert b"X-Ecache-Epoch: 2\r\n" in again and b"X-Ecache-Epoch: 1" not in again
+    for i in range(600):
+        value_bytes(f"application/x-{i}", 2, b"x")
+    assert len(_VALUE_HEADS) <= 256
