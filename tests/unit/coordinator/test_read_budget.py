@@ -49,18 +49,28 @@ class SlowNode:
         return web.json_response({"ok": True})
 
 
-@pytest.fixture
-async def slow_node() -> AsyncIterator[tuple[SlowNode, str]]:
-    node = SlowNode()
+async def serve(
+    kv: Callable[[web.Request], Awaitable[web.StreamResponse]],
+    healthz: Callable[[web.Request], Awaitable[web.StreamResponse]] | None = None,
+) -> tuple[web.AppRunner, str]:
+    """A stand-in node on 127.0.0.1: ``kv`` answers the key routes."""
     app = web.Application()
-    app.router.add_route("*", "/v1/kv/{key}", node.kv)
-    app.router.add_get("/healthz", node.healthz)
+    app.router.add_route("*", "/v1/kv/{key}", kv)
+    if healthz is not None:
+        app.router.add_get("/healthz", healthz)
     runner = web.AppRunner(app, shutdown_timeout=0.1)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
     port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    yield node, f"http://127.0.0.1:{port}"
+    return runner, f"http://127.0.0.1:{port}"
+
+
+@pytest.fixture
+async def slow_node() -> AsyncIterator[tuple[SlowNode, str]]:
+    node = SlowNode()
+    runner, url = await serve(node.kv, node.healthz)
+    yield node, url
     await runner.cleanup()
 
 
@@ -119,7 +129,8 @@ async def test_a_slow_read_is_answered_503_and_only_checks_its_node(
             "node-1", url, session, kv_timeout=30.0, read_timeout=settings.coordinator.read_budget
         )
         view = View(settings, client)
-        router = Router(view, Scaler(), RateMeter(1))  # type: ignore[arg-type]
+        rate = Counted()
+        router = Router(view, Scaler(), rate)  # type: ignore[arg-type]
         for head in (False, True):
             with pytest.raises(NodeUnavailable) as caught:
                 await router.get("k", head=head)
@@ -127,6 +138,21 @@ async def test_a_slow_read_is_answered_503_and_only_checks_its_node(
         assert node.finished == []
         # Checked (a health check decides), not suspect at once as a timed-out write is.
         assert view.checks == [False, False]
+        # The same through the fast lane (`get_now`), which does not send it again.
+        replied = Replied()
+        assert router.get_now("k", -1, replied)
+        with pytest.raises(NodeUnavailable) as caught:
+            await replied.wait()
+        assert caught.value.status == 503 and caught.value.details["timed_out"]
+        assert view.checks == [False, False, False]
+        assert node.arrived == 3 and rate.hits == 3  # once each, counted once each
+        # A suspect owner, or a client without a fast lane: the caller awaits `get`.
+        view.nodes["node-1"].suspect_since = 1.0
+        assert not router.get_now("k", -1, Replied())
+        view.nodes["node-1"].suspect_since = 0.0
+        view.nodes["node-1"].client = object()  # type: ignore[assignment]
+        assert not router.get_now("k", -1, Replied())
+        assert node.arrived == 3 and rate.hits == 3
         await client.close()
 
 
@@ -180,46 +206,6 @@ class Counted:
 
     def hit(self, n: int = 1) -> None:
         self.hits += n
-
-
-async def serve(
-    handler: Callable[[web.Request], Awaitable[web.StreamResponse]],
-) -> tuple[web.AppRunner, str]:
-    app = web.Application()
-    app.router.add_route("*", "/v1/kv/{key}", handler)
-    runner = web.AppRunner(app, shutdown_timeout=0.1)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    return runner, f"http://127.0.0.1:{port}"
-
-
-async def test_the_fast_lane_answers_a_timed_out_read_503_and_sends_it_once(
-    slow_node: tuple[SlowNode, str],
-) -> None:
-    node, url = slow_node
-    settings = ClusterSettings.from_mapping({"coordinator": {"read_budget": 0.3}})
-    async with aiohttp.ClientSession() as session:
-        client = HttpNodeClient("node-1", url, session, kv_timeout=30.0, read_timeout=0.3)
-        view = View(settings, client)
-        rate = Counted()
-        router = Router(view, Scaler(), rate)  # type: ignore[arg-type]
-        replied = Replied()
-        assert router.get_now("k", -1, replied)
-        with pytest.raises(NodeUnavailable) as caught:
-            await replied.wait()
-        assert caught.value.status == 503 and caught.value.details["timed_out"]
-        assert view.checks == [False]  # checked, as `get` checks it
-        assert node.arrived == 1 and rate.hits == 1  # not sent again, counted once
-        # A suspect owner, or a client without a fast lane: the caller awaits `get`.
-        view.nodes["node-1"].suspect_since = 1.0
-        assert not router.get_now("k", -1, Replied())
-        view.nodes["node-1"].suspect_since = None
-        view.nodes["node-1"].client = object()  # type: ignore[assignment]
-        assert not router.get_now("k", -1, Replied())
-        assert node.arrived == 1 and rate.hits == 1
-        await client.close()
 
 
 async def test_the_fast_lane_hands_other_answers_to_get_which_routes_again() -> None:
