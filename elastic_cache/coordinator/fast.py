@@ -112,13 +112,10 @@ class CoordinatorHotRoutes:
 
     def _answer(self, request: HotRequest, answer: Answer) -> bytes:
         self._done(request, "kv", answer.status)
-        if (
-            answer.status == 200
-            and request.keep_alive
-            and not answer.cache
-            and not answer.retry_after
-        ):
-            return value_bytes(answer.content_type, answer.epoch, answer.body)
+        if answer.status == 200 and not answer.cache and not answer.retry_after:
+            return value_bytes(
+                answer.content_type, answer.epoch, answer.body, keep_alive=request.keep_alive
+            )
         if answer.status == 204:
             headers = [("X-Ecache-Epoch", str(answer.epoch))]
             return response_bytes(204, headers, keep_alive=request.keep_alive)

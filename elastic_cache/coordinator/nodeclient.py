@@ -50,7 +50,6 @@ __all__ = [
     "HttpNodeClient",
     "NodeClient",
     "NodeStats",
-    "to_answer",
 ]
 
 #: Keys made of these characters only need ``/`` and ``:`` escaped (read-through keys).
@@ -202,7 +201,7 @@ class HttpNodeClient:
             timeout=timeout,
             alone=alone,
         )
-        return to_answer(raw)
+        return _to_answer(raw)
 
     def get_now(
         self,
@@ -488,7 +487,7 @@ def _answer_now(
 ) -> None:
     if raw is not None:
         try:
-            answer = to_answer(raw)
+            answer = _to_answer(raw)
         except ValueError as bad:  # a header that is not a number
             if raw.stream is not None:
                 raw.stream.close()
@@ -499,7 +498,7 @@ def _answer_now(
     done(None, exc)
 
 
-def to_answer(raw: RawAnswer) -> Answer:
+def _to_answer(raw: RawAnswer) -> Answer:
     """A node's raw answer to a key request as an `Answer`."""
     h = raw.headers
     used, cap = _parse_fill(h.get(b"x-ecache-fill"))

@@ -332,21 +332,9 @@ class ConnectionPool:
         try:
             attempt = 0
             while attempt < 2:
-                conn = self._pick(alone)
-                reused = conn is not None
-                if conn is None:
-                    conn = self._open_connection()
-                behind = bool(conn.pending)
-                exchange = _Exchange(
-                    loop.create_future(),
-                    head,
-                    stream_above,
-                    len(request),
-                    loop.time(),
-                    timeout,
-                    alone,
+                exchange, reused, behind = self._enqueue(
+                    request, head, stream_above, timeout, alone
                 )
-                self._send(conn, exchange, request)
                 try:
                     answer = await exchange.future
                 except _Abandoned:
@@ -415,14 +403,30 @@ class ConnectionPool:
         loop = asyncio.get_running_loop()
         timeout = self._watched(timeout, loop)
         request = self._format("GET", target, b"", None, batched=True)
-        conn = self._pick(False)
+        exchange, _, _ = self._enqueue(request, False, stream_above, timeout, False)
+        exchange.future.add_done_callback(partial(self._now_done, done))
+        return True
+
+    def _enqueue(
+        self, request: bytes, head: bool, stream_above: int, timeout: float, alone: bool
+    ) -> tuple[_Exchange, bool, bool]:
+        """Put ``request`` on a connection (this turn's, an idle one, or a new one).
+
+        Returns:
+            Its exchange; whether the connection was reused; whether requests were
+            already under way on it.
+        """
+        conn = self._pick(alone)
+        reused = conn is not None
         if conn is None:
             conn = self._open_connection()
-        future: asyncio.Future[RawAnswer] = loop.create_future()
-        exchange = _Exchange(future, False, stream_above, len(request), loop.time(), timeout)
+        behind = bool(conn.pending)
+        loop = asyncio.get_running_loop()
+        exchange = _Exchange(
+            loop.create_future(), head, stream_above, len(request), loop.time(), timeout, alone
+        )
         self._send(conn, exchange, request)
-        future.add_done_callback(partial(self._now_done, done))
-        return True
+        return exchange, reused, behind
 
     def _now_done(
         self,

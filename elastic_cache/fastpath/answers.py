@@ -83,10 +83,14 @@ _OK = _status_line(200)
 _VALUE_HEADS: dict[str, tuple[int, bytes]] = {}
 
 
-def value_bytes(content_type: str, epoch: int, value: bytes) -> bytes:
-    """A keep-alive 200 answer carrying a key's value: exactly `response_bytes`'s bytes
-    for headers ``Content-Type`` and ``X-Ecache-Epoch``, with those two lines made once
-    per content type and epoch (half the cost of a GET's answer on the node)."""
+def value_bytes(content_type: str, epoch: int, value: bytes, *, keep_alive: bool = True) -> bytes:
+    """A 200 answer carrying a key's value: exactly `response_bytes`'s bytes for headers
+    ``Content-Type`` and ``X-Ecache-Epoch``, with those two lines made once per content
+    type and epoch when the connection stays open (half the cost of a GET's answer on
+    the node)."""
+    if not keep_alive:
+        headers = [("Content-Type", content_type), ("X-Ecache-Epoch", str(epoch))]
+        return response_bytes(200, headers, value, keep_alive=False)
     head = _VALUE_HEADS.get(content_type)
     if head is None or head[0] != epoch:
         if len(_VALUE_HEADS) >= 256:

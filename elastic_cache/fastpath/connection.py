@@ -273,10 +273,7 @@ class _Connection(RequestParsing, Relaying, asyncio.Protocol):
             else:  # pragma: no cover - a BaseException other than cancellation
                 raise exc
         if type(answer) is bytes:
-            self._pop(request)
-            self._write(answer, request.keep_alive)
-            self.busy = False
-            self._next()
+            self._sent(request, answer)
         else:
             self.loop.create_task(self._settle(request, answer))
 
@@ -294,13 +291,20 @@ class _Connection(RequestParsing, Relaying, asyncio.Protocol):
             request.handler = None
             await self._relay_request(request)
             return
+        if not isinstance(answer, Streamed):
+            self._sent(request, answer)
+            return
         self._pop(request)
-        if isinstance(answer, Streamed):
-            await self._stream(answer)
-            if not request.keep_alive:
-                self.abort()
-        else:
-            self._write(answer, request.keep_alive)
+        await self._stream(answer)
+        if not request.keep_alive:
+            self.abort()
+        self.busy = False
+        self._next()
+
+    def _sent(self, request: HotRequest, answer: bytes) -> None:
+        """Write the answer to ``request`` (the one in work) and go on with the next."""
+        self._pop(request)
+        self._write(answer, request.keep_alive)
         self.busy = False
         self._next()
 

@@ -141,11 +141,11 @@ class NodeHotRoutes:
             return self._error(request, err, fill=False)
         self._done(request, 200)
         value = rec.value
-        if len(value) <= STREAM_ABOVE and request.keep_alive:
-            return value_bytes(rec.content_type, service.epoch, value)
-        headers = [("Content-Type", rec.content_type), ("X-Ecache-Epoch", str(service.epoch))]
         if len(value) <= STREAM_ABOVE:
-            return response_bytes(200, headers, value, keep_alive=False)
+            return value_bytes(
+                rec.content_type, service.epoch, value, keep_alive=request.keep_alive
+            )
+        headers = [("Content-Type", rec.content_type), ("X-Ecache-Epoch", str(service.epoch))]
         head = response_bytes(200, headers, keep_alive=request.keep_alive, length=len(value))
         return Streamed(head, _slices(value), _nothing)
 

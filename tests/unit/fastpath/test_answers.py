@@ -17,6 +17,8 @@ def test_a_value_answer_is_exactly_the_general_one() -> None:
         general = response_bytes(200, headers, value)
         # Equal but for the Date line, which may have turned a second between the two.
         assert undated(fast) == undated(general)
+        closing = value_bytes(content_type, epoch, value, keep_alive=False)
+        assert undated(closing) == undated(response_bytes(200, headers, value, keep_alive=False))
 
 
 def undated(answer: bytes) -> bytes:
