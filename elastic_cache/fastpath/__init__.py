@@ -28,7 +28,13 @@ decide with, `connection` is one client connection (`parsing` builds its request
 
 from __future__ import annotations
 
-from elastic_cache.fastpath.answers import chunked_head, error_bytes, response_bytes, value_bytes
+from elastic_cache.fastpath.answers import (
+    chunked_head,
+    error_bytes,
+    no_content_bytes,
+    response_bytes,
+    value_bytes,
+)
 from elastic_cache.fastpath.request import (
     CLIENT_HEADER,
     DECLINE,
@@ -53,6 +59,7 @@ __all__ = [
     "chunked_head",
     "client_address",
     "error_bytes",
+    "no_content_bytes",
     "query_value",
     "response_bytes",
     "split_target",

@@ -10,7 +10,7 @@ from http import HTTPStatus
 
 from elastic_cache.errors import ElasticCacheError
 
-__all__ = ["chunked_head", "error_bytes", "response_bytes", "value_bytes"]
+__all__ = ["chunked_head", "error_bytes", "no_content_bytes", "response_bytes", "value_bytes"]
 
 _REASONS = {s.value: s.phrase for s in HTTPStatus}
 _HEAD_CACHE: dict[int, bytes] = {}
@@ -98,6 +98,17 @@ def value_bytes(content_type: str, epoch: int, value: bytes, *, keep_alive: bool
         line = f"Content-Type: {content_type}\r\nX-Ecache-Epoch: {epoch}\r\n"
         head = _VALUE_HEADS[content_type] = (epoch, line.encode("latin-1"))
     return b"".join((_OK, _DATE.line(), head[1], b"Content-Length: %d\r\n\r\n" % len(value), value))
+
+
+_NO_CONTENT = _status_line(204)
+
+
+def no_content_bytes(fields: bytes, *, keep_alive: bool = True) -> bytes:
+    """A 204 answer whose header lines are ``fields`` (each ``Name: value\\r\\n``,
+    no ``Date``, ``Content-Length`` or ``Connection``): exactly `response_bytes`'s bytes
+    for the same headers, without building them from pairs (a node's answer to a PUT)."""
+    end = b"\r\n" if keep_alive else b"Connection: close\r\n\r\n"
+    return b"".join((_NO_CONTENT, _DATE.line(), fields, end))
 
 
 def chunked_head(

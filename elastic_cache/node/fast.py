@@ -17,6 +17,7 @@ from elastic_cache.fastpath import (
     HotRequest,
     Streamed,
     error_bytes,
+    no_content_bytes,
     query_value,
     response_bytes,
     split_target,
@@ -92,6 +93,12 @@ class NodeHotRoutes:
             ("X-Ecache-Fill", f"{store.used} {store.capacity.limit}"),
             ("X-Ecache-Epoch", str(self.service.epoch)),
         ]
+
+    def _fill_lines(self) -> bytes:
+        """`_fill`'s headers as the lines of an answer (a PUT's or DELETE's 204)."""
+        store = self.service.store
+        fill = f"X-Ecache-Fill: {store.used} {store.capacity.limit}\r\n"
+        return f"{fill}X-Ecache-Epoch: {self.service.epoch}\r\n".encode("latin-1")
 
     def _error(self, request: HotRequest, err: ElasticCacheError, fill: bool) -> bytes:
         self._done(request, err.status)
@@ -197,10 +204,11 @@ class NodeHotRoutes:
         return self._stored(request, outcome)
 
     def _stored(self, request: HotRequest, outcome: PutOutcome) -> bytes:
-        headers = self._fill()
-        if outcome.evicted:
-            headers.append(("X-Ecache-Evicted", str(len(outcome.evicted))))
         self._done(request, 204)
+        if not outcome.evicted:
+            return no_content_bytes(self._fill_lines(), keep_alive=request.keep_alive)
+        headers = self._fill()
+        headers.append(("X-Ecache-Evicted", str(len(outcome.evicted))))
         return response_bytes(204, headers, keep_alive=request.keep_alive)
 
     def put_batch(self, request: HotRequest) -> Any:
@@ -248,7 +256,7 @@ class NodeHotRoutes:
             headers = [_JSON, *self._fill()]
             return response_bytes(404, headers, _MISS_BODY, keep_alive=request.keep_alive)
         self._done(request, 204)
-        return response_bytes(204, self._fill(), keep_alive=request.keep_alive)
+        return no_content_bytes(self._fill_lines(), keep_alive=request.keep_alive)
 
 
 async def _slices(value: bytes) -> AsyncIterator[bytes]:

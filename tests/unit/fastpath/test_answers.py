@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from elastic_cache.fastpath import response_bytes, value_bytes
+from elastic_cache.fastpath import no_content_bytes, response_bytes, value_bytes
 from elastic_cache.fastpath.answers import _VALUE_HEADS
 
 
@@ -36,3 +36,13 @@ def test_the_cached_lines_follow_the_epoch_and_stay_few() -> None:
     for i in range(600):
         value_bytes(f"application/x-{i}", 2, b"x")
     assert len(_VALUE_HEADS) <= 256
+
+
+def test_a_no_content_answer_is_exactly_the_general_one() -> None:
+    headers = [("X-Ecache-Fill", "12 1000"), ("X-Ecache-Epoch", "3")]
+    lines = b"X-Ecache-Fill: 12 1000\r\nX-Ecache-Epoch: 3\r\n"
+    for keep_alive in (True, False):
+        fast = no_content_bytes(lines, keep_alive=keep_alive)
+        general = response_bytes(204, headers, keep_alive=keep_alive)
+        assert undated(fast) == undated(general)
+    assert undated(no_content_bytes(b"")) == undated(response_bytes(204, []))
