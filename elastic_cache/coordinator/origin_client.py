@@ -76,7 +76,9 @@ def forwarded_headers(
             if origin.forward_credentials:
                 out.add(name, value)
         elif low in _CONDITIONALS:
-            if conditionals:
+            # ``If-Range`` goes wherever ``Range`` goes: a range of another
+            # representation than the client holds would corrupt what it joins them into.
+            if conditionals or (low == "if-range" and (every or "range" in allow)):
                 out.add(name, value)
         elif every or low in allow:
             out.add(name, value)

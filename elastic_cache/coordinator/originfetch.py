@@ -20,7 +20,14 @@ from elastic_cache.coordinator.cachedanswers import CachedAnswers, ClientRequest
 from elastic_cache.coordinator.origin_client import Fetched, OriginCall, forwarded_headers
 from elastic_cache.errors import BadPath, ElasticCacheError, UpstreamError
 from elastic_cache.httpcache.keys import cache_key, check_path
-from elastic_cache.httpcache.policy import FreshnessRules, end_to_end, judge, refreshed
+from elastic_cache.httpcache.policy import (
+    FreshnessRules,
+    OriginResponse,
+    end_to_end,
+    judge,
+    refreshed,
+    updates,
+)
 from elastic_cache.httpcache.record import StoredResponse
 
 __all__ = ["OriginFetches", "Outcome"]
@@ -86,12 +93,12 @@ class OriginFetches(CachedAnswers):
                 self.counts.hits += 1
                 return self._from_record(stored, request, "HIT"), Outcome(stored, "HIT")
             if not stored.must_revalidate and staleness < stored.stale_while_revalidate:
-                self._revalidate_later(origin, request, key, found)
+                self._revalidate_later(origin, request, key, found, credentialed)
                 self.counts.stale += 1
                 return self._from_record(stored, request, "STALE"), Outcome()
         conditional = stored if stored is not None and stored.validators else None
         try:
-            fetched = await self._call(origin, request, conditional)
+            fetched, conditional = await self._fetch(origin, request, conditional)
         except UpstreamError:
             if stored is not None and self._may_stand_in(stored, now):
                 self.counts.stale += 1
@@ -117,8 +124,16 @@ class OriginFetches(CachedAnswers):
         head = fetched.response
         rules = self.rules[origin.name]
         if conditional is not None and head.status == 304:
-            verdict = refreshed(conditional, head, rules=rules, request=request.fields)
-            await self._store(key, found.marker, verdict, head.request_time, request.fields)
+            verdict = refreshed(
+                conditional, head, rules=rules, request=request.fields, credentialed=credentialed
+            )
+            if verdict.store:
+                await self._store(key, found.marker, verdict, head.request_time, request.fields)
+            elif verdict.reason != "credentials":
+                # The origin's word now forbids keeping it (no-store, private, a cookie,
+                # Vary: *): the stored answer goes too. An answer refused only because
+                # this request carried credentials stays as it was, for the others.
+                await self.invalidate(key, head.request_time)
             self.counts.revalidated += 1
             return self._from_record(verdict.record, request, "REVALIDATED"), Outcome(
                 verdict.record if verdict.store else None
@@ -146,7 +161,7 @@ class OriginFetches(CachedAnswers):
             verdict.reason == "status"
             and not credentialed
             and reply.stream is None
-            and not head.values("vary")
+            and _any_request_selects(head)
         ):
             # Nothing in it is one client's and it does not vary: concurrent askers may
             # have it too, so a failing origin is not hit once per waiting client.
@@ -156,6 +171,22 @@ class OriginFetches(CachedAnswers):
     def _count_pass(self, reason: str) -> None:
         self.counts.passes += 1
         self.counts.by_reason[reason] = self.counts.by_reason.get(reason, 0) + 1
+
+    async def _fetch(
+        self, origin: OriginSettings, request: ClientRequest, conditional: StoredResponse | None
+    ) -> tuple[Fetched, StoredResponse | None]:
+        """The origin's answer, revalidating ``conditional`` when given; with the stored
+        answer the result is about (None once it is a whole answer). A 304 about another
+        representation than the one stored (another strong ``ETag``) may not refresh it
+        (RFC 9111 §4.3.4): the whole answer is asked for instead."""
+        fetched = await self._call(origin, request, conditional)
+        if (
+            conditional is not None
+            and fetched.response.status == 304
+            and not updates(conditional, fetched.response)
+        ):
+            return await self._call(origin, request, None), None
+        return fetched, conditional
 
     async def _call(
         self, origin: OriginSettings, request: ClientRequest, conditional: StoredResponse | None
@@ -174,9 +205,16 @@ class OriginFetches(CachedAnswers):
         return await self.client.call(origin, "GET", url, headers, store_limit=self.store_limit)
 
     def _revalidate_later(
-        self, origin: OriginSettings, request: ClientRequest, key: str, found: Found
+        self,
+        origin: OriginSettings,
+        request: ClientRequest,
+        key: str,
+        found: Found,
+        credentialed: bool,
     ) -> None:
-        """Revalidate in the background (``stale-while-revalidate``), once per key."""
+        """Revalidate in the background (``stale-while-revalidate``), once per key; with
+        ``credentialed``, the client's credentials go to the origin, so its answer is
+        judged as an answer to them."""
         if any(t.get_name() == key for t in self._background):
             return
         stored = found.record
@@ -185,9 +223,9 @@ class OriginFetches(CachedAnswers):
         async def refresh() -> None:
             conditional = stored if stored.validators else None
             try:
-                fetched = await self._call(origin, request, conditional)
+                fetched, conditional = await self._fetch(origin, request, conditional)
                 reply, _ = await self._settle(
-                    origin, request, key, found, fetched, conditional, credentialed=False
+                    origin, request, key, found, fetched, conditional, credentialed
                 )
                 if reply.stream is not None:
                     reply.stream.close()
@@ -259,3 +297,13 @@ class OriginFetches(CachedAnswers):
         except BadPath:
             return None
         return cache_key(origin.name, raw_path, parts.query, sort_query=origin.sort_query)
+
+
+def _any_request_selects(head: OriginResponse) -> bool:
+    """Whether an answer would be the same for any client's request to its URL, so a
+    waiter may be given the one its leader got (RFC 9111 §4.1): no ``Vary``, not a
+    part (206, ``Content-Range``: the leader asked for a range), and no content coding
+    (which follows the leader's ``Accept-Encoding`` even where no ``Vary`` says so)."""
+    if head.status == 206 or head.values("vary") or head.values("content-range"):
+        return False
+    return all(v.strip().lower() in ("", "identity") for v in head.values("content-encoding"))

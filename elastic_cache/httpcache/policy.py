@@ -9,6 +9,7 @@ evaluates a client's conditional request against a stored answer; `refreshed` ap
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -34,6 +35,7 @@ __all__ = [
     "not_modified_headers",
     "refreshed",
     "select_variant",
+    "updates",
     "vary_names",
 ]
 
@@ -335,7 +337,11 @@ def judge(
     surrogate = _surrogate(response)
     lifetime, by_status = _lifetime(response, cc, date, rules, surrogate)
     no_cache = "no-cache" in cc
-    must_revalidate = no_cache or "must-revalidate" in cc or "proxy-revalidate" in cc
+    # ``s-maxage`` carries ``proxy-revalidate``'s meaning for a shared cache (RFC 9111
+    # §5.2.2.10): once stale, such an answer is never served without the origin's word.
+    must_revalidate = (
+        no_cache or "must-revalidate" in cc or "proxy-revalidate" in cc or "s-maxage" in cc
+    )
     sie = cc.seconds("stale-if-error")
     swr = cc.seconds("stale-while-revalidate")
     names = vary_names(headers)
@@ -434,9 +440,14 @@ def refreshed(
     *,
     rules: FreshnessRules,
     request: Mapping[str, str],
+    credentialed: bool = False,
 ) -> Verdict:
     """Apply the origin's 304 to a stored answer (RFC 9111 §4.3.4): its headers replace
-    the stored ones of the same name, and freshness starts again from the 304."""
+    the stored ones of the same name, and freshness starts again from the 304. The
+    caller has checked that the 304 is about ``stored`` (`updates`).
+
+    ``credentialed``: the revalidation carried a client's credentials, so the merged
+    answer is judged as an answer to them (stored only if it says it may be shared)."""
     update = end_to_end(response.headers)
     if not response.values("date"):
         update = (*update, ("Date", _http_date(response.response_time)))
@@ -449,4 +460,24 @@ def refreshed(
         request_time=response.request_time,
         response_time=response.response_time,
     )
-    return judge(again, stored.body, rules=rules, request=request)
+    return judge(again, stored.body, rules=rules, request=request, credentialed=credentialed)
+
+
+#: An entity-tag (RFC 9110 §8.8.3): an optional ``W/`` and a quoted opaque tag.
+_ENTITY_TAG = re.compile(r'(W/)?"[\x21\x23-\x7e\x80-\xff]*"')
+
+
+def updates(stored: StoredResponse, response: OriginResponse) -> bool:
+    """Whether the origin's 304 ``response`` is about ``stored``, so it may refresh it
+    (RFC 9111 §4.3.4): a strong ``ETag`` in the 304 must equal the stored one, strongly;
+    a weak one must match it weakly; a 304 without an ``ETag`` (or with one that is not
+    an entity-tag, RFC 9110 §8.8.3: no validator at all) answers the validators the
+    cache sent, which were ``stored``'s."""
+    tags = response.values("etag")
+    new = tags[-1].strip() if tags else ""
+    if not _ENTITY_TAG.fullmatch(new):
+        return True
+    old = (stored.header("etag") or "").strip()
+    if new.startswith("W/"):
+        return old.removeprefix("W/") == new.removeprefix("W/")
+    return old == new

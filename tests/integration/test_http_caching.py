@@ -116,7 +116,8 @@ async def cache(
 ) -> AsyncIterator[CoordinatorHarness]:
     """A coordinator with origin ``web`` (only what the origin marks cacheable; no
     grace), ``graced`` (30 s grace, 404s for 5 s), ``strict`` (unsafe methods refused,
-    credentials not forwarded) and ``small`` (answers over 2 MiB refused)."""
+    credentials not forwarded), ``small`` (answers over 2 MiB refused) and ``open`` (as
+    ``web``, every request header forwarded)."""
     base = case_origin.url + "/base"
     settings = cluster_settings(
         origins={
@@ -129,6 +130,13 @@ async def cache(
                 "forward_credentials": False,
             },
             "small": {"url": base, "timeout": 2.0, "max_answer_bytes": 2 << 20},
+            "open": {
+                "url": base,
+                "timeout": 2.0,
+                "default_ttl": 0,
+                "grace": 0,
+                "forward_headers": ["*"],
+            },
         },
         nodes={"max_value_bytes": 1 << 20},
         scaler={"enabled": False},
@@ -1090,3 +1098,168 @@ async def test_waiters_share_a_failing_origins_answer_but_not_one_that_varies(
         assert {(r[0], r[1]) for r in results} == {(503, b"busy")}
         assert case_origin.calls["down"] == calls, path
         case_origin.calls["down"] = 0
+
+
+# -- found in review (2026-11-27): credentials, s-maxage, 304s, waiters, ranges ----------
+
+
+async def test_a_background_revalidation_for_a_credentialed_client_stores_nothing_of_theirs(
+    cache: CoordinatorHarness, case_origin: CaseOrigin, clock: Clock
+) -> None:
+    async def page(request: web.Request) -> web.Response:
+        who = request.headers.get("Authorization")
+        if who:  # personal, and not marked public: no shared cache may keep it
+            return web.Response(text=f"account of {who}", headers={"Cache-Control": "max-age=600"})
+        return web.Response(
+            text="public page",
+            headers={"Cache-Control": "public, max-age=1, stale-while-revalidate=600"},
+        )
+
+    case_origin.route("acct", page)
+    await get(cache, "web/acct")
+    clock.advance(5)  # stale, within stale-while-revalidate
+    _, body, h, _ = await get(cache, "web/acct", Authorization="Bearer alice")
+    assert (body, h["X-Cache"]) == (b"public page", "STALE")
+    for _ in range(200):  # the refresh, with alice's credentials, runs in the background
+        if case_origin.calls["acct"] == 2 and not cache.coord.readthrough._background:
+            break
+        await asyncio.sleep(0.01)
+    assert case_origin.calls["acct"] == 2
+    _, body, _h, _ = await get(cache, "web/acct")
+    assert b"alice" not in body
+
+
+async def test_a_304_to_a_credentialed_revalidation_leaves_the_shared_answer_alone(
+    cache: CoordinatorHarness, case_origin: CaseOrigin, clock: Clock
+) -> None:
+    async def page(request: web.Request) -> web.Response:
+        cookie = request.headers.get("Cookie")
+        if request.headers.get("If-None-Match") == '"v1"' and cookie:
+            headers = {"ETag": '"v1"', "Cache-Control": "max-age=600", "X-Account": cookie}
+            return web.Response(status=304, headers=headers)
+        return web.Response(
+            text="public body", headers={"ETag": '"v1"', "Cache-Control": "public, max-age=1"}
+        )
+
+    case_origin.route("r", page)
+    await get(cache, "web/r")
+    clock.advance(5)
+    _, body, h, _ = await get(cache, "web/r", Cookie="sid=alice")
+    assert (body, h["X-Cache"], h["X-Account"]) == (b"public body", "REVALIDATED", "sid=alice")
+    _, body, h, _ = await get(cache, "web/r")
+    assert "X-Account" not in h and h["Cache-Control"] == "public, max-age=1"
+
+
+async def test_a_304_that_forbids_storing_drops_the_stored_answer(
+    cache: CoordinatorHarness, case_origin: CaseOrigin, clock: Clock
+) -> None:
+    async def page(request: web.Request) -> web.Response:
+        if request.headers.get("If-None-Match") == '"v1"':
+            return web.Response(status=304, headers={"ETag": '"v1"', "Cache-Control": "no-store"})
+        return web.Response(text="body", headers={"ETag": '"v1"', "Cache-Control": "max-age=1"})
+
+    case_origin.route("r", page)
+    await get(cache, "web/r")
+    clock.advance(5)
+    _, body, h, _ = await get(cache, "web/r")
+    assert (body, h["X-Cache"]) == (b"body", "REVALIDATED")
+    _, body, h, _ = await get(cache, "web/r")  # nothing kept: the origin is asked again
+    assert (body, h["X-Cache"]) == (b"body", "MISS")
+    assert case_origin.calls["r"] == 3
+
+
+async def test_s_maxage_is_never_served_stale(
+    cache: CoordinatorHarness, case_origin: CaseOrigin, clock: Clock
+) -> None:
+    version = iter(range(1, 100))
+    down = False
+
+    async def shared(request: web.Request) -> web.Response:
+        if down:
+            return web.Response(status=503, text="down")
+        cc = "s-maxage=2, stale-while-revalidate=600, stale-if-error=600"
+        return web.Response(text=f"v{next(version)}", headers={"Cache-Control": cc})
+
+    case_origin.route("s", shared)
+    await get(cache, "graced/s")  # graced: 30 s of grace when the origin fails
+    clock.advance(10)
+    _, body, h, _ = await get(cache, "graced/s")  # stale-while-revalidate does not apply
+    assert (body, h["X-Cache"]) == (b"v2", "MISS")
+    clock.advance(10)
+    down = True
+    s, body, h, _ = await get(cache, "graced/s")  # nor grace, nor stale-if-error
+    assert (s, body, h["X-Cache"]) == (503, b"down", "PASS")
+
+
+async def test_a_304_about_another_representation_does_not_refresh_the_stored_one(
+    cache: CoordinatorHarness, case_origin: CaseOrigin, clock: Clock
+) -> None:
+    async def page(request: web.Request) -> web.Response:
+        tag = request.path.rsplit("/", 1)[1]  # what the 304 says: strong, weak, not a tag
+        cc = {"Cache-Control": "max-age=600"}
+        if request.headers.get("If-None-Match"):
+            return web.Response(status=304, headers={**cc, "ETag": tag.replace("~", '"')})
+        return web.Response(text="v1", headers={"Cache-Control": "max-age=1", "ETag": '"v1"'})
+
+    case_origin.route("p", page)
+    for tag, refreshed in (("~v2~", False), ("W~v1~", True), ("v2", True)):
+        path = f"web/p/{tag}"
+        await get(cache, path)
+        clock.advance(5)
+        before = case_origin.calls["p"]
+        _, body, h, _ = await get(cache, path)
+        # Another strong tag: the 304 is not about what is stored, the whole answer
+        # is asked for; a weak match, or a 304 with no entity-tag, refreshes it.
+        assert (h["X-Cache"], case_origin.calls["p"] - before) == (
+            ("REVALIDATED", 1) if refreshed else ("MISS", 2)
+        ), tag
+        assert (body, h["ETag"]) == (b"v1", '"v1"'), tag
+
+
+async def test_waiters_never_get_another_clients_range_or_coding(
+    cache: CoordinatorHarness, case_origin: CaseOrigin
+) -> None:
+    gate = asyncio.Event()
+
+    async def missing(request: web.Request) -> web.Response:
+        await gate.wait()
+        if request.headers.get("Accept-Encoding") == "gzip":
+            body = gzip.compress(b"not found")
+            return web.Response(status=404, body=body, headers={"Content-Encoding": "gzip"})
+        return web.Response(status=404, text="not found")
+
+    async def ranged(request: web.Request) -> web.Response:
+        await gate.wait()
+        whole = b"0123456789" * 10
+        if request.headers.get("Range") == "bytes=0-9":
+            headers = {"Content-Range": "bytes 0-9/100"}
+            return web.Response(status=206, body=whole[:10], headers=headers)
+        return web.Response(status=404, body=whole)
+
+    case_origin.route("missing", missing)
+    case_origin.route("ranged", ranged)
+    for path, first, wanted in (
+        ("web/missing", {"Accept_Encoding": "gzip"}, b"not found"),
+        ("open/ranged", {"Range": "bytes=0-9"}, b"0123456789" * 10),
+    ):
+        gate.clear()
+        leader = asyncio.create_task(get(cache, path, **first))
+        await asyncio.sleep(0.1)
+        waiter = asyncio.create_task(get(cache, path))
+        await asyncio.sleep(0.1)
+        gate.set()
+        await leader
+        s, body, h, _ = await waiter
+        assert (s, body, h.get("Content-Encoding")) == (404, wanted, None), path
+
+
+async def test_if_range_goes_to_the_origin_with_range(
+    cache: CoordinatorHarness, case_origin: CaseOrigin
+) -> None:
+    case_origin.route("f", answer(b"whole", Cache_Control="no-store"))
+    await get(cache, "open/f", Range="bytes=4-", If_Range='"old"')
+    _, seen = case_origin.seen[-1]
+    assert (seen["Range"], seen["If-Range"]) == ("bytes=4-", '"old"')
+    await get(cache, "web/f", Range="bytes=4-", If_Range='"old"')  # neither is forwarded
+    _, seen = case_origin.seen[-1]
+    assert "Range" not in seen and "If-Range" not in seen
