@@ -28,6 +28,7 @@ from elastic_cache.fastpath import (
     Streamed,
     chunked_head,
     error_bytes,
+    plain_content_type,
     query_value,
     response_bytes,
     split_target,
@@ -82,7 +83,9 @@ class CoordinatorHotRoutes:
             if method in ("GET", "HEAD"):
                 return self.get
             if method == "PUT":
-                return self.put if whole_body_within(request, self.max_value) else None
+                if whole_body_within(request, self.max_value) and plain_content_type(request):
+                    return self.put
+                return None
             if method == "DELETE":
                 return self.delete
             return None
@@ -169,8 +172,10 @@ class CoordinatorHotRoutes:
                 answer = await self.router.get(key, head=True)
                 self._done(request, "kv", answer.status)
                 headers = [("Content-Type", answer.content_type)]
+                # No Content-Length: the node's HEAD does not say what a GET would send
+                # (RFC 9110 §8.6 allows leaving it out, not a wrong one).
                 return response_bytes(
-                    answer.status, headers, keep_alive=request.keep_alive, length=0
+                    answer.status, headers, keep_alive=request.keep_alive, length=-1
                 )
             answer = await self.router.get(key, stream_above=STREAM_ABOVE)
         except ElasticCacheError as err:

@@ -18,7 +18,13 @@ import httptools
 from elastic_cache.auth import CHALLENGE, unauthorized
 from elastic_cache.errors import ElasticCacheError
 from elastic_cache.fastpath.answers import _INTERNAL, error_bytes, response_bytes
-from elastic_cache.fastpath.parsing import ParsingServer, RequestParsing, _Refused, _TooLarge
+from elastic_cache.fastpath.parsing import (
+    ParsingServer,
+    RequestParsing,
+    _Malformed,
+    _Refused,
+    _TooLarge,
+)
 from elastic_cache.fastpath.relay import Relaying, RelayServer, _Relay
 from elastic_cache.fastpath.request import (
     HotRequest,
@@ -139,13 +145,22 @@ class _Connection(RequestParsing, Relaying, asyncio.Protocol):
     def _feed(self, data: bytes) -> None:
         try:
             self.parser.feed_data(data)
-        except httptools.HttpParserUpgrade:
-            self._bad_request()  # an upgrade request's later bytes are not HTTP
+        except httptools.HttpParserUpgrade as exc:
+            # A request asking to switch protocols (``Upgrade: h2c``) was parsed and is
+            # answered as HTTP/1.1, the upgrade ignored (RFC 9110 §7.8), as aiohttp does;
+            # the bytes after it are the next request. CONNECT's are not HTTP.
+            rest = exc.args[0] if exc.args else len(data)
+            if self.parser.get_method() == b"CONNECT" or not isinstance(rest, int):
+                self._bad_request()
+            elif rest < len(data):
+                self._feed(data[rest:])
         except httptools.HttpParserCallbackError as exc:
             if self.handoff:
                 self._hand_over()
             elif isinstance(exc.__context__, _TooLarge):
                 self._bad_request("request line or headers too large")
+            elif isinstance(exc.__context__, _Malformed):
+                self._bad_request(exc.__context__.message)
             elif isinstance(exc.__context__, _Refused):
                 self._refuse(exc.__context__.request)
             else:
@@ -170,7 +185,21 @@ class _Connection(RequestParsing, Relaying, asyncio.Protocol):
         self._last_answer(error_bytes(err, [CHALLENGE], keep_alive=False, head=head))
 
     def _last_answer(self, answer: bytes) -> None:
-        """Queue ``answer`` after the answers in work, read no further, close once sent."""
+        """Queue ``answer`` after the answers in work, read no further, close once sent.
+
+        The request whose body this cuts (a malformed chunk), relayed or about to be, is
+        dropped first: aiohttp would wait for the rest of its body for ever, and the
+        client would get neither answer."""
+        queue = self.queue
+        if queue and not queue[-1].complete:  # only the one being parsed can be
+            cut = queue.pop()
+            if not queue:
+                self.busy = False  # it was the one in work
+            if cut is self.relaying:
+                self.relaying = None
+                relay, self.relay = self.relay, None
+                if relay is not None and relay.transport is not None:
+                    relay.transport.close()
         bad = HotRequest(self.remote)
         bad.complete = True
         bad.keep_alive = False

@@ -82,8 +82,15 @@ class RequestParsing:
         request.head_bytes += len(name) + len(value)
         if request.head_bytes > MAX_HEADERS or len(request.headers) > MAX_HEADER_COUNT:
             raise _TooLarge
-        if self.expected is not None and len(name) == 13 and name.lower() == b"authorization":
-            # A repeated header admits nothing (aiohttp's edge refuses it too).
+        size = len(name)
+        if name == b"Host" or (size == 4 and name.lower() == b"host"):
+            request.hosts += 1
+        elif size == 6 and name.lower() == b"expect":
+            request.expect = True
+        elif self.expected is not None and size == 13 and name.lower() == b"authorization":
+            # A repeated header admits nothing (aiohttp's edge refuses it too); the
+            # whitespace after a value is not part of it (RFC 9112 §5.1).
+            value = value.rstrip(b" \t")
             request.authorization = value if request.authorization is None else b""
 
     def on_headers_complete(self) -> None:
@@ -94,6 +101,11 @@ class RequestParsing:
         request.version = parser.get_http_version()
         request.keep_alive = parser.should_keep_alive()
         request.started = time.perf_counter()
+        if request.hosts != 1 and request.version == "1.1":
+            raise _Malformed("an HTTP/1.1 request carries exactly one Host header")
+        target = request.target
+        if b"#" in target:  # a fragment is not part of a request (aiohttp drops it too)
+            request.target = target.partition(b"#")[0]
         expected = self.expected
         if expected is not None and not hmac.compare_digest(request.authorization or b"", expected):
             guard = self.server.guard
@@ -101,21 +113,21 @@ class RequestParsing:
             if not guard.is_open(request.target.partition(b"?")[0].decode("latin-1")):
                 raise _Refused(request)  # `data_received` answers 401 and closes
         handler = None
-        if request.version == "1.1" and not self.closing:
+        # ``Expect`` (``100-continue``) goes to aiohttp, which answers it.
+        if request.version == "1.1" and not self.closing and not request.expect:
             try:
                 handler = self.routes.route(request)
             except Exception:
                 log.exception("routing %s failed", request.method)
-        if handler is None:
-            if (
-                self.first is not None
-                and not self.queue
-                and not self.busy
-                and self.server.runner is not None
-            ):
-                self.handoff = True
-                raise _HandOver  # stops the parser; `data_received` hands the bytes over
-            request.chunked = request.header(b"transfer-encoding") is not None
+        if (
+            handler is None
+            and self.first is not None
+            and not self.queue
+            and not self.busy
+            and self.server.runner is not None
+        ):
+            self.handoff = True
+            raise _HandOver  # stops the parser; `data_received` hands the bytes over
         self.first = None
         request.handler = handler
         if handler is None and (self.queue or self.busy):
@@ -155,6 +167,14 @@ class _HandOver(Exception):
 
 class _TooLarge(Exception):
     """Raised in a parser callback: the request line or headers are too long."""
+
+
+class _Malformed(Exception):
+    """Raised in a parser callback: a request HTTP/1.1 forbids (answered 400)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
 
 
 class _Refused(Exception):

@@ -19,6 +19,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("elastic_cache.http")
 
+#: Request headers a relayed request does not carry: a client address the client wrote
+#: itself (the relay writes the real one), and ``Upgrade`` (no protocol switch: the
+#: connection to aiohttp carries the next requests too).
+_NOT_RELAYED = frozenset({_CLIENT_HEADER_LOW, b"upgrade"})
+
 
 class RelayServer(Protocol):
     """What relaying needs of the connection's server."""
@@ -120,6 +125,8 @@ class Relaying:
 
     async def _relay_request(self, request: HotRequest) -> None:
         """Send ``request`` to the aiohttp application; `_Relay` passes its answer on."""
+        if not self.queue or self.queue[0] is not request:
+            return  # dropped before its turn came (its body was malformed)
         relay = self.relay
         if relay is None or relay.transport is None or relay.lost.done():
             self.relay = None
@@ -137,6 +144,9 @@ class Relaying:
             self.relay = relay
         assert relay.transport is not None
         relay.head = request.method == "HEAD"
+        # Framed as it came: a body the parser took apart from chunks (a request routed
+        # hot, then declined) goes on in chunks too, never bare after a chunked header.
+        request.chunked = request.header(b"transfer-encoding") is not None
         lines = [
             request.method.encode(),
             b" ",
@@ -144,7 +154,8 @@ class Relaying:
             f" HTTP/{request.version}\r\n".encode(),
         ]
         for name, value in request.headers:
-            if name.lower() != _CLIENT_HEADER_LOW:
+            # No protocol upgrade either: this connection stays HTTP/1.1 to aiohttp.
+            if name.lower() not in _NOT_RELAYED:
                 lines += (name, b": ", value, b"\r\n")
         if self.remote is not None:
             lines.append(f"{CLIENT_HEADER}: {self.remote}\r\n".encode())

@@ -21,6 +21,7 @@ __all__ = [
     "HotRoutes",
     "Streamed",
     "client_address",
+    "plain_content_type",
     "query_value",
     "split_target",
     "whole_body_within",
@@ -45,6 +46,8 @@ class HotRequest:
         remote: the client's address.
         authorization: its ``Authorization`` header, when the server has a token
             (empty when the request repeats the header).
+        hosts: how many ``Host`` headers it carries (HTTP/1.1 needs exactly one).
+        expect: it carries ``Expect`` (aiohttp answers those: ``100 Continue``).
     """
 
     __slots__ = (
@@ -53,9 +56,11 @@ class HotRequest:
         "body",
         "chunked",
         "complete",
+        "expect",
         "handler",
         "head_bytes",
         "headers",
+        "hosts",
         "keep_alive",
         "method",
         "parts",
@@ -80,15 +85,19 @@ class HotRequest:
         self.started = 0.0
         self.head_bytes = 0
         self.authorization: bytes | None = None
+        self.hosts = 0
+        self.expect = False
         self._fields: dict[bytes, bytes] | None = None
 
     def header(self, name: bytes) -> bytes | None:
-        """The value of header ``name`` (lower-case bytes); repeated ones joined by ``,``."""
+        """The value of header ``name`` (lower-case bytes), without the whitespace around
+        it (RFC 9112 §5.1; the parser keeps what trails); repeated ones joined by ``,``."""
         fields = self._fields
         if fields is None:
             fields = {}
-            for key, value in self.headers:
+            for key, raw in self.headers:
                 low = key.lower()
+                value = raw.rstrip(b" \t")
                 fields[low] = fields[low] + b", " + value if low in fields else value
             self._fields = fields
         return fields.get(name)
@@ -165,6 +174,14 @@ def whole_body_within(request: HotRequest, limit: int) -> bool:
         and request.header(b"expect") is None
         and request.header(b"transfer-encoding") is None
     )
+
+
+def plain_content_type(request: HotRequest) -> bool:
+    """Whether the request's ``Content-Type`` is absent or one ASCII value: anything else
+    (a non-ASCII type, a repeated header) is aiohttp's to decode or refuse, so a value is
+    stored the same whichever layer took it."""
+    ctype = request.header(b"content-type")
+    return ctype is None or (ctype.isascii() and b"," not in ctype)
 
 
 def split_target(target: bytes, prefix: bytes) -> tuple[str, str] | None:

@@ -18,6 +18,7 @@ from elastic_cache.fastpath import (
     Streamed,
     error_bytes,
     no_content_bytes,
+    plain_content_type,
     query_value,
     response_bytes,
     split_target,
@@ -72,7 +73,9 @@ class NodeHotRoutes:
         if method == "HEAD":
             return self.head if self.service.cold is None else None
         if method == "PUT":
-            return self.put if whole_body_within(request, self.max_value) else None
+            if whole_body_within(request, self.max_value) and plain_content_type(request):
+                return self.put
+            return None
         if method == "DELETE":
             return self.delete
         return None
@@ -171,7 +174,9 @@ class NodeHotRoutes:
             ("X-Ecache-Length", str(len(rec.value))),
             ("X-Ecache-Epoch", str(service.epoch)),
         ]
-        return response_bytes(200, headers, keep_alive=request.keep_alive, length=0)
+        # The length a GET would send (RFC 9110 §8.6), no body.
+        length = len(rec.value)
+        return response_bytes(200, headers, keep_alive=request.keep_alive, length=length)
 
     def put(self, request: HotRequest) -> Any:
         parts = split_target(request.target, _PREFIX)

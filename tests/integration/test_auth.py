@@ -154,6 +154,11 @@ async def test_the_lean_layer_checks_the_token_itself() -> None:
         replies = await Replies(reader).read(2)
         assert [r.status for r in replies] == [204, 200] and replies[1].body == b"v"
         writer.close()
+        # Whitespace after the token is not part of it (RFC 9112 §5.1).
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(put("k", b"w", auth + " \t"))
+        assert [r.status for r in await Replies(reader).read(1)] == [204]
+        writer.close()
     finally:
         await server.close(timeout=1.0)
 

@@ -425,3 +425,130 @@ async def _two() -> AsyncIterator[bytes]:
 
 async def _none() -> None:
     return None
+
+
+# -- found in review (2026-11-27): framing, HEAD, Expect, Upgrade, fragments, Host -------
+
+
+async def test_a_declined_chunked_request_is_relayed_in_its_chunks(node: Node) -> None:
+    """Routed hot, then declined (a dot segment): its body goes on to aiohttp framed as
+    it came, so bytes inside it are never read as a request of their own."""
+    hidden = b"DELETE /v1/kv/victim HTTP/1.1\r\nHost: x\r\n\r\n"
+    body = b"0\r\n\r\n" + hidden
+    smuggler = (
+        b"GET /v1/kv/a/../b HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+        + b"%x\r\n%b\r\n0\r\n\r\n" % (len(body), body)
+    )
+    reader, writer = await node.connect()
+    writer.write(put("victim", b"old") + smuggler + get("victim") + get("victim"))
+    replies = await Replies(reader).read(4)
+    assert [r.status for r in replies] == [204, 404, 200, 200]
+    assert replies[3].body == b"old"
+    assert node.service.store.peek("victim") is not None
+    writer.close()
+
+
+async def test_head_says_the_length_a_get_would_send(node: Node) -> None:
+    reader, writer = await node.connect()
+    writer.write(put("h", b"hello") + get("h", "HEAD"))
+    replies = await Replies(reader, [False, True]).read(2)
+    assert replies[1].status == 200 and replies[1].body == b""
+    assert replies[1].headers["content-length"] == "5"
+    writer.close()
+
+
+@pytest.mark.parametrize("method", ["GET", "DELETE"])
+async def test_expect_100_continue_on_a_get_or_delete_is_answered(node: Node, method: str) -> None:
+    """aiohttp answers it (the layer relays it): 100, then the final answer."""
+    reader, writer = await node.connect()
+    writer.write(put("u", b"U"))
+    writer.write(
+        f"{method} /v1/kv/u HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
+        "Content-Length: 3\r\n\r\n".encode()
+    )
+    replies = Replies(reader)
+    assert [r.status for r in await replies.read(2)] == [204, 100]
+    writer.write(b"abc")
+    final = (await replies.read(3))[2]
+    assert (final.status, final.body) == ((200, b"U") if method == "GET" else (204, b""))
+    assert (node.service.store.peek("u") is None) == (method == "DELETE")
+    writer.close()
+
+
+async def test_an_upgrade_is_ignored_and_the_connection_goes_on(node: Node) -> None:
+    upgrade = (
+        b"GET /v1/kv/u HTTP/1.1\r\nHost: x\r\nConnection: Upgrade, HTTP2-Settings\r\n"
+        b"Upgrade: h2c\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n\r\n"
+    )
+    reader, writer = await node.connect()
+    writer.write(put("u", b"U") + upgrade + get("u"))
+    replies = await Replies(reader).read(3)
+    assert [(r.status, r.body) for r in replies[1:]] == [(200, b"U"), (200, b"U")]
+    # Relayed to aiohttp (a dot segment) it is not upgraded there either.
+    writer.write(upgrade.replace(b"/v1/kv/u", b"/v1/kv/x/../u") + get("u"))
+    more = await Replies(reader).read(2)
+    assert [r.status for r in more] == [404, 200] and more[1].body == b"U"  # key "x/../u"
+    writer.close()
+
+
+async def test_a_fragment_is_not_part_of_the_key(node: Node) -> None:
+    reader, writer = await node.connect()
+    writer.write(put("a#b", b"v") + put("t?ttl=5#x", b"w") + get("a"))
+    replies = await Replies(reader).read(3)
+    assert [r.status for r in replies] == [204, 204, 200] and replies[2].body == b"v"
+    assert node.service.store.peek("a#b") is None and node.service.store.peek("t") is not None
+    writer.close()
+
+
+@pytest.mark.parametrize("hosts", [[], ["a", "b"]], ids=["none", "two"])
+async def test_an_http_1_1_request_needs_one_host(node: Node, hosts: list[str]) -> None:
+    lines = "".join(f"Host: {h}\r\n" for h in hosts)
+    raw = f"PUT /v1/kv/nohost HTTP/1.1\r\n{lines}Content-Length: 1\r\n\r\nv".encode()
+    reader, writer = await node.connect()
+    writer.write(put("kept", b"v") + raw)
+    replies = await Replies(reader).read(2)
+    assert [r.status for r in replies] == [204, 400]
+    assert json.loads(replies[1].body)["error"] == "bad_request"
+    assert await closed(reader)
+    writer.close()
+    assert node.service.store.peek("nohost") is None
+
+
+@pytest.mark.parametrize(
+    ("lines", "stored"),
+    [
+        (["Content-Type: text/plain \t"], "text/plain"),
+        (["Content-Type: text/\xe2\x82\xac"], None),
+        (["Content-Type: text/plain", "Content-Type: image/png"], None),
+    ],
+    ids=["trailing-blanks", "not-latin-1", "repeated"],
+)
+async def test_a_content_type_is_stored_as_aiohttp_stores_it(
+    node: Node, lines: list[str], stored: str | None
+) -> None:
+    head = "PUT /v1/kv/c HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n"
+    raw = (head + "".join(f"{line}\r\n" for line in lines) + "\r\n").encode("latin-1")
+    reader, writer = await node.connect()
+    writer.write(raw.replace("\xe2\x82\xac".encode("latin-1"), "€".encode()) + b"v")
+    (reply,) = await Replies(reader).read(1)
+    rec = node.service.store.peek("c")
+    if stored is None:
+        assert reply.status == 400 and rec is None
+    else:
+        assert reply.status == 204 and rec is not None and rec.content_type == stored
+    writer.close()
+
+
+async def test_a_malformed_chunk_after_a_relayed_request_gets_a_400(node: Node) -> None:
+    reader, writer = await node.connect()
+    writer.write(
+        get("none")
+        + b"PUT /v1/kv/s HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+        + b"zz\r\nabc\r\n"
+    )
+    replies = await Replies(reader).read(2)
+    assert [r.status for r in replies] == [404, 400]
+    assert json.loads(replies[1].body)["error"] == "bad_request"
+    assert await closed(reader, timeout=0.5)  # at once, not after a timeout
+    writer.close()
+    assert node.service.store.peek("s") is None
