@@ -359,8 +359,8 @@ async def json_body(request: web.Request, limit: int = 1 << 20) -> dict[str, Any
         return {}
     try:
         data = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InvalidBody(f"body is not valid JSON: {exc}") from exc
+    except ValueError as exc:  # bad UTF-8 or JSON, an integer past Python's digit limit
+        raise InvalidBody(f"body is not valid JSON: {str(exc)[:200]}") from exc
     if not isinstance(data, dict):
         raise InvalidBody("body must be a JSON object")
     return data

@@ -125,17 +125,28 @@ def _ttl(where: str, value: object) -> float | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ConfigError(f"{where} must be a number of seconds, got {value!r}")
-    if not (math.isfinite(value) and 0 < value <= _MAX_TTL):
-        raise ConfigError(f"{where} must be seconds in (0, {_MAX_TTL}], got {value!r}")
+        raise ConfigError(f"{where} must be a number of seconds, got {_shown(value)}")
+    # An int is compared as an int: one too large for a float is refused, not an error.
+    if not (0 < value <= _MAX_TTL and (isinstance(value, int) or math.isfinite(value))):
+        raise ConfigError(f"{where} must be seconds in (0, {_MAX_TTL}], got {_shown(value)}")
     return float(value)
+
+
+#: Largest count a namespace setting takes (quotas: records or bytes, far past any
+#: cluster; a larger one would overflow the per-node share a node computes from it).
+_MAX_COUNT = 2**62
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:37]}..."
 
 
 def _count(where: str, value: object, low: int) -> int | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise ConfigError(f"{where} must be an integer >= {low}, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= _MAX_COUNT:
+        raise ConfigError(f"{where} must be an integer in [{low}, 2**62], got {_shown(value)}")
     return value
 
 

@@ -75,5 +75,13 @@ def build_section(cls: type[T], data: Any, section: str) -> T:
             f"unknown setting(s) in [{section}]: {', '.join(sorted(unknown))}; "
             f"known: {', '.join(sorted(fields))}"
         )
+    required = {
+        f.name
+        for f in dataclasses.fields(cls)  # type: ignore[arg-type]
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+    }
+    missing = required - set(data)
+    if missing:
+        raise ConfigError(f"[{section}] needs {', '.join(sorted(missing))}")
     kwargs = {k: coerce(f"{section}.{k}", hints[k], v) for k, v in data.items()}
     return cls(**kwargs)

@@ -344,11 +344,16 @@ class Cluster(Failures):
         """Hand every bucket of ``node_id`` to its successor, live, then stop the node.
 
         Raises:
-            UnknownNode: no such node. Conflict: it is the last node.
+            UnknownNode: no such node. Conflict: it is the last node (of those not being
+                removed), or it is being removed already.
             MoveFailed: a move was abandoned (the node keeps its remaining buckets).
         """
         info = self.node(node_id)
-        if len(self.nodes) <= 1:
+        if info.state == "leaving":
+            raise Conflict(f"{node_id} is already being removed")
+        # Nodes being removed do not count: two removals at once cannot empty the ring.
+        staying = [n for n, i in self.nodes.items() if i.state != "leaving"]
+        if len(staying) <= 1:
             raise Conflict("cannot remove the last node of the cluster")
         others = [n for n in self.ring.nodes() if n != node_id]
         if not others:
@@ -435,7 +440,7 @@ class Cluster(Failures):
                     )
             # Its copies of other nodes' ranges are re-created elsewhere before it stops.
             await self._repair()
-        except ElasticCacheError:
+        except BaseException:  # a failed move, or the coordinator stopping: not leaving
             info.state = "active"
             if keep:
                 self.dirty.close(node_id)

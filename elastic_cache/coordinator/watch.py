@@ -97,7 +97,7 @@ def parse_event_id(raw: str) -> tuple[str, int]:
         InvalidRequest: not of that form.
     """
     boot, sep, seq = raw.strip().partition(":")
-    if not sep or not boot or not seq.isdigit() or len(seq) > 18:
+    if not sep or not boot or not (seq.isascii() and seq.isdigit()) or len(seq) > 18:
         raise InvalidRequest(f"Last-Event-ID must be BOOT:SEQ as sent, got {raw[:40]!r}")
     return boot, int(seq)
 

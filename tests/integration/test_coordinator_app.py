@@ -45,6 +45,10 @@ async def test_the_coordinator_serves_its_openapi_document(harness: CoordinatorH
     assert origin["schema"]["enum"] == ["bad", "svc"]
 
 
+_HUGE_COUNT = b'{"count": 1' + b"0" * 5000 + b"}"
+_HUGE_QUOTA = {"prefix": "a/", "quota_records": 10**400}
+
+
 @pytest.mark.parametrize(
     ("method", "path", "kwargs", "status", "code"),
     [
@@ -59,6 +63,21 @@ async def test_the_coordinator_serves_its_openapi_document(harness: CoordinatorH
         ("POST", "/v1/cluster/nodes", {"json": {"count": 0}}, 400, "bad_body"),
         ("POST", "/v1/cluster/nodes", {"json": {"count": "2"}}, 400, "bad_body"),
         ("POST", "/v1/cluster/nodes", {"json": {"cuont": 1}}, 400, "bad_body"),
+        # Past Python's digit limit for an int: not JSON it takes, not a 500.
+        (
+            "POST",
+            "/v1/cluster/nodes",
+            {"data": b'{"count": 1' + b"0" * 5000 + b"}"},
+            400,
+            "bad_body",
+        ),
+        (
+            "PUT",
+            "/v1/namespaces/a",
+            {"json": {"prefix": "a/", "quota_records": 10**400}},
+            400,
+            "bad_config",
+        ),
         ("DELETE", "/v1/cluster/nodes/node-99", {}, 404, "unknown_node"),
         ("DELETE", "/v1/cluster/nodes/node-1", {}, 409, "conflict"),
     ],
@@ -245,3 +264,30 @@ async def test_unknown_routes_and_methods_are_json(
     assert got == status
     assert json.loads(body)["error"] == code
     assert headers.get("Allow") == allow
+
+
+async def test_two_removals_at_once_never_empty_the_ring(harness: CoordinatorHarness) -> None:
+    for i in range(20):
+        await harness.call("PUT", f"/v1/kv/k{i}", data=f"v{i}".encode())
+    s, body, _ = await harness.call("POST", "/v1/cluster/nodes", json={"count": 1})
+    assert s == 201, body
+    first, second = await asyncio.gather(
+        harness.call("DELETE", "/v1/cluster/nodes/node-1"),
+        harness.call("DELETE", "/v1/cluster/nodes/node-2"),
+    )
+    statuses = sorted([first[0], second[0]])
+    assert statuses == [200, 409], (first[1], second[1])
+    refused = first if first[0] == 409 else second
+    assert json.loads(refused[1])["error"] == "conflict"
+    assert len(harness.coord.cluster.nodes) == 1
+    for i in range(20):
+        assert (await harness.call("GET", f"/v1/kv/k{i}"))[1] == f"v{i}".encode()
+    # The same node twice at once: one removal, the other told it is under way.
+    s, body, _ = await harness.call("POST", "/v1/cluster/nodes", json={"count": 1})
+    assert s == 201, body
+    added = json.loads(body)["added"][0]["id"]
+    both = await asyncio.gather(
+        harness.call("DELETE", f"/v1/cluster/nodes/{added}"),
+        harness.call("DELETE", f"/v1/cluster/nodes/{added}"),
+    )
+    assert sorted(b[0] for b in both) == [200, 409]

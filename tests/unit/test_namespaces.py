@@ -90,6 +90,11 @@ def test_an_origin_belongs_to_its_namespace() -> None:
         ),
         ({"a": {"prefix": "a", "never_evict": "yes"}}, "namespaces.a.never_evict must be"),
         ({"a": {"prefix": "a", "evict_order": 1.5}}, "namespaces.a.evict_order must be"),
+        # Too large for a node to take its share of: refused, not applied half-way.
+        ({"a": {"prefix": "a", "quota_records": 10**400}}, r"quota_records .* 2\*\*62"),
+        ({"a": {"prefix": "a", "quota_bytes": 2**62 + 1}}, r"quota_bytes .* 2\*\*62"),
+        ({"a": {"prefix": "a", "default_ttl": 10**400}}, "default_ttl must be seconds"),
+        ({"a": {"prefix": "a", "max_ttl": 10**400}}, "max_ttl must be seconds"),
         ({"default": {"prefix": "d"}}, "namespaces.default.prefix: the default namespace"),
         ({"a b": {"prefix": "a"}}, "a namespace name is"),
         ({"a": "b"}, r"\[namespaces.a\] must be a table"),

@@ -79,6 +79,7 @@ def test_from_mapping() -> None:
         ({"origins": {"x": {"url": "http://h", "timeout": -1}}}, "timeout"),
         ({"origins": {"x": "http://h"}}, "must be a table"),
         ({"nodes": []}, "must be a table"),
+        ({"origins": {"x": {"timeout": 2}}}, "[origins.x] needs url"),
     ],
 )
 def test_errors_name_the_setting(data: dict[str, Any], fragment: str) -> None:

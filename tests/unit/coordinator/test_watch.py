@@ -56,7 +56,7 @@ def test_a_filter_needs_a_prefix_or_a_key_and_refuses_bad_ones() -> None:
 
 def test_event_ids_are_boot_and_sequence() -> None:
     assert parse_event_id("ab:12") == ("ab", 12)
-    for bad in ("12", "ab:", "ab:x", ":3", "ab:-1"):
+    for bad in ("12", "ab:", "ab:x", ":3", "ab:-1", "ab:\u00b2", "ab:\u0663"):
         with pytest.raises(InvalidRequest):
             parse_event_id(bad)
 
