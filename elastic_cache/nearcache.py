@@ -128,13 +128,15 @@ class NearCache(Generic[V]):
         return value
 
     def begin(self, key: str) -> int:
-        """A read of ``key`` starts; returns the token `finish` takes."""
+        """A read of ``key`` starts; returns the token `finish` takes. A read begun while
+        the stream is not live is never kept, even if the stream is live by the time it
+        ends: a change made before it was subscribed again reached nobody."""
         entry = self._reading.get(key)
         if entry is None:
             self._reading[key] = [0, 1]
         else:
             entry[1] += 1
-        return self._generation
+        return self._generation if self.live else -1
 
     def finish(self, key: str, token: int, value: V | None) -> bool:
         """The read of ``key`` that `begin` returned ``token`` for answered ``value``;

@@ -459,7 +459,12 @@ class WatchHub:
     def reset(self, reason: str) -> None:
         """Changes were lost on the way (a node's log overflowed or it restarted): every
         watcher gets one ``reset`` (drop what you derived from earlier events), and no
-        replay reaches back past this point."""
+        replay reaches back past this point.
+
+        The reset takes a sequence number of its own: a watcher that got it resumes
+        after it (its ``Last-Event-ID`` is the reset's), one that was away when it was
+        sent resumes from before it and gets a ``reset`` too."""
+        self.seq += 1
         frame = self._reset_frame(reason)
         self._floor = self.seq
         self._buffer.clear()

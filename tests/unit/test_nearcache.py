@@ -35,6 +35,16 @@ def test_values_are_kept_only_while_live_and_unchanged() -> None:
     assert near.get("a") is None and near.invalidations == 1
 
 
+def test_a_read_begun_while_the_stream_was_down_is_not_kept() -> None:
+    """The stream came back while the read was on its way: a change made while it was
+    down reached nobody, so what the read brings may be older than that change."""
+    near: NearCache[bytes] = NearCache(2)
+    t = near.begin("a")  # not live: the stream broke, or was never subscribed
+    near.live = True  # subscribed (again) before the answer came back
+    assert not near.finish("a", t, b"old")
+    assert near.get("a") is None
+
+
 def test_a_clear_during_a_read_drops_its_value_and_the_lru_is_bounded() -> None:
     near: NearCache[bytes] = NearCache(2)
     near.live = True

@@ -130,6 +130,25 @@ async def test_a_reset_reaches_everyone_and_ends_replay_before_it() -> None:
     assert [e["event"] for e in _events(await w2.next_frames(0.1))] == ["reset"]
 
 
+async def test_a_watcher_away_when_a_reset_was_sent_gets_it_on_reconnecting() -> None:
+    hub = WatchHub("b")
+    w = hub.subscribe(WatchFilter.parse([""], []), None)
+    hub.publish("put", "a", 1, "n")
+    (last,) = _events(w.take())  # its last id; then it drops, and a node restarts
+    hub.unsubscribe(w)
+    hub.reset("node n restarted")
+    hub.publish("put", "b", 1, "n")
+    back = hub.subscribe(WatchFilter.parse([""], []), last["id"])
+    assert [e["event"] for e in _events(back.take())] == ["reset"]
+    # One that got the reset resumes after it: the change since, and no second reset.
+    w2 = hub.subscribe(WatchFilter.parse([""], []), None)
+    hub.reset("node n restarted")
+    (reset,) = _events(w2.take())
+    hub.publish("put", "c", 1, "n")
+    again = hub.subscribe(WatchFilter.parse([""], []), reset["id"])
+    assert [(e["event"], e.get("key")) for e in _events(again.take())] == [("put", "c")]
+
+
 async def test_a_watcher_that_falls_behind_is_cut_off_and_memory_stays_bounded() -> None:
     hub = WatchHub("b", queue_limit=5)
     slow = hub.subscribe(WatchFilter.parse([""], []), None)
