@@ -259,8 +259,26 @@ class Membership(NodePolling):
             return False
         if ring.hasher.spec != self.ring.hasher.spec or not handles:
             return False
+        ours = [True] * len(handles)
+        if self.provisioner.name == "ec2":
+            # The state can outlive its cluster (`ecache destroy` keeps the bucket): its
+            # addresses may belong to other instances by now. Only the instances the
+            # cluster's tags name are its nodes, and only they are asked anything (the
+            # token goes with every request); the others count as not answering.
+            live = {h.ref for h in await self.provisioner.list()}
+            ours = [h.ref in live for h in handles]
+            if not all(ours):
+                foreign = [h.node_id for h, mine in zip(handles, ours, strict=True) if not mine]
+                log.warning(
+                    "state %s names node(s) %s whose instances are not this cluster's "
+                    "running ones: not asked",
+                    store.describe(),
+                    ", ".join(foreign),
+                )
         clients = [self._client_factory(h) for h in handles]
-        alive = await asyncio.gather(*(c.healthy() for c in clients))
+        alive = await asyncio.gather(
+            *(c.healthy() if mine else _false() for c, mine in zip(clients, ours, strict=True))
+        )
         if not any(alive):
             for gone in stopped:  # kept for a restart that will not come: no leak
                 await self.terminate(gone.handle)
@@ -465,3 +483,7 @@ class Membership(NodePolling):
                 if n in self.nodes
             )
         )
+
+
+async def _false() -> bool:
+    return False

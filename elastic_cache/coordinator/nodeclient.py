@@ -388,6 +388,14 @@ class HttpNodeClient:
             payload = {"error": "internal", "message": raw[:200].decode("utf-8", "replace")}
         if status >= 400 or not isinstance(payload, dict):
             raise error_from_json(status, payload if isinstance(payload, dict) else {})
+        if not (
+            isinstance(payload.get("seq"), int)
+            and isinstance(payload.get("boot"), str)
+            and isinstance(payload.get("changes", []), list)
+        ):
+            # Not a node's change log (another server at its address): as if it did not
+            # answer, so the feed's follower goes on trying rather than ending.
+            raise NodeUnavailable(f"node {self.node_id} at {self.address}: not a change log")
         return payload
 
     async def stats(self) -> NodeStats:

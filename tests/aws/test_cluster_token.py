@@ -40,6 +40,26 @@ def test_fetch_token_from_ssm(session: Any) -> None:
     assert err.value.aws_code == "ParameterNotFound"
 
 
+def test_deploy_keeps_only_a_token_it_could_have_made(session: Any) -> None:
+    """An existing parameter is kept on a deploy again, but only when it is encrypted
+    and long enough to be a random secret; deploy never runs a cluster on another."""
+    from elastic_cache.aws.deploy.access import ensure_token
+    from elastic_cache.aws.deploy.names import ClusterNames
+    from elastic_cache.errors import ProvisionError
+
+    ssm = session.client("ssm")
+    fresh = ClusterNames(cluster=unique("c"), account="123456789012", region=REGION)
+    assert ensure_token(ssm, fresh)  # made: a SecureString of 43 characters
+    assert not ensure_token(ssm, fresh)  # kept
+    for kind, value in (("String", "password"), ("SecureString", "short"), ("String", "x" * 43)):
+        names = ClusterNames(cluster=unique("c"), account="123456789012", region=REGION)
+        ssm.put_parameter(Name=names.token_parameter, Value=value, Type=kind)
+        with pytest.raises(ProvisionError, match="not a SecureString of at least 32"):
+            ensure_token(ssm, names)
+        # Left as it was: deploy does not overwrite what a running cluster may use.
+        assert ssm.get_parameter(Name=names.token_parameter)["Parameter"]["Type"] == kind
+
+
 def test_ecache_token_prints_the_deployed_token(
     session: Any, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -237,6 +237,12 @@ def test_deploy_status_destroy(moto_server: str, tmp_path: Path) -> None:
     profile = iam.get_instance_profile(InstanceProfileName=f"ecache-{name}-node")
     assert [r["RoleName"] for r in profile["InstanceProfile"]["Roles"]] == [f"ecache-{name}-node"]
 
+    # A rule opening the nodes' port to the world (by hand, say) is not left in place.
+    world = {"IpRanges": [{"CidrIp": "0.0.0.0/0"}], "Ipv6Ranges": [{"CidrIpv6": "::/0"}]}
+    ec2.authorize_security_group_ingress(
+        GroupId=node_sg["GroupId"],
+        IpPermissions=[{"IpProtocol": "tcp", "FromPort": 8500, "ToPort": 8500, **world}],
+    )
     # Deploy again: nothing new, the public rule follows the new --allow-cidr.
     again = run(moto_server, *[a if a != "203.0.113.7/32" else "198.51.100.0/24" for a in deploy])
     assert again.returncode == 0, again.stderr
@@ -252,6 +258,8 @@ def test_deploy_status_destroy(moto_server: str, tmp_path: Path) -> None:
     assert [r["CidrIp"] for p in coord_rules[0]["IpPermissions"] for r in p["IpRanges"]] == [
         "198.51.100.0/24"
     ]
+    (nodes_now,) = ec2.describe_security_groups(GroupIds=[node_sg["GroupId"]])["SecurityGroups"]
+    assert [(p["IpRanges"], p["Ipv6Ranges"]) for p in nodes_now["IpPermissions"]] == [([], [])]
     assert (
         ssm.get_parameter(Name=f"/ecache/{name}/token", WithDecryption=True)["Parameter"]["Value"]
         == token["Value"]

@@ -3,11 +3,14 @@ disk, adopts the nodes its predecessor left running instead of sweeping them."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
+from aiohttp import web
 
 from elastic_cache.aws.ec2 import Ec2Provisioner
 from elastic_cache.aws.errors import AwsError
@@ -135,3 +138,56 @@ async def test_a_replacement_coordinator_adopts_the_nodes_from_s3(
             await second.stop()
         else:
             await first.stop()
+
+
+async def test_a_state_left_by_a_destroyed_cluster_sends_nothing_to_its_addresses(
+    session: Any, tmp_path: Path
+) -> None:
+    """`ecache destroy` keeps the bucket, the state in it too; a coordinator deployed
+    again under the name reads it. The addresses it names may be other instances' by
+    then: nothing, not the token nor a health check, goes there. Its nodes are not the
+    cluster's running instances, so it starts afresh."""
+    settings, provisioner, runner = ec2_cluster_settings(
+        session,
+        tmp_path,
+        {"coordinator": {"initial_nodes": 1, "price_region": REGION}},
+    )
+    assert settings.ec2 is not None
+    s3 = session.client("s3")
+    b = bucket(session)
+    asked: list[str] = []
+
+    async def record(request: web.Request) -> web.Response:
+        asked.append(f"{request.method} {request.path} {request.headers.get('Authorization')}")
+        return web.json_response({"ok": True})
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", record)
+    other = web.AppRunner(app)
+    await other.setup()
+    site = web.TCPSite(other, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    first = Coordinator(
+        settings, provisioner, poll_period=0.2, state_store=S3StateStore(s3, b, "s/c.json")
+    )
+    await first.start()
+    refs = [first.cluster.node(n).handle.ref for n in first.cluster.nodes]
+    await first.stop()
+    session.client("ec2").terminate_instances(InstanceIds=refs)  # as `ecache destroy` does
+    state = json.loads(s3.get_object(Bucket=b, Key="s/c.json")["Body"].read())
+    state["nodes"][0]["address"] = f"http://127.0.0.1:{port}"  # someone else's now
+    s3.put_object(Bucket=b, Key="s/c.json", Body=json.dumps(state).encode())
+    provisioner2 = Ec2Provisioner(settings.ec2, settings.nodes, session=session, runner=runner)
+    second = Coordinator(
+        settings, provisioner2, poll_period=0.2, state_store=S3StateStore(s3, b, "s/c.json")
+    )
+    try:
+        await second.start()
+        await asyncio.sleep(0.5)  # a few stats polls
+        assert asked == []
+        kinds = [e["kind"] for e in second.cluster.events.since(0)]
+        assert "resumed" not in kinds and "launch" in kinds
+    finally:
+        await second.stop()
+        await other.cleanup()

@@ -11,6 +11,7 @@ from elastic_cache.aws.deploy.names import ClusterNames
 from elastic_cache.aws.deploy.policies import EC2_TRUST_POLICY
 from elastic_cache.aws.ec2 import CLUSTER_TAG, ROLE_TAG
 from elastic_cache.aws.errors import AwsError, aws_call, ignoring
+from elastic_cache.errors import ProvisionError
 
 if TYPE_CHECKING:
     from elastic_cache.aws.deploy.created import Created
@@ -141,9 +142,39 @@ def ensure_token(
             Tags=[{"Key": CLUSTER_TAG, "Value": names.cluster}, *tags],
         )
     except AwsError as exc:
-        if exc.aws_code == "ParameterAlreadyExists":
-            return False
-        raise
+        if exc.aws_code != "ParameterAlreadyExists":
+            raise
+        _check_kept_token(ssm, names)
+        return False
     if created is not None:
         created.parameters.append(names.token_parameter)
     return True
+
+
+#: Shortest token kept from an earlier deploy (ours are 43 characters: 256 random bits).
+MIN_TOKEN_CHARS = 32
+
+
+def _check_kept_token(ssm: Any, names: ClusterNames) -> None:
+    """An existing token parameter is kept only if it is what deploy makes: encrypted
+    (``SecureString``) and long enough to be a random secret.
+
+    Raises:
+        ProvisionError: it is not (a plain ``String``, a short value): deploy will not
+            run a cluster on it, nor call it a SecureString.
+    """
+    found = aws_call(
+        ssm,
+        "GetParameter",
+        doing="reading the cluster token",
+        Name=names.token_parameter,
+        WithDecryption=True,
+    )["Parameter"]
+    kind, value = found.get("Type"), str(found.get("Value", ""))
+    if kind != "SecureString" or len(value) < MIN_TOKEN_CHARS:
+        raise ProvisionError(
+            f"the parameter {names.token_parameter} exists but is a {kind} of "
+            f"{len(value)} characters, not a SecureString of at least {MIN_TOKEN_CHARS}: "
+            "deploy keeps only a token it could have made; delete the parameter "
+            "(aws ssm delete-parameter --name ...) and deploy again"
+        )

@@ -179,6 +179,30 @@ def _stale_sources(perm: dict[str, Any], port: int, cidr: str) -> dict[str, Any]
     return {k: perm[k] for k in ("IpProtocol", "FromPort", "ToPort") if k in perm} | sources
 
 
+def _foreign_to_nodes(
+    perm: dict[str, Any], first: int, last: int, groups: set[str]
+) -> dict[str, Any] | None:
+    """The part of a described rule of the nodes' group that is not "tcp ``first``-
+    ``last`` from one of ``groups``", to revoke (None: nothing): every address range and
+    prefix list, any other group, and our groups on other ports."""
+    ours = (perm.get("IpProtocol"), perm.get("FromPort"), perm.get("ToPort")) == (
+        "tcp",
+        first,
+        last,
+    )
+    sources: dict[str, Any] = {
+        key: perm[key] for key in ("IpRanges", "Ipv6Ranges", "PrefixListIds") if perm.get(key)
+    }
+    pairs = [
+        p for p in perm.get("UserIdGroupPairs", []) if not ours or p.get("GroupId") not in groups
+    ]
+    if pairs:
+        sources["UserIdGroupPairs"] = pairs
+    if not sources:
+        return None
+    return {k: perm[k] for k in ("IpProtocol", "FromPort", "ToPort") if k in perm} | sources
+
+
 def _authorize(ec2: Any, group: str, rule: dict[str, Any]) -> None:
     try:
         aws_call(
@@ -250,6 +274,23 @@ def security_groups(
                 IpPermissions=[stale],
             )
     _authorize(ec2, coord, _tcp(settings.port, **_public_source(cidr)))
+    # The nodes' group takes nothing but its two rules: a rule added by hand, or left in
+    # a group of that name that already existed, would open the nodes' plain-HTTP port
+    # (token and data) to whoever it names.
+    groups = aws_call(
+        ec2, "DescribeSecurityGroups", doing="reading the nodes' rules", GroupIds=[node]
+    )["SecurityGroups"]
+    last = settings.node_port + node_ports - 1
+    for perm in groups[0].get("IpPermissions", []):
+        stale = _foreign_to_nodes(perm, settings.node_port, last, {coord, node})
+        if stale is not None:
+            aws_call(
+                ec2,
+                "RevokeSecurityGroupIngress",
+                doing="removing a rule of the nodes' group that is not the cluster's",
+                GroupId=node,
+                IpPermissions=[stale],
+            )
     for source, why in ((coord, "the coordinator"), (node, "peer nodes (migrations)")):
         _authorize(
             ec2,
