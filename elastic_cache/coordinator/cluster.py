@@ -383,8 +383,47 @@ class Cluster(Failures):
             f"removing {node_id}" + (" (stopping it with its records)" if keep else ""),
             node=node_id,
         )
-        moves = []
+        moves: list[MigrationInfo] = []
         try:
+            await self._hand_over_all(node_id, keep, moves)
+        except BaseException:  # a failed move, or the coordinator stopping: not leaving
+            info.state = "active"
+            if keep:
+                self.dirty.close(node_id)
+            raise
+        if self.held and any(node_id in c for c in self.held.values()):
+            # Copies it still held that repair could not replace (no node to put them
+            # on): the others hold those buckets, and it is about to go.
+            async with self._move_lock:
+                self.held = placement.without_node(self.held, node_id)
+                self.ring.touch()
+                await self.persist()
+                await self._push_ownership(list(self.nodes))
+        if keep:
+            stopped = await self.stop_warm(node_id)
+            kept = node_id in self.stopped
+        else:
+            stopped, kept = await self._forget(node_id), False
+        await self.persist()
+        if kept:
+            message = f"{node_id} removed and stopped with its records (warm re-integration)"
+        elif stopped:
+            message = f"{node_id} removed and stopped"
+        else:
+            message = f"{node_id} removed; its instance is not terminated yet"
+        self.events.add("removed", message, node=node_id, kept=kept)
+        return moves
+
+    async def _hand_over_all(self, node_id: str, keep: bool, moves: list[MigrationInfo]) -> None:
+        """Give every bucket of the leaving ``node_id`` away, then have repair re-create
+        elsewhere the copies it holds, and again until it owns nothing (a node that took
+        one of its buckets may die meanwhile and give it back).
+
+        A bucket another node holds a copy of goes to it whole, and ``node_id`` stays one
+        of its holders (still written to) until repair has made every desired copy: it
+        is not dropped first, which would leave the range on one node until then.
+        """
+        while True:
             while True:
                 async with self._move_lock:
                     buckets = self.ring.buckets_of(node_id)
@@ -400,7 +439,11 @@ class Cluster(Failures):
                         # bucket whole, or its successor is its own: no data moves.
                         ring_before, held_before = self.ring.copy(), self.held
                         if holder is not None:
-                            self.held = self._handed_over(self.held, bucket, holder, node_id)
+                            held = self._handed_over(self.held, bucket, holder, node_id)
+                            # It stays a holder, last, until repair has made the copies
+                            # that replace it (`placement.trim` drops it then).
+                            held[bucket] = (*held[bucket], node_id)
+                            self.held = held
                         else:
                             self.ring.remove(bucket)
                             if self.held:
@@ -438,27 +481,11 @@ class Cluster(Failures):
                             keep_source=keep,
                         )
                     )
-            # Its copies of other nodes' ranges are re-created elsewhere before it stops.
+            # Its copies (the ranges it gave away included) are re-created elsewhere,
+            # and only then dropped, before it stops.
             await self._repair()
-        except BaseException:  # a failed move, or the coordinator stopping: not leaving
-            info.state = "active"
-            if keep:
-                self.dirty.close(node_id)
-            raise
-        if keep:
-            stopped = await self.stop_warm(node_id)
-            kept = node_id in self.stopped
-        else:
-            stopped, kept = await self._forget(node_id), False
-        await self.persist()
-        if kept:
-            message = f"{node_id} removed and stopped with its records (warm re-integration)"
-        elif stopped:
-            message = f"{node_id} removed and stopped"
-        else:
-            message = f"{node_id} removed; its instance is not terminated yet"
-        self.events.add("removed", message, node=node_id, kept=kept)
-        return moves
+            if not self.ring.buckets_of(node_id):
+                return
 
     # -- views -------------------------------------------------------------------------
 

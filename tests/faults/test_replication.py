@@ -155,6 +155,52 @@ async def test_removing_a_node_keeps_every_key_on_two_nodes(tmp_path: Path) -> N
         await until(lambda: not pid_alive(pid), 10, "the removed node to stop")
 
 
+async def test_the_heir_of_a_removed_node_killed_before_repair_loses_nothing(
+    tmp_path: Path,
+) -> None:
+    """rf = 2, `nodes remove`: the leaving node's bucket goes whole to the node holding
+    its copy (the heir). Until repair has copied it elsewhere the leaving node stays a
+    holder, so when the heir is SIGKILLed before that, the range is still on a node and
+    no acknowledged write is lost (it used to be dropped at once: the range then had one
+    copy until repair, and the kill lost every write in it)."""
+    data = settings()
+    data["nodes"] = {
+        "index": "sorted",
+        "capacity_records": 50_000,
+        "migration_batch_records": 50,
+        "migration_parallel": 1,
+        "migration_max_rate": 1500,  # a slow repair: the kill lands before it is done
+    }
+    async with process_cluster(tmp_path, data) as pc:
+        cluster = pc.coord.cluster
+        await fill(pc.url, 4000)
+        leaving = "node-2"
+        bucket = cluster.ring.buckets_of(leaving)[0].token
+        load = CheckedLoad([f"user:{i}" for i in range(300)], 2, put=0.5, delete=0.05)
+        async with checked_traffic(pc.url, load):
+            removing = asyncio.create_task(cluster.remove_node(leaving))
+            await until(
+                lambda: (
+                    cluster.ring.bucket(bucket).node != leaving
+                    and cluster.active_migration is not None
+                    and cluster.active_migration.kind == "copy"
+                ),
+                30,
+                "the hand-over and a repair copy",
+            )
+            assert leaving in cluster.held[bucket]  # still a holder while repair runs
+            heir = cluster.ring.bucket(bucket).node
+            os.kill(int(cluster.nodes[heir].handle.ref), signal.SIGKILL)
+            with contextlib.suppress(ElasticCacheError):
+                await removing
+            await until(lambda: heir not in cluster.nodes, 30, f"{heir} dropped")
+            await until(lambda: replicated(cluster), 60, "re-replication")
+        assert load.failures == []
+        async with AsyncClient(pc.url, timeout=60) as client:
+            assert await load.final_mismatches(client) == []
+        await check_filled(pc.url, 4000)
+
+
 async def test_a_paused_owner_is_read_from_its_copy(tmp_path: Path) -> None:
     """SIGSTOP: reads of its keys wait at most the request budget once, then go to the
     copy while it is suspect; writes to its ranges answer 503 (w = 2 cannot be met)
