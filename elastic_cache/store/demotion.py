@@ -49,11 +49,27 @@ class Demotion(Eviction):
         self._demotion_paused = False
         self._demotion_error = ""
 
-    def count_evicted_victim(self) -> None:
-        """A victim (`take_victims`) was dropped instead of written to the cold tier
-        (the tier is at its byte cap, or failed under ``on_cold_full = evict``): it
-        counts as an eviction. Cost: O(1)."""
+    def cold_value_swept(self, key: str) -> None:
+        """The cold tier's cap removed the value of ``key``: an ``evict`` for those who
+        follow the changes, unless the key has a value in memory again. Cost: O(1)."""
+        if self.on_change is not None and self._index.get(key) is None:
+            self.on_change("evict", key)
+
+    def victim_expired(self, key: str) -> None:
+        """A victim (`take_victims`) of ``key`` was past its TTL when its turn to be
+        written came, and was dropped: an ``expire`` for those who follow the changes,
+        unless the key has a value in memory again. Cost: O(1)."""
+        if self.on_change is not None and self._index.get(key) is None:
+            self.on_change("expire", key)
+
+    def count_evicted_victim(self, key: str) -> None:
+        """A victim (`take_victims`) of ``key`` was dropped instead of written to the
+        cold tier (the tier is at its byte cap, or failed under ``on_cold_full =
+        evict``): it counts as an eviction, and is one for those who follow the changes
+        (`on_change`), unless the key has a value in memory again. Cost: O(1)."""
         self._evictions += 1
+        if self.on_change is not None and self._index.get(key) is None:
+            self.on_change("evict", key)
 
     def take_victims(self) -> list[Victim]:
         """Records that left memory for the cold tier since the last call (``demote``).

@@ -22,7 +22,9 @@ count only errs high. A write that would pass the allowance is not made: a demot
 victim is evicted instead (an eviction, as under ``on_full = "evict"``), a large value
 is refused with ``507 cold_tier_full``.
 
-A swept value reads as a miss, like an evicted one. It can never make a read stale: a
+A swept value reads as a miss, like an evicted one, and is reported as an eviction to
+those who follow the node's changes (watchers, near caches). It can never make a read
+stale: a
 sweep only deletes, and a write that stores a newer value in memory has removed the
 key's cold copy before it was acknowledged (`elastic_cache.tiers.layer`).
 """
@@ -73,6 +75,8 @@ class ColdCap:
             None: every value may go. Kept values count toward the cap but are never
             swept, so past it durable writes are refused rather than durable values lost.
         wall_clock: seconds since the epoch, for the sweep's age figures.
+        evicted: told the keys of the values a sweep deleted (the node's change feed:
+            they read as misses now).
     """
 
     def __init__(
@@ -86,6 +90,7 @@ class ColdCap:
         swept: Callable[[], None] = lambda: None,
         wall_clock: Callable[[], float] = time.time,
         keep: Callable[[str], bool] | None = None,
+        evicted: Callable[[list[str]], None] = lambda keys: None,
     ) -> None:
         self.max_bytes = max_bytes
         self.tier = tier
@@ -93,6 +98,7 @@ class ColdCap:
         self.ranges = ranges
         self.space = space
         self._swept = swept
+        self._evicted = evicted
         self._wall = wall_clock
         self.keep = keep
         self.used = 0
@@ -192,6 +198,13 @@ class ColdCap:
                     victims.append(stored)
                     total -= stored.size
             self.kept = kept
+            # Their keys (read before the deletes: the disk tier keeps a key in its file)
+            # read as misses once swept: an eviction for those who follow the changes.
+            gone = (
+                await self.io.call(lambda: [self.tier.key_of_name(s.name) for s in victims])
+                if victims
+                else []
+            )
             if victims:
                 self._swept()  # before the deletes too: no demotion may trust a copy
             for start in range(0, len(victims), _DELETE_BATCH):
@@ -203,6 +216,7 @@ class ColdCap:
                 self.youngest_swept_age = max(0.0, self._wall() - victims[-1].modified)
                 self.swept += removed
                 self._swept()
+                self._evicted([k for k in gone if k is not None])
                 log.info(
                     "%s: swept the %d oldest value(s) (%d bytes) to stay under %d bytes",
                     self.tier.describe(),

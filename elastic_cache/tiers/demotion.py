@@ -175,6 +175,7 @@ class Demotion(ColdPart):
             self.clean_skips += 1  # the tier holds this very record already
             return
         if rec.expires_at and rec.expires_at <= self._state.now():
+            self.store.victim_expired(key)
             return
         if self.cap is not None and not self.cap.take(
             self.tier.stored_bytes(self._state.entry_of(key, victim[1], rec))
@@ -182,7 +183,7 @@ class Demotion(ColdPart):
             # The tier is at its byte cap: the victim is evicted instead (its older
             # cold copy, if any, was removed when it was written).
             self.drop(key)
-            self.store.count_evicted_victim()
+            self.store.count_evicted_victim(key)
             return
         self.drop(key)
         self._pending[key] = victim
@@ -240,7 +241,7 @@ class Demotion(ColdPart):
             return
         self.drop(key)
         self.demotions_lost += 1
-        self.store.count_evicted_victim()  # counted as an eviction, as it is one
+        self.store.count_evicted_victim(key)  # counted as an eviction, as it is one
 
     def _prune_clean(self) -> None:
         peek = self.store.peek

@@ -133,6 +133,7 @@ class ColdLayer:
                 self.io,
                 swept=state.forget_clean,
                 wall_clock=wall_clock,
+                evicted=self._swept_keys,
             )
             if max_tier_bytes
             else None
@@ -187,6 +188,14 @@ class ColdLayer:
         self.settled = self.ranges.settled
         self.relist = self.ranges.relist
         self.listed = self.ranges.listed
+
+    def _swept_keys(self, keys: list[str]) -> None:
+        """The cap swept these keys' cold values: those not written again since (in
+        memory, or on their way to the tier) read as misses now."""
+        pending = self.state.pending
+        for key in keys:
+            if key not in pending:
+                self.store.cold_value_swept(key)
 
     @property
     def hits(self) -> int:

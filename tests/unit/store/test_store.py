@@ -419,8 +419,12 @@ def test_demotion_bookkeeping_is_written_through_the_stores_methods() -> None:
     assert store.demotion_retry_at == clock.now + 5
     store.resume_demotion()
     assert not store.demotion_paused and store.demotion_error == ""
-    store.count_evicted_victim()
+    told: list[tuple[str, str]] = []
+    store.on_change = lambda kind, key: told.append((kind, key))
+    store.count_evicted_victim("gone")
     assert store.evictions == 1
+    store.victim_expired("old")
+    assert told == [("evict", "gone"), ("expire", "old")]  # those who follow are told
     for name in ("demotion_paused", "demotion_retry_at", "demotion_error", "evictions"):
         with pytest.raises(AttributeError):
             setattr(store, name, 0)  # nothing outside the store writes its fields

@@ -45,10 +45,13 @@ async def test_sweep_deletes_the_oldest_until_under_the_cap(tmp_path: Path) -> N
         os.utime(path, (1000 + i, 1000 + i))  # k0 oldest
     total = held_bytes(tier)
     size = total // 20
-    cap = ColdCap(10 * size, tier, TierIO(workers=2))
+    told: list[str] = []
+    cap = ColdCap(10 * size, tier, TierIO(workers=2), evicted=told.extend)
     removed = await cap.sweep()
     left = {tier.read_name(s.name)[0].key for s in tier.inventory(0, 0)}  # type: ignore[index]
     assert removed == 20 - len(left)
+    # The swept keys are told (the node's change feed: they read as misses now).
+    assert sorted(told) == sorted(f"k{i}" for i in range(20 - len(left)))
     assert held_bytes(tier) <= SWEEP_TO * 10 * size
     assert left == {f"k{i}" for i in range(20 - len(left), 20)}  # the newest stayed
     assert cap.used == held_bytes(tier) and cap.known
