@@ -61,6 +61,11 @@ def check_allow_cidr(cidr: str, *, public: bool) -> str:
         net = ipaddress.ip_network(cidr.strip(), strict=False)
     except ValueError as exc:
         raise ConfigError(f"--allow-cidr must be a CIDR such as 203.0.113.7/32: {exc}") from exc
+    if net.network_address.is_unspecified and net.prefixlen == net.max_prefixlen:
+        raise ConfigError(
+            f"--allow-cidr {cidr.strip()} admits no one (the unspecified address): give "
+            "the networks that need the API, such as 203.0.113.7/32"
+        )
     broadest = BROADEST_WITHOUT_PUBLIC[net.version]
     if net.prefixlen < broadest and not public:
         what = (
@@ -311,6 +316,9 @@ class DeploySettings:
         )
         if self.port == self.node_port:
             raise ConfigError("the public port and the node port must differ")
+        for flag, port in (("--port", self.port), ("the node port", self.node_port)):
+            if not 1 <= port <= 65535:  # 0 means "any free port" locally, nothing on EC2
+                raise ConfigError(f"{flag} must be a port from 1 to 65535, got {port}")
         if self.capacity_bytes is not None and self.capacity_bytes < 1:
             raise ConfigError("capacity_bytes must be positive")
         if not 0 < self.memory_fraction <= 0.9:

@@ -137,3 +137,16 @@ def test_nodes_per_instance_defaults_to_auto_and_is_one_with_warm_reintegration(
                 allow_cidr="203.0.113.7/32",
                 nodes_per_instance=bad,
             )
+
+
+@pytest.mark.parametrize("given", ["0.0.0.0", "0.0.0.0/32", "::", "::/128"])
+def test_the_unspecified_address_alone_is_refused(given: str) -> None:
+    """It admits no one: a mistake for 0.0.0.0/0, never what was meant."""
+    with pytest.raises(ConfigError, match="admits no one"):
+        check_allow_cidr(given, public=True)
+
+
+@pytest.mark.parametrize("port", [0, -1, 65536])
+def test_a_port_that_is_not_one_is_refused(port: int) -> None:
+    with pytest.raises(ConfigError, match=f"port.* got {port}"):
+        DeploySettings(name="t-1", region="us-east-1", allow_cidr="203.0.113.7", port=port)
