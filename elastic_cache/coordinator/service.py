@@ -274,6 +274,9 @@ class Coordinator(ClusterCosts):
         await abort_interrupted_moves(self.cluster)  # an earlier life died mid-move
         self._monitor = asyncio.create_task(self._poll())
         self._watching = asyncio.create_task(self.watch_feed.run())
+        # Before the port opens: a write from then on reaches the watchers.
+        if not await self.watch_feed.ready(timeout=2.0):
+            log.warning("not every node's change log could be read at start")
 
     async def _find_home_zone(self) -> None:
         """The coordinator's zone, for the cross-zone meter: the EC2 provisioner's

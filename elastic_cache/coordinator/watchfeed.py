@@ -81,9 +81,33 @@ class WatchFeed:
         self._handoffs: OrderedDict[str, None] = OrderedDict()
         self._handoff_waits: dict[str, asyncio.Event] = {}
         self._started = False
+        #: Set once a node's follower has read where the node's log stands (`ready`).
+        self._placed: dict[str, asyncio.Event] = {}
         #: Changes read but not published: applied by a node that did not own the key
         #: (a copy, or a destination before its commit).
         self.skipped = 0
+
+    async def ready(self, timeout: float) -> bool:
+        """Wait (up to ``timeout`` seconds) until the follower of every node there at the
+        start has read where that node's log stands: a change made after this is
+        published. The coordinator opens its port only then, or a write in between
+        would be logged before the follower's first look and reach no watcher (a near
+        cache would keep the older value). False when some node did not answer in time
+        (its follower goes on trying; the gap is then that node's, as for a node whose
+        log cannot be read)."""
+        for _ in range(100):  # `run` makes the followers at its first turn
+            if self._started:
+                break
+            await asyncio.sleep(0)
+        waits = [e.wait() for e in self._placed.values() if not e.is_set()]
+        if not waits:
+            return True
+        try:
+            async with asyncio.timeout(timeout):
+                await asyncio.gather(*waits)
+        except TimeoutError:
+            return False
+        return True
 
     async def run(self) -> None:
         """Follow the nodes until cancelled."""
@@ -106,12 +130,14 @@ class WatchFeed:
             if isinstance(client, ChangeSource):
                 # Nodes there when the feed starts: from their current entry on (nobody
                 # watched before); nodes that join later: from their first entry.
+                self._placed.setdefault(node_id, asyncio.Event())
                 self._tasks[node_id] = asyncio.create_task(
                     self._follow(node_id, client, from_start=self._started)
                 )
         gone = [n for n in self._tasks if n not in nodes]
         for node_id in gone:
             self._tasks.pop(node_id).cancel()
+            self._placed.pop(node_id, None)
         if gone:
             # What it changed and this feed had not read yet is not known: caches of
             # stored values must start again (watchers keep their stream: the copies'
@@ -150,6 +176,9 @@ class WatchFeed:
             reading = True
             if after is None:  # first look: start from here
                 after, boot = int(data["seq"]), str(data["boot"])
+                placed = self._placed.get(node_id)
+                if placed is not None:
+                    placed.set()
                 continue
             if boot is not None and data["boot"] != boot:
                 self.hub.reset(f"node {node_id} restarted")

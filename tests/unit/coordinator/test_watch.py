@@ -274,6 +274,29 @@ async def test_a_salvaged_move_does_not_wait_for_a_handoff() -> None:
 
 
 @on_virtual_time  # the feed polls: on virtual time, its waits take no wall-clock time
+async def test_a_change_right_after_the_feed_is_ready_is_published() -> None:
+    """The coordinator opens its port once the feed is ready: a change logged from then
+    on is published (one logged before the follower's first look never was)."""
+    ring = HashRing(Murmur3Hasher())
+    ring.add_node("n")
+    node = FakeNode(ChangeLog(100, "one"))
+    node.log.record("put", "before", ring.epoch)  # before the coordinator started
+    cluster = FakeCluster(ring, {"n": FakeInfo(node)})
+    hub = WatchHub("b")
+    feed = WatchFeed(hub, cluster, wait=0.05, period=0.01)
+    task = asyncio.create_task(feed.run())
+    try:
+        assert await feed.ready(timeout=5.0)
+        node.log.record("put", "after", ring.epoch)  # the first write through the port
+        await until(lambda: hub.published == 1)
+        assert [c[2] for c in hub._buffer] == ["after"]
+    finally:
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+
+@on_virtual_time  # the feed polls: on virtual time, its waits take no wall-clock time
 async def test_the_feed_resets_watchers_when_a_node_restarts_or_overflows() -> None:
     ring = HashRing(Murmur3Hasher())
     ring.add_node("n")
