@@ -138,10 +138,20 @@ def coordinator_policy(
                 "Action": "ec2:RunInstances",
                 "Resource": [
                     f"arn:aws:ec2:{names.region}::image/*",
-                    names.ec2_arn("network-interface/*"),
                     names.ec2_arn(f"security-group/{node_security_group}"),
                     *(names.ec2_arn(f"subnet/{s}") for s in subnets),
                 ],
+            },
+            {
+                # A network interface only in the cluster's subnets: an existing one
+                # elsewhere in the account cannot be attached to a node it launches.
+                "Sid": "RunOnlyWithInterfacesInTheClusterSubnets",
+                "Effect": "Allow",
+                "Action": "ec2:RunInstances",
+                "Resource": names.ec2_arn("network-interface/*"),
+                "Condition": {
+                    "ArnEquals": {"ec2:Subnet": [names.ec2_arn(f"subnet/{s}") for s in subnets]}
+                },
             },
             {
                 "Sid": "TagOnlyAtLaunch",

@@ -46,6 +46,16 @@ def test_coordinator_policy_is_scoped() -> None:
     assert "arn:aws:ec2:eu-west-1:123456789012:security-group/sg-0abc" in resources(run)
     assert "arn:aws:ec2:eu-west-1:123456789012:subnet/subnet-2" in resources(run)
     assert not any("security-group/*" in r for r in resources(run))
+    interfaces = by_sid["RunOnlyWithInterfacesInTheClusterSubnets"]
+    assert resources(interfaces) == ["arn:aws:ec2:eu-west-1:123456789012:network-interface/*"]
+    assert interfaces["Condition"] == {
+        "ArnEquals": {
+            "ec2:Subnet": [
+                "arn:aws:ec2:eu-west-1:123456789012:subnet/subnet-1",
+                "arn:aws:ec2:eu-west-1:123456789012:subnet/subnet-2",
+            ]
+        }
+    }
     assert by_sid["TagOnlyAtLaunch"]["Condition"] == {
         "StringEquals": {"ec2:CreateAction": "RunInstances"}
     }
