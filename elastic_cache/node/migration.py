@@ -43,7 +43,6 @@ range is moving, a record S demotes from it is also forwarded to D.
 from __future__ import annotations
 
 import asyncio
-import itertools
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -67,6 +66,7 @@ from elastic_cache.store import Record, Store, Victim
 from elastic_cache.tiers.layer import ColdLayer
 
 __all__ = [
+    "FRAME_VALUE_BYTES",
     "Incoming",
     "MigrationHost",
     "MoveRole",
@@ -317,30 +317,54 @@ def snapshot_frames(
         yield encode_records(chunk, store._clock()), len(chunk)
 
 
+#: Bytes of values a snapshot frame holds at most before it is cut (besides ``batch``
+#: records): far under the destination's limit on a frame (`MAX_FRAME_BYTES`, 256 MiB),
+#: so a range of large values moves too (500 values of 1 MiB made one frame of 500 MiB,
+#: which the destination refused: the move could never be done).
+FRAME_VALUE_BYTES = 32 << 20
+
+
+def _taken(entries: Iterator[Entry[Record]], batch: int) -> tuple[list[Entry[Record]], bool]:
+    """Up to ``batch`` entries, fewer once their values pass `FRAME_VALUE_BYTES`
+    (always at least one); and whether the walk stopped before the end."""
+    chunk: list[Entry[Record]] = []
+    size = 0
+    for entry in entries:
+        chunk.append(entry)
+        size += len(entry[2].value)
+        if len(chunk) >= batch or size >= FRAME_VALUE_BYTES:
+            return chunk, True
+    return chunk, False
+
+
 def _range_chunks(
     store: Store, lo: int, hi: int, *, batch: int, space: int
 ) -> Iterator[list[Entry[Record]]]:
-    """The records of ``(lo, hi]`` in chunks of about ``batch`` (see `snapshot_frames`)."""
+    """The records of ``(lo, hi]`` in chunks of about ``batch`` records and at most about
+    `FRAME_VALUE_BYTES` of values (see `snapshot_frames`)."""
     if store.index.ordered:
         last = lo
         # (lo, hi] with lo == hi is the whole ring: walk at least once.
         first = True
         while first or last != hi:
             first = False
-            chunk = list(itertools.islice(store.entries_range(last, hi), batch))
+            chunk, cut = _taken(store.entries_range(last, hi), batch)
             if not chunk:
                 return
             tail = chunk[-1][0]
-            if len(chunk) == batch:
+            if cut:
                 # Never cut between records that share a token: the next walk starts
                 # strictly after the last token taken.
                 chunk.extend(_same_token_rest(store, chunk, tail, space))
             yield chunk
             last = tail
     else:
-        snapshot = list(store.entries_range(lo, hi))
-        for start in range(0, len(snapshot), batch):
-            yield snapshot[start : start + batch]
+        snapshot = iter(list(store.entries_range(lo, hi)))
+        while True:
+            chunk, _ = _taken(snapshot, batch)
+            if not chunk:
+                return
+            yield chunk
 
 
 def reconciled_frames(

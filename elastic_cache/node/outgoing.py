@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 from elastic_cache.errors import Conflict, NodeUnavailable, NotFound
 from elastic_cache.hashing import validate_key
 from elastic_cache.node.migration import (
+    FRAME_VALUE_BYTES,
     MoveRole,
     Outgoing,
     SendSummary,
@@ -163,6 +164,7 @@ class OutgoingMoves(MoveRole):
         move sends only the keys that changed; keys it does not hold are not sent: the
         destination has dropped its own copies of them)."""
         chunk: list[tuple[int, str, Record]] = []
+        size = 0
         for key in keys:
             validate_key(key)
             token = self.hasher(key)
@@ -171,9 +173,11 @@ class OutgoingMoves(MoveRole):
             rec = self.store.peek(key)
             if rec is not None:
                 chunk.append((token, key, rec))
-            if len(chunk) >= self.node.batch_records:
+                size += len(rec.value)
+            if len(chunk) >= self.node.batch_records or size >= FRAME_VALUE_BYTES:
                 yield encode_records(chunk, self.store._clock()), len(chunk)
                 chunk = []
+                size = 0
         if chunk:
             yield encode_records(chunk, self.store._clock()), len(chunk)
 
