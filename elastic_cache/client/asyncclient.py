@@ -26,7 +26,10 @@ from elastic_cache.client.changes import WATCH_RETRY, NearFollower, watch_stream
 from elastic_cache.errors import (
     ConfigError,
     ElasticCacheError,
+    InvalidBody,
+    InvalidKey,
     InvalidRequest,
+    InvalidTTL,
     MalformedAnswer,
     NodeUnavailable,
     UpstreamError,
@@ -78,19 +81,32 @@ class AsyncClient:
         near_cache_prefix: str = "",
         tls_ca: str | None = None,
     ) -> None:
+        if not isinstance(url, str) or URL(url).scheme not in ("http", "https"):
+            raise InvalidRequest(f"url must be http:// or https://..., got {url!r}")
         self.url = url.rstrip("/")
         self._tls = None if tls_ca is None else client_context(cafile=tls_ca)
+        if token is not None and (not isinstance(token, str) or _unsafe_header(token)):
+            raise InvalidRequest("token must be text without control characters")
         self._headers = {"Authorization": authorization(token)} if token else {}
         self.direct = direct
         if isinstance(retries, bool) or not isinstance(retries, int) or retries < 1:
             raise InvalidRequest(f"retries counts attempts: at least 1, got {retries!r}")
         self.retries = retries
+        if (
+            isinstance(timeout, bool)
+            or not isinstance(timeout, int | float)
+            or not 0 < timeout < float("inf")
+        ):
+            # aiohttp takes 0 or less as "no timeout at all": a silent server would hang.
+            raise InvalidRequest(f"timeout is seconds, more than 0, got {timeout!r}")
         self._timeout = aiohttp.ClientTimeout(total=timeout)
         self._session: aiohttp.ClientSession | None = None
         self._ring: HashRing | None = None
         self._addresses: dict[str, str] = {}
         if isinstance(near_cache, bool) or not isinstance(near_cache, int) or near_cache < 0:
             raise InvalidRequest(f"near_cache counts values: 0 or more, got {near_cache!r}")
+        if not isinstance(near_cache_prefix, str):
+            raise InvalidRequest(f"near_cache_prefix is text, got {near_cache_prefix!r}")
         self.near: NearCache[Item] | None = NearCache(near_cache) if near_cache else None
         self._near_prefix = near_cache_prefix
         self._follower = (
@@ -180,6 +196,8 @@ class AsyncClient:
         headers: Mapping[str, str] | None = None,
         query: Mapping[str, str] | None = None,
     ) -> tuple[int, bytes, Mapping[str, str]]:
+        if not isinstance(key, str):
+            raise InvalidKey(f"a key is text, got {type(key).__name__}")
         validate_key(key)
         path = "/v1/kv/" + quote(key, safe="")
         suffix = f"?{urlencode(query)}" if query else ""
@@ -239,7 +257,7 @@ class AsyncClient:
 
     async def _get_item(self, key: str) -> Item | None:
         status, body, headers = await self._kv("GET", key)
-        if status == 404:
+        if status == 404 and _is_miss(body):
             return None
         if status != 200:
             raise error_of(status, body)
@@ -258,28 +276,50 @@ class AsyncClient:
         ttl: float | None = None,
         content_type: str | None = None,
     ) -> None:
-        """Store ``value`` under ``key`` (a str is sent as UTF-8 text)."""
+        """Store ``value`` under ``key`` (a str is sent as UTF-8 text).
+
+        Raises:
+            InvalidBody: ``value`` is neither bytes nor str (an int is not turned into
+                that many zero bytes). InvalidTTL, InvalidKey, InvalidRequest: a bad
+                ``ttl``, key or ``content_type``; nothing is sent.
+        """
         if isinstance(value, str):
             data = value.encode("utf-8")
             ctype = content_type or "text/plain; charset=utf-8"
-        else:
+        elif isinstance(value, bytes | bytearray | memoryview):
             data = bytes(value)
             ctype = content_type or "application/octet-stream"
-        query = {"ttl": repr(float(ttl))} if ttl is not None else None
-        if self.near is not None:
-            self.near.invalidate(key)  # read your own writes
-        status, body, _ = await self._kv(
-            "PUT", key, data=data, headers={"Content-Type": ctype}, query=query
-        )
+        else:
+            raise InvalidBody(f"a value is bytes or str, got {type(value).__name__}")
+        if not isinstance(ctype, str) or _unsafe_header(ctype):
+            raise InvalidRequest("content_type must be text without control characters")
+        query = {"ttl": _ttl_text(ttl)} if ttl is not None else None
+        near = self.near
+        if near is not None:
+            near.invalidate(key)  # read your own writes
+        try:
+            status, body, _ = await self._kv(
+                "PUT", key, data=data, headers={"Content-Type": ctype}, query=query
+            )
+        finally:
+            if near is not None:
+                # Again once written: a read that began while the write was on its way
+                # may bring the older value back; it is not kept.
+                near.invalidate(key)
         if status >= 300:
             raise error_of(status, body)
 
     async def delete(self, key: str) -> bool:
         """Delete ``key``; True when it was there."""
-        if self.near is not None:
-            self.near.invalidate(key)
-        status, body, _ = await self._kv("DELETE", key)
-        if status == 404:
+        near = self.near
+        if near is not None:
+            near.invalidate(key)
+        try:
+            status, body, _ = await self._kv("DELETE", key)
+        finally:
+            if near is not None:
+                near.invalidate(key)  # as in `put`: a read on its way is not kept
+        if status == 404 and _is_miss(body):
             return False
         if status >= 300:
             raise error_of(status, body)
@@ -361,8 +401,7 @@ class AsyncClient:
         status, body, _ = await self._request("GET", URL(self.url + "/v1/cluster"))
         if status != 200:
             raise error_of(status, body)
-        data: dict[str, Any] = json.loads(body)
-        return data
+        return _json_object(body, "cluster view")
 
     async def add_nodes(self, count: int = 1) -> dict[str, Any]:
         """``POST /v1/cluster/nodes``: launch nodes now and split buckets into them."""
@@ -374,8 +413,7 @@ class AsyncClient:
         )
         if status != 201:
             raise error_of(status, body)
-        result: dict[str, Any] = json.loads(body)
-        return result
+        return _json_object(body, "answer")
 
     async def remove_node(self, node_id: str) -> dict[str, Any]:
         """``DELETE /v1/cluster/nodes/{id}``: move its buckets away, then stop it."""
@@ -385,5 +423,42 @@ class AsyncClient:
         )
         if status != 200:
             raise error_of(status, body)
-        result: dict[str, Any] = json.loads(body)
-        return result
+        return _json_object(body, "answer")
+
+
+def _is_miss(body: bytes) -> bool:
+    """Whether a 404's body says the key is not there (``key_not_found``); any other 404
+    (a wrong URL, a server that is not a cache) is an error, not a miss."""
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return False
+    return isinstance(data, dict) and data.get("error") == "key_not_found"
+
+
+def _json_object(body: bytes, what: str) -> dict[str, Any]:
+    """A JSON object answer, or `MalformedAnswer`."""
+    try:
+        data = json.loads(body)
+    except ValueError as exc:
+        raise MalformedAnswer(f"{what}: not JSON: {body[:80]!r}") from exc
+    if not isinstance(data, dict):
+        raise MalformedAnswer(f"{what}: not a JSON object")
+    return data
+
+
+def _ttl_text(ttl: object) -> str:
+    """``ttl`` as the query sends it; `InvalidTTL` for what is not a number of seconds
+    (the server refuses what is not positive and finite)."""
+    if isinstance(ttl, bool) or not isinstance(ttl, int | float):
+        raise InvalidTTL(f"a TTL is a number of seconds, got {ttl!r}")
+    try:
+        return repr(float(ttl))
+    except OverflowError:
+        raise InvalidTTL(f"a TTL of {str(ttl)[:20]}... seconds is too large") from None
+
+
+def _unsafe_header(value: str) -> bool:
+    """Whether ``value`` holds a control character (CR, LF, NUL...), which no header
+    value may (it could end the header and start another)."""
+    return any((ord(c) < 32 and c != "\t") or ord(c) == 127 for c in value)

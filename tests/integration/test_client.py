@@ -284,3 +284,93 @@ async def test_read_through_passes_the_origins_4xx_on(
 def test_retries_count_attempts_and_must_be_positive() -> None:
     with pytest.raises(errors.InvalidRequest, match="at least 1"):
         AsyncClient("http://127.0.0.1:1", retries=0)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"timeout": 0},  # aiohttp takes 0 or less as no timeout: a silent server hangs
+        {"timeout": -1},
+        {"timeout": "5"},
+        {"timeout": float("inf")},
+        {"near_cache_prefix": 3},
+        {"token": "t\r\nX-Evil: 1"},
+    ],
+)
+def test_bad_client_settings_are_refused_at_once(kwargs: dict[str, Any]) -> None:
+    with pytest.raises(errors.InvalidRequest):
+        AsyncClient("http://127.0.0.1:1", **kwargs)
+    with pytest.raises(errors.InvalidRequest, match="http"):
+        AsyncClient("127.0.0.1:8080")  # no scheme
+
+
+async def test_bad_values_and_ttls_are_typed_errors_and_change_nothing(
+    harness: CoordinatorHarness,
+) -> None:
+    async with AsyncClient(harness.url) as client:
+        await client.put("balance", b"100")
+        for value in (42, [1, 0, 1], None, 1.5, {"a": 1}):
+            with pytest.raises(errors.InvalidBody):
+                await client.put("balance", value)  # type: ignore[arg-type]
+        for ttl in (True, "abc", 10**400):
+            with pytest.raises(errors.InvalidTTL):
+                await client.put("balance", b"x", ttl=ttl)  # type: ignore[arg-type]
+        for key in (b"bytes", 5, None):
+            with pytest.raises(errors.InvalidKey):
+                await client.put(key, b"x")  # type: ignore[arg-type]
+        with pytest.raises(errors.InvalidRequest):
+            await client.put("balance", b"x", content_type="text/plain\r\nX-Evil: 1")
+        assert await client.get("balance") == b"100"
+        await client.put("view", memoryview(b"mv"))  # bytes-like values are bytes
+        assert await client.get("view") == b"mv"
+
+
+async def test_only_a_key_not_found_is_a_miss(harness: CoordinatorHarness) -> None:
+    """A 404 that is not the cache's miss (a wrong base URL) is an error, not a miss."""
+    async with AsyncClient(harness.url + "/cache") as wrong:
+        with pytest.raises(errors.NotFound) as err:
+            await wrong.get("k")
+        assert not isinstance(err.value, errors.KeyNotFound)
+        with pytest.raises(errors.NotFound):
+            await wrong.delete("k")
+    async with AsyncClient(harness.url) as client:
+        assert await client.get("never-stored") is None
+        assert await client.delete("never-stored") is False
+
+
+async def test_a_read_that_crosses_this_clients_own_write_is_not_kept(
+    harness: CoordinatorHarness,
+) -> None:
+    """Read your own writes with a near cache: a read that began while this client's
+    PUT was on its way may bring the older value; it is not kept once the PUT is done."""
+    async with AsyncClient(harness.url, near_cache=10) as client:
+        assert await client.near_ready(10)
+        await client.put("ryw", b"old")
+        near = client.near
+        assert near is not None
+        real = client._kv
+        crossing: list[int] = []
+
+        async def kv(method: str, key: str, **kwargs: Any) -> Any:
+            if method == "PUT":
+                crossing.append(near.begin(key))  # a GET starts while the PUT is out
+            return await real(method, key, **kwargs)
+
+        client._kv = kv  # type: ignore[method-assign]
+        await client.put("ryw", b"new")
+        assert not near.finish("ryw", crossing[0], Item(b"old", "application/octet-stream"))
+        assert await client.get("ryw") == b"new"
+
+
+async def test_an_answer_that_is_not_json_is_a_malformed_answer(aiohttp_server: Any) -> None:
+    from aiohttp import web
+
+    async def html(request: web.Request) -> web.Response:
+        return web.Response(text="<html>ok</html>")
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", html)
+    server = await aiohttp_server(app)
+    async with AsyncClient(str(server.make_url(""))) as client:
+        with pytest.raises(errors.MalformedAnswer):
+            await client.cluster()
