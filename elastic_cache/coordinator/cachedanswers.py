@@ -292,16 +292,21 @@ class CachedAnswers:
             return Reply(304, [*not_modified_headers(record), *age], cache=cache)
         return Reply(record.status, [*record.headers, *age], record.body, cache=cache)
 
-    async def invalidate(self, key: str, since: float) -> None:
-        """Forget what is stored at ``key`` (its answer, or its marker and with it every
-        variant), and refuse to store answers to requests sent before ``since``."""
-        self._invalidated[key] = since
-        self._markers.pop(key, None)  # its variants are never found again
-        if self.hot is not None:
-            self.hot.changed(key)
+    def _refuse_before(self, key: str, since: float) -> None:
+        """Refuse to store at ``key`` an answer to a request sent before ``since``."""
+        if self._invalidated.get(key, -1.0) < since:
+            self._invalidated[key] = since
         if len(self._invalidated) > _INVALIDATIONS_KEPT:
             cutoff = self.clock() - 60.0
             self._invalidated = {k: t for k, t in self._invalidated.items() if t >= cutoff}
+
+    async def invalidate(self, key: str, since: float) -> None:
+        """Forget what is stored at ``key`` (its answer, or its marker and with it every
+        variant), and refuse to store answers to requests sent before ``since``."""
+        self._refuse_before(key, since)
+        self._markers.pop(key, None)  # its variants are never found again
+        if self.hot is not None:
+            self.hot.changed(key)
         self.counts.invalidations += 1
         try:
             await self.router.delete(key)

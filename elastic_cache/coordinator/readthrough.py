@@ -113,6 +113,11 @@ class ReadThrough(OriginFetches):
             self._markers.clear()
         else:
             self._markers.pop(key, None)
+            if key.startswith("svc:"):
+                # Another process changed it (an unsafe request's invalidation through
+                # the coordinator, say): an answer this one fetched before is not
+                # stored after it (as `invalidate` refuses, here in every process).
+                self._refuse_before(key, self.clock())
         if self.hot is not None:
             self.hot.heard(key)
 

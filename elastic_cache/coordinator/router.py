@@ -127,7 +127,17 @@ class Router:
         self.quorum = cluster.settings.cluster.quorum
         #: Fast-lane reads handed to the full path (`get_now`), until they end.
         self._fallbacks: set[asyncio.Task[Answer]] = set()
+        #: Read the ring again after a 421 (a worker's copy; the coordinator's own ring
+        #: is the live one and has none).
+        self._moved: Callable[[], Awaitable[None]] | None = getattr(cluster, "ring_moved", None)
         self.set_namespaces(cluster.settings.namespaces)
+
+    async def _ring_moved(self) -> None:
+        """A node answered 421: its ring is newer than the one this request was routed
+        on. In a worker process the copy is read again from the coordinator at once,
+        rather than at the next periodic refresh, so the retry routes on the new ring."""
+        if self._moved is not None:
+            await self._moved()
 
     def set_namespaces(self, table: NamespaceTable) -> None:
         """Take the namespaces' write quorums (a live change; docs/namespaces.md)."""
@@ -193,6 +203,7 @@ class Router:
                 continue
             if answer.status == 421:
                 # The ring moved under the request: route again on the current ring.
+                await self._ring_moved()
                 await asyncio.sleep(0.005 * attempt)
                 continue
             if answer.status == 503 and attempt < _ATTEMPTS - 1:
@@ -244,6 +255,7 @@ class Router:
                 return answer
             if not moved:
                 break
+            await self._ring_moved()
             await asyncio.sleep(0.005 * 2**attempt)
         if failure is not None:
             raise NodeUnavailable(
@@ -316,6 +328,8 @@ class Router:
                 if not all(dropped):
                     raise exc
                 continue
+            if again:
+                await self._ring_moved()
             await asyncio.sleep(0.005 * 2**attempt)
         if answer is not None and answer.status == 421:
             raise Misdirected(
@@ -490,6 +504,8 @@ class Router:
             answer, sent = await info.client.put_stream(key, chunks, content_type, ttl, length)
             if sent or answer.status not in (421, 503) or attempt == _ATTEMPTS - 1:
                 break
+            if answer.status == 421:
+                await self._ring_moved()
             await asyncio.sleep(0.05 * 2**attempt)  # the ring is changing: route again
         if answer.status == 421:
             raise Misdirected("the ring changed under this write; retry", epoch=cluster.ring.epoch)

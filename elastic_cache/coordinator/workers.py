@@ -286,6 +286,7 @@ class WorkerView:
             headers=node_headers(guard),
         )
         self._refresh: asyncio.Task[bool] | None = None
+        self._reread: asyncio.Task[None] | None = None
         self._changed = asyncio.Event()
         self._cap: str | None = None
         self.fills: dict[str, list[int]] = {}
@@ -389,6 +390,23 @@ class WorkerView:
             self._refresh = asyncio.get_running_loop().create_task(self._refollow(node_id))
         return self._refresh
 
+    async def ring_moved(self) -> None:
+        """A node refused a request with 421 (its ring is newer than this copy): read the
+        ring again now, once for every request that meets it at the same time (bounded:
+        a request waits at most a second for it)."""
+        task = self._reread
+        if task is None or task.done():
+            task = self._reread = asyncio.get_running_loop().create_task(self._follow_quietly())
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(1.0):
+                await asyncio.shield(task)
+
+    async def _follow_quietly(self) -> None:
+        try:
+            await self.follow()
+        except (aiohttp.ClientError, OSError, ValueError) as exc:
+            log.debug("reading the ring again after a 421 failed: %r", exc)
+
     async def _refollow(self, node_id: str) -> bool:
         await asyncio.sleep(0.2)  # the leader's own health check takes about as long
         try:
@@ -475,6 +493,7 @@ async def serve_worker(
             tls = server_context(coord.tls_cert, coord.tls_key)
         await view.follow()
         following = asyncio.create_task(feed.run())
+        await feed.ready(timeout=2.0)  # a change from now on reaches its hot answers
         bound = await server.start(host, port, reuse_port=True, tls=tls)
         line = {"event": "listening", "worker": index, "port": bound, "pid": os.getpid()}
         sys.stdout.write(json.dumps(line) + "\n")

@@ -207,3 +207,20 @@ async def test_a_replicated_write_with_no_holder_left_is_refused_as_moving() -> 
     router = Router(view, Scaler(), RateMeter(1))
     with pytest.raises(NodeUnavailable, match="moving"):
         await router.put("slow/a", b"v", "t", None)
+
+
+async def test_a_421_asks_the_view_to_read_the_ring_again_before_the_retry() -> None:
+    """A worker's view of the ring can be older than the nodes': on a 421 the router
+    asks it to read the ring again (`WorkerView.ring_moved`) and then routes again."""
+    moved = Holder("node-1", status=421)
+    view = View(ClusterSettings.from_mapping({}), [moved])
+    refreshed: list[int] = []
+
+    async def ring_moved() -> None:
+        refreshed.append(moved.puts)
+        moved.status = 204  # the ring read again routes where the write is taken
+
+    view.ring_moved = ring_moved  # type: ignore[attr-defined]
+    router = Router(view, Scaler(), RateMeter(1))
+    answer = await router.put("k", b"v", "t", None)
+    assert answer.status == 204 and refreshed == [1] and moved.puts == 2

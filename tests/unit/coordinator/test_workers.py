@@ -3,6 +3,7 @@ into its rates and its scaler (the processes themselves: tests/integration/test_
 
 from __future__ import annotations
 
+import asyncio
 import os
 from types import SimpleNamespace
 from typing import Any
@@ -153,6 +154,39 @@ async def test_a_worker_follows_the_leaders_namespace_table() -> None:
         await view.follow()
         await view.follow()  # the same table again: heard once
         assert heard == [live] and view.namespaces.policy_of("a/1").write_quorum == 1
+    finally:
+        await view.close()
+
+
+async def test_a_421_makes_a_worker_read_the_ring_again_at_once() -> None:
+    """A node's 421 means the worker's copy of the ring is older than the node's: it is
+    read again then, not at the next periodic refresh half a second later (requests
+    through a worker answered 421 to clients meanwhile), and once for the requests that
+    meet it together."""
+    from elastic_cache.hashing import make_hasher
+    from elastic_cache.ring import HashRing
+
+    settings = ClusterSettings.from_mapping({})
+    old = HashRing(make_hasher("murmur3"))
+    old.add_node("a")
+    new = old.copy()
+    new.add_node("b")
+    view = WorkerView(settings, control=FakeLeader({"ring": old.to_dict(), "nodes": {}}))  # type: ignore[arg-type]
+    try:
+        await view.follow()
+        assert view.ring.epoch == old.epoch
+        leader = FakeLeader({"ring": new.to_dict(), "nodes": {}})
+        asked = [0]
+        real_get = leader.get
+
+        def counted(url: str) -> Any:
+            asked[0] += 1
+            return real_get(url)
+
+        leader.get = counted  # type: ignore[method-assign]
+        view._control = leader  # type: ignore[assignment]
+        await asyncio.gather(view.ring_moved(), view.ring_moved(), view.ring_moved())
+        assert view.ring.epoch == new.epoch and asked[0] == 1
     finally:
         await view.close()
 
