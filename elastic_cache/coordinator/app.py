@@ -187,7 +187,8 @@ async def read_through(request: web.Request) -> web.StreamResponse:
     coord = request.app[COORDINATOR]
     # The target as the client sent it: aiohttp's routing sees a normalised path, in
     # which ``api/../admin`` is already ``admin``; the cache must refuse it instead.
-    target, _, query = request.raw_path.partition("?")
+    # A fragment is no part of a request (RFC 9112 §3.2); the lean layer drops it too.
+    target, _, query = request.raw_path.partition("#")[0].partition("?")
     parts = target.split("/", 4)
     if len(parts) < 5 or parts[1:3] != ["v1", "svc"]:
         raise BadPath("read-through paths are /v1/svc/{origin}/{path}")

@@ -231,7 +231,9 @@ class CoordinatorHotRoutes:
         if len(parts) < 5:
             return None  # the aiohttp route answers the bad path
         headers = [
-            (name.decode("latin-1"), value.decode("utf-8", "surrogateescape"))
+            # The blanks after a value are not part of it (RFC 9112 §5.1), as aiohttp
+            # strips them: the origin gets the same bytes whichever layer took it.
+            (name.decode("latin-1"), value.rstrip(b" \t").decode("utf-8", "surrogateescape"))
             for name, value in request.headers
         ]
         if request.authorization is not None:

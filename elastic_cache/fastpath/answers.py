@@ -129,7 +129,7 @@ def error_bytes(
     """The JSON answer of a typed error, as the aiohttp edge gives it (``Retry-After``
     from ``details["retry_after"]`` too)."""
     body = json.dumps(err.to_json()).encode()
-    all_headers = [("Content-Type", "application/json; charset=utf-8"), *(headers or ())]
+    all_headers = [("Content-Type", "application/json"), *(headers or ())]
     retry = err.details.get("retry_after")
     if isinstance(retry, int) and not isinstance(retry, bool):
         all_headers.append(("Retry-After", str(retry)))

@@ -172,9 +172,7 @@ class _Connection(RequestParsing, Relaying, asyncio.Protocol):
     def _bad_request(self, message: str = "malformed HTTP request") -> None:
         """A malformed request: a JSON 400 after the answers before it, then close."""
         body = json.dumps({"error": "bad_request", "message": message}).encode()
-        answer = response_bytes(
-            400, [("Content-Type", "application/json; charset=utf-8")], body, keep_alive=False
-        )
+        answer = response_bytes(400, [("Content-Type", "application/json")], body, keep_alive=False)
         self._last_answer(answer)
 
     def _refuse(self, request: HotRequest) -> None:
@@ -255,7 +253,7 @@ class _Connection(RequestParsing, Relaying, asyncio.Protocol):
         log.error("unhandled error in %s %r", request.method, request.target[:200], exc_info=exc)
         return response_bytes(
             500,
-            [("Content-Type", "application/json; charset=utf-8")],
+            [("Content-Type", "application/json")],
             _INTERNAL,
             keep_alive=request.keep_alive,
         )

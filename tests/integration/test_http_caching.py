@@ -1263,3 +1263,48 @@ async def test_if_range_goes_to_the_origin_with_range(
     await get(cache, "web/f", Range="bytes=4-", If_Range='"old"')  # neither is forwarded
     _, seen = case_origin.seen[-1]
     assert "Range" not in seen and "If-Range" not in seen
+
+
+async def raw_exchange(cache: CoordinatorHarness, request: bytes) -> bytes:
+    """One request on a connection of its own, read to its close."""
+    port = int(cache.url.rsplit(":", 1)[1])
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(request)
+    await writer.drain()
+    raw = await asyncio.wait_for(reader.read(), 10)
+    writer.close()
+    return raw
+
+
+async def test_both_layers_answer_a_fragment_and_trailing_blanks_alike(
+    cache: CoordinatorHarness, case_origin: CaseOrigin
+) -> None:
+    """The lean layer and aiohttp (an HTTP/1.0 connection is handed to it) drop a
+    fragment before the cache key is made, and the blanks after a header value before
+    the origin sees it; their JSON errors carry the same Content-Type."""
+    case_origin.route("p", answer(b"page", Cache_Control="max-age=600"))
+    await get(cache, "open/p")
+    for version in (b"1.1", b"1.0"):
+        raw = await raw_exchange(
+            cache,
+            b"GET /v1/svc/open/p#top HTTP/" + version + b"\r\nHost: x\r\n"
+            b"X-Trace: abc  \r\nConnection: close\r\n\r\n",
+        )
+        assert b"X-Cache: HIT" in raw and raw.endswith(b"page"), (version, raw[:300])
+    assert case_origin.calls["p"] == 1
+    case_origin.route("q", answer(b"q", Cache_Control="no-store"))
+    for version in (b"1.1", b"1.0"):
+        await raw_exchange(
+            cache,
+            b"GET /v1/svc/open/q HTTP/" + version + b"\r\nHost: x\r\nX-Trace: abc  \r\n"
+            b"Connection: close\r\n\r\n",
+        )
+        assert case_origin.seen[-1][1]["X-Trace"] == "abc", version
+    types = set()
+    for version in (b"1.1", b"1.0"):
+        raw = await raw_exchange(
+            cache, b"GET /v1/kv/a%01 HTTP/" + version + b"\r\nHost: x\r\nConnection: close\r\n\r\n"
+        )
+        head = raw.split(b"\r\n\r\n", 1)[0].decode("latin-1").lower()
+        types |= {line for line in head.split("\r\n") if line.startswith("content-type:")}
+    assert types == {"content-type: application/json"}
