@@ -356,8 +356,9 @@ class CountingBloomIndex(Index[V]):
     * ranges, with ``domain > 0``: the keys are meant to be the decimal integers
       ``0..domain-1`` whose token is the integer itself (the paper's 64K integer keys with
       ``h(k) = k mod 65536``). A range is found by probing each token ``t`` of
-      ``(lo, hi] ∩ [0, domain)`` as the key ``str(t)`` — filter, then records — as the
-      paper does. Any other record (a key such as ``"007"`` or ``"70000"``, a token that is
+      ``(lo, hi] ∩ [0, domain)`` as the key ``str(t)`` — filter, as the paper does, then
+      one dict access for a positive, where the paper scans the node's records (so a
+      false positive costs far less here; docs/indexes.md). Any other record (a key such as ``"007"`` or ``"70000"``, a token that is
       not the key, a token outside the domain) is kept in a side set that the range
       operations scan too, so nothing is ever lost.
     * ranges, with ``domain == 0``: a scan of the records.
