@@ -358,9 +358,10 @@ class CountingBloomIndex(Index[V]):
       ``h(k) = k mod 65536``). A range is found by probing each token ``t`` of
       ``(lo, hi] ∩ [0, domain)`` as the key ``str(t)`` — filter, as the paper does, then
       one dict access for a positive, where the paper scans the node's records (so a
-      false positive costs far less here; docs/indexes.md). Any other record (a key such as ``"007"`` or ``"70000"``, a token that is
-      not the key, a token outside the domain) is kept in a side set that the range
-      operations scan too, so nothing is ever lost.
+      false positive costs far less here; docs/indexes.md). Any other record (a key
+      such as ``"007"`` or ``"70000"``, a token that is not the key, a token outside the
+      domain) is kept in a side set that the range operations scan too, so nothing is
+      ever lost.
     * ranges, with ``domain == 0``: a scan of the records.
 
     Args:
