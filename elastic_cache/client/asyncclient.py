@@ -101,6 +101,10 @@ class AsyncClient:
             raise InvalidRequest(f"timeout is seconds, more than 0, got {timeout!r}")
         self._timeout = aiohttp.ClientTimeout(total=timeout)
         self._session: aiohttp.ClientSession | None = None
+        #: Set by `close`: open `watch` iterators end instead of reconnecting.
+        self._closed = False
+        #: The responses `watch` iterators are reading (closed by `close`).
+        self._streams: set[aiohttp.ClientResponse] = set()
         self._ring: HashRing | None = None
         self._addresses: dict[str, str] = {}
         if isinstance(near_cache, bool) or not isinstance(near_cache, int) or near_cache < 0:
@@ -127,7 +131,11 @@ class AsyncClient:
         await self.close()
 
     async def close(self) -> None:
-        """Close pooled connections (and the near cache's stream)."""
+        """Close pooled connections (and the near cache's stream); `watch` iterators
+        still open end (after the events they had)."""
+        self._closed = True
+        for stream in list(self._streams):
+            stream.close()  # a read waiting on it ends
         if self._follower is not None:
             await self._follower.stop()
         if self._session is not None:
@@ -349,19 +357,26 @@ class AsyncClient:
         if prefix is None and not keys:
             raise InvalidRequest('watch needs a prefix ("" for every key) or keys')
         last = last_event_id
+        self._closed = False  # a client used again after `close`
         while True:
             try:
-                async for event in watch_stream(self._http, self.url, prefix, keys, last):
+                async for event in watch_stream(
+                    self._http, self.url, prefix, keys, last, self._streams
+                ):
                     if event.id is not None:
                         last = event.id
                     if event.kind != "subscribed":
                         yield event
             except NodeUnavailable:
+                if self._closed:
+                    return  # the client was closed: its connections with it
                 if not reconnect:
                     raise
-            if not reconnect:
+            if not reconnect or self._closed:
                 return
             await asyncio.sleep(WATCH_RETRY)
+            if self._closed:
+                return
 
     async def near_ready(self, timeout: float = 10.0) -> bool:
         """Start the near cache's stream and wait until it is subscribed (reads before

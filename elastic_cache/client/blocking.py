@@ -5,10 +5,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import queue
 import threading
-from collections.abc import Coroutine, Iterable, Iterator, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping
 from concurrent.futures import Future
+from functools import partial
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -58,6 +60,8 @@ class Client:
         )
         self._thread.start()
         self._closed = False
+        #: How to end each `watch` iterator still open (`close` ends them).
+        self._watches: set[Callable[[], None]] = set()
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
         if self._closed:
@@ -86,6 +90,19 @@ class Client:
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join()
         self._loop.close()
+        for ended in list(self._watches):
+            ended()  # iterators still open end, in their threads
+
+    def _end_watch(self, pending: queue.Queue[Any], future: Future[None]) -> None:
+        """End a `watch` iterator: its pump stops, and a thread waiting on it wakes."""
+        future.cancel()
+        while True:
+            try:
+                pending.put_nowait(None)
+                return
+            except queue.Full:
+                with contextlib.suppress(queue.Empty):
+                    pending.get_nowait()  # the consumer ends: what it did not take goes
 
     @property
     def near(self) -> NearCache[Item] | None:
@@ -150,20 +167,23 @@ class Client:
         if self._closed:
             raise RuntimeError("the client is closed")
         future = asyncio.run_coroutine_threadsafe(pump(), self._loop)
+        end = partial(self._end_watch, pending, future)
+        self._watches.add(end)
 
         def events() -> Iterator[ChangeEvent]:
-            try:
-                while True:
-                    item = pending.get()
-                    if item is None:
-                        return
-                    if isinstance(item, BaseException):
-                        raise item
-                    yield item
-            finally:
-                future.cancel()
+            while True:
+                item = pending.get()
+                if item is None:
+                    return
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
 
-        return events()
+        def close() -> None:
+            self._watches.discard(end)
+            end()
+
+        return _Watch(events(), close)
 
     def put(
         self,
@@ -197,3 +217,27 @@ class Client:
     def remove_node(self, node_id: str) -> dict[str, Any]:
         """Remove a node."""
         return self._run(self._async.remove_node(node_id))
+
+
+class _Watch(Iterator[ChangeEvent]):
+    """The iterator `Client.watch` returns: the events, and a `close` that ends the
+    stream whether or not ``next`` was ever called (a generator's ``finally`` runs only
+    once it has started)."""
+
+    def __init__(self, events: Iterator[ChangeEvent], end: Callable[[], object]) -> None:
+        self._events = events
+        self._end = end
+
+    def __next__(self) -> ChangeEvent:
+        try:
+            return next(self._events)
+        except BaseException:
+            self._end()
+            raise
+
+    def close(self) -> None:
+        """Close the stream."""
+        self._end()
+
+    def __del__(self) -> None:
+        self._end()

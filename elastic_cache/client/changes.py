@@ -34,6 +34,7 @@ async def watch_stream(
     prefix: str | None,
     keys: list[str],
     last: str | None,
+    streams: set[aiohttp.ClientResponse] | None = None,
 ) -> AsyncIterator[ChangeEvent]:
     """The events of one ``GET /v1/watch`` connection to the coordinator at ``base``,
     ``subscribed`` first; it ends when the coordinator closes the stream.
@@ -44,6 +45,8 @@ async def watch_stream(
         prefix: the keys' prefix (None: only ``keys``).
         keys: keys to follow by name.
         last: the ``Last-Event-ID`` to resume after (None: from now).
+        streams: where the open response is kept while it streams (the client closes
+            them when it is closed: a read waiting on it then ends).
 
     Raises:
         NodeUnavailable: the stream broke or fell silent for `WATCH_SILENCE` seconds.
@@ -62,13 +65,19 @@ async def watch_stream(
         async with http().get(url, headers=headers, timeout=timeout) as resp:
             if resp.status != 200:
                 raise error_of(resp.status, await resp.read())
-            while True:
-                raw = await resp.content.readline()
-                if not raw:
-                    return
-                found = parser.feed(raw.decode("utf-8", "replace").rstrip("\r\n"))
-                if found is not None:
-                    yield change_event(*found)
+            if streams is not None:
+                streams.add(resp)
+            try:
+                while True:
+                    raw = await resp.content.readline()
+                    if not raw:
+                        return
+                    found = parser.feed(raw.decode("utf-8", "replace").rstrip("\r\n"))
+                    if found is not None:
+                        yield change_event(*found)
+            finally:
+                if streams is not None:
+                    streams.discard(resp)
     except (aiohttp.ClientError, TimeoutError) as exc:
         raise NodeUnavailable(f"the watch stream of {base} broke: {exc!r}") from exc
 

@@ -8,6 +8,7 @@ import contextlib
 import os
 import signal
 import socket
+import threading
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -456,3 +457,52 @@ async def test_frames_written_straight_by_the_hub_keep_the_stream_well_formed(
         seqs = [int(e.split("id: ", 1)[1].split("\n", 1)[0].split(":")[1]) for e in events]
         assert len(seqs) == total and seqs == sorted(set(seqs))
         assert watcher.pushes > 0  # the hub wrote some batches itself
+
+
+def test_closing_a_client_ends_its_watch_iterators(tmp_path: Path) -> None:
+    """Found in review: an async `watch` went on reconnecting on a fresh session after
+    the client was closed, a blocking one left its reader thread blocked for good, and
+    a blocking iterator closed before its first ``next`` kept its stream open."""
+    from elastic_cache.client import Client
+
+    async def scenario() -> None:
+        async with process_cluster(tmp_path, NO_SCALER) as cluster:
+            client = AsyncClient(cluster.url)
+            seen: list[str] = []
+
+            async def consume() -> None:
+                async for event in client.watch(""):
+                    seen.append(event.key or "")
+
+            task = asyncio.create_task(consume())
+            await _subscribed(cluster.coord, 1)
+            await client.put("a", b"1")
+            for _ in range(200):
+                if seen:
+                    break
+                await asyncio.sleep(0.01)
+            await client.close()
+            await asyncio.wait_for(task, 5)  # it ends, with what it had
+            assert seen == ["a"]
+
+            def blocking() -> None:
+                c = Client(cluster.url)
+                unstarted = c.watch("")
+                unstarted.close()  # never iterated: its stream is closed all the same
+                for _ in range(200):
+                    if c.cluster()["watch"]["watchers"] == 0:
+                        break
+                    time.sleep(0.01)
+                assert c.cluster()["watch"]["watchers"] == 0
+                stream = c.watch("")
+                ended: list[bool] = []
+                reader = threading.Thread(target=lambda: ended.append(list(stream) == []))
+                reader.start()
+                time.sleep(0.3)
+                c.close()
+                reader.join(5)
+                assert ended == [True]  # the reader thread woke and its loop ended
+
+            await asyncio.to_thread(blocking)
+
+    asyncio.run(scenario())
