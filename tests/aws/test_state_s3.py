@@ -21,6 +21,7 @@ from elastic_cache.coordinator.service import Coordinator
 from elastic_cache.coordinator.statestore import FileStateStore, MirroredStateStore
 from elastic_cache.errors import ConfigError
 
+from ..integration.conftest import serve_on_free_port
 from .conftest import REGION, ec2_cluster_settings, fail_call, unique
 
 pytestmark = pytest.mark.slow
@@ -165,9 +166,7 @@ async def test_a_state_left_by_a_destroyed_cluster_sends_nothing_to_its_addresse
     app.router.add_route("*", "/{tail:.*}", record)
     other = web.AppRunner(app)
     await other.setup()
-    site = web.TCPSite(other, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    port = await serve_on_free_port(other)
     first = Coordinator(
         settings, provisioner, poll_period=0.2, state_store=S3StateStore(s3, b, "s/c.json")
     )

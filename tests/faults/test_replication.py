@@ -52,6 +52,19 @@ def settings(replication: int = 2, nodes: int = 3) -> dict[str, object]:
     }
 
 
+def paced_settings() -> dict[str, object]:
+    """`settings` with moves slow enough for a fault to land in the middle of one."""
+    data = settings()
+    data["nodes"] = {
+        "index": "sorted",
+        "capacity_records": 50_000,
+        "migration_batch_records": 50,
+        "migration_parallel": 1,
+        "migration_max_rate": 1500,
+    }
+    return data
+
+
 async def test_every_write_is_on_two_nodes_and_reads_fall_back(tmp_path: Path) -> None:
     async with process_cluster(tmp_path, settings()) as pc:
         cluster = pc.coord.cluster
@@ -163,14 +176,7 @@ async def test_the_heir_of_a_removed_node_killed_before_repair_loses_nothing(
     holder, so when the heir is SIGKILLed before that, the range is still on a node and
     no acknowledged write is lost (it used to be dropped at once: the range then had one
     copy until repair, and the kill lost every write in it)."""
-    data = settings()
-    data["nodes"] = {
-        "index": "sorted",
-        "capacity_records": 50_000,
-        "migration_batch_records": 50,
-        "migration_parallel": 1,
-        "migration_max_rate": 1500,  # a slow repair: the kill lands before it is done
-    }
+    data = paced_settings()  # a slow repair: the kill lands before it is done
     async with process_cluster(tmp_path, data) as pc:
         cluster = pc.coord.cluster
         await fill(pc.url, 4000)
@@ -251,14 +257,7 @@ async def test_a_node_killed_mid_move_loses_no_acknowledged_write(
     cluster recovers from the copies. A dead source: the new node keeps the records it
     received and the move finishes from the surviving holder of the range, which sends
     only what differs. Every read and the final state match the model."""
-    data = settings()
-    data["nodes"] = {
-        "index": "sorted",
-        "capacity_records": 50_000,
-        "migration_batch_records": 50,
-        "migration_parallel": 1,
-        "migration_max_rate": 1500,
-    }
+    data = paced_settings()
     async with process_cluster(tmp_path, data) as pc:
         cluster = pc.coord.cluster
         await fill(pc.url, 9000)
