@@ -1308,3 +1308,27 @@ async def test_both_layers_answer_a_fragment_and_trailing_blanks_alike(
         head = raw.split(b"\r\n\r\n", 1)[0].decode("latin-1").lower()
         types |= {line for line in head.split("\r\n") if line.startswith("content-type:")}
     assert types == {"content-type: application/json"}
+
+
+async def test_an_answer_fetched_before_a_heard_change_is_not_stored(
+    cache: CoordinatorHarness, case_origin: CaseOrigin
+) -> None:
+    """Another process's invalidation reaches this one as a change of the key (its feed):
+    an answer it was fetching from before then is passed on, not stored after it."""
+    gate = asyncio.Event()
+
+    async def slow(request: web.Request) -> web.Response:
+        await gate.wait()
+        return web.Response(text="before", headers={"Cache-Control": "max-age=600"})
+
+    case_origin.route("inv", slow)
+    fetching = asyncio.create_task(get(cache, "web/inv"))
+    await asyncio.sleep(0.1)
+    key = cache_key("web", "inv", "")
+    cache.coord.readthrough.heard(key)  # what the feed reports of a delete elsewhere
+    await asyncio.sleep(0.01)
+    gate.set()
+    _, body, h, _ = await fetching
+    assert (body, h["X-Cache"]) == (b"before", "PASS")
+    _, _, h, _ = await get(cache, "web/inv")
+    assert h["X-Cache"] == "MISS"  # nothing was stored
