@@ -77,9 +77,13 @@ class DurableWrites:
             return None
         return cold.write_through(key, token, rec)
 
-    async def wait(self, key: str, token: int, future: asyncio.Future[None]) -> None:
+    async def wait(
+        self, key: str, token: int, future: asyncio.Future[None], *, keep_cold: bool = False
+    ) -> None:
         """Wait for a write-through; when it failed, make sure no older cold copy can be
-        read (the key is held until the tier answers), then raise.
+        read (the key is held until the tier answers), then raise. With ``keep_cold`` the
+        older copy stays: the caller takes the failed write back from memory, so that
+        copy is again the key's last acknowledged value (a client's write).
 
         Raises:
             ColdTierError: the tier failed; the write must not be acknowledged.
@@ -88,6 +92,7 @@ class DurableWrites:
             await asyncio.shield(future)
         except Exception:
             assert self.cold is not None
-            with contextlib.suppress(Exception):
-                await self.cold.invalidate(key, token)
+            if not keep_cold:
+                with contextlib.suppress(Exception):
+                    await self.cold.invalidate(key, token)
             raise

@@ -136,8 +136,10 @@ class MigrationHost(Protocol):
     def _write_through(self, key: str, token: int) -> asyncio.Future[None] | None:
         """Start a durable namespace's write of ``key`` to the cold tier."""
 
-    async def _written_through(self, key: str, token: int, future: asyncio.Future[None]) -> None:
-        """Wait for that write; raises when it failed."""
+    async def _written_through(
+        self, key: str, token: int, future: asyncio.Future[None], *, keep_cold: bool = False
+    ) -> None:
+        """Wait for that write; raises when it failed (`DurableWrites.wait`)."""
 
     async def _after_store(self, victims: list[Victim]) -> None:
         """Forward a moving range's victims, then wait for the tier if it is behind."""

@@ -377,6 +377,7 @@ class NodeService:
         """
         token = self.token(key)
         out = self._outgoing_for(token) if self.outgoing else None
+        prev = self.store.peek(key) if self._durable else None
         outcome = self.store.put(key, token, value, content_type, ttl)
         self.changes.record("put", key, self.epoch)
         expires_at = 0.0
@@ -395,7 +396,15 @@ class NodeService:
             out.hold()
         try:
             if through is not None:
-                await self._written_through(key, token, through)
+                try:
+                    await self._written_through(key, token, through, keep_cold=True)
+                except Exception:
+                    # Not acknowledged, so not kept: the value it replaced comes back in
+                    # memory, and the tier keeps its copy of the last acknowledged one.
+                    undone = self.store.undo_put(key, token, outcome.version, prev)
+                    if undone is not None:
+                        self.changes.record(undone, key, self.epoch)
+                    raise
             elif cold is not None:
                 await cold.invalidate(key, token)
             if out is not None:

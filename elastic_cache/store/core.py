@@ -107,6 +107,23 @@ class Store(Namespaces, Demotion, Ranges):
         self._store(key, token, rec, part, old)
         return PutOutcome(rec.version, evicted)
 
+    def undo_put(self, key: str, token: int, version: int, prev: Record | None) -> str | None:
+        """Take back the write of ``version`` to ``key`` (a durable write its tier refused:
+        it was never acknowledged): ``prev``, the record it replaced, is put back, or the
+        key goes when there was none. Nothing happens when a later write has replaced it
+        since. Returns the change for the change log (``put`` or ``delete``), or None.
+        """
+        now = self._index.get(key)
+        if now is None or now.version != version:
+            return None
+        part = self._p0 if self.single else self._parts[self._ns.index_of(key)]
+        if prev is None or (prev.expires_at and prev.expires_at <= self._clock()):
+            self._remove(key, now)
+            return "delete"
+        self._make_room(key, token, stored_size(key, prev), part, now)
+        self._store(key, token, prev, part, now)
+        return "put"
+
     def next_version(self) -> int:
         """Take a version for an operation that stores no record (a delete)."""
         self._version += 1
