@@ -138,6 +138,7 @@ class Store(Namespaces, Demotion, Ranges):
         live = not (rec.expires_at and rec.expires_at <= self._clock())
         if not live:
             part.expirations += 1
+            self.expirations += 1  # the node's count too, as `get` and `expire` keep it
             if self.on_change is not None:
                 self.on_change("expire", key)
         return live

@@ -110,12 +110,14 @@ class Ranges(Eviction):
         taken: set[str] = set()  # a key repeated in the frame is applied in turn
         now = self._clock()
         for key, token, rec in zip(keys, tokens, recs, strict=True):
-            if (floors and rec.version <= floors.get(key, 0)) or (
-                rec.expires_at and rec.expires_at <= now
-            ):
+            if floors and rec.version <= floors.get(key, 0):
                 skipped += 1
             elif key in taken or token_of(key) is not None:
+                # Held already (or earlier in the frame): `apply` compares versions, and
+                # a newer record that has expired still removes the older one.
                 others.append((key, token, rec))
+            elif rec.expires_at and rec.expires_at <= now:
+                skipped += 1
             else:
                 taken.add(key)
                 fresh.append((key, token, rec))

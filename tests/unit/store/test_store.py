@@ -428,3 +428,24 @@ def test_demotion_bookkeeping_is_written_through_the_stores_methods() -> None:
     for name in ("demotion_paused", "demotion_retry_at", "demotion_error", "evictions"):
         with pytest.raises(AttributeError):
             setattr(store, name, 0)  # nothing outside the store writes its fields
+
+
+@pytest.mark.parametrize("spec", ["sorted", "bptree:order=4", "ehash:bucket_size=4"])
+def test_a_newer_expired_record_in_a_batch_removes_the_older_one(spec: str) -> None:
+    """As `apply` does record by record: the frame's record is newer, and expired, so
+    the key is gone (the batch path skipped it and kept the older value readable)."""
+    store, clock = make_store(limit=10, spec=spec)
+    store.put("k", 1, b"old", "t")
+    store.put("j", 2, b"kept", "t")
+    expired = Record(b"new", "t", clock.now - 1, 99)
+    assert store.apply_batch(["k"], [1], [expired], {}) == (0, 1)
+    assert store.get("k") is None and store.get("j") is not None
+    store._check()
+
+
+def test_deleting_an_expired_record_counts_an_expiration_on_the_node() -> None:
+    store, clock = make_store(limit=10)
+    store.put("k", 1, b"v", "t", 5)
+    clock.now += 5  # the TTL is up now
+    assert store.delete("k") is False
+    assert store.expirations == 1  # as `get` and `expire` count it
