@@ -49,6 +49,7 @@ from elastic_cache.cost import price_source
 from elastic_cache.dashboard import add_dashboard_routes
 from elastic_cache.errors import (
     BadPath,
+    Conflict,
     ElasticCacheError,
     InvalidBody,
     MethodNotAllowed,
@@ -384,9 +385,16 @@ async def add_nodes(request: web.Request) -> web.StreamResponse:
         raise InvalidBody(f"unknown field(s): {', '.join(sorted(unknown))}")
     if not isinstance(count, int) or isinstance(count, bool) or not 1 <= count <= 64:
         raise InvalidBody(f"count must be an integer from 1 to 64, got {count!r}")
+    blocker = coord.scaler.budget_blocker(count)
+    if blocker == "max_usd_per_hour":
+        budget = coord.settings.scaler.max_usd_per_hour
+        raise Conflict(f"{count} more node(s) would cost more than max_usd_per_hour = {budget}")
+    if blocker is not None:
+        raise Conflict("the traffic between zones is above its allowance: no node is added")
     added = []
     for _ in range(count):
         info, mig = await coord.cluster.add_node()
+        coord.scaler.shrink.membership_changed()  # the scale-down cool-down starts again
         added.append(
             {
                 "id": info.node_id,
@@ -402,6 +410,7 @@ async def remove_node(request: web.Request) -> web.StreamResponse:
     coord = request.app[COORDINATOR]
     node_id = request.match_info["id"]
     moves = await coord.cluster.remove_node(node_id)
+    coord.scaler.shrink.membership_changed()  # the scale-down cool-down starts again
     return web.json_response(
         {
             "removed": node_id,

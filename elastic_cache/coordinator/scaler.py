@@ -219,18 +219,25 @@ def heirs_of(
 
 
 def pick_node_to_remove(loads: Sequence[NodeLoad], *, min_nodes: int) -> str | None:
-    """The lightest non-primary node whose data its heirs can take without any of them
-    crossing its threshold, or None.
+    """The lightest non-primary node whose removal leaves every other node under its
+    threshold with one node fewer (its heirs with its data added), or None.
 
-    Conservative: each heir is assumed to receive all of the node's data (with several
-    heirs each gets a part).
+    Every node counts, not only the heirs: with one node fewer the threshold T(n) falls
+    for all of them, and a node already past its new T(n) would set off a launch at its
+    next write (a review saw 4 → 3 → 2 → 3 nodes this way). Conservative: each heir is
+    assumed to receive all of the node's data (with several heirs each gets a part).
     """
     if len(loads) <= min_nodes:
         return None
     by_id = {n.node_id: n for n in loads}
     for candidate in sorted((n for n in loads if not n.primary), key=lambda n: n.used):
-        heirs = [by_id.get(h) for h in candidate.heirs]
-        if all(h is not None and h.used + candidate.used < h.threshold_after for h in heirs):
+        if any(h not in by_id for h in candidate.heirs):
+            continue
+        if all(
+            n.used + (candidate.used if n.node_id in candidate.heirs else 0) < n.threshold_after
+            for n in loads
+            if n.node_id != candidate.node_id
+        ):
             return candidate.node_id
     return None
 
@@ -416,9 +423,26 @@ class Scaler:
 
     def at_cap(self) -> str | None:
         """``"max_nodes"``, ``"max_usd_per_hour"`` or ``"max_cross_zone_gb_per_hour"``
-        while the last launch asked for was refused by that cap (no help will come),
-        else None."""
+        while the last launch asked for was refused by that cap and none is under way
+        (no help will come), else None. A launch under way counts against the cap but
+        may still make room (its split), so a blocked write waits for it."""
+        if self.cap is not None and self.launches_under_way():
+            return None
         return self.cap
+
+    def budget_blocker(self, count: int) -> str | None:
+        """What stops ``count`` more nodes asked for by hand (the admin API): the budget
+        (``max_usd_per_hour``, with every launch under way counted) or the allowance of
+        traffic between zones; None when they fit. ``max_nodes`` is the cluster's own
+        check."""
+        budget = self.settings.max_usd_per_hour
+        pending = self.launches_under_way()
+        cost = self._cluster_cost() + self._node_cost() * (pending + count)
+        if budget is not None and cost > budget + 1e-9:
+            return "max_usd_per_hour"
+        if self._cross_zone_over():
+            return "max_cross_zone_gb_per_hour"
+        return None
 
     def launches_under_way(self) -> int:
         """Launches that are not yet running nodes, the admin API's included (the
@@ -437,14 +461,19 @@ class Scaler:
                 raise
             finally:
                 self.in_flight -= 1
-            self.backoff.succeeded()
             self.launches += 1
             self.shrink.membership_changed()
             try:
                 await self.cluster.join(info.node_id, restarted=restarted)
-            except ElasticCacheError:
+            except ElasticCacheError as exc:
                 await self.cluster.discard_if_idle(info.node_id)
+                # A node that starts but cannot take its share is a failed scale-out
+                # too: the next waits, as for a launch that failed (without this a
+                # healthy node whose first move fails was launched again at once,
+                # every half second: on EC2 each one a billed instance).
+                self._launch_failed(node_id, exc)
                 raise
+            self.backoff.succeeded()
         except ElasticCacheError as exc:
             log.warning("scale-out for %s failed: %s", node_id, exc)
         finally:

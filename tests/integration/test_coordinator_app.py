@@ -291,3 +291,25 @@ async def test_two_removals_at_once_never_empty_the_ring(harness: CoordinatorHar
         harness.call("DELETE", f"/v1/cluster/nodes/{added}"),
     )
     assert sorted(b[0] for b in both) == [200, 409]
+
+
+async def test_nodes_added_by_hand_restart_the_cool_down_and_keep_to_the_budget(
+    harness: CoordinatorHarness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found in review: a node added by hand on a quiet cluster was scaled down within a
+    second (the cool-down started only at the scaler's own changes), and the admin API
+    launched past max_usd_per_hour."""
+    shrink = harness.coord.scaler.shrink
+    shrink.last_change = 0.0
+    s, body, _ = await harness.call("POST", "/v1/cluster/nodes", json={"count": 1})
+    assert s == 201, body
+    assert shrink.last_change > 0.0
+    shrink.last_change = 0.0
+    s, body, _ = await harness.call("DELETE", "/v1/cluster/nodes/node-2")
+    assert s == 200, body
+    assert shrink.last_change > 0.0
+    monkeypatch.setattr(harness.coord.scaler, "budget_blocker", lambda count: "max_usd_per_hour")
+    s, body, _ = await harness.call("POST", "/v1/cluster/nodes", json={"count": 2})
+    assert s == 409 and json.loads(body)["error"] == "conflict"
+    assert "max_usd_per_hour" in json.loads(body)["message"]
+    assert len(harness.coord.cluster.nodes) == 1

@@ -129,3 +129,17 @@ def test_launch_blocker_says_why() -> None:
     )
     # Exactly at the budget is allowed (0.04 + 0.03 * 2 = 0.1).
     assert launch_blocker(1, 1, cost_per_hour=0.04, **common) is None  # type: ignore[arg-type]
+
+
+def test_no_removal_leaves_another_node_past_its_lower_threshold() -> None:
+    """With one node fewer T(n) falls for every node: one that is not an heir but is
+    already past its new threshold would set off a launch at its next write (review:
+    4 → 3 → 2 → 3 nodes). Such a removal is not made."""
+    loads = [
+        load("node-1", 26, primary=True, heirs="node-2", t=20),  # past T(2) = 20
+        load("node-2", 3, primary=True, heirs="node-3", t=20),
+        load("node-3", 11, heirs="node-2", t=20),  # its heir node-2 would hold 14 < 20
+    ]
+    assert pick_node_to_remove(loads, min_nodes=2) is None
+    loads[0] = load("node-1", 19, primary=True, heirs="node-2", t=20)
+    assert pick_node_to_remove(loads, min_nodes=2) == "node-3"
