@@ -42,7 +42,7 @@ from elastic_cache.coordinator.origin_client import OriginCall
 from elastic_cache.coordinator.originfetch import OriginFetches, Outcome
 from elastic_cache.coordinator.router import Router
 from elastic_cache.errors import MethodNotAllowed, UnknownOrigin, UriTooLong
-from elastic_cache.httpcache.keys import cache_key, check_path, variant_key
+from elastic_cache.httpcache.keys import KEY_PREFIX, cache_key, check_path, variant_key
 from elastic_cache.httpcache.policy import FreshnessRules, select_variant
 from elastic_cache.httpcache.record import VaryMarker
 from elastic_cache.httpio import MAX_URL_BYTES
@@ -113,7 +113,7 @@ class ReadThrough(OriginFetches):
             self._markers.clear()
         else:
             self._markers.pop(key, None)
-            if key.startswith("svc:"):
+            if key.startswith(KEY_PREFIX):
                 # Another process changed it (an unsafe request's invalidation through
                 # the coordinator, say): an answer this one fetched before is not
                 # stored after it (as `invalidate` refuses, here in every process).

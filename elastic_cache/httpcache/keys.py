@@ -8,7 +8,10 @@ import re
 from elastic_cache.errors import BadPath
 from elastic_cache.hashing import MAX_KEY_BYTES
 
-__all__ = ["cache_key", "canonical_query", "check_path", "variant_key"]
+__all__ = ["KEY_PREFIX", "cache_key", "canonical_query", "check_path", "variant_key"]
+
+#: What every read-through key (an answer's, a variant's, a Vary marker's) starts with.
+KEY_PREFIX = "svc:"
 
 # An encoded dot, slash or backslash: decoded by some servers, so a path holding one may
 # mean a different resource (or leave the origin's base path) there.
@@ -50,11 +53,11 @@ def cache_key(origin: str, raw_path: str, raw_query: str, *, sort_query: bool = 
     request still goes to the origin with its full URL).
     """
     query = canonical_query(raw_query) if sort_query else raw_query
-    key = f"svc:{origin}:/{raw_path}" + (f"?{query}" if query else "")
+    key = f"{KEY_PREFIX}{origin}:/{raw_path}" + (f"?{query}" if query else "")
     if len(key) <= MAX_KEY_BYTES and (key.isascii() or len(key.encode()) <= MAX_KEY_BYTES):
         return key
     digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
-    return f"svc:{origin}:#{digest}"
+    return f"{KEY_PREFIX}{origin}:#{digest}"
 
 
 def variant_key(key: str, generation: str, selected: tuple[tuple[str, str], ...]) -> str:
@@ -64,4 +67,4 @@ def variant_key(key: str, generation: str, selected: tuple[tuple[str, str], ...]
     for name, value in selected:
         h.update(b"\0" + name.encode() + b"\0" + value.encode("utf-8", "surrogatepass"))
     origin = key.split(":", 2)[1]
-    return f"svc:{origin}:~{h.hexdigest()}"
+    return f"{KEY_PREFIX}{origin}:~{h.hexdigest()}"

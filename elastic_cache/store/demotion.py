@@ -52,15 +52,13 @@ class Demotion(Eviction):
     def cold_value_swept(self, key: str) -> None:
         """The cold tier's cap removed the value of ``key``: an ``evict`` for those who
         follow the changes, unless the key has a value in memory again. Cost: O(1)."""
-        if self.on_change is not None and self._index.get(key) is None:
-            self.on_change("evict", key)
+        self._value_gone("evict", key)
 
     def victim_expired(self, key: str) -> None:
         """A victim (`take_victims`) of ``key`` was past its TTL when its turn to be
         written came, and was dropped: an ``expire`` for those who follow the changes,
         unless the key has a value in memory again. Cost: O(1)."""
-        if self.on_change is not None and self._index.get(key) is None:
-            self.on_change("expire", key)
+        self._value_gone("expire", key)
 
     def count_evicted_victim(self, key: str) -> None:
         """A victim (`take_victims`) of ``key`` was dropped instead of written to the
@@ -68,8 +66,13 @@ class Demotion(Eviction):
         evict``): it counts as an eviction, and is one for those who follow the changes
         (`on_change`), unless the key has a value in memory again. Cost: O(1)."""
         self._evictions += 1
+        self._value_gone("evict", key)
+
+    def _value_gone(self, kind: str, key: str) -> None:
+        """Tell those who follow the changes (`on_change`) that the value of ``key`` a
+        cold tier held or was to hold is gone, unless memory holds a newer one."""
         if self.on_change is not None and self._index.get(key) is None:
-            self.on_change("evict", key)
+            self.on_change(kind, key)
 
     def take_victims(self) -> list[Victim]:
         """Records that left memory for the cold tier since the last call (``demote``).
