@@ -114,6 +114,15 @@ class Index(ABC, Generic[V]):
     def get(self, key: str) -> V | None:
         """The value of ``key``, or None."""
 
+    def get_at(self, key: str, token: int) -> V | None:
+        """The value of ``key``, whose token the caller has already computed with this
+        index's hasher (a node checks it against its ranges first), or None.
+
+        Default: `get`. An index that finds a key by its token (the B+-tree's key map is
+        sharded by token range) overrides it to skip hashing the key again.
+        """
+        return self.get(key)
+
     @abstractmethod
     def put(self, key: str, token: int, value: V) -> None:
         """Insert ``key`` at ``token`` or overwrite it (a key keeps one token: the new one)."""

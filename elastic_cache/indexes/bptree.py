@@ -330,6 +330,12 @@ class BPlusTreeIndex(Index[V]):
         except ValueError:  # a key the hash cannot take is absent
             return None
 
+    def get_at(self, key: str, token: int) -> V | None:
+        """`get` with the key's token given (``hasher(key)``): no hashing. O(1)."""
+        if self._hasher is None:
+            return self._maps[0].get(key)
+        return self._maps[token >> self._shift].get(key)
+
     def _find(self, key: str) -> tuple[int, int] | None:
         """The token and key-map shard of ``key``, or None when it is absent.
 

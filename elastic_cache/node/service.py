@@ -269,9 +269,8 @@ class NodeService:
         Raises:
             Misdirected: not ours. KeyNotFound: a miss.
         """
-        self.token(key)
         store = self.store
-        rec = store.get(key)
+        rec = store.get(key, self.token(key))
         if rec is None:
             self.misses += 1
             if not store.single:
@@ -289,8 +288,7 @@ class NodeService:
         Raises:
             Misdirected: not ours.
         """
-        self.token(key)
-        rec = self.store.get(key)
+        rec = self.store.get(key, self.token(key))
         if rec is not None:
             self.hits += 1
             if not self.store.single:

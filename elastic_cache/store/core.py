@@ -39,9 +39,10 @@ class Store(Namespaces, Demotion, Ranges):
 
     # -- point operations --------------------------------------------------------------
 
-    def get(self, key: str) -> Record | None:
-        """The live record of ``key`` (and mark it recently used), or None."""
-        rec = self._index.get(key)
+    def get(self, key: str, token: int | None = None) -> Record | None:
+        """The live record of ``key`` (and mark it recently used), or None. ``token``,
+        when the caller has it, is ``key``'s token under the index's hasher."""
+        rec = self._index.get(key) if token is None else self._index.get_at(key, token)
         if rec is None:
             return None
         if rec.expires_at and rec.expires_at <= self._clock():

@@ -57,6 +57,7 @@ def test_put_get_overwrite_delete(case: tuple[Index[bytes], str]) -> None:
     assert len(index) == len(data)
     for key, token in data.items():
         assert index.get(key) == key.encode()
+        assert index.get_at(key, token) == key.encode()  # the token given, not hashed again
         assert index.token_of(key) == token
         assert key in index
     for key, token in data.items():
@@ -68,6 +69,7 @@ def test_put_get_overwrite_delete(case: tuple[Index[bytes], str]) -> None:
         assert index.delete(key)
         assert not index.delete(key)
         assert index.get(key) is None
+        assert index.get_at(key, data[key]) is None
         index._check()
     assert len(index) == len(data) - len(list(data)[::2])
     assert sorted(index) == sorted(list(data)[1::2])
