@@ -561,14 +561,17 @@ class Cluster(Failures):
         """Every bucket has its copies and no repair is under way."""
         task = self._repair_task
         return (task is None or task.done()) and not (
-            self.held and placement.under_replicated(self.ring, self.held, self.rf, self.primaries)
+            self.held
+            and placement.under_replicated(
+                self.ring, self.held, self.rf, self.primaries, self.domains
+            )
         )
 
     def replication_view(self) -> dict[str, Any]:
         """Copies per key, the write quorum, and how far repair has got."""
         task = self._repair_task
         under = (
-            placement.under_replicated(self.ring, self.held, self.rf, self.primaries)
+            placement.under_replicated(self.ring, self.held, self.rf, self.primaries, self.domains)
             if self.held
             else 0
         )

@@ -198,6 +198,13 @@ class Membership(NodePolling):
             return frozenset()
         return frozenset(list(self.nodes)[: self.settings.scaler.min_nodes])
 
+    @property
+    def domains(self) -> placement.Domains:
+        """Each member's failure domain: the machine it runs on (its provisioner's
+        reference: an EC2 instance id, shared by the nodes in that instance's slots; a
+        local process's PID, its own). Copies of a bucket go to distinct ones first."""
+        return {node: info.handle.ref or node for node, info in self.nodes.items()}
+
     def ranges_for(
         self, node: str, ring: HashRing | None = None, held: placement.Held | None = None
     ) -> list[list[int]]:
@@ -317,7 +324,7 @@ class Membership(NodePolling):
         infos = await asyncio.gather(*(self.launch_node() for _ in range(count)))
         for info in infos:
             self.ring.add_node(info.node_id, vnodes=self.settings.coordinator.vnodes)
-        self.held = placement.initial_held(self.ring, self.rf, self.primaries)
+        self.held = placement.initial_held(self.ring, self.rf, self.primaries, self.domains)
         await self._push_ownership(list(self.nodes))
         await self.persist()
         await self.refresh_stats()

@@ -116,7 +116,7 @@ class Moves(Membership):
         if self.rf <= 1:
             return {}, []
         held = held_after(ring) if held_after is not None else self.held
-        return placement.trim(ring, held, self.rf, self.primaries)
+        return placement.trim(ring, held, self.rf, self.primaries, self.domains)
 
     async def _move_locked(
         self,
@@ -436,12 +436,14 @@ class Moves(Membership):
             async with self._move_lock:
                 todo = [
                     t
-                    for t in placement.missing_copies(self.ring, self.held, self.rf, self.primaries)
+                    for t in placement.missing_copies(
+                        self.ring, self.held, self.rf, self.primaries, self.domains
+                    )
                     if t[1] in self.nodes and t[2] in self.nodes
                 ]
                 if not todo:
                     new_held, surplus = placement.trim(
-                        self.ring, self.held, self.rf, self.primaries
+                        self.ring, self.held, self.rf, self.primaries, self.domains
                     )
                     if surplus:
                         self.held = new_held

@@ -8,6 +8,11 @@ it (a move or a repair), and stops being one when the coordinator tells it to dr
 range. Routing writes to the actual holders, never to the desired ones, is what keeps an
 acknowledged write on every copy that a read can reach.
 
+Nodes that share a machine (several node processes on one EC2 instance: slots) are one
+*failure domain* (`Domains`): the copies of a bucket go to distinct domains first, and
+share one only when there are fewer domains than copies, so the loss of one instance
+never takes every copy while another instance could have held one.
+
 Everything here is pure: the ring and the held map in, decisions out. ``rf = 1`` keeps no
 map at all (a bucket's only holder is its owner), so a cluster without replication routes
 exactly as before.
@@ -15,11 +20,12 @@ exactly as before.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 
 from elastic_cache.ring import HashRing
 
 __all__ = [
+    "Domains",
     "Held",
     "Primaries",
     "after_remove",
@@ -43,32 +49,67 @@ Held = dict[int, tuple[str, ...]]
 #: The primary nodes under ``placement = "primaries"`` (empty: successors placement).
 Primaries = frozenset[str]
 
+#: node → its failure domain (the machine it runs on); a node not in it is its own.
+Domains = Mapping[str, str]
+
+_NO_DOMAINS: Domains = {}
+
 
 def desired_holders(
-    ring: HashRing, bucket: int, rf: int, primaries: Primaries = frozenset()
+    ring: HashRing,
+    bucket: int,
+    rf: int,
+    primaries: Primaries = frozenset(),
+    domains: Domains = _NO_DOMAINS,
 ) -> tuple[str, ...]:
     """The owner of ``bucket`` and the next ``rf - 1`` distinct owners clockwise; with
     ``primaries``, a bucket owned by another node has its first copy on the next
-    primary clockwise instead (so every bucket has a copy on a primary)."""
+    primary clockwise instead (so every bucket has a copy on a primary). With
+    ``domains``, a node whose domain already holds a copy is passed over while a node of
+    another domain is left; only then are the passed-over ones taken, in ring order."""
     owner = ring.bucket(bucket).node
     found = [owner]
-    if rf > 1 and primaries and owner not in primaries:
-        token = bucket
-        for _ in range(len(ring) - 1):
-            token = ring.successor(token)
-            node = ring.bucket(token).node
+    if rf <= 1:
+        return (owner,)
+    used = {domains.get(owner, owner)}
+    if primaries and owner not in primaries:
+        first = None
+        for node in _clockwise(ring, bucket):
             if node in primaries:
-                found.append(node)
-                break
-    token = bucket
-    for _ in range(len(ring) - 1):
+                if domains.get(node, node) not in used:
+                    first = node
+                    break
+                first = first or node
+        if first is not None:
+            found.append(first)
+            used.add(domains.get(first, first))
+    shared = []  # passed over: their domain holds a copy already
+    for node in _clockwise(ring, bucket):
         if len(found) >= rf:
             break
+        if node in found:
+            continue
+        domain = domains.get(node, node)
+        if domain in used:
+            shared.append(node)
+        else:
+            found.append(node)
+            used.add(domain)
+    found.extend(shared[: max(0, rf - len(found))])  # fewer domains than copies
+    return tuple(found)
+
+
+def _clockwise(ring: HashRing, bucket: int) -> Iterator[str]:
+    """The owners of the buckets after ``bucket``, clockwise, each once, not its own."""
+    owner = ring.bucket(bucket).node
+    seen = {owner}
+    token = bucket
+    for _ in range(len(ring) - 1):
         token = ring.successor(token)
         node = ring.bucket(token).node
-        if node not in found:
-            found.append(node)
-    return tuple(found)
+        if node not in seen:
+            seen.add(node)
+            yield node
 
 
 def holders_of(ring: HashRing, held: Mapping[int, tuple[str, ...]], token: int) -> tuple[str, ...]:
@@ -82,11 +123,13 @@ def holders_of(ring: HashRing, held: Mapping[int, tuple[str, ...]], token: int) 
     return (bucket.node, *(n for n in copies if n != bucket.node))
 
 
-def initial_held(ring: HashRing, rf: int, primaries: Primaries = frozenset()) -> Held:
+def initial_held(
+    ring: HashRing, rf: int, primaries: Primaries = frozenset(), domains: Domains = _NO_DOMAINS
+) -> Held:
     """The held map of a new, empty cluster: every desired holder holds (nothing yet)."""
     if rf <= 1:
         return {}
-    return {b.token: desired_holders(ring, b.token, rf, primaries) for b in ring}
+    return {b.token: desired_holders(ring, b.token, rf, primaries, domains) for b in ring}
 
 
 def ranges_held(ring: HashRing, held: Mapping[int, tuple[str, ...]], node: str) -> list[list[int]]:
@@ -174,7 +217,11 @@ def without_node(held: Held, node: str) -> Held:
 
 
 def missing_copies(
-    ring: HashRing, held: Mapping[int, tuple[str, ...]], rf: int, primaries: Primaries = frozenset()
+    ring: HashRing,
+    held: Mapping[int, tuple[str, ...]],
+    rf: int,
+    primaries: Primaries = frozenset(),
+    domains: Domains = _NO_DOMAINS,
 ) -> list[tuple[int, str, str]]:
     """Copies to make: ``(bucket, source, destination)`` for every desired holder that does
     not hold its bucket yet, the source being the owner when it holds the range."""
@@ -184,14 +231,18 @@ def missing_copies(
         if not copies:
             continue  # nobody holds it (the data is lost): nothing to copy from
         source = bucket.node if bucket.node in copies else copies[0]
-        for node in desired_holders(ring, bucket.token, rf, primaries):
+        for node in desired_holders(ring, bucket.token, rf, primaries, domains):
             if node not in copies:
                 todo.append((bucket.token, source, node))
     return todo
 
 
 def trim(
-    ring: HashRing, held: Held, rf: int, primaries: Primaries = frozenset()
+    ring: HashRing,
+    held: Held,
+    rf: int,
+    primaries: Primaries = frozenset(),
+    domains: Domains = _NO_DOMAINS,
 ) -> tuple[Held, list[tuple[str, int, int]]]:
     """Drop copies no longer wanted, where every desired copy exists.
 
@@ -202,7 +253,7 @@ def trim(
     drops: list[tuple[str, int, int]] = []
     for bucket in ring:
         copies = held.get(bucket.token, ())
-        want = desired_holders(ring, bucket.token, rf, primaries)
+        want = desired_holders(ring, bucket.token, rf, primaries, domains)
         if not copies or any(n not in copies for n in want):
             continue
         extra = [n for n in copies if n not in want]
@@ -214,14 +265,19 @@ def trim(
 
 
 def under_replicated(
-    ring: HashRing, held: Mapping[int, tuple[str, ...]], rf: int, primaries: Primaries = frozenset()
+    ring: HashRing,
+    held: Mapping[int, tuple[str, ...]],
+    rf: int,
+    primaries: Primaries = frozenset(),
+    domains: Domains = _NO_DOMAINS,
 ) -> int:
     """Buckets holding fewer copies than desired (shown by status and metrics)."""
     return sum(
         1
         for b in ring
         if any(
-            n not in held.get(b.token, ()) for n in desired_holders(ring, b.token, rf, primaries)
+            n not in held.get(b.token, ())
+            for n in desired_holders(ring, b.token, rf, primaries, domains)
         )
     )
 

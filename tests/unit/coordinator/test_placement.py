@@ -152,6 +152,35 @@ def test_with_primaries_every_bucket_has_a_copy_on_a_primary() -> None:
             assert placement.heir(held, b.token, b.node, primaries) in primaries
 
 
+def test_copies_go_to_distinct_instances_before_sharing_one() -> None:
+    """Nodes in slots of one instance are one failure domain (found in review: with two
+    nodes per instance every copy of some buckets sat on one instance, and losing it lost
+    a third of the acknowledged writes)."""
+    ring = ring_of((100, "a1"), (200, "a2"), (300, "b1"), (400, "b2"), (500, "c1"))
+    domains = {"a1": "i-A", "a2": "i-A", "b1": "i-B", "b2": "i-B", "c1": "i-C"}
+    assert placement.desired_holders(ring, 100, 2) == ("a1", "a2")  # blind: one instance
+    assert placement.desired_holders(ring, 100, 2, domains=domains) == ("a1", "b1")
+    assert placement.desired_holders(ring, 300, 3, domains=domains) == ("b1", "c1", "a1")
+    # Fewer instances than copies: the passed-over nodes fill in, in ring order.
+    two = {n: d for n, d in domains.items() if n != "c1"}
+    ring2 = ring_of((100, "a1"), (200, "a2"), (300, "b1"), (400, "b2"))
+    assert placement.desired_holders(ring2, 100, 3, domains=two) == ("a1", "b1", "a2")
+    assert placement.desired_holders(ring2, 100, 5, domains=two) == ("a1", "b1", "a2", "b2")
+    # A node missing from the map is its own domain; no map: exactly as before.
+    assert placement.desired_holders(ring, 400, 2, domains={"b2": "i-B"}) == ("b2", "c1")
+    held = placement.initial_held(ring, 2, domains=domains)
+    assert all(len({domains[n] for n in copies}) == 2 for copies in held.values())
+    assert placement.missing_copies(ring, held, 2, domains=domains) == []
+    assert placement.under_replicated(ring, held, 2, domains=domains) == 0
+    # A cluster placed blind is under-replicated by this rule until repair moves copies.
+    blind = placement.initial_held(ring, 2)
+    assert placement.under_replicated(ring, blind, 2, domains=domains) > 0
+    # With primaries, the first copy goes to a primary on another instance when one exists.
+    primaries = frozenset({"a1", "a2", "c1"})
+    assert placement.desired_holders(ring, 400, 2, primaries, domains) == ("b2", "c1")
+    assert placement.desired_holders(ring, 200, 2, primaries, domains) == ("a2", "b1")
+
+
 def test_the_heir_of_a_bucket_is_a_holder_a_primary_first() -> None:
     held = {100: ("a", "b", "p")}
     assert placement.heir(held, 100, "a", frozenset({"p"})) == "p"
