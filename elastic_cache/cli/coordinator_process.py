@@ -71,6 +71,7 @@ def build_provisioner(
             session=session,
             token_parameter=settings.coordinator.admin_token_parameter,
             keep_state=settings.scaler.warm_reintegration,
+            spread=settings.cluster.replication,
         )
     state_dir = Path(settings.coordinator.state_dir)
     # Nodes get a state directory only for warm re-integration: a stopped node's

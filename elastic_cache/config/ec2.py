@@ -269,12 +269,16 @@ class Ec2Settings:
         if not self.image and "{arch}" not in self.image_parameter:
             check_ssm_name("ec2.image_parameter", self.image_parameter)
         check_port("ec2.node_port", self.node_port, allow_zero=False)
-        if isinstance(self.nodes_per_instance, int) and (
-            self.node_port + self.nodes_per_instance - 1 > 65535
-        ):
+        # "auto" may give up to MAX_NODES_PER_INSTANCE slots, each on node_port + slot.
+        most = (
+            self.nodes_per_instance
+            if isinstance(self.nodes_per_instance, int)
+            else MAX_NODES_PER_INSTANCE
+        )
+        if self.node_port + most - 1 > 65535:
             raise ConfigError(
-                f"ec2.nodes_per_instance: {self.nodes_per_instance} nodes from port "
-                f"{self.node_port} go past port 65535"
+                f"ec2.nodes_per_instance: {self.nodes_per_instance!r} "
+                f"({most} node(s) at most) from port {self.node_port} go past port 65535"
             )
         if bool(self.bundle_bucket) != bool(self.bundle_key):
             raise ConfigError("set both ec2.bundle_bucket and ec2.bundle_key, or neither")

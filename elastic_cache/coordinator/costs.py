@@ -75,22 +75,27 @@ class ClusterCosts:
         return str(getattr(self.provisioner, "instance_type", "local"))
 
     def next_node_price(self) -> float:
-        """What one more node may cost per hour: the dearest type the provisioner may
-        fall back to (`Ec2Provisioner.instance_types`), so the budget holds whichever
-        type AWS has capacity for, with its address and volume (`node_extras`); nothing
-        when a free slot of a running instance will take it (`Ec2Provisioner.
-        free_slots`)."""
+        """What one more node may cost per hour (`added_nodes_price` of one)."""
+        return self.added_nodes_price(1)
+
+    def added_nodes_price(self, count: int) -> float:
+        """What ``count`` more nodes than the running ones (the launches under way
+        among them) may add per hour: nothing for each that a free slot of a running
+        instance takes (`Ec2Provisioner.free_slots`: ``ec2.nodes_per_instance``; that
+        instance is counted already), and for each other the dearest type the
+        provisioner may fall back to (`Ec2Provisioner.instance_types`), so the budget
+        holds whichever type AWS has capacity for, with its address and volume
+        (`node_extras`). Each node beyond the free slots is priced as an instance of its
+        own: a bound (two of them may share a new instance)."""
         free_slots: Callable[[], int] | None = getattr(self.provisioner, "free_slots", None)
-        if free_slots is not None and free_slots() > len(self.cluster.launching):
-            # A free slot of a running instance takes it (``ec2.nodes_per_instance``):
-            # that instance's price is counted already. Launches under way may take the
-            # free slots first, so only slots beyond them count.
+        paid = max(0, count - (free_slots() if free_slots is not None else 0))
+        if paid == 0:
             return 0.0
         types = getattr(self.provisioner, "instance_types", None)
         if not types:
             types = (self.provisioner_instance_type(),)
         dearest = max(self.node_price(str(t)) for t in types)
-        return dearest + (self.node_extras() if self.settings.ec2 is not None else 0.0)
+        return paid * (dearest + (self.node_extras() if self.settings.ec2 is not None else 0.0))
 
     def _region_prices(self) -> RegionPrices | None:
         """Storage prices of ``price_region``; None when the table lacks the region and

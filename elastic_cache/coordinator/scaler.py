@@ -104,6 +104,7 @@ def launch_blocker(
     cost_per_hour: float = 0.0,
     node_cost_per_hour: float = 0.0,
     over_allowance: bool = False,
+    added_cost_per_hour: float | None = None,
 ) -> str | None:
     """What stops one more launch now, or None when it is allowed.
 
@@ -120,6 +121,9 @@ def launch_blocker(
             (traffic between zones at its allowance, or at its metered rate when above).
         node_cost_per_hour: what one more node would add.
         over_allowance: the metered traffic between zones is above its allowance.
+        added_cost_per_hour: what the launches under way and this one add in all, when
+            they do not each cost ``node_cost_per_hour`` (free slots of running
+            instances take some for nothing); default ``node_cost_per_hour`` each.
 
     Returns:
         ``"in_flight"`` (enough launches under way: help is coming), ``"max_nodes"``,
@@ -134,7 +138,10 @@ def launch_blocker(
         return "max_nodes"
     budget = settings.max_usd_per_hour
     # A tiny tolerance so that a budget of exactly n nodes' price allows n nodes.
-    if budget is not None and cost_per_hour + node_cost_per_hour * (pending + 1) > budget + 1e-9:
+    added = (
+        node_cost_per_hour * (pending + 1) if added_cost_per_hour is None else added_cost_per_hour
+    )
+    if budget is not None and cost_per_hour + added > budget + 1e-9:
         return "max_usd_per_hour"
     if over_allowance:
         return "max_cross_zone_gb_per_hour"
@@ -287,7 +294,9 @@ class Scaler:
         settings: thresholds and limits.
         cluster: where nodes come from and where moves happen.
         rate: the coordinator's request-rate meter (R).
-        node_cost_per_hour: price of one more node (0 locally), for the budget.
+        added_cost_per_hour: what ``n`` more nodes than the running ones would add per
+            hour (0 locally; on EC2 nothing for those that free slots of running
+            instances take), for the budget.
         cluster_cost_per_hour: what the cluster costs now, for the budget.
         cross_zone_over: whether the traffic between zones is above its allowance now.
         clock: seconds (monotonic), for the scale-down cool-down and the back-off after
@@ -301,7 +310,7 @@ class Scaler:
         cluster: Cluster,
         rate: RateMeter,
         *,
-        node_cost_per_hour: Callable[[], float] = lambda: 0.0,
+        added_cost_per_hour: Callable[[int], float] = lambda count: 0.0,
         cluster_cost_per_hour: Callable[[], float] = lambda: 0.0,
         cross_zone_over: Callable[[], bool] = lambda: False,
         clock: Callable[[], float] = time.monotonic,
@@ -312,7 +321,7 @@ class Scaler:
         self._clock = clock
         self.backoff = backoff or LaunchBackoff()
         self.rate = rate
-        self._node_cost = node_cost_per_hour
+        self._added_cost = added_cost_per_hour
         self._cluster_cost = cluster_cost_per_hour
         self._cross_zone_over = cross_zone_over
         self.in_flight = 0
@@ -389,7 +398,7 @@ class Scaler:
             settings=self.settings,
             launching=self.launches_under_way(),
             cost_per_hour=self._cluster_cost(),
-            node_cost_per_hour=self._node_cost(),
+            added_cost_per_hour=self._added_cost(self.launches_under_way() + 1),
             over_allowance=self._cross_zone_over(),
         )
         if blocker is not None:
@@ -437,7 +446,7 @@ class Scaler:
         check."""
         budget = self.settings.max_usd_per_hour
         pending = self.launches_under_way()
-        cost = self._cluster_cost() + self._node_cost() * (pending + count)
+        cost = self._cluster_cost() + self._added_cost(pending + count)
         if budget is not None and cost > budget + 1e-9:
             return "max_usd_per_hour"
         if self._cross_zone_over():

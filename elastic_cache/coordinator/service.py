@@ -148,7 +148,7 @@ class Coordinator(ClusterCosts):
             settings.scaler,
             self.cluster,
             self.rate,
-            node_cost_per_hour=self.next_node_price,
+            added_cost_per_hour=self.added_nodes_price,
             cluster_cost_per_hour=self.budgeted_cost_per_hour,
             cross_zone_over=self.cross_zone_over,
         )

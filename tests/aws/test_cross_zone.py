@@ -247,10 +247,11 @@ def test_dry_run_prices_the_allowance_into_the_minimum_and_the_maximum(
     assert "traffic between zones: none, every node in the coordinator's zone" in plain
     assert cli.main([*argv, "--max-nodes", "3", "--az-spread", "--dry-run"]) == 0
     spread = capsys.readouterr().out
-    # Two nodes per t3.small node instance (--nodes-per-instance auto, 2 vCPUs).
-    low, high = 2 * EACH + S3 + 0.10, 3 * EACH + S3 + 0.10
+    # Two nodes per t3.small node instance (--nodes-per-instance auto, 2 vCPUs), once
+    # there are as many instances as copies of a key (replication 2).
+    low, high = 3 * EACH + S3 + 0.10, 3 * EACH + S3 + 0.10
     assert (
-        f"cost: ${low:.4f}/h at the minimum (coordinator + 2 node(s) on 1 instance(s), 2 per "
+        f"cost: ${low:.4f}/h at the minimum (coordinator + 2 node(s) on 2 instance(s), 2 per "
         f"instance), ${high:.4f}/h at the maximum (3 nodes on 2 instance(s))" in spread
     )
     assert (

@@ -129,17 +129,18 @@ def test_dry_run_prints_the_plan_and_its_cost_and_creates_nothing(
     assert "vCPU quota: not checked (NoSuchResourceException)" in out
     assert "permissions: ec2:RunInstances and ec2:CreateSecurityGroup allowed" in out
     # t3.small is $0.0208/h in us-east-1 and has 2 vCPUs, so each node instance runs two
-    # nodes (--nodes-per-instance auto): 2 instances at the minimum (the coordinator and
-    # one for the two nodes, one per copy: replication 2 by default), 3 at the maximum;
-    # each with its public IPv4 ($0.005/h) and 8 GB gp3 volume ($0.08/GB-month), and S3
-    # at its 50 GB cap.
+    # nodes (--nodes-per-instance auto); the two nodes (one per copy: replication 2 by
+    # default) get an instance each, so that one instance's loss leaves a copy: 3
+    # instances at the minimum (the coordinator's and two), 3 at the maximum; each with
+    # its public IPv4 ($0.005/h) and 8 GB gp3 volume ($0.08/GB-month), and S3 at its
+    # 50 GB cap.
     each, s3 = 0.0208 + 0.005 + 8 * 0.08 / 730, 50 * 0.023 / 730
     assert (
-        f"cost: ${2 * each + s3:.4f}/h at the minimum (coordinator + 2 node(s) on 1 "
+        f"cost: ${3 * each + s3:.4f}/h at the minimum (coordinator + 2 node(s) on 2 "
         f"instance(s), 2 per instance), ${3 * each + s3:.4f}/h at the maximum (3 nodes on 2 "
         "instance(s))" in out
     )
-    assert "$0.0549/h at the minimum" in out  # the same, worked out
+    assert "$0.0816/h at the minimum" in out  # the same, worked out
     assert (
         "each instance counted with its public IPv4 and 8 GB gp3 root volume "
         "($0.00588/h), S3 at its 50 GB cap ($0.00158/h)" in out
@@ -222,10 +223,36 @@ def test_a_vcpu_quota_below_the_maximum_is_a_warning(session: Any, tmp_path: Pat
     ec2.run_instances(ImageId=image, InstanceType="t3.small", MinCount=1, MaxCount=1)
     inject(session, "service-quotas", "GetServiceQuota", reply=quota(8))
     lines: list[str] = []
-    run_deploy(session, tmp_path, settings(max_nodes=4), out=lines.append)
+    run_deploy(session, tmp_path, settings(max_nodes=6), out=lines.append)
     assert (
-        "  check         vCPU quota: 8, 2 in use: the minimum fits, but only 2 of "
-        "--max-nodes 4 node(s) will" in lines
+        "  check         vCPU quota: 8, 2 in use: the minimum fits, but only 4 of "
+        "--max-nodes 6 node(s) will" in lines
+    )
+
+
+@pytest.mark.parametrize(
+    ("replication", "quota_value", "needs"),
+    [(1, 5, 6), (2, 9, 10)],
+)
+def test_the_vcpu_quota_counts_instances_not_nodes(
+    session: Any, replication: int, quota_value: int, needs: int
+) -> None:
+    """m5.xlarge runs four nodes (``auto``: its vCPUs): four nodes need one instance, or
+    two with replication 2 (each copy of a key on an instance of its own), beside the
+    coordinator's two vCPUs (found in review: the check asked for 2 + 4 × 4 = 18)."""
+    s = settings(
+        instance_types=("m5.xlarge",),
+        min_nodes=4,
+        max_nodes=4,
+        nodes_per_instance="auto",
+        replication=replication,
+    )
+    inject(session, "service-quotas", "GetServiceQuota", reply=quota(quota_value))
+    with pytest.raises(AwsLimitExceeded) as err:
+        plan(s, session=session, out=lambda line: None)
+    assert (
+        f"needs {needs} at its minimum (coordinator 2 + 4 node(s) on {replication} m5.xlarge "
+        "instance(s) of 4)" in str(err.value)
     )
 
 

@@ -89,12 +89,12 @@ def test_a_type_and_region_the_tables_lack_deploy_with_fetched_prices(
     result = run_deploy(session, tmp_path, s, out=lines.append, prices=cache, today=lambda: DAY)
     text = "\n".join(lines)
     assert "price: c7i.large in ap-south-1: $0.0893/h (fetched 2026-11-26)" in text
-    # Coordinator + 2 nodes (replication 2), and the maximum of 4 nodes, two per
-    # c7i.large node instance (2 vCPUs); each instance with its public IPv4 and 8 GB
-    # volume, and S3 at its 50 GB cap (storage at us-east-1's prices: the tables have
-    # none for ap-south-1).
+    # Coordinator + 2 nodes (replication 2: an instance each, so that each copy of a key
+    # has its own), and the maximum of 4 nodes, two per c7i.large node instance (2
+    # vCPUs); each instance with its public IPv4 and 8 GB volume, and S3 at its 50 GB
+    # cap (storage at us-east-1's prices: the tables have none for ap-south-1).
     each, s3 = 0.0893 + 0.005 + 8 * 0.08 / 730, 50 * 0.023 / 730
-    assert f"cost: ${2 * each + s3:.4f}/h at the minimum" in text
+    assert f"cost: ${3 * each + s3:.4f}/h at the minimum" in text
     assert f"${3 * each + s3:.4f}/h at the maximum" in text
     # One call for the one type, filtered on the region and the type.
     assert len(calls) == 1

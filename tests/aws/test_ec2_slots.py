@@ -33,6 +33,7 @@ from tests.unit.waiting import until
 from .conftest import REGION, LocalInstances, ec2_cluster_settings, fail_call
 from .test_deploy import EXTRA
 from .test_ec2_provisioner import NODES, describe, fast_sleep_settings, provisioner
+from .test_spot import answer, marked
 
 pytestmark = pytest.mark.slow
 
@@ -270,6 +271,109 @@ async def test_copies_sit_on_distinct_instances_so_losing_one_loses_nothing(
             assert (answer.status, answer.body) == (200, value), key
     finally:
         await coord.stop()
+
+
+# -- found in review (2026-11-27): empty instances, Spot notices, budget, spread ----------
+
+
+async def test_an_instance_whose_other_node_left_while_one_started_ends(
+    session: Any, tmp_path: Path
+) -> None:
+    """node-2 takes slot 1 and is starting when node-1 (slot 0) is removed; node-2's start
+    then fails: no node runs on the instance, so it is terminated (it was left running,
+    billed and counted nowhere)."""
+    prov, runner = provisioner(session, tmp_path, nodes_per_instance=2, boot_timeout=4)
+    try:
+        one = await prov.launch("node-1")
+        runner.fail_health = True
+        two = asyncio.create_task(prov.launch("node-2"))
+        await until(lambda: prov.slots[one.ref].nodes.get(1) == "node-2", "node-2's slot")
+        await prov.terminate(one)
+        assert describe(session, one.ref)["State"]["Name"] == "running"  # node-2 starts
+        with pytest.raises(ProvisionError):
+            await two
+        assert describe(session, one.ref)["State"]["Name"] in ("shutting-down", "terminated")
+        assert one.ref not in prov.slots and await prov.list() == []
+    finally:
+        runner.fail_health = False
+        await prov.close()
+
+
+async def test_no_node_is_placed_on_an_instance_given_its_spot_notice(
+    session: Any, tmp_path: Path
+) -> None:
+    prov, _ = provisioner(session, tmp_path, nodes_per_instance=2)
+    try:
+        one = await prov.launch("node-1")
+        assert prov.free_slots() == 1
+        answer(prov.ec2, "DescribeSpotInstanceRequests", marked(one.ref))
+        assert await prov.interrupted([one.ref]) == {one.ref}
+        assert prov.free_slots() == 0  # the budget prices the next node as an instance
+        two = await prov.launch("node-2")  # a drain's replacement: not on the doomed one
+        assert two.ref != one.ref
+    finally:
+        await prov.close()
+
+
+async def test_nodes_spread_over_as_many_instances_as_copies_first(
+    session: Any, tmp_path: Path
+) -> None:
+    """With ``spread`` 2 (replication 2) the first two nodes get an instance each, so
+    each copy of a key can be on its own; only then do nodes share instances."""
+    runner = LocalInstances(NODES, tmp_path / "logs")
+    settings = fast_sleep_settings(session, nodes_per_instance=2)
+    prov = Ec2Provisioner(settings, NODES, session=session, runner=runner, spread=2)
+    try:
+        one = await prov.launch("node-1")
+        assert prov.free_slots() == 0  # the next needs an instance of its own
+        two = await prov.launch("node-2")
+        assert one.ref != two.ref and prov.free_slots() == 2
+        three = await prov.launch("node-3")
+        assert three.ref in (one.ref, two.ref)
+    finally:
+        await prov.close()
+
+
+async def test_the_budget_prices_only_the_nodes_free_slots_cannot_take(
+    session: Any, tmp_path: Path
+) -> None:
+    """Two instances' budget, three nodes on two instances, one free slot: one more node
+    fits, two do not (the admin API let three through, and two scaler launches decided
+    in one turn both passed, before)."""
+    price = instance_price("t3.small", REGION) + EXTRA
+    data = {
+        "coordinator": {"initial_nodes": 3, "price_region": REGION},
+        "nodes": {"index": "sorted", "capacity_records": 1000},
+        "scaler": {"max_nodes": 16, "max_usd_per_hour": round(2 * price + 0.001, 4)},
+    }
+    settings, prov, _ = ec2_cluster_settings(session, tmp_path, data)
+    assert settings.ec2 is not None
+    settings = settings.replace(ec2=dataclasses.replace(settings.ec2, nodes_per_instance=2))
+    assert settings.ec2 is not None
+    prov = Ec2Provisioner(settings.ec2, settings.nodes, session=session, runner=prov.runner)
+    coord = Coordinator(settings, prov, state_path=tmp_path / "cluster.json")
+    await coord.start()
+    try:
+        assert prov.free_slots() == 1
+        assert coord.added_nodes_price(1) == 0.0
+        assert coord.added_nodes_price(3) == pytest.approx(2 * price)
+        assert coord.scaler.budget_blocker(1) is None
+        assert coord.scaler.budget_blocker(3) == "max_usd_per_hour"
+        # A launch decided but not yet running takes the free slot first.
+        coord.cluster.starting += 1
+        try:
+            assert coord.scaler.budget_blocker(1) == "max_usd_per_hour"
+            assert not coord.scaler.request_help("node-1", full=False)
+        finally:
+            coord.cluster.starting -= 1
+    finally:
+        await coord.stop()
+
+
+def test_auto_slots_must_fit_below_port_65536(session: Any) -> None:
+    with pytest.raises(ConfigError, match=r"ec2\.nodes_per_instance.*past port 65535"):
+        fast_sleep_settings(session, nodes_per_instance="auto", node_port=65535)
+    fast_sleep_settings(session, nodes_per_instance="auto", node_port=65520)
 
 
 @pytest.mark.parametrize("value", [0, 17, -1, "many", True, 1.5, "AUTO"])

@@ -281,11 +281,11 @@ def test_the_spot_price_comes_from_ec2(session: Any) -> None:
     [line] = [x for x in lines if x.startswith("spot: ")]
     assert f"${0.00001 + EXTRA:.5f}/h each" in line and "assumed" not in line
     # The coordinator (t3.small, $0.0208/h, with its address, volume and S3 at its cap)
-    # and 2 or 4 nodes, two per instance (2 vCPUs each type), at the Spot price with
-    # their address and volume.
+    # and 2 or 4 nodes, two per instance (2 vCPUs each type) once there are as many
+    # instances as copies of a key (2), at the Spot price with their address and volume.
     coordinator = 0.0208 + EXTRA + 50 * 0.023 / 730
     assert (
-        f"${coordinator + 1 * (0.00001 + EXTRA):.4f}/h at the minimum, "
+        f"${coordinator + 2 * (0.00001 + EXTRA):.4f}/h at the minimum, "
         f"${coordinator + 2 * (0.00001 + EXTRA):.4f}/h at the maximum" in line
     )
 

@@ -72,9 +72,11 @@ def billed_extras(settings: DeploySettings) -> Extras:
     )
 
 
-def node_instances(nodes: int, nodes_per_instance: int) -> int:
-    """The instances ``nodes`` nodes need at ``nodes_per_instance`` each."""
-    return -(-nodes // max(1, nodes_per_instance))
+def node_instances(nodes: int, nodes_per_instance: int, spread: int = 1) -> int:
+    """The instances ``nodes`` nodes need at ``nodes_per_instance`` each, spread over at
+    least ``spread`` instances (the replication factor: the provisioner gives each copy
+    of a key an instance of its own before it shares one, docs/aws.md)."""
+    return max(-(-nodes // max(1, nodes_per_instance)), min(nodes, spread))
 
 
 def hourly_prices(
@@ -118,7 +120,7 @@ def hourly_prices(
     if node is not None:
         node += extras.node
     if budget is not None and coordinator is not None and node is not None:
-        instances = node_instances(settings.initial_nodes, nodes_per_instance)
+        instances = node_instances(settings.initial_nodes, nodes_per_instance, settings.replication)
         floor = coordinator + instances * node
         if floor > budget + 1e-9:
             raise ConfigError(

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from elastic_cache.aws.deploy.budget import hourly_prices
+from elastic_cache.aws.deploy.budget import hourly_prices, node_instances
 from elastic_cache.aws.deploy.names import ClusterNames
 from elastic_cache.aws.deploy.network import find_network
 from elastic_cache.aws.deploy.settings import DeploySettings
@@ -217,18 +217,30 @@ def check_vcpu_quota(
     ec2: Any,
     settings: DeploySettings,
     vcpus: Mapping[str, int],
+    slots: Mapping[str, int] | None = None,
 ) -> str:
     """Check the minimum cluster against the account's standard vCPU quota; a note.
 
-    The minimum (the dearest coordinator type and ``initial_nodes`` of the largest node
-    type, beside what already runs) must fit; the maximum (``max_nodes``) only gets a
-    warning, since the scaler then stops short of it with an AWS error it shows.
+    The minimum (the dearest coordinator type and the instances ``initial_nodes`` need
+    of the node type that needs the most vCPUs for them, beside what already runs) must
+    fit; the maximum (``max_nodes``) only gets a warning, since the scaler then stops
+    short of it with an AWS error it shows. ``slots``: the nodes an instance of each
+    node type runs (``nodes_per_instance``; default one), so instances are counted, not
+    nodes.
 
     Raises:
         AwsLimitExceeded: the minimum cluster does not fit the quota.
     """
     coordinator = max(vcpus[t] for t in settings.coordinator_types)
-    node = max(vcpus[t] for t in settings.instance_types)
+    per = {t: (slots or {}).get(t, 1) for t in settings.instance_types}
+
+    def needed(nodes: int) -> tuple[int, str]:
+        """The most vCPUs ``nodes`` nodes need, over the node types, and which type."""
+        return max(
+            (node_instances(nodes, per[t], settings.replication) * vcpus[t], t)
+            for t in settings.instance_types
+        )
+
     if not all(standard_family(t) for t in (*settings.coordinator_types, *settings.instance_types)):
         return "vCPU quota: not checked (a type outside the standard families has its own)"
     try:
@@ -245,19 +257,23 @@ def check_vcpu_quota(
         return f"vCPU quota: not checked ({exc.aws_code or exc})"
     quota = int(float(reply["Quota"]["Value"]))
     used = _running_vcpus(ec2)
-    floor = coordinator + settings.initial_nodes * node
-    top = coordinator + settings.max_nodes * node
+    nodes_floor, kind = needed(settings.initial_nodes)
+    floor = coordinator + nodes_floor
+    top = coordinator + needed(settings.max_nodes)[0]
     if used + floor > quota:
+        instances = node_instances(settings.initial_nodes, per[kind], settings.replication)
         raise AwsLimitExceeded(
             f"the account's running On-Demand standard vCPU quota ({STANDARD_VCPU_QUOTA}) is "
             f"{quota}, {used} are in use, and the cluster needs {floor} at its minimum "
-            f"(coordinator {coordinator} + {settings.initial_nodes} node(s) of {node}); ask for "
+            f"(coordinator {coordinator} + {settings.initial_nodes} node(s) on {instances} "
+            f"{kind} instance(s) of {vcpus[kind]}); ask for "
             "more in the Service Quotas console or choose smaller types",
             aws_code="VcpuLimitExceeded",
             operation="GetServiceQuota",
         )
     if used + top > quota:
-        fits = (quota - used - coordinator) // node
+        kind = needed(settings.max_nodes)[1]
+        fits = (quota - used - coordinator) // vcpus[kind] * per[kind]
         return (
             f"vCPU quota: {quota}, {used} in use: the minimum fits, but only {fits} of "
             f"--max-nodes {settings.max_nodes} node(s) will"
@@ -409,7 +425,7 @@ def preflight(
         f"{', '.join(sorted({zones[s] for s in kept}))}",
     )
     vcpus = {t: int(d["VCpuInfo"]["DefaultVCpus"]) for t, d in described.items()}
-    notes.append(check_vcpu_quota(quotas, ec2, settings, vcpus))
+    notes.append(check_vcpu_quota(quotas, ec2, settings, vcpus, slots))
     notes.append(
         check_permissions(
             ec2, settings, names, vpc=vpc, subnet=kept[0], image=image, root_device=root_device

@@ -134,8 +134,8 @@ def cost_line(settings: DeploySettings, checked: Preflight) -> str:
             "the price on aws.amazon.com/ec2/pricing"
         )
     each = checked.nodes_per_instance
-    low_n = node_instances(settings.initial_nodes, each)
-    high_n = node_instances(settings.max_nodes, each)
+    low_n = node_instances(settings.initial_nodes, each, settings.replication)
+    high_n = node_instances(settings.max_nodes, each, settings.replication)
     low = checked.coordinator_price + low_n * checked.node_price
     high = checked.coordinator_price + high_n * checked.node_price
     budget = settings.max_usd_per_hour
@@ -220,11 +220,13 @@ def spot_cost_line(settings: DeploySettings, checked: Preflight) -> str:
     node += billed_extras(settings).node  # its address and volume are billed as before
     low = (
         checked.coordinator_price
-        + node_instances(settings.initial_nodes, checked.nodes_per_instance) * node
+        + node_instances(settings.initial_nodes, checked.nodes_per_instance, settings.replication)
+        * node
     )
     high = (
         checked.coordinator_price
-        + node_instances(settings.max_nodes, checked.nodes_per_instance) * node
+        + node_instances(settings.max_nodes, checked.nodes_per_instance, settings.replication)
+        * node
     )
     return (
         f"spot: nodes as Spot at ${node:.5f}/h each with address and volume ({source}): "

@@ -44,6 +44,11 @@ class SlotPacking:
     ec2: Any
     #: The slots of the cluster's live instances, by instance id.
     slots: dict[str, SlotTable]
+    #: Instances EC2 takes back soon (a Spot notice): their free slots take no node.
+    doomed: set[str]
+    #: The fewest instances the nodes run on before a slot is shared (the cluster's
+    #: replication: each copy of a key can then have an instance of its own).
+    spread: int
     _slot_lock: asyncio.Lock
     _clock: Callable[[], float]
     _sleep: Callable[[float], Awaitable[None]]
@@ -68,14 +73,19 @@ class SlotPacking:
     def _forget(self, node_id: str, instance_id: str) -> None:
         raise NotImplementedError
 
+    async def _terminate_quietly(self, node_id: str, instance_id: str) -> None:
+        raise NotImplementedError
+
     def _free_place(self) -> tuple[SlotTable, int] | None:
         """A free slot on a live instance of the cluster, booted ones first, then the
-        fullest, or None. Runtime complexity: O(i log i + i s) for i instances of s
-        slots."""
-        tables = sorted(
-            self.slots.values(),
-            key=lambda t: (not t.ready, -len(t.nodes), t.instance_id),
-        )
+        fullest, or None; never on an instance given its Spot interruption notice (its
+        nodes are being drained: a node placed there would go with it), and None while
+        the cluster runs on fewer than ``spread`` instances. Runtime
+        complexity: O(i log i + i s) for i instances of s slots."""
+        live = [t for t in self.slots.values() if t.instance_id not in self.doomed]
+        if len(live) < self.spread:
+            return None  # an instance of its own: copies of a key go to distinct ones
+        tables = sorted(live, key=lambda t: (not t.ready, -len(t.nodes), t.instance_id))
         for table in tables:
             slot = table.free_slot()
             if slot is not None:
@@ -85,7 +95,10 @@ class SlotPacking:
     def free_slots(self) -> int:
         """Free slots on the cluster's booted instances: launches that need no new
         instance (the coordinator's budget prices those at nothing)."""
-        return sum(t.count - len(t.nodes) for t in self.slots.values() if t.ready)
+        live = [t for t in self.slots.values() if t.instance_id not in self.doomed]
+        if len(live) < self.spread:
+            return 0  # the next node gets an instance of its own (`_free_place`)
+        return sum(t.count - len(t.nodes) for t in live if t.ready)
 
     async def _write_slots(self, table: SlotTable, doing: str) -> None:
         """Record ``table`` in its instance's tags (`elastic_cache.aws.ec2.slots`).
@@ -156,6 +169,12 @@ class SlotPacking:
         async with self._slot_lock:
             if table.nodes.get(slot) == node_id:
                 del table.nodes[slot]
+            if not table.nodes and self.slots.get(table.instance_id) is table:
+                # Its other nodes left while this one was starting (a removal, a drain):
+                # no node runs on it any more, so it goes, as with its last node's
+                # termination (left running, it was billed and counted nowhere).
+                await self._terminate_quietly(node_id, table.instance_id)
+                return
             await self._record_free(table, slot)
 
     async def _stop_slot(self, node_id: str, table: SlotTable, slot: int) -> None:

@@ -107,8 +107,10 @@ class Ec2Provisioner(SlotPacking):
         client_token: Callable[[], str] = new_client_token,
         token_parameter: str | None = None,
         keep_state: bool = False,
+        spread: int = 1,
     ) -> None:
         self.keep_state = keep_state
+        self.spread = max(1, spread)
         if keep_state and settings.nodes_per_instance != 1:
             raise ConfigError(
                 "ec2.nodes_per_instance must be 1 with warm re-integration "
@@ -154,6 +156,9 @@ class Ec2Provisioner(SlotPacking):
         #: The slots of the cluster's live instances, by instance id: this coordinator's
         #: view, newer than the tags it writes (read back at the first `list`).
         self.slots: dict[str, SlotTable] = {}
+        #: Spot instances given their interruption notice (`interrupted`): no new node
+        #: is placed in their free slots.
+        self.doomed: set[str] = set()
         # Set when an instance's first node answers (or its launch failed): a launch
         # given a slot on a booting instance waits for it.
         self._booted: dict[str, asyncio.Event] = {}
@@ -603,7 +608,9 @@ class Ec2Provisioner(SlotPacking):
             "looking for Spot interruption notices",
             Filters=[{"Name": "instance-id", "Values": list(instance_ids)}],
         )
-        return interrupted(reply)
+        marked = interrupted(reply)
+        self.doomed |= marked
+        return marked
 
     async def close(self) -> None:
         """Release the runner; instances keep running (``ecache destroy`` ends them)."""

@@ -291,7 +291,7 @@ async def test_the_admin_apis_launches_keep_to_the_budget() -> None:
         settings.scaler,
         Cluster1(),  # type: ignore[arg-type]
         FixedRate(1.0),
-        node_cost_per_hour=lambda: 0.0104,
+        added_cost_per_hour=lambda count: 0.0104 * count,
         cluster_cost_per_hour=lambda: cost[0],
     )
     assert scaler.budget_blocker(1) is None  # two nodes: the budget exactly
