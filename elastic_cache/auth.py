@@ -95,8 +95,9 @@ class TokenGuard:
 
     @property
     def expected(self) -> bytes:
-        """The ``Authorization`` value that admits a request, as bytes."""
-        return authorization(self.token).encode()
+        """The token a request's ``Authorization: Bearer`` must present (`bearer_token`),
+        as bytes."""
+        return self.token.encode()
 
     def is_open(self, raw_path: str) -> bool:
         """Whether ``raw_path`` (as sent, without the query) is answered without the
@@ -112,6 +113,16 @@ class TokenGuard:
 def authorization(token: str) -> str:
     """The ``Authorization`` header value that carries ``token``."""
     return f"Bearer {token}"
+
+
+def bearer_token(value: bytes) -> bytes:
+    """The token an ``Authorization`` value presents under the Bearer scheme, whose name
+    is case-insensitive (RFC 9110 §11.1: ``bearer`` and ``BEARER`` too) and followed by
+    one or more spaces; b"" for any other scheme."""
+    scheme, _, rest = value.partition(b" ")
+    if scheme.lower() != b"bearer":
+        return b""
+    return rest.lstrip(b" ")
 
 
 def unauthorized(given: bool) -> Unauthorized:
@@ -136,7 +147,7 @@ def token_middleware(guard: TokenGuard) -> Middleware:
         header = request.headers.getall("Authorization", ())
         given = header[0].encode("latin-1", "replace") if len(header) == 1 else b""
         path = request.raw_path.partition("?")[0]
-        if not hmac.compare_digest(given, expected) and not guard.is_open(path):
+        if not hmac.compare_digest(bearer_token(given), expected) and not guard.is_open(path):
             err = unauthorized(bool(header))
             return web.json_response(err.to_json(), status=err.status, headers=dict([CHALLENGE]))
         return await handler(request)

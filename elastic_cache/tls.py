@@ -90,7 +90,13 @@ def server_context(
         # A password callback that fails, so an encrypted key is an error, not a prompt.
         context.load_cert_chain(cert, key, password=_no_password)
     except ssl.SSLError as exc:
-        if "KEY_VALUES_MISMATCH" in str(exc):
+        # A key of the certificate's type that is not its key: KEY_VALUES_MISMATCH; a
+        # key of another type (an EC key for an RSA certificate): NO_CERTIFICATE_ASSIGNED
+        # once the files parse (both are PEM, so the message names the mismatch).
+        mismatch = "KEY_VALUES_MISMATCH" in str(exc) or (
+            "NO_CERTIFICATE_ASSIGNED" in str(exc) and _parses(cert, key)
+        )
+        if mismatch:
             raise ConfigError(
                 f"{key_setting} {key} is not the private key of {cert_setting} {cert}"
             ) from exc
@@ -101,6 +107,15 @@ def server_context(
     except ValueError as exc:  # the password callback: an encrypted key
         raise ConfigError(f"{key_setting} {key} is encrypted; give it unencrypted") from exc
     return context
+
+
+def _parses(cert: str, key: str) -> bool:
+    """Whether ``cert`` holds a PEM certificate and ``key`` a PEM private key block."""
+    try:
+        with open(cert, encoding="latin-1") as c, open(key, encoding="latin-1") as k:
+            return bool(certificates_in(c.read())) and "PRIVATE KEY-----" in k.read()
+    except OSError:
+        return False
 
 
 def _no_password() -> str:

@@ -390,7 +390,10 @@ class Coordinator(ClusterCosts):
         nodes = list(self.cluster.nodes.values())
         return self.history.sample(
             time.time() if now is None else now,
-            requests=self.metrics.requests.total(PUBLIC_ROUTES),
+            # Every process's answers: this one's and the workers' (as last reported),
+            # so the dashboard's rate chart shows the cluster's rate, not this share.
+            requests=self.metrics.requests.total(PUBLIC_ROUTES)
+            + sum(int(r.get("answered", 0)) for r in self.worker_reports.values()),
             node_counts={n.node_id: (n.hits, n.misses) for n in nodes},
             records=sum(n.records for n in nodes),
             cost_per_hour=self.cost_per_hour(),

@@ -9,6 +9,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Protocol
 
+from elastic_cache.auth import bearer_token
 from elastic_cache.fastpath.request import HotRequest
 
 if TYPE_CHECKING:
@@ -107,7 +108,9 @@ class RequestParsing:
         if b"#" in target:  # a fragment is not part of a request (aiohttp drops it too)
             request.target = target.partition(b"#")[0]
         expected = self.expected
-        if expected is not None and not hmac.compare_digest(request.authorization or b"", expected):
+        if expected is not None and not hmac.compare_digest(
+            bearer_token(request.authorization or b""), expected
+        ):
             guard = self.server.guard
             assert guard is not None
             if not guard.is_open(request.target.partition(b"?")[0].decode("latin-1")):

@@ -159,6 +159,18 @@ async def test_the_lean_layer_checks_the_token_itself() -> None:
         writer.write(put("k", b"w", auth + " \t"))
         assert [r.status for r in await Replies(reader).read(1)] == [204]
         writer.close()
+        # The scheme's name is case-insensitive (RFC 9110 §11.1); another one is not it.
+        for value, status in (
+            (f"bearer {TOKEN}", 204),
+            (f"BEARER  {TOKEN}", 204),
+            (f"Basic {TOKEN}", 401),
+            (f"Bearer{TOKEN}", 401),
+            (TOKEN, 401),
+        ):
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(put("k", b"x", f"Authorization: {value}"))
+            assert [r.status for r in await Replies(reader).read(1)] == [status], value
+            writer.close()
     finally:
         await server.close(timeout=1.0)
 
@@ -177,6 +189,12 @@ async def test_a_connection_handed_to_aiohttp_is_checked_there() -> None:
         replies = await Replies(reader).read(3)
         assert [r.status for r in replies] == [200, 401, 200]  # aiohttp keeps it open
         assert json.loads(replies[1].body)["error"] == "unauthorized"
+        writer.close()
+        # Its check takes the scheme's name in any case, as the lean layer's does.
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        lower = stats.replace(b"Bearer", b"bearer")
+        writer.write(lower + stats.replace(b"Bearer", b"Basic"))
+        assert [r.status for r in await Replies(reader).read(2)] == [200, 401]
         writer.close()
     finally:
         await server.close()

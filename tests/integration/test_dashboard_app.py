@@ -70,3 +70,10 @@ async def test_history_endpoint(harness: CoordinatorHarness) -> None:
     assert s == 200 and [x["t"] for x in data["samples"]] == [1002.0]
     s, body, _ = await h.call("GET", "/v1/cluster/history?since=soon")
     assert s == 400 and json.loads(body)["error"] == "bad_body"
+    # Worker processes' answers count too (their reports: found in review, the chart
+    # showed the leader's share alone under --workers).
+    h.coord.worker_reports[1] = {"worker": 1, "answered": 10}
+    third = h.coord.sample_history(now=1004.0)
+    h.coord.worker_reports[1] = {"worker": 1, "answered": 30}
+    fourth = h.coord.sample_history(now=1006.0)
+    assert third["requests_per_s"] == 5.0 and fourth["requests_per_s"] == 10.0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from elastic_cache.auth import TokenGuard, authorization, check_token, unauthorized
+from elastic_cache.auth import TokenGuard, authorization, bearer_token, check_token, unauthorized
 from elastic_cache.errors import ConfigError, Unauthorized
 
 TOKEN = "AbC-._~+/=0123456789"
@@ -23,7 +23,8 @@ def test_a_token_is_a_bearer_b64token_of_16_to_512_characters() -> None:
 def test_the_guard_never_shows_the_token() -> None:
     guard = TokenGuard.for_node(TOKEN)
     assert TOKEN not in repr(guard)
-    assert guard.expected == authorization(TOKEN).encode() == f"Bearer {TOKEN}".encode()
+    assert guard.expected == TOKEN.encode()  # what a Bearer value must present
+    assert authorization(TOKEN) == f"Bearer {TOKEN}"
 
 
 @pytest.mark.parametrize(
@@ -54,3 +55,10 @@ def test_the_401_says_what_is_missing() -> None:
     assert isinstance(missing, Unauthorized) and missing.status == 401
     assert "ecache token" in str(missing) and "wrong" in str(wrong)
     assert missing.to_json()["error"] == "unauthorized"
+
+
+def test_the_bearer_scheme_is_case_insensitive() -> None:
+    assert bearer_token(b"Bearer abc") == b"abc"
+    assert bearer_token(b"bEaReR   abc") == b"abc"
+    assert bearer_token(b"Basic abc") == b"" and bearer_token(b"Bearerabc") == b""
+    assert bearer_token(b"") == b"" and bearer_token(b"abc") == b""

@@ -77,6 +77,26 @@ def test_server_context_refuses_a_key_of_another_certificate(tmp_path: Path) -> 
         server_context(str(garbage), other_key)
 
 
+def test_server_context_names_a_key_of_another_type_as_not_the_key(tmp_path: Path) -> None:
+    """An RSA key given for an EC certificate: OpenSSL says NO_CERTIFICATE_ASSIGNED, not
+    KEY_VALUES_MISMATCH; both files are PEM, so the error says the key is not its key
+    (found in review: it said "expected a PEM certificate chain")."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    cert, _ = write(tmp_path, self_signed("a", now=NOW), "a")
+    rsa_key = tmp_path / "rsa.key"
+    rsa_key.write_bytes(
+        rsa.generate_private_key(public_exponent=65537, key_size=2048).private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    with pytest.raises(ConfigError, match="is not the private key of"):
+        server_context(cert, str(rsa_key))
+
+
 def test_a_deployment_certificate_is_pinned_without_a_name_check(tmp_path: Path) -> None:
     made = self_signed("ecache-demo", addresses=["198.51.100.23"], now=NOW)
     cert, _ = write(tmp_path, made)

@@ -17,7 +17,7 @@
 
   let samples = [];
   let lastSampleT = 0;
-  let lastEventSeq = -1;
+  let lastEventSeq = null;
 
   // -- helpers ------------------------------------------------------------------------
 
@@ -327,7 +327,10 @@
 
   function renderEvents(view) {
     const events = view.events;
-    const newest = events.length ? events[events.length - 1].seq : 0;
+    // A restarted coordinator numbers its events from 1 again: the newest one's time
+    // tells its events from the last life's.
+    const last = events.length ? events[events.length - 1] : null;
+    const newest = last ? `${last.seq}@${last.time}` : "";
     if (newest === lastEventSeq) return;
     lastEventSeq = newest;
     const items = events.slice().reverse().map((e) =>
@@ -408,10 +411,21 @@
   const TOKEN_KEY = "ecache-token";
   let askedForToken = false;
 
+  let badTokenInAddress = false;
+
   function takeTokenFromAddress() {
     const m = /(?:^#|&)token=([^&]+)/.exec(window.location.hash);
     if (m) {
-      sessionStorage.setItem(TOKEN_KEY, decodeURIComponent(m[1]));
+      let token = null;
+      try {
+        token = decodeURIComponent(m[1]);
+      } catch (e) {
+        badTokenInAddress = true; // a malformed escape (a stray %): said in the status
+      }
+      if (token) {
+        badTokenInAddress = false;
+        sessionStorage.setItem(TOKEN_KEY, token);
+      }
       history.replaceState(null, "", window.location.pathname + window.location.search);
     }
   }
@@ -452,8 +466,15 @@
     } catch (err) {
       status.className = "status down";
       if (err instanceof Unauthorized) {
-        status.textContent =
-          "this cluster needs its token: open /#token=TOKEN (ecache token --name NAME prints it)";
+        status.textContent = badTokenInAddress
+          ? "the token in the address is malformed (a stray %?): open /#token=TOKEN again"
+          : "this cluster needs its token: open /#token=TOKEN (ecache token --name NAME prints it)";
+        if (sessionStorage.getItem(TOKEN_KEY)) {
+          // The token kept was refused (a typo in the prompt, a rotated token): drop it
+          // and ask again, once per refused token.
+          sessionStorage.removeItem(TOKEN_KEY);
+          askedForToken = false;
+        }
         if (!askedForToken) {
           askedForToken = true;
           const given = window.prompt("This cluster needs its token (ecache token --name NAME):");
@@ -468,5 +489,8 @@
   }
 
   takeTokenFromAddress();
+  // Opening /#token=TOKEN in this tab changes only the fragment: no reload, so the page
+  // takes it from here too.
+  window.addEventListener("hashchange", takeTokenFromAddress);
   tick();
 })();

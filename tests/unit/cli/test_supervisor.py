@@ -11,11 +11,13 @@ import shutil
 import sys
 import tempfile
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 from aiohttp import web
 
+from elastic_cache.aws.deploy.certificate import self_signed
 from elastic_cache.cli.supervisor import RestartPolicy, Supervisor
 from elastic_cache.config import ClusterSettings
 from elastic_cache.errors import ConfigError, ProvisionError
@@ -169,6 +171,26 @@ import json, sys
 mode = sys.argv[1]
 if mode == "fail":
     sys.exit(2)
+if mode == "serve-tls":  # answers /healthz over HTTPS, with the certificate in argv
+    import http.server, ssl, threading
+    class Health(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200 if self.path == "/healthz" else 404)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+        def log_message(self, *args):
+            pass
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Health)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(sys.argv[2], sys.argv[3])
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    port = server.server_address[1]
+    url = f"https://127.0.0.1:{port}"
+    print(json.dumps({"event": "ready", "url": url, "port": port, "nodes": 0}))
+    sys.stdout.flush()
+    sys.stdin.read()
+    sys.exit(0)
 print(json.dumps({"event": "ready", "url": "http://127.0.0.1:9", "port": 9, "nodes": 0}))
 sys.stdout.flush()
 if mode == "crash":
@@ -181,7 +203,14 @@ class ScriptedSupervisor(Supervisor):
     """Runs `FAKE_COORDINATOR` instead of the coordinator, one mode per life (the last
     one repeats)."""
 
-    def __init__(self, lives: list[str], policy: RestartPolicy, hang_timeout: float = 30) -> None:
+    def __init__(
+        self,
+        lives: list[str],
+        policy: RestartPolicy,
+        hang_timeout: float = 30,
+        extra: tuple[str, ...] = (),
+    ) -> None:
+        self.extra = extra
         self.ready: list[dict[str, object]] = []
         self.restarted: list[dict[str, object]] = []
         self._reported = asyncio.Event()
@@ -212,6 +241,7 @@ class ScriptedSupervisor(Supervisor):
             "-c",
             FAKE_COORDINATOR,
             mode,
+            *self.extra,
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
         )
@@ -260,6 +290,25 @@ async def test_a_hung_coordinator_is_killed_and_restarted(
     assert await asyncio.wait_for(supervisor.run(asyncio.Event()), 20) == 1
     assert len(supervisor.pids) == 2 and len(supervisor.restarted) == 1
     assert capsys.readouterr().err.count('"event": "coordinator_hung"') == 2
+
+
+async def test_a_tls_coordinator_that_answers_is_not_taken_for_hung(tmp_path: Path) -> None:
+    """Its certificate names no address and no CA here knows it: the liveness check
+    still reads its /healthz (found in review: `ecache up` with tls_cert killed its
+    coordinator every 30 s, then gave up and stopped the cluster)."""
+    made = self_signed("ecache-test", now=datetime.now(UTC))
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    cert.write_text(made.cert_pem)
+    key.write_text(made.key_pem)
+    supervisor = ScriptedSupervisor(
+        ["serve-tls"], fast(limit=1), hang_timeout=0.5, extra=(str(cert), str(key))
+    )
+    stop = asyncio.Event()
+    running = asyncio.create_task(supervisor.run(stop))
+    await asyncio.sleep(3)  # six hang timeouts
+    assert len(supervisor.pids) == 1 and supervisor.restarted == []
+    stop.set()
+    assert await asyncio.wait_for(running, 10) == 0
 
 
 def test_hang_timeout_must_be_positive() -> None:
