@@ -117,6 +117,9 @@ class Reply:
             passed-through methods; whoever sends the reply closes it.
         cache: HIT, MISS (fetched and stored), PASS (fetched, not stored), STALE or
             REVALIDATED.
+        lines: ``headers`` already encoded as header lines, all of them in order, when
+            known (a stored answer's, `StoredResponse.header_lines`, with ``Age``); the
+            lean edge then sends them as they are.
     """
 
     status: int
@@ -124,6 +127,7 @@ class Reply:
     body: bytes = b""
     stream: OriginStream | None = None
     cache: str = "MISS"
+    lines: bytes | None = None
 
 
 @dataclass(slots=True)
@@ -290,7 +294,10 @@ class CachedAnswers:
         ):
             self.counts.not_modified += 1
             return Reply(304, [*not_modified_headers(record), *age], cache=cache)
-        return Reply(record.status, [*record.headers, *age], record.body, cache=cache)
+        lines = record.header_lines()
+        if lines is not None and age:
+            lines += b"Age: %s\r\n" % age[0][1].encode()
+        return Reply(record.status, [*record.headers, *age], record.body, cache=cache, lines=lines)
 
     def _refuse_before(self, key: str, since: float) -> None:
         """Refuse to store at ``key`` an answer to a request sent before ``since``."""

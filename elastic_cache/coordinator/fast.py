@@ -8,7 +8,6 @@ read-through methods) goes to those routes.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
@@ -25,6 +24,7 @@ from elastic_cache.coordinator.service import Coordinator
 from elastic_cache.errors import ElasticCacheError, UpstreamError
 from elastic_cache.fastpath import (
     HotRequest,
+    Later,
     Streamed,
     chunked_head,
     error_bytes,
@@ -32,6 +32,7 @@ from elastic_cache.fastpath import (
     query_value,
     response_bytes,
     split_target,
+    stored_answer,
     value_bytes,
     whole_body_within,
 )
@@ -132,9 +133,9 @@ class CoordinatorHotRoutes:
         if parts is None:
             return None
         if request.method == "GET":
-            # The fast lane (`Router.get_now`): the answer is a future that a callback
-            # sets, with no task or coroutine under way.
-            answer: asyncio.Future[bytes | Streamed] = asyncio.get_running_loop().create_future()
+            # The fast lane (`Router.get_now`): the answer is a `Later` that a callback
+            # gives, with no task, coroutine or future of its own under way.
+            answer = Later()
             try:
                 taken = self.router.get_now(
                     parts[0], STREAM_ABOVE, partial(self._got, request, answer)
@@ -146,25 +147,24 @@ class CoordinatorHotRoutes:
         return self._get(request, parts[0])
 
     def _got(
-        self,
-        request: HotRequest,
-        future: asyncio.Future[bytes | Streamed],
-        answer: Answer | None,
-        exc: Exception | None,
+        self, request: HotRequest, later: Later, answer: Answer | None, exc: Exception | None
     ) -> None:
-        if future.done():  # the connection is gone
+        if later.given:  # pragma: no cover - the lane answers once
             if answer is not None and answer.stream is not None:
                 answer.stream.close()
             return
         try:
             if answer is not None:
-                future.set_result(self._value(request, answer))
+                reply: bytes | Streamed = self._value(request, answer)
             elif isinstance(exc, ElasticCacheError):
-                future.set_result(self._error(request, "kv", exc))
+                reply = self._error(request, "kv", exc)
             else:
-                future.set_exception(exc or RuntimeError("no answer"))
+                later.fail(exc or RuntimeError("no answer"))
+                return
         except Exception as failed:  # never leave the client waiting
-            future.set_exception(failed)
+            later.fail(failed)
+            return
+        later.give(reply)  # the connection writes it now, in this call
 
     async def _get(self, request: HotRequest, key: str) -> bytes | Streamed:
         try:
@@ -261,6 +261,12 @@ class CoordinatorHotRoutes:
 
     def _reply(self, request: HotRequest, reply: Reply) -> bytes | Streamed:
         self._done(request, "svc", reply.status)
+        lines = reply.lines
+        if lines is not None and reply.stream is None and request.method == "GET":
+            # A stored answer (it has its Date): its header lines were encoded once.
+            return stored_answer(
+                reply.status, lines, reply.cache, reply.body, keep_alive=request.keep_alive
+            )
         headers = [*reply.headers, ("X-Cache", reply.cache)]
         keep = request.keep_alive
         # A stored answer keeps the origin's Date; only an answer without one gets ours.

@@ -33,6 +33,7 @@ from elastic_cache.fastpath.answers import (
     error_bytes,
     no_content_bytes,
     response_bytes,
+    stored_answer,
     value_bytes,
 )
 from elastic_cache.fastpath.request import (
@@ -40,6 +41,7 @@ from elastic_cache.fastpath.request import (
     DECLINE,
     HotRequest,
     HotRoutes,
+    Later,
     Streamed,
     client_address,
     plain_content_type,
@@ -56,6 +58,7 @@ __all__ = [
     "FastServer",
     "HotRequest",
     "HotRoutes",
+    "Later",
     "Streamed",
     "chunked_head",
     "client_address",
@@ -65,6 +68,7 @@ __all__ = [
     "query_value",
     "response_bytes",
     "split_target",
+    "stored_answer",
     "value_bytes",
     "whole_body_within",
 ]

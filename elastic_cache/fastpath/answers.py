@@ -77,6 +77,26 @@ def response_bytes(
     return b"".join(parts)
 
 
+def stored_answer(
+    status: int, lines: bytes, cache: str, body: bytes, *, keep_alive: bool = True
+) -> bytes:
+    """A read-through answer from its stored header ``lines`` (encoded once per stored
+    answer, ``Date`` among them): exactly `response_bytes`'s bytes for those headers
+    and ``X-Cache: cache``, with ``date`` False — without encoding each header again."""
+    return b"".join(
+        (
+            _status_line(status),
+            lines,
+            b"X-Cache: %s\r\nContent-Length: %d\r\n" % (cache.encode("latin-1"), len(body))
+            if status not in (204, 304) and not 100 <= status < 200
+            else b"X-Cache: %s\r\n" % cache.encode("latin-1"),
+            b"" if keep_alive else b"Connection: close\r\n",
+            b"\r\n",
+            body,
+        )
+    )
+
+
 _OK = _status_line(200)
 #: ``Content-Type`` and ``X-Ecache-Epoch`` lines by content type, with the epoch they
 #: were made for (`value_bytes`).

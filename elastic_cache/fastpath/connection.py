@@ -29,6 +29,7 @@ from elastic_cache.fastpath.relay import Relaying, RelayServer, _Relay
 from elastic_cache.fastpath.request import (
     HotRequest,
     HotRoutes,
+    Later,
     Streamed,
 )
 
@@ -234,9 +235,10 @@ class _Connection(RequestParsing, Relaying, asyncio.Protocol):
             if answer is None:  # declined: aiohttp serves it
                 request.handler = None
                 self.loop.create_task(self._relay_request(request))
-            elif isinstance(answer, asyncio.Future):
-                # A callback will set it (a routed GET's fast lane): no task needed.
-                answer.add_done_callback(partial(self._answered, request))
+            elif type(answer) is Later:
+                # A callback gives it (a routed GET's fast lane) and this connection
+                # answers in the same call: no future, no task.
+                answer.then(partial(self._given, request))
             else:
                 self.loop.create_task(self._answer_later(request, answer))
             return
@@ -286,19 +288,11 @@ class _Connection(RequestParsing, Relaying, asyncio.Protocol):
         if self.queue and self.queue[0] is request:
             self.queue.popleft()
 
-    def _answered(self, request: HotRequest, future: asyncio.Future[Any]) -> None:
-        """The future a handler returned is done: write its answer (bytes at once, the
-        rest as `_answer_later` does)."""
-        if future.cancelled():
-            answer = self._crash(request, ConnectionError("the answer was cancelled"))
-        else:
-            exc = future.exception()
-            if exc is None:
-                answer = future.result()
-            elif isinstance(exc, Exception):
-                answer = self._crash(request, exc)
-            else:  # pragma: no cover - a BaseException other than cancellation
-                raise exc
+    def _given(self, request: HotRequest, answer: Any, exc: Exception | None) -> None:
+        """A handler's `Later` answer came: write it (bytes at once, the rest
+        as `_answer_later` does), or answer ``exc`` as a handler's exception."""
+        if exc is not None:
+            answer = self._crash(request, exc)
         if type(answer) is bytes:
             self._sent(request, answer)
         else:

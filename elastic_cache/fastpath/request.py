@@ -142,13 +142,63 @@ class HotRoutes(Protocol):
 
     def route(self, request: HotRequest) -> Callable[[HotRequest], Any] | None:
         """Called once the headers are in. The handler this layer calls with the whole
-        request, returning `HotAnswer`, an awaitable of it, or an `asyncio.Future` of it
-        that a callback sets (no task is made for it); None: aiohttp serves it."""
+        request, returning `HotAnswer`, an awaitable of it, or a `Later` that a callback
+        gives (no task is made for it); None: aiohttp serves it."""
         ...
 
     def failed(self, request: HotRequest, exc: Exception, seconds: float) -> None:
         """A handler raised ``exc`` (already answered with a JSON 500)."""
         ...
+
+
+class Later:
+    """An answer a callback gives later (a routed GET's fast lane): what a handler returns
+    instead of a future when the answer comes from a plain callback. The connection
+    registers itself (`then`) and is called at once, in the same call, when the answer
+    is given — no future, no `call_soon` hop, no task. Given at most once; a second
+    `give` or `fail` is ignored (the first stands).
+    """
+
+    __slots__ = ("_answer", "_error", "_given", "_then")
+
+    def __init__(self) -> None:
+        self._then: Callable[[Any, Exception | None], None] | None = None
+        self._given = False
+        self._answer: Any = None
+        self._error: Exception | None = None
+
+    @property
+    def given(self) -> bool:
+        """Whether the answer (or a failure) has been given."""
+        return self._given
+
+    def give(self, answer: Any) -> None:
+        """The answer: bytes, a `Streamed` answer, or None (declined: aiohttp serves it)."""
+        self._settle(answer, None)
+
+    def fail(self, exc: Exception) -> None:
+        """No answer: ``exc`` is answered as a handler's exception is (`_crash`)."""
+        self._settle(None, exc)
+
+    def then(self, call: Callable[[Any, Exception | None], None]) -> None:
+        """Call ``call(answer, error)`` once given (now, if it already is)."""
+        if self._given:
+            answer, error = self._answer, self._error
+            self._answer = self._error = None
+            call(answer, error)
+        else:
+            self._then = call
+
+    def _settle(self, answer: Any, exc: Exception | None) -> None:
+        if self._given:
+            return
+        self._given = True
+        call = self._then
+        if call is None:
+            self._answer, self._error = answer, exc
+        else:
+            self._then = None
+            call(answer, exc)
 
 
 def client_address(request: web.Request) -> str | None:

@@ -21,7 +21,7 @@ import functools
 import json
 import struct
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from elastic_cache.errors import InvalidBody
@@ -88,6 +88,23 @@ class StoredResponse:
     shared_ok: bool = False
     vary: tuple[tuple[str, str], ...] | None = None
     legacy: bool = False
+    _lines: bytes | None = field(default=None, init=False, repr=False, compare=False)
+
+    def header_lines(self) -> bytes | None:
+        """Its headers as an HTTP/1.1 answer's header lines (``Name: value\r\n``, in
+        order), made once per record and kept: a hot hit sends them as they are. None
+        when the edge must build them itself: a legacy record, or headers without
+        ``Date`` (the edge then adds one) or not Latin-1 (its own encoding refuses them)."""
+        lines = self._lines
+        if lines is None and not self.legacy:
+            if not any(name.lower() == "date" for name, _ in self.headers):
+                return None
+            try:
+                lines = "".join(f"{n}: {v}\r\n" for n, v in self.headers).encode("latin-1")
+            except UnicodeEncodeError:
+                return None
+            object.__setattr__(self, "_lines", lines)
+        return lines
 
     def header(self, name: str) -> str | None:
         """The first value of header ``name`` (any case), or None."""

@@ -15,7 +15,7 @@ from aiohttp import web
 
 from elastic_cache.config import ClusterSettings
 from elastic_cache.errors import NodeUnavailable
-from elastic_cache.fastpath import FastServer, HotRequest, Streamed, response_bytes
+from elastic_cache.fastpath import FastServer, HotRequest, Later, Streamed, response_bytes
 from elastic_cache.node import build_node_service, make_node_app
 from elastic_cache.node.app import METER
 from elastic_cache.node.fast import NodeHotRoutes
@@ -364,21 +364,31 @@ async def test_close_waits_for_nothing_when_idle_and_stops_listening(node: Node)
 
 class _LaterRoutes:
     """The node's routes, except that a GET of a key starting with ``later`` answers
-    through a future the test sets (a routed GET's fast lane on the coordinator)."""
+    through a `Later` the test gives (a routed GET's fast lane on the coordinator)."""
 
     def __init__(self, inner: NodeHotRoutes) -> None:
         self.inner = inner
-        self.futures: list[asyncio.Future[object]] = []
+        self.laters: list[Later] = []
 
     def route(self, request: HotRequest) -> Callable[[HotRequest], object] | None:
         if request.method == "GET" and request.target.startswith(b"/v1/kv/later"):
             return self._later
+        if request.method == "GET" and request.target.startswith(b"/v1/kv/now"):
+            return self._now
         return self.inner.route(request)
 
-    def _later(self, request: HotRequest) -> asyncio.Future[object]:
-        future: asyncio.Future[object] = asyncio.get_running_loop().create_future()
-        self.futures.append(future)
-        return future
+    def _now(self, request: HotRequest) -> Later:
+        """Given before the connection waits on it; a second answer is ignored."""
+        later = Later()
+        later.give(response_bytes(200, [], b"now"))
+        later.give(response_bytes(500, [], b"second"))
+        later.fail(RuntimeError("third"))
+        return later
+
+    def _later(self, request: HotRequest) -> Later:
+        later = Later()
+        self.laters.append(later)
+        return later
 
     def failed(self, request: HotRequest, exc: Exception, seconds: float) -> None:
         self.inner.failed(request, exc, seconds)
@@ -398,16 +408,16 @@ async def test_answers_set_by_callbacks_keep_their_place_in_the_pipeline(node: N
         + get("a")
     )
     replies = Replies(reader)
-    await until(lambda: len(routes.futures) == 1, "the first future")
+    await until(lambda: len(routes.laters) == 1, "the first answer")
     assert [r.status for r in await replies.read(1)] == [204]
     # Nothing behind a pending answer goes out before it.
-    routes.futures[0].set_result(response_bytes(200, [], b"first"))
-    await until(lambda: len(routes.futures) == 2, "the second future")
-    routes.futures[1].set_exception(NodeUnavailable("gone", retry_after=1))  # a JSON 503
-    await until(lambda: len(routes.futures) == 3, "the third future")
-    routes.futures[2].set_result(None)  # declined after all: aiohttp answers (a miss)
-    await until(lambda: len(routes.futures) == 4, "the fourth future")
-    routes.futures[3].set_result(Streamed(response_bytes(200, [], length=6), _two(), _none))
+    routes.laters[0].give(response_bytes(200, [], b"first"))
+    await until(lambda: len(routes.laters) == 2, "the second answer")
+    routes.laters[1].fail(NodeUnavailable("gone", retry_after=1))  # a JSON 503
+    await until(lambda: len(routes.laters) == 3, "the third answer")
+    routes.laters[2].give(None)  # declined after all: aiohttp answers (a miss)
+    await until(lambda: len(routes.laters) == 4, "the fourth answer")
+    routes.laters[3].give(Streamed(response_bytes(200, [], length=6), _two(), _none))
     got = await replies.read(7)
     assert [r.status for r in got] == [204, 200, 200, 503, 404, 200, 200]
     assert got[1].body == b"first" and got[2].body == b"one" and got[6].body == b"one"
@@ -415,6 +425,28 @@ async def test_answers_set_by_callbacks_keep_their_place_in_the_pipeline(node: N
     assert got[3].headers["retry-after"] == "1"
     assert json.loads(got[4].body)["error"] == "key_not_found"
     assert got[5].body == b"streak"
+    writer.close()
+
+
+async def test_an_answer_given_before_the_connection_waits_goes_out_in_its_place(
+    node: Node,
+) -> None:
+    routes = _LaterRoutes(node.server.routes)  # type: ignore[arg-type]
+    node.server.routes = routes
+    reader, writer = await node.connect()
+    writer.write(put("a", b"one") + get("later1") + get("now1") + get("a") + get("now2"))
+    replies = Replies(reader)
+    await until(lambda: len(routes.laters) == 1, "the first answer")
+    assert [r.status for r in await replies.read(1)] == [204]
+    routes.laters[0].give(response_bytes(200, [], b"first"))
+    got = await replies.read(5)
+    assert [(r.status, r.body) for r in got] == [
+        (204, b""),
+        (200, b"first"),
+        (200, b"now"),
+        (200, b"one"),
+        (200, b"now"),
+    ]
     writer.close()
 
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from elastic_cache.fastpath import no_content_bytes, response_bytes, value_bytes
+from elastic_cache.fastpath import no_content_bytes, response_bytes, stored_answer, value_bytes
 from elastic_cache.fastpath.answers import _VALUE_HEADS
+from elastic_cache.httpcache.record import RECORD_TYPE, StoredResponse, decode_record
 
 
 def test_a_value_answer_is_exactly_the_general_one() -> None:
@@ -46,3 +47,48 @@ def test_a_no_content_answer_is_exactly_the_general_one() -> None:
         general = response_bytes(204, headers, keep_alive=keep_alive)
         assert undated(fast) == undated(general)
     assert undated(no_content_bytes(b"")) == undated(response_bytes(204, []))
+
+
+def test_a_stored_answer_is_exactly_the_general_one() -> None:
+    """A read-through hit sends its record's header lines, encoded once and kept: the
+    same bytes as encoding every header for every answer."""
+    headers = (
+        ("Date", "Fri, 27 Nov 2026 10:00:00 GMT"),
+        ("Cache-Control", "max-age=60"),
+        ("Content-Type", "text/html; charset=iso-8859-1"),
+        ("X-Note", "caf\xe9"),  # Latin-1, as aiohttp's client decodes it
+    )
+    for status, body in ((200, b"<p>hi</p>"), (404, b""), (304, b""), (204, b"")):
+        record = StoredResponse(status=status, headers=headers, body=body, response_time=1.0)
+        lines = record.header_lines()
+        assert lines is not None and record.header_lines() is lines  # made once, kept
+        lines += b"Age: 5\r\n"
+        for keep_alive in (True, False):
+            fast = stored_answer(status, lines, "HIT", body, keep_alive=keep_alive)
+            general = response_bytes(
+                status,
+                [*headers, ("Age", "5"), ("X-Cache", "HIT")],
+                body,
+                keep_alive=keep_alive,
+                date=False,
+            )
+            assert fast == general
+    # A copy with other headers makes its own lines; a decoded record starts without.
+    other = record.with_headers((("Date", "x"),))
+    assert other.header_lines() == b"Date: x\r\n"
+    assert decode_record(record.encode(), RECORD_TYPE, now=0) == record
+
+
+def test_a_stored_answer_the_edge_must_build_has_no_lines() -> None:
+    undated_record = StoredResponse(
+        status=200, headers=(("ETag", '"a"'),), body=b"", response_time=0
+    )
+    assert undated_record.header_lines() is None  # the edge adds Date itself
+    wide = StoredResponse(
+        status=200, headers=(("Date", "x"), ("X-Name", "\u2603")), body=b"", response_time=0
+    )
+    assert wide.header_lines() is None  # not Latin-1: the general encoder decides
+    legacy = StoredResponse(
+        status=200, headers=(("Date", "x"),), body=b"", response_time=0, legacy=True
+    )
+    assert legacy.header_lines() is None
