@@ -11,7 +11,8 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from elastic_cache.auth import TOKEN_ENV
+from elastic_cache.auth import TOKEN_ENV, check_token
+from elastic_cache.errors import ConfigError
 
 if TYPE_CHECKING:
     import ssl
@@ -29,8 +30,21 @@ __all__ = [
 
 
 def client_token(args: argparse.Namespace) -> str | None:
-    """The token a command sends to a cluster: ``--token``, else ``$ECACHE_TOKEN``."""
-    return getattr(args, "token", None) or os.environ.get(TOKEN_ENV) or None
+    """The token a command sends to a cluster: ``--token``, else ``$ECACHE_TOKEN``,
+    without the blanks and line end around it (``$(cat token-file)`` of a file with a
+    CRLF), as ``--token-file`` is read.
+
+    Raises:
+        ConfigError: it cannot be a cluster token (`check_token`).
+    """
+    token = getattr(args, "token", None) or os.environ.get(TOKEN_ENV) or None
+    if token is None or not token.strip():
+        return None
+    try:
+        return check_token(token.strip())
+    except ConfigError as exc:
+        source = "--token" if getattr(args, "token", None) else f"${TOKEN_ENV}"
+        raise ConfigError(f"{source}: {exc}") from exc
 
 
 def tls_ca(args: argparse.Namespace) -> str | None:

@@ -23,7 +23,7 @@ from typing import Any, TextIO
 
 from elastic_cache.adminapi import NodeRemoved, NodesAdded, events_of, migrations_of
 from elastic_cache.cli.status import fetch_cluster
-from elastic_cache.errors import ElasticCacheError, NodeUnavailable, error_from_json
+from elastic_cache.errors import ConfigError, ElasticCacheError, NodeUnavailable, error_from_json
 from elastic_cache.progress import Progress
 
 __all__ = ["ClusterWatcher", "add_nodes", "admin_call", "remove_node", "watch_call"]
@@ -53,9 +53,13 @@ def admin_call(
     Raises:
         NodeUnavailable: the coordinator did not answer.
         ElasticCacheError: the typed error the coordinator answered with.
+        ConfigError: ``url`` is not a URL.
     """
     data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(url, data=data, method=method)
+    try:
+        request = urllib.request.Request(url, data=data, method=method)
+    except ValueError as exc:  # "notaurl/v1/...", "http://[::1/v1/..."
+        raise ConfigError(f"--url: {url!r} is not a coordinator's URL: {exc}") from exc
     if data is not None:
         request.add_header("Content-Type", "application/json")
     if token:

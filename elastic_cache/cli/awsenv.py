@@ -22,10 +22,18 @@ __all__ = ["boto_session", "cache_dir", "price_cache", "region"]
 
 def boto_session(region: str | None) -> Any:
     """A boto3 session: credentials, region and endpoint come from the environment and
-    the AWS config files, as for the AWS CLI (``AWS_PROFILE``, ``AWS_ENDPOINT_URL``...)."""
-    import boto3
+    the AWS config files, as for the AWS CLI (``AWS_PROFILE``, ``AWS_ENDPOINT_URL``...).
 
-    return boto3.Session(region_name=region)
+    Raises:
+        ConfigError: botocore refused them (``AWS_PROFILE`` names no profile).
+    """
+    import boto3
+    from botocore.exceptions import BotoCoreError
+
+    try:
+        return boto3.Session(region_name=region)
+    except BotoCoreError as exc:  # AWS_PROFILE naming no profile, a bad config file
+        raise ConfigError(f"AWS configuration: {exc}") from exc
 
 
 def region(args: argparse.Namespace, session: Any) -> str:

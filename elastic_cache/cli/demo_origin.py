@@ -8,6 +8,8 @@ import contextlib
 from typing import TYPE_CHECKING
 
 from elastic_cache import eventloop
+from elastic_cache.config.checks import check_port
+from elastic_cache.errors import ConfigError
 
 if TYPE_CHECKING:
     from elastic_cache.cli.options import Subparsers
@@ -31,6 +33,7 @@ def run(args: argparse.Namespace) -> int:
     from elastic_cache.demo_origin import DemoOriginSettings, serve
     from elastic_cache.lifecycle import wait_for_stop
 
+    check_port("--port", args.port)
     settings = DemoOriginSettings(delay_s=args.delay)
 
     async def run() -> None:
@@ -38,9 +41,13 @@ def run(args: argparse.Namespace) -> int:
         stopper = asyncio.create_task(wait_for_stop(watch_stdin=args.watch_stdin))
         await asyncio.wait({server, stopper}, return_when=asyncio.FIRST_COMPLETED)
         server.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await server  # re-raises a start-up failure such as a port in use
-        stopper.cancel()
+        try:
+            with contextlib.suppress(asyncio.CancelledError):
+                await server  # re-raises a start-up failure such as a port in use
+        except OSError as exc:
+            raise ConfigError(f"cannot listen on {args.host}:{args.port}: {exc.strerror}") from exc
+        finally:
+            stopper.cancel()
 
     eventloop.run(run())
     return 0

@@ -12,13 +12,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import io
+import json
 import ssl
 import sys
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TextIO
+from urllib.parse import quote
 
 import aiohttp
+from yarl import URL
 
 from elastic_cache.auth import authorization, unauthorized
 from elastic_cache.cli.access import add_client_token, client_tls, client_token
@@ -28,7 +32,10 @@ from elastic_cache.progress import Progress
 if TYPE_CHECKING:
     from elastic_cache.cli.options import Subparsers
 
-__all__ = ["FillReport", "add_parser", "fill", "run"]
+__all__ = ["MAX_SIZE", "FillReport", "add_parser", "fill", "run"]
+
+#: The largest ``--size``: the value is made once in memory.
+MAX_SIZE = 1 << 30
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +45,8 @@ class FillReport:
     written: int
     failed: int
     seconds: float
+    #: Why the first refused write was refused (``413 value_too_large``), or None.
+    first_failure: str | None = None
 
     @property
     def rate(self) -> float:
@@ -66,7 +75,10 @@ async def fill(
     """
     if count < 1 or size < 0 or concurrency < 1:
         raise ValueError("count and concurrency must be at least 1, size at least 0")
+    if size > MAX_SIZE:
+        raise ValueError(f"size at most {MAX_SIZE} bytes (one value is made in memory)")
     base = url.rstrip("/")
+    first_failure: str | None = None
     value = (b"elastic-cache " * (size // 14 + 1))[:size]
     written = failed = 0
     started = time.monotonic()
@@ -87,30 +99,45 @@ async def fill(
                 raise NodeUnavailable(f"the coordinator at {base} did not answer: {exc}") from exc
 
             async def worker() -> None:
-                nonlocal next_index, written, failed
+                nonlocal next_index, written, failed, first_failure
                 while next_index < end:
                     i = next_index
                     next_index += 1
+                    why = None
+                    # The key is one path segment, percent-encoded: a "?", "#", "%" or
+                    # "/" in the prefix is part of the key, not of the URL's syntax.
+                    target = URL(f"{base}/v1/kv/{quote(f'{prefix}{i}', safe='')}", encoded=True)
                     try:
                         async with session.put(
-                            f"{base}/v1/kv/{prefix}{i}",
-                            data=value,
+                            target,
+                            # A large body as a stream: aiohttp sends it in pieces.
+                            data=io.BytesIO(value) if len(value) > 1 << 20 else value,
                             headers={"Content-Type": "application/octet-stream"},
                         ) as resp:
-                            await resp.read()
+                            body = await resp.read()
                             if resp.status == 401:
                                 raise unauthorized(token is not None)
-                            ok = resp.status < 300
-                    except (aiohttp.ClientError, TimeoutError):
-                        ok = False
-                    if ok:
+                            if resp.status >= 300:
+                                why = f"{resp.status} {_error_code(body)}"
+                    except (aiohttp.ClientError, TimeoutError) as exc:
+                        why = f"{type(exc).__name__}: {exc}"
+                    if why is None:
                         written += 1
                     else:
                         failed += 1
+                        first_failure = first_failure or why
                     bar.update(written + failed, note=f"{failed:,} failed" if failed else None)
 
             await asyncio.gather(*(worker() for _ in range(concurrency)))
-    return FillReport(written, failed, time.monotonic() - started)
+    return FillReport(written, failed, time.monotonic() - started, first_failure)
+
+
+def _error_code(body: bytes) -> str:
+    """The ``error`` of a JSON error body, or its first bytes."""
+    try:
+        return str(json.loads(body)["error"])
+    except (ValueError, KeyError, TypeError):
+        return body[:80].decode("utf-8", "replace")
 
 
 def add_parser(sub: Subparsers) -> None:
@@ -136,6 +163,11 @@ def add_parser(sub: Subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.count < 1 or args.size < 0 or args.concurrency < 1:
         raise ConfigError("--count and --concurrency must be at least 1, --size at least 0")
+    if args.size > MAX_SIZE:
+        raise ConfigError(
+            f"--size {args.size}: at most {MAX_SIZE} bytes (a coordinator takes values up "
+            "to its max_value_bytes, 8 MiB by default)"
+        )
     report = asyncio.run(
         fill(
             args.url,
@@ -152,5 +184,6 @@ def run(args: argparse.Namespace) -> int:
     print(
         f"wrote {report.written:,} records ({report.failed:,} failed) in "
         f"{report.seconds:.1f} s, {report.rate:,.0f}/s"
+        + (f"; the first failure: {report.first_failure}" if report.first_failure else "")
     )
     return 0 if report.failed == 0 else 1

@@ -35,6 +35,14 @@ DEMO_ORIGIN = "shoreline"
 
 
 async def _start_demo_origin(port: int) -> asyncio.subprocess.Process:
+    with socket.socket() as probe:  # another server there would answer its /healthz
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError as exc:
+            raise ConfigError(
+                f"the demo origin cannot listen on 127.0.0.1:{port} ({exc.strerror}); "
+                "pass --demo-origin-port or --no-demo-origin"
+            ) from exc
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import errno
 import json
 import os
 from pathlib import Path
@@ -14,8 +15,9 @@ from typing import TYPE_CHECKING
 from elastic_cache import eventloop
 from elastic_cache.auth import TOKEN_ENV, check_token
 from elastic_cache.cli import awsenv
-from elastic_cache.cli.options import add_node_shape, node_overrides
-from elastic_cache.config import ClusterSettings
+from elastic_cache.cli.options import add_node_shape, checked_state_dir, node_overrides
+from elastic_cache.config import ClusterSettings, NodeSettings
+from elastic_cache.config.checks import check_port
 from elastic_cache.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -57,8 +59,9 @@ def add_parser(sub: Subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from elastic_cache.node.runner import serve_node
-
+    check_port("--port", args.port)
+    if args.state_dir is not None:
+        checked_state_dir("--state-dir", args.state_dir)
     node_data = node_overrides(args)
     settings = ClusterSettings.from_mapping({"nodes": node_data}).nodes
     if args.namespaces is not None:
@@ -77,6 +80,18 @@ def run(args: argparse.Namespace) -> int:
     else:
         # A local coordinator passes the token in the environment, not in argv.
         token = os.environ.get(TOKEN_ENV) or None
+    try:
+        _serve(settings, args, token)
+    except OSError as exc:
+        if exc.errno in (errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EACCES):
+            raise ConfigError(f"cannot listen on {args.host}:{args.port}: {exc.strerror}") from exc
+        raise
+    return 0
+
+
+def _serve(settings: NodeSettings, args: argparse.Namespace, token: str | None) -> None:
+    from elastic_cache.node.runner import serve_node
+
     eventloop.run(
         serve_node(
             settings,
@@ -88,4 +103,3 @@ def run(args: argparse.Namespace) -> int:
             state_dir=None if args.state_dir is None else Path(args.state_dir),
         )
     )
-    return 0

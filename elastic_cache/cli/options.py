@@ -276,4 +276,28 @@ def cluster_settings(args: argparse.Namespace) -> ClusterSettings:
     origins = section(data, "origins")
     for name, url in getattr(args, "origin", None) or []:
         origins[name] = {**origins.get(name, {}), "url": url}
-    return ClusterSettings.from_mapping(data)
+    settings = ClusterSettings.from_mapping(data)
+    checked_state_dir("--state-dir ([coordinator] state_dir)", settings.coordinator.state_dir)
+    return settings
+
+
+def checked_state_dir(setting: str, path: str | os.PathLike[str]) -> Path:
+    """``path`` as a directory this process can write in, made if absent: checked before
+    anything starts, so a typo (a file's name) is a clear error at once, not a traceback
+    at the first write or, for a node, records lost when it saves them at its stop.
+
+    Raises:
+        ConfigError: it is not a directory, cannot be made, or cannot be written.
+    """
+    where = Path(path)
+    try:
+        where.mkdir(parents=True, exist_ok=True)
+    except FileExistsError as exc:
+        raise ConfigError(f"{setting}: {str(where)!r} exists and is not a directory") from exc
+    except OSError as exc:
+        raise ConfigError(f"{setting}: cannot make {str(where)!r}: {exc.strerror}") from exc
+    if not where.is_dir():
+        raise ConfigError(f"{setting}: {str(where)!r} is not a directory")
+    if not os.access(where, os.W_OK | os.X_OK):
+        raise ConfigError(f"{setting}: {str(where)!r} cannot be written")
+    return where

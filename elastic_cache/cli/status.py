@@ -26,7 +26,7 @@ from elastic_cache.cli.access import (
     tls_ca,
 )
 from elastic_cache.config import check_cluster_name
-from elastic_cache.errors import NodeUnavailable, NotFound, Unauthorized
+from elastic_cache.errors import ConfigError, NodeUnavailable, NotFound, Unauthorized
 
 if TYPE_CHECKING:
     from elastic_cache.cli.options import Subparsers
@@ -73,8 +73,12 @@ def fetch_cluster(
     Raises:
         Unauthorized: the cluster needs a token and got none or a wrong one.
         NodeUnavailable: the coordinator did not answer, or answered with an error.
+        ConfigError: ``url`` is not a URL.
     """
-    request = urllib.request.Request(url.rstrip("/") + "/v1/cluster")
+    try:
+        request = urllib.request.Request(url.rstrip("/") + "/v1/cluster")
+    except ValueError as exc:  # "notaurl", "http://[::1"
+        raise ConfigError(f"--url {url!r} is not a coordinator's URL: {exc}") from exc
     if token:
         request.add_header("Authorization", authorization(token))
     try:

@@ -17,6 +17,7 @@ from elastic_cache.cli.options import (
     origin_flag,
     server_token,
 )
+from elastic_cache.config.checks import check_port
 
 if TYPE_CHECKING:
     from elastic_cache.cli.options import Subparsers
@@ -73,6 +74,8 @@ def add_parser(sub: Subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     from elastic_cache.cli.localcluster import run_up
 
+    check_port("--local-s3-port", args.local_s3_port, allow_zero=False)
+    check_port("--demo-origin-port", args.demo_origin_port, allow_zero=False)
     settings = cluster_settings(args)
     # --hybrid without an endpoint or a tier of its own: a local S3 (moto's server).
     local_s3 = (

@@ -57,6 +57,22 @@ async def test_fill_then_add_and_remove_nodes(
     assert "node-9" in capsys.readouterr().err
 
 
+async def test_fill_keys_are_one_path_segment_and_failures_say_why(
+    harness: CoordinatorHarness,
+) -> None:
+    """A "?", "#", "%" or "/" in the prefix is part of each key (found in review: "q?"
+    reported 100 writes and stored one record); a refused write says why."""
+    report = await fill(harness.url, 5, size=3, prefix="q?#%/", stream=io.StringIO())
+    assert (report.written, report.failed, report.first_failure) == (5, 0, None)
+    for i in range(5):
+        status, body, _ = await harness.call("GET", f"/v1/kv/q%3F%23%25%2F{i}")
+        assert (status, body) == (200, b"ela"), i
+    too_big = harness.coord.settings.nodes.max_value_bytes + 1
+    report = await fill(harness.url, 2, size=too_big, stream=io.StringIO())
+    assert (report.written, report.failed) == (0, 2)
+    assert report.first_failure == "413 value_too_large"
+
+
 async def test_fill_command_reports_an_absent_coordinator(
     capsys: pytest.CaptureFixture[str],
 ) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import socket
 from pathlib import Path
 
 import pytest
@@ -225,3 +226,90 @@ def test_a_bad_server_token_exits_2_saying_what_a_token_is(
     assert "a cluster token must be 16 to 512 characters" in capsys.readouterr().err
     assert main(["up", "--token-file", str(tmp_path / "missing")]) == 2
     assert "cannot read --token-file" in capsys.readouterr().err
+
+
+# -- found in review (2026-11-27): clear errors instead of tracebacks --------------------
+
+
+def test_a_client_token_is_stripped_and_checked(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``ECACHE_TOKEN=$(cat file)`` of a CRLF file: the line end is not part of it; a
+    token that cannot be one exits 2 naming where it came from (fill crashed in aiohttp
+    with "Forbidden control character")."""
+    parser = build_parser()
+    monkeypatch.setenv("ECACHE_TOKEN", "from-a-crlf-file-0123\r")
+    assert client_token(parser.parse_args(["status"])) == "from-a-crlf-file-0123"
+    monkeypatch.setenv("ECACHE_TOKEN", "has a space in it 0123")
+    assert main(["fill", "--url", "http://127.0.0.1:1", "--count", "1"]) == 2
+    assert "$ECACHE_TOKEN: a cluster token must be" in capsys.readouterr().err
+    monkeypatch.delenv("ECACHE_TOKEN")
+    assert main(["status", "--url", "http://127.0.0.1:1", "--token", "bad\nline-0123456789"]) == 2
+    assert "--token: a cluster token must be" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["status", "--url", "notaurl"],
+        ["status", "--url", "http://[::1"],
+        ["nodes", "add", "--url", "notaurl"],
+        ["namespaces", "list", "--url", "http://[::1"],
+    ],
+)
+def test_a_malformed_url_exits_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(argv) == 2
+    assert "is not a coordinator's URL" in capsys.readouterr().err
+
+
+def test_a_misspelt_aws_profile_exits_2(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("AWS_PROFILE", "no-such-profile-here")
+    assert main(["token", "--name", "x", "--region", "us-east-1"]) == 2
+    assert "AWS configuration" in capsys.readouterr().err
+
+
+def test_a_state_dir_that_is_a_file_exits_2_before_anything_starts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A typo naming a file: a node started, took writes, and lost them at its stop (it
+    could not save them there); the coordinator and ``up`` crashed with a traceback."""
+    file = tmp_path / "a-file"
+    file.write_text("x")
+    for argv, fragment in (
+        (["node", "--port", "0", "--state-dir", str(file)], "is not a directory"),
+        (["coordinator", "--port", "0", "--state-dir", str(file)], "is not a directory"),
+        (["up", "--port", "0", "--no-demo-origin", "--state-dir", str(file / "in")], "cannot make"),
+    ):
+        assert main(argv) == 2, argv
+        assert fragment in capsys.readouterr().err
+    assert file.read_text() == "x"
+
+
+@pytest.mark.parametrize("command", ["node", "demo-origin"])
+def test_a_port_in_use_exits_2(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert main([command, "--host", "127.0.0.1", "--port", str(port)]) == 2
+    assert f"cannot listen on 127.0.0.1:{port}" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "fragment"),
+    [
+        (["node", "--port", "70000"], "--port must be a port number"),
+        (["demo-origin", "--port", "70000"], "--port must be a port number"),
+        (["up", "--local-s3-port", "70000"], "--local-s3-port must be a port number"),
+        (["up", "--local-s3-port", "0"], "--local-s3-port must be a port number"),
+        (["up", "--demo-origin-port", "-1"], "--demo-origin-port must be a port number"),
+        (["fill", "--size", str(1 << 31)], "--size 2147483648: at most"),
+    ],
+)
+def test_out_of_range_numbers_exit_2(
+    argv: list[str], fragment: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(argv) == 2
+    assert fragment in capsys.readouterr().err
