@@ -21,6 +21,7 @@ import math
 import multiprocessing
 import os
 import signal
+import sys
 from collections.abc import AsyncIterator, Iterable, Mapping
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import asdict, dataclass
@@ -194,13 +195,34 @@ async def _healthz(request: web.Request) -> web.Response:
     return web.json_response({"status": "ok"})
 
 
+def _die_with_parent(parent: int) -> None:
+    """In a pool worker: end when the demo origin ends, however it ends (a SIGKILL gives
+    it no time to stop its pool: the workers outlived it, found in review). Linux's
+    ``PR_SET_PDEATHSIG``; elsewhere nothing (the pool's own shutdown still ends them)."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+    import signal
+
+    pr_set_pdeathsig = 1
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(pr_set_pdeathsig, signal.SIGTERM)
+    if os.getppid() != parent:  # it died before the call: nobody will signal us
+        os._exit(0)
+
+
 async def _executor_ctx(app: web.Application) -> AsyncIterator[None]:
     settings = app[_SETTINGS]
     workers = settings.workers or os.cpu_count() or 1
     executor: Executor
     if settings.executor == "process":
         # spawn, not fork: the parent runs an event loop and may hold threads and locks.
-        executor = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+        executor = ProcessPoolExecutor(
+            workers,
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=_die_with_parent,
+            initargs=(os.getpid(),),
+        )
         for _ in range(workers):
             executor.submit(_warm_up)
     else:

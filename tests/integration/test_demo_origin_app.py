@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
 import sys
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -24,6 +26,7 @@ from elastic_cache.demo_origin import (
     shoreline_json,
 )
 from elastic_cache.errors import ConfigError
+from tests.unit.waiting import until
 
 Client = TestClient[web.Request, web.Application]
 MakeClient = Callable[[web.Application], Awaitable[Client]]
@@ -209,6 +212,49 @@ async def test_standalone_process_serves_and_stops_on_sigterm() -> None:
                 }
         proc.send_signal(signal.SIGTERM)
         assert await asyncio.wait_for(proc.wait(), 30) == 0
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+
+
+async def test_its_pool_workers_end_with_a_killed_process() -> None:
+    """SIGKILL gives the demo origin no time to stop its pool: its workers end with it
+    (found in review: they were re-parented to init and ran on after `ecache up`)."""
+    proc = await asyncio.create_subprocess_exec(
+        *(sys.executable, "-m", "elastic_cache.demo_origin", "--port", "0", "--workers", "2"),
+        stdout=asyncio.subprocess.PIPE,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    try:
+        assert proc.stdout is not None
+        await asyncio.wait_for(proc.stdout.readline(), 30)
+
+        def children() -> list[int]:
+            found = []
+            for entry in Path("/proc").iterdir():
+                if entry.name.isdigit():
+                    with contextlib.suppress(OSError):
+                        stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                        if int(stat[1]) == proc.pid:  # its parent
+                            found.append(int(entry.name))
+            return found
+
+        await until(lambda: len(children()) >= 2, "the pool's workers", timeout=30)
+        workers = children()
+        proc.kill()
+        await proc.wait()
+
+        def alive() -> list[int]:
+            running = []
+            for pid in workers:
+                with contextlib.suppress(OSError):
+                    state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+                    if state != "Z":  # a zombie has ended; its reaper may be slow
+                        running.append(pid)
+            return running
+
+        await until(lambda: not alive(), "the workers to end", timeout=15)
     finally:
         if proc.returncode is None:
             proc.kill()
