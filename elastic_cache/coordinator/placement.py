@@ -64,7 +64,8 @@ def desired_holders(
 ) -> tuple[str, ...]:
     """The owner of ``bucket`` and the next ``rf - 1`` distinct owners clockwise; with
     ``primaries``, a bucket owned by another node has its first copy on the next
-    primary clockwise instead (so every bucket has a copy on a primary). With
+    primary clockwise instead (so every bucket has a copy on a primary), one on another
+    domain than the owner's (none there: no primary is forced). With
     ``domains``, a node whose domain already holds a copy is passed over while a node of
     another domain is left; only then are the passed-over ones taken, in ring order."""
     owner = ring.bucket(bucket).node
@@ -73,16 +74,14 @@ def desired_holders(
         return (owner,)
     used = {domains.get(owner, owner)}
     if primaries and owner not in primaries:
-        first = None
+        # The next primary on another machine than the owner's: a primary beside the
+        # owner would go with the owner's machine, so it protects nothing the rule is
+        # for; then the copy goes by the domain rule below instead.
         for node in _clockwise(ring, bucket):
-            if node in primaries:
-                if domains.get(node, node) not in used:
-                    first = node
-                    break
-                first = first or node
-        if first is not None:
-            found.append(first)
-            used.add(domains.get(first, first))
+            if node in primaries and domains.get(node, node) not in used:
+                found.append(node)
+                used.add(domains.get(node, node))
+                break
     shared = []  # passed over: their domain holds a copy already
     for node in _clockwise(ring, bucket):
         if len(found) >= rf:

@@ -370,6 +370,55 @@ async def test_the_budget_prices_only_the_nodes_free_slots_cannot_take(
         await coord.stop()
 
 
+class HeldStarts(LocalInstances):
+    """Slot starts (slot > 0) wait at the gate before their node answers."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.gate = asyncio.Event()
+
+    async def address(self, node_id: str, instance: Any, *, slot: int) -> str:
+        if slot > 0:
+            await self.gate.wait()
+        return await super().address(node_id, instance, slot=slot)
+
+
+async def test_launches_filling_free_slots_are_not_priced_as_instances(
+    session: Any, tmp_path: Path
+) -> None:
+    """One instance of four slots, a budget of exactly one instance, two launches under
+    way in slots 1 and 2: slot 3 still takes a node at nothing (found in review: the two
+    launches were counted under way and their slots no longer free, so a free node was
+    refused)."""
+    price = instance_price("t3.small", REGION) + EXTRA
+    data = {
+        "coordinator": {"initial_nodes": 1, "price_region": REGION},
+        "nodes": {"index": "sorted", "capacity_records": 1000},
+        "scaler": {"max_nodes": 16, "max_usd_per_hour": round(price + 0.001, 4)},
+    }
+    settings, _, _ = ec2_cluster_settings(session, tmp_path, data)
+    assert settings.ec2 is not None
+    settings = settings.replace(ec2=dataclasses.replace(settings.ec2, nodes_per_instance=4))
+    assert settings.ec2 is not None
+    runner = HeldStarts(settings.nodes, tmp_path / "logs")
+    prov = Ec2Provisioner(settings.ec2, settings.nodes, session=session, runner=runner)
+    coord = Coordinator(settings, prov, state_path=tmp_path / "cluster.json")
+    await coord.start()
+    launches = []
+    try:
+        assert prov.free_slots() == 3
+        launches = [asyncio.create_task(coord.cluster.launch_node()) for _ in range(2)]
+        await until(lambda: prov.filling == 2, "two launches in slots")
+        assert prov.free_slots() == 3 and coord.scaler.launches_under_way() == 2
+        assert coord.scaler.budget_blocker(1) is None  # slot 3: nothing more to pay
+        assert coord.scaler.budget_blocker(2) == "max_usd_per_hour"  # a second instance
+    finally:
+        runner.gate.set()
+        await asyncio.gather(*launches, return_exceptions=True)
+        await coord.stop()
+    assert prov.filling == 0
+
+
 def test_auto_slots_must_fit_below_port_65536(session: Any) -> None:
     with pytest.raises(ConfigError, match=r"ec2\.nodes_per_instance.*past port 65535"):
         fast_sleep_settings(session, nodes_per_instance="auto", node_port=65535)

@@ -49,6 +49,8 @@ class SlotPacking:
     #: The fewest instances the nodes run on before a slot is shared (the cluster's
     #: replication: each copy of a key can then have an instance of its own).
     spread: int
+    #: Launches under way starting their node in a slot of a booted instance.
+    filling: int
     _slot_lock: asyncio.Lock
     _clock: Callable[[], float]
     _sleep: Callable[[float], Awaitable[None]]
@@ -93,12 +95,14 @@ class SlotPacking:
         return None
 
     def free_slots(self) -> int:
-        """Free slots on the cluster's booted instances: launches that need no new
-        instance (the coordinator's budget prices those at nothing)."""
+        """Slots of the cluster's booted instances that no running node holds: the free
+        ones and those launches under way are filling (`filling`). The coordinator's
+        budget counts every launch under way and prices this many of them, and of the
+        launches it is asked for, at nothing (their instances are paid for already)."""
         live = [t for t in self.slots.values() if t.instance_id not in self.doomed]
         if len(live) < self.spread:
-            return 0  # the next node gets an instance of its own (`_free_place`)
-        return sum(t.count - len(t.nodes) for t in live if t.ready)
+            return self.filling  # the next node gets an instance of its own
+        return sum(t.count - len(t.nodes) for t in live if t.ready) + self.filling
 
     async def _write_slots(self, table: SlotTable, doing: str) -> None:
         """Record ``table`` in its instance's tags (`elastic_cache.aws.ec2.slots`).

@@ -159,6 +159,8 @@ class Ec2Provisioner(SlotPacking):
         #: Spot instances given their interruption notice (`interrupted`): no new node
         #: is placed in their free slots.
         self.doomed: set[str] = set()
+        #: Launches under way starting their node in a slot of a booted instance.
+        self.filling = 0
         # Set when an instance's first node answers (or its launch failed): a launch
         # given a slot on a booting instance waits for it.
         self._booted: dict[str, asyncio.Event] = {}
@@ -307,13 +309,20 @@ class Ec2Provisioner(SlotPacking):
         while True:
             async with self._slot_lock:
                 place = self._free_place()
+                filling = False
                 if place is not None:
                     table, slot = place
                     table.nodes[slot] = node_id
+                    # A slot of a booted instance taken by this launch still counts as
+                    # free for the budget (`free_slots`), which counts the launch among
+                    # those under way.
+                    filling = table.ready
+                    self.filling += filling
                     try:
                         await self._write_slots(table, f"giving {node_id} a slot")
                     except BaseException:
                         table.nodes.pop(slot, None)
+                        self.filling -= filling
                         raise
                 else:
                     instance, market, count = await self._run(node_id)
@@ -323,16 +332,19 @@ class Ec2Provisioner(SlotPacking):
                     self._booted[instance_id] = asyncio.Event()
             if place is None:
                 return await self._boot(node_id, instance, market, table, started, deadline)
-            booted = self._booted.get(table.instance_id)
-            if booted is not None:
-                await booted.wait()
-            if self.slots.get(table.instance_id) is not table:
-                continue  # its instance failed to boot: place the node again
             try:
-                return await self._start_in_slot(node_id, table, slot, started, deadline)
-            except InstanceGone:
-                # Ended behind this coordinator's back: forget it, place the node again.
-                self.slots.pop(table.instance_id, None)
+                booted = self._booted.get(table.instance_id)
+                if booted is not None:
+                    await booted.wait()
+                if self.slots.get(table.instance_id) is not table:
+                    continue  # its instance failed to boot: place the node again
+                try:
+                    return await self._start_in_slot(node_id, table, slot, started, deadline)
+                except InstanceGone:
+                    # Ended behind this coordinator's back: forget it, place it again.
+                    self.slots.pop(table.instance_id, None)
+            finally:
+                self.filling -= filling
 
     async def _boot(
         self,

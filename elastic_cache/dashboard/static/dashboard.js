@@ -430,13 +430,18 @@
     }
   }
 
-  class Unauthorized extends Error {}
+  class Unauthorized extends Error {
+    constructor(url, token) {
+      super(url);
+      this.token = token; // the token the refused request carried (null: none)
+    }
+  }
 
   async function getJson(url) {
     const token = sessionStorage.getItem(TOKEN_KEY);
     const headers = token ? { Authorization: `Bearer ${token}` } : {};
     const resp = await fetch(url, { cache: "no-store", headers });
-    if (resp.status === 401) throw new Unauthorized(url);
+    if (resp.status === 401) throw new Unauthorized(url, token);
     if (!resp.ok) throw new Error(`${url}: ${resp.status}`);
     return resp.json();
   }
@@ -469,9 +474,10 @@
         status.textContent = badTokenInAddress
           ? "the token in the address is malformed (a stray %?): open /#token=TOKEN again"
           : "this cluster needs its token: open /#token=TOKEN (ecache token --name NAME prints it)";
-        if (sessionStorage.getItem(TOKEN_KEY)) {
+        if (err.token && sessionStorage.getItem(TOKEN_KEY) === err.token) {
           // The token kept was refused (a typo in the prompt, a rotated token): drop it
-          // and ask again, once per refused token.
+          // and ask again, once per refused token. One given meanwhile (/#token=...
+          // while the request was out) is another: it stays.
           sessionStorage.removeItem(TOKEN_KEY);
           askedForToken = false;
         }

@@ -179,6 +179,13 @@ def test_copies_go_to_distinct_instances_before_sharing_one() -> None:
     primaries = frozenset({"a1", "a2", "c1"})
     assert placement.desired_holders(ring, 400, 2, primaries, domains) == ("b2", "c1")
     assert placement.desired_holders(ring, 200, 2, primaries, domains) == ("a2", "b1")
+    # Every primary beside the owner (found in review: both copies stayed on i-A): a
+    # primary there would go with the owner's instance, so the copy goes to another.
+    ring4 = ring_of((100, "n1"), (200, "n3"), (300, "n2"), (400, "n4"))
+    four = {"n1": "i-A", "n3": "i-A", "n2": "i-B", "n4": "i-B"}
+    assert placement.desired_holders(ring4, 200, 2, frozenset({"n1"}), four) == ("n3", "n2")
+    held4 = placement.initial_held(ring4, 2, frozenset({"n1"}), four)
+    assert all(len({four[n] for n in copies}) == 2 for copies in held4.values())
 
 
 def test_the_heir_of_a_bucket_is_a_holder_a_primary_first() -> None:
