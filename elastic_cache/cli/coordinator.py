@@ -14,7 +14,13 @@ from typing import TYPE_CHECKING
 from elastic_cache import eventloop
 from elastic_cache.auth import TOKEN_ENV, check_token
 from elastic_cache.cli import awsenv
-from elastic_cache.cli.options import add_server_token, add_workers, cluster_settings, server_token
+from elastic_cache.cli.options import (
+    add_server_token,
+    add_workers,
+    checked_state_dir,
+    cluster_settings,
+    server_token,
+)
 from elastic_cache.config import ProvisionerKind
 
 if TYPE_CHECKING:
@@ -57,6 +63,7 @@ def run(args: argparse.Namespace) -> int:
     from elastic_cache.cli.coordinator_process import serve_coordinator
 
     settings = cluster_settings(args)
+    checked_state_dir("--state-dir ([coordinator] state_dir)", settings.coordinator.state_dir)
     session = None
     on_aws = settings.coordinator.provisioner is ProvisionerKind.EC2
     coord = settings.coordinator

@@ -276,9 +276,7 @@ def cluster_settings(args: argparse.Namespace) -> ClusterSettings:
     origins = section(data, "origins")
     for name, url in getattr(args, "origin", None) or []:
         origins[name] = {**origins.get(name, {}), "url": url}
-    settings = ClusterSettings.from_mapping(data)
-    checked_state_dir("--state-dir ([coordinator] state_dir)", settings.coordinator.state_dir)
-    return settings
+    return ClusterSettings.from_mapping(data)
 
 
 def checked_state_dir(setting: str, path: str | os.PathLike[str]) -> Path:

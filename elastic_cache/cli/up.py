@@ -13,6 +13,7 @@ from elastic_cache.cli.options import (
     add_node_shape,
     add_server_token,
     add_workers,
+    checked_state_dir,
     cluster_settings,
     origin_flag,
     server_token,
@@ -77,6 +78,7 @@ def run(args: argparse.Namespace) -> int:
     check_port("--local-s3-port", args.local_s3_port, allow_zero=False)
     check_port("--demo-origin-port", args.demo_origin_port, allow_zero=False)
     settings = cluster_settings(args)
+    checked_state_dir("--state-dir ([coordinator] state_dir)", settings.coordinator.state_dir)
     # --hybrid without an endpoint or a tier of its own: a local S3 (moto's server).
     local_s3 = (
         args.hybrid
