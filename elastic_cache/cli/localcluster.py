@@ -34,15 +34,25 @@ __all__ = ["run_up"]
 DEMO_ORIGIN = "shoreline"
 
 
-async def _start_demo_origin(port: int) -> asyncio.subprocess.Process:
-    with socket.socket() as probe:  # another server there would answer its /healthz
+def _free_port(port: int, what: str, flags: str) -> None:
+    """Refuse ``port`` when something listens there already (the helper server would be
+    taken for it, or serve beside it).
+
+    Raises:
+        ConfigError: it is taken; the message names ``what`` and the ``flags`` to pass.
+    """
+    with socket.socket() as probe:
         try:
             probe.bind(("127.0.0.1", port))
         except OSError as exc:
             raise ConfigError(
-                f"the demo origin cannot listen on 127.0.0.1:{port} ({exc.strerror}); "
-                "pass --demo-origin-port or --no-demo-origin"
+                f"{what} cannot listen on 127.0.0.1:{port} ({exc.strerror}); pass {flags}"
             ) from exc
+
+
+async def _start_demo_origin(port: int) -> asyncio.subprocess.Process:
+    # Another server there would answer the /healthz the start waits for.
+    _free_port(port, "the demo origin", "--demo-origin-port or --no-demo-origin")
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -94,14 +104,7 @@ async def _start_local_s3(port: int, bucket: str) -> asyncio.subprocess.Process:
             "pip install 'elastic-cache[dev]' (or 'moto[server]'), or pass "
             "--tier s3://BUCKET/PREFIX to use AWS (or --s3-endpoint-url)"
         )
-    with socket.socket() as probe:  # moto would serve on, not fail, a port in use
-        try:
-            probe.bind(("127.0.0.1", port))
-        except OSError as exc:
-            raise ConfigError(
-                f"the local S3 cannot listen on 127.0.0.1:{port} ({exc.strerror}); "
-                "pass --local-s3-port"
-            ) from exc
+    _free_port(port, "the local S3", "--local-s3-port")  # moto would serve beside it
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-c",

@@ -305,7 +305,7 @@ async def test_a_tls_coordinator_that_answers_is_not_taken_for_hung(tmp_path: Pa
     )
     stop = asyncio.Event()
     running = asyncio.create_task(supervisor.run(stop))
-    await asyncio.sleep(3)  # six hang timeouts
+    await asyncio.sleep(1.6)  # three hang timeouts
     assert len(supervisor.pids) == 1 and supervisor.restarted == []
     stop.set()
     assert await asyncio.wait_for(running, 10) == 0
