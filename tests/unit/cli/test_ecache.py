@@ -78,6 +78,9 @@ def test_flags_override_the_config_file(tmp_path: pytest.TempPathFactory) -> Non
     ("argv", "fragment"),
     [
         (["up", "--index", "btree"], "unknown index"),
+        # Its parameters too, before any node starts (found in review: "node-1 did not
+        # start", the reason only in the node's log).
+        (["up", "--index", "bptree:order=1"], "B+-tree order must be an integer >= 4"),
         (["up", "--config", "/no/such/file.toml"], "does not exist"),
         (["up", "--max-nodes", "0"], "max_nodes"),
         (["node", "--capacity-records", "0"], "capacity_records"),
