@@ -37,6 +37,7 @@ import os
 import random
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -153,7 +154,7 @@ async def kills(tmp: Path, count: int) -> dict[str, Any]:
         "wrong_answers": len(load.failures),
         "lost_acknowledged": len(lost),
         "takeover_s_max": max(takeover),
-        "takeover_s_median": sorted(takeover)[len(takeover) // 2],
+        "takeover_s_median": statistics.median(takeover),
         "rereplication_s_max": max(repaired),
     }
 

@@ -505,9 +505,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def throughput(fleet: Fleet, args: argparse.Namespace) -> dict[str, Any]:
     """Start the servers, fill and warm them, run every row; the raw results."""
     servers = start_servers(fleet, args.keys)
+    rows = make_rows(servers, args.keys)  # it may skip rows too (no wrk)
     for peer, why in servers.skipped.items():
         print(f"skipped {peer}: {why}")
-    rows = make_rows(servers, args.keys)
     print("filling and warming every cache", file=sys.stderr)
     hit_headers = fill_and_warm(servers, args.keys)
     served = get_json(servers.origin + "/served")["served"]
@@ -526,6 +526,7 @@ def throughput(fleet: Fleet, args: argparse.Namespace) -> dict[str, Any]:
         "samples": samples,
         "checks": checks,
         "hit_headers": {k.title(): v for k, v in hit_headers["read-through"].items()},
+        "skipped": dict(servers.skipped),
     }
 
 
@@ -566,7 +567,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         if r is not None
     }
-    goal_list = goals(summary, memory, replays.get(SVC_HIT), default_index=DEFAULT_INDEX)
+    goal_list = goals(
+        summary,
+        memory,
+        replays.get(SVC_HIT),
+        default_index=DEFAULT_INDEX,
+        skipped=tp.get("skipped", {}),
+    )
     lines = report(
         rows,
         summary,

@@ -224,7 +224,9 @@ async def measure_tiers(
 
     Args:
         labels: size labels of `SIZES`.
-        tiers: ``memory``, ``disk``, ``s3``; the first is the ratios' baseline.
+        tiers: ``memory``, ``disk``, ``s3``; ``memory`` (measured first when listed) is
+            the ratios' baseline; without it the ratio is None, never a ratio to another
+            tier under memory's name.
         repeats: GETs per cell, by size label.
         echo: print each row as JSON as it is measured.
     """
@@ -233,6 +235,7 @@ async def measure_tiers(
     ]
     if unknown:
         raise SystemExit(f"unknown size or tier: {', '.join(unknown)}")
+    tiers = sorted(tiers, key=lambda t: t != "memory")  # stable: memory first
     rows: list[dict[str, object]] = []
     workdir = Path(tempfile.mkdtemp(prefix="ecache-bench-"))
     try:
@@ -245,7 +248,7 @@ async def measure_tiers(
                         for t in await measure(tier, label, repeats[label], workdir, s3_url)
                     ]
                     med = statistics.median(times)
-                    if base is None:
+                    if tier == "memory":
                         base = med
                     row = {
                         "size": label,
@@ -255,7 +258,7 @@ async def measure_tiers(
                         "median_ms": round(med, 3),
                         "max_ms": round(max(times), 3),
                         "mean_ms": round(statistics.fmean(times), 3),
-                        "x_memory": round(med / base, 2),
+                        "x_memory": None if base is None else round(med / base, 2),
                     }
                     rows.append(row)
                     if echo:
@@ -284,7 +287,7 @@ async def main() -> None:
     for r in rows:
         print(
             f"| {r['size']} | {r['tier']} | {r['n']} | {r['min_ms']} | {r['median_ms']} | "
-            f"{r['max_ms']} | {r['mean_ms']} | {r['x_memory']} |"
+            f"{r['max_ms']} | {r['mean_ms']} | {'—' if r['x_memory'] is None else r['x_memory']} |"
         )
     print(f"\nwritten to {out.relative_to(ROOT.parent)}")
 

@@ -46,6 +46,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
@@ -101,8 +103,9 @@ def spread(values: list[float]) -> dict[str, float]:
 
 
 def quantile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+    """The ``q`` quantile of ``values``, interpolated between the two nearest ranks (as
+    numpy's default): the median of an even count is the mean of its middle two."""
+    return float(numpy.percentile(values, q * 100))
 
 
 async def read_rate(client: AsyncClient, key: str, seconds: float) -> float:

@@ -78,7 +78,7 @@ def measure(quick: bool, repetitions: int) -> list[dict[str, Any]]:
                 "repetitions": len(same),
                 "gets": cell["n"],
                 **ci("mean_s", (ms(c, "mean_ms") for c in same)),
-                "median_s": sorted(ms(c, "median_ms") for c in same)[len(same) // 2],
+                "median_s": statistics.median(ms(c, "median_ms") for c in same),
                 "min_s": min(ms(c, "min_ms") for c in same),
                 "max_s": max(ms(c, "max_ms") for c in same),
                 **ci("x_memory", (float(str(c["x_memory"])) for c in same)),

@@ -166,7 +166,15 @@ def test_goals_say_why_a_figure_is_missing() -> None:
     }
     replay = replay_cost({ROUTED_GET: _samples(3000), SVC_HIT: _samples(2700)})
     by_text = {g.text: g for g in goals(summary, None, replay, default_index="bptree")}
-    assert by_text["node GET ≥ 0.8× Redis GET"].verdict() == "not measured: Redis was not run"
+    assert by_text["node GET ≥ 0.8× Redis GET"].verdict() == "not measured: not run: Redis GET"
+    # A skipped row says why (found in review: without wrk every HTTP row was skipped
+    # and the goals blamed Redis and nginx, which had run).
+    why = {"every HTTP row": "wrk is not installed"}
+    only_redis = {"Redis GET": summarize(_samples(90000))}
+    skipped = {g.text: g for g in goals(only_redis, None, None, default_index="b", skipped=why)}
+    assert skipped["node GET ≥ 0.8× Redis GET"].verdict() == (
+        "not measured: not run: node GET, direct (skipped every HTTP row: wrk is not installed)"
+    )
     memory = next(g for text, g in by_text.items() if text.startswith("memory"))
     assert memory.verdict() == "not measured: run with --memory"
     replay_goal = next(g for text, g in by_text.items() if "replay cost" in text)
@@ -198,3 +206,17 @@ def test_table_shows_ratio_to_the_peer_or_why_not() -> None:
     assert lines[2] == "| Redis GET | 45,000 (40,000–50,000) | 1.00 | 2.00 | 1 (baseline) |"
     assert lines[3].endswith("| 0.20× Redis GET |")
     assert lines[4].endswith("| — (nginx proxy_cache hit not run) |")
+
+
+def test_quantiles_and_medians_of_the_benchmarks() -> None:
+    """Found in review: bench_watch's p99 of 1..100 was 100 and its median of [1, 2] was
+    2; bench_faults' and hit_time's medians took the upper middle of an even count."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    from bench_watch import quantile
+
+    assert quantile(list(range(1, 101)), 0.99) == pytest.approx(99.01)
+    assert quantile([1.0, 2.0], 0.5) == 1.5
+    assert quantile(list(range(1, 101)), 0.5) == 50.5
