@@ -259,6 +259,13 @@ def cluster_settings(args: argparse.Namespace) -> ClusterSettings:
         state_dir = coord.get("state_dir", ".ecache")
         nodes["tier"] = f"disk:{os.path.join(state_dir, 'disk')}"
     static = getattr(args, "static", None)
+    preset = (
+        "--static" if static is not None else "--hybrid" if getattr(args, "hybrid", False) else None
+    )
+    if preset is not None and getattr(args, "nodes", None) is not None:
+        # Each preset fixes the node count (static-N: N; hybrid: one); a --nodes beside
+        # it was silently overridden.
+        raise ConfigError(f"{preset} sets the number of nodes itself: drop --nodes")
     if static is not None:
         # The paper's static-N baselines: N nodes, no scaling, LRU eviction.
         coord["initial_nodes"] = static

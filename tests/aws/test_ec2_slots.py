@@ -282,7 +282,7 @@ async def test_an_instance_whose_other_node_left_while_one_started_ends(
     """node-2 takes slot 1 and is starting when node-1 (slot 0) is removed; node-2's start
     then fails: no node runs on the instance, so it is terminated (it was left running,
     billed and counted nowhere)."""
-    prov, runner = provisioner(session, tmp_path, nodes_per_instance=2, boot_timeout=4)
+    prov, runner = provisioner(session, tmp_path, nodes_per_instance=2, boot_timeout=2)
     try:
         one = await prov.launch("node-1")
         runner.fail_health = True

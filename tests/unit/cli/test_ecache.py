@@ -83,6 +83,9 @@ def test_flags_override_the_config_file(tmp_path: pytest.TempPathFactory) -> Non
         (["up", "--index", "bptree:order=1"], "B+-tree order must be an integer >= 4"),
         (["up", "--config", "/no/such/file.toml"], "does not exist"),
         (["up", "--max-nodes", "0"], "max_nodes"),
+        # A preset's node count is its own (found in review: --nodes was overridden).
+        (["up", "--static", "4", "--nodes", "2"], "--static sets the number of nodes"),
+        (["up", "--hybrid", "--nodes", "3"], "--hybrid sets the number of nodes"),
         (["node", "--capacity-records", "0"], "capacity_records"),
     ],
 )
