@@ -21,6 +21,7 @@ from typing import Any
 from aiohttp import web
 
 from elastic_cache.aws.ssm import fetch_parameter, fetch_token
+from elastic_cache.cli.options import cannot_listen
 from elastic_cache.config import ClusterSettings, ProvisionerKind, parse_state_s3
 from elastic_cache.coordinator.app import make_coordinator_app
 from elastic_cache.coordinator.fast import CoordinatorHotRoutes
@@ -269,9 +270,7 @@ async def serve_coordinator(
         try:
             bound = await front.start(host, port, reuse_port=workers > 1, tls=tls)
         except OSError as exc:
-            raise ConfigError(
-                f"cannot listen on {host}:{port}: {exc.strerror}; pass --port"
-            ) from exc
+            raise cannot_listen(host, port, exc, "pass --port") from exc
         # Bound first, so a port already in use fails before any node is launched.
         await coord.start()
         if workers > 1:

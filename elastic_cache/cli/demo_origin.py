@@ -8,8 +8,8 @@ import contextlib
 from typing import TYPE_CHECKING
 
 from elastic_cache import eventloop
+from elastic_cache.cli.options import cannot_listen
 from elastic_cache.config.checks import check_port
-from elastic_cache.errors import ConfigError
 
 if TYPE_CHECKING:
     from elastic_cache.cli.options import Subparsers
@@ -45,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
             with contextlib.suppress(asyncio.CancelledError):
                 await server  # re-raises a start-up failure such as a port in use
         except OSError as exc:
-            raise ConfigError(f"cannot listen on {args.host}:{args.port}: {exc.strerror}") from exc
+            raise cannot_listen(args.host, args.port, exc) from exc
         finally:
             stopper.cancel()
 

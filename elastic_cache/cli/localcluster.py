@@ -23,6 +23,7 @@ from typing import Any
 
 import aiohttp
 
+from elastic_cache.cli.options import cannot_listen
 from elastic_cache.cli.supervisor import Supervisor
 from elastic_cache.config import ClusterSettings, OriginSettings
 from elastic_cache.errors import ConfigError
@@ -45,9 +46,7 @@ def _free_port(port: int, what: str, flags: str) -> None:
         try:
             probe.bind(("127.0.0.1", port))
         except OSError as exc:
-            raise ConfigError(
-                f"{what} cannot listen on 127.0.0.1:{port} ({exc.strerror}); pass {flags}"
-            ) from exc
+            raise cannot_listen("127.0.0.1", port, exc, f"pass {flags}", who=what) from exc
 
 
 async def _start_demo_origin(port: int) -> asyncio.subprocess.Process:

@@ -15,7 +15,12 @@ from typing import TYPE_CHECKING
 from elastic_cache import eventloop
 from elastic_cache.auth import TOKEN_ENV, check_token
 from elastic_cache.cli import awsenv
-from elastic_cache.cli.options import add_node_shape, checked_state_dir, node_overrides
+from elastic_cache.cli.options import (
+    add_node_shape,
+    cannot_listen,
+    checked_state_dir,
+    node_overrides,
+)
 from elastic_cache.config import ClusterSettings, NodeSettings
 from elastic_cache.config.checks import check_port
 from elastic_cache.errors import ConfigError
@@ -84,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
         _serve(settings, args, token)
     except OSError as exc:
         if exc.errno in (errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EACCES):
-            raise ConfigError(f"cannot listen on {args.host}:{args.port}: {exc.strerror}") from exc
+            raise cannot_listen(args.host, args.port, exc) from exc
         raise
     return 0
 

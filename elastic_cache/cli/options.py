@@ -286,6 +286,15 @@ def cluster_settings(args: argparse.Namespace) -> ClusterSettings:
     return ClusterSettings.from_mapping(data)
 
 
+def cannot_listen(host: str, port: int, exc: OSError, hint: str = "", who: str = "") -> ConfigError:
+    """The error of a server that cannot bind ``host:port`` (in use, not an address of
+    this host, a privileged port): ``who`` names it, ``hint`` says what to pass."""
+    return ConfigError(
+        f"{who + ' ' if who else ''}cannot listen on {host}:{port}: {exc.strerror}"
+        + (f"; {hint}" if hint else "")
+    )
+
+
 def checked_state_dir(setting: str, path: str | os.PathLike[str]) -> Path:
     """``path`` as a directory this process can write in, made if absent: checked before
     anything starts, so a typo (a file's name) is a clear error at once, not a traceback
@@ -301,8 +310,6 @@ def checked_state_dir(setting: str, path: str | os.PathLike[str]) -> Path:
         raise ConfigError(f"{setting}: {str(where)!r} exists and is not a directory") from exc
     except OSError as exc:
         raise ConfigError(f"{setting}: cannot make {str(where)!r}: {exc.strerror}") from exc
-    if not where.is_dir():
-        raise ConfigError(f"{setting}: {str(where)!r} is not a directory")
     if not os.access(where, os.W_OK | os.X_OK):
         raise ConfigError(f"{setting}: {str(where)!r} cannot be written")
     return where

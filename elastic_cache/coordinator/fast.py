@@ -149,10 +149,6 @@ class CoordinatorHotRoutes:
     def _got(
         self, request: HotRequest, later: Later, answer: Answer | None, exc: Exception | None
     ) -> None:
-        if later.given:  # pragma: no cover - the lane answers once
-            if answer is not None and answer.stream is not None:
-                answer.stream.close()
-            return
         try:
             if answer is not None:
                 reply: bytes | Streamed = self._value(request, answer)

@@ -136,12 +136,21 @@ def launch_blocker(
         return "in_flight"
     if nodes + pending >= settings.max_nodes:
         return "max_nodes"
-    budget = settings.max_usd_per_hour
-    # A tiny tolerance so that a budget of exactly n nodes' price allows n nodes.
     added = (
         node_cost_per_hour * (pending + 1) if added_cost_per_hour is None else added_cost_per_hour
     )
-    if budget is not None and cost_per_hour + added > budget + 1e-9:
+    return cost_blocker(settings, cost_per_hour + added, over_allowance)
+
+
+def cost_blocker(
+    settings: ScalerSettings, cost_per_hour: float, over_allowance: bool
+) -> str | None:
+    """``"max_usd_per_hour"`` when ``cost_per_hour`` (the cluster with the launches in
+    question) is past the budget, ``"max_cross_zone_gb_per_hour"`` when the traffic
+    between zones is past its allowance, else None."""
+    budget = settings.max_usd_per_hour
+    # A tiny tolerance so that a budget of exactly n nodes' price allows n nodes.
+    if budget is not None and cost_per_hour > budget + 1e-9:
         return "max_usd_per_hour"
     if over_allowance:
         return "max_cross_zone_gb_per_hour"
@@ -444,14 +453,8 @@ class Scaler:
         (``max_usd_per_hour``, with every launch under way counted) or the allowance of
         traffic between zones; None when they fit. ``max_nodes`` is the cluster's own
         check."""
-        budget = self.settings.max_usd_per_hour
-        pending = self.launches_under_way()
-        cost = self._cluster_cost() + self._added_cost(pending + count)
-        if budget is not None and cost > budget + 1e-9:
-            return "max_usd_per_hour"
-        if self._cross_zone_over():
-            return "max_cross_zone_gb_per_hour"
-        return None
+        cost = self._cluster_cost() + self._added_cost(self.launches_under_way() + count)
+        return cost_blocker(self.settings, cost, self._cross_zone_over())
 
     def launches_under_way(self) -> int:
         """Launches that are not yet running nodes, the admin API's included (the

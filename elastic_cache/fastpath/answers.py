@@ -14,6 +14,8 @@ __all__ = ["chunked_head", "error_bytes", "no_content_bytes", "response_bytes", 
 
 _REASONS = {s.value: s.phrase for s in HTTPStatus}
 _HEAD_CACHE: dict[int, bytes] = {}
+#: Statuses whose answers carry no body, so no ``Content-Length`` (RFC 9110 §8.6).
+_BODYLESS = frozenset((*range(100, 200), 204, 304))
 
 
 def _status_line(status: int) -> bytes:
@@ -68,7 +70,7 @@ def response_bytes(
         parts.append(f"{name}: {value}\r\n".encode("latin-1"))
     if length is None:
         length = len(body)
-    if length >= 0 and status not in (204, 304) and not 100 <= status < 200:
+    if length >= 0 and status not in _BODYLESS:
         parts.append(b"Content-Length: %d\r\n" % length)
     if not keep_alive:
         parts.append(b"Connection: close\r\n")
@@ -88,7 +90,7 @@ def stored_answer(
             _status_line(status),
             lines,
             b"X-Cache: %s\r\nContent-Length: %d\r\n" % (cache.encode("latin-1"), len(body))
-            if status not in (204, 304) and not 100 <= status < 200
+            if status not in _BODYLESS
             else b"X-Cache: %s\r\n" % cache.encode("latin-1"),
             b"" if keep_alive else b"Connection: close\r\n",
             b"\r\n",

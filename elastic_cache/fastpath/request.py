@@ -167,11 +167,6 @@ class Later:
         self._answer: Any = None
         self._error: Exception | None = None
 
-    @property
-    def given(self) -> bool:
-        """Whether the answer (or a failure) has been given."""
-        return self._given
-
     def give(self, answer: Any) -> None:
         """The answer: bytes, a `Streamed` answer, or None (declined: aiohttp serves it)."""
         self._settle(answer, None)

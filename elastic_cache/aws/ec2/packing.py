@@ -78,16 +78,20 @@ class SlotPacking:
     async def _terminate_quietly(self, node_id: str, instance_id: str) -> None:
         raise NotImplementedError
 
-    def _free_place(self) -> tuple[SlotTable, int] | None:
-        """A free slot on a live instance of the cluster, booted ones first, then the
-        fullest, or None; never on an instance given its Spot interruption notice (its
-        nodes are being drained: a node placed there would go with it), and None while
-        the cluster runs on fewer than ``spread`` instances. Runtime
-        complexity: O(i log i + i s) for i instances of s slots."""
+    def _sharing(self) -> list[SlotTable]:
+        """The live instances whose free slots may take a node: none while the cluster
+        runs on fewer than ``spread`` instances (the next node gets an instance of its
+        own, so that copies of a key can go to distinct ones), and never one given its
+        Spot interruption notice (its nodes are being drained: a node placed there
+        would go with it)."""
         live = [t for t in self.slots.values() if t.instance_id not in self.doomed]
-        if len(live) < self.spread:
-            return None  # an instance of its own: copies of a key go to distinct ones
-        tables = sorted(live, key=lambda t: (not t.ready, -len(t.nodes), t.instance_id))
+        return live if len(live) >= self.spread else []
+
+    def _free_place(self) -> tuple[SlotTable, int] | None:
+        """A free slot on an instance that may take a node (`_sharing`), booted ones
+        first, then the fullest, or None. Runtime complexity: O(i log i + i s) for i
+        instances of s slots."""
+        tables = sorted(self._sharing(), key=lambda t: (not t.ready, -len(t.nodes), t.instance_id))
         for table in tables:
             slot = table.free_slot()
             if slot is not None:
@@ -99,10 +103,7 @@ class SlotPacking:
         ones and those launches under way are filling (`filling`). The coordinator's
         budget counts every launch under way and prices this many of them, and of the
         launches it is asked for, at nothing (their instances are paid for already)."""
-        live = [t for t in self.slots.values() if t.instance_id not in self.doomed]
-        if len(live) < self.spread:
-            return self.filling  # the next node gets an instance of its own
-        return sum(t.count - len(t.nodes) for t in live if t.ready) + self.filling
+        return sum(t.count - len(t.nodes) for t in self._sharing() if t.ready) + self.filling
 
     async def _write_slots(self, table: SlotTable, doing: str) -> None:
         """Record ``table`` in its instance's tags (`elastic_cache.aws.ec2.slots`).
