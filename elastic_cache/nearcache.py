@@ -7,6 +7,7 @@ Pure: the HTTP side is in `elastic_cache.client`.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -120,10 +121,15 @@ class NearCache(Generic[V]):
         return len(self._values)
 
     def get(self, key: str) -> V | None:
-        """The value kept for ``key``. Runtime complexity: O(1)."""
+        """The value kept for ``key``. Runtime complexity: O(1).
+
+        The blocking client calls this from its callers' threads while its loop's thread
+        drops keys (`invalidate`, `finish`): the key can go between the two steps. The
+        value read was the kept one when read, as if the change came just after."""
         value = self._values.get(key)
         if value is not None:
-            self._values.move_to_end(key)
+            with contextlib.suppress(KeyError):  # dropped by another thread meanwhile
+                self._values.move_to_end(key)
             self.hits += 1
         return value
 

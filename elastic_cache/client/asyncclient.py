@@ -111,6 +111,13 @@ class AsyncClient:
             raise InvalidRequest(f"near_cache counts values: 0 or more, got {near_cache!r}")
         if not isinstance(near_cache_prefix, str):
             raise InvalidRequest(f"near_cache_prefix is text, got {near_cache_prefix!r}")
+        if near_cache_prefix:
+            # As the coordinator checks a watch's prefix: refused there, the near cache
+            # would retry its subscription for ever and keep nothing.
+            try:
+                validate_key(near_cache_prefix)
+            except InvalidRequest as exc:
+                raise InvalidRequest(f"bad near_cache_prefix: {exc}") from exc
         self.near: NearCache[Item] | None = NearCache(near_cache) if near_cache else None
         self._near_prefix = near_cache_prefix
         self._follower = (

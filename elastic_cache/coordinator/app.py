@@ -57,7 +57,7 @@ from elastic_cache.errors import (
     UpstreamError,
     ValueTooLarge,
 )
-from elastic_cache.fastpath import client_address
+from elastic_cache.fastpath import aiohttp_limits, client_address
 from elastic_cache.httpio import (
     STREAM_ABOVE,
     check_length,
@@ -488,7 +488,7 @@ def make_coordinator_app(coord: Coordinator, *, manage_lifecycle: bool = True) -
     # one, none is added.
     app = web.Application(
         client_max_size=coord.settings.nodes.max_value_bytes + 1,
-        handler_args={"max_line_size": 65536},
+        handler_args=aiohttp_limits(),
         middlewares=[] if coord.guard is None else [token_middleware(coord.guard)],
     )
     app[COORDINATOR] = coord

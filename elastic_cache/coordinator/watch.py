@@ -48,6 +48,9 @@ MAX_FILTERS = 1000
 #: wrk writing as fast as it can on 2 vCPUs: 1 (the fan-out up to half of the loop):
 #: 8,308-9,044 changes/s; 2 (up to a third): 12,107-12,366/s (alternated 10 s runs).
 PACE = 2.0
+#: Replayed changes a watcher's stream takes at a time (`Watcher.take`): a replay of the
+#: whole buffer is encoded and written in parts, never held as frames all at once.
+REPLAY_BATCH = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,7 +224,7 @@ class _Channel:
         joined: dict[int, tuple[bytes, int]] = {}
         for w in sleepers:
             sink = w.sink
-            if sink is not None and not w.pending and w.cursor < end:
+            if sink is not None and not w.pending and not w.replay and w.cursor < end:
                 batch = joined.get(w.cursor)
                 if batch is None:
                     frames = self.read(w.cursor)
@@ -289,8 +292,13 @@ class Watcher:
     def __init__(self, filter: WatchFilter, limit: int) -> None:
         self.filter = filter
         self.limit = limit
-        #: Frames for this watcher alone (a replay), written before the channel's.
+        #: Frames for this watcher alone (a ``reset``), written before the channel's.
         self.pending: deque[bytes] = deque()
+        #: The changes a ``Last-Event-ID`` asked for again, after ``pending`` and before
+        #: the channel's: references into the hub's buffer (so at most ``buffer`` of
+        #: them, whatever ``limit``), encoded `REPLAY_BATCH` at a time as they are taken.
+        self.replay: deque[_Change] = deque()
+        self.replay_boot = ""
         self.channel: _Channel | None = None
         #: Its position in its channel: the next frame it has not taken.
         self.cursor = 0
@@ -318,7 +326,7 @@ class Watcher:
     def backlog(self) -> int:
         """Frames waiting for this watcher."""
         ch = self.channel
-        waiting = len(self.pending)
+        waiting = len(self.pending) + len(self.replay)
         if ch is not None and not self.cut_off:
             waiting += ch.end - self.cursor
         return waiting
@@ -338,6 +346,7 @@ class Watcher:
         """Cut off: what is pending is dropped, the stream says ``cutoff`` and ends."""
         self.cut_off = True
         self.pending.clear()
+        self.replay.clear()
         if self.channel is not None:
             self.channel.leave(self)
         self.wake()
@@ -348,7 +357,7 @@ class Watcher:
             waiter.set_result(None)
 
     def _ready(self) -> bool:
-        if self.pending or self.cut_off or self.closed:
+        if self.pending or self.replay or self.cut_off or self.closed:
             return True
         ch = self.channel
         return ch is not None and self.cursor < ch.end
@@ -377,6 +386,14 @@ class Watcher:
             return []
         frames = list(self.pending)
         self.pending.clear()
+        replay = self.replay
+        if replay:
+            boot = self.replay_boot
+            for _ in range(min(len(replay), REPLAY_BATCH)):
+                frames.append(_change_frame(boot, replay.popleft()))
+            if replay:  # the channel's frames come after the whole replay
+                self.delivered += len(frames)
+                return frames
         ch = self.channel
         if ch is not None:
             frames += ch.read(self.cursor)
@@ -504,9 +521,12 @@ class WatchHub:
             if boot != self.boot or after > self.seq or after < self._floor or after + 1 < oldest:
                 watcher.offer(self._reset_frame("the changes after Last-Event-ID are gone"))
             else:
-                for change in self._replay(after):
-                    if filter.matches(change[2]):
-                        watcher.offer(_change_frame(self.boot, change))
+                # Not through `offer`: a watcher cut off for being `queue_limit` behind
+                # would be cut off again by its own replay, for as long as the buffer
+                # holds it. The channel's `_trim` still cuts it off if it falls
+                # `queue_limit` behind again while it replays.
+                watcher.replay_boot = self.boot
+                watcher.replay.extend(c for c in self._replay(after) if filter.matches(c[2]))
         self.watchers.add(watcher)
         channel = self._channels.get(filter)
         if channel is None:
@@ -557,7 +577,8 @@ class WatchHub:
         assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
         assert not seqs or seqs[-1] <= self.seq
         for w in self.watchers:
-            assert w.backlog <= w.limit
+            assert w.backlog - len(w.replay) <= w.limit
+            assert len(w.replay) <= (self._buffer.maxlen or 0)
             assert w.cut_off or w.channel is self._channels[w.filter]
         for ch in self._channels.values():
             assert len(ch.frames) <= ch.limit

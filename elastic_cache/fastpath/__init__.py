@@ -36,6 +36,7 @@ from elastic_cache.fastpath.answers import (
     stored_answer,
     value_bytes,
 )
+from elastic_cache.fastpath.parsing import aiohttp_limits
 from elastic_cache.fastpath.request import (
     CLIENT_HEADER,
     DECLINE,
@@ -60,6 +61,7 @@ __all__ = [
     "HotRoutes",
     "Later",
     "Streamed",
+    "aiohttp_limits",
     "chunked_head",
     "client_address",
     "error_bytes",

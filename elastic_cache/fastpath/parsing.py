@@ -44,6 +44,14 @@ MAX_HEADERS = 65536
 MAX_HEADER_COUNT = 128
 
 
+def aiohttp_limits() -> dict[str, int]:
+    """The ``handler_args`` of the aiohttp application behind this layer: a request it
+    relays or hands over is read with the same limits, so one this layer took is never
+    refused with aiohttp's plain-text 400 (a header over aiohttp's default 8,190
+    bytes, such as a long ``Last-Event-ID``)."""
+    return {"max_line_size": MAX_TARGET, "max_field_size": MAX_HEADERS}
+
+
 class RequestParsing:
     """The parser callbacks (httptools looks them up once, when the parser is made)."""
 

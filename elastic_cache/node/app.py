@@ -51,6 +51,7 @@ from elastic_cache.errors import (
     ElasticCacheError,
     InvalidBody,
 )
+from elastic_cache.fastpath import aiohttp_limits
 from elastic_cache.httpio import (
     STREAM_ABOVE,
     BufferPool,
@@ -466,7 +467,7 @@ def make_node_app(
     guard = None if token is None else TokenGuard.for_node(token)
     app = web.Application(
         client_max_size=MAX_FRAME_BYTES,
-        handler_args={"max_line_size": 65536},
+        handler_args=aiohttp_limits(),
         middlewares=[] if guard is None else [token_middleware(guard)],
     )
     app[GUARD] = guard

@@ -294,6 +294,8 @@ def test_retries_count_attempts_and_must_be_positive() -> None:
         {"timeout": "5"},
         {"timeout": float("inf")},
         {"near_cache_prefix": 3},
+        {"near_cache": 10, "near_cache_prefix": "cfg\t"},  # the watch would refuse it
+        {"near_cache": 10, "near_cache_prefix": "p" * 1025},
         {"token": "t\r\nX-Evil: 1"},
     ],
 )

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections import OrderedDict
+from typing import Any
+
 import pytest
 
 from elastic_cache.nearcache import ChangeEvent, NearCache, SseParser, change_event
@@ -59,3 +62,21 @@ def test_a_clear_during_a_read_drops_its_value_and_the_lru_is_bounded() -> None:
 def test_a_near_cache_keeps_at_least_one_value() -> None:
     with pytest.raises(ValueError):
         NearCache(0)
+
+
+def test_a_key_dropped_by_another_thread_mid_get_is_no_error() -> None:
+    """The blocking client's callers read while its loop thread drops keys: the key can
+    go between the lookup and the LRU touch (a `KeyError` out of `get` before)."""
+
+    class DroppedAfterLookup(OrderedDict[str, bytes]):
+        def get(self, key: str, default: object = None) -> Any:
+            value = super().get(key, default)
+            self.pop(key, None)  # the loop thread's invalidate, just then
+            return value
+
+    near: NearCache[bytes] = NearCache(2)
+    near.live = True
+    near.finish("k", near.begin("k"), b"v")
+    near._values = DroppedAfterLookup(near._values)
+    assert near.get("k") == b"v"  # kept when read
+    assert near.get("k") is None and len(near) == 0

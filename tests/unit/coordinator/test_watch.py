@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from elastic_cache.coordinator.watch import (
     PACE,
+    REPLAY_BATCH,
     RingHistory,
     WatchFilter,
     WatchHub,
@@ -160,6 +161,34 @@ async def test_a_watcher_that_falls_behind_is_cut_off_and_memory_stays_bounded()
     assert b"event: cutoff" in hub.cutoff_frame()
     hub.unsubscribe(slow)
     assert hub.cut_offs == 1 and not hub.watchers
+
+
+async def test_a_cut_off_watcher_reconnecting_gets_its_whole_replay() -> None:
+    """Its replay is longer than ``queue_limit`` (that is why it was cut off): it is not
+    counted against the limit, comes in parts of `REPLAY_BATCH`, then the live changes."""
+    hub = WatchHub("b", buffer=5000, queue_limit=5)
+    w = hub.subscribe(WatchFilter.parse(["k"], []), None)
+    hub.publish("put", "k0", 1, "n")
+    (last,) = _events(w.take())
+    for i in range(1, 2500):
+        hub.publish("put", f"k{i}", 1, "n")
+        hub.publish("put", f"other{i}", 1, "n")  # not its prefix: not replayed
+    assert w.cut_off
+    hub.unsubscribe(w)
+    back = hub.subscribe(WatchFilter.parse(["k"], []), last["id"])
+    hub._check()
+    hub.publish("put", "k-live", 1, "n")
+    parts = [back.take() for _ in range(4)]
+    assert [len(p) for p in parts] == [REPLAY_BATCH, REPLAY_BATCH, 2499 - 2 * REPLAY_BATCH + 1, 0]
+    keys = [e["key"] for p in parts for e in _events(p)]
+    assert keys == [f"k{i}" for i in range(1, 2500)] + ["k-live"]
+    assert not back.cut_off and back.delivered == 2500
+    # Falling queue_limit behind the live changes while it replays cuts it off again.
+    again = hub.subscribe(WatchFilter.parse(["k"], []), last["id"])
+    for i in range(6):
+        hub.publish("put", f"k-late{i}", 1, "n")
+    assert again.cut_off and not again.replay and again.take() == []
+    hub._check()
 
 
 def test_ring_history_answers_the_owner_at_an_epoch() -> None:
