@@ -15,7 +15,7 @@ import json
 import logging
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -149,6 +149,9 @@ class Membership(NodePolling):
         #: The stopped nodes' dirty lists and where each member's change log is read.
         self.dirty = DirtyTracker(hasher, hasher.space, settings.scaler.warm_dirty_keys)
         self._log_lock = asyncio.Lock()
+        #: Brings a node that just came up in line before it owns anything (the
+        #: coordinator's: the namespace table in force, `NamespaceControl.bring`).
+        self.prepare_node: Callable[[NodeInfo], Awaitable[None]] | None = None
 
     # -- reading ---------------------------------------------------------------------
 
@@ -390,6 +393,8 @@ class Membership(NodePolling):
         try:
             # A fresh node owns the whole ring until told otherwise: tell it now.
             await info.client.set_ownership(self.ring.epoch, [])
+            if self.prepare_node is not None:
+                await self.prepare_node(info)
             await self._refresh(info)
         except ElasticCacheError:
             await self._forget(handle.node_id)

@@ -119,6 +119,16 @@ class NamespaceControl:
         self.members.events.add("namespaces_changed", what, version=table.version)
         return {"version": table.version, "nodes": await self.push()}
 
+    async def bring(self, info: NodeInfo) -> None:
+        """Give a node that just came up the table in force before it owns anything: it
+        was launched with the config file's, and a live change (a durability, a TTL
+        limit, a quota) must hold for the first write it takes, not from the next poll.
+
+        Raises:
+            ElasticCacheError: the node did not take it (it is not admitted).
+        """
+        info.namespaces_version = await info.client.set_namespaces(self.table.to_json())
+
     async def push(self, only_stale: bool = False) -> dict[str, str]:
         """Send the table to every node (``only_stale``: to those that report another
         version); returns what each said."""

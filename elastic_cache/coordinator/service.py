@@ -161,6 +161,7 @@ class Coordinator(ClusterCosts):
             store=(state_store or FileStateStore(state_path)).sibling("namespaces.json"),
         )
         self.namespaces.listeners.append(self.router.set_namespaces)
+        self.cluster.prepare_node = self.namespaces.bring
         self.router.set_namespaces(self.namespaces.table)
         ec2 = settings.ec2
         # Only the EC2 provisioner can tell (`Ec2Provisioner.interrupted`).
@@ -270,6 +271,9 @@ class Coordinator(ClusterCosts):
         ones, and start polling."""
         await self._find_home_zone()
         await self.cluster.start()
+        # Resumed nodes started with the config file's table: the live one first (a
+        # node that misses it gets it at the next poll, and is said so in the log).
+        await self.namespaces.push()
         await self._reap_strays()
         await abort_interrupted_moves(self.cluster)  # an earlier life died mid-move
         self._monitor = asyncio.create_task(self._poll())

@@ -209,6 +209,10 @@ async def test_figures_in_metrics_status_and_the_dashboard_view(
     assert "quota 5 records, on_full refuse" in out and "never evicted" in out
 
 
+async def no_push(only_stale: bool = False) -> dict[str, str]:
+    return {}
+
+
 async def test_a_node_added_later_gets_the_live_table_and_moved_durable_records_reach_its_disk(
     tmp_path: Path,
 ) -> None:
@@ -225,13 +229,10 @@ async def test_a_node_added_later_gets_the_live_table_and_moved_durable_records_
         got, answer, _ = await h.call("PATCH", "/v1/namespaces/d", json={"max_ttl": 600})
         assert got == 200
         live = json.loads(answer)["version"]
+        h.coord.namespaces.push = no_push  # type: ignore[method-assign]  # no poll's help
         got, answer, _ = await h.call("POST", "/v1/cluster/nodes", json={})
         assert got == 201, answer
-        for _ in range(100):  # the poll (every 0.2 s) pushes the table to the new node
-            info = h.coord.cluster.nodes["node-2"]
-            if info.namespaces_version == live:
-                break
-            await asyncio.sleep(0.05)
+        # It had the live table before it owned anything (launched with the file's).
         assert h.coord.cluster.nodes["node-2"].namespaces_version == live
         service = h.provisioner.services["node-2"]
         assert service.store.namespaces.get("d").max_ttl == 600
@@ -316,6 +317,29 @@ async def test_a_quota_holds_over_the_cluster_each_node_keeping_its_share(
         await h.coord.cluster.refresh_stats()
         _, body, _ = await h.call("GET", "/v1/namespaces")
         assert json.loads(body)["namespaces"]["q"]["records"] == accepted
+    finally:
+        await h.http.close()
+        await server.close()
+
+
+async def test_a_restarted_cluster_writes_under_the_live_table_from_its_first_request(
+    tmp_path: Path,
+) -> None:
+    """Its nodes start with the config file's table; the coordinator gives them the live
+    one (persisted) before it serves, not at its first poll."""
+    settings = cluster_settings(namespaces=NAMESPACES, scaler={"enabled": False})
+    h, server = await start_harness(settings, tmp_path)
+    got, answer, _ = await h.call("PATCH", "/v1/namespaces/sessions", json={"max_ttl": 40})
+    assert got == 200, answer
+    live = json.loads(answer)["version"]
+    await h.http.close()
+    await server.close()
+    h, server = await start_harness(settings, tmp_path)
+    try:
+        assert h.coord.namespaces.table.version == live
+        assert [i.namespaces_version for i in h.coord.cluster.nodes.values()] == [live]
+        assert (await put(h, "sessions/a", "?ttl=50"))[0] == 204
+        assert 39 < (ttl_of(h, "sessions/a") or 0) <= 40
     finally:
         await h.http.close()
         await server.close()
