@@ -68,11 +68,8 @@ def node_arguments(
     else:
         args += ["--capacity-bytes", str(settings.capacity_bytes)]
     if settings.tier is not None:
-        tier = settings.tier
-        if tier.startswith("disk:"):
-            # A disk tier is local to its node: each node gets its own directory.
-            tier = f"disk:{os.path.join(tier[len('disk:') :], node_id)}"
-        args += ["--tier", tier]
+        own = disk_dir(settings, node_id)
+        args += ["--tier", settings.tier if own is None else f"disk:{own}"]
     if settings.s3_endpoint_url is not None:
         args += ["--s3-endpoint-url", settings.s3_endpoint_url]
     if settings.tier_max_bytes is not None:
@@ -82,6 +79,15 @@ def node_arguments(
         # table the node starts with.
         args += ["--namespaces", json.dumps(settings.namespaces.to_json(), sort_keys=True)]
     return args
+
+
+def disk_dir(settings: NodeSettings, node_id: str) -> str | None:
+    """The directory of ``node_id``'s disk tier (None: no disk tier). A disk tier is
+    local to its node: each node gets its own directory, ``PATH/NODE_ID``."""
+    tier = settings.tier
+    if tier is None or not tier.startswith("disk:"):
+        return None
+    return os.path.join(tier[len("disk:") :], node_id)
 
 
 def node_command(
@@ -293,10 +299,19 @@ class LocalProvisioner:
 
     async def terminate(self, handle: NodeHandle) -> None:
         """SIGTERM the node's process, SIGKILL after 5 s, and remove its state
-        directory (a stopped node's too); idempotent."""
+        directory (a stopped node's too) and its disk tier's directory; idempotent.
+
+        The node left the cluster (dead, or removed): its ranges went on elsewhere, so
+        its files are stale from now on, and a node of a later life of the cluster that
+        reuses its id would serve them over newer values (docs/tiers.md, "Stale
+        files"). `close` (the cluster stops) keeps them: a cluster started again is
+        warm from them."""
         await self._stop(handle.node_id)
         self._stopped.pop(handle.node_id, None)
         self._remove_state(handle.node_id)
+        own = disk_dir(self.settings, handle.node_id)
+        if own is not None:
+            await asyncio.to_thread(shutil.rmtree, own, True)
 
     def state_dir(self, node_id: str) -> Path:
         """The state directory of ``node_id``.

@@ -230,3 +230,32 @@ durability = "s3"
             async with http.get(f"{url}/v1/kv/plain/{i}") as r:
                 lost += r.status == 404
         assert lost == 50  # the memory namespace died with its nodes
+
+
+async def test_a_node_that_leaves_takes_its_disk_files_with_it(tmp_path: Path) -> None:
+    """Its ranges went on elsewhere: a later life of the cluster that reuses its id must
+    not serve its files over newer values (a review restarted a cluster after a node's
+    SIGKILL and read old values and deleted keys back). A cluster that stops keeps them."""
+    from elastic_cache.config import ClusterSettings
+    from elastic_cache.provisioner.local import LocalProvisioner
+
+    settings = ClusterSettings.from_mapping(
+        {"nodes": {"index": "sorted", "capacity_records": 1000, "tier": f"disk:{tmp_path}"}}
+    )
+    provisioner = LocalProvisioner(settings.nodes)
+    try:
+        gone = await provisioner.launch("node-1")
+        kept = await provisioner.launch("node-2")
+        for handle in (gone, kept):
+            async with (
+                aiohttp.ClientSession() as http,
+                http.put(f"{handle.address}/v1/kv/x", data=b"v") as resp,
+            ):
+                assert resp.status == 204
+        assert (tmp_path / "node-1").is_dir() and (tmp_path / "node-2").is_dir()
+        os.kill(int(gone.ref), signal.SIGKILL)
+        await provisioner.terminate(gone)  # what the coordinator does with a dead node
+        assert not (tmp_path / "node-1").exists()
+    finally:
+        await provisioner.close()
+    assert (tmp_path / "node-2").is_dir()
