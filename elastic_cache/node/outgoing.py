@@ -32,6 +32,9 @@ from elastic_cache.store import Record, Victim
 
 __all__ = ["OutgoingMoves"]
 
+#: Records `OutgoingMoves.commit` expires at a time (it goes on until none is due).
+_EXPIRE_BATCH = 10_000
+
 
 class OutgoingMoves(MoveRole):
     """The moves leaving one node (its store, cold tier, ownership and migration
@@ -290,6 +293,12 @@ class OutgoingMoves(MoveRole):
         out = self._move(migration)
         if out.failed is not None:
             raise Conflict(f"migration {migration} cannot commit: {out.failed}")
+        # Expire what is due while this node still owns the range, so each expiry is
+        # logged by its owner (docs/watch.md): past the commit, the records left would
+        # be dropped with the range unreported, and the destination's expiries of them
+        # before its takeover are a copy's (its copies may even be dropped on arrival).
+        while self.store.expire(_EXPIRE_BATCH) == _EXPIRE_BATCH:
+            pass
         self.node.set_ownership(epoch, ranges)
         del self.outgoing[migration]
         # Writes that passed the ownership check before it changed may still be on

@@ -158,6 +158,35 @@ async def test_forwarded_and_snapshot_records_are_not_logged_but_commit_markers_
     assert _kinds(dst)[-1] == ("put", "k3")
 
 
+async def test_a_source_logs_the_expiries_due_at_its_commit_as_their_owner() -> None:
+    """A record whose TTL passed since the last sweep is expired by the source before it
+    gives the range away, at the epoch it owned it at: dropped with the range, nobody
+    would report it (the destination's expiry before its takeover is a copy's)."""
+    clock = [0.0]
+    net = LocalNetwork()
+    src = _service("src", net=net, clock=clock)
+    dst = _service("dst", net=net, clock=clock)
+    net.add(src)
+    net.add(dst)
+    src.set_ownership(1, [[0, 0]])
+    dst.set_ownership(1, [])
+    await src.put("short", b"v", "t", 1.0)
+    await src.put("long", b"v", "t", 100.0)
+    dst.begin_incoming("m", 0, 0)
+    src.begin_outgoing("m", 0, 0, net.address_of("dst"))
+    await src.send("m")
+    clock[0] = 5.0  # "short" is due; no sweep ran
+    dst.commit_incoming("m", 2, [[0, 0]])
+    await src.commit_outgoing("m", 2, [])
+    log = src.changes.since(0, 100)[0]
+    assert [(kind, key, epoch) for _, kind, key, epoch in log] == [
+        ("put", "short", 1),
+        ("put", "long", 1),
+        ("expire", "short", 1),
+        ("handoff", "m", 2),
+    ]
+
+
 @settings(max_examples=200, deadline=None)
 @given(
     size=st.integers(1, 8),
