@@ -131,8 +131,9 @@ def add_parser(sub: Subparsers) -> None:
         help="the coordinator's instance type; repeat for fall-backs on a capacity "
         "shortage (default t3.small)",
     )
-    dep.add_argument("--max-nodes", type=int, default=4, help="most nodes (default 4)")
-    dep.add_argument("--min-nodes", type=int, default=1, help="nodes never removed (default 1)")
+    # Defaults applied in `run`: None here tells --update that the flag was not given.
+    dep.add_argument("--max-nodes", type=int, help="most nodes (default 4)")
+    dep.add_argument("--min-nodes", type=int, help="nodes never removed (default 1)")
     dep.add_argument(
         "--replication",
         type=int,
@@ -216,11 +217,12 @@ def add_parser(sub: Subparsers) -> None:
     )
     dep.add_argument(
         "--warm-reintegration",
-        action="store_true",
+        action=argparse.BooleanOptionalAction,
         help="scale-down stops a node's instance, keeping its root volume with its "
         "records (billed while stopped), and scale-up starts it again, moving back only "
         "the keys that changed. Needs --replication 1 and --on-full evict or block (the "
-        "nodes get no S3 cold tier); not with --spot (default off)",
+        "nodes get no S3 cold tier); not with --spot (default off; --no-warm-reintegration "
+        "turns it off with --update)",
     )
     dep.add_argument(
         "--nodes-per-instance",
@@ -303,8 +305,8 @@ def run(args: argparse.Namespace) -> int:
         instance_types=tuple(args.instance_type or ["t3.small"]),
         coordinator_instance_type=coordinator_types[0],
         coordinator_fallback_types=tuple(coordinator_types[1:]),
-        max_nodes=args.max_nodes,
-        min_nodes=args.min_nodes,
+        max_nodes=4 if args.max_nodes is None else args.max_nodes,
+        min_nodes=1 if args.min_nodes is None else args.min_nodes,
         max_usd_per_hour=args.max_usd_per_hour,
         port=args.port,
         image=args.ami or "",
@@ -323,13 +325,24 @@ def run(args: argparse.Namespace) -> int:
         replication=args.replication,
         spot=args.spot,
         tls=_deploy_certificate(args),
-        warm_reintegration=args.warm_reintegration,
+        warm_reintegration=bool(args.warm_reintegration),
         nodes_per_instance=args.nodes_per_instance,
     )
     if args.update:
         if args.dry_run:
             raise ConfigError("--update and --dry-run: run --update alone; it checks first")
-        update(settings, session=session, prices=awsenv.price_cache())
+        # What is not given keeps its running value (not its default).
+        given = {
+            "--max-nodes": args.max_nodes,
+            "--min-nodes": args.min_nodes,
+            "--max-usd-per-hour": args.max_usd_per_hour,
+            "--max-cross-zone-gb-per-hour": args.max_cross_zone_gb_per_hour,
+            "--instance-type": args.instance_type,
+            "--tag": args.tag,
+            "--warm-reintegration": args.warm_reintegration,
+        }
+        keep = [flag for flag, value in given.items() if value is None]
+        update(settings, session=session, prices=awsenv.price_cache(), keep=keep)
         return 0
     if args.dry_run:
         plan(settings, session=session, prices=awsenv.price_cache())

@@ -183,3 +183,45 @@ def test_the_update_flag_on_the_command_line(
     out = capsys.readouterr().out
     assert "running 4" in out and "asked 5" in out and "applied:" in out
     assert config_of(session, first.coordinator_instance).scaler.max_nodes == 5
+
+
+def test_update_keeps_the_running_value_of_every_flag_not_given(
+    session: Any,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``--update --max-nodes 6`` changes the maximum alone: the budget and the tags
+    left out are not reset to their defaults (review: the budget went, the tags too)."""
+    s = settings(max_usd_per_hour=0.5, tags=("team=cache",), instance_types=("t3.medium",))
+    first = run_deploy(session, tmp_path, s)
+    monkeypatch.setattr(awsenv, "boto_session", lambda region: session)
+    monkeypatch.setattr("time.sleep", lambda seconds: None)
+    argv = ["deploy", "--name", s.name, "--region", REGION, "--allow-cidr", "203.0.113.7/32"]
+    assert cli.main([*argv, "--max-nodes", "6", "--no-wait", "--update"]) == 0
+    out = capsys.readouterr().out
+    assert "asked 6" in out and "--max-usd-per-hour" not in out and "--tag" not in out
+    running = config_of(session, first.coordinator_instance)
+    assert running.scaler.max_nodes == 6 and running.scaler.max_usd_per_hour == 0.5
+    assert running.ec2 is not None and running.ec2.tags == ("team=cache",)
+    assert running.ec2.instance_types == ("t3.medium",)
+    # Given, a flag changes; --no-warm-reintegration on a cluster without it: nothing.
+    assert cli.main([*argv, "--max-usd-per-hour", "0.75", "--no-wait", "--update"]) == 0
+    running = config_of(session, first.coordinator_instance)
+    assert (running.scaler.max_nodes, running.scaler.max_usd_per_hour) == (6, 0.75)
+    assert cli.main([*argv, "--no-warm-reintegration", "--no-wait", "--update"]) == 0
+    assert "nothing to change" in capsys.readouterr().out
+
+
+def test_a_redeploy_that_cannot_read_the_running_settings_changes_nothing(
+    session: Any, tmp_path: Path
+) -> None:
+    """Throttled reading the coordinator's user data, a plain deploy with other
+    settings went on and rewrote the firewall and roles for them (review)."""
+    s = settings()
+    first = run_deploy(session, tmp_path, s)
+    inject(session, "ec2", "DescribeInstanceAttribute", code="RequestLimitExceeded")
+    with pytest.raises(ConfigError, match="cannot read the configuration") as err:
+        run_deploy(session, tmp_path, settings(name=s.name, max_nodes=9))
+    assert "Nothing was changed" in str(err.value)
+    assert state(session, first.coordinator_instance) == "running"

@@ -273,8 +273,20 @@ def refuse_drift(settings: DeploySettings, ec2: Any, names: ClusterNames) -> Non
         ConfigError: the running settings differ; the message lists them.
     """
     existing = coordinator_instances(ec2, names.cluster)
-    running = running_config(ec2, existing[0]["InstanceId"]) if existing else None
-    drift = [] if running is None else settings_drift(settings, running)
+    if not existing:
+        return
+    running = running_config(ec2, existing[0]["InstanceId"])
+    if running is None:
+        # Not known to match: a redeploy rewrites the firewall and the roles for the
+        # asked settings, under a coordinator that may run with others.
+        raise ConfigError(
+            f"cannot read the configuration of cluster {names.cluster}'s coordinator "
+            f"{existing[0]['InstanceId']} (DescribeInstanceAttribute userData refused or "
+            "failed, or not deploy's user data), so whether the asked settings match it "
+            "is unknown: try again, or check the caller's ec2:DescribeInstanceAttribute "
+            "permission. Nothing was changed"
+        )
+    drift = settings_drift(settings, running)
     if drift:
         raise ConfigError(
             f"cluster {names.cluster} runs (coordinator {existing[0]['InstanceId']}) with "

@@ -19,10 +19,11 @@ design and not an admin call: docs/aws.md, "Changing a running cluster".
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import time
 import tomllib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from elastic_cache.aws.deploy.access import POLICY_NAME
@@ -58,6 +59,34 @@ UPDATABLE = (
     "--tag",
     "--warm-reintegration",
 )
+
+
+def keep_running(
+    settings: DeploySettings, running: ClusterSettings, keep: Iterable[str]
+) -> DeploySettings:
+    """``settings`` with the running values of the `UPDATABLE` flags named in ``keep``
+    (those not given on the command line): ``--update --max-nodes 6`` changes the
+    maximum alone, never the budget, tags or types to their defaults."""
+    scaler, ec2 = running.scaler, running.ec2
+    given = set(UPDATABLE) - set(keep)
+    changes: dict[str, Any] = {}
+    if "--max-nodes" not in given:
+        changes["max_nodes"] = scaler.max_nodes
+    if "--min-nodes" not in given:
+        changes["min_nodes"] = scaler.min_nodes
+    if "--max-usd-per-hour" not in given:
+        changes["max_usd_per_hour"] = scaler.max_usd_per_hour
+    if "--warm-reintegration" not in given:
+        changes["warm_reintegration"] = scaler.warm_reintegration
+    if ec2 is not None:
+        if "--instance-type" not in given:
+            changes["instance_types"] = tuple(ec2.instance_types)
+        if "--tag" not in given:
+            changes["tags"] = tuple(ec2.tags)
+        if "--max-cross-zone-gb-per-hour" not in given:
+            changes["max_cross_zone_gb_per_hour"] = ec2.max_cross_zone_gb_per_hour
+    return dataclasses.replace(settings, **changes)
+
 
 #: The line that tells a coordinator's user data re-applies its configuration at boot.
 PER_BOOT_MARKER = "/var/lib/cloud/scripts/per-boot/ecache-config.sh"

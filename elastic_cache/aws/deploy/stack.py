@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import UTC, date, datetime
 from functools import partial
 from pathlib import Path
@@ -34,7 +34,7 @@ from elastic_cache.aws.deploy.coordinator import (
     refuse_drift,
     running_config,
 )
-from elastic_cache.aws.deploy.inplace import update_cluster
+from elastic_cache.aws.deploy.inplace import keep_running, update_cluster
 from elastic_cache.aws.deploy.names import ClusterNames
 from elastic_cache.aws.deploy.preflight import Preflight, preflight
 from elastic_cache.aws.deploy.pricelist import priced, spot_priced
@@ -260,10 +260,12 @@ def update(
     prices: PriceCache | None = None,
     today: Callable[[], date] = _utc_today,
     now: Callable[[], datetime] = _utc_now,
+    keep: Iterable[str] = (),
 ) -> bool:
     """``ecache deploy --update``: the prices of the asked types (as `deploy`; with
     ``--spot`` their Spot prices in the zones of the running coordinator's subnets), then
-    `update_cluster`. Returns whether anything changed.
+    `update_cluster`. Returns whether anything changed. ``keep``: the `UPDATABLE` flags
+    not given, whose running values stay (`keep_running`).
 
     Raises:
         ConfigError, AwsError, ProvisionError: as `update_cluster`.
@@ -272,6 +274,11 @@ def update(
     c = clients(session, region)
     names = ClusterNames(cluster=settings.name, account=identity(session), region=region)
     cache = prices if prices is not None else PriceCache(None)
+    keep = tuple(keep)
+    found = coordinator_instances(c["ec2"], names.cluster) if keep else []
+    running = running_config(c["ec2"], found[0]["InstanceId"]) if found else None
+    if running is not None:  # else update_cluster says why it cannot go on
+        settings = keep_running(settings, running, keep)
     settings, lines = priced(settings, session=session, ec2=c["ec2"], cache=cache, today=today())
     if settings.spot:
         spot_lines: list[str]
