@@ -56,7 +56,7 @@ cache-tests:
 	fi
 
 test: lint browser cache-tests
-	$(BIN)/pytest
+	$(BIN)/pytest -n auto
 
 run: $(STAMP)
 	$(BIN)/ecache up

@@ -4,6 +4,7 @@ every ``make test``) into a session-wide temporary directory."""
 
 from __future__ import annotations
 
+import fcntl
 import subprocess
 import sys
 from collections.abc import Callable
@@ -61,9 +62,24 @@ def run_experiment() -> Callable[..., str]:
 
 
 @pytest.fixture(scope="session")
-def quick_results(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """What ``make experiments-quick`` makes: every script, in one process."""
-    out = tmp_path_factory.mktemp("quick-results")
+def quick_results(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Path:
+    """What ``make experiments-quick`` makes: every script, in one process, once per
+    session: under pytest-xdist (``make test`` runs ``-n auto``) the first worker to ask
+    makes it in the session's shared temporary directory while the others wait on a lock."""
+    if worker_id == "master":  # no xdist: this process is the session
+        return _make_quick_results(tmp_path_factory.mktemp("quick-results"))
+    shared = tmp_path_factory.getbasetemp().parent  # the session's, above popen-gwN/
+    out = shared / "quick-results"
+    with open(shared / "quick-results.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (shared / "quick-results.made").exists():
+            _make_quick_results(out)
+            (shared / "quick-results.made").touch()
+    return out
+
+
+def _make_quick_results(out: Path) -> Path:
+    out.mkdir(parents=True, exist_ok=True)
     proc = subprocess.run(
         [
             sys.executable,
