@@ -91,6 +91,15 @@ def test_a_plain_deploy_with_other_limits_points_to_update(session: Any, tmp_pat
     run_deploy(session, tmp_path, s)
     with pytest.raises(ConfigError, match="pass --update"):
         run_deploy(session, tmp_path, settings(name=s.name, max_nodes=6))
+    # The node group's ports and the roles follow these two: never rewritten under a
+    # coordinator that runs with others (review: slot 1 unreachable, no scale-out).
+    with pytest.raises(ConfigError, match=r"--nodes-per-instance: running auto, asked 1"):
+        run_deploy(session, tmp_path, settings(name=s.name, nodes_per_instance=1))
+    other = session.client("ec2").create_subnet(
+        VpcId=session.client("ec2").describe_vpcs()["Vpcs"][0]["VpcId"], CidrBlock="172.31.200.0/24"
+    )["Subnet"]["SubnetId"]
+    with pytest.raises(ConfigError, match=r"--subnet: running"):
+        run_deploy(session, tmp_path, settings(name=s.name, subnets=(other,)))
 
 
 def test_a_failure_mid_update_restores_the_running_configuration(
