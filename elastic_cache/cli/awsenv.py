@@ -40,12 +40,15 @@ def region(args: argparse.Namespace, session: Any) -> str:
     """``--region``, else the session's.
 
     Raises:
-        ConfigError: neither says one.
+        ConfigError: neither says one, or it is no region name (botocore's traceback
+            otherwise, at the first client).
     """
+    from elastic_cache.config.ec2 import check_region
+
     name = args.region or session.region_name
     if not name:
         raise ConfigError("pass --region (or set AWS_DEFAULT_REGION)")
-    return str(name)
+    return check_region("--region" if args.region else "the AWS configuration's region", name)
 
 
 def cache_dir() -> Path:

@@ -424,13 +424,14 @@ def add_parser(sub: Subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.name is not None:
         session = awsenv.boto_session(args.region)
+        region = awsenv.region(args, session)
         return status_by_name(
             args.name,
-            region=args.region,
+            region=region,
             as_json=args.json,
             session=session,
             token=client_token(args),
-            tls_ca=tls_ca(args) or recorded_certificate(args.name, session, args.region),
+            tls_ca=tls_ca(args) or recorded_certificate(args.name, session, region),
         )
     view = fetch_cluster(args.url, token=client_token(args), tls=client_tls(args))
     print(json.dumps(view, indent=2) if args.json else render_status(view))

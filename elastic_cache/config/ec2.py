@@ -28,6 +28,7 @@ __all__ = [
     "Ec2Settings",
     "check_cluster_name",
     "check_nodes_per_instance",
+    "check_region",
     "check_tags",
     "parse_tag",
 ]
@@ -73,6 +74,17 @@ MAX_NODES_PER_INSTANCE = 16
 
 #: ``nodes_per_instance`` of "as many as the instance type has vCPUs".
 AUTO_NODES_PER_INSTANCE = "auto"
+
+
+def check_region(name: str, value: object) -> str:
+    """``value`` if it is an AWS region name (``us-east-1``).
+
+    Raises:
+        ConfigError: it is not; the message names ``name``.
+    """
+    if not isinstance(value, str) or not re.match(r"^[a-z]{2}(-[a-z]+)+-\d$", value):
+        raise ConfigError(f"{name} must be an AWS region such as us-east-1, got {value!r}")
+    return value
 
 
 def check_nodes_per_instance(name: str, value: object) -> int | str:
@@ -251,12 +263,7 @@ class Ec2Settings:
         if not 0 < fraction <= 1:
             raise ConfigError(f"ec2.spot_price_fraction must be in (0, 1], got {fraction!r}")
         positive("ec2.spot_poll_interval", self.spot_poll_interval)
-        if not isinstance(self.region, str) or not re.match(
-            r"^[a-z]{2}(-[a-z]+)+-\d$", self.region
-        ):
-            raise ConfigError(
-                f"ec2.region must be an AWS region such as us-east-1, got {self.region!r}"
-            )
+        check_region("ec2.region", self.region)
         if not self.instance_types:
             raise ConfigError("ec2.instance_types must name at least one instance type")
         for t in self.instance_types:
