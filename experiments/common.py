@@ -139,7 +139,9 @@ def options(description: str, argv: Sequence[str] | None = None) -> Options:
     """Parse the command line shared by every figure script."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument(
-        "--quick", action="store_true", help="a small run (reduced scale, fewer steps; the seeds of --runs)"
+        "--quick",
+        action="store_true",
+        help="a small run (reduced scale, fewer steps; the seeds of --runs)",
     )
     parser.add_argument(
         "--real",
