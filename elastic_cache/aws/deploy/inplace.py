@@ -353,6 +353,18 @@ def update_cluster(
     except (AwsError, ProvisionError) as exc:
         out(f"update failed ({exc}); the running values remain, starting the coordinator again")
         _restart(ec2, instance_id, script, settings, sleep=sleep, clock=clock, out=out)
+        if running.ec2 is not None and (new_types or new_warm):
+            # Widened for the restart: back to what the running configuration launches.
+            try:
+                _launch_policy(
+                    c,
+                    names,
+                    running,
+                    running.ec2.instance_types,
+                    warm=running.scaler.warm_reintegration,
+                )
+            except AwsError as again:
+                out(f"could not narrow the coordinator's role back ({again}): deploy again")
         raise
     start_again(ec2, instance_id, sleep=sleep, clock=clock, timeout=settings.wait_timeout)
     instance = wait_running(
