@@ -7,7 +7,6 @@ Pure: the HTTP side is in `elastic_cache.client`.
 
 from __future__ import annotations
 
-import contextlib
 import json
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -128,8 +127,11 @@ class NearCache(Generic[V]):
         value read was the kept one when read, as if the change came just after."""
         value = self._values.get(key)
         if value is not None:
-            with contextlib.suppress(KeyError):  # dropped by another thread meanwhile
+            # try/except, not contextlib.suppress: 90-170 ns against 270-300 a hit (timeit).
+            try:  # noqa: SIM105
                 self._values.move_to_end(key)
+            except KeyError:  # dropped by another thread meanwhile
+                pass
             self.hits += 1
         return value
 
