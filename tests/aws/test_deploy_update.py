@@ -167,6 +167,19 @@ def test_update_refuses_node_types_the_running_cluster_cannot_take(
     assert state(session, first.coordinator_instance) == "running"
 
 
+def test_update_to_a_smaller_type_counts_every_node_of_an_instance(
+    session: Any, tmp_path: Path
+) -> None:
+    """t3.medium runs two nodes of 1 GiB each (auto: one per vCPU); a t3.small would
+    run two as well, 2 GiB of records on 2 GiB (review: accepted)."""
+    s = settings(instance_types=("t3.medium",))
+    first = run_deploy(session, tmp_path, s)
+    with pytest.raises(ConfigError, match=r"does not fit t3.small: its 2 node\(s\)"):
+        run_update(session, settings(name=s.name, instance_types=("t3.small",)))
+    running = config_of(session, first.coordinator_instance).ec2
+    assert running is not None and running.instance_types == ("t3.medium",)
+
+
 def test_update_to_larger_node_types(session: Any, tmp_path: Path) -> None:
     s = settings()
     first = run_deploy(session, tmp_path, s)

@@ -39,9 +39,10 @@ from elastic_cache.aws.deploy.coordinator import (
 from elastic_cache.aws.deploy.names import ClusterNames
 from elastic_cache.aws.deploy.policies import coordinator_policy
 from elastic_cache.aws.deploy.preflight import check_offerings
-from elastic_cache.aws.deploy.pricelist import memory_gb
+from elastic_cache.aws.deploy.pricelist import instance_sizes
 from elastic_cache.aws.deploy.settings import DeploySettings
 from elastic_cache.aws.ec2 import CLUSTER_TAG
+from elastic_cache.aws.ec2.slots import slot_count
 from elastic_cache.aws.errors import AwsError, aws_call
 from elastic_cache.aws.userdata import coordinator_config_of
 from elastic_cache.config import ClusterSettings
@@ -307,20 +308,25 @@ def update_cluster(
             f"and deploy again. Asked: {'; '.join(drift)}. Nothing was changed"
         )
     hourly_prices(settings)  # the new budget must pay for the new types' floor
-    memory = memory_gb(ec2, settings.instance_types)
-    unknown = [t for t in settings.instance_types if t not in memory]
+    sizes = instance_sizes(ec2, settings.instance_types)
+    unknown = [t for t in settings.instance_types if t not in sizes]
     if unknown:
         raise ConfigError(f"unknown instance type(s): {', '.join(unknown)}; nothing was changed")
     if running.ec2 is not None:
         _check_types(ec2, settings, running.ec2.coordinator_instance_type, running.ec2.subnets)
-    smallest = min(memory.values()) * (1 << 30)
     capacity = running.nodes.capacity_bytes
-    if capacity is not None and capacity > 0.9 * smallest:
-        raise ConfigError(
-            f"the nodes' capacity ({capacity} bytes) was sized for the "
-            f"running types and does not fit {min(memory, key=memory.__getitem__)} "
-            "(over 90% of its memory): choose types at least as large. Nothing was changed"
-        )
+    setting = running.ec2.nodes_per_instance if running.ec2 is not None else 1
+    for t, (gib, vcpus) in sorted(sizes.items()):
+        # Every node of an instance has the capacity: with several per instance (auto:
+        # one per vCPU), all of them must fit, not one (review: 2 GiB of records on a
+        # 2 GiB t3.small).
+        slots = slot_count(setting, vcpus)
+        if capacity is not None and capacity * slots > 0.9 * gib * (1 << 30):
+            raise ConfigError(
+                f"the nodes' capacity ({capacity} bytes each) was sized for the running "
+                f"types and does not fit {t}: its {slots} node(s) would hold over 90% of "
+                f"its {gib:g} GiB. Choose types at least as large. Nothing was changed"
+            )
     out(f"cluster {names.cluster}: coordinator {instance_id} runs with:")
     for line in drift:
         flag, rest = line.split(": running ", 1)

@@ -40,6 +40,7 @@ __all__ = [
     "SPOT_HISTORY_WINDOW",
     "fetch_prices",
     "fetch_spot_prices",
+    "instance_sizes",
     "memory_gb",
     "price_notes",
     "priced",
@@ -59,6 +60,12 @@ _MAX_SPOT_PAGES = 10
 def memory_gb(ec2: Any, types: Sequence[str]) -> dict[str, float]:
     """Each type's memory in GB (2**30 bytes), from ``DescribeInstanceTypes``; a type
     EC2 does not know is left out (preflight refuses it)."""
+    return {t: size[0] for t, size in instance_sizes(ec2, types).items()}
+
+
+def instance_sizes(ec2: Any, types: Sequence[str]) -> dict[str, tuple[float, int]]:
+    """Each type's memory in GB (2**30 bytes) and vCPUs, from ``DescribeInstanceTypes``;
+    a type EC2 does not know is left out (preflight refuses it)."""
     try:
         reply = aws_call(
             ec2,
@@ -71,7 +78,10 @@ def memory_gb(ec2: Any, types: Sequence[str]) -> dict[str, float]:
             raise
         return {}
     return {
-        str(t["InstanceType"]): int(t["MemoryInfo"]["SizeInMiB"]) / 1024
+        str(t["InstanceType"]): (
+            int(t["MemoryInfo"]["SizeInMiB"]) / 1024,
+            int(t.get("VCpuInfo", {}).get("DefaultVCpus", 0)),
+        )
         for t in reply["InstanceTypes"]
     }
 
