@@ -95,8 +95,11 @@ def test_a_plain_deploy_with_other_limits_points_to_update(session: Any, tmp_pat
     # coordinator that runs with others (review: slot 1 unreachable, no scale-out).
     with pytest.raises(ConfigError, match=r"--nodes-per-instance: running auto, asked 1"):
         run_deploy(session, tmp_path, settings(name=s.name, nodes_per_instance=1))
-    other = session.client("ec2").create_subnet(
-        VpcId=session.client("ec2").describe_vpcs()["Vpcs"][0]["VpcId"], CidrBlock="172.31.200.0/24"
+    ec2 = session.client("ec2")
+    other = ec2.create_subnet(  # in a zone that offers t3.small (moto picks one at random)
+        VpcId=ec2.describe_vpcs()["Vpcs"][0]["VpcId"],
+        CidrBlock="172.31.200.0/24",
+        AvailabilityZone=f"{REGION}a",
     )["Subnet"]["SubnetId"]
     with pytest.raises(ConfigError, match=r"--subnet: running"):
         run_deploy(session, tmp_path, settings(name=s.name, subnets=(other,)))

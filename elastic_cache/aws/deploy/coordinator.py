@@ -238,10 +238,19 @@ def settings_drift(settings: DeploySettings, running: ClusterSettings) -> list[s
             ("--spot", ec2.spot, settings.spot),
             ("--tag", sorted(ec2.tags), sorted(settings.tags)),
             ("--private", ec2.private, settings.private),
-            # The node group's ports and both roles follow these: a redeploy with
-            # others rewrote them under the running coordinator (found in review).
-            ("--nodes-per-instance", str(ec2.nodes_per_instance), str(settings.slots_setting)),
         ]
+        if not (scaler.warm_reintegration or settings.warm_reintegration):
+            # The node group's ports and both roles follow it: a redeploy with another
+            # rewrote them under the running coordinator (found in review). Warm
+            # re-integration forces 1, and `--update` turning it off keeps the running
+            # value (`new_config`).
+            pairs.append(
+                (
+                    "--nodes-per-instance",
+                    str(ec2.nodes_per_instance),
+                    str(settings.slots_setting),
+                )
+            )
         if settings.subnets:  # none given: the default subnets, whichever they are
             pairs.append(("--subnet", sorted(ec2.subnets), sorted(settings.subnets)))
         if ec2.max_cross_zone_gb_per_hour is not None or not ec2.az_spread:
