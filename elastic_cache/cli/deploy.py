@@ -31,6 +31,9 @@ if TYPE_CHECKING:
 __all__ = ["add_parser", "run"]
 
 
+#: The ``allow_cidr`` of an ``--update``'s settings, which change no security group.
+UNUSED_CIDR = "192.0.2.0/32"
+
 #: Where ``ecache deploy`` asks for this machine's public address (default --allow-cidr).
 CHECKIP_URL = "https://checkip.amazonaws.com"
 
@@ -299,7 +302,9 @@ def run(args: argparse.Namespace) -> int:
         name=args.name,
         region=awsenv.region(args, session),
         # --private: the API is for the VPC, so the default is its CIDR (found later).
-        allow_cidr=args.allow_cidr or ("" if args.private else _caller_cidr()),
+        # --update changes no security group (it refuses --allow-cidr): no lookup.
+        allow_cidr=args.allow_cidr
+        or ("" if args.private else UNUSED_CIDR if args.update else _caller_cidr()),
         public=args.public,
         private=args.private,
         instance_types=tuple(args.instance_type or ["t3.small"]),
@@ -331,6 +336,14 @@ def run(args: argparse.Namespace) -> int:
     if args.update:
         if args.dry_run:
             raise ConfigError("--update and --dry-run: run --update alone; it checks first")
+        if args.allow_cidr is not None or args.expire_demoted_days is not None:
+            # --update rewrites the coordinator's configuration only: it would say
+            # nothing of these and change nothing (found in review).
+            raise ConfigError(
+                "--update does not change --allow-cidr or --expire-demoted-days: a plain "
+                "deploy (with the running values of the other settings) converges them. "
+                "Nothing was changed"
+            )
         # What is not given keeps its running value (not its default).
         given = {
             "--max-nodes": args.max_nodes,
