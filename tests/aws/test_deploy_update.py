@@ -183,6 +183,34 @@ def test_update_to_a_smaller_type_counts_every_node_of_an_instance(
     assert running is not None and running.instance_types == ("t3.medium",)
 
 
+def test_update_to_types_with_more_vcpus_opens_their_slots_ports(
+    session: Any, tmp_path: Path
+) -> None:
+    """auto: a t3.xlarge runs 4 nodes, a t3.small 2; the nodes' group opened 8500-8501
+    and kept them (review: slots 2 and 3 of a new instance unreachable)."""
+    s = settings()
+    first = run_deploy(session, tmp_path, s)
+    changed, _ = run_update(session, settings(name=s.name, instance_types=("t3.xlarge",)))
+    assert changed
+    ec2 = session.client("ec2")
+    running = config_of(session, first.coordinator_instance).ec2
+    assert running is not None
+    (group,) = ec2.describe_security_groups(GroupIds=list(running.security_groups))[
+        "SecurityGroups"
+    ]
+    reach = {
+        (perm["FromPort"], perm["ToPort"], pair["GroupId"])
+        for perm in group["IpPermissions"]
+        for pair in perm.get("UserIdGroupPairs", [])
+    }
+    coordinator_group = ec2.describe_instances(InstanceIds=[first.coordinator_instance])[
+        "Reservations"
+    ][0]["Instances"][0]["SecurityGroups"][0]["GroupId"]
+    port = running.node_port
+    assert (port, port + 3, coordinator_group) in reach
+    assert (port, port + 3, group["GroupId"]) in reach
+
+
 def test_update_to_larger_node_types(session: Any, tmp_path: Path) -> None:
     s = settings()
     first = run_deploy(session, tmp_path, s)

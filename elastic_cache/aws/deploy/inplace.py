@@ -37,6 +37,7 @@ from elastic_cache.aws.deploy.coordinator import (
     wait_running,
 )
 from elastic_cache.aws.deploy.names import ClusterNames
+from elastic_cache.aws.deploy.network import open_node_ports
 from elastic_cache.aws.deploy.policies import coordinator_policy
 from elastic_cache.aws.deploy.preflight import check_offerings
 from elastic_cache.aws.deploy.pricelist import instance_sizes
@@ -316,15 +317,17 @@ def update_cluster(
         _check_types(ec2, settings, running.ec2.coordinator_instance_type, running.ec2.subnets)
     capacity = running.nodes.capacity_bytes
     setting = running.ec2.nodes_per_instance if running.ec2 is not None else 1
+    slots = 1
     for t, (gib, vcpus) in sorted(sizes.items()):
         # Every node of an instance has the capacity: with several per instance (auto:
         # one per vCPU), all of them must fit, not one (review: 2 GiB of records on a
         # 2 GiB t3.small).
-        slots = slot_count(setting, vcpus)
-        if capacity is not None and capacity * slots > 0.9 * gib * (1 << 30):
+        runs = slot_count(setting, vcpus)
+        slots = max(slots, runs)
+        if capacity is not None and capacity * runs > 0.9 * gib * (1 << 30):
             raise ConfigError(
                 f"the nodes' capacity ({capacity} bytes each) was sized for the running "
-                f"types and does not fit {t}: its {slots} node(s) would hold over 90% of "
+                f"types and does not fit {t}: its {runs} node(s) would hold over 90% of "
                 f"its {gib:g} GiB. Choose types at least as large. Nothing was changed"
             )
     out(f"cluster {names.cluster}: coordinator {instance_id} runs with:")
@@ -347,6 +350,14 @@ def update_cluster(
             tuple(dict.fromkeys(both)),
             warm=running.scaler.warm_reintegration or settings.warm_reintegration,
         )
+    if running.ec2 is not None and new_types and slots > 1 and running.ec2.security_groups:
+        # Types with more vCPUs run more nodes per instance (auto): their ports must be
+        # open before the coordinator launches one (review: slots 2 and 3 unreachable).
+        coord_groups = [g["GroupId"] for g in found[0].get("SecurityGroups", [])]
+        if coord_groups:
+            open_node_ports(
+                ec2, running.ec2.security_groups[0], coord_groups[0], running.ec2.node_port, slots
+            )
     state = found[0]["State"]["Name"]
     out(f"stopping {instance_id} to write its new configuration (the nodes keep running)")
     try:

@@ -22,6 +22,7 @@ __all__ = [
     "ensure_group",
     "find_group",
     "find_network",
+    "open_node_ports",
     "security_groups",
 ]
 
@@ -291,16 +292,20 @@ def security_groups(
                 GroupId=node,
                 IpPermissions=[stale],
             )
+    open_node_ports(ec2, node, coord, settings.node_port, node_ports)
+    return {"coordinator": coord, "node": node}
+
+
+def open_node_ports(ec2: Any, node: str, coord: str, first: int, count: int) -> None:
+    """Open ``count`` ports from ``first`` of the nodes' group ``node`` (one per slot of
+    an instance) to the coordinator's group ``coord`` and to the nodes' own; a rule
+    already there is kept."""
     for source, why in ((coord, "the coordinator"), (node, "peer nodes (migrations)")):
         _authorize(
             ec2,
             node,
             {
-                **_tcp(
-                    settings.node_port,
-                    UserIdGroupPairs=[{"GroupId": source, "Description": f"from {why}"}],
-                ),
-                "ToPort": settings.node_port + node_ports - 1,
+                **_tcp(first, UserIdGroupPairs=[{"GroupId": source, "Description": f"from {why}"}]),
+                "ToPort": first + count - 1,
             },
         )
-    return {"coordinator": coord, "node": node}
