@@ -66,7 +66,7 @@ def without_tls_policy(session: Any, names: ClusterNames) -> None:
 def test_deploy_gives_the_coordinator_an_elastic_ip_and_recovery_alarms(
     session: Any, tmp_path: Path
 ) -> None:
-    s = settings()
+    s = settings(tags=("team=cache",))
     lines: list[str] = []
     result = run_deploy(session, tmp_path, s, out=lines.append)
     [address] = addresses(session)
@@ -83,6 +83,11 @@ def test_deploy_gives_the_coordinator_an_elastic_ip_and_recovery_alarms(
     assert recover["AlarmActions"] == [f"arn:aws:automate:{REGION}:ec2:recover"]
     assert recover["Dimensions"] == [{"Name": "InstanceId", "Value": result.coordinator_instance}]
     assert found[f"{prefix}-reboot"]["AlarmActions"] == [f"arn:aws:automate:{REGION}:ec2:reboot"]
+    # The user's tags are on the alarms too, as on every resource (review: missing).
+    cloudwatch = session.client("cloudwatch")
+    for alarm in found.values():
+        listed = cloudwatch.list_tags_for_resource(ResourceARN=alarm["AlarmArn"])["Tags"]
+        assert {"Key": "team", "Value": "cache"} in listed
     # The coordinator keeps a copy of the state in the bucket, which its role may use.
     names = names_of(session, s.name)
     config = config_of(session, result.coordinator_instance)

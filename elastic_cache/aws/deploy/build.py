@@ -277,7 +277,9 @@ def build(
     )
     steps.done()
     alarms = ", ".join(
-        set_recovery_alarms(c["cloudwatch"], names, str(instance["InstanceId"]), created=created)
+        set_recovery_alarms(
+            c["cloudwatch"], names, str(instance["InstanceId"]), created=created, tags=tags
+        )
     )
     if address is None:
         out(

@@ -27,7 +27,7 @@ Every function blocks; clients are passed in.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from elastic_cache.aws.deploy.created import Created
@@ -116,11 +116,17 @@ def associate_address(ec2: Any, address: dict[str, Any], instance_id: str) -> bo
 
 
 def set_recovery_alarms(
-    cloudwatch: Any, names: ClusterNames, instance_id: str, *, created: Created
+    cloudwatch: Any,
+    names: ClusterNames,
+    instance_id: str,
+    *,
+    created: Created,
+    tags: Sequence[Mapping[str, str]] = (),
 ) -> list[str]:
-    """Create (or point at ``instance_id``) the coordinator's recovery alarms;
-    ``PutMetricAlarm`` replaces an alarm of the same name, so deploying again after a
-    replacement moves them to the new instance. New ones are added to ``created``."""
+    """Create (or point at ``instance_id``) the coordinator's recovery alarms, tagged
+    as the cluster's and with ``tags`` (the user's ``--tag``); ``PutMetricAlarm``
+    replaces an alarm of the same name, so deploying again after a replacement moves
+    them to the new instance. New ones are added to ``created``."""
     existing = {
         a["AlarmName"]
         for a in aws_call(
@@ -149,7 +155,7 @@ def set_recovery_alarms(
             Threshold=0.0,
             ComparisonOperator="GreaterThanThreshold",
             AlarmActions=[f"arn:aws:automate:{names.region}:ec2:{action}"],
-            Tags=names.tags("coordinator"),
+            Tags=[*names.tags("coordinator"), *tags],
         )
         if name not in existing:
             created.alarms.append(name)
