@@ -464,3 +464,25 @@ def test_what_the_roll_back_cannot_delete_is_listed_with_the_way_out(
     found = owned(session)
     assert sorted(found.pop("roles")) == [f"ecache-{s.name}-coordinator", f"ecache-{s.name}-node"]
     assert found == {k: v for k, v in NOTHING.items() if k != "roles"}
+
+
+def test_what_a_failed_roll_back_leaves_destroy_finds_and_deletes(
+    session: Any, tmp_path: Path
+) -> None:
+    """The deploy fails after the alarms, and their deletion fails in the roll-back: the
+    command says to run destroy, which must find them (review: "there is no cluster")."""
+    from elastic_cache.aws.deploy import cluster_exists, destroy
+
+    failing = [True]
+    inject(session, "ec2", "AssociateAddress", code="InternalError")
+    inject(session, "cloudwatch", "DeleteAlarms", code="Throttling", when=lambda _: failing[0])
+    lines: list[str] = []
+    s = settings()
+    with pytest.raises(AwsError):
+        run_deploy(session, tmp_path, s, out=lines.append)
+    assert any("NOT rolled back" in line for line in lines)
+    left = cluster_exists(s.name, REGION, session=session)
+    assert any(line.startswith("recovery alarms ") for line in left), left
+    failing[0] = False
+    destroy(s.name, REGION, session=session, out=lambda _: None, sleep=lambda _: None)
+    assert cluster_exists(s.name, REGION, session=session) == []

@@ -97,6 +97,26 @@ def cluster_exists(name: str, region: str, *, session: Any) -> list[str]:
             ),
         ):
             found.append(f"IAM role {names.role(kind)}")
+        elif ignoring(
+            ("NoSuchEntity",),
+            partial(
+                aws_call,
+                c["iam"],
+                "GetInstanceProfile",
+                doing="looking for the instance profiles",
+                InstanceProfileName=names.role(kind),
+            ),
+        ):
+            # A roll-back that failed part-way can leave the profile without its role.
+            found.append(f"instance profile {names.role(kind)}")
+    alarms = aws_call(
+        c["cloudwatch"],
+        "DescribeAlarms",
+        doing="looking for the recovery alarms",
+        AlarmNames=alarm_names(names),
+    )["MetricAlarms"]
+    if alarms:
+        found.append(f"recovery alarms {', '.join(a['AlarmName'] for a in alarms)}")
     # The TLS parameters too: a deploy rolled back part-way, or a destroy stopped
     # part-way, may leave them alone, and destroy must still find them to delete them.
     for parameter, what in (
