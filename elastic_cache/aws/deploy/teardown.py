@@ -86,29 +86,18 @@ def cluster_exists(name: str, region: str, *, session: Any) -> list[str]:
     if groups:
         found.append(f"security groups {', '.join(g['GroupName'] for g in groups)}")
     for kind in ("coordinator", "node"):
-        if ignoring(
-            ("NoSuchEntity",),
-            partial(
-                aws_call,
-                c["iam"],
-                "GetRole",
-                doing="looking for the roles",
-                RoleName=names.role(kind),
-            ),
+        role = names.role(kind)
+        # The profile alone: a roll-back that failed part-way can leave it without its role.
+        for operation, field, what in (
+            ("GetRole", "RoleName", "IAM role"),
+            ("GetInstanceProfile", "InstanceProfileName", "instance profile"),
         ):
-            found.append(f"IAM role {names.role(kind)}")
-        elif ignoring(
-            ("NoSuchEntity",),
-            partial(
-                aws_call,
-                c["iam"],
-                "GetInstanceProfile",
-                doing="looking for the instance profiles",
-                InstanceProfileName=names.role(kind),
-            ),
-        ):
-            # A roll-back that failed part-way can leave the profile without its role.
-            found.append(f"instance profile {names.role(kind)}")
+            look = partial(
+                aws_call, c["iam"], operation, doing=f"looking for the {what}s", **{field: role}
+            )
+            if ignoring(("NoSuchEntity",), look):
+                found.append(f"{what} {role}")
+                break
     alarms = aws_call(
         c["cloudwatch"],
         "DescribeAlarms",
