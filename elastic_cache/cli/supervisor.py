@@ -238,8 +238,10 @@ class Supervisor:
         kept = {h.node_id: h for h in await self.nodes.stopped()}.get(node_id)
         if kept is not None and (ref is None or ref == kept.ref):
             await self.nodes.terminate(kept)  # a stopped node: its kept state goes
-        else:
-            await self.nodes.stop(node_id, ref=ref)
+        elif await self.nodes.stop(node_id, ref=ref):
+            # It left the cluster (dead or removed): its files go too, as
+            # `LocalProvisioner.terminate` does (not for a newer process under its id).
+            await self.nodes.remove_files(node_id)
         return web.Response(status=204)
 
     # -- the coordinator process ------------------------------------------------------

@@ -307,9 +307,14 @@ class LocalProvisioner:
         files"). `close` (the cluster stops) keeps them: a cluster started again is
         warm from them."""
         await self._stop(handle.node_id)
-        self._stopped.pop(handle.node_id, None)
-        self._remove_state(handle.node_id)
-        own = disk_dir(self.settings, handle.node_id)
+        await self.remove_files(handle.node_id)
+
+    async def remove_files(self, node_id: str) -> None:
+        """Remove what ``node_id`` left on disk, its process being gone: its state
+        directory (a stopped node's too) and its disk tier's directory (`terminate`)."""
+        self._stopped.pop(node_id, None)
+        self._remove_state(node_id)
+        own = disk_dir(self.settings, node_id)
         if own is not None:
             await asyncio.to_thread(shutil.rmtree, own, True)
 

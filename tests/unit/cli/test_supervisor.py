@@ -64,6 +64,8 @@ class FakeNodes:
         self.pid = 100
         self.fail = False
         self.on_launch: list[object] = []
+        #: Nodes whose files (state and disk tier directories) were removed.
+        self.removed: list[str] = []
 
     async def launch(self, node_id: str) -> NodeHandle:
         if self.fail:
@@ -86,6 +88,9 @@ class FakeNodes:
 
     async def list(self) -> list[NodeHandle]:
         return list(self.running.values())
+
+    async def remove_files(self, node_id: str) -> None:
+        self.removed.append(node_id)
 
     async def stopped(self) -> list[NodeHandle]:
         return []  # warm re-integration is off in these tests: nothing is kept
@@ -124,6 +129,8 @@ async def test_launch_list_and_terminate_through_the_socket() -> None:
         assert await provisioner.list() == [two]
         await provisioner.close()  # closes the connection only: the nodes keep running
         assert list(nodes.running) == ["node-2"]
+        # A node that leaves takes its files (its disk tier's too: stale from now on).
+        assert nodes.removed == ["node-1"]
 
 
 async def test_terminate_spares_a_newer_process_under_the_same_id() -> None:
@@ -135,6 +142,7 @@ async def test_terminate_spares_a_newer_process_under_the_same_id() -> None:
         assert new.ref != old.ref
         await provisioner.terminate(old)
         assert await provisioner.list() == [new]
+        assert _nodes.removed == []  # the newer process's files are its own
 
 
 async def test_a_failed_launch_is_a_provision_error() -> None:
