@@ -140,7 +140,6 @@ def add_parser(sub: Subparsers) -> None:
     dep.add_argument(
         "--replication",
         type=int,
-        default=2,
         metavar="RF",
         help="copies of each key on ring successors (default 2: one node's loss loses no "
         "acknowledged write; 1 keeps one copy)",
@@ -327,7 +326,7 @@ def run(args: argparse.Namespace) -> int:
         tags=tuple(args.tag or ()),
         demoted_expiry_days=args.expire_demoted_days,
         max_demoted_gb=args.max_demoted_gb,
-        replication=args.replication,
+        replication=2 if args.replication is None else args.replication,
         spot=args.spot,
         tls=_deploy_certificate(args),
         warm_reintegration=bool(args.warm_reintegration),
@@ -353,6 +352,7 @@ def run(args: argparse.Namespace) -> int:
             "--instance-type": args.instance_type,
             "--tag": args.tag,
             "--warm-reintegration": args.warm_reintegration,
+            "--replication": args.replication,  # not updatable: the running value stays
         }
         keep = [flag for flag, value in given.items() if value is None]
         update(settings, session=session, prices=awsenv.price_cache(), keep=keep)

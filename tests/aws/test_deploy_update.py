@@ -5,7 +5,9 @@ configuration back and starts the coordinator again."""
 
 from __future__ import annotations
 
+import base64
 import json
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +17,7 @@ from elastic_cache import cli
 from elastic_cache.aws.deploy import update
 from elastic_cache.aws.deploy.access import POLICY_NAME
 from elastic_cache.aws.errors import AwsError
+from elastic_cache.aws.userdata import coordinator_config_of
 from elastic_cache.cli import awsenv
 from elastic_cache.errors import ConfigError
 
@@ -298,3 +301,54 @@ def test_a_redeploy_that_cannot_read_the_running_settings_changes_nothing(
         run_deploy(session, tmp_path, settings(name=s.name, max_nodes=9))
     assert "Nothing was changed" in str(err.value)
     assert state(session, first.coordinator_instance) == "running"
+
+
+def test_update_that_cannot_read_the_running_settings_changes_nothing(
+    session: Any,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The first read of the running configuration refused once: the flags left out
+    must not fall back to their defaults (review: the budget and tags went)."""
+    s = settings(max_usd_per_hour=0.5, tags=("team=cache",))
+    first = run_deploy(session, tmp_path, s)
+    monkeypatch.setattr(awsenv, "boto_session", lambda region: session)
+    monkeypatch.setattr("time.sleep", lambda seconds: None)
+    reads = [0]
+
+    def first_read(fields: dict[str, Any]) -> bool:
+        if fields.get("Attribute") != "userData":
+            return False
+        reads[0] += 1
+        return reads[0] == 1
+
+    inject(session, "ec2", "DescribeInstanceAttribute", code="Throttling", when=first_read)
+    argv = ["deploy", "--name", s.name, "--region", REGION, "--max-nodes", "6", "--no-wait"]
+    assert cli.main([*argv, "--update"]) == 2
+    assert "cannot read the configuration" in capsys.readouterr().err
+    running = config_of(session, first.coordinator_instance)
+    assert (running.scaler.max_nodes, running.scaler.max_usd_per_hour) == (4, 0.5)
+    assert running.ec2 is not None and running.ec2.tags == ("team=cache",)
+
+
+def test_a_cluster_deployed_before_nodes_per_instance_is_no_drift(
+    session: Any, tmp_path: Path
+) -> None:
+    """Its configuration has no ``nodes_per_instance`` (one node an instance): deploy's
+    default ``auto`` is no change asked for (review: every redeploy refused)."""
+    from elastic_cache.aws.deploy.coordinator import declares_slots, settings_drift
+    from elastic_cache.config import ClusterSettings
+
+    s = settings()
+    first = run_deploy(session, tmp_path, s)
+    raw = session.client("ec2").describe_instance_attribute(
+        InstanceId=first.coordinator_instance, Attribute="userData"
+    )["UserData"]["Value"]
+    config = coordinator_config_of(base64.b64decode(raw).decode())
+    assert config is not None and declares_slots(config)
+    old = "\n".join(line for line in config.splitlines() if "nodes_per_instance" not in line)
+    assert not declares_slots(old)
+    running = ClusterSettings.from_mapping(tomllib.loads(old))
+    assert settings_drift(s, running, slots_declared=False) == []
+    assert settings_drift(s, running) == ["--nodes-per-instance: running 1, asked auto"]

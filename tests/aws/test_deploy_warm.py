@@ -278,3 +278,18 @@ async def test_deployed_settings_stop_then_start_the_same_instance(
     # The stopped node instance outlives the coordinator; destroy terminates it.
     assert destroy(s.name, REGION, session=session, out=quiet, sleep=lambda _: None) >= 1
     assert describe(session, ref)["State"]["Name"] in ("shutting-down", "terminated")
+
+
+def test_update_of_a_warm_cluster_keeps_its_replication(
+    session: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--update --max-nodes 6`` without ``--replication``: the running 1, not the
+    default 2, which warm re-integration refuses (review: exit 2, "Nothing was created")."""
+    s = warm()
+    first = run_deploy(session, tmp_path, s)
+    monkeypatch.setattr(awsenv, "boto_session", lambda region: session)
+    monkeypatch.setattr("time.sleep", lambda seconds: None)
+    argv = ["deploy", "--name", s.name, "--region", REGION, "--on-full", "evict"]
+    assert cli.main([*argv, "--max-nodes", "6", "--no-wait", "--update"]) == 0
+    running = config_of(session, first.coordinator_instance)
+    assert running.scaler.max_nodes == 6 and running.scaler.warm_reintegration

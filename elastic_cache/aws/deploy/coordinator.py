@@ -191,9 +191,9 @@ def coordinator_instances(ec2: Any, cluster: str) -> list[dict[str, Any]]:
     return sorted(found, key=lambda i: (order.index(i["State"]["Name"]), i["InstanceId"]))
 
 
-def running_config(ec2: Any, instance_id: str) -> ClusterSettings | None:
-    """The configuration a coordinator instance was launched with (from its user data),
-    or None when it cannot be read (no permission, not deploy's user data)."""
+def running_config_text(ec2: Any, instance_id: str) -> str | None:
+    """The ``config.toml`` a coordinator instance was launched with (from its user
+    data), or None when it cannot be read (no permission, not deploy's user data)."""
     try:
         raw = aws_call(
             ec2,
@@ -202,16 +202,39 @@ def running_config(ec2: Any, instance_id: str) -> ClusterSettings | None:
             InstanceId=instance_id,
             Attribute="userData",
         )["UserData"].get("Value")
-        config = coordinator_config_of(base64.b64decode(raw).decode()) if raw else None
-        return None if config is None else ClusterSettings.from_mapping(tomllib.loads(config))
-    except (ElasticCacheError, binascii.Error, ValueError, tomllib.TOMLDecodeError):
+        return coordinator_config_of(base64.b64decode(raw).decode()) if raw else None
+    except (ElasticCacheError, binascii.Error, ValueError):
         return None
 
 
-def settings_drift(settings: DeploySettings, running: ClusterSettings) -> list[str]:
+def running_config(ec2: Any, instance_id: str) -> ClusterSettings | None:
+    """`running_config_text`, parsed (None when it cannot be read or parsed)."""
+    return _parsed(running_config_text(ec2, instance_id))
+
+
+def _parsed(text: str | None) -> ClusterSettings | None:
+    try:
+        return None if text is None else ClusterSettings.from_mapping(tomllib.loads(text))
+    except (ElasticCacheError, ValueError, tomllib.TOMLDecodeError):
+        return None
+
+
+def declares_slots(config: str) -> bool:
+    """Whether a coordinator's ``config.toml`` sets ``[ec2] nodes_per_instance``: one
+    deployed before the setting existed does not (it runs one node an instance), and
+    deploy's default (``auto``) is then no change asked for."""
+    try:
+        return "nodes_per_instance" in tomllib.loads(config).get("ec2", {})
+    except tomllib.TOMLDecodeError:
+        return True
+
+
+def settings_drift(
+    settings: DeploySettings, running: ClusterSettings, *, slots_declared: bool = True
+) -> list[str]:
     """The settings a running coordinator holds from its first boot that differ from
     ``settings``, one ``"name: running X, asked Y"`` each (empty: none). Deploy cannot
-    change them in place."""
+    change them in place. ``slots_declared``: `declares_slots` of its configuration."""
     ec2 = running.ec2
     scaler = running.scaler
     pairs: list[tuple[str, Any, Any]] = [
@@ -239,7 +262,7 @@ def settings_drift(settings: DeploySettings, running: ClusterSettings) -> list[s
             ("--tag", sorted(ec2.tags), sorted(settings.tags)),
             ("--private", ec2.private, settings.private),
         ]
-        if not (scaler.warm_reintegration or settings.warm_reintegration):
+        if slots_declared and not (scaler.warm_reintegration or settings.warm_reintegration):
             # The node group's ports and both roles follow it: a redeploy with another
             # rewrote them under the running coordinator (found in review). Warm
             # re-integration forces 1, and `--update` turning it off keeps the running
@@ -289,8 +312,9 @@ def refuse_drift(settings: DeploySettings, ec2: Any, names: ClusterNames) -> Non
     existing = coordinator_instances(ec2, names.cluster)
     if not existing:
         return
-    running = running_config(ec2, existing[0]["InstanceId"])
-    if running is None:
+    text = running_config_text(ec2, existing[0]["InstanceId"])
+    running = _parsed(text)
+    if text is None or running is None:
         # Not known to match: a redeploy rewrites the firewall and the roles for the
         # asked settings, under a coordinator that may run with others.
         raise ConfigError(
@@ -300,7 +324,7 @@ def refuse_drift(settings: DeploySettings, ec2: Any, names: ClusterNames) -> Non
             "is unknown: try again, or check the caller's ec2:DescribeInstanceAttribute "
             "permission. Nothing was changed"
         )
-    drift = settings_drift(settings, running)
+    drift = settings_drift(settings, running, slots_declared=declares_slots(text))
     if drift:
         raise ConfigError(
             f"cluster {names.cluster} runs (coordinator {existing[0]['InstanceId']}) with "

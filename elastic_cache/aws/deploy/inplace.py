@@ -30,6 +30,7 @@ from elastic_cache.aws.deploy.access import POLICY_NAME
 from elastic_cache.aws.deploy.budget import hourly_prices
 from elastic_cache.aws.deploy.coordinator import (
     coordinator_instances,
+    declares_slots,
     endpoint_of,
     settings_drift,
     start_again,
@@ -70,8 +71,11 @@ def keep_running(
     (those not given on the command line): ``--update --max-nodes 6`` changes the
     maximum alone, never the budget, tags or types to their defaults."""
     scaler, ec2 = running.scaler, running.ec2
-    given = set(UPDATABLE) - set(keep)
+    kept = set(keep)
+    given = set(UPDATABLE) - kept
     changes: dict[str, Any] = {}
+    if "--replication" in kept:  # not updatable: what runs, so warm checks hold
+        changes["replication"] = running.cluster.replication
     if "--max-nodes" not in given:
         changes["max_nodes"] = scaler.max_nodes
     if "--min-nodes" not in given:
@@ -291,7 +295,7 @@ def update_cluster(
         raise ConfigError(f"cannot read the configuration of {instance_id}; nothing was changed")
     running = ClusterSettings.from_mapping(tomllib.loads(config))
     _check_warm(settings, running)
-    drift = settings_drift(settings, running)
+    drift = settings_drift(settings, running, slots_declared=declares_slots(config))
     fixed = [d for d in drift if d.split(":", 1)[0] not in UPDATABLE]
     if fixed:
         raise ConfigError(

@@ -45,6 +45,7 @@ from elastic_cache.aws.deploy.storage import s3_client
 from elastic_cache.aws.ec2 import new_client_token
 from elastic_cache.aws.errors import aws_call
 from elastic_cache.cost.pricelist import PriceCache
+from elastic_cache.errors import ConfigError
 from elastic_cache.progress import Progress
 from elastic_cache.tls import client_context
 
@@ -276,8 +277,15 @@ def update(
     cache = prices if prices is not None else PriceCache(None)
     keep = tuple(keep)
     found = coordinator_instances(c["ec2"], names.cluster) if keep else []
-    running = running_config(c["ec2"], found[0]["InstanceId"]) if found else None
-    if running is not None:  # else update_cluster says why it cannot go on
+    if found:  # none: update_cluster says there is nothing to update
+        running = running_config(c["ec2"], found[0]["InstanceId"])
+        if running is None:
+            # Not on the defaults: a flag left out would reset the running value.
+            raise ConfigError(
+                f"cannot read the configuration of cluster {names.cluster}'s coordinator "
+                f"{found[0]['InstanceId']} (its user data refused, throttled or not "
+                "deploy's): try again. Nothing was changed"
+            )
         settings = keep_running(settings, running, keep)
     settings, lines = priced(settings, session=session, ec2=c["ec2"], cache=cache, today=today())
     if settings.spot:
