@@ -42,7 +42,7 @@ from elastic_cache.errors import (
     NodeUnavailable,
     error_from_json,
 )
-from elastic_cache.node.protocol import BATCH_PATH, Answer, NodeClient, NodeStats
+from elastic_cache.node.protocol import BATCH_PATH, COPY_HEADER, Answer, NodeClient, NodeStats
 
 __all__ = [
     "Answer",
@@ -235,9 +235,13 @@ class HttpNodeClient:
         epoch: int = 0,
         *,
         alone: bool = False,
+        copy: bool = False,
     ) -> Awaitable[Answer]:
         """`NodeClient.put`; a small write goes in this turn's batch to the node
-        (`elastic_cache.coordinator.writebatch`), and its answer is then a future."""
+        (`elastic_cache.coordinator.writebatch`), and its answer is then a future.
+        ``copy``: a copy of a write its owner took (`COPY_HEADER`; never batched)."""
+        if copy:
+            return self._put_one(key, value, content_type, ttl, epoch, alone, copy=True)
         batcher = self._batcher
         if not alone and len(value) <= BATCH_VALUE_MAX and batcher.enabled:
             ttl_ms = batch_ttl(ttl)
@@ -253,12 +257,16 @@ class HttpNodeClient:
         ttl: float | None,
         epoch: int,
         alone: bool,
+        *,
+        copy: bool = False,
     ) -> Answer:
         """A ``PUT`` of its own."""
         query = f"?ttl={ttl!r}" if ttl is not None else ""
         headers = {"Content-Type": content_type}
         if epoch:
             headers["X-Ecache-Epoch"] = str(epoch)
+        if copy:
+            headers[COPY_HEADER] = "1"
         return await self._kv("PUT", key, body=value, headers=headers, query=query, alone=alone)
 
     async def put_stream(

@@ -12,7 +12,7 @@ from elastic_cache.coordinator.membership import NodeInfo
 from elastic_cache.coordinator.rates import RateMeter
 from elastic_cache.errors import Misdirected, NodeUnavailable, StoreFull
 from elastic_cache.hashing import validate_key
-from elastic_cache.namespaces import Durability, NamespaceTable
+from elastic_cache.namespaces import Durability, NamespaceOnFull, NamespaceTable
 from elastic_cache.node.protocol import Answer, NodeClient
 from elastic_cache.ring import HashRing
 
@@ -145,6 +145,27 @@ class Router:
         self._quorums = table if any(p.write_quorum for p in table.policies) else None
         #: The table, when some namespace writes through to a tier (None: none does).
         self._durable = table if table.durable else None
+        #: The table, when some namespace refuses writes past its quota (None: none).
+        self._refusing = (
+            table
+            if any(
+                p.quota is not None and p.over_quota is NamespaceOnFull.REFUSE
+                for p in table.policies
+            )
+            else None
+        )
+
+    def _owner_decides(self, key: str) -> bool:
+        """Whether a replicated write of ``key`` goes to its owner first and to its
+        copies only once the owner took it: its namespace refuses past its quota, and
+        each holder judges its own share, so writing all at once could leave a refused
+        write on the holders that took it (docs/namespaces.md, "Quotas and
+        replication")."""
+        table = self._refusing
+        if table is None:
+            return False
+        policy = table.policy_of(key)
+        return policy.quota is not None and policy.over_quota is NamespaceOnFull.REFUSE
 
     def _alone(self, key: str) -> bool:
         """Whether a write of ``key`` waits on its node's tier (a durable namespace), so
@@ -264,10 +285,17 @@ class Router:
         raise NodeUnavailable("no copy of this key is reachable; retry shortly", retry_after=1)
 
     async def _write_copies(
-        self, key: str, op: Callable[[NodeClient, int], Awaitable[Answer]], *, delete: bool = False
+        self,
+        key: str,
+        op: Callable[[NodeClient, int], Awaitable[Answer]],
+        *,
+        delete: bool = False,
+        copy_op: Callable[[NodeClient, int], Awaitable[Answer]] | None = None,
     ) -> tuple[str, Answer]:
         """Write to every holder at once; acknowledged once ``write_quorum`` of them (or
-        every current holder, when fewer exist) hold it.
+        every current holder, when fewer exist) hold it. With ``copy_op``, the owner
+        first (``op``), and the other holders (``copy_op``) only once it took the write
+        (`_owner_decides`).
 
         Each write carries the ring's epoch, so a holder that moved on refuses it (421)
         and the write is routed again on the current ring; a holder that does not answer
@@ -290,7 +318,15 @@ class Router:
                         "answering; retry shortly",
                         retry_after=1,
                     )
-            results = await _all_copies([op(info.client, epoch) for info in infos])
+            if copy_op is not None and len(infos) > 1:
+                first = (await _all_copies([op(infos[0].client, epoch)]))[0]
+                if isinstance(first, BaseException) or first.status >= 300:
+                    holders, results = holders[:1], [first]  # nothing else was written
+                else:
+                    rest = [copy_op(info.client, epoch) for info in infos[1:]]
+                    results = [first, *await _all_copies(rest)]
+            else:
+                results = await _all_copies([op(info.client, epoch) for info in infos])
             done: list[tuple[str, Answer]] = []
             again = False
             unreachable: list[tuple[str, NodeUnavailable]] = []
@@ -439,7 +475,17 @@ class Router:
         while True:
             if self.replicated:
                 node, answer = await self._write_copies(
-                    key, lambda c, e: c.put(key, value, content_type, ttl, e, alone=alone)
+                    key,
+                    lambda c, e: c.put(key, value, content_type, ttl, e, alone=alone),
+                    copy_op=(
+                        (
+                            lambda c, e: c.put(
+                                key, value, content_type, ttl, e, alone=alone, copy=True
+                            )
+                        )
+                        if self._owner_decides(key)
+                        else None
+                    ),
                 )
             else:
                 node, answer = await self._routed(

@@ -84,6 +84,7 @@ from elastic_cache.node.protocol import (
     BATCH_PATH,
     CACHE_HEADER,
     COLD_HIT,
+    COPY_HEADER,
     EPOCH_HEADER,
     EVICTED_HEADER,
     FILL_HEADER,
@@ -231,7 +232,8 @@ async def put_kv(request: web.Request) -> web.StreamResponse:
                 headers[STORED_HEADER] = "cold"
                 return web.Response(status=204, headers=headers)
         assert value is not None
-        outcome = await service.put(key, value, ctype, ttl)
+        follow = COPY_HEADER in request.headers
+        outcome = await service.put(key, value, ctype, ttl, follow=follow)
     except ElasticCacheError as err:
         return error_response(err, _fill_header(service))
     headers = _fill_header(service)

@@ -28,7 +28,7 @@ from elastic_cache.fastpath import (
 from elastic_cache.httpio import SEND_CHUNK, STREAM_ABOVE, parse_content_type, parse_ttl
 from elastic_cache.metrics.meter import RequestMeter
 from elastic_cache.node.batchwrites import BATCH_MAX_BYTES, BatchWrites
-from elastic_cache.node.protocol import ALONE_HEADER, BATCH_PATH, BATCHED_HEADER
+from elastic_cache.node.protocol import ALONE_HEADER, BATCH_PATH, BATCHED_HEADER, COPY_HEADER
 from elastic_cache.node.service import NodeService
 from elastic_cache.store import PutOutcome
 
@@ -39,6 +39,7 @@ _MISS_BODY = b'{"error":"key_not_found","message":"no value for this key"}'
 #: A request the coordinator may have pipelined (`BATCHED_HEADER`): if it would wait on
 #: the cold tier, it is answered `ALONE_STATUS` at once and sent again alone.
 _BATCHED = BATCHED_HEADER.lower().encode()
+_COPY = COPY_HEADER.lower().encode()
 _JSON = ("Content-Type", "application/json")
 _BATCH_PATH = BATCH_PATH.encode()
 
@@ -189,21 +190,22 @@ class NodeHotRoutes:
             ctype = request.header(b"content-type")
             content_type = parse_content_type(None if ctype is None else ctype.decode("latin-1"))
             service.fence(request.header(b"x-ecache-epoch"))
-            outcome = service.put_now(key, request.body, content_type, ttl)
+            follow = request.header(_COPY) is not None
+            outcome = service.put_now(key, request.body, content_type, ttl, follow=follow)
             if outcome is None:  # a cold tier or a move: the write awaits
                 if self._waits_on_tier(request, key):
                     return self._alone(request)
-                return self._put_later(request, key, content_type, ttl)
+                return self._put_later(request, key, content_type, ttl, follow)
         except ElasticCacheError as err:
             return self._error(request, err, fill=True)
         return self._stored(request, outcome)
 
     async def _put_later(
-        self, request: HotRequest, key: str, content_type: str, ttl: float | None
+        self, request: HotRequest, key: str, content_type: str, ttl: float | None, follow: bool
     ) -> bytes:
         try:
             self.service.token(key)
-            outcome = await self.service.put(key, request.body, content_type, ttl)
+            outcome = await self.service.put(key, request.body, content_type, ttl, follow=follow)
         except ElasticCacheError as err:
             return self._error(request, err, fill=True)
         return self._stored(request, outcome)

@@ -148,11 +148,12 @@ class LocalNodeClient:
         epoch: int = 0,
         *,
         alone: bool = False,
+        copy: bool = False,
     ) -> Answer:
         svc = self._svc
         try:
             svc.fence(epoch)
-            await svc.put(key, value, content_type, ttl)
+            await svc.put(key, value, content_type, ttl, follow=copy)
         except ElasticCacheError as err:
             store = svc.store
             answer = _error_answer(err, svc.epoch)

@@ -28,6 +28,7 @@ __all__ = [
     "BATCH_PATH",
     "CACHE_HEADER",
     "COLD_HIT",
+    "COPY_HEADER",
     "EPOCH_HEADER",
     "EVICTED_HEADER",
     "FILL_HEADER",
@@ -60,6 +61,10 @@ COLD_HIT = "HIT-COLD"
 BATCHED_HEADER = "X-Ecache-Batched"
 ALONE_HEADER = "X-Ecache-Alone"
 ALONE_STATUS = SendAlone.status
+#: On a PUT of a copy whose owner took the write first (a namespace whose quota
+#: refuses): its quota neither refuses nor evicts for it (`Store.put`'s ``follow``), so
+#: no copy refuses what the owner took (docs/namespaces.md, "Quotas and replication").
+COPY_HEADER = "X-Ecache-Copy"
 #: Many writes in one request (`elastic_cache.node.batchwrites`); a record that would
 #: wait on the cold tier answers `ALONE_STATUS` there too.
 BATCH_PATH = "/v1/kv-batch"
@@ -167,11 +172,13 @@ class NodeClient(Protocol):
         epoch: int = 0,
         *,
         alone: bool = False,
+        copy: bool = False,
     ) -> Awaitable[Answer]:
         """Store ``key``; ``epoch`` (the routing ring's, 0: none) lets the node refuse a
         write routed by a ring older than its own (421). ``alone``: the write waits on
         the node's tier (a durable namespace), so no other request may wait behind it
-        (the HTTP client gives it a connection of its own instead of pipelining it)."""
+        (the HTTP client gives it a connection of its own instead of pipelining it).
+        ``copy``: a copy of a write the key's owner took (`COPY_HEADER`)."""
         ...
 
     async def put_stream(

@@ -343,7 +343,13 @@ class NodeService:
         raise KeyNotFound(f"no value for key {key[:80]!r}")
 
     def put_now(
-        self, key: str, value: bytes, content_type: str, ttl: float | None
+        self,
+        key: str,
+        value: bytes,
+        content_type: str,
+        ttl: float | None,
+        *,
+        follow: bool = False,
     ) -> PutOutcome | None:
         """`put` when nothing has to be awaited (no cold tier, no move under way), so a
         caller on the event loop needs no task; None when it must call `put` instead.
@@ -353,7 +359,7 @@ class NodeService:
         """
         if self.cold is not None or self.outgoing:
             return None
-        outcome = self.store.put(key, self.token(key), value, content_type, ttl)
+        outcome = self.store.put(key, self.token(key), value, content_type, ttl, follow=follow)
         self.changes.record("put", key, self.epoch)
         return outcome
 
@@ -367,8 +373,17 @@ class NodeService:
             self.changes.record("delete", key, self.epoch)
         return existed
 
-    async def put(self, key: str, value: bytes, content_type: str, ttl: float | None) -> PutOutcome:
+    async def put(
+        self,
+        key: str,
+        value: bytes,
+        content_type: str,
+        ttl: float | None,
+        *,
+        follow: bool = False,
+    ) -> PutOutcome:
         """Store a value; forward it first to a migration's destination when moving.
+        ``follow``: a copy of a write the owner took (`Store.put`).
 
         Raises:
             Misdirected, ValueTooLarge, StoreFull.
@@ -376,7 +391,7 @@ class NodeService:
         token = self.token(key)
         out = self._outgoing_for(token) if self.outgoing else None
         prev = self.store.peek(key) if self._durable else None
-        outcome = self.store.put(key, token, value, content_type, ttl)
+        outcome = self.store.put(key, token, value, content_type, ttl, follow=follow)
         self.changes.record("put", key, self.epoch)
         expires_at = 0.0
         if out is not None:

@@ -77,6 +77,20 @@ _BATCHED_PARAM: Schema = {
 }
 
 
+#: The coordinator's mark on a copy of a write its owner took (elastic_cache/node/protocol.py).
+_COPY_PARAM: Schema = {
+    "name": "X-Ecache-Copy",
+    "in": "header",
+    "required": False,
+    "description": (
+        "`1`: a copy of a write the key's owner took first (a namespace that refuses past "
+        "its quota, with replication): the namespace's quota neither refuses nor evicts "
+        "for it, so no copy refuses what the owner took (docs/namespaces.md)."
+    ),
+    "schema": {"type": "string", "enum": ["1"]},
+}
+
+
 def _kv_path() -> Schema:
     tags = ["keys"]
     epoch = header("X-Ecache-Epoch", required=True)
@@ -133,7 +147,7 @@ def _kv_path() -> Schema:
                 "`max_value_bytes` streams straight into the tier."
             ),
             tags=tags,
-            parameters=[TTL_PARAM],
+            parameters=[TTL_PARAM, _COPY_PARAM],
             request_body=VALUE_BODY,
             responses={
                 "204": {

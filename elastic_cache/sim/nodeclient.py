@@ -191,8 +191,9 @@ class SimNodeClient(LocalNodeClient):
         epoch: int = 0,
         *,
         alone: bool = False,
+        copy: bool = False,
     ) -> Answer:
-        answer = await super().put(key, value, content_type, ttl, epoch)
+        answer = await super().put(key, value, content_type, ttl, epoch, copy=copy)
         if self._requests.owe(self._requests.fixed):
             await self._requests.pay()
         return answer

@@ -67,8 +67,12 @@ class Store(Namespaces, Demotion, Ranges):
         value: bytes,
         content_type: str,
         ttl: float | None = None,
+        *,
+        follow: bool = False,
     ) -> PutOutcome:
-        """Write a value under a fresh version.
+        """Write a value under a fresh version. ``follow``: a copy of a write the key's
+        owner took; its namespace's quota neither refuses nor evicts for it (the owner
+        decided, docs/namespaces.md).
 
         Raises:
             ValueTooLarge: the record alone exceeds the capacity.
@@ -96,7 +100,7 @@ class Store(Namespaces, Demotion, Ranges):
         # The record this write replaces, looked up once: making room never evicts the
         # key being written, so it stays the same until `_store`.
         old = self._index.get(key)
-        if part.limit is not None:
+        if part.limit is not None and not follow:
             # The namespace's quota first: what it evicts also makes room on the node.
             # (A write the node then refuses, under block or never-evict, has already
             # evicted its namespace's least recently used past the quota: records the

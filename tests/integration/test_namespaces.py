@@ -343,3 +343,29 @@ async def test_a_restarted_cluster_writes_under_the_live_table_from_its_first_re
     finally:
         await h.http.close()
         await server.close()
+
+
+async def test_with_replication_no_holder_keeps_a_write_its_quota_refused(
+    tmp_path: Path,
+) -> None:
+    """Each holder judges its own share: written to all at once, one refused (507 to the
+    client) what another took and served (review: 2 of 30). The owner decides first."""
+    settings = cluster_settings(
+        cluster={"replication": 2},
+        coordinator={"initial_nodes": 3, "vnodes": 4},
+        namespaces={"q": {"prefix": "q/", "quota_records": 30, "on_full": "refuse"}},
+        scaler={"enabled": False},
+    )
+    h, server = await start_harness(settings, tmp_path)
+    try:
+        answers = {i: (await put(h, f"q/k{i}"))[0] for i in range(90)}
+        assert set(answers.values()) == {204, 507}
+        services = list(h.provisioner.services.values())
+        for i, status in answers.items():
+            held = sum(s.store.peek(f"q/k{i}") is not None for s in services)
+            got, _, _ = await h.call("GET", f"/v1/kv/q/k{i}")
+            # Taken: on both holders; refused: nowhere, and never served.
+            assert (got, held) == ((200, 2) if status == 204 else (404, 0)), (i, status)
+    finally:
+        await h.http.close()
+        await server.close()

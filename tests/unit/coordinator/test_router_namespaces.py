@@ -29,14 +29,18 @@ class Holder:
         self.status = status
         self.puts = 0
         self.alone: list[bool] = []  # each write's ``alone``
+        self.copies: list[bool] = []  # each write's ``copy``
 
     async def put(self, *args: Any, **kwargs: Any) -> Answer:
         self.puts += 1
         self.alone.append(kwargs.get("alone", False))
+        self.copies.append(kwargs.get("copy", False))
         if self.down:
             raise NodeUnavailable(f"{self.node_id} did not answer", timed_out=True)
-        body = b'{"error":"namespace_full","message":"q"}' if self.status == 507 else b""
-        return Answer(self.status, body, "application/json", 1, 1, 10)
+        # A copy of a write its owner took is never refused for a quota (`Store.put`).
+        status = 204 if kwargs.get("copy") else self.status
+        body = b'{"error":"namespace_full","message":"q"}' if status == 507 else b""
+        return Answer(status, body, "application/json", 1, 1, 10)
 
     async def delete(self, key: str, epoch: int = 0, *, alone: bool = False) -> Answer:
         self.alone.append(alone)
@@ -224,3 +228,30 @@ async def test_a_421_asks_the_view_to_read_the_ring_again_before_the_retry() -> 
     router = Router(view, Scaler(), RateMeter(1))
     answer = await router.put("k", b"v", "t", None)
     assert answer.status == 204 and refreshed == [1] and moved.puts == 2
+
+
+@pytest.mark.parametrize("owner_status", [507, 204])
+async def test_a_refusing_quota_lets_the_owner_decide_before_the_copies(
+    owner_status: int,
+) -> None:
+    """Each holder judges its own share of the quota: written all at once, one could
+    refuse (507 to the client) what another took and then serves (review). The owner
+    first; the copies, marked as such, only once it took the write."""
+    cfg = ClusterSettings.from_mapping(
+        {
+            "cluster": {"replication": 2},
+            "namespaces": {"q": {"prefix": "q/", "quota_records": 5, "on_full": "refuse"}},
+        }
+    )
+    owner, copy = Holder("node-1", status=owner_status), Holder("node-2", status=507)
+    router = Router(View(cfg, [owner, copy]), Scaler(), RateMeter(1))
+    answer = await router.put("q/a", b"v", "t", None)
+    assert answer.status == owner_status
+    if owner_status == 507:
+        assert copy.puts == 0  # nothing written anywhere
+    else:
+        assert copy.copies == [True]  # a copy never refuses what the owner took
+    assert owner.copies == [False]
+    # Other namespaces: every holder at once, none a copy.
+    await router.put("other/a", b"v", "t", None)
+    assert owner.copies[-1] is False and copy.copies[-1] is False
