@@ -16,6 +16,7 @@ import pytest
 from elastic_cache import cli
 from elastic_cache.aws.deploy import update
 from elastic_cache.aws.deploy.access import POLICY_NAME
+from elastic_cache.aws.deploy.storage import s3_client
 from elastic_cache.aws.errors import AwsError
 from elastic_cache.aws.userdata import coordinator_config_of
 from elastic_cache.cli import awsenv
@@ -23,6 +24,7 @@ from elastic_cache.errors import ConfigError
 
 from .conftest import REGION, record_calls
 from .test_deploy import run_deploy, settings
+from .test_deploy_endpoint import names_of
 from .test_deploy_plan import config_of, inject
 
 
@@ -59,6 +61,21 @@ def test_update_changes_limits_budget_and_tags_in_place(session: Any, tmp_path: 
     tags = session.client("ec2").describe_instances(InstanceIds=[first.coordinator_instance])
     found = {t["Key"]: t["Value"] for t in tags["Reservations"][0]["Instances"][0]["Tags"]}
     assert found["team"] == "cache"
+    # The Elastic IP, the instance profiles, the alarms and the bucket too (review: they
+    # kept the tags of the first deploy); the bucket keeps its cluster tag.
+    team = {"Key": "team", "Value": "cache"}
+    (address,) = session.client("ec2").describe_addresses()["Addresses"]
+    assert team in address["Tags"]
+    iam = session.client("iam")
+    for kind in ("coordinator", "node"):
+        profile = iam.get_instance_profile(InstanceProfileName=f"ecache-{s.name}-{kind}")
+        assert team in profile["InstanceProfile"]["Tags"]
+    cloudwatch = session.client("cloudwatch")
+    for alarm in cloudwatch.describe_alarms()["MetricAlarms"]:
+        assert team in cloudwatch.list_tags_for_resource(ResourceARN=alarm["AlarmArn"])["Tags"]
+    names = names_of(session, s.name)
+    bucket = s3_client(session, REGION).get_bucket_tagging(Bucket=names.bucket)["TagSet"]
+    assert team in bucket and {"Key": "ecache:cluster", "Value": s.name} in bucket
     # A plain deploy with the new values now agrees with the cluster.
     run_deploy(session, tmp_path, asked)
     # Nothing left to change.

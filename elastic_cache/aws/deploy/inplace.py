@@ -37,6 +37,7 @@ from elastic_cache.aws.deploy.coordinator import (
     to_toml,
     wait_running,
 )
+from elastic_cache.aws.deploy.endpoint import alarm_names, find_addresses
 from elastic_cache.aws.deploy.names import ClusterNames
 from elastic_cache.aws.deploy.network import open_node_ports
 from elastic_cache.aws.deploy.policies import coordinator_policy
@@ -190,6 +191,8 @@ def _tag_resources(
         Filters=[{"Name": f"tag:{CLUSTER_TAG}", "Values": [names.cluster]}],
     )["SecurityGroups"]
     ids += [g["GroupId"] for g in groups]
+    # The Elastic IP takes EC2 tags by its allocation id (review: it kept the old ones).
+    ids += [str(a["AllocationId"]) for a in find_addresses(ec2, names) if a.get("AllocationId")]
     tags = [{"Key": k, "Value": v} for k, v in new.items()]
     if ids and tags:
         aws_call(ec2, "CreateTags", doing="tagging the cluster", Resources=ids, Tags=tags)
@@ -201,13 +204,46 @@ def _tag_resources(
             Resources=ids,
             Tags=[{"Key": k} for k in gone],
         )
+    iam = c["iam"]
     for kind in ("coordinator", "node"):
         role = names.role(kind)
         if tags:
-            aws_call(c["iam"], "TagRole", doing="tagging the roles", RoleName=role, Tags=tags)
+            aws_call(iam, "TagRole", doing="tagging the roles", RoleName=role, Tags=tags)
+            aws_call(
+                iam,
+                "TagInstanceProfile",
+                doing="tagging the instance profiles",
+                InstanceProfileName=role,
+                Tags=tags,
+            )
         if gone:
-            aws_call(c["iam"], "UntagRole", doing="untagging", RoleName=role, TagKeys=gone)
-    done = [f"{len(ids)} EC2 resource(s)", "2 roles"]
+            aws_call(iam, "UntagRole", doing="untagging", RoleName=role, TagKeys=gone)
+            aws_call(
+                iam,
+                "UntagInstanceProfile",
+                doing="untagging the instance profiles",
+                InstanceProfileName=role,
+                TagKeys=gone,
+            )
+    done = [f"{len(ids)} EC2 resource(s)", "2 roles and their instance profiles"]
+    alarms = aws_call(
+        c["cloudwatch"],
+        "DescribeAlarms",
+        doing="listing the recovery alarms",
+        AlarmNames=alarm_names(names),
+    )["MetricAlarms"]
+    for alarm in alarms:
+        arn = alarm["AlarmArn"]
+        if tags:
+            aws_call(c["cloudwatch"], "TagResource", doing="tagging", ResourceARN=arn, Tags=tags)
+        if gone:
+            aws_call(
+                c["cloudwatch"], "UntagResource", doing="untagging", ResourceARN=arn, TagKeys=gone
+            )
+    if alarms:
+        done.append("the recovery alarms")
+    _tag_bucket(c["s3"], names.bucket, new, gone)
+    done.append("the bucket")
     for param, what, optional in (
         (names.token_parameter, "the token", False),
         (names.tls_key_parameter, "the TLS key", True),
@@ -217,6 +253,26 @@ def _tag_resources(
         if _tag_parameter(c["ssm"], param, what, tags, gone, optional=optional):
             done.append(what)
     return done
+
+
+def _tag_bucket(s3: Any, bucket: str, new: Mapping[str, str], gone: Sequence[str]) -> None:
+    """The bucket's tags with ``new`` set and ``gone`` removed (S3 replaces the whole set,
+    so the cluster's own tag and any other are read first and kept)."""
+    try:
+        current = aws_call(s3, "GetBucketTagging", doing="reading the bucket's tags", Bucket=bucket)
+        kept = {t["Key"]: t["Value"] for t in current["TagSet"] if t["Key"] not in gone}
+    except AwsError as exc:
+        if exc.aws_code != "NoSuchTagSet":
+            raise
+        kept = {}
+    kept.update(new)
+    aws_call(
+        s3,
+        "PutBucketTagging",
+        doing="tagging the bucket",
+        Bucket=bucket,
+        Tagging={"TagSet": [{"Key": k, "Value": v} for k, v in kept.items()]},
+    )
 
 
 def _tag_parameter(
