@@ -210,7 +210,11 @@ class AsyncClient:
         data: bytes | None = None,
         headers: Mapping[str, str] | None = None,
         query: Mapping[str, str] | None = None,
+        lost: list[NodeUnavailable] | None = None,
     ) -> tuple[int, bytes, Mapping[str, str]]:
+        """``lost``: given, gets each attempt whose answer was lost after the request
+        may have reached the node (a timeout, a dropped connection; not a refused
+        connection), which the node may then have applied."""
         if not isinstance(key, str):
             raise InvalidKey(f"a key is text, got {type(key).__name__}")
         validate_key(key)
@@ -227,6 +231,8 @@ class AsyncClient:
             except NodeUnavailable as exc:
                 if not self.direct:
                     raise
+                if lost is not None and not isinstance(exc.__cause__, aiohttp.ClientConnectorError):
+                    lost.append(exc)
                 last, pause = exc, 0.01
             else:
                 if status == 421:
@@ -256,7 +262,7 @@ class AsyncClient:
         """The value and content type of ``key``, or None on a miss (from the near cache
         when it holds the key)."""
         near = self.near
-        if near is None or not key.startswith(self._near_prefix):
+        if near is None or not isinstance(key, str) or not key.startswith(self._near_prefix):
             return await self._get_item(key)
         item = near.get(key)
         if item is not None:
@@ -299,7 +305,10 @@ class AsyncClient:
                 ``ttl``, key or ``content_type``; nothing is sent.
         """
         if isinstance(value, str):
-            data = value.encode("utf-8")
+            try:
+                data = value.encode("utf-8")
+            except UnicodeEncodeError as exc:  # a lone surrogate has no UTF-8
+                raise InvalidBody(f"a str value must be valid Unicode: {exc}") from None
             ctype = content_type or "text/plain; charset=utf-8"
         elif isinstance(value, bytes | bytearray | memoryview):
             data = bytes(value)
@@ -325,17 +334,19 @@ class AsyncClient:
             raise error_of(status, body)
 
     async def delete(self, key: str) -> bool:
-        """Delete ``key``; True when it was there."""
+        """Delete ``key``; True when it was there — or when, in direct mode, an attempt
+        whose answer was lost may have deleted it before the retry found it gone."""
         near = self.near
         if near is not None:
             near.invalidate(key)
+        lost: list[NodeUnavailable] = []
         try:
-            status, body, _ = await self._kv("DELETE", key)
+            status, body, _ = await self._kv("DELETE", key, lost=lost)
         finally:
             if near is not None:
                 near.invalidate(key)  # as in `put`: a read on its way is not kept
         if status == 404 and _is_miss(body):
-            return False
+            return bool(lost)
         if status >= 300:
             raise error_of(status, body)
         return True
@@ -395,7 +406,13 @@ class AsyncClient:
     async def read_through(
         self, origin: str, path: str = "", params: Mapping[str, str] | None = None
     ) -> Fetched:
-        """``GET /v1/svc/{origin}/{path}?{params}``: cached, or fetched once from the origin."""
+        """``GET /v1/svc/{origin}/{path}?{params}``: cached, or fetched once from the origin.
+
+        Raises:
+            InvalidRequest: ``origin`` or ``path`` is not text.
+        """
+        if not isinstance(origin, str) or not isinstance(path, str):
+            raise InvalidRequest(f"origin and path are text, got {origin!r} and {path!r}")
         query = f"?{urlencode(params)}" if params else ""
         url = URL(
             f"{self.url}/v1/svc/{quote(origin, safe='')}/{quote(path.lstrip('/'), safe='/')}"
@@ -438,7 +455,13 @@ class AsyncClient:
         return _json_object(body, "answer")
 
     async def remove_node(self, node_id: str) -> dict[str, Any]:
-        """``DELETE /v1/cluster/nodes/{id}``: move its buckets away, then stop it."""
+        """``DELETE /v1/cluster/nodes/{id}``: move its buckets away, then stop it.
+
+        Raises:
+            InvalidRequest: ``node_id`` is not text.
+        """
+        if not isinstance(node_id, str):
+            raise InvalidRequest(f"a node id is text, got {node_id!r}")
         status, body, _ = await self._request(
             "DELETE",
             URL(self.url + "/v1/cluster/nodes/" + quote(node_id, safe=""), encoded=True),

@@ -9,7 +9,7 @@ import contextlib
 import queue
 import threading
 from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping
-from concurrent.futures import Future
+from concurrent.futures import CancelledError, Future
 from functools import partial
 from types import TracebackType
 from typing import Any, TypeVar
@@ -21,6 +21,15 @@ from elastic_cache.nearcache import ChangeEvent, NearCache
 __all__ = ["Client"]
 
 T = TypeVar("T")
+
+
+async def _cancel_the_rest() -> None:
+    """Cancel every other task of the running loop and wait until they end."""
+    me = asyncio.current_task()
+    rest = [t for t in asyncio.all_tasks() if t is not me]
+    for task in rest:
+        task.cancel()
+    await asyncio.gather(*rest, return_exceptions=True)
 
 
 class Client:
@@ -68,7 +77,10 @@ class Client:
             coro.close()
             raise RuntimeError("the client is closed")
         future: Future[T] = asyncio.run_coroutine_threadsafe(coro, self._loop)
-        return future.result()
+        try:
+            return future.result()
+        except CancelledError:  # `close` ended it (another thread's request, say)
+            raise RuntimeError("the client is closed") from None
 
     def __enter__(self) -> Client:
         return self
@@ -86,6 +98,9 @@ class Client:
         if self._closed:
             return
         self._run(self._async.close())
+        # Requests of other threads still in the loop (one waiting out a retry's
+        # back-off, say) end now, with "the client is closed", instead of never.
+        self._run(_cancel_the_rest())
         self._closed = True
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join()
@@ -117,7 +132,7 @@ class Client:
     def get_item(self, key: str) -> Item | None:
         """The value and content type of ``key``, or None."""
         near = self._async.near
-        if near is not None:
+        if near is not None and not self._closed and isinstance(key, str):
             # Answered in the caller's thread: a hop to the loop thread would cost more
             # than the lookup (each operation on the OrderedDict holds the GIL).
             item = near.get(key)

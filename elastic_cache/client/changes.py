@@ -144,9 +144,12 @@ class NearFollower:
         return True
 
     async def stop(self) -> None:
-        """Stop following (the near cache keeps what it holds)."""
+        """Stop following; the near cache drops what it holds (no stream invalidates
+        it any more: a client used again after `close` reads afresh)."""
         task, self._task = self._task, None
         if task is not None:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        self.near.live = False
+        self.near.clear()

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from typing import Any
 
+import aiohttp
 import pytest
 
 from elastic_cache import errors
@@ -311,7 +313,7 @@ async def test_bad_values_and_ttls_are_typed_errors_and_change_nothing(
 ) -> None:
     async with AsyncClient(harness.url) as client:
         await client.put("balance", b"100")
-        for value in (42, [1, 0, 1], None, 1.5, {"a": 1}):
+        for value in (42, [1, 0, 1], None, 1.5, {"a": 1}, "a\ud800"):
             with pytest.raises(errors.InvalidBody):
                 await client.put("balance", value)  # type: ignore[arg-type]
         for ttl in (True, "abc", 10**400):
@@ -323,6 +325,14 @@ async def test_bad_values_and_ttls_are_typed_errors_and_change_nothing(
         with pytest.raises(errors.InvalidRequest):
             await client.put("balance", b"x", content_type="text/plain\r\nX-Evil: 1")
         assert await client.get("balance") == b"100"
+        with pytest.raises(errors.InvalidRequest):
+            await client.read_through(5)  # type: ignore[arg-type]
+        with pytest.raises(errors.InvalidRequest):
+            await client.remove_node(5)  # type: ignore[arg-type]
+        async with AsyncClient(harness.url, near_cache=10) as near:
+            for key in (5, ["a"]):  # the near cache's look-up came first: not typed
+                with pytest.raises(errors.InvalidKey):
+                    await near.get(key)  # type: ignore[arg-type]
         await client.put("view", memoryview(b"mv"))  # bytes-like values are bytes
         assert await client.get("view") == b"mv"
 
@@ -376,3 +386,73 @@ async def test_an_answer_that_is_not_json_is_a_malformed_answer(aiohttp_server: 
     async with AsyncClient(str(server.make_url(""))) as client:
         with pytest.raises(errors.MalformedAnswer):
             await client.cluster()
+
+
+async def test_a_direct_delete_whose_answer_was_lost_says_the_key_was_there(
+    harness: CoordinatorHarness,
+) -> None:
+    """The node deleted the key, the answer never came (a timeout), the retry finds the
+    key gone: True, not False (review: a deleted key reported as never there)."""
+    async with AsyncClient(harness.url, direct=True) as client:
+        await client.put("doomed", b"v")
+        real = client._request
+        deletes = 0
+
+        async def answer_lost(method: str, url: Any, **kwargs: Any) -> Any:
+            nonlocal deletes
+            answer = await real(method, url, **kwargs)
+            if method == "DELETE":
+                deletes += 1
+                if deletes == 1:  # applied by the node, its answer lost
+                    raise errors.NodeUnavailable("did not answer") from TimeoutError()
+            return answer
+
+        client._request = answer_lost  # type: ignore[method-assign]
+        assert await client.delete("doomed") is True
+        assert await client.get("doomed") is None
+        assert await client.delete("doomed") is False  # nothing lost: truly not there
+
+
+def test_close_ends_another_threads_request_waiting_out_a_retry() -> None:
+    """It used to stay blocked for ever: the loop stopped under its back-off (review)."""
+    client = Client("http://127.0.0.1:1", direct=True, retries=10)
+
+    async def base_for(key: str) -> str:
+        return "http://127.0.0.1:1"
+
+    async def refused(*args: Any, **kwargs: Any) -> Any:
+        raise errors.NodeUnavailable("refused") from aiohttp.ClientConnectionError()
+
+    client._async._base_for = base_for  # type: ignore[method-assign]
+    client._async._request = refused  # type: ignore[method-assign]
+    outcome: list[BaseException] = []
+
+    def read() -> None:
+        try:
+            client.get("k")
+        except BaseException as exc:  # what the thread ended with
+            outcome.append(exc)
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    time.sleep(0.3)  # the reader is in its back-off (about 10 s of retries in all)
+    client.close()
+    reader.join(timeout=5)
+    assert not reader.is_alive()
+    assert len(outcome) == 1 and "the client is closed" in str(outcome[0])
+
+
+async def test_a_closed_clients_near_cache_answers_nothing() -> None:
+    """Closed, no stream invalidates it: it is dropped (review: stale values served)."""
+    client = AsyncClient("http://127.0.0.1:1", near_cache=10)
+    near = client.near
+    assert near is not None
+    near.live = True
+    near.finish("cfg", near.begin("cfg"), Item(b"old", "text/plain"))
+    assert await client.get("cfg") == b"old"
+    await client.close()
+    assert not near.live and len(near) == 0
+    blocking = Client("http://127.0.0.1:1", near_cache=10)
+    blocking.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        blocking.get("cfg")
