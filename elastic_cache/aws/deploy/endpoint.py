@@ -42,6 +42,7 @@ __all__ = [
     "delete_alarms",
     "ensure_address",
     "find_addresses",
+    "recovery_alarms",
     "release_addresses",
     "set_recovery_alarms",
 ]
@@ -115,6 +116,17 @@ def associate_address(ec2: Any, address: dict[str, Any], instance_id: str) -> bo
     return True
 
 
+def recovery_alarms(cloudwatch: Any, names: ClusterNames) -> list[dict[str, Any]]:
+    """The cluster's recovery alarms that exist (CloudWatch's descriptions)."""
+    found: list[dict[str, Any]] = aws_call(
+        cloudwatch,
+        "DescribeAlarms",
+        doing="looking for the recovery alarms",
+        AlarmNames=alarm_names(names),
+    )["MetricAlarms"]
+    return found
+
+
 def set_recovery_alarms(
     cloudwatch: Any,
     names: ClusterNames,
@@ -127,15 +139,7 @@ def set_recovery_alarms(
     as the cluster's and with ``tags`` (the user's ``--tag``); ``PutMetricAlarm``
     replaces an alarm of the same name, so deploying again after a replacement moves
     them to the new instance. New ones are added to ``created``."""
-    existing = {
-        a["AlarmName"]
-        for a in aws_call(
-            cloudwatch,
-            "DescribeAlarms",
-            doing="looking for the recovery alarms",
-            AlarmNames=alarm_names(names),
-        )["MetricAlarms"]
-    }
+    existing = {a["AlarmName"] for a in recovery_alarms(cloudwatch, names)}
     made = []
     for (suffix, metric, action), name in zip(ALARMS, alarm_names(names), strict=True):
         aws_call(

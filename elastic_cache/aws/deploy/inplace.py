@@ -37,7 +37,7 @@ from elastic_cache.aws.deploy.coordinator import (
     to_toml,
     wait_running,
 )
-from elastic_cache.aws.deploy.endpoint import alarm_names, find_addresses
+from elastic_cache.aws.deploy.endpoint import find_addresses, recovery_alarms
 from elastic_cache.aws.deploy.names import ClusterNames
 from elastic_cache.aws.deploy.network import open_node_ports
 from elastic_cache.aws.deploy.policies import coordinator_policy
@@ -207,31 +207,16 @@ def _tag_resources(
     iam = c["iam"]
     for kind in ("coordinator", "node"):
         role = names.role(kind)
-        if tags:
-            aws_call(iam, "TagRole", doing="tagging the roles", RoleName=role, Tags=tags)
-            aws_call(
-                iam,
-                "TagInstanceProfile",
-                doing="tagging the instance profiles",
-                InstanceProfileName=role,
-                Tags=tags,
-            )
-        if gone:
-            aws_call(iam, "UntagRole", doing="untagging", RoleName=role, TagKeys=gone)
-            aws_call(
-                iam,
-                "UntagInstanceProfile",
-                doing="untagging the instance profiles",
-                InstanceProfileName=role,
-                TagKeys=gone,
-            )
+        for what, name in (
+            ("Role", {"RoleName": role}),
+            ("InstanceProfile", {"InstanceProfileName": role}),
+        ):
+            if tags:
+                aws_call(iam, f"Tag{what}", doing=f"tagging {role}", Tags=tags, **name)
+            if gone:
+                aws_call(iam, f"Untag{what}", doing=f"untagging {role}", TagKeys=gone, **name)
     done = [f"{len(ids)} EC2 resource(s)", "2 roles and their instance profiles"]
-    alarms = aws_call(
-        c["cloudwatch"],
-        "DescribeAlarms",
-        doing="listing the recovery alarms",
-        AlarmNames=alarm_names(names),
-    )["MetricAlarms"]
+    alarms = recovery_alarms(c["cloudwatch"], names)
     for alarm in alarms:
         arn = alarm["AlarmArn"]
         if tags:

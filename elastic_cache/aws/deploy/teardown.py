@@ -15,9 +15,9 @@ from typing import Any
 
 from elastic_cache.aws.deploy.access import delete_role
 from elastic_cache.aws.deploy.endpoint import (
-    alarm_names,
     delete_alarms,
     find_addresses,
+    recovery_alarms,
     release_addresses,
 )
 from elastic_cache.aws.deploy.names import ClusterNames
@@ -98,12 +98,7 @@ def cluster_exists(name: str, region: str, *, session: Any) -> list[str]:
             if ignoring(("NoSuchEntity",), look):
                 found.append(f"{what} {role}")
                 break
-    alarms = aws_call(
-        c["cloudwatch"],
-        "DescribeAlarms",
-        doing="looking for the recovery alarms",
-        AlarmNames=alarm_names(names),
-    )["MetricAlarms"]
+    alarms = recovery_alarms(c["cloudwatch"], names)
     if alarms:
         found.append(f"recovery alarms {', '.join(a['AlarmName'] for a in alarms)}")
     # The TLS parameters too: a deploy rolled back part-way, or a destroy stopped
@@ -191,15 +186,7 @@ def destroy(
             sleep(5)
         if progress is not None:
             progress.update(len(instances), total=len(instances))
-    alarms = [
-        a["AlarmName"]
-        for a in aws_call(
-            cloudwatch,
-            "DescribeAlarms",
-            doing="looking for the recovery alarms",
-            AlarmNames=alarm_names(names),
-        )["MetricAlarms"]
-    ]
+    alarms = [a["AlarmName"] for a in recovery_alarms(cloudwatch, names)]
     if alarms:
         delete_alarms(cloudwatch, alarms)
         out(f"deleted the recovery alarms {', '.join(alarms)}")
