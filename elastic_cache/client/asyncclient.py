@@ -248,6 +248,11 @@ class AsyncClient:
             if attempt < self.retries - 1:
                 await self._backoff(pause * 2**attempt)
         assert last is not None
+        if isinstance(last, NodeUnavailable):
+            # The node did not answer any attempt (killed, say) and the coordinator has
+            # not dropped it yet: the coordinator routes to a copy or waits it out.
+            url = URL(self.url + path + suffix, encoded=True)
+            return await self._request(method, url, data=data, headers=headers)
         raise last
 
     async def _backoff(self, seconds: float) -> None:

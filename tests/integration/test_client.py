@@ -456,3 +456,20 @@ async def test_a_closed_clients_near_cache_answers_nothing() -> None:
     blocking.close()
     with pytest.raises(RuntimeError, match="closed"):
         blocking.get("cfg")
+
+
+async def test_a_direct_client_goes_through_the_coordinator_when_a_node_never_answers(
+    harness: CoordinatorHarness,
+) -> None:
+    """Killed and not yet dropped, the node refuses every attempt: the request goes
+    through the coordinator once instead of failing (review)."""
+    async with AsyncClient(harness.url, direct=True) as client:
+        await client.put("k", b"v")
+
+        async def gone(key: str) -> str:
+            return "http://127.0.0.1:1"  # nothing listens there
+
+        client._base_for = gone  # type: ignore[method-assign]
+        before = kv_requests(harness)
+        assert await client.get("k") == b"v"
+        assert kv_requests(harness) == before + 1  # once, through the coordinator
