@@ -270,6 +270,11 @@ class NamespacePolicy:
         return NamespaceOnFull.REFUSE if self.never_evict else NamespaceOnFull.EVICT
 
     @property
+    def refuses_over_quota(self) -> bool:
+        """Whether it has a quota and refuses writes past it (`over_quota`)."""
+        return self.quota is not None and self.over_quota is NamespaceOnFull.REFUSE
+
+    @property
     def order(self) -> int:
         """Its place in the eviction order (lower: evicted first)."""
         return self.evict_order or 0

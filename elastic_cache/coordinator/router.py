@@ -12,7 +12,7 @@ from elastic_cache.coordinator.membership import NodeInfo
 from elastic_cache.coordinator.rates import RateMeter
 from elastic_cache.errors import Misdirected, NodeUnavailable, StoreFull
 from elastic_cache.hashing import validate_key
-from elastic_cache.namespaces import Durability, NamespaceOnFull, NamespaceTable
+from elastic_cache.namespaces import Durability, NamespaceTable
 from elastic_cache.node.protocol import Answer, NodeClient
 from elastic_cache.ring import HashRing
 
@@ -146,14 +146,7 @@ class Router:
         #: The table, when some namespace writes through to a tier (None: none does).
         self._durable = table if table.durable else None
         #: The table, when some namespace refuses writes past its quota (None: none).
-        self._refusing = (
-            table
-            if any(
-                p.quota is not None and p.over_quota is NamespaceOnFull.REFUSE
-                for p in table.policies
-            )
-            else None
-        )
+        self._refusing = table if any(p.refuses_over_quota for p in table.policies) else None
 
     def _owner_decides(self, key: str) -> bool:
         """Whether a replicated write of ``key`` goes to its owner first and to its
@@ -162,10 +155,7 @@ class Router:
         write on the holders that took it (docs/namespaces.md, "Quotas and
         replication")."""
         table = self._refusing
-        if table is None:
-            return False
-        policy = table.policy_of(key)
-        return policy.quota is not None and policy.over_quota is NamespaceOnFull.REFUSE
+        return table is not None and table.policy_of(key).refuses_over_quota
 
     def _alone(self, key: str) -> bool:
         """Whether a write of ``key`` waits on its node's tier (a durable namespace), so
