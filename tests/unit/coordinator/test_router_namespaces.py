@@ -255,3 +255,98 @@ async def test_a_refusing_quota_lets_the_owner_decide_before_the_copies(
     # Other namespaces: every holder at once, none a copy.
     await router.put("other/a", b"v", "t", None)
     assert owner.copies[-1] is False and copy.copies[-1] is False
+
+
+class Counting(Holder):
+    """A holder that counts the deletes it gets, and answers them ``delete_status``
+    (or does not answer: ``delete_down``)."""
+
+    def __init__(self, node_id: str, *, delete_status: int = 204, **kwargs: Any) -> None:
+        super().__init__(node_id, **kwargs)
+        self.deletes = 0
+        self.delete_status = delete_status
+        self.delete_down = False
+
+    async def delete(self, key: str, epoch: int = 0, *, alone: bool = False) -> Answer:
+        self.deletes += 1
+        if self.delete_down:
+            raise NodeUnavailable(f"{self.node_id} did not answer", timed_out=True)
+        return Answer(self.delete_status, b"", "", 1)
+
+
+def thin_settings(**extra: Any) -> ClusterSettings:
+    return ClusterSettings.from_mapping(
+        {
+            "cluster": {"replication": 3},
+            "namespaces": {
+                "one": {"prefix": "one/", "replication": 1},
+                "two": {"prefix": "two/", "replication": 2},
+            },
+            **extra,
+        }
+    )
+
+
+async def test_a_namespace_with_fewer_copies_writes_the_first_holders_and_clears_the_rest() -> None:
+    holders = [Counting("node-1"), Counting("node-2"), Counting("node-3", delete_status=404)]
+    router = Router(View(thin_settings(), holders), Scaler(), RateMeter(1))
+    assert (await router.put("one/a", b"v", "t", None)).status == 204
+    assert [(h.puts, h.deletes) for h in holders] == [(1, 0), (0, 1), (0, 1)]
+    assert (await router.put("two/a", b"v", "t", None)).status == 204
+    assert [(h.puts, h.deletes) for h in holders] == [(2, 0), (1, 1), (0, 2)]
+    assert (await router.put("all/a", b"v", "t", None)).status == 204
+    assert [(h.puts, h.deletes) for h in holders] == [(3, 0), (2, 1), (1, 2)]
+    # A delete goes to every holder, whatever the namespace keeps.
+    assert (await router.delete("one/a")).status == 204
+    assert [h.deletes for h in holders] == [1, 2, 3]
+
+
+async def test_a_write_is_not_acknowledged_before_every_extra_copy_is_cleared() -> None:
+    """A holder past the namespace's copies that keeps an older value would serve it once
+    the owner dies: the write fails (503) rather than being acknowledged."""
+    holders = [Counting("node-1"), Counting("node-2"), Counting("node-3")]
+    holders[2].delete_down = True
+    router = Router(View(thin_settings(), holders), Scaler(), RateMeter(1))
+    with pytest.raises(NodeUnavailable):
+        await router.put("one/a", b"v", "t", None)
+    holders[2].delete_down = False
+    holders[2].delete_status = 500
+    assert (await router.put("one/a", b"v", "t", None)).status == 500
+
+
+async def test_a_live_change_of_copies_reaches_the_router() -> None:
+    holders = [Counting("node-1"), Counting("node-2"), Counting("node-3")]
+    cfg = thin_settings()
+    router = Router(View(cfg, holders), Scaler(), RateMeter(1))
+    router.set_namespaces(cfg.namespaces.changed("one", {"replication": None}))
+    await router.put("one/a", b"v", "t", None)
+    assert [(h.puts, h.deletes) for h in holders] == [(1, 0), (1, 0), (1, 0)]
+
+
+class Streaming(Counting):
+    """A holder that takes streamed values (a value larger than memory's limit)."""
+
+    def __init__(self, node_id: str, **kwargs: Any) -> None:
+        super().__init__(node_id, **kwargs)
+        self.streamed: list[bytes] = []
+
+    async def put_stream(self, key: str, chunks: Any, *args: Any) -> tuple[Answer, bool]:
+        self.streamed.append(b"".join([c async for c in chunks]))
+        return Answer(204, b"", "", 1, 1, 10), True
+
+
+async def test_a_streamed_value_of_a_namespace_with_fewer_copies_clears_the_rest() -> None:
+    holders = [Streaming("node-1"), Streaming("node-2", delete_status=404), Streaming("node-3")]
+    router = Router(View(thin_settings(), holders), Scaler(), RateMeter(1))
+
+    async def chunks() -> Any:
+        for part in (b"ab", b"cd"):
+            yield part
+
+    answer = await router.put_stream("one/big", chunks(), "t", None, 4)
+    assert answer.status == 204
+    assert [(h.streamed, h.deletes) for h in holders] == [([b"abcd"], 0), ([], 1), ([], 1)]
+    holders[2].delete_status = 500
+    answer = await router.put_stream("two/big", chunks(), "t", None, 4)
+    assert answer.status == 500  # a copy that could not be cleared fails the write
+    assert [len(h.streamed) for h in holders] == [2, 1, 0]
