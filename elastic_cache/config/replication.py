@@ -85,6 +85,13 @@ def check_copies(table: NamespaceTable, cluster: ReplicationSettings, tier: str 
             )
         if rf is None or rf >= cluster.replication:
             continue
+        if rf > 1:
+            raise ConfigError(
+                f"{where}.replication ({rf}) must be 1 or cluster.replication "
+                f"({cluster.replication}): repair copies a bucket from its owner, which "
+                "need not hold a key of the second holder's, so a death would leave it "
+                "with fewer copies than promised"
+            )
         if policy.quota is not None:
             raise ConfigError(
                 f"{where}.replication ({rf}) below cluster.replication "

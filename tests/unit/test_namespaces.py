@@ -157,14 +157,18 @@ def test_cluster_wide_checks_name_the_key() -> None:
         }
     )
     assert same.namespaces.policy_of("a1").replication == 2
+    with pytest.raises(ConfigError, match=r"namespaces.a.replication \(2\) must be 1 or"):
+        ClusterSettings.from_mapping(
+            {"cluster": {"replication": 3}, "namespaces": {"a": {"prefix": "a", "replication": 2}}}
+        )
     thin = ClusterSettings.from_mapping(
         {
             "nodes": {"tier": "disk:/tmp/x"},
             "cluster": {"replication": 3},
-            "namespaces": {"a": {"prefix": "a", "replication": 2, "durability": "disk"}},
+            "namespaces": {"a": {"prefix": "a", "replication": 1, "durability": "disk"}},
         }
     )
-    assert thin.namespaces.policy_of("a1").replication == 2
+    assert thin.namespaces.policy_of("a1").replication == 1
     ok = ClusterSettings.from_mapping(
         {
             "nodes": {"tier": "s3://bucket/p"},

@@ -280,7 +280,6 @@ def thin_settings(**extra: Any) -> ClusterSettings:
             "cluster": {"replication": 3},
             "namespaces": {
                 "one": {"prefix": "one/", "replication": 1},
-                "two": {"prefix": "two/", "replication": 2},
             },
             **extra,
         }
@@ -292,13 +291,11 @@ async def test_a_namespace_with_fewer_copies_writes_the_first_holders_and_clears
     router = Router(View(thin_settings(), holders), Scaler(), RateMeter(1))
     assert (await router.put("one/a", b"v", "t", None)).status == 204
     assert [(h.puts, h.deletes) for h in holders] == [(1, 0), (0, 1), (0, 1)]
-    assert (await router.put("two/a", b"v", "t", None)).status == 204
-    assert [(h.puts, h.deletes) for h in holders] == [(2, 0), (1, 1), (0, 2)]
     assert (await router.put("all/a", b"v", "t", None)).status == 204
-    assert [(h.puts, h.deletes) for h in holders] == [(3, 0), (2, 1), (1, 2)]
+    assert [(h.puts, h.deletes) for h in holders] == [(2, 0), (1, 1), (1, 1)]
     # A delete goes to every holder, whatever the namespace keeps.
     assert (await router.delete("one/a")).status == 204
-    assert [h.deletes for h in holders] == [1, 2, 3]
+    assert [h.deletes for h in holders] == [1, 2, 2]
 
 
 async def test_a_write_is_not_acknowledged_before_every_extra_copy_is_cleared() -> None:
@@ -347,6 +344,6 @@ async def test_a_streamed_value_of_a_namespace_with_fewer_copies_clears_the_rest
     assert answer.status == 204
     assert [(h.streamed, h.deletes) for h in holders] == [([b"abcd"], 0), ([], 1), ([], 1)]
     holders[2].delete_status = 500
-    answer = await router.put_stream("two/big", chunks(), "t", None, 4)
+    answer = await router.put_stream("one/big", chunks(), "t", None, 4)
     assert answer.status == 500  # a copy that could not be cleared fails the write
-    assert [len(h.streamed) for h in holders] == [2, 1, 0]
+    assert [len(h.streamed) for h in holders] == [2, 0, 0]
