@@ -11,7 +11,6 @@ A config declares them as ``[namespaces.NAME]`` tables::
     on_full = "evict"          # or "refuse" (507 namespace_full)
     evict_order = 10           # evicted after namespaces of a lower order
     # never_evict = true       # never evicted to make room for other namespaces
-    replication = 1            # copies of each key, at most [cluster] replication
 
 A key belongs to the namespace with the longest prefix of it, else to ``default``
 (which has no prefix and may be given policies as ``[namespaces.default]``).
@@ -85,13 +84,17 @@ POLICY_KEYS = (
     "prefix",
     "quota_bytes",
     "quota_records",
-    "replication",
     "write_quorum",
 )
 
-#: Settings asked for by another name.
+#: Settings asked for by name that the ring's design cannot offer per namespace.
 _NOT_PER_NAMESPACE = {
-    "rf": "the setting is called replication (copies of each key, rf)",
+    "replication": (
+        "copies are placed per ring bucket, for every key of the bucket alike, so the "
+        "number of copies is [cluster] replication for every namespace; a namespace may "
+        "set write_quorum (w) up to it"
+    ),
+    "rf": "use [cluster] replication (copies are per ring bucket, not per namespace)",
     "w": "the setting is called write_quorum",
 }
 
@@ -165,11 +168,8 @@ class NamespacePolicy:
             first (default 0).
         never_evict: never evicted to make room for any write; a write that needs room
             only such records could give is refused (507).
-        replication: copies of each key (``rf``; None: ``[cluster] replication``); at
-            most the cluster's: a key is kept by the first ``replication`` holders of
-            its ring bucket, and every write clears it from the others.
         write_quorum: copies a write needs before it is acknowledged (``w``; None: the
-            cluster's ``write_quorum``); at most the namespace's ``replication``.
+            cluster's ``write_quorum``); at most ``[cluster] replication``.
     """
 
     name: str
@@ -182,7 +182,6 @@ class NamespacePolicy:
     on_full: NamespaceOnFull | None = None
     evict_order: int | None = None
     never_evict: bool = False
-    replication: int | None = None
     write_quorum: int | None = None
 
     def __post_init__(self) -> None:
@@ -256,17 +255,7 @@ class NamespacePolicy:
                 f"{where}: never_evict = true and on_full = 'evict' conflict; a "
                 "never-evict namespace refuses writes past its quota (on_full = 'refuse')"
             )
-        _count(f"{where}.replication", self.replication, 1)
         _count(f"{where}.write_quorum", self.write_quorum, 1)
-        if (
-            self.replication is not None
-            and self.write_quorum is not None
-            and self.write_quorum > self.replication
-        ):
-            raise ConfigError(
-                f"{where}.write_quorum ({self.write_quorum}) exceeds {where}.replication "
-                f"({self.replication}): a write cannot wait for more copies than it has"
-            )
 
     @property
     def quota(self) -> int | None:

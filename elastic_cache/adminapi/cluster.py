@@ -193,7 +193,6 @@ class NamespacePolicy(Record):
     on_full: str | None = None
     never_evict: bool = False
     evict_order: int | None = None
-    replication: int | None = None
     write_quorum: int | None = None
 
 

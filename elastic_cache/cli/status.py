@@ -229,8 +229,6 @@ def _policy_text(policy: NamespacePolicy) -> str:
         words.append("never evicted")
     elif policy.evict_order:
         words.append(f"evict order {policy.evict_order}")
-    if policy.replication is not None:
-        words.append(f"rf {policy.replication}")
     if policy.write_quorum is not None:
         words.append(f"w {policy.write_quorum}")
     return ", ".join(words) or "-"

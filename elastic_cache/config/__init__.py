@@ -98,7 +98,7 @@ if TYPE_CHECKING:
     from elastic_cache.config.replication import (
         PLACEMENTS,
         ReplicationSettings,
-        check_copies,
+        check_write_quorums,
     )
     from elastic_cache.config.scaler import ScalerSettings
 
@@ -126,9 +126,9 @@ __all__ = [
     "ReplicationSettings",
     "ScalerSettings",
     "check_cluster_name",
-    "check_copies",
     "check_durability",
     "check_tags",
+    "check_write_quorums",
     "parse_state_s3",
     "parse_tag",
 ]
@@ -161,7 +161,7 @@ __getattr__, __dir__ = lazy_exports(
         "check_cluster_name": "elastic_cache.config.ec2",
         "check_durability": "elastic_cache.config.nodes",
         "check_tags": "elastic_cache.config.ec2",
-        "check_copies": "elastic_cache.config.replication",
+        "check_write_quorums": "elastic_cache.config.replication",
         "parse_state_s3": "elastic_cache.config.coordinator",
         "parse_tag": "elastic_cache.config.ec2",
     },

@@ -15,7 +15,7 @@ from elastic_cache.config.ec2 import Ec2Settings
 from elastic_cache.config.loader import build_section
 from elastic_cache.config.nodes import NodeSettings
 from elastic_cache.config.origins import OriginSettings
-from elastic_cache.config.replication import ReplicationSettings, check_copies
+from elastic_cache.config.replication import ReplicationSettings, check_write_quorums
 from elastic_cache.config.scaler import ScalerSettings
 from elastic_cache.errors import ConfigError
 from elastic_cache.namespaces import NamespaceTable
@@ -40,7 +40,7 @@ class ClusterSettings:
         names = [o.name for o in self.origins]
         if len(names) != len(set(names)):
             raise ConfigError(f"origin names must be unique, got {names}")
-        check_copies(self.nodes.namespaces, self.cluster, self.nodes.tier)
+        check_write_quorums(self.nodes.namespaces, self.cluster)
         if self.coordinator.initial_nodes > self.scaler.max_nodes:
             raise ConfigError(
                 f"initial_nodes ({self.coordinator.initial_nodes}) exceeds max_nodes "

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from elastic_cache.errors import ConfigError
-from elastic_cache.namespaces import Durability, NamespaceTable
+from elastic_cache.namespaces import NamespaceTable
 
-__all__ = ["PLACEMENTS", "ReplicationSettings", "check_copies"]
+__all__ = ["PLACEMENTS", "ReplicationSettings", "check_write_quorums"]
 
 
 #: The values of ``[cluster] placement``.
@@ -60,50 +60,16 @@ class ReplicationSettings:
         return self.write_quorum or self.replication
 
 
-def check_copies(table: NamespaceTable, cluster: ReplicationSettings, tier: str | None) -> None:
-    """Each namespace's ``replication`` and ``write_quorum`` fit the cluster's: at most
-    ``[cluster] replication`` copies, and fewer only where clearing the extra copies is
-    safe (docs/namespaces.md, "Copies per namespace").
+def check_write_quorums(table: NamespaceTable, cluster: ReplicationSettings) -> None:
+    """Each namespace's ``write_quorum`` is at most ``[cluster] replication``.
 
     Raises:
-        ConfigError: naming the namespace's setting.
+        ConfigError: naming the namespace's ``write_quorum``.
     """
     for policy in table.policies:
-        where = f"namespaces.{policy.name}"
-        rf = policy.replication
-        if rf is not None and rf > cluster.replication:
-            raise ConfigError(
-                f"{where}.replication ({rf}) exceeds cluster.replication "
-                f"({cluster.replication}): a key's copies are its ring bucket's holders, "
-                "and a bucket has that many"
-            )
         w = policy.write_quorum
         if w is not None and w > cluster.replication:
             raise ConfigError(
-                f"{where}.write_quorum ({w}) exceeds cluster.replication "
+                f"namespaces.{policy.name}.write_quorum ({w}) exceeds cluster.replication "
                 f"({cluster.replication}): a write cannot wait for more copies than exist"
-            )
-        if rf is None or rf >= cluster.replication:
-            continue
-        if rf > 1:
-            raise ConfigError(
-                f"{where}.replication ({rf}) must be 1 or cluster.replication "
-                f"({cluster.replication}): repair copies a bucket from its owner, which "
-                "need not hold a key of the second holder's, so a death would leave it "
-                "with fewer copies than promised"
-            )
-        if policy.quota is not None:
-            raise ConfigError(
-                f"{where}.replication ({rf}) below cluster.replication "
-                f"({cluster.replication}) conflicts with {where}.quota_"
-                f"{'records' if policy.quota_records is not None else 'bytes'}: each "
-                "node's share of a quota counts every range it holds a copy of"
-            )
-        shared = policy.durability is Durability.S3 or (tier or "").startswith("s3://")
-        if shared:
-            raise ConfigError(
-                f"{where}.replication ({rf}) below cluster.replication "
-                f"({cluster.replication}) needs a tier local to each node: with an S3 "
-                "tier the holders share one object per key, which clearing a copy "
-                "would delete"
             )

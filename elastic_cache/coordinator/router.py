@@ -57,9 +57,6 @@ _NAMESPACE_FULL = b'"namespace_full"'
 #: Attempts for a request that meets 421 while the ring changes under it.
 _ATTEMPTS = 5
 
-#: `Router._copies_of` for a key every holder keeps (a slice bound past any list).
-_ALL = 1 << 30
-
 #: Seconds a blocked write (``on_full = block``) waits before it tries again and asks
 #: for help again.
 _HELP_SLICE = 1.0
@@ -150,18 +147,6 @@ class Router:
         self._durable = table if table.durable else None
         #: The table, when some namespace refuses writes past its quota (None: none).
         self._refusing = table if any(p.refuses_over_quota for p in table.policies) else None
-        #: The table, when some namespace keeps fewer copies than the cluster (None:
-        #: none does).
-        self._thin = table if any(p.replication for p in table.policies) else None
-
-    def _copies_of(self, key: str) -> int:
-        """How many of the key's holders keep it: its namespace's ``replication``, else
-        all of them (`_write_copies` clears it from the others). Cost: a table lookup
-        only when some namespace sets one."""
-        table = self._thin
-        if table is None:
-            return _ALL
-        return table.policy_of(key).replication or _ALL
 
     def _owner_decides(self, key: str) -> bool:
         """Whether a replicated write of ``key`` goes to its owner first and to its
@@ -296,15 +281,11 @@ class Router:
         *,
         delete: bool = False,
         copy_op: Callable[[NodeClient, int], Awaitable[Answer]] | None = None,
-        clear_op: Callable[[NodeClient, int], Awaitable[Answer]] | None = None,
     ) -> tuple[str, Answer]:
         """Write to every holder at once; acknowledged once ``write_quorum`` of them (or
         every current holder, when fewer exist) hold it. With ``copy_op``, the owner
         first (``op``), and the other holders (``copy_op``) only once it took the write
-        (`_owner_decides`). With ``clear_op`` (a delete), the holders past the key's
-        namespace's ``replication`` get it instead, and must all have answered before
-        the write is acknowledged: none keeps a value older than an acknowledged write
-        (docs/namespaces.md, "Copies per namespace").
+        (`_owner_decides`).
 
         Each write carries the ring's epoch, so a holder that moved on refuses it (421)
         and the write is routed again on the current ring; a holder that does not answer
@@ -314,16 +295,6 @@ class Router:
         cluster = self.cluster
         token = cluster.ring.token_of(key)
         quorum = self._quorum_of(key)
-        keep = _ALL
-        if clear_op is not None:
-            keep = self._copies_of(key)
-
-        def clears(infos: list[NodeInfo], epoch: int) -> list[Awaitable[Answer]]:
-            """Clear the key from ``infos``: the holders past the namespace's copies."""
-            if clear_op is None:
-                return []
-            return [clear_op(info.client, epoch) for info in infos]
-
         answer: Answer | None = None
         for attempt in range(_ATTEMPTS):
             epoch = cluster.ring.epoch
@@ -342,32 +313,25 @@ class Router:
                 if isinstance(first, BaseException) or first.status >= 300:
                     holders, results = holders[:1], [first]  # nothing else was written
                 else:
-                    calls = [copy_op(info.client, epoch) for info in infos[1:keep]]
-                    results = [first, *await _all_copies(calls + clears(infos[keep:], epoch))]
+                    rest = [copy_op(info.client, epoch) for info in infos[1:]]
+                    results = [first, *await _all_copies(rest)]
             else:
-                calls = [op(info.client, epoch) for info in infos[:keep]]
-                results = await _all_copies(calls + clears(infos[keep:], epoch))
-            kept = min(keep, len(holders))
+                results = await _all_copies([op(info.client, epoch) for info in infos])
             done: list[tuple[str, Answer]] = []
             again = False
             unreachable: list[tuple[str, NodeUnavailable]] = []
-            uncleared = False  # a holder past `kept` may still hold an older value
-            for i, (node, result) in enumerate(zip(holders, results, strict=True)):
+            for node, result in zip(holders, results, strict=True):
                 if isinstance(result, NodeUnavailable):
                     unreachable.append((node, result))
-                    uncleared = uncleared or i >= kept
                 elif isinstance(result, BaseException):
                     raise result
                 elif result.status in (421, 503):
                     again, answer = True, result
-                elif i >= kept:  # a cleared holder: deleted, or had nothing
-                    if result.status >= 300 and result.status != 404:
-                        return node, result
                 elif result.status < 300 or (delete and result.status == 404):
                     done.append((node, result))
                 else:
                     return node, result  # refused (full, too large...): the first says why
-            if len(done) >= min(quorum, kept) and not again and done and not uncleared:
+            if len(done) >= min(quorum, len(holders)) and not again and done:
                 owner = done[0]
                 if delete:  # a value anywhere was deleted
                     owner = next((d for d in done if d[1].status < 300), owner)
@@ -512,11 +476,6 @@ class Router:
                         if self._owner_decides(key)
                         else None
                     ),
-                    clear_op=(
-                        (lambda c, e: c.delete(key, e, alone=alone))
-                        if self._copies_of(key) < _ALL
-                        else None
-                    ),
                 )
             else:
                 node, answer = await self._routed(
@@ -603,18 +562,10 @@ class Router:
         arrives (a few chunks buffered per holder, so the slowest sets the pace). The
         body cannot be sent twice, so a holder that refuses (421, 503) or fails makes the
         write fail (503, retry): the holders that took it keep a value that was never
-        acknowledged, which a retry overwrites. The holders past the key's namespace's
-        ``replication`` are cleared instead, meanwhile (`_write_copies`)."""
+        acknowledged, which a retry overwrites."""
         cluster = self.cluster
         epoch = cluster.ring.epoch
         holders = [n for n in cluster.holders(token) if n in cluster.nodes]
-        keep = self._copies_of(key)
-        # The holders past the namespace's copies are cleared, as the value streams.
-        clearing = asyncio.gather(
-            *(cluster.nodes[n].client.delete(key, epoch) for n in holders[keep:]),
-            return_exceptions=True,
-        )
-        cleared, holders = holders[keep:], holders[:keep]
         queues: list[asyncio.Queue[bytes | BaseException | None]] = [
             asyncio.Queue(maxsize=4) for _ in holders
         ]
@@ -661,18 +612,14 @@ class Router:
             )
         finally:
             await feeder
-            gone = await clearing
         answers = []
-        outcomes: list[tuple[Answer, bool] | Answer | BaseException] = [*results, *gone]
-        for node, result in zip(holders + cleared, outcomes, strict=True):
+        for node, result in zip(holders, results, strict=True):
             if isinstance(result, NodeUnavailable):
                 cluster.suspect(node)
                 raise result
             if isinstance(result, BaseException):
                 raise result
-            answer = result if isinstance(result, Answer) else result[0]
-            if node in cleared and answer.status == 404:
-                continue  # it had nothing to clear
+            answer, _ = result
             if answer.status in (421, 503):
                 raise NodeUnavailable(
                     "the copies of this key moved while the value streamed; retry",

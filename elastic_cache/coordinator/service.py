@@ -18,8 +18,8 @@ import aiohttp
 from elastic_cache.auth import TokenGuard, authorization
 from elastic_cache.config import (
     ClusterSettings,
-    check_copies,
     check_durability,
+    check_write_quorums,
 )
 from elastic_cache.coordinator.cluster import Cluster
 from elastic_cache.coordinator.costs import ClusterCosts
@@ -190,7 +190,7 @@ class Coordinator(ClusterCosts):
     def _check_namespaces(self, table: NamespaceTable) -> None:
         """Raises ConfigError for a table this cluster cannot apply."""
         check_durability(table, self.settings.nodes.tier)
-        check_copies(table, self.settings.cluster, self.settings.nodes.tier)
+        check_write_quorums(table, self.settings.cluster)
 
     def _meter_move(self, event: dict[str, Any]) -> None:
         """A finished move sent its bytes from one node straight to another."""

@@ -73,14 +73,8 @@ def test_an_origin_belongs_to_its_namespace() -> None:
             {"a": {"prefix": "a", "colour": "red"}},
             r"unknown setting\(s\) in \[namespaces.a\]: colour",
         ),
-        ({"a": {"prefix": "a", "rf": 2}}, "namespaces.a.rf is not supported: .*replication"),
-        ({"a": {"prefix": "a", "replication": 2}}, r"namespaces.a.replication \(2\) exceeds"),
-        ({"a": {"prefix": "a", "replication": 0}}, "namespaces.a.replication must be"),
-        ({"a": {"prefix": "a", "replication": "1"}}, "namespaces.a.replication must be"),
-        (
-            {"a": {"prefix": "a", "replication": 1, "write_quorum": 2}},
-            r"namespaces.a.write_quorum \(2\) exceeds namespaces.a.replication \(1\)",
-        ),
+        ({"a": {"prefix": "a", "rf": 2}}, "namespaces.a.rf is not supported"),
+        ({"a": {"prefix": "a", "replication": 2}}, "namespaces.a.replication is not supported"),
         ({"a": {"prefix": "a", "w": 2}}, "namespaces.a.w is not supported: .*write_quorum"),
         ({"a": {"prefix": "a"}, "b": {"prefix": "a"}}, "namespaces.b.prefix: the prefix 'a'"),
         ({"a": {"prefix": "a", "max_ttl": 5, "default_ttl": 10}}, "default_ttl .* exceeds"),
@@ -125,50 +119,8 @@ def test_cluster_wide_checks_name_the_key() -> None:
         ClusterSettings.from_mapping(
             {"cluster": {"replication": 2}, "namespaces": {"a": {"prefix": "a", "write_quorum": 3}}}
         )
-    with pytest.raises(ConfigError, match=r"namespaces.a.replication \(3\) exceeds"):
-        ClusterSettings.from_mapping(
-            {"cluster": {"replication": 2}, "namespaces": {"a": {"prefix": "a", "replication": 3}}}
-        )
-    fewer = {"prefix": "a", "replication": 1}
-    with pytest.raises(ConfigError, match=r"namespaces.a.replication \(1\) .*quota_records"):
-        ClusterSettings.from_mapping(
-            {
-                "cluster": {"replication": 2},
-                "namespaces": {"a": {**fewer, "quota_records": 10}},
-            }
-        )
-    for extra in ({}, {"durability": "s3"}):
-        with pytest.raises(ConfigError, match=r"namespaces.a.replication \(1\) .*S3 tier"):
-            ClusterSettings.from_mapping(
-                {
-                    "nodes": {"tier": "s3://bkt/p"},
-                    "cluster": {"replication": 2},
-                    "namespaces": {"a": {**fewer, **extra}},
-                }
-            )
     with pytest.raises(ConfigError, match=r"nodes.namespaces"):
         ClusterSettings.from_mapping({"nodes": {"namespaces": {}}})
-    # As many copies as the cluster's: nothing is cleared, so nothing conflicts.
-    same = ClusterSettings.from_mapping(
-        {
-            "nodes": {"tier": "s3://bucket/p"},
-            "cluster": {"replication": 2},
-            "namespaces": {"a": {"prefix": "a", "replication": 2, "quota_records": 5}},
-        }
-    )
-    assert same.namespaces.policy_of("a1").replication == 2
-    with pytest.raises(ConfigError, match=r"namespaces.a.replication \(2\) must be 1 or"):
-        ClusterSettings.from_mapping(
-            {"cluster": {"replication": 3}, "namespaces": {"a": {"prefix": "a", "replication": 2}}}
-        )
-    thin = ClusterSettings.from_mapping(
-        {
-            "nodes": {"tier": "disk:/tmp/x"},
-            "cluster": {"replication": 3},
-            "namespaces": {"a": {"prefix": "a", "replication": 1, "durability": "disk"}},
-        }
-    )
-    assert thin.namespaces.policy_of("a1").replication == 1
     ok = ClusterSettings.from_mapping(
         {
             "nodes": {"tier": "s3://bucket/p"},

@@ -264,7 +264,6 @@
     if (p.on_full != null) words.push("on_full " + p.on_full);
     if (p.never_evict) words.push("never evicted");
     else if (p.evict_order) words.push("evict order " + p.evict_order);
-    if (p.replication != null) words.push("rf " + p.replication);
     if (p.write_quorum != null) words.push("w " + p.write_quorum);
     return words.join(", ") || "–";
   }
