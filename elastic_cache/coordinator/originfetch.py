@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from urllib.parse import urljoin, urlsplit
 
 from elastic_cache.config import OriginSettings
@@ -23,6 +23,7 @@ from elastic_cache.httpcache.keys import cache_key, check_path
 from elastic_cache.httpcache.policy import (
     FreshnessRules,
     OriginResponse,
+    cookies,
     end_to_end,
     judge,
     refreshed,
@@ -135,9 +136,11 @@ class OriginFetches(CachedAnswers):
                 # this request carried credentials stays as it was, for the others.
                 await self.invalidate(key, head.request_time)
             self.counts.revalidated += 1
-            return self._from_record(verdict.record, request, "REVALIDATED"), Outcome(
-                verdict.record if verdict.store else None
-            )
+            reply = self._from_record(verdict.record, request, "REVALIDATED")
+            given = cookies(head)
+            if given:  # for this client only (the answer was not stored: judged with them)
+                reply = replace(reply, headers=[*reply.headers, *given], lines=None)
+            return reply, Outcome(verdict.record if verdict.store else None)
         stored = found.record
         if head.status >= 500 and stored is not None and self._may_stand_in(stored, self.clock()):
             if fetched.stream is not None:

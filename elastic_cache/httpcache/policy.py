@@ -28,6 +28,7 @@ __all__ = [
     "OriginResponse",
     "Verdict",
     "accepts_coding",
+    "cookies",
     "end_to_end",
     "judge",
     "normalise_accept_encoding",
@@ -53,6 +54,8 @@ HOP_BY_HOP = frozenset(
         "upgrade",
     }
 )
+_COOKIES = frozenset({"set-cookie", "set-cookie2"})
+
 # Never kept with a stored answer: per-client (Set-Cookie), recomputed (Content-Length,
 # Age) or ours (X-Cache).
 _NOT_STORED = HOP_BY_HOP | {
@@ -434,6 +437,12 @@ def not_modified_headers(stored: StoredResponse) -> list[tuple[str, str]]:
     return [(k, v) for k, v in stored.headers if k.lower() in _NOT_MODIFIED_FIELDS]
 
 
+def cookies(response: OriginResponse) -> tuple[tuple[str, str], ...]:
+    """The origin's ``Set-Cookie`` (and ``Set-Cookie2``) lines: for the client that
+    asked only, never stored."""
+    return tuple((k, v) for k, v in response.headers if k.lower() in _COOKIES)
+
+
 def refreshed(
     stored: StoredResponse,
     response: OriginResponse,
@@ -456,7 +465,9 @@ def refreshed(
     merged += tuple((k, v) for k, v in update if k.lower() in replaced)
     again = OriginResponse(
         status=stored.status,
-        headers=merged + tuple(("Age", v) for v in response.values("age")),
+        # A cookie in the 304 makes the merged answer one client's, as in a 200: judged
+        # with it (the record never keeps it; the caller gives it to the asker).
+        headers=merged + tuple(("Age", v) for v in response.values("age")) + cookies(response),
         request_time=response.request_time,
         response_time=response.response_time,
     )

@@ -409,6 +409,35 @@ async def test_expired_answer_is_revalidated_with_its_validators(
     assert case_origin.calls["r"] == 2
 
 
+async def test_a_304_with_a_cookie_gives_it_to_its_asker_and_drops_the_stored_answer(
+    cache: CoordinatorHarness, case_origin: CaseOrigin, clock: Clock
+) -> None:
+    """RFC 9111 §4.3.4: the 304's headers update the stored answer; one that sets a
+    cookie makes it one client's (as a 200 would): that client gets its cookie, and no
+    other client is answered from the stored answer again (review: the cookie was
+    dropped and the answer kept)."""
+
+    async def tagged(request: web.Request) -> web.Response:
+        if request.headers.get("If-None-Match") == '"1"':
+            headers = {"Cache-Control": "max-age=100", "Set-Cookie": "session=alice"}
+            return web.Response(status=304, headers=headers)
+        return web.Response(text="shared", headers={"Cache-Control": "max-age=5", "ETag": '"1"'})
+
+    case_origin.route("c", tagged)
+    await get(cache, "web/c")
+    clock.advance(6)
+    s, body, h, _ = await get(cache, "web/c")
+    assert (s, body, h["X-Cache"], h.getall("Set-Cookie")) == (
+        200,
+        b"shared",
+        "REVALIDATED",
+        ["session=alice"],
+    )
+    s, body, h, _ = await get(cache, "web/c")
+    assert (s, body, h["X-Cache"], "Set-Cookie" in h) == (200, b"shared", "MISS", False)
+    assert case_origin.calls["c"] == 3
+
+
 # -- statuses ------------------------------------------------------------------------------
 
 
