@@ -221,11 +221,25 @@ class CoordinatorHotRoutes:
 
     # -- read-through ----------------------------------------------------------------------
 
-    def svc(self, request: HotRequest) -> Any:
+    def relayed(self, request: HotRequest) -> None:
+        """aiohttp answered ``request`` (here, or the coordinator's for a worker). After
+        an unsafe read-through request, this process's kept answer of the URL goes at
+        once: the client's next request reads the cache the request changed."""
+        if (
+            request.method not in ("GET", "HEAD")
+            and request.target.startswith(_SVC)
+            and request.target.isascii()
+        ):
+            client = self._client_request(request)
+            if client is not None:
+                self.readthrough.forget_here(client)
+
+    def _client_request(self, request: HotRequest) -> ClientRequest | None:
+        """The read-through request (None: a path too short, which aiohttp refuses)."""
         target, _, query = request.target.decode("ascii").partition("?")
         parts = target.split("/", 4)
         if len(parts) < 5:
-            return None  # the aiohttp route answers the bad path
+            return None
         headers = [
             # The blanks after a value are not part of it (RFC 9112 §5.1), as aiohttp
             # strips them: the origin gets the same bytes whichever layer took it.
@@ -236,9 +250,14 @@ class CoordinatorHotRoutes:
             # The cluster token (the server checked it) is this cache's credential,
             # never the origin's.
             headers = [(k, v) for k, v in headers if k.lower() != "authorization"]
-        client = ClientRequest(
+        return ClientRequest(
             request.method, unquote(parts[3]), parts[4], query, headers, remote=request.remote
         )
+
+    def svc(self, request: HotRequest) -> Any:
+        client = self._client_request(request)
+        if client is None:
+            return None  # the aiohttp route answers the bad path
         try:
             reply = self.readthrough.answer_now(client)
         except ElasticCacheError as err:
@@ -248,9 +267,17 @@ class CoordinatorHotRoutes:
         self.rate_hit()  # the request rate of the threshold formula counts it too
         return self._reply(request, reply)
 
-    async def _svc(self, request: HotRequest, client: ClientRequest) -> bytes | Streamed:
+    async def _svc(self, request: HotRequest, client: ClientRequest) -> bytes | Streamed | None:
+        readthrough = self.readthrough
         try:
-            reply = await self.readthrough.handle(client)
+            if readthrough.fetches:
+                reply = await readthrough.handle(client)
+            else:
+                # A worker: what the origin must answer, the coordinator answers.
+                found = await readthrough.handle_here(client)
+                if found is None:
+                    return None
+                reply = found
         except ElasticCacheError as err:
             return self._error(request, "svc", err)
         return self._reply(request, reply)

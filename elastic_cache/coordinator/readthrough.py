@@ -69,6 +69,11 @@ class ReadThrough(OriginFetches):
         hot: answers kept in this process's memory (None: every lookup asks a node);
             only a process whose `HotAnswers` hears every change of the nodes may pass
             one (the coordinator, through its change feed).
+        fetches: whether this process calls origins. A worker process (`coordinator.
+            workers`) does not: it answers fresh stored answers (`handle_here`) and
+            relays the rest to the coordinator, so every store and every unsafe
+            request's invalidation happen in one process, which refuses to store an
+            answer fetched before an invalidation (RFC 9111 §4.4).
     """
 
     def __init__(
@@ -80,9 +85,11 @@ class ReadThrough(OriginFetches):
         max_value_bytes: int,
         clock: Callable[[], float] = time.time,
         hot: HotAnswers | None = None,
+        fetches: bool = True,
     ) -> None:
         self.origins = {o.name: o for o in origins}
         self.hot = hot
+        self.fetches = fetches
         self.rules = {
             o.name: FreshnessRules(
                 ttl=o.ttl,
@@ -210,6 +217,47 @@ class ReadThrough(OriginFetches):
         hot.hits += 1
         self.counts.hits += 1
         return self._from_record(record, request, "HIT")
+
+    async def handle_here(self, request: ClientRequest) -> Reply | None:
+        """A GET or HEAD answered from a fresh stored answer, without calling the origin
+        (a worker's `handle`); None when the origin would be asked (a miss, a stale or
+        private answer, another method): the coordinator answers it.
+
+        Raises:
+            As `handle`, for a request it refuses.
+        """
+        if request.method not in ("GET", "HEAD"):
+            return None
+        origin = self._checked(request)
+        key = request.key
+        if key is None:
+            key = cache_key(
+                origin.name, request.raw_path, request.raw_query, sort_query=origin.sort_query
+            )
+        stored = (await self._load(key, request)).record
+        if (
+            stored is None
+            or stored.staleness(self.clock()) >= 0
+            or (not stored.shared_ok and self._credentialed(origin, request))
+        ):
+            return None
+        self.counts.hits += 1
+        return self._from_record(stored, request, "HIT")
+
+    def forget_here(self, request: ClientRequest) -> None:
+        """An unsafe request to a URL went through another process (a worker relays
+        them to the coordinator, which invalidates the URL in the cache): this
+        process's kept answer and Vary marker of the URL go at once, so the next
+        request here reads the cache again rather than waiting for the change feed."""
+        origin = self.origins.get(request.origin)
+        if origin is None:
+            return
+        key = cache_key(
+            origin.name, request.raw_path, request.raw_query, sort_query=origin.sort_query
+        )
+        self._markers.pop(key, None)
+        if self.hot is not None:
+            self.hot.changed(key)
 
     async def fetch(
         self, name: str, raw_path: str, raw_query: str = "", headers: Iterable[tuple[str, str]] = ()

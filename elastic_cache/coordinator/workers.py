@@ -477,6 +477,7 @@ async def serve_worker(
         origin_session,
         max_value_bytes=settings.nodes.max_value_bytes,
         hot=hot_answers(settings.coordinator),
+        fetches=False,  # misses, revalidations and unsafe requests: the leader's
     )
     changes.listeners.append(readthrough.heard)
     meter = RequestMeter()

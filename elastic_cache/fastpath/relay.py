@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import httptools
 
-from elastic_cache.fastpath.request import _CLIENT_HEADER_LOW, CLIENT_HEADER, HotRequest
+from elastic_cache.fastpath.request import _CLIENT_HEADER_LOW, CLIENT_HEADER, HotRequest, HotRoutes
 
 if TYPE_CHECKING:
     from collections import deque
@@ -94,6 +94,7 @@ class Relaying:
 
     if TYPE_CHECKING:  # what the mixin uses of `_Connection`
         server: RelayServer
+        routes: HotRoutes
         loop: asyncio.AbstractEventLoop
         transport: asyncio.Transport | None
         remote: str | None
@@ -193,8 +194,10 @@ class Relaying:
         """aiohttp's final answer to the relayed request is through."""
         request = self.relaying
         self.relaying = None
-        if request is not None and self.queue and self.queue[0] is request:
-            self.queue.popleft()
+        if request is not None:
+            self.routes.relayed(request)
+            if self.queue and self.queue[0] is request:
+                self.queue.popleft()
         self.busy = False
         if not keep_alive or (request is not None and not request.keep_alive):
             self.abort()

@@ -150,6 +150,11 @@ class HotRoutes(Protocol):
         """A handler raised ``exc`` (already answered with a JSON 500)."""
         ...
 
+    def relayed(self, request: HotRequest) -> None:
+        """aiohttp's answer to ``request`` went to the client, before the connection's
+        next request is answered."""
+        ...
+
 
 class Later:
     """An answer a callback gives later (a routed GET's fast lane): what a handler returns

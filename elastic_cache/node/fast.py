@@ -85,6 +85,9 @@ class NodeHotRoutes:
         status = exc.status if isinstance(exc, ElasticCacheError) else 500
         self.record("kv", request.method, status, seconds)
 
+    def relayed(self, request: HotRequest) -> None:
+        """Nothing kept here depends on what aiohttp answered."""
+
     def _done(self, request: HotRequest, status: int) -> None:
         self.record("kv", request.method, status, time.perf_counter() - request.started)
 

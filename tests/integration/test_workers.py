@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import http.client
 import json
 import os
 import signal
 import sys
+import threading
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -234,3 +237,134 @@ async def test_every_process_drops_its_hot_answer_when_the_key_changes(tmp_path:
                 assert await fresh("GET", url + "/v1/svc/web/item") == (200, b"v2")
     finally:
         await runner.cleanup()
+
+
+def serving_pid(port: int, client_port: int, pids: list[int]) -> int | None:
+    """Which of ``pids`` holds the server side of the connection from ``client_port``
+    to ``port`` on 127.0.0.1 (read from /proc, as ``ss -p`` does)."""
+    inode = None
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        local, remote = fields[1], fields[2]
+        if int(local.split(":")[1], 16) == port and int(remote.split(":")[1], 16) == client_port:
+            inode = fields[9]
+    if inode is None:
+        return None
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            for fd in Path(f"/proc/{pid}/fd").iterdir():
+                with contextlib.suppress(OSError):
+                    if os.readlink(fd) == f"socket:[{inode}]":
+                        return pid
+    return None
+
+
+def connect_to(url: str, pid: int, pids: list[int]) -> http.client.HTTPConnection:
+    """A keep-alive connection that the process ``pid`` answers (the kernel spreads new
+    connections over the processes: open them until one lands there)."""
+    port = int(url.rsplit(":", 1)[1])
+    for _ in range(200):
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        conn.connect()
+        client_port = conn.sock.getsockname()[1]
+        for _ in range(50):
+            found = serving_pid(port, client_port, pids)
+            if found is not None:
+                break
+            time.sleep(0.01)
+        if found == pid:
+            return conn
+        conn.close()
+    raise AssertionError(f"no connection reached process {pid}")
+
+
+def ask(conn: http.client.HTTPConnection, method: str, path: str) -> tuple[int, str, bytes]:
+    conn.request(method, path, body=b"x" if method == "POST" else None)
+    resp = conn.getresponse()
+    return resp.status, resp.getheader("X-Cache") or "", resp.read()
+
+
+@contextlib.asynccontextmanager
+async def changing_origin(delays: dict[str, float]) -> AsyncIterator[tuple[int, dict[str, int]]]:
+    """An origin whose ``/r/{name}`` answers its version (``v1``, and ``v2`` after a
+    POST to it), fresh for 600 s; a GET of a name in ``delays`` waits that long first
+    (once). Yields its port and the versions."""
+    versions: dict[str, int] = {}
+
+    async def get(request: web.Request) -> web.Response:
+        name = request.match_info["name"]
+        body = f"v{versions.get(name, 1)}"
+        await asyncio.sleep(delays.pop(name, 0.0))
+        return web.Response(text=body, headers={"Cache-Control": "max-age=600"})
+
+    async def post(request: web.Request) -> web.Response:
+        name = request.match_info["name"]
+        versions[name] = versions.get(name, 1) + 1
+        return web.Response(text="changed")
+
+    app = web.Application()
+    app.router.add_get("/r/{name}", get)
+    app.router.add_post("/r/{name}", post)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    try:
+        yield site._server.sockets[0].getsockname()[1], versions  # type: ignore[union-attr]
+    finally:
+        await runner.cleanup()
+
+
+async def test_an_unsafe_request_invalidates_for_every_process_at_once(tmp_path: Path) -> None:
+    """RFC 9111 §4.4 with two processes (review: a worker served its kept answer right
+    after a POST on the same connection, 16 times in 20; and stored, for the answer's
+    whole lifetime, an answer it had fetched before a POST through the coordinator).
+    A worker answers fresh stored answers only; what needs the origin, and unsafe
+    requests, the coordinator answers, and the worker drops its kept answer of a URL
+    once an unsafe request to it has been answered."""
+    delays: dict[str, float] = {}
+    async with changing_origin(delays) as (port, _):
+        more = f'[origins.web]\nurl = "http://127.0.0.1:{port}/r"\n'
+        async with running_cluster(tmp_path, more) as (url, proc):
+            worker = await worker_pid(url)
+            pids = [proc.pid, worker]
+
+            def read_your_writes() -> list[tuple[str, bytes]]:
+                conn = connect_to(url, worker, pids)
+                seen = []
+                for i in range(10):
+                    path = f"/v1/svc/web/ryw{i}"
+                    assert ask(conn, "GET", path)[2] == b"v1"
+                    assert ask(conn, "GET", path) == (200, "HIT", b"v1")
+                    assert ask(conn, "POST", path)[0] == 200
+                    status, cache, body = ask(conn, "GET", path)
+                    seen.append((cache, body))
+                conn.close()
+                return seen
+
+            assert await asyncio.to_thread(read_your_writes) == [("MISS", b"v2")] * 10
+
+            def fetched_before_a_post() -> list[tuple[bytes, bytes, bytes]]:
+                out = []
+                for i in range(3):
+                    path = f"/v1/svc/web/race{i}"
+                    delays[f"race{i}"] = 1.0
+                    on_worker = connect_to(url, worker, pids)
+                    on_leader = connect_to(url, proc.pid, pids)
+                    got: list[bytes] = []
+                    reader = threading.Thread(
+                        target=lambda: got.append(ask(on_worker, "GET", path)[2])
+                    )
+                    reader.start()
+                    time.sleep(0.3)  # its GET is at the origin, slow
+                    assert ask(on_leader, "POST", path)[0] == 200
+                    reader.join()
+                    time.sleep(0.3)
+                    later = ask(on_leader, "GET", path)[2], ask(on_worker, "GET", path)[2]
+                    out.append((got[0], *later))
+                    on_worker.close()
+                    on_leader.close()
+                return out
+
+            # The answer fetched before the POST is given to its asker, never stored.
+            assert await asyncio.to_thread(fetched_before_a_post) == [(b"v1", b"v2", b"v2")] * 3
