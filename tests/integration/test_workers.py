@@ -337,7 +337,7 @@ async def test_an_unsafe_request_invalidates_for_every_process_at_once(tmp_path:
                     assert ask(conn, "GET", path)[2] == b"v1"
                     assert ask(conn, "GET", path) == (200, "HIT", b"v1")
                     assert ask(conn, "POST", path)[0] == 200
-                    status, cache, body = ask(conn, "GET", path)
+                    _, cache, body = ask(conn, "GET", path)
                     seen.append((cache, body))
                 conn.close()
                 return seen
@@ -353,7 +353,7 @@ async def test_an_unsafe_request_invalidates_for_every_process_at_once(tmp_path:
                     on_leader = connect_to(url, proc.pid, pids)
                     got: list[bytes] = []
                     reader = threading.Thread(
-                        target=lambda: got.append(ask(on_worker, "GET", path)[2])
+                        target=lambda c=on_worker, p=path, out=got: out.append(ask(c, "GET", p)[2])
                     )
                     reader.start()
                     time.sleep(0.3)  # its GET is at the origin, slow
