@@ -139,6 +139,14 @@ class LeaderControl:
         for node, count in report.get("bytes", {}).items():
             if node in nodes:  # the traffic between zones is metered by the leader
                 coord.cross_zone.exchanged(nodes[node].handle.zone, int(count))
+        # The worker's read-through hits count in the cluster's figures (hit rate,
+        # /metrics), as if the leader had answered them.
+        rt = coord.readthrough
+        answered = report.get("read_through", {})
+        for name in _READ_THROUGH_COUNTS:
+            setattr(rt.counts, name, getattr(rt.counts, name) + max(0, int(answered.get(name, 0))))
+        if rt.hot is not None:
+            rt.hot.hits += max(0, int(answered.get("hot_hits", 0)))
         index = int(report.get("worker", 0))
         self.workers[index] = {
             "worker": index,
@@ -500,7 +508,7 @@ async def serve_worker(
         sys.stdout.write(json.dumps(line) + "\n")
         sys.stdout.flush()
         reporter = asyncio.create_task(
-            _follow_and_report(view, rate, meter, control_session, index)
+            _follow_and_report(view, rate, meter, control_session, index, readthrough)
         )
         await wait_for_stop(watch_stdin=True)
     finally:
@@ -515,18 +523,34 @@ async def serve_worker(
         await control_session.close()
 
 
+#: The read-through counts a worker reports (it answers hits only: the rest are the
+#: leader's own).
+_READ_THROUGH_COUNTS = ("hits", "not_modified")
+
+
+def _read_through_counts(readthrough: ReadThrough) -> dict[str, int]:
+    counts = {name: int(getattr(readthrough.counts, name)) for name in _READ_THROUGH_COUNTS}
+    counts["hot_hits"] = readthrough.hot.hits if readthrough.hot is not None else 0
+    return counts
+
+
 async def _follow_and_report(
     view: WorkerView,
     rate: _CountingMeter,
     meter: RequestMeter,
     control: aiohttp.ClientSession,
     index: int,
+    readthrough: ReadThrough,
 ) -> None:
+    reported = _read_through_counts(readthrough)
     while True:
         await asyncio.sleep(FOLLOW_PERIOD)
         try:
             await view.follow()
             report = view.report(index, rate, meter.total())
+            now = _read_through_counts(readthrough)
+            report["read_through"] = {k: now[k] - reported[k] for k in now}
+            reported = now
             async with control.post("http://leader/follow", json=report) as resp:
                 await resp.read()
         except (aiohttp.ClientError, OSError, ConfigError) as exc:

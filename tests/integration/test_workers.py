@@ -229,6 +229,13 @@ async def test_every_process_drops_its_hot_answer_when_the_key_changes(tmp_path:
         async with running_cluster(tmp_path, more) as (url, _):
             for _ in range(40):  # both processes read it and keep it
                 assert await fresh("GET", url + "/v1/svc/web/item") == (200, b"v1")
+
+            async def every_hit_counted() -> bool:
+                # The worker's hits reach the cluster's figures with its next report.
+                counts = (await cluster_view(url))["read_through"]
+                return (counts["hits"], counts["misses"]) == (39, 1)
+
+            await eventually(every_hit_counted, 10)
             version[0] = 2
             key = quote(cache_key("web", "item", ""), safe="")
             assert (await fresh("DELETE", f"{url}/v1/kv/{key}"))[0] == 204
