@@ -147,6 +147,10 @@ class LeaderControl:
             setattr(rt.counts, name, getattr(rt.counts, name) + max(0, int(answered.get(name, 0))))
         if rt.hot is not None:
             rt.hot.hits += max(0, int(answered.get("hot_hits", 0)))
+        with contextlib.suppress(ValueError, TypeError, KeyError, AttributeError):
+            # /metrics' request counts and latencies (not the dashboard's rate, which
+            # adds the workers' ``answered``).
+            coord.metrics.worker_requests.absorb(report.get("meter", {}))
         index = int(report.get("worker", 0))
         self.workers[index] = {
             "worker": index,
@@ -543,6 +547,7 @@ async def _follow_and_report(
     readthrough: ReadThrough,
 ) -> None:
     reported = _read_through_counts(readthrough)
+    metered = meter.export()
     while True:
         await asyncio.sleep(FOLLOW_PERIOD)
         try:
@@ -550,8 +555,12 @@ async def _follow_and_report(
             report = view.report(index, rate, meter.total())
             now = _read_through_counts(readthrough)
             report["read_through"] = {k: now[k] - reported[k] for k in now}
-            reported = now
+            counted = meter.export()
+            report["meter"] = RequestMeter.added_since(counted, metered)
             async with control.post("http://leader/follow", json=report) as resp:
                 await resp.read()
         except (aiohttp.ClientError, OSError, ConfigError) as exc:
             log.warning("worker %d: the leader did not answer: %r", index, exc)
+        else:
+            # Taken: the next report counts from here.
+            reported, metered = now, counted

@@ -139,8 +139,10 @@ class CoordinatorMetrics:
         self._moves = moves
         self._state: object | None = None
         self.requests = RequestMeter()
+        #: What the worker processes answered, as they report it (`workers.LeaderControl`).
+        self.worker_requests = RequestMeter()
         self.registry = registry = CollectorRegistry(auto_describe=False)
-        registry.register(MeterCollector(self.requests))
+        registry.register(MeterCollector(self.requests, self.worker_requests))
         self.launches = Counter(
             "ecache_launches_total",
             "Node launches, by outcome (ok, failed).",

@@ -14,6 +14,7 @@ from __future__ import annotations
 import bisect
 import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator
+from typing import Any
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry
@@ -107,6 +108,63 @@ class RequestMeter:
         series = self._series.get((route, method))
         return 0 if series is None else series.statuses.get(status, 0)
 
+    def export(self) -> dict[str, Any]:
+        """Everything counted so far, as JSON (a worker's report; `added_since`)."""
+        return {
+            f"{route} {method}": {
+                "statuses": {str(k): v for k, v in series.statuses.items()},
+                "buckets": list(series.buckets),
+                "sum": series.sum,
+            }
+            for (route, method), series in self._series.items()
+        }
+
+    @staticmethod
+    def added_since(now: dict[str, Any], before: dict[str, Any]) -> dict[str, Any]:
+        """What `export` ``now`` counted past ``before`` (an earlier export of the same
+        meter), in the same form."""
+        added: dict[str, Any] = {}
+        for name, series in now.items():
+            old = before.get(name)
+            if old is None:
+                added[name] = series
+                continue
+            statuses = {
+                k: n - old["statuses"].get(k, 0)
+                for k, n in series["statuses"].items()
+                if n != old["statuses"].get(k, 0)
+            }
+            if statuses:
+                pairs = zip(series["buckets"], old["buckets"], strict=True)
+                added[name] = {
+                    "statuses": statuses,
+                    "buckets": [a - b for a, b in pairs],
+                    "sum": series["sum"] - old["sum"],
+                }
+        return added
+
+    def absorb(self, added: dict[str, Any]) -> None:
+        """Count what another process's meter counted (`added_since`), as if answered
+        here. Entries of another shape are ignored.
+
+        Raises:
+            ValueError, TypeError, KeyError: ``added`` is not what `added_since` gives.
+        """
+        n = len(self._bounds) + 1
+        for name, counted in added.items():
+            route, _, method = name.partition(" ")
+            buckets = [int(b) for b in counted["buckets"]]
+            if len(buckets) != n:
+                continue
+            series = self._series.get((route, method))
+            if series is None:
+                series = self._series[(route, method)] = _RouteSeries(len(self._bounds))
+            for status, count in counted["statuses"].items():
+                code = int(status)
+                series.statuses[code] = series.statuses.get(code, 0) + int(count)
+            series.buckets = [a + b for a, b in zip(series.buckets, buckets, strict=True)]
+            series.sum += float(counted["sum"])
+
     def families(self) -> Iterator[Metric]:
         """``ecache_http_requests_total`` and ``ecache_http_request_duration_seconds``."""
         counts = CounterMetricFamily(
@@ -185,10 +243,19 @@ def metrics_response(registry: CollectorRegistry) -> web.Response:
 
 
 class MeterCollector:
-    """A `RequestMeter`'s families, for a `CollectorRegistry`."""
+    """A `RequestMeter`'s families, for a `CollectorRegistry`; with ``others``, the
+    sums of it and them (a coordinator's and its workers' answers: one series per
+    label set)."""
 
-    def __init__(self, meter: RequestMeter) -> None:
+    def __init__(self, meter: RequestMeter, *others: RequestMeter) -> None:
         self.meter = meter
+        self.others = others
 
     def collect(self) -> Iterator[Metric]:
-        yield from self.meter.families()
+        if not self.others:
+            yield from self.meter.families()
+            return
+        total = RequestMeter(tuple(self.meter._bounds))
+        for meter in (self.meter, *self.others):
+            total.absorb(meter.export())
+        yield from total.families()

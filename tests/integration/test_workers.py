@@ -144,6 +144,15 @@ async def test_two_processes_answer_one_port_and_agree(
     # The coordinator hears of the worker's requests (the scaler's rates).
     assert (await cluster_view(url))["request_rate"] > 0
 
+    # /metrics counts every process's answers (the workers' as they report them).
+    async def metrics_count_all() -> bool:
+        text = (await fresh("GET", url + "/metrics"))[1].decode()
+        puts = 'ecache_http_requests_total{method="PUT",route="kv",status="204"} 60.0'
+        gets = 'ecache_http_requests_total{method="GET",route="kv",status="200"} 60.0'
+        return puts in text and gets in text
+
+    await eventually(metrics_count_all, 10)
+
 
 async def test_a_killed_worker_leaves_the_port_to_the_others_and_a_stop_ends_all(
     cluster: tuple[str, asyncio.subprocess.Process],

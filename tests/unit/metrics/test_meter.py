@@ -11,7 +11,7 @@ from aiohttp.test_utils import make_mocked_request
 from prometheus_client import CollectorRegistry
 
 from elastic_cache.errors import KeyNotFound
-from elastic_cache.metrics.meter import RequestMeter, metered
+from elastic_cache.metrics.meter import MeterCollector, RequestMeter, metered
 from tests.unit.metrics.helpers import samples
 
 
@@ -83,3 +83,33 @@ async def test_metered_records_answers_and_errors() -> None:
         assert json.loads(answer.body)["error"] == code  # type: ignore[attr-defined]
     assert [meter.count("r", "PUT", s) for s in (201, 404, 405, 500)] == [1, 1, 1, 1]
     assert metered(ok, "r", meter).__name__ == "ok"
+
+
+def test_another_processes_counts_add_up_once() -> None:
+    """A worker reports what its meter counted since its last report; the coordinator's
+    /metrics shows its own and the workers' answers as one series per label set."""
+    worker, own, reported = RequestMeter(), RequestMeter(), RequestMeter()
+    worker.record("kv", "GET", 200, 0.001)
+    before = worker.export()
+    worker.record("kv", "GET", 200, 0.002)
+    worker.record("kv", "GET", 404, 0.5)
+    worker.record("svc", "GET", 200, 0.003)
+    added = RequestMeter.added_since(worker.export(), before)
+    assert set(added) == {"kv GET", "svc GET"}
+    assert added["kv GET"]["statuses"] == {"200": 1, "404": 1}
+    assert RequestMeter.added_since(worker.export(), worker.export()) == {}
+    reported.absorb(RequestMeter.added_since(before, {}))
+    reported.absorb(added)
+    own.record("kv", "GET", 200, 0.001)
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(MeterCollector(own, reported))
+    got = samples(registry)
+    kv = (("method", "GET"), ("route", "kv"))
+    assert got[("ecache_http_requests_total", (*kv, ("status", "200")))] == 3
+    assert got[("ecache_http_requests_total", (*kv, ("status", "404")))] == 1
+    assert got[("ecache_http_request_duration_seconds_count", kv)] == 4
+    assert own.count("kv", "GET", 200) == 1  # the coordinator's own figures unchanged
+    with pytest.raises((ValueError, TypeError, KeyError)):
+        reported.absorb({"kv GET": {"statuses": {"x": 1}, "buckets": added["kv GET"]["buckets"]}})
+    reported.absorb({"kv GET": {"statuses": {}, "buckets": [1], "sum": 0}})  # another shape
+    assert reported.count("kv", "GET", 200) == 2
