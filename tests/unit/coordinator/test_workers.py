@@ -14,10 +14,12 @@ from elastic_cache.cli import build_parser
 from elastic_cache.cli.options import cluster_settings
 from elastic_cache.config import ClusterSettings
 from elastic_cache.config.coordinator import MAX_WORKERS, ProvisionerKind, auto_workers
+from elastic_cache.coordinator.cachedanswers import Counters
 from elastic_cache.coordinator.crosszone import CrossZoneMeter
 from elastic_cache.coordinator.scaler import RateMeter
 from elastic_cache.coordinator.workers import LeaderControl, WorkerView, _CountingMeter
 from elastic_cache.errors import ConfigError
+from elastic_cache.metrics.meter import RequestMeter
 
 
 class FakeScaler:
@@ -47,6 +49,8 @@ def leader() -> tuple[LeaderControl, Any]:
         cluster=SimpleNamespace(nodes=nodes),
         scaler=FakeScaler(),
         cross_zone=CrossZoneMeter(home_zone="us-east-1a", clock=lambda: 0.0),
+        readthrough=SimpleNamespace(counts=Counters(), hot=SimpleNamespace(hits=1)),
+        metrics=SimpleNamespace(worker_requests=RequestMeter()),
     )
     return LeaderControl(coord), coord
 
@@ -73,6 +77,24 @@ def test_a_report_feeds_the_rates_and_the_scaler() -> None:
     assert coord.scaler.writes == [("a", 10, 100, 3072)]  # nodes no longer members: ignored
     assert coord.scaler.helped == ["b"]
     assert control.workers[1]["pid"] == 42 and control.workers[1]["answered"] == 70
+
+
+def test_a_report_adds_the_workers_read_through_hits_and_answers() -> None:
+    control, coord = leader()
+    meter = RequestMeter()
+    meter.record("svc", "GET", 200, 0.001)
+    report = {
+        "worker": 1,
+        "read_through": {"hits": 4, "not_modified": 1, "hot_hits": 3, "misses": 9},
+        "meter": RequestMeter.added_since(meter.export(), {}),
+    }
+    control.apply(report)
+    control.apply({**report, "meter": {"svc GET": "not a series"}})  # ignored
+    counts = coord.readthrough.counts
+    # A worker answers hits only: anything else it names is not taken.
+    assert (counts.hits, counts.not_modified, counts.misses) == (8, 2, 0)
+    assert coord.readthrough.hot.hits == 7
+    assert coord.metrics.worker_requests.count("svc", "GET", 200) == 1
 
 
 async def test_a_worker_reports_each_count_once_and_the_last_fill() -> None:
