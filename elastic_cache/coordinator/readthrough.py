@@ -42,7 +42,7 @@ from elastic_cache.coordinator.origin_client import OriginCall
 from elastic_cache.coordinator.originfetch import OriginFetches, Outcome
 from elastic_cache.coordinator.router import Router
 from elastic_cache.errors import MethodNotAllowed, UnknownOrigin, UriTooLong
-from elastic_cache.httpcache.keys import KEY_PREFIX, cache_key, check_path, variant_key
+from elastic_cache.httpcache.keys import cache_key, check_path, variant_key
 from elastic_cache.httpcache.policy import FreshnessRules, select_variant
 from elastic_cache.httpcache.record import VaryMarker
 from elastic_cache.httpio import MAX_URL_BYTES
@@ -115,16 +115,18 @@ class ReadThrough(OriginFetches):
     def heard(self, key: str | None) -> None:
         """A change feed's news: ``key`` changed on some node (None: anything may have).
         Its hot answer goes, and so does its Vary marker, which another process may
-        have replaced or invalidated (the next lookup reads it from the node)."""
+        have replaced or invalidated (the next lookup reads it from the node).
+
+        Not a reason to refuse a store: the process that stores (the coordinator's;
+        workers relay what needs the origin) makes every invalidation itself and
+        refuses from the unsafe request's start (`invalidate`). The feed's news of
+        this process's own writes, which it also hears, refused the stores of answers
+        asked for in the milliseconds the news took (review: a concurrent request for
+        another variant passed instead of being stored)."""
         if key is None:
             self._markers.clear()
         else:
             self._markers.pop(key, None)
-            if key.startswith(KEY_PREFIX):
-                # Another process changed it (an unsafe request's invalidation through
-                # the coordinator, say): an answer this one fetched before is not
-                # stored after it (as `invalidate` refuses, here in every process).
-                self._refuse_before(key, self.clock())
         if self.hot is not None:
             self.hot.heard(key)
 
