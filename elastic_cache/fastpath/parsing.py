@@ -48,8 +48,13 @@ def aiohttp_limits() -> dict[str, int]:
     """The ``handler_args`` of the aiohttp application behind this layer: a request it
     relays or hands over is read with the same limits, so one this layer took is never
     refused with aiohttp's plain-text 400 (a header over aiohttp's default 8,190
-    bytes, such as a long ``Last-Event-ID``)."""
-    return {"max_line_size": MAX_TARGET, "max_field_size": MAX_HEADERS}
+    bytes, such as a long ``Last-Event-ID``; 128 header lines, to which a relay adds
+    ``X-Ecache-Client``)."""
+    return {
+        "max_line_size": MAX_TARGET,
+        "max_field_size": MAX_HEADERS,
+        "max_headers": MAX_HEADER_COUNT + 1,
+    }
 
 
 class RequestParsing:

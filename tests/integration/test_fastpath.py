@@ -587,3 +587,18 @@ async def test_a_malformed_chunk_after_a_relayed_request_gets_a_400(node: Node) 
     assert await closed(reader, timeout=0.5)  # at once, not after a timeout
     writer.close()
     assert node.service.store.peek("s") is None
+
+
+async def test_a_relayed_request_with_the_most_header_lines_is_answered(node: Node) -> None:
+    """128 header lines are allowed; the relay adds ``X-Ecache-Client``, which made a
+    relayed request one line past aiohttp's limit: a plain-text 400 (review)."""
+    reader, writer = await node.connect()
+    lines = "".join(f"X-H{i}: v\r\n" for i in range(127))  # and Host: 128
+    writer.write(get("a") + f"GET /v1/stats HTTP/1.1\r\nHost: x\r\n{lines}\r\n".encode())
+    replies = await Replies(reader).read(2)
+    assert [r.status for r in replies] == [404, 200]
+    assert json.loads(replies[1].body)["node"] == "n1"
+    writer.write(f"GET /v1/stats HTTP/1.1\r\nHost: x\r\n{lines}X-Over: 1\r\n\r\n".encode())
+    (over,) = await Replies(reader).read(1)
+    assert over.status == 400 and json.loads(over.body)["error"] == "bad_request"
+    writer.close()
