@@ -18,6 +18,7 @@ from yarl import URL
 
 from elastic_cache.config import OriginSettings
 from elastic_cache.errors import UpstreamError, UpstreamTimeout, UpstreamTooLarge
+from elastic_cache.fastpath import CLIENT_HEADER
 from elastic_cache.httpcache.policy import HOP_BY_HOP, OriginResponse, normalise_accept_encoding
 
 __all__ = ["Fetched", "OriginCall", "OriginStream", "forwarded_headers"]
@@ -35,6 +36,8 @@ _OWN = HOP_BY_HOP | {
     "via",
     "x-forwarded-for",
     "expect",
+    # The lean layer's relay names the client in it (X-Forwarded-For carries it on).
+    CLIENT_HEADER.lower(),
 }
 _CHUNK = 64 * 1024
 

@@ -609,6 +609,21 @@ async def test_the_client_address_cannot_be_forged_through_the_lean_layer(
     method, seen = case_origin.seen[-1]
     assert method == "POST"
     assert seen["X-Forwarded-For"] == "127.0.0.1"
+    # An origin that takes every header still never gets the relay's own (review: a
+    # worker's relayed miss named its client in it), nor a client's.
+    for hot in (True, False):
+        if hot:
+            await get(cache, "open/who", X_Ecache_Client="6.6.6.6")
+        else:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(
+                b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\nPOST /v1/svc/open/who HTTP/1.1\r\n"
+                b"Host: x\r\nX-Ecache-Client: 6.6.6.6\r\nContent-Length: 2\r\n\r\nhi"
+            )
+            await Replies(reader).read(2)
+            writer.close()
+        _, seen = case_origin.seen[-1]
+        assert "X-Ecache-Client" not in seen and seen["X-Forwarded-For"] == "127.0.0.1", hot
 
 
 async def test_credentialed_requests_bypass_the_cache_unless_public(
