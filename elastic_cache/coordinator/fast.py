@@ -221,18 +221,21 @@ class CoordinatorHotRoutes:
 
     # -- read-through ----------------------------------------------------------------------
 
-    def relayed(self, request: HotRequest) -> None:
+    def relayed(self, request: HotRequest, status: int, named: list[bytes]) -> None:
         """aiohttp answered ``request`` (here, or the coordinator's for a worker). After
-        an unsafe read-through request, this process's kept answer of the URL goes at
-        once: the client's next request reads the cache the request changed."""
+        an unsafe read-through request that succeeded, this process's kept answers of
+        its URL and of the URLs its answer names (``Location``, ``Content-Location``:
+        ``named``) go at once: the client's next request reads the cache the request
+        changed (RFC 9111 §4.4)."""
         if (
             request.method not in ("GET", "HEAD")
+            and 200 <= status < 400
             and request.target.startswith(_SVC)
             and request.target.isascii()
         ):
             client = self._client_request(request)
             if client is not None:
-                self.readthrough.forget_here(client)
+                self.readthrough.forget_here(client, [v.decode("latin-1") for v in named])
 
     def _client_request(self, request: HotRequest) -> ClientRequest | None:
         """The read-through request (None: a path too short, which aiohttp refuses)."""

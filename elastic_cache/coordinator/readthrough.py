@@ -246,20 +246,30 @@ class ReadThrough(OriginFetches):
         self.counts.hits += 1
         return self._from_record(stored, request, "HIT")
 
-    def forget_here(self, request: ClientRequest) -> None:
+    def forget_here(self, request: ClientRequest, named: Iterable[str] = ()) -> None:
         """An unsafe request to a URL went through another process (a worker relays
-        them to the coordinator, which invalidates the URL in the cache): this
-        process's kept answer and Vary marker of the URL go at once, so the next
-        request here reads the cache again rather than waiting for the change feed."""
+        them to the coordinator, which invalidates them in the cache): this process's
+        kept answers and Vary markers of the URL and of the URLs its answer named
+        (``named``: its ``Location`` and ``Content-Location`` values) go at once, so
+        the next request here reads the cache again rather than waiting for the change
+        feed."""
         origin = self.origins.get(request.origin)
         if origin is None:
             return
-        key = cache_key(
-            origin.name, request.raw_path, request.raw_query, sort_query=origin.sort_query
-        )
-        self._markers.pop(key, None)
-        if self.hot is not None:
-            self.hot.changed(key)
+        keys = {
+            cache_key(
+                origin.name, request.raw_path, request.raw_query, sort_query=origin.sort_query
+            )
+        }
+        url = str(OriginCall.url(origin, request.raw_path, request.raw_query))
+        for value in named:
+            other = self._key_of(origin, url, value)
+            if other is not None:
+                keys.add(other)
+        for key in keys:
+            self._markers.pop(key, None)
+            if self.hot is not None:
+                self.hot.changed(key)
 
     async def fetch(
         self, name: str, raw_path: str, raw_query: str = "", headers: Iterable[tuple[str, str]] = ()

@@ -45,6 +45,9 @@ class _Relay(asyncio.Protocol):
         self.parser = httptools.HttpResponseParser(self)
         self.head = False
         self.final = False
+        self.status = 0
+        #: The answer's ``Location`` and ``Content-Location`` values (`HotRoutes.relayed`).
+        self.named: list[bytes] = []
         self.lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -60,12 +63,19 @@ class _Relay(asyncio.Protocol):
             log.warning("malformed answer from the application; closing the connection")
             conn.abort()
 
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if len(name) in (8, 16) and name.lower() in (b"location", b"content-location"):
+            self.named.append(value)
+
     def on_headers_complete(self) -> None:
         status = self.parser.get_status_code()
         if status >= 200:
             self.final = True
+            self.status = status
             if self.head:
                 self._done()
+        else:
+            self.named = []  # an interim answer's
 
     def on_message_complete(self) -> None:
         if self.final and not self.head:
@@ -75,7 +85,8 @@ class _Relay(asyncio.Protocol):
         keep = self.parser.should_keep_alive()
         self.parser = httptools.HttpResponseParser(self)
         self.final = False
-        self.conn.relayed(keep)
+        named, self.named = self.named, []
+        self.conn.relayed(keep, self.status, named)
 
     def pause_writing(self) -> None:
         self.conn.pause_body()
@@ -190,12 +201,13 @@ class Relaying:
     def resume_body(self) -> None:
         self._resume()
 
-    def relayed(self, keep_alive: bool) -> None:
-        """aiohttp's final answer to the relayed request is through."""
+    def relayed(self, keep_alive: bool, status: int, named: list[bytes]) -> None:
+        """aiohttp's final answer to the relayed request is through: ``status``, and
+        the values of its ``Location`` and ``Content-Location`` (``named``)."""
         request = self.relaying
         self.relaying = None
         if request is not None:
-            self.routes.relayed(request)
+            self.routes.relayed(request, status, named)
             if self.queue and self.queue[0] is request:
                 self.queue.popleft()
         self.busy = False

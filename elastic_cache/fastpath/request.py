@@ -150,9 +150,10 @@ class HotRoutes(Protocol):
         """A handler raised ``exc`` (already answered with a JSON 500)."""
         ...
 
-    def relayed(self, request: HotRequest) -> None:
+    def relayed(self, request: HotRequest, status: int, named: list[bytes]) -> None:
         """aiohttp's answer to ``request`` went to the client, before the connection's
-        next request is answered."""
+        next request is answered: its ``status`` and the values of its ``Location`` and
+        ``Content-Location`` (``named``)."""
         ...
 
 

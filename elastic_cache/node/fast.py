@@ -85,7 +85,7 @@ class NodeHotRoutes:
         status = exc.status if isinstance(exc, ElasticCacheError) else 500
         self.record("kv", request.method, status, seconds)
 
-    def relayed(self, request: HotRequest) -> None:
+    def relayed(self, request: HotRequest, status: int, named: list[bytes]) -> None:
         """Nothing kept here depends on what aiohttp answered."""
 
     def _done(self, request: HotRequest, status: int) -> None:

@@ -393,8 +393,8 @@ class _LaterRoutes:
     def failed(self, request: HotRequest, exc: Exception, seconds: float) -> None:
         self.inner.failed(request, exc, seconds)
 
-    def relayed(self, request: HotRequest) -> None:
-        self.inner.relayed(request)
+    def relayed(self, request: HotRequest, status: int, named: list[bytes]) -> None:
+        self.inner.relayed(request, status, named)
 
 
 async def test_answers_set_by_callbacks_keep_their_place_in_the_pipeline(node: Node) -> None:

@@ -314,9 +314,12 @@ async def changing_origin(delays: dict[str, float]) -> AsyncIterator[tuple[int, 
         return web.Response(text=body, headers={"Cache-Control": "max-age=600"})
 
     async def post(request: web.Request) -> web.Response:
-        name = request.match_info["name"]
-        versions[name] = versions.get(name, 1) + 1
-        return web.Response(text="changed")
+        # ``?also=other``: the answer names /r/other (Location), which changed too.
+        changed = [request.match_info["name"], *request.query.getall("also", [])]
+        for name in changed:
+            versions[name] = versions.get(name, 1) + 1
+        headers = {"Location": f"/r/{changed[-1]}"} if len(changed) > 1 else {}
+        return web.Response(text="changed", headers=headers)
 
     app = web.Application()
     app.router.add_get("/r/{name}", get)
@@ -359,6 +362,23 @@ async def test_an_unsafe_request_invalidates_for_every_process_at_once(tmp_path:
                 return seen
 
             assert await asyncio.to_thread(read_your_writes) == [("MISS", b"v2")] * 10
+
+            def named_by_the_answer() -> list[tuple[str, bytes]]:
+                conn = connect_to(url, worker, pids)
+                seen = []
+                for i in range(10):
+                    other = f"/v1/svc/web/named{i}"
+                    assert ask(conn, "GET", other)[2] == b"v1"
+                    assert ask(conn, "GET", other) == (200, "HIT", b"v1")
+                    post = f"/v1/svc/web/poster{i}?also=named{i}"
+                    assert ask(conn, "POST", post)[0] == 200
+                    _, cache, body = ask(conn, "GET", other)
+                    seen.append((cache, body))
+                conn.close()
+                return seen
+
+            # The URL its Location names is invalidated at once too (review: 16 in 20).
+            assert await asyncio.to_thread(named_by_the_answer) == [("MISS", b"v2")] * 10
 
             def fetched_before_a_post() -> list[tuple[bytes, bytes, bytes]]:
                 out = []
