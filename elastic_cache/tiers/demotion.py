@@ -171,6 +171,8 @@ class Demotion(ColdPart):
 
     def _write(self, victim: Victim) -> None:
         key, _, rec = victim
+        if self._superseded(victim):
+            return
         if self._clean.pop(key, None) == rec.version:
             self.clean_skips += 1  # the tier holds this very record already
             return
@@ -199,6 +201,20 @@ class Demotion(ColdPart):
                 return
             self.deferred.wake()
         self._submit(victim)
+
+    def _superseded(self, victim: Victim) -> bool:
+        """Whether a newer large value of the key is being published (`ColdState.
+        publishing`): then the victim is dropped, not written after it. It left memory
+        and the tier will not hold it: an eviction for those who follow the changes
+        (the large value's ``put`` follows once published)."""
+        key, _, rec = victim
+        publishing = self._state.publishing.get(key)
+        if publishing is None or rec.version >= publishing:
+            return False
+        if self._pending.get(key) is victim:
+            self.drop(key)
+        self.store.count_evicted_victim(key)
+        return True
 
     def _submit(self, victim: Victim) -> None:
         key, token, rec = victim
@@ -301,6 +317,8 @@ class Demotion(ColdPart):
             rec = victim[2]
             if rec.expires_at and rec.expires_at <= now:
                 self.drop(key)  # gone anyway: nothing is lost
+                continue
+            if self._superseded(victim):
                 continue
             if key in self.deferred:
                 if self.deferred.failing:

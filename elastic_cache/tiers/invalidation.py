@@ -185,11 +185,19 @@ class Invalidation(ColdPart):
         self._clean.pop(key, None)
         self._dirty(key)
         self.deferred.wake()  # a held key publishes after its older copy is removed
+        # While the commit waits, the key's older memory record may be demoted: its
+        # write would be queued behind the commit and land over the new value (review:
+        # an older small value served for good). Such a victim is not written.
+        publishing = self._state.publishing
+        publishing[key] = version
         try:
             await self.io.ordered(key, writer.commit, version)
         except ColdTierError as exc:
             self._state.failed(exc, f"large write of {key[:80]!r}")
             raise
+        finally:
+            if publishing.get(key) == version:
+                del publishing[key]
         victim = self._state.pending.get(key)
         if victim is not None and victim[2].version < version:
             self._demotion.drop(key)

@@ -40,6 +40,8 @@ class ColdState:
     Attributes:
         now: the store's clock (monotonic), taken once.
         pending: victims not yet in the tier, by key (`Demotion` keeps it).
+        publishing: keys whose large value is being published, by its version
+            (`Invalidation.put_large`): an older victim of the key is not written.
         clean: memory records the tier holds an exact copy of: key → version.
         watch: cold reads in flight, by key: ``[reads, overlapped by a write]``.
         unlisted: ranges whose names are not known yet (`ColdRanges` keeps it).
@@ -61,6 +63,7 @@ class ColdState:
         self.wall = wall_clock
         self.now = store.clock
         self.pending: dict[str, Victim] = {}
+        self.publishing: dict[str, int] = {}
         self.clean: dict[str, int] = {}
         self.watch: dict[str, list[Any]] = {}
         self.unlisted: list[tuple[int, int]] = []
