@@ -179,9 +179,7 @@ class Demotion(ColdPart):
         if rec.expires_at and rec.expires_at <= self._state.now():
             self.store.victim_expired(key)
             return
-        if self.cap is not None and not self.cap.take(
-            self.tier.stored_bytes(self._state.entry_of(key, victim[1], rec))
-        ):
+        if self.cap is not None and not self.cap.take(self._stored_bytes(victim)):
             # The tier is at its byte cap: the victim is evicted instead (its older
             # cold copy, if any, was removed when it was written).
             self.drop(key)
@@ -195,12 +193,19 @@ class Demotion(ColdPart):
                 # The write would wait behind the removal of the key's older copy,
                 # which waits for the tier: do not pile it up in flight; it is stranded
                 # (or, under on_cold_full = evict, dropped as a failed write would be).
+                if self.cap is not None:
+                    self.cap.landed(self._stored_bytes(victim))  # not made
                 self._not_written(victim)
                 if self._strands:
                     self._pause(f"the tier is failing ({self._state.last_error})")
                 return
             self.deferred.wake()
-        self._submit(victim)
+        self._submit(victim, counted=True)
+
+    def _stored_bytes(self, victim: Victim) -> int:
+        """What the tier will hold for ``victim`` (the cap's count)."""
+        key, token, rec = victim
+        return self.tier.stored_bytes(self._state.entry_of(key, token, rec))
 
     def _superseded(self, victim: Victim) -> bool:
         """Whether a newer large value of the key is being published (`ColdState.
@@ -216,15 +221,20 @@ class Demotion(ColdPart):
         self.store.count_evicted_victim(key)
         return True
 
-    def _submit(self, victim: Victim) -> None:
+    def _submit(self, victim: Victim, *, counted: bool = False) -> None:
+        """Write ``victim``; ``counted``: the cap counted it (`ColdCap.take`), and is told
+        when the write is over (a retry of a stranded victim was counted the first
+        time)."""
         key, token, rec = victim
         self._state.names.add(self.tier.name_of(key, token))
         entry = self._state.entry_of(key, token, rec)
         future = self.io.submit(key, self.tier.put, entry, rec.value)
-        future.add_done_callback(lambda f: self._written(victim, f))
+        future.add_done_callback(lambda f: self._written(victim, f, counted))
 
-    def _written(self, victim: Victim, future: asyncio.Future[None]) -> None:
+    def _written(self, victim: Victim, future: asyncio.Future[None], counted: bool) -> None:
         key = victim[0]
+        if counted and self.cap is not None:
+            self.cap.landed(self._stored_bytes(victim))
         if self._retrying.get(key) is victim:
             del self._retrying[key]
         current = self._pending.get(key) is victim  # else overwritten or deleted since

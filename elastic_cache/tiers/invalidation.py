@@ -161,6 +161,7 @@ class Invalidation(ColdPart):
         entry = ColdEntry(key, token, self.store.version, content_type, expires, 0)
         writer = await self.io.call(self.tier.writer, entry)
         length = 0
+        counted = 0  # bytes the cap counted (`ColdCap.take`), told back once landed
         try:
             buf = bytearray()
             async for chunk in chunks:
@@ -172,12 +173,14 @@ class Invalidation(ColdPart):
             if buf:
                 await self.io.call(writer.write, bytes(buf))
             self.deferred.answered()  # the tier took the value: it works
-            if self.cap is not None and not self.cap.take(
-                self.tier.stored_bytes(entry._replace(length=length))
-            ):
+            counted = self.tier.stored_bytes(entry._replace(length=length))
+            if self.cap is not None and not self.cap.take(counted):
+                counted = 0
                 raise self.cap.refusal(f"the {length}-byte value")
             check()
         except BaseException:
+            if counted and self.cap is not None:
+                self.cap.landed(counted)
             await asyncio.shield(self.io.call(writer.abort))
             raise
         self._state.names.add(self.tier.name_of(key, token))
@@ -198,6 +201,8 @@ class Invalidation(ColdPart):
         finally:
             if publishing.get(key) == version:
                 del publishing[key]
+            if self.cap is not None:
+                self.cap.landed(counted)
         victim = self._state.pending.get(key)
         if victim is not None and victim[2].version < version:
             self._demotion.drop(key)
@@ -228,7 +233,8 @@ class Invalidation(ColdPart):
         self._dirty(key)
         self._demotion.drop(key)
         entry = self._state.entry_of(key, token, rec)
-        if self.cap is not None and not self.cap.take(self.tier.stored_bytes(entry)):
+        counted = self.tier.stored_bytes(entry)
+        if self.cap is not None and not self.cap.take(counted):
             refused: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             refused.set_exception(self.cap.refusal(f"the durable write of {key[:80]!r}"))
             return refused
@@ -237,6 +243,8 @@ class Invalidation(ColdPart):
         future = self.io.submit(key, self.tier.put, entry, rec.value)
 
         def written(done: asyncio.Future[None]) -> None:
+            if self.cap is not None:
+                self.cap.landed(counted)
             if done.cancelled() or done.exception() is not None:
                 return
             now = self.store.peek(key)
