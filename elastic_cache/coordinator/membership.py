@@ -292,6 +292,8 @@ class Membership(NodePolling):
         if not any(alive):
             for gone in stopped:  # kept for a restart that will not come: no leak
                 await self.terminate(gone.handle)
+            if self._restarts_on_disks() and await self._relaunch(ring, handles, held, state):
+                return True
             await asyncio.to_thread(store.discard)
             where = store.describe()
             log.info("previous cluster in %s is gone (nodes down); starting afresh", where)
@@ -314,6 +316,55 @@ class Membership(NodePolling):
         silent = [h.node_id for h, ok in zip(handles, alive, strict=True) if not ok]
         note = f"; not answering: {', '.join(silent)}" if silent else ""
         self.events.add("resumed", f"resumed {len(handles)} node(s) at epoch {ring.epoch}{note}")
+        return True
+
+    def _restarts_on_disks(self) -> bool:
+        """Whether a cluster found down restarts its nodes on their directories: local
+        node processes with a disk tier (``disk:/path``, a directory per node id). A
+        fresh ring would give each directory other ranges than its files hold: a
+        durable namespace's records lost, deleted and overwritten values back."""
+        tier = self.settings.nodes.tier
+        return self.provisioner.name == "local" and tier is not None and tier.startswith("disk:")
+
+    async def _relaunch(
+        self,
+        ring: HashRing,
+        handles: list[NodeHandle],
+        held: dict[int, tuple[str, ...]],
+        state: dict[str, Any],
+    ) -> bool:
+        """Start every node of a persisted cluster again under its id (so on its disk
+        tier's directory) and give it the ranges it held; whether any came up. A node
+        that does not come up is a member that does not answer, and goes the way of a
+        dead one (its ranges to their heirs)."""
+        up: list[str] = []
+        for handle in handles:
+            try:
+                started = await self.provisioner.launch(handle.node_id)
+                await self.admit(started)
+            except ElasticCacheError as exc:
+                log.warning("restarting %s failed: %s", handle.node_id, exc)
+                continue
+            up.append(handle.node_id)
+        if not up:
+            return False
+        for handle in handles:
+            if handle.node_id not in up:
+                self.nodes[handle.node_id] = NodeInfo(
+                    handle=handle,
+                    client=self._client_factory(handle),
+                    requests=self._request_meter(),
+                )
+        self.ring = ring
+        self.held = held if self.rf > 1 else {}
+        self._next_id = int(state.get("next_id", len(handles) + 1))
+        await self._push_ownership(up)
+        self.events.add(
+            "restarted",
+            f"restarted {len(up)} of {len(handles)} node(s) on their disk tier directories "
+            f"with the ranges they held (epoch {ring.epoch})",
+        )
+        await self.persist()
         return True
 
     # -- life cycle --------------------------------------------------------------------
