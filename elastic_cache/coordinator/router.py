@@ -296,6 +296,7 @@ class Router:
         token = cluster.ring.token_of(key)
         quorum = self._quorum_of(key)
         answer: Answer | None = None
+        deleted: tuple[str, Answer] | None = None
         for attempt in range(_ATTEMPTS):
             epoch = cluster.ring.epoch
             holders = [n for n in cluster.holders(token) if n in cluster.nodes]
@@ -331,10 +332,14 @@ class Router:
                     done.append((node, result))
                 else:
                     return node, result  # refused (full, too large...): the first says why
+            if delete and deleted is None:
+                # A value deleted in an attempt that is tried again (a holder did not
+                # answer) is gone by the next one: the delete found it all the same.
+                deleted = next((d for d in done if d[1].status < 300), None)
             if len(done) >= min(quorum, len(holders)) and not again and done:
                 owner = done[0]
                 if delete:  # a value anywhere was deleted
-                    owner = next((d for d in done if d[1].status < 300), owner)
+                    owner = next((d for d in done if d[1].status < 300), deleted or owner)
                 return owner
             if unreachable:
                 node, exc = unreachable[0]

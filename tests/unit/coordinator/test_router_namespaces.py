@@ -1,5 +1,5 @@
-"""The router's per-namespace write quorum (``write_quorum``, w) and its refusal of a
-namespace's quota (docs/namespaces.md)."""
+"""The router's per-namespace write quorum (``write_quorum``, w), its refusal of a
+namespace's quota (docs/namespaces.md), and its replicated writes' retries."""
 
 from __future__ import annotations
 
@@ -255,3 +255,41 @@ async def test_a_refusing_quota_lets_the_owner_decide_before_the_copies(
     # Other namespaces: every holder at once, none a copy.
     await router.put("other/a", b"v", "t", None)
     assert owner.copies[-1] is False and copy.copies[-1] is False
+
+
+class Deleting(Holder):
+    """A holder that holds the key until a delete takes it (then 404s), or (``down``)
+    whose process is gone: its delete fails and the check drops it."""
+
+    def __init__(self, node_id: str, *, down: bool = False) -> None:
+        super().__init__(node_id)
+        self.gone = down
+        self.held = True
+
+    async def delete(self, key: str, epoch: int = 0, *, alone: bool = False) -> Answer:
+        if self.gone:
+            raise NodeUnavailable(f"{self.node_id} refused the connection")
+        found, self.held = self.held, False
+        return Answer(204 if found else 404, b"", "", 1)
+
+
+class Dropping(View):
+    """A view whose check of a node that did not answer finds it dead and drops it."""
+
+    def suspect(self, node_id: str, *, timed_out: bool = False) -> Any:
+        async def dropped() -> bool:
+            self.nodes.pop(node_id, None)
+            return True
+
+        return asyncio.ensure_future(dropped())
+
+
+async def test_a_delete_retried_after_a_holder_died_still_says_it_deleted() -> None:
+    """The first attempt deleted the value on the live holder; the dead one was dropped
+    and the delete went again to the holders left, which had nothing: it answered 404
+    for a key that held an acknowledged value (review, SIGKILL with replication 2)."""
+    live, dead = Deleting("node-1"), Deleting("node-2", down=True)
+    router = Router(Dropping(settings(), [live, dead]), Scaler(), RateMeter(1))
+    answer = await router.delete("slow/a")
+    assert answer.status == 204 and "node-2" not in router.cluster.nodes
+    assert (await router.delete("slow/a")).status == 404  # now there is nothing
