@@ -97,7 +97,7 @@ class ColdRanges(ColdPart):
 
     async def records(self, lo: int, hi: int, *, batch: int) -> AsyncIterator[list[Entry[Record]]]:
         """A local tier's live records in ``(lo, hi]``, ``batch`` at a time, skipping keys
-        that memory holds (memory's copy is as new or newer). Reads run in the pool."""
+        that memory holds a newer record of (sent or forwarded already). Reads run in the pool."""
         await self.io.idle()  # every demotion started so far is on disk
         names = await self.io.call(lambda: list(self.tier.names(lo, hi)))
         start = 0
@@ -107,9 +107,14 @@ class ColdRanges(ColdPart):
             now = self._state.wall()
             chunk: list[Entry[Record]] = []
             for entry, value in found:
+                # A memory record of the same version is this file promoted back by a
+                # read; it may have been promoted after the memory frames passed its
+                # key, and a read does not forward: send the file. A newer memory
+                # record went in the memory frames or was forwarded.
+                mem = self.store.peek(entry.key)
                 if (
                     entry.expired(now)
-                    or self.store.peek(entry.key) is not None
+                    or (mem is not None and mem.version > entry.version)
                     or entry.key in self.deferred  # stale: older than an acknowledged write
                 ):
                     continue
