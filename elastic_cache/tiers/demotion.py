@@ -68,6 +68,8 @@ class Demotion(ColdPart):
         self._stranded: dict[str, Victim] = {}
         self._stranded_bytes = 0
         self._retrying: dict[str, Victim] = {}
+        # Victims waiting for a newer large value's publication (`_superseded`).
+        self._held_back: dict[str, Victim] = {}
         self._clean = state.clean
         self._backoff = 0
         self._closed = False
@@ -179,7 +181,8 @@ class Demotion(ColdPart):
         if rec.expires_at and rec.expires_at <= self._state.now():
             self.store.victim_expired(key)
             return
-        if self.cap is not None and not self.cap.take(self._stored_bytes(victim)):
+        counted = self._take(victim)
+        if counted is None:
             # The tier is at its byte cap: the victim is evicted instead (its older
             # cold copy, if any, was removed when it was written).
             self.drop(key)
@@ -194,47 +197,63 @@ class Demotion(ColdPart):
                 # which waits for the tier: do not pile it up in flight; it is stranded
                 # (or, under on_cold_full = evict, dropped as a failed write would be).
                 if self.cap is not None:
-                    self.cap.landed(self._stored_bytes(victim))  # not made
+                    self.cap.landed(counted)  # not made
                 self._not_written(victim)
                 if self._strands:
                     self._pause(f"the tier is failing ({self._state.last_error})")
                 return
             self.deferred.wake()
-        self._submit(victim, counted=True)
+        self._submit(victim, counted)
 
-    def _stored_bytes(self, victim: Victim) -> int:
-        """What the tier will hold for ``victim`` (the cap's count)."""
+    def _take(self, victim: Victim) -> int | None:
+        """Count ``victim``'s write against the tier's cap (`ColdCap.take`): the bytes
+        counted (0 without a cap), or None when the cap refuses it."""
+        if self.cap is None:
+            return 0
         key, token, rec = victim
-        return self.tier.stored_bytes(self._state.entry_of(key, token, rec))
+        nbytes = self.tier.stored_bytes(self._state.entry_of(key, token, rec))
+        return nbytes if self.cap.take(nbytes) else None
 
     def _superseded(self, victim: Victim) -> bool:
         """Whether a newer large value of the key is being published (`ColdState.
-        publishing`): then the victim is dropped, not written after it. It left memory
-        and the tier will not hold it: an eviction for those who follow the changes
-        (the large value's ``put`` follows once published)."""
+        publishing`): then the victim waits, readable, for the publication's outcome
+        (`published`) rather than being written after it."""
         key, _, rec = victim
         publishing = self._state.publishing.get(key)
         if publishing is None or rec.version >= publishing:
             return False
-        if self._pending.get(key) is victim:
+        if self._pending.get(key) is not victim:
             self.drop(key)
-        self.store.count_evicted_victim(key)
+            self._pending[key] = victim
+            self._pending_bytes += stored_size(key, rec)
+        self._held_back[key] = victim
         return True
 
-    def _submit(self, victim: Victim, *, counted: bool = False) -> None:
-        """Write ``victim``; ``counted``: the cap counted it (`ColdCap.take`), and is told
-        when the write is over (a retry of a stranded victim was counted the first
-        time)."""
+    def published(self, key: str, done: bool) -> None:
+        """The large value of ``key`` was published (``done``) or not: a victim held
+        back for it (`_superseded`) goes, or is written after all (it is the key's
+        last acknowledged value)."""
+        victim = self._held_back.pop(key, None)
+        if victim is None:
+            return
+        if self._pending.get(key) is victim:
+            self.drop(key)
+            if not done:
+                self._write(victim)
+
+    def _submit(self, victim: Victim, counted: int) -> None:
+        """Write ``victim``; ``counted``: the bytes the cap counted for it (`_take`),
+        which it is told back when the write is over."""
         key, token, rec = victim
         self._state.names.add(self.tier.name_of(key, token))
         entry = self._state.entry_of(key, token, rec)
         future = self.io.submit(key, self.tier.put, entry, rec.value)
         future.add_done_callback(lambda f: self._written(victim, f, counted))
 
-    def _written(self, victim: Victim, future: asyncio.Future[None], counted: bool) -> None:
+    def _written(self, victim: Victim, future: asyncio.Future[None], counted: int) -> None:
         key = victim[0]
         if counted and self.cap is not None:
-            self.cap.landed(self._stored_bytes(victim))
+            self.cap.landed(counted)
         if self._retrying.get(key) is victim:
             del self._retrying[key]
         current = self._pending.get(key) is victim  # else overwritten or deleted since
@@ -334,8 +353,15 @@ class Demotion(ColdPart):
                 if self.deferred.failing:
                     continue  # it would wait behind the removal of the older copy
                 self.deferred.wake()
+            # Counted again: the failed write said it landed, and a sweep may have
+            # listed the tier since.
+            counted = self._take(victim)
+            if counted is None:
+                self.drop(key)
+                self.store.count_evicted_victim(key)  # past the cap: evicted instead
+                continue
             self._retrying[key] = victim
-            self._submit(victim)
+            self._submit(victim, counted)
             sent += 1
         return sent
 

@@ -190,11 +190,14 @@ class Invalidation(ColdPart):
         self.deferred.wake()  # a held key publishes after its older copy is removed
         # While the commit waits, the key's older memory record may be demoted: its
         # write would be queued behind the commit and land over the new value (review:
-        # an older small value served for good). Such a victim is not written.
+        # an older small value served for good). Such a victim waits for the outcome:
+        # dropped once the value is published, written if it is not.
         publishing = self._state.publishing
         publishing[key] = version
+        done = False
         try:
             await self.io.ordered(key, writer.commit, version)
+            done = True
         except ColdTierError as exc:
             self._state.failed(exc, f"large write of {key[:80]!r}")
             raise
@@ -203,6 +206,7 @@ class Invalidation(ColdPart):
                 del publishing[key]
             if self.cap is not None:
                 self.cap.landed(counted)
+            self._demotion.published(key, done)
         victim = self._state.pending.get(key)
         if victim is not None and victim[2].version < version:
             self._demotion.drop(key)

@@ -498,3 +498,37 @@ async def test_a_file_a_read_promoted_back_is_still_sent_in_a_move(tmp_path: Pat
     sent = {key for batch in [b async for b in cold.records(0, 0, batch=10)] for _, key, _ in batch}
     assert "a" in sent
     await svc.close()
+
+
+async def test_a_large_write_that_fails_keeps_the_older_value_demoted_meanwhile(
+    tmp_path: Path,
+) -> None:
+    """The victim held back for a large value's publication is written after all when
+    the publication fails: it is the key's last acknowledged value (review: it was
+    dropped, and the key read 404)."""
+    pool = ManualPool()
+    svc = tiered_service(DiskTier(tmp_path), max_value_bytes=100, io=TierIO(executor=pool))
+    await svc.put("k", b"old", "text/old", None)
+    writing = asyncio.create_task(svc.put_stream("k", "image/new", None, chunks(b"L" * 300)))
+
+    def committing() -> bool:
+        return any(getattr(fn, "__name__", "") == "commit" for fn, _, _ in pool.queued)
+
+    await drive(pool, committing, "the large value's commit")
+    svc.store.demote_lru(1)
+    await svc._after_store(svc._demote())
+    i = next(i for i, (fn, _, _) in enumerate(pool.queued) if fn.__name__ == "commit")
+    commit, _, future = pool.queued.pop(i)
+    commit.__self__.abort()  # what a failing commit leaves: no file, nothing published
+    future.set_exception(ColdTierUnavailable("the commit failed", tier="disk"))
+    await drive(pool, writing.done, "the large write")
+    assert isinstance(writing.exception(), ColdTierUnavailable)
+    idle = asyncio.create_task(cold_of(svc).io.idle())
+    await drive(pool, idle.done, "every tier call queued")
+    looking = asyncio.create_task(svc.lookup("k"))
+    await drive(pool, looking.done, "the lookup")
+    found = await looking
+    assert isinstance(found, ColdHit) and found.value == b"old"
+    assert svc.store.evictions == 0
+    closing = asyncio.create_task(svc.close())
+    await drive(pool, closing.done, "the close")
