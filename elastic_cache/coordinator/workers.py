@@ -140,17 +140,22 @@ class LeaderControl:
             if node in nodes:  # the traffic between zones is metered by the leader
                 coord.cross_zone.exchanged(nodes[node].handle.zone, int(count))
         # The worker's read-through hits count in the cluster's figures (hit rate,
-        # /metrics), as if the leader had answered them.
+        # /metrics), as if the leader had answered them; a malformed figure is left out.
         rt = coord.readthrough
-        answered = report.get("read_through", {})
-        for name in _READ_THROUGH_COUNTS:
-            setattr(rt.counts, name, getattr(rt.counts, name) + max(0, int(answered.get(name, 0))))
-        if rt.hot is not None:
-            rt.hot.hits += max(0, int(answered.get("hot_hits", 0)))
-        with contextlib.suppress(ValueError, TypeError, KeyError, AttributeError):
-            # /metrics' request counts and latencies (not the dashboard's rate, which
-            # adds the workers' ``answered``).
-            coord.metrics.worker_requests.absorb(report.get("meter", {}))
+        answered = report.get("read_through")
+        if isinstance(answered, dict):
+            for name in (*_READ_THROUGH_COUNTS, "hot_hits"):
+                count = answered.get(name, 0)
+                if isinstance(count, bool) or not isinstance(count, int) or count <= 0:
+                    continue
+                if name == "hot_hits":
+                    if rt.hot is not None:
+                        rt.hot.hits += count
+                else:
+                    setattr(rt.counts, name, getattr(rt.counts, name) + count)
+        # /metrics' request counts and latencies (not the dashboard's rate, which adds
+        # the workers' ``answered``).
+        coord.metrics.worker_requests.absorb(report.get("meter", {}))
         index = int(report.get("worker", 0))
         self.workers[index] = {
             "worker": index,

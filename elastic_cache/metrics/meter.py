@@ -145,25 +145,26 @@ class RequestMeter:
 
     def absorb(self, added: dict[str, Any]) -> None:
         """Count what another process's meter counted (`added_since`), as if answered
-        here. Entries of another shape are ignored.
-
-        Raises:
-            ValueError, TypeError, KeyError: ``added`` is not what `added_since` gives.
-        """
+        here. An entry of another shape (not what `added_since` gives: a count that is
+        not a non-negative integer, another number of buckets) is ignored whole."""
         n = len(self._bounds) + 1
-        for name, counted in added.items():
-            route, _, method = name.partition(" ")
-            buckets = [int(b) for b in counted["buckets"]]
-            if len(buckets) != n:
+        for name, counted in added.items() if isinstance(added, dict) else ():
+            try:
+                route, _, method = str(name).partition(" ")
+                statuses = {int(k): _count(v) for k, v in counted["statuses"].items()}
+                buckets = [_count(b) for b in counted["buckets"]]
+                total = float(counted["sum"])
+            except (ValueError, TypeError, KeyError, AttributeError):
+                continue
+            if len(buckets) != n or not total >= 0.0:
                 continue
             series = self._series.get((route, method))
             if series is None:
                 series = self._series[(route, method)] = _RouteSeries(len(self._bounds))
-            for status, count in counted["statuses"].items():
-                code = int(status)
-                series.statuses[code] = series.statuses.get(code, 0) + int(count)
+            for code, count in statuses.items():
+                series.statuses[code] = series.statuses.get(code, 0) + count
             series.buckets = [a + b for a, b in zip(series.buckets, buckets, strict=True)]
-            series.sum += float(counted["sum"])
+            series.sum += total
 
     def families(self) -> Iterator[Metric]:
         """``ecache_http_requests_total`` and ``ecache_http_request_duration_seconds``."""
@@ -188,6 +189,13 @@ class RequestMeter:
             latency.add_metric([route, method], cumulative, series.sum)
         yield counts
         yield latency
+
+
+def _count(value: object) -> int:
+    """A count another process reported. Raises: ValueError: not one."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"not a count: {value!r}")
+    return value
 
 
 def _fmt(bound: float) -> str:

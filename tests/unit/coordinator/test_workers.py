@@ -89,11 +89,13 @@ def test_a_report_adds_the_workers_read_through_hits_and_answers() -> None:
         "meter": RequestMeter.added_since(meter.export(), {}),
     }
     control.apply(report)
-    control.apply({**report, "meter": {"svc GET": "not a series"}})  # ignored
+    control.apply({**report, "meter": {"svc GET": "not a series"}, "read_through": []})
+    control.apply({**report, "meter": [], "read_through": {"hits": "x", "not_modified": -4}})
     counts = coord.readthrough.counts
     # A worker answers hits only: anything else it names is not taken.
-    assert (counts.hits, counts.not_modified, counts.misses) == (8, 2, 0)
-    assert coord.readthrough.hot.hits == 7
+    # Malformed figures are left out, the rest taken; the report is never refused.
+    assert (counts.hits, counts.not_modified, counts.misses) == (4, 1, 0)
+    assert coord.readthrough.hot.hits == 4
     assert coord.metrics.worker_requests.count("svc", "GET", 200) == 1
 
 
