@@ -391,6 +391,15 @@ async def add_nodes(request: web.Request) -> web.StreamResponse:
         raise Conflict(f"{count} more node(s) would cost more than max_usd_per_hour = {budget}")
     if blocker is not None:
         raise Conflict("the traffic between zones is above its allowance: no node is added")
+    cluster = coord.cluster
+    room = coord.settings.scaler.max_nodes - len(cluster.nodes) - cluster.launches_under_way()
+    if count > room:
+        # Refused whole, before any launch (each `add_node` checks only itself: the
+        # first ones were added and moved data, then the 409 hid them).
+        raise Conflict(
+            f"{count} more node(s) would pass max_nodes = {coord.settings.scaler.max_nodes} "
+            f"({max(room, 0)} more fit): no node is added"
+        )
     added = []
     for _ in range(count):
         info, mig = await coord.cluster.add_node()

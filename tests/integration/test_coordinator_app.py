@@ -63,6 +63,9 @@ _HUGE_QUOTA = {"prefix": "a/", "quota_records": 10**400}
         ("POST", "/v1/cluster/nodes", {"json": {"count": 0}}, 400, "bad_body"),
         ("POST", "/v1/cluster/nodes", {"json": {"count": "2"}}, 400, "bad_body"),
         ("POST", "/v1/cluster/nodes", {"json": {"cuont": 1}}, 400, "bad_body"),
+        # More than max_nodes leaves room for: refused whole, nothing launched (review:
+        # the nodes that fit were added and moved data behind the 409).
+        ("POST", "/v1/cluster/nodes", {"json": {"count": 64}}, 409, "conflict"),
         # Past Python's digit limit for an int: not JSON it takes, not a 500.
         (
             "POST",
