@@ -348,37 +348,25 @@ async def test_an_unsafe_request_invalidates_for_every_process_at_once(tmp_path:
             worker = await worker_pid(url)
             pids = [proc.pid, worker]
 
-            def read_your_writes() -> list[tuple[str, bytes]]:
+            def after_a_post(read: str, post: str) -> list[tuple[str, bytes]]:
+                """On one connection to the worker, ten times: read ``read`` twice (a
+                hit the second time), POST ``post``, read ``read`` again."""
                 conn = connect_to(url, worker, pids)
                 seen = []
                 for i in range(10):
-                    path = f"/v1/svc/web/ryw{i}"
-                    assert ask(conn, "GET", path)[2] == b"v1"
-                    assert ask(conn, "GET", path) == (200, "HIT", b"v1")
-                    assert ask(conn, "POST", path)[0] == 200
-                    _, cache, body = ask(conn, "GET", path)
+                    assert ask(conn, "GET", read.format(i))[2] == b"v1"
+                    assert ask(conn, "GET", read.format(i)) == (200, "HIT", b"v1")
+                    assert ask(conn, "POST", post.format(i))[0] == 200
+                    _, cache, body = ask(conn, "GET", read.format(i))
                     seen.append((cache, body))
                 conn.close()
                 return seen
 
-            assert await asyncio.to_thread(read_your_writes) == [("MISS", b"v2")] * 10
-
-            def named_by_the_answer() -> list[tuple[str, bytes]]:
-                conn = connect_to(url, worker, pids)
-                seen = []
-                for i in range(10):
-                    other = f"/v1/svc/web/named{i}"
-                    assert ask(conn, "GET", other)[2] == b"v1"
-                    assert ask(conn, "GET", other) == (200, "HIT", b"v1")
-                    post = f"/v1/svc/web/poster{i}?also=named{i}"
-                    assert ask(conn, "POST", post)[0] == 200
-                    _, cache, body = ask(conn, "GET", other)
-                    seen.append((cache, body))
-                conn.close()
-                return seen
-
+            ryw = "/v1/svc/web/ryw{}"
+            assert await asyncio.to_thread(after_a_post, ryw, ryw) == [("MISS", b"v2")] * 10
             # The URL its Location names is invalidated at once too (review: 16 in 20).
-            assert await asyncio.to_thread(named_by_the_answer) == [("MISS", b"v2")] * 10
+            named, poster = "/v1/svc/web/named{}", "/v1/svc/web/poster{0}?also=named{0}"
+            assert await asyncio.to_thread(after_a_post, named, poster) == [("MISS", b"v2")] * 10
 
             def fetched_before_a_post() -> list[tuple[bytes, bytes, bytes]]:
                 out = []
