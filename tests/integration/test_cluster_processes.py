@@ -41,11 +41,12 @@ def pid_alive(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    # A zombie still answers kill(0); it is gone for our purposes.
+    # A zombie still answers kill(0); it is gone for our purposes. A process reaped
+    # meanwhile makes the open fail, or the read (ESRCH: ProcessLookupError).
     try:
         with open(f"/proc/{pid}/stat") as fh:
             return fh.read().split(")")[-1].split()[0] != "Z"
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):
         return False
 
 
