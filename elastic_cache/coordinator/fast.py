@@ -273,17 +273,15 @@ class CoordinatorHotRoutes:
     async def _svc(self, request: HotRequest, client: ClientRequest) -> bytes | Streamed | None:
         readthrough = self.readthrough
         try:
-            if readthrough.fetches:
-                reply = await readthrough.handle(client)
-            else:
-                # A worker: what the origin must answer, the coordinator answers.
-                found = await readthrough.handle_here(client)
-                if found is None:
-                    return None
-                reply = found
+            # A worker answers what needs no origin; the coordinator the rest (None).
+            reply = await (
+                readthrough.handle(client)
+                if readthrough.fetches
+                else readthrough.handle_here(client)
+            )
         except ElasticCacheError as err:
             return self._error(request, "svc", err)
-        return self._reply(request, reply)
+        return None if reply is None else self._reply(request, reply)
 
     def _reply(self, request: HotRequest, reply: Reply) -> bytes | Streamed:
         self._done(request, "svc", reply.status)

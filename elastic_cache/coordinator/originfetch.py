@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from urllib.parse import urljoin, urlsplit
 
@@ -270,20 +271,32 @@ class OriginFetches(CachedAnswers):
         )
         head = fetched.response
         if request.method not in _SAFE and 200 <= head.status < 400:
-            targets = {
-                cache_key(
-                    origin.name, request.raw_path, request.raw_query, sort_query=origin.sort_query
-                )
-            }
-            for name in ("location", "content-location"):
-                for value in head.values(name):
-                    other = self._key_of(origin, str(url), value)
-                    if other is not None:
-                        targets.add(other)
-            for target in targets:
+            named = [*head.values("location"), *head.values("content-location")]
+            for target in self._invalidated_by(origin, request, named):
                 await self.invalidate(target, head.request_time)
         self._count_pass(f"method-{request.method.lower()}")
         return self._passed(head.status, head.headers, request, fetched)
+
+    @staticmethod
+    def _key(origin: OriginSettings, request: ClientRequest) -> str:
+        """The cache key of the request's URL."""
+        return cache_key(
+            origin.name, request.raw_path, request.raw_query, sort_query=origin.sort_query
+        )
+
+    def _invalidated_by(
+        self, origin: OriginSettings, request: ClientRequest, named: Iterable[str]
+    ) -> set[str]:
+        """The keys a successful unsafe request invalidates (RFC 9111 §4.4): its URL's,
+        and those of the URLs its answer names (``named``: the ``Location`` and
+        ``Content-Location`` values) that lie under the origin's base."""
+        keys = {self._key(origin, request)}
+        url = str(OriginCall.url(origin, request.raw_path, request.raw_query))
+        for value in named:
+            other = self._key_of(origin, url, value)
+            if other is not None:
+                keys.add(other)
+        return keys
 
     @staticmethod
     def _key_of(origin: OriginSettings, request_url: str, reference: str) -> str | None:

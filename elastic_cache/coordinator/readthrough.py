@@ -231,12 +231,7 @@ class ReadThrough(OriginFetches):
         if request.method not in ("GET", "HEAD"):
             return None
         origin = self._checked(request)
-        key = request.key
-        if key is None:
-            key = cache_key(
-                origin.name, request.raw_path, request.raw_query, sort_query=origin.sort_query
-            )
-        stored = (await self._load(key, request)).record
+        stored = (await self._load(request.key or self._key(origin, request), request)).record
         if (
             stored is None
             or stored.staleness(self.clock()) >= 0
@@ -256,17 +251,7 @@ class ReadThrough(OriginFetches):
         origin = self.origins.get(request.origin)
         if origin is None:
             return
-        keys = {
-            cache_key(
-                origin.name, request.raw_path, request.raw_query, sort_query=origin.sort_query
-            )
-        }
-        url = str(OriginCall.url(origin, request.raw_path, request.raw_query))
-        for value in named:
-            other = self._key_of(origin, url, value)
-            if other is not None:
-                keys.add(other)
-        for key in keys:
+        for key in self._invalidated_by(origin, request, named):
             self._markers.pop(key, None)
             if self.hot is not None:
                 self.hot.changed(key)
@@ -285,11 +270,7 @@ class ReadThrough(OriginFetches):
         )
 
     async def _read(self, origin: OriginSettings, request: ClientRequest) -> Reply:
-        key = request.key  # built by answer_now, when it was asked first
-        if key is None:
-            key = cache_key(
-                origin.name, request.raw_path, request.raw_query, sort_query=origin.sort_query
-            )
+        key = request.key or self._key(origin, request)  # built by answer_now, if asked
         if self._credentialed(origin, request):
             # Never coalesced: its answer may be meant for this client alone.
             reply, _ = await self._resolve(origin, request, key, credentialed=True)

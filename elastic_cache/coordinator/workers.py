@@ -143,16 +143,16 @@ class LeaderControl:
         # /metrics), as if the leader had answered them; a malformed figure is left out.
         rt = coord.readthrough
         answered = report.get("read_through")
-        if isinstance(answered, dict):
-            for name in (*_READ_THROUGH_COUNTS, "hot_hits"):
-                count = answered.get(name, 0)
-                if isinstance(count, bool) or not isinstance(count, int) or count <= 0:
-                    continue
-                if name == "hot_hits":
-                    if rt.hot is not None:
-                        rt.hot.hits += count
-                else:
-                    setattr(rt.counts, name, getattr(rt.counts, name) + count)
+        counts = answered if isinstance(answered, dict) else {}
+        taken = {
+            name: count
+            for name in (*_READ_THROUGH_COUNTS, "hot_hits")
+            if type(count := counts.get(name, 0)) is int and count > 0
+        }
+        for name in _READ_THROUGH_COUNTS:
+            setattr(rt.counts, name, getattr(rt.counts, name) + taken.get(name, 0))
+        if rt.hot is not None:
+            rt.hot.hits += taken.get("hot_hits", 0)
         # /metrics' request counts and latencies (not the dashboard's rate, which adds
         # the workers' ``answered``).
         coord.metrics.worker_requests.absorb(report.get("meter", {}))
