@@ -121,7 +121,8 @@ def exception_response(request: web.Request, exc: Exception) -> web.Response | N
     """The JSON answer for an exception a handler raised (None: let aiohttp handle it).
 
     Typed errors carry their status and code; aiohttp's HTTP errors of 400 and up keep
-    their status; anything else is a logged 500.
+    their status; the client's connection lost mid-request is no error of ours (None);
+    anything else is a logged 500.
     """
     if isinstance(exc, ElasticCacheError):
         if exc.status >= 500:
@@ -135,6 +136,10 @@ def exception_response(request: web.Request, exc: Exception) -> web.Response | N
         return web.Response(
             status=exc.status, body=json.dumps(body).encode(), content_type="application/json"
         )
+    if isinstance(exc, ConnectionError) and (
+        request.transport is None or request.transport.is_closing()
+    ):
+        return None  # the client went (or was cut off) mid-request: aiohttp drops it quietly
     log.error("unhandled error in %s %s", request.method, request.path, exc_info=exc)
     body = {"error": "internal", "message": "internal error; see the server log"}
     return web.Response(status=500, body=json.dumps(body).encode(), content_type="application/json")

@@ -29,10 +29,93 @@ class RelayServer(Protocol):
     """What relaying needs of the connection's server."""
 
     socket_path: str
+    handed: set[HandedOver]
 
     def forget(self, conn: Any) -> None: ...
 
     def aiohttp_protocol(self) -> asyncio.Protocol: ...
+
+
+class HandedOver(asyncio.Protocol):
+    """A connection handed over to aiohttp, watched for a client that stalls mid-request.
+
+    aiohttp's server closes an idle keep-alive connection, but has no limit on a client
+    that goes silent in the middle of a request (a partial head, a body that stops, an
+    ``Expect: 100-continue`` whose body never comes). This protocol sits between the
+    transport and aiohttp's: it passes everything on, and parses the client's bytes
+    with a parser of its own that only marks where messages begin and end (no body
+    callback: llhttp skips a body without copying it), so the server's sweep
+    (`expired`) can close the connection after ``request_timeout`` seconds of silence
+    in the middle of a request, as the lean layer does for its own connections."""
+
+    def __init__(self, inner: asyncio.Protocol, server: RelayServer, now: float) -> None:
+        self.inner = inner
+        self.server = server
+        self.parser: httptools.HttpRequestParser | None = httptools.HttpRequestParser(self)
+        self.transport: asyncio.Transport | None = None
+        self.within = False  # between a message's first byte and its end
+        self.last = now
+
+    def on_message_begin(self) -> None:
+        self.within = True
+
+    def on_message_complete(self) -> None:
+        self.within = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)
+        self.server.handed.add(self)
+        self.inner.connection_made(transport)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.server.handed.discard(self)
+        self.inner.connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        self.last = asyncio.get_running_loop().time()
+        self._watch(data)
+        self.inner.data_received(data)
+
+    def _watch(self, data: bytes) -> None:
+        parser = self.parser
+        if parser is None:
+            return
+        try:
+            parser.feed_data(data)
+        except httptools.HttpParserUpgrade as exc:
+            # As the lean layer does: the upgrade is not taken, what follows is the
+            # next request (aiohttp's server takes no upgrade without a handler asking).
+            rest = exc.args[0] if exc.args else len(data)
+            if isinstance(rest, int) and rest < len(data):
+                self._watch(data[rest:])
+        except httptools.HttpParserError:
+            # aiohttp answers the malformed request and closes; nothing more to watch.
+            self.parser = None
+            self.within = False
+
+    def eof_received(self) -> bool | None:
+        return self.inner.eof_received()
+
+    def pause_writing(self) -> None:
+        self.inner.pause_writing()
+
+    def resume_writing(self) -> None:
+        self.inner.resume_writing()
+
+    def expired(self, now: float, request_timeout: float) -> bool:
+        """Close the connection if its client has been silent for ``request_timeout``
+        seconds in the middle of a request."""
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            return False
+        if not transport.is_reading():
+            self.last = now  # aiohttp paused it (its handler is slower than the client)
+            return False
+        if self.within and now - self.last > request_timeout:
+            log.info("a client silent mid-request for %.0f s; closing", request_timeout)
+            transport.close()
+            return True
+        return False
 
 
 class _Relay(asyncio.Protocol):
@@ -129,7 +212,7 @@ class Relaying:
         if self.outbox:
             self._flush(self.outbox)
         self.server.forget(self)
-        handler = self.server.aiohttp_protocol()
+        handler = HandedOver(self.server.aiohttp_protocol(), self.server, self.loop.time())
         self.transport.set_protocol(handler)
         handler.connection_made(self.transport)
         handler.data_received(b"".join(self.first))

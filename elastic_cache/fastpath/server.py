@@ -16,6 +16,7 @@ from aiohttp import web
 
 from elastic_cache.auth import TokenGuard
 from elastic_cache.fastpath.connection import _Connection
+from elastic_cache.fastpath.relay import HandedOver
 from elastic_cache.fastpath.request import HotRoutes
 
 __all__ = ["RUN_DIR_ENV", "FastServer"]
@@ -61,6 +62,8 @@ class FastServer:
         self.keepalive = keepalive
         self.request_timeout = request_timeout
         self.connections: set[_Connection] = set()
+        #: Connections handed over to the application, watched for stalled clients.
+        self.handed: set[HandedOver] = set()
         self.sockets: list[socket.socket] = []
         #: A private directory (mode 0700) for this server's sockets, removed with it;
         #: under ``$ECACHE_RUN_DIR`` when the parent process gives one (and removes it
@@ -124,6 +127,8 @@ class FastServer:
             now = loop.time()
             for conn in list(self.connections):
                 conn.expired(now, self.keepalive, self.request_timeout)
+            for handed in list(self.handed):
+                handed.expired(now, self.request_timeout)
 
     async def close(self, timeout: float = 5.0) -> None:
         """Stop listening, let answers in work finish (up to ``timeout`` seconds), close

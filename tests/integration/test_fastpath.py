@@ -602,3 +602,69 @@ async def test_a_relayed_request_with_the_most_header_lines_is_answered(node: No
     (over,) = await Replies(reader).read(1)
     assert over.status == 400 and json.loads(over.body)["error"] == "bad_request"
     writer.close()
+
+
+HEALTH = b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+
+
+@pytest.mark.parametrize(
+    "stall",
+    [
+        pytest.param(b"GET /healthz HTTP/1.1\r\nHo", id="next-head-partial"),
+        pytest.param(
+            b"POST /v1/ranges/count HTTP/1.1\r\nHost: x\r\nContent-Length: 50\r\n\r\n[[0,",
+            id="body-stops",
+        ),
+        pytest.param(
+            b"POST /v1/ranges/count HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+            b"4\r\n[[0,\r\n",
+            id="chunks-stop",
+        ),
+        pytest.param(
+            b"POST /v1/ranges/count HTTP/1.1\r\nHost: x\r\nContent-Length: 9\r\n"
+            b"Expect: 100-continue\r\n\r\n",
+            id="expect-body-never-comes",
+        ),
+    ],
+)
+async def test_a_connection_handed_over_is_cut_off_when_its_client_stalls(
+    node: Node, stall: bytes
+) -> None:
+    """A connection whose first request is not hot belongs to aiohttp, which had no
+    limit on a client silent mid-request: it stayed open for good (review, slowloris
+    where no token is set). The layer's sweep closes it after ``request_timeout``."""
+    reader, writer = await node.connect()
+    writer.write(HEALTH)
+    (health,) = await Replies(reader).read(1)
+    assert health.status == 200 and "aiohttp" in health.headers.get("server", "")
+    writer.write(stall)
+    await writer.drain()
+    async with asyncio.timeout(5.0):  # request_timeout is 1 s
+        rest = await reader.read()  # to the end: the server closed the connection
+    assert rest in (b"", b"HTTP/1.1 100 Continue\r\n\r\n")
+    writer.close()
+    assert node.server.handed == set()
+
+
+async def test_a_connection_handed_over_stays_open_while_its_client_sends_or_idles(
+    node: Node,
+) -> None:
+    """Only silence mid-request counts: a slow body that keeps coming, and a
+    connection idle between requests (aiohttp's keep-alive decides that), stay open."""
+    reader, writer = await node.connect()
+    writer.write(HEALTH)
+    await Replies(reader).read(1)
+    await asyncio.sleep(1.6)  # idle between requests: past request_timeout
+    body = b'{"ranges": [[0, 100]]}'
+    writer.write(
+        b"POST /v1/ranges/count HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(body)
+    )
+    for i in range(0, len(body), 4):  # slower in all than request_timeout, never silent that long
+        writer.write(body[i : i + 4])
+        await writer.drain()
+        await asyncio.sleep(0.3)
+    (counted,) = await Replies(reader).read(1)
+    assert counted.status == 200, counted.body
+    writer.write(HEALTH)
+    assert (await Replies(reader).read(1))[0].status == 200
+    writer.close()
