@@ -215,14 +215,40 @@ async def read_through(request: web.Request) -> web.StreamResponse:
         return error_response(err, {"Allow": str(err.details.get("allow", "GET, HEAD"))})
     if reply.stream is None and method != "HEAD":
         # The hot path, a hit: aiohttp makes its one header map from the list.
-        return web.Response(
+        response: web.StreamResponse = web.Response(
             status=reply.status, body=reply.body, headers=[*reply.headers, ("X-Cache", reply.cache)]
         )
+        response[REPLAYED] = reply.headers
+        return response
     headers = CIMultiDict(reply.headers)
     headers["X-Cache"] = reply.cache
     if reply.stream is not None:
         return await _relay_origin(request, reply, headers)
-    return _head_response(reply, headers)
+    response = _head_response(reply, headers)
+    response[REPLAYED] = reply.headers
+    return response
+
+
+#: On an origin's answer passed on: the header pairs the origin sent (`origin_headers_only`).
+REPLAYED = web.ResponseKey("replayed", list)
+
+#: Headers aiohttp adds to every answer that lacks them, which an origin's answer keeps
+#: out when the origin sent none: a type the origin did not claim (RFC 9110 §8.3: the
+#: recipient then sniffs or takes octet-stream itself) and this server's name.
+_ADDED = ("content-type", "server")
+
+
+async def origin_headers_only(request: web.BaseRequest, response: web.StreamResponse) -> None:
+    """``on_response_prepare``: an origin's answer leaves with the origin's headers, not
+    with the ``Content-Type`` and ``Server`` aiohttp adds (as the lean layer sends it).
+    ``Date`` stays: a cache adds one to an answer without (RFC 9110 §6.6.1)."""
+    sent = response.get(REPLAYED)
+    if sent is None:
+        return
+    names = {name.lower() for name, _ in sent}
+    for name in _ADDED:
+        if name not in names:
+            response.headers.popall(name, None)
 
 
 def _head_response(reply: Reply, headers: CIMultiDict[str]) -> web.Response:
@@ -242,6 +268,7 @@ async def _relay_origin(
     assert stream is not None
     try:
         response = web.StreamResponse(status=reply.status, headers=headers)
+        response[REPLAYED] = reply.headers
         if stream.length is not None and reply.status not in (204, 304):
             response.content_length = stream.length
         await response.prepare(request)
@@ -536,6 +563,7 @@ def make_coordinator_app(coord: Coordinator, *, manage_lifecycle: bool = True) -
         coord.watch.close()  # open streams would hold the shutdown for its whole timeout
 
     app.on_shutdown.append(end_watches)
+    app.on_response_prepare.append(origin_headers_only)
     if manage_lifecycle:
 
         async def on_startup(app: web.Application) -> None:

@@ -72,12 +72,21 @@ class CaseOrigin:
 
     async def start(self) -> None:
         app = web.Application()
+        app.on_response_prepare.append(self._bare)
         app.router.add_route("*", "/base/{name}", self.dispatch)
         app.router.add_route("*", "/base/{name}/{rest:.*}", self.dispatch)
         self.runner = web.AppRunner(app)
         await self.runner.setup()
         port = await serve_on_free_port(self.runner)
         self.url = f"http://127.0.0.1:{port}"
+
+    @staticmethod
+    async def _bare(request: web.Request, response: web.StreamResponse) -> None:
+        """An answer marked ``X-Bare`` leaves without the ``Content-Type`` and
+        ``Server`` aiohttp adds (an origin that sends neither)."""
+        if response.headers.pop("X-Bare", None) is not None:
+            response.headers.popall("Content-Type", None)
+            response.headers.popall("Server", None)
 
     async def stop(self) -> None:
         if self.runner is not None:
@@ -1379,3 +1388,40 @@ async def test_concurrent_variants_are_each_stored(
         _, body, h, _ = await get(cache, "web/lang", Accept_Language=lang)
         assert (body, h["X-Cache"]) == (f"in {lang}".encode(), "HIT")
     assert case_origin.calls["lang"] == 3
+
+
+async def test_an_origin_answer_gets_no_type_or_server_name_it_did_not_send(
+    cache: CoordinatorHarness, case_origin: CaseOrigin
+) -> None:
+    """aiohttp adds ``Content-Type: application/octet-stream`` and its own ``Server`` to
+    any answer without them: an origin's answer served by aiohttp (a miss, an HTTP/1.0
+    or HEAD request, a streamed answer) claimed a type the origin never did (review);
+    the lean layer's hits never had them."""
+    case_origin.route("bare", answer(b"plain", Cache_Control="max-age=600", X_Bare="1"))
+    case_origin.route("post", answer(b"done", X_Bare="1"))
+    case_origin.route("typed", answer(b"{}", Cache_Control="max-age=600", Content_Type="a/b"))
+    sent = [
+        ("bare", b"GET", b"1.1", "MISS"),
+        ("bare", b"GET", b"1.1", "HIT"),
+        ("bare", b"GET", b"1.0", "HIT"),
+        ("bare", b"HEAD", b"1.0", "HIT"),
+        ("post", b"POST", b"1.1", "PASS"),  # passed on as it arrives
+    ]
+    for name, method, version, cache_state in sent:
+        raw = await raw_exchange(
+            cache,
+            method
+            + f" /v1/svc/open/{name} HTTP/".encode()
+            + version
+            + b"\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+        )
+        head = raw.split(b"\r\n\r\n", 1)[0].decode("latin-1").lower()
+        lines = head.split("\r\n")
+        what = (name, method, version, lines)
+        assert f"x-cache: {cache_state.lower()}" in lines, what
+        assert not [h for h in lines if h.startswith(("content-type:", "server:"))], what
+        assert any(h.startswith("date:") for h in lines), what
+    raw = await raw_exchange(
+        cache, b"GET /v1/svc/open/typed HTTP/1.0\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    assert b"\r\nContent-Type: a/b\r\n" in raw, raw[:400]
