@@ -85,10 +85,8 @@ class OriginFetches(CachedAnswers):
     ) -> tuple[Reply, Outcome]:
         """Answer from the cache, by revalidating, or from the origin."""
         found = await self._load(key, request)
-        stored = found.record
+        stored = _usable(found, credentialed)
         now = self.clock()
-        if stored is not None and credentialed and not stored.shared_ok:
-            stored = None  # only a public answer may answer a request with credentials
         if stored is not None:
             staleness = stored.staleness(now)
             if staleness < 0:
@@ -142,7 +140,7 @@ class OriginFetches(CachedAnswers):
             if given:  # for this client only (the answer was not stored: judged with them)
                 reply = replace(reply, headers=[*reply.headers, *given], lines=None)
             return reply, Outcome(verdict.record if verdict.store else None)
-        stored = found.record
+        stored = _usable(found, credentialed)
         if head.status >= 500 and stored is not None and self._may_stand_in(stored, self.clock()):
             if fetched.stream is not None:
                 fetched.stream.close()
@@ -323,3 +321,13 @@ def _any_request_selects(head: OriginResponse) -> bool:
     if head.status == 206 or head.values("vary") or head.values("content-range"):
         return False
     return all(v.strip().lower() in ("", "identity") for v in head.values("content-encoding"))
+
+
+def _usable(found: Found, credentialed: bool) -> StoredResponse | None:
+    """The stored answer that may answer this request: none for a request with
+    credentials unless the answer is public (``public``, ``s-maxage``), also when it
+    would stand in for a failing origin."""
+    stored = found.record
+    if stored is not None and credentialed and not stored.shared_ok:
+        return None
+    return stored

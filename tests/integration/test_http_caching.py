@@ -662,6 +662,29 @@ async def test_credentialed_requests_bypass_the_cache_unless_public(
     assert case_origin.calls["pub"] == 1
 
 
+async def test_a_failing_origin_gives_a_credentialed_request_no_shared_answer(
+    cache: CoordinatorHarness, case_origin: CaseOrigin, clock: Clock
+) -> None:
+    """A stored answer that is not public must not answer a request with credentials,
+    also not in place of a failing origin: a 5xx made the anonymous answer stand in for
+    carol's request (review; a timeout already gave her the 504)."""
+    case_origin.route("acct", answer(b"for anonymous", Cache_Control="max-age=600"))
+    _, body, h, _ = await get(cache, "graced/acct")
+    assert (body, h["X-Cache"]) == (b"for anonymous", "MISS")
+    case_origin.route("acct", answer(b"down", status=503))
+    for credentials in ({"Authorization": "Bearer carol"}, {"Cookie": "session=carol"}):
+        status, body, h, _ = await get(cache, "graced/acct", **credentials)
+        assert (status, body, h["X-Cache"]) == (503, b"down", "PASS"), credentials
+    _, body, h, _ = await get(cache, "graced/acct")  # the others still have theirs
+    assert (body, h["X-Cache"]) == (b"for anonymous", "HIT")
+    case_origin.route("pub", answer(b"shared", Cache_Control="public, max-age=1"))
+    await get(cache, "graced/pub")
+    case_origin.route("pub", answer(b"down", status=503))
+    clock.advance(5)  # stale, within the origin's 30 s of grace
+    _, body, h, _ = await get(cache, "graced/pub", Authorization="Bearer carol")
+    assert (body, h["X-Cache"]) == (b"shared", "STALE")  # public: it may stand in
+
+
 async def test_credentials_can_be_kept_from_the_origin(
     cache: CoordinatorHarness, case_origin: CaseOrigin
 ) -> None:
