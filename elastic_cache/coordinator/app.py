@@ -38,7 +38,7 @@ from urllib.parse import unquote
 from aiohttp import web
 from multidict import CIMultiDict
 
-from elastic_cache.auth import token_middleware
+from elastic_cache.auth import guarded_expect, token_middleware
 from elastic_cache.coordinator.collector import CoordinatorCollector
 from elastic_cache.coordinator.nodeclient import Answer
 from elastic_cache.coordinator.pool import PoolError
@@ -532,7 +532,9 @@ def make_coordinator_app(coord: Coordinator, *, manage_lifecycle: bool = True) -
     meter = coord.metrics.requests
     kv = "/v1/kv/{key:[\\s\\S]+}"  # any character, newlines too (rejected by validation)
     app.router.add_get(kv, metered(get_kv, "kv", meter))
-    app.router.add_put(kv, metered(put_kv, "kv", meter), expect_handler=expect_put)
+    app.router.add_put(
+        kv, metered(put_kv, "kv", meter), expect_handler=guarded_expect(coord.guard, expect_put)
+    )
     app.router.add_delete(kv, metered(delete_kv, "kv", meter))
     svc = "/v1/svc/{origin}/{path:[\\s\\S]*}"  # any character: read-through checks the raw path
     app.router.add_route("*", svc, metered(read_through, "svc", meter))

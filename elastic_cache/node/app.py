@@ -44,7 +44,7 @@ from collections.abc import AsyncIterator
 
 from aiohttp import web
 
-from elastic_cache.auth import TokenGuard, token_middleware
+from elastic_cache.auth import TokenGuard, guarded_expect, token_middleware
 from elastic_cache.errors import (
     ConfigError,
     Conflict,
@@ -490,7 +490,9 @@ def make_node_app(
 
     kv = "/v1/kv/{key:[\\s\\S]+}"  # any character, newlines too (rejected by validation)
     app.router.add_get(kv, metered(get_kv, "kv", meter))  # also answers HEAD
-    app.router.add_put(kv, metered(put_kv, "kv", meter), expect_handler=expect_put)
+    app.router.add_put(
+        kv, metered(put_kv, "kv", meter), expect_handler=guarded_expect(guard, expect_put)
+    )
     app.router.add_delete(kv, metered(delete_kv, "kv", meter))
     app.router.add_post(BATCH_PATH, metered(post_kv_batch, "kv-batch", meter))
     app.router.add_get("/v1/stats", metered(stats, "stats", meter))

@@ -196,8 +196,41 @@ async def test_a_connection_handed_to_aiohttp_is_checked_there() -> None:
         writer.write(lower + stats.replace(b"Bearer", b"Basic"))
         assert [r.status for r in await Replies(reader).read(2)] == [200, 401]
         writer.close()
+        # aiohttp runs a PUT's expect handler before any middleware: it answered a PUT
+        # without the token with its 421 or 413, carrying the node's fill and epoch.
+        for key, length in (("k", 1), ("k", 1 << 30)):  # 100 Continue, 413
+            reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+            writer.write(
+                stats
+                + f"PUT /v1/kv/{key} HTTP/1.1\r\nHost: x\r\nContent-Length: {length}"
+                "\r\nExpect: 100-continue\r\n\r\n".encode()
+            )
+            replies = await Replies(reader).read(2)
+            assert [r.status for r in replies] == [200, 401], (key, length)
+            assert "x-ecache-fill" not in replies[1].headers
+            assert await reader.read() == b""  # closed: the body is never read
+            writer.close()
     finally:
         await server.close()
+
+
+async def test_a_coordinator_put_with_expect_needs_the_token_on_a_handed_over_connection(
+    guarded: tuple[CoordinatorHarness, TestServer],
+) -> None:
+    h, _ = guarded
+    port = int(h.url.rsplit(":", 1)[1])
+    stats = f"GET /v1/cluster HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {TOKEN}\r\n\r\n"
+    for length in (1, 1 << 40):  # past the value limit too (it answered 413)
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(
+            stats.encode()
+            + f"PUT /v1/kv/k HTTP/1.1\r\nHost: x\r\nContent-Length: {length}"
+            "\r\nExpect: 100-continue\r\n\r\n".encode()
+        )
+        replies = await Replies(reader).read(2)
+        assert [r.status for r in replies] == [200, 401], length
+        assert await reader.read() == b""
+        writer.close()
 
 
 @pytest.mark.parametrize("edge", ["aiohttp", "lean"])
