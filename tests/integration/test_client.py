@@ -417,7 +417,7 @@ def test_close_ends_another_threads_request_waiting_out_a_retry() -> None:
     """It used to stay blocked for ever: the loop stopped under its back-off (review)."""
     client = Client("http://127.0.0.1:1", direct=True, retries=10)
 
-    async def base_for(key: str) -> str:
+    async def base_for(key: str, method: str) -> str:
         return "http://127.0.0.1:1"
 
     async def refused(*args: Any, **kwargs: Any) -> Any:
@@ -466,7 +466,7 @@ async def test_a_direct_client_goes_through_the_coordinator_when_a_node_never_an
     async with AsyncClient(harness.url, direct=True) as client:
         await client.put("k", b"v")
 
-        async def gone(key: str) -> str:
+        async def gone(key: str, method: str) -> str:
             return "http://127.0.0.1:1"  # nothing listens there
 
         client._base_for = gone  # type: ignore[method-assign]
