@@ -182,11 +182,17 @@ class Failures(Reintegration):
         """A node stopped answering: give its ranges to their successors (its records are
         lost: this is a cache) and stop tracking it. A lone dead node is replaced.
 
-        A move may drop the node first: one resumed after its source died drops that
+        A move calling the node (a paused source streams nothing, for up to the
+        migration timeout of an hour) gives up as soon as the node is declared dead
+        (`NodeInfo.doomed`), as it would for a node whose process is gone. A move may
+        drop the node first: one resumed after its source died drops that
         source under the move lock, then keeps the lock until it commits. This returns
         as soon as the node is gone rather than after that move, so the requests waiting
         on the node's check go on (the lock is waited for in turn, as ever, otherwise).
         """
+        info = self.nodes.get(node_id)
+        if info is not None:
+            info.doomed.set()  # a move waiting on it gives up, and frees the lock
         acquire = asyncio.ensure_future(self._move_lock.acquire())
         try:
             while not acquire.done() and node_id in self.nodes:

@@ -32,6 +32,7 @@ import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
+from typing import TypeVar
 
 from elastic_cache.coordinator import placement
 from elastic_cache.coordinator.membership import Membership, NodeInfo
@@ -40,6 +41,8 @@ from elastic_cache.errors import ElasticCacheError, MoveFailed, NodeUnavailable
 from elastic_cache.ring import HashRing
 
 __all__ = ["Moves", "key_chunks"]
+
+T = TypeVar("T")
 
 log = logging.getLogger("elastic_cache.cluster")
 
@@ -154,18 +157,25 @@ class Moves(Membership):
         calling = dst
         try:
             try:
-                await dst.client.begin_migration(
-                    mig.id, "destination", lo, hi, warm=warm_keys is not None
+                await self._party(
+                    dst.client.begin_migration(
+                        mig.id, "destination", lo, hi, warm=warm_keys is not None
+                    ),
+                    dst,
                 )
                 began.append(dst)
                 calling = src
-                await src.client.begin_migration(mig.id, "source", lo, hi, peer=dst.client.address)
+                await self._party(
+                    src.client.begin_migration(mig.id, "source", lo, hi, peer=dst.client.address),
+                    src,
+                    dst,
+                )
                 began.append(src)
-                reported = (await src.client.stats()).migration(mig.id)
+                reported = (await self._party(src.client.stats(), src)).migration(mig.id)
                 if reported is not None:
                     mig.total = reported.total or 0
                 if warm_keys is None:
-                    summary = await src.client.send_migration(mig.id)
+                    summary = await self._party(src.client.send_migration(mig.id), src, dst)
                     mig.records = int(summary.get("records", 0))
                     mig.bytes = int(summary.get("bytes", 0))
                 else:
@@ -175,12 +185,14 @@ class Moves(Membership):
                     mig.dirty = len(keys)
                     calling = dst
                     for chunk in key_chunks(keys):
-                        await dst.client.forget_keys(mig.id, chunk)
+                        await self._party(dst.client.forget_keys(mig.id, chunk), dst)
                     calling = src
                     for chunk in key_chunks(keys):
                         # The source's counts run over the whole move: the last is the
                         # total (adding them up counted early chunks again).
-                        summary = await src.client.send_migration(mig.id, chunk)
+                        summary = await self._party(
+                            src.client.send_migration(mig.id, chunk), src, dst
+                        )
                         mig.records = int(summary.get("records", 0))
                         mig.bytes = int(summary.get("bytes", 0))
             except NodeUnavailable as exc:
@@ -199,19 +211,26 @@ class Moves(Membership):
                 heir = await self._finish_from_holder(mig, src, dst, mutate, exc)
                 began = [dst]
                 src, source, calling = heir, heir.node_id, heir
-                await src.client.begin_migration(
-                    mig.wire_id, "source", lo, hi, peer=dst.client.address, reconcile=True
+                await self._party(
+                    src.client.begin_migration(
+                        mig.wire_id, "source", lo, hi, peer=dst.client.address, reconcile=True
+                    ),
+                    src,
+                    dst,
                 )
                 began.append(src)
-                summary = await src.client.send_migration(mig.wire_id)
+                summary = await self._party(src.client.send_migration(mig.wire_id), src, dst)
                 mig.records += int(summary.get("records", 0))
                 mig.bytes += int(summary.get("bytes", 0))
             new_ring = self.ring.copy()
             mutate(new_ring)
             new_held, surplus = self._after(new_ring, held_after)
             calling = dst
-            done = await dst.client.commit_migration(
-                mig.wire_id, new_ring.epoch, self.ranges_for(destination, new_ring, new_held)
+            done = await self._party(
+                dst.client.commit_migration(
+                    mig.wire_id, new_ring.epoch, self.ranges_for(destination, new_ring, new_held)
+                ),
+                dst,
             )
             if mig.resumed_from is not None:
                 mig.reused = int(done.get("reused", 0))
@@ -232,6 +251,8 @@ class Moves(Membership):
                 return mig
             mig.state, mig.error, mig.finished = "abandoned", str(exc), time.time()
             for info in began:
+                if info.doomed.is_set():
+                    continue  # it is dropped next (and ended), its move with it
                 with contextlib.suppress(ElasticCacheError):
                     await info.client.abort_migration(mig.wire_id)
                 if mig.resumed_from is not None and info is dst:
@@ -352,9 +373,33 @@ class Moves(Membership):
         )
         return heir
 
+    async def _party(self, call: Awaitable[T], *infos: NodeInfo) -> T:
+        """``call``, a move's request, unless one of ``infos`` (the node called, and the
+        one it streams to) is declared dead first (its drop waits for the move lock this
+        move holds): then NodeUnavailable at once, and the move goes on as for a node
+        whose process is gone."""
+        work = asyncio.ensure_future(call)
+        waits = [asyncio.ensure_future(info.doomed.wait()) for info in infos]
+        try:
+            await asyncio.wait((work, *waits), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for wait in waits:
+                wait.cancel()
+            if not work.done():
+                work.cancel()
+                with contextlib.suppress(BaseException):
+                    await work
+        if work.cancelled():
+            dead = ", ".join(info.node_id for info in infos if info.doomed.is_set())
+            raise NodeUnavailable(f"{dead} was declared dead during the move")
+        return work.result()
+
     async def _gone(self, info: NodeInfo) -> bool:
         """Whether ``info``'s process or instance is gone (looked at for up to a second:
-        a process killed a moment ago may not be reaped yet)."""
+        a process killed a moment ago may not be reaped yet), or it was declared dead
+        (paused past its grace: it is ended once dropped)."""
+        if info.doomed.is_set():
+            return True
         for attempt in range(5):
             if not await self._still_running(info):
                 return True

@@ -51,6 +51,9 @@ class NodeInfo:
     peer_ages: dict[str, float | None] = field(default_factory=dict)
     #: Past its grace but still heard by its neighbours (event ``node_cut_off`` sent).
     cut_off: bool = False
+    #: Set once the node is declared dead: a move's call to it gives up at once
+    #: (`Moves._party`) instead of holding the move lock its drop waits for.
+    doomed: asyncio.Event = field(default_factory=asyncio.Event)
     used: int = 0
     capacity: int = 1
     records: int = 0

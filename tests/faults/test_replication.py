@@ -108,7 +108,7 @@ async def test_a_direct_clients_writes_reach_every_copy(tmp_path: Path) -> None:
     them to no other holder: after the owner's SIGKILL (or its removal) the older value
     came back from the copy, and deleted keys with it (review: 107 of 300 keys, every
     run). With copies it writes through the coordinator, which writes them all."""
-    async with process_cluster(tmp_path, settings()) as pc:
+    async with process_cluster(tmp_path, settings(nodes=4)) as pc:
         cluster = pc.coord.cluster
         keys = [f"k{i}" for i in range(300)]
         async with AsyncClient(pc.url, timeout=30) as routed:
@@ -343,6 +343,63 @@ async def test_a_node_killed_mid_move_loses_no_acknowledged_write(
             assert await load.final_mismatches(client) == []
         await check_filled(pc.url, 9000)
         assert mig.state == ("done" if victim == "source" else "abandoned")
+
+
+@pytest.mark.parametrize("victim", ["source", "destination"])
+async def test_a_node_paused_mid_move_is_dropped_after_its_grace(
+    tmp_path: Path, victim: str
+) -> None:
+    """rf = 2, suspect_grace 2 s: a split's source or destination SIGSTOPped mid-move.
+    Its drop waited for the move lock, which the move held while waiting on the paused
+    node for up to the migration timeout (an hour): the node stayed suspect and most
+    writes failed with 503 for the whole pause (review). The move now gives up on a node
+    declared dead: a paused source is replaced by the range's other holder and the move
+    finishes, a paused destination's move is abandoned; either is dropped within its
+    grace and a few seconds, and nothing acknowledged is lost."""
+    data = paced_settings()
+    data["coordinator"] = {"initial_nodes": 3, "request_budget": 3.0, "suspect_grace": 2.0}
+    async with process_cluster(tmp_path, data) as pc:
+        cluster = pc.coord.cluster
+        await fill(pc.url, 9000)
+        load = CheckedLoad([f"user:{i}" for i in range(300)], 2, put=0.5, delete=0.05)
+        pid = 0
+        try:
+            async with checked_traffic(pc.url, load):
+                adding = asyncio.create_task(cluster.add_node())
+                for _ in range(1000):
+                    mig = cluster.active_migration
+                    if mig is not None and mig.kind == "split":
+                        moving = (await cluster.nodes[mig.source].client.stats()).raw["migrations"]
+                        if moving and 0 < moving[0]["sent"] < moving[0]["total"] // 2:
+                            break
+                    await asyncio.sleep(0.01)
+                else:
+                    pytest.fail("the split never started streaming")
+                node = mig.source if victim == "source" else mig.destination
+                pid = int(cluster.nodes[node].handle.ref)
+                os.kill(pid, signal.SIGSTOP)
+                # Grace 2 s, a poll every second, the move's give-up: far under the
+                # hour it waited before; bounded loosely for a busy machine.
+                await until(lambda: node not in cluster.nodes, 25, f"{node} dropped")
+                if victim == "source":
+                    _, done = await asyncio.wait_for(adding, 60)
+                    assert done is mig and mig.state == "done", mig.to_json()
+                    assert mig.resumed_from not in (None, mig.source)
+                else:
+                    with pytest.raises(ElasticCacheError):
+                        await asyncio.wait_for(adding, 60)
+                    assert mig.state == "abandoned"
+                await until(lambda: replicated(cluster), 60, "re-replication")
+                await asyncio.sleep(0.5)
+        finally:
+            if pid:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGCONT)
+        assert load.failures == []
+        async with AsyncClient(pc.url, timeout=60) as client:
+            assert await load.final_mismatches(client) == []
+        await check_filled(pc.url, 9000)
+        await until(lambda: not pid_alive(pid), 20, "the dropped node's process to end")
 
 
 async def test_a_node_paused_past_the_grace_is_dropped_and_never_serves_again(
