@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Protocol
+from urllib.parse import unquote_to_bytes
 
 import mmh3
 
@@ -41,6 +42,22 @@ MAX_KEY_BYTES = 1024
 
 # C0, DEL and C1: the Unicode category Cc.
 _CONTROL = frozenset(chr(c) for c in [*range(0x20), *range(0x7F, 0xA0)])
+
+
+def check_escapes(path: str) -> None:
+    """Check that the percent-escapes of a key's path spell UTF-8.
+
+    A URL parser (yarl, and so aiohttp's router) leaves an escape that does not, such
+    as ``%FF``, as its three characters; ``u%FFx`` then named the key ``u%FFx``, which is
+    also what ``u%25FFx`` names: a write of bad input overwrote another key.
+
+    Raises:
+        InvalidKey: an escape, or a run of them, is not UTF-8.
+    """
+    try:
+        unquote_to_bytes(path).decode("utf-8")
+    except UnicodeDecodeError:
+        raise InvalidKey("the key's percent-escapes do not spell UTF-8") from None
 
 
 def validate_key(key: str) -> str:

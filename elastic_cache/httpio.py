@@ -16,6 +16,7 @@ from aiohttp.streams import StreamReader
 
 from elastic_cache.config import MAX_TTL_SECONDS
 from elastic_cache.errors import ElasticCacheError, InvalidBody, InvalidTTL, ValueTooLarge
+from elastic_cache.hashing import check_escapes
 
 __all__ = [
     "DEFAULT_CONTENT_TYPE",
@@ -357,7 +358,7 @@ async def json_body(request: web.Request, limit: int = 1 << 20) -> dict[str, Any
     """Parse a JSON object body (an empty body is ``{}``).
 
     Raises:
-        InvalidBody: not JSON, or not an object.
+        InvalidBody: not JSON (nested too deeply too), or not an object.
     """
     raw = await read_limited(request, limit)
     if not raw.strip():
@@ -366,6 +367,8 @@ async def json_body(request: web.Request, limit: int = 1 << 20) -> dict[str, Any
         data = json.loads(raw)
     except ValueError as exc:  # bad UTF-8 or JSON, an integer past Python's digit limit
         raise InvalidBody(f"body is not valid JSON: {str(exc)[:200]}") from exc
+    except RecursionError:  # arrays or objects nested some thousands deep
+        raise InvalidBody("body is nested too deeply") from None
     if not isinstance(data, dict):
         raise InvalidBody("body must be a JSON object")
     return data
@@ -475,3 +478,16 @@ def body_payload(data: bytes) -> bytes | io.BytesIO:
     copy of the whole value.
     """
     return io.BytesIO(data) if len(data) > _LARGE_BODY else data
+
+
+def kv_key(request: web.Request) -> str:
+    """The key of a ``/v1/kv/{key}`` route as aiohttp decoded it, once the escapes of
+    the path as sent are checked (`elastic_cache.hashing.check_escapes`).
+
+    Raises:
+        InvalidKey: an escape does not spell UTF-8.
+    """
+    raw = request.raw_path
+    if "%" in raw:
+        check_escapes(raw.partition("?")[0].partition("#")[0])
+    return request.match_info["key"]

@@ -24,7 +24,7 @@ def _setting(text: str) -> tuple[str, Any]:
         raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
     try:
         return key, json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):  # text, or nested too deeply to be a setting
         return key, raw
 
 

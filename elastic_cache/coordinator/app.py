@@ -65,6 +65,7 @@ from elastic_cache.httpio import (
     expect_continue,
     json_body,
     json_document,
+    kv_key,
     not_found,
     parse_content_type,
     parse_ttl,
@@ -102,11 +103,11 @@ def _respond(answer: Answer) -> web.Response:
 async def get_kv(request: web.Request) -> web.StreamResponse:
     coord = request.app[COORDINATOR]
     if request.method == "HEAD":
-        answer = await coord.router.get(request.match_info["key"], head=True)
+        answer = await coord.router.get(kv_key(request), head=True)
         return web.Response(status=answer.status, headers={"Content-Type": answer.content_type})
     # A large answer comes back as a stream (read-through, which caches what it reads,
     # reads every answer whole).
-    answer = await coord.router.get(request.match_info["key"], stream_above=STREAM_ABOVE)
+    answer = await coord.router.get(kv_key(request), stream_above=STREAM_ABOVE)
     if answer.stream is None:
         return _respond(answer)
     return await _relay(request, answer)
@@ -140,7 +141,7 @@ async def _relay(request: web.Request, answer: Answer) -> web.StreamResponse:
 
 async def put_kv(request: web.Request) -> web.StreamResponse:
     coord = request.app[COORDINATOR]
-    key = request.match_info["key"]
+    key = kv_key(request)
     ttl = parse_ttl(request.query.get("ttl"))
     ctype = parse_content_type(request.headers.get("Content-Type"))
     nodes = coord.settings.nodes
@@ -180,7 +181,7 @@ async def expect_put(request: web.Request) -> web.StreamResponse | None:
 
 async def delete_kv(request: web.Request) -> web.StreamResponse:
     coord = request.app[COORDINATOR]
-    return _respond(await coord.router.delete(request.match_info["key"]))
+    return _respond(await coord.router.delete(kv_key(request)))
 
 
 async def read_through(request: web.Request) -> web.StreamResponse:

@@ -13,6 +13,9 @@ from urllib.parse import parse_qsl
 from aiohttp import web
 from yarl import URL
 
+from elastic_cache.errors import InvalidKey
+from elastic_cache.hashing import check_escapes
+
 __all__ = [
     "CLIENT_HEADER",
     "DECLINE",
@@ -238,7 +241,8 @@ def plain_content_type(request: HotRequest) -> bool:
 def split_target(target: bytes, prefix: bytes) -> tuple[str, str] | None:
     """``(rest of the path, query)`` of a target under ``prefix``, the path decoded as
     aiohttp's routing decodes it (`_decoded_path`); None (decline) for what only aiohttp
-    decodes exactly: a non-ASCII path, a dot segment, an empty rest."""
+    decodes exactly (a non-ASCII path, a dot segment, an empty rest) or refuses (escapes
+    that are not UTF-8)."""
     path, _, query = target.partition(b"?")
     if not path.startswith(prefix) or len(path) == len(prefix):
         return None
@@ -246,16 +250,23 @@ def split_target(target: bytes, prefix: bytes) -> tuple[str, str] | None:
         return None
     if b"%" in path:
         decoded = _decoded_path(path.decode("ascii"))
+        if decoded is None:
+            return None
         rest = decoded[len(prefix) :]
         return (rest, query.decode("latin-1")) if rest else None
     return path[len(prefix) :].decode("ascii"), query.decode("latin-1")
 
 
 @functools.lru_cache(maxsize=16384)
-def _decoded_path(path: str) -> str:
+def _decoded_path(path: str) -> str | None:
     """A percent-encoded path as aiohttp's router hands it to a handler: yarl's
-    ``path_safe`` (everything decoded but ``%2F`` and ``%25``), then those two.
+    ``path_safe`` (everything decoded but ``%2F`` and ``%25``), then those two; None
+    when its escapes do not spell UTF-8 (aiohttp's route refuses it: `check_escapes`).
     Cached: the same keys come back (a read-through key is always encoded)."""
+    try:
+        check_escapes(path)
+    except InvalidKey:
+        return None
     safe = URL.build(path=path, encoded=True).path_safe
     return safe.replace("%2F", "/").replace("%25", "%")
 

@@ -63,6 +63,7 @@ from elastic_cache.httpio import (
     json_body,
     json_document,
     keys_field,
+    kv_key,
     not_found,
     parse_content_type,
     parse_ttl,
@@ -118,7 +119,7 @@ _MISS_BODY = b'{"error":"key_not_found","message":"no value for this key"}'
 
 
 def _key(request: web.Request) -> str:
-    return request.match_info["key"]
+    return kv_key(request)
 
 
 async def get_kv(request: web.Request) -> web.StreamResponse:
@@ -126,7 +127,7 @@ async def get_kv(request: web.Request) -> web.StreamResponse:
     if service.cold is not None:
         return await _get_tiered(request, service)
     try:
-        rec = service.get(request.match_info["key"])
+        rec = service.get(kv_key(request))
     except ElasticCacheError as err:
         return _miss_or_error(service, err)
     if request.method == "HEAD":
@@ -159,7 +160,7 @@ def _miss_or_error(service: NodeService, err: ElasticCacheError) -> web.Response
 
 async def _get_tiered(request: web.Request, service: NodeService) -> web.StreamResponse:
     """GET/HEAD on a node with a cold tier: memory first, then the tier."""
-    key = request.match_info["key"]
+    key = kv_key(request)
     epoch = str(service.epoch)
     try:
         if request.method == "HEAD":
@@ -291,7 +292,12 @@ async def put_ownership(request: web.Request) -> web.StreamResponse:
         and all(v.startswith(("http://", "https://")) for v in peers.values())
     ):
         raise InvalidBody('"peers" must map node ids to http(s):// addresses')
-    changed = service.set_ownership(int_field(body, "epoch"), ranges_field(body))
+    epoch = int_field(body, "epoch")
+    if not 0 <= epoch < 1 << 63:
+        # The node ignores any push older than the epoch it has: one past every ring's
+        # would make it deaf to the coordinator for good.
+        raise InvalidBody(f'"epoch" must be from 0 to 2**63 - 1, got {epoch}')
+    changed = service.set_ownership(epoch, ranges_field(body))
     if peers is not None:
         request.app[HEARTBEATS].set_peers(peers)
     return web.json_response({"changed": changed, "epoch": service.epoch})

@@ -55,6 +55,19 @@ _HUGE_QUOTA = {"prefix": "a/", "quota_records": 10**400}
         ("PUT", "/v1/kv/k?ttl=never", {"data": b"x"}, 400, "bad_ttl"),
         ("PUT", "/v1/kv/" + "k" * 1025, {"data": b"x"}, 400, "bad_key"),
         ("GET", "/v1/kv/a%01", {}, 400, "bad_key"),
+        # Escapes that are not UTF-8 named the key their characters spell (review).
+        ("PUT", "/v1/kv/u%FFx", {"data": b"x"}, 400, "bad_key"),
+        ("GET", "/v1/kv/a%C0%AFb", {}, 400, "bad_key"),
+        ("DELETE", "/v1/kv/%ED%A0%80", {}, 400, "bad_key"),
+        # Nested past the parser's recursion limit: a 500 before (review).
+        ("POST", "/v1/cluster/nodes", {"data": b"[" * 100_000 + b"]" * 100_000}, 400, "bad_body"),
+        (
+            "PUT",
+            "/v1/namespaces/x",
+            {"data": b'{"a":' * 50_000 + b"1" + b"}" * 50_000},
+            400,
+            "bad_body",
+        ),
         ("PUT", "/v1/kv/k", {"data": io.BytesIO(b"x" * (9 << 20))}, 413, "value_too_large"),
         ("GET", "/v1/svc/nope/x", {}, 404, "unknown_origin"),
         ("GET", "/v1/svc/svc/" + "p" * 8200, {}, 414, "uri_too_long"),

@@ -327,7 +327,6 @@ async def test_http_1_0_is_served(node: Node) -> None:
         "%25",
         "%2525",
         "%E2%82%AC",
-        "%ff",
         "%zz",
         "a+b",
         "x%2F..%2Fy",
@@ -349,6 +348,31 @@ async def test_encoded_keys_decode_as_aiohttp_decodes_them(node: Node, encoded: 
     assert "aiohttp" not in lean[1].headers.get("server", "")
     lean_w.close()
     aio_w.close()
+
+
+@pytest.mark.parametrize("encoded", ["u%FFx", "u%ffx", "a%C0%AFb", "%ED%A0%80", "%C3", "%E2%82"])
+async def test_escapes_that_are_not_utf8_are_a_bad_key_on_both_layers(
+    node: Node, encoded: str
+) -> None:
+    """yarl leaves ``%FF`` as its three characters: ``u%FFx`` named the key ``u%FFx``,
+    which is the key ``u%25FFx`` names, so bad input overwrote another key (review)."""
+    literal = encoded.replace("%", "%25")  # the key spelled by the escapes' characters
+    lean_r, lean_w = await node.connect()
+    aio_r, aio_w = await node.connect()
+    lean_w.write(put(literal, b"valid") + put(encoded, b"bad") + get(encoded))
+    aio_w.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n" + put(encoded, b"bad"))
+    lean = await Replies(lean_r).read(3)
+    aio = await Replies(aio_r).read(2)
+    assert [r.status for r in lean] == [204, 400, 400]
+    assert json.loads(lean[1].body)["error"] == "bad_key"
+    assert aio[1].status == 400 and json.loads(aio[1].body)["error"] == "bad_key"
+    lean_w.close()
+    aio_w.close()
+    reader, writer = await node.connect()
+    writer.write(get(literal))
+    (kept,) = await Replies(reader).read(1)
+    assert (kept.status, kept.body) == (200, b"valid")
+    writer.close()
 
 
 async def test_close_waits_for_nothing_when_idle_and_stops_listening(node: Node) -> None:

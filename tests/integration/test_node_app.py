@@ -132,6 +132,23 @@ async def test_ownership_and_misdirected(node: TestClient[Any, Any]) -> None:
         ("PUT", "/v1/ownership", b'{"epoch": "x", "ranges": []}', 400, "bad_body"),
         ("PUT", "/v1/ownership", b'{"epoch": 1, "ranges": [[1, 2, 3]]}', 400, "bad_body"),
         ("PUT", "/v1/ownership", b'{"epoch": 1, "ranges": [[0, 9], [5, 20]]}', 400, "bad_body"),
+        # An epoch past 64 bits made the node ignore every later push (review).
+        (
+            "PUT",
+            "/v1/ownership",
+            b'{"epoch": 1267650600228229401496703205376, "ranges": []}',
+            400,
+            "bad_body",
+        ),
+        ("PUT", "/v1/ownership", b'{"epoch": -1, "ranges": []}', 400, "bad_body"),
+        ("PUT", "/v1/ownership", b"[" * 100_000 + b"]" * 100_000, 400, "bad_body"),
+        (
+            "POST",
+            "/v1/ranges/count",
+            b'{"ranges":' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+            400,
+            "bad_body",
+        ),
         ("POST", "/v1/ranges/count", b'{"ranges": [[-1, 5]]}', 400, "bad_body"),
         ("POST", "/v1/ranges/median", b'{"lo": 1}', 400, "bad_body"),
         ("POST", "/v1/migrations", b'{"id": "m", "role": "x", "lo": 1, "hi": 2}', 400, "bad_body"),
