@@ -30,7 +30,7 @@ from elastic_cache.coordinator.service import Coordinator
 from elastic_cache.coordinator.statestore import FileStateStore, MirroredStateStore, StateStore
 from elastic_cache.coordinator.workers import LeaderControl, start_workers, stop_workers
 from elastic_cache.errors import ConfigError
-from elastic_cache.fastpath import FastServer
+from elastic_cache.fastpath import FastServer, ensure_port_free
 from elastic_cache.gctuning import tune_gc
 from elastic_cache.logs import set_log_context
 from elastic_cache.provisioner.base import Provisioner
@@ -268,6 +268,8 @@ async def serve_coordinator(
         workers = settings.coordinator.workers
         front = FastServer(runner, CoordinatorHotRoutes.of(coord), guard=coord.guard)
         try:
+            if workers > 1:
+                ensure_port_free(host, port)
             bound = await front.start(host, port, reuse_port=workers > 1, tls=tls)
         except OSError as exc:
             raise cannot_listen(host, port, exc, "pass --port") from exc

@@ -50,7 +50,7 @@ from elastic_cache.fastpath.request import (
     split_target,
     whole_body_within,
 )
-from elastic_cache.fastpath.server import RUN_DIR_ENV, FastServer
+from elastic_cache.fastpath.server import RUN_DIR_ENV, FastServer, ensure_port_free
 
 __all__ = [
     "CLIENT_HEADER",
@@ -64,6 +64,7 @@ __all__ = [
     "aiohttp_limits",
     "chunked_head",
     "client_address",
+    "ensure_port_free",
     "error_bytes",
     "no_content_bytes",
     "plain_content_type",

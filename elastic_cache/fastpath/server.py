@@ -19,12 +19,33 @@ from elastic_cache.fastpath.connection import _Connection
 from elastic_cache.fastpath.relay import HandedOver
 from elastic_cache.fastpath.request import HotRoutes
 
-__all__ = ["RUN_DIR_ENV", "FastServer"]
+__all__ = ["RUN_DIR_ENV", "FastServer", "ensure_port_free"]
 
 
 #: A directory the parent process made for this one's private sockets, and removes
 #: when this process ends (however it ends): `LocalProvisioner` gives one to each node.
 RUN_DIR_ENV = "ECACHE_RUN_DIR"
+
+
+def ensure_port_free(host: str, port: int) -> None:
+    """Fail if anything listens on ``host:port``, before binding it with
+    ``SO_REUSEPORT``: that bind succeeds beside any other socket of this user that set
+    it too, so a second coordinator with workers joined a running one's port and the
+    kernel spread clients over two clusters (review). A probe bound without the option
+    fails when the port is taken (``SO_REUSEADDR`` admits only connections closing).
+
+    Raises:
+        OSError: the port is in use (``EADDRINUSE``), or ``host`` does not resolve.
+    """
+    if port == 0:
+        return  # the kernel picks a free one
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    for family, kind, proto, _, address in infos:
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                probe.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            probe.bind(address)
 
 
 class FastServer:
