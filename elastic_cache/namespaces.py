@@ -27,7 +27,7 @@ import enum
 import hashlib
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -98,6 +98,8 @@ _NOT_PER_NAMESPACE = {
     "w": "the setting is called write_quorum",
 }
 
+#: A namespace's name is a path segment and a label of every per-namespace metric.
+MAX_NAME_CHARS = 64
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
 
 
@@ -186,9 +188,15 @@ class NamespacePolicy:
 
     def __post_init__(self) -> None:
         where = f"namespaces.{self.name}"
-        if not isinstance(self.name, str) or not self.name or not set(self.name) <= _NAME_CHARS:
+        if (
+            not isinstance(self.name, str)
+            or not 0 < len(self.name) <= MAX_NAME_CHARS
+            or not set(self.name) <= _NAME_CHARS
+            or set(self.name) == {"."}  # "." and ".." are no path segment of their own
+        ):
             raise ConfigError(
-                f"a namespace name is letters, digits, '-', '_' or '.', got {self.name!r}"
+                f"a namespace name is 1-{MAX_NAME_CHARS} letters, digits, '-', '_' or '.' "
+                f"(not only dots), got {str(self.name)[:100]!r}"
             )
         if self.name == DEFAULT_NAMESPACE:
             if self.prefix is not None:
@@ -310,19 +318,25 @@ class NamespacePolicy:
         Raises:
             ConfigError: an unknown key (named) or a bad value.
         """
-        where = f"namespaces.{name}"
         if not isinstance(data, Mapping):
-            raise ConfigError(f"[{where}] must be a table")
-        for key in data:
-            if key in _NOT_PER_NAMESPACE:
-                raise ConfigError(f"{where}.{key} is not supported: {_NOT_PER_NAMESPACE[key]}")
-        unknown = sorted(set(data) - set(POLICY_KEYS))
-        if unknown:
-            raise ConfigError(
-                f"unknown setting(s) in [{where}]: {', '.join(unknown)}; known: "
-                f"{', '.join(POLICY_KEYS)}"
-            )
+            raise ConfigError(f"[namespaces.{name}] must be a table")
+        check_setting_names(name, data)
         return cls(name=name, **dict(data))
+
+
+def check_setting_names(name: str, keys: Iterable[str]) -> None:
+    """Raises ConfigError naming a key of ``keys`` that is no namespace setting."""
+    where = f"namespaces.{name}"
+    keys = list(keys)
+    for key in keys:
+        if key in _NOT_PER_NAMESPACE:
+            raise ConfigError(f"{where}.{key} is not supported: {_NOT_PER_NAMESPACE[key]}")
+    unknown = sorted(set(keys) - set(POLICY_KEYS))
+    if unknown:
+        raise ConfigError(
+            f"unknown setting(s) in [{where}]: {', '.join(unknown)}; known: "
+            f"{', '.join(POLICY_KEYS)}"
+        )
 
 
 def _freeze_origins(origins: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
@@ -508,6 +522,9 @@ class NamespaceTable:
         current = self.get(name)
         if current is None and not create:
             raise ConfigError(f"no namespace {name!r} (declared: {', '.join(self.names)})")
+        # Checked here too: a key set to None (back to its default) never reaches
+        # the policy's own check, so `{"bogus": null}` was taken as a change.
+        check_setting_names(name, changes)
         spec = {} if current is None or replace else current.to_json()
         for key, value in changes.items():
             if value is None:

@@ -74,6 +74,7 @@ from elastic_cache.httpio import (
     refuse_before_body,
 )
 from elastic_cache.metrics import metered, metrics_response
+from elastic_cache.namespaces import NamespaceTable
 
 __all__ = ["COORDINATOR", "make_coordinator_app"]
 
@@ -467,9 +468,12 @@ async def put_namespace(request: web.Request) -> web.StreamResponse:
     control = request.app[COORDINATOR].namespaces
     name = request.match_info["name"]
     body = await json_body(request)
-    new = control.table.changed(name, body, create=True, replace=True)
-    what = f"namespace {name} {'replaced' if control.table.get(name) else 'declared'}"
-    result = await control.change(new, what)
+
+    def declare(table: NamespaceTable) -> tuple[NamespaceTable, str]:
+        new = table.changed(name, body, create=True, replace=True)
+        return new, f"namespace {name} {'replaced' if table.get(name) else 'declared'}"
+
+    result = await control.change(declare)
     return web.json_response({**result, "namespace": control.view()["namespaces"][name]})
 
 
@@ -478,24 +482,30 @@ async def patch_namespace(request: web.Request) -> web.StreamResponse:
     control = request.app[COORDINATOR].namespaces
     name = request.match_info["name"]
     body = await json_body(request)
-    if control.table.get(name) is None:
-        raise UnknownNamespace(
-            f"no namespace {name!r} (declared: {', '.join(control.table.names)})"
-        )
-    new = control.table.changed(name, body)
-    result = await control.change(new, f"namespace {name} changed: {', '.join(sorted(body))}")
+
+    def patch(table: NamespaceTable) -> tuple[NamespaceTable, str]:
+        _declared(table, name)
+        return table.changed(name, body), f"namespace {name} changed: {', '.join(sorted(body))}"
+
+    result = await control.change(patch)
     return web.json_response({**result, "namespace": control.view()["namespaces"][name]})
 
 
 async def delete_namespace(request: web.Request) -> web.StreamResponse:
     control = request.app[COORDINATOR].namespaces
     name = request.match_info["name"]
-    if control.table.get(name) is None:
-        raise UnknownNamespace(
-            f"no namespace {name!r} (declared: {', '.join(control.table.names)})"
-        )
-    result = await control.change(control.table.without(name), f"namespace {name} removed")
-    return web.json_response(result)
+
+    def remove(table: NamespaceTable) -> tuple[NamespaceTable, str]:
+        _declared(table, name)
+        return table.without(name), f"namespace {name} removed"
+
+    return web.json_response(await control.change(remove))
+
+
+def _declared(table: NamespaceTable, name: str) -> None:
+    """Raises UnknownNamespace: ``table`` declares no namespace ``name``."""
+    if table.get(name) is None:
+        raise UnknownNamespace(f"no namespace {name!r} (declared: {', '.join(table.names)})")
 
 
 async def healthz(request: web.Request) -> web.StreamResponse:

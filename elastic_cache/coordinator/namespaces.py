@@ -69,6 +69,10 @@ class NamespaceControl:
         #: Told the new table after every change (the router's write quorums).
         self.listeners: list[Callable[[NamespaceTable], None]] = []
         self.changes = 0
+        #: One change at a time, from reading the table in force to its save: two at
+        #: once raced on the state file (a 500 after the change was in force) and could
+        #: leave an older table on disk than the one in force (review).
+        self._changing = asyncio.Lock()
         self._load()
 
     def _load(self) -> None:
@@ -93,30 +97,37 @@ class NamespaceControl:
             return
         self.table = table
 
-    async def _save(self) -> None:
-        """Persist the table in force, off the event loop (the store may be S3)."""
+    async def _save(self, table: NamespaceTable) -> None:
+        """Persist ``table``, off the event loop (the store may be S3)."""
         if self.store is None:
             return
-        data = json.dumps({"base": self.base, "table": self.table.to_json()}, indent=1)
+        data = json.dumps({"base": self.base, "table": table.to_json()}, indent=1)
         await asyncio.to_thread(self.store.save, data.encode())
 
-    async def change(self, table: NamespaceTable, what: str) -> dict[str, Any]:
-        """Put ``table`` in force: check it, persist it, push it to every node.
+    async def change(
+        self, make: Callable[[NamespaceTable], tuple[NamespaceTable, str]]
+    ) -> dict[str, Any]:
+        """Put in force the table ``make`` derives from the one in force (with what the
+        change was, for the event): check it, persist it, then apply and push it to
+        every node. Changes run one at a time, each from the table the one before left.
 
         Returns:
             ``{"version": ..., "nodes": {node: "applied" | error}}``; a node that did
             not take it gets it again at the next poll.
 
         Raises:
-            ConfigError: the cluster cannot apply it (nothing changed).
+            ConfigError: ``make`` refused, or the cluster cannot apply it. OSError: it
+                could not be persisted. Either way nothing changed.
         """
-        self._check(table)
-        self.table = table
-        self.changes += 1
-        await self._save()
-        for listener in self.listeners:
-            listener(table)
-        self.members.events.add("namespaces_changed", what, version=table.version)
+        async with self._changing:
+            table, what = make(self.table)
+            self._check(table)
+            await self._save(table)
+            self.table = table
+            self.changes += 1
+            for listener in self.listeners:
+                listener(table)
+            self.members.events.add("namespaces_changed", what, version=table.version)
         return {"version": table.version, "nodes": await self.push()}
 
     async def bring(self, info: NodeInfo) -> None:

@@ -111,7 +111,7 @@ async def test_a_replacement_coordinator_adopts_the_nodes_from_s3(
         epoch = first.cluster.ring.epoch
         # A live namespace change is saved beside the state, in S3 too.
         live = first.namespaces.table.changed("a", {"quota_records": 5})
-        await first.namespaces.change(live, "test")
+        await first.namespaces.change(lambda _table: (live, "test"))
         assert s3.get_object(Bucket=b, Key="state/namespaces.json")["Body"].read()
         # The first coordinator's host goes away: no clean stop (that would stop nodes).
         assert first._monitor is not None

@@ -131,6 +131,12 @@ async def test_live_change_applies_at_once_and_bad_input_changes_nothing(
         ("DELETE", "/v1/namespaces/nope", None, 404, "unknown_namespace"),
         ("PATCH", "/v1/namespaces/sessions", {"quota_records": -1}, 400, "bad_config"),
         ("PATCH", "/v1/namespaces/sessions", {"bogus": 1}, 400, "bad_config"),
+        # Set to null (back to the default), an unknown key was taken (review).
+        ("PATCH", "/v1/namespaces/sessions", {"bogus": None}, 400, "bad_config"),
+        ("PATCH", "/v1/namespaces/sessions", {"rf": None}, 400, "bad_config"),
+        ("PUT", "/v1/namespaces/x", {"prefix": "x/", "bogus": None}, 400, "bad_config"),
+        ("PUT", "/v1/namespaces/" + "n" * 65, {"prefix": "n/"}, 400, "bad_config"),
+        ("PUT", "/v1/namespaces/...", {"prefix": "d/"}, 400, "bad_config"),
         ("PUT", "/v1/namespaces/x", {"prefix": ""}, 400, "bad_config"),
         ("PUT", "/v1/namespaces/x", {"prefix": "a\nb"}, 400, "bad_config"),
         ("PUT", "/v1/namespaces/x", {"prefix": 7}, 400, "bad_config"),
