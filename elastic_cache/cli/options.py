@@ -42,7 +42,7 @@ def load_toml(path: str | None) -> dict[str, Any]:
     """The TOML file at ``path`` as a mapping (empty without a path).
 
     Raises:
-        ConfigError: the file is missing or is not valid TOML.
+        ConfigError: the file is missing, cannot be read, or is not valid TOML.
     """
     if path is None:
         return {}
@@ -51,6 +51,10 @@ def load_toml(path: str | None) -> dict[str, Any]:
             return tomllib.load(fh)
     except FileNotFoundError:
         raise ConfigError(f"config file {path} does not exist") from None
+    except OSError as exc:  # a directory, no permission to read it
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"config file {path} is not UTF-8 text: {exc.reason}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"config file {path} is not valid TOML: {exc}") from exc
 

@@ -8,11 +8,13 @@ import enum
 import math
 import re
 from typing import TypeVar
+from urllib.parse import SplitResult, urlsplit
 
 from elastic_cache.errors import ConfigError
 
 __all__ = [
     "check_host",
+    "check_http_url",
     "check_ids",
     "check_port",
     "check_ssm_name",
@@ -38,6 +40,34 @@ def check_host(name: str, value: str) -> None:
     """``value`` is a host name or address (not empty, no spaces)."""
     if not value or any(c.isspace() for c in value):
         raise ConfigError(f"{name} must be a host name or address, got {value!r}")
+
+
+#: A host as a URL may name it: a name or IPv4 address, or an IPv6 address (unbracketed).
+_URL_HOST = re.compile(r"[A-Za-z0-9._-]+|[0-9A-Fa-f:.]+(%[A-Za-z0-9._~-]+)?")
+
+
+def check_http_url(
+    name: str, value: str, form: str = "http(s)://host[:port][/path]"
+) -> SplitResult:
+    """``value`` is an ``http(s)://`` URL with a host, a port in range if any, and no
+    blank or control character (``urlsplit`` alone took ``http://:80``, a port of
+    99999 or ``http://a b``; ``http://[::1`` raised): its parts.
+
+    Raises:
+        ConfigError: naming ``name``, with the ``form`` expected.
+    """
+    bad = ConfigError(f"{name} must be {form}, got {value!r}")
+    if not isinstance(value, str) or any(c.isspace() or not c.isprintable() for c in value):
+        raise bad
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018 (checks the port: a ValueError when out of range)
+    except ValueError:
+        raise bad from None
+    host = parts.hostname
+    if parts.scheme not in ("http", "https") or not host or not _URL_HOST.fullmatch(host):
+        raise bad
+    return parts
 
 
 def check_port(name: str, value: int, *, allow_zero: bool = True) -> None:

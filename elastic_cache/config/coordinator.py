@@ -30,6 +30,9 @@ class ProvisionerKind(enum.StrEnum):
 
 #: Most coordinator processes on one port.
 MAX_WORKERS = 64
+
+#: Ring buckets an initial node may be given (`vnodes`).
+MAX_VNODES = 1024
 #: ``workers`` asking for `auto_workers` (``"auto"`` in the file and on the command line).
 AUTO_WORKERS = 0
 
@@ -61,7 +64,7 @@ class CoordinatorSettings:
         port: port of the public API.
         state_dir: where the ring and node list are persisted, and node logs go.
         initial_nodes: nodes launched at start (at least ``scaler.min_nodes``).
-        vnodes: ring buckets given to each initial node.
+        vnodes: ring buckets given to each initial node (1 to 1024).
         price_region: AWS region whose prices `elastic_cache.cost` uses for the cost per
             hour and the ``max_usd_per_hour`` budget (local nodes cost nothing).
         provisioner: ``local`` processes or ``ec2`` instances.
@@ -173,6 +176,10 @@ class CoordinatorSettings:
                 continue
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+        if self.vnodes > MAX_VNODES:
+            # Each bucket costs the ring and every view of it; 10**8 hung the
+            # coordinator at start (review).
+            raise ConfigError(f"vnodes must be at most {MAX_VNODES}, got {self.vnodes}")
         if self.workers > MAX_WORKERS:
             raise ConfigError(
                 f'workers must be at most {MAX_WORKERS} or "auto", got {self.workers}'

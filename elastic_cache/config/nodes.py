@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit
 
 from elastic_cache.capacity import CapacityUnit, OnColdFull, OnFull
-from elastic_cache.config.checks import enum_member, non_negative
+from elastic_cache.config.checks import check_http_url, enum_member, non_negative
 from elastic_cache.errors import ConfigError
 from elastic_cache.hashing import make_hasher
 from elastic_cache.indexes import make_index
@@ -127,11 +126,7 @@ class NodeSettings:
                 'on_full = "demote" needs a cold tier (tier = "disk:/path" or "s3://...")'
             )
         if self.s3_endpoint_url is not None:
-            parts = urlsplit(self.s3_endpoint_url)
-            if parts.scheme not in ("http", "https") or not parts.netloc:
-                raise ConfigError(
-                    f"s3_endpoint_url must be http(s)://host[:port], got {self.s3_endpoint_url!r}"
-                )
+            check_http_url("s3_endpoint_url", self.s3_endpoint_url, "http(s)://host[:port]")
         if not isinstance(self.namespaces, NamespaceTable):
             raise ConfigError("namespaces are declared as [namespaces.NAME] tables")
         check_durability(self.namespaces, self.tier)

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from urllib.parse import urlsplit
 
-from elastic_cache.config.checks import non_negative, positive
+from elastic_cache.config.checks import check_http_url, non_negative, positive
 from elastic_cache.errors import ConfigError
 
 __all__ = ["OriginSettings"]
@@ -73,11 +72,7 @@ class OriginSettings:
             raise ConfigError(
                 f"origin name must be letters, digits, '-', '_' or '.', got {self.name!r}"
             )
-        parts = urlsplit(self.url)
-        if parts.scheme not in ("http", "https") or not parts.netloc:
-            raise ConfigError(
-                f"origin {self.name!r}: url must be http(s)://host[:port][/path], got {self.url!r}"
-            )
+        parts = check_http_url(f"origin {self.name!r}: url", self.url)
         if parts.query or parts.fragment:
             raise ConfigError(f"origin {self.name!r}: url must not carry a query or fragment")
         positive(f"origin {self.name!r} timeout", self.timeout)

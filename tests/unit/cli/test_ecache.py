@@ -87,6 +87,14 @@ def test_flags_override_the_config_file(tmp_path: pytest.TempPathFactory) -> Non
         (["up", "--static", "4", "--nodes", "2"], "--static sets the number of nodes"),
         (["up", "--hybrid", "--nodes", "3"], "--hybrid sets the number of nodes"),
         (["node", "--capacity-records", "0"], "capacity_records"),
+        # Found in review: tracebacks, or URLs that 500 every request to the origin.
+        (["up", "--config", "/"], "cannot read config file /"),
+        (["up", "--origin", "x=http://[::1"], "url must be http(s)://"),
+        (["up", "--origin", "x=http://127.0.0.1:99999"], "url must be http(s)://"),
+        (["up", "--origin", "x=http://:80"], "url must be http(s)://"),
+        (["up", "--origin", "x=http://a b"], "url must be http(s)://"),
+        (["up", "--origin", "x=http://user@"], "url must be http(s)://"),
+        (["up", "--origin", "x=http://%zz"], "url must be http(s)://"),
     ],
 )
 def test_bad_settings_exit_2_with_a_message(
@@ -124,6 +132,27 @@ def test_bad_toml(tmp_path: pytest.TempPathFactory, capsys: pytest.CaptureFixtur
     config.write_text("[nodes\n")
     assert main(["up", "--config", str(config)]) == 2
     assert "not valid TOML" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        (b"[coordinator]\nport = 1\n# \xff\xfe\n", "is not UTF-8 text"),
+        (b"[coordinator]\nvnodes = 100000000\n", "vnodes must be at most 1024"),
+        (
+            b'[nodes]\ntier = "s3://my-bucket/p"\ns3_endpoint_url = "http://[::1"\n',
+            "s3_endpoint_url must be",
+        ),
+    ],
+)
+def test_bad_config_files_exit_2_with_a_message(
+    tmp_path: pytest.TempPathFactory, capsys: pytest.CaptureFixture[str], text: bytes, fragment: str
+) -> None:
+    config = tmp_path / "c.toml"  # type: ignore[operator]
+    config.write_bytes(text)
+    assert main(["up", "--config", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert fragment in err and "Traceback" not in err
 
 
 def test_no_command_prints_help(capsys: pytest.CaptureFixture[str]) -> None:
