@@ -100,6 +100,17 @@ def test_a_budget_below_the_floor_creates_nothing(session: Any, tmp_path: Path) 
     assert session.client("s3").list_buckets()["Buckets"] == []
 
 
+@pytest.mark.parametrize("capacity", [10**23, 2_000_000_000])
+def test_a_node_capacity_past_the_instances_memory_creates_nothing(
+    session: Any, tmp_path: Path, capacity: int
+) -> None:
+    """t3.small: 2 GiB, two nodes (auto: one per vCPU). 2 GB each deployed, and then no
+    ``--update`` could change the cluster, since it checks the capacity (review)."""
+    with pytest.raises(ConfigError, match=r"does not fit t3.small: its 2 node\(s\)"):
+        run_deploy(session, tmp_path, settings(capacity_bytes=capacity))
+    assert session.client("s3").list_buckets()["Buckets"] == []
+
+
 def test_mixed_architectures_are_refused(session: Any, tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="architecture"):
         run_deploy(session, tmp_path, settings(instance_types=("m7g.large",)))

@@ -41,7 +41,7 @@ from elastic_cache.aws.deploy.endpoint import find_addresses, recovery_alarms
 from elastic_cache.aws.deploy.names import ClusterNames
 from elastic_cache.aws.deploy.network import open_node_ports
 from elastic_cache.aws.deploy.policies import coordinator_policy
-from elastic_cache.aws.deploy.preflight import check_offerings
+from elastic_cache.aws.deploy.preflight import check_capacity_fits, check_offerings
 from elastic_cache.aws.deploy.pricelist import instance_sizes
 from elastic_cache.aws.deploy.settings import DeploySettings
 from elastic_cache.aws.ec2 import CLUSTER_TAG
@@ -369,12 +369,12 @@ def update_cluster(
         # 2 GiB t3.small).
         runs = slot_count(setting, vcpus)
         slots = max(slots, runs)
-        if capacity is not None and capacity * runs > 0.9 * gib * (1 << 30):
-            raise ConfigError(
-                f"the nodes' capacity ({capacity} bytes each) was sized for the running "
-                f"types and does not fit {t}: its {runs} node(s) would hold over 90% of "
-                f"its {gib:g} GiB. Choose types at least as large. Nothing was changed"
+        if capacity is not None:
+            more = (
+                "; it was sized for the running types: choose types at least as large. "
+                "Nothing was changed"
             )
+            check_capacity_fits(capacity, runs, int(gib * (1 << 30)), t, more)
     out(f"cluster {names.cluster}: coordinator {instance_id} runs with:")
     for line in drift:
         flag, rest = line.split(": running ", 1)

@@ -90,14 +90,35 @@ def node_slots(
     }
 
 
+#: The most of an instance's memory its nodes' capacities may add up to: the rest is the
+#: operating system's, Python's and each record's overhead beyond its bytes.
+MAX_CAPACITY_SHARE = 0.9
+
+
+def check_capacity_fits(capacity: int, runs: int, memory: int, itype: str, more: str = "") -> None:
+    """Raises ConfigError when ``runs`` nodes of ``capacity`` bytes each would take over
+    `MAX_CAPACITY_SHARE` of ``memory`` (an instance of ``itype``)."""
+    if capacity * runs > MAX_CAPACITY_SHARE * memory:
+        raise ConfigError(
+            f"the nodes' capacity ({capacity} bytes each) does not fit {itype}: its "
+            f"{runs} node(s) would hold over {MAX_CAPACITY_SHARE:.0%} of its "
+            f"{memory / (1 << 30):g} GiB{more}"
+        )
+
+
 def _capacity(settings: DeploySettings, described: Mapping[str, Mapping[str, Any]]) -> int:
-    """Each node's capacity: ``capacity_bytes``, else ``memory_fraction`` of a node
+    """Each node's capacity: ``capacity_bytes`` (checked against every type: review, a
+    10²³-byte capacity deployed, and a cluster whose nodes did not fit could not be
+    changed by ``--update`` after), else ``memory_fraction`` of a node
     type's memory as EC2 describes it (any type, priced or not) shared among the nodes an
     instance of it runs (`node_slots`), the least over the types: every node then fits
     whichever type AWS has capacity for."""
-    if settings.capacity_bytes is not None:
-        return settings.capacity_bytes
     slots = node_slots(settings, described)
+    if settings.capacity_bytes is not None:
+        for t in settings.instance_types:
+            memory = int(described[t]["MemoryInfo"]["SizeInMiB"]) << 20
+            check_capacity_fits(settings.capacity_bytes, slots[t], memory, t)
+        return settings.capacity_bytes
     share = min(
         int(described[t]["MemoryInfo"]["SizeInMiB"]) / slots[t] for t in settings.instance_types
     )
