@@ -17,7 +17,7 @@ from multidict import CIMultiDict
 from yarl import URL
 
 from elastic_cache.config import OriginSettings
-from elastic_cache.errors import UpstreamError, UpstreamTimeout, UpstreamTooLarge
+from elastic_cache.errors import InvalidRequest, UpstreamError, UpstreamTimeout, UpstreamTooLarge
 from elastic_cache.fastpath import CLIENT_HEADER
 from elastic_cache.httpcache.policy import HOP_BY_HOP, OriginResponse, normalise_accept_encoding
 
@@ -57,6 +57,9 @@ def forwarded_headers(
         remote: the client's address, appended to ``X-Forwarded-For``.
         conditionals: pass the client's ``If-*`` headers (unsafe methods; a cacheable
             GET asks for the whole answer so it can be stored).
+
+    Raises:
+        InvalidRequest: a header to pass on holds bytes that are not UTF-8.
     """
     request = tuple(request)
     allow = {h.lower() for h in origin.forward_headers}
@@ -91,7 +94,23 @@ def forwarded_headers(
     if forwarded_for:
         out["X-Forwarded-For"] = ", ".join(forwarded_for)
     out["Via"] = VIA
+    for name, value in out.items():
+        if not value.isascii() and not _utf8(value):
+            # Bytes that are not UTF-8 arrive as lone surrogates, which the HTTP client
+            # drops when it writes the request: the origin would get another value
+            # (a changed credential, say) than the client sent (review).
+            raise InvalidRequest(
+                f"header {name} is not UTF-8 text: it cannot be passed to the origin as sent"
+            )
     return out
+
+
+def _utf8(value: str) -> bool:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 class OriginStream:

@@ -41,7 +41,7 @@ from elastic_cache.coordinator.hotanswers import HotAnswers
 from elastic_cache.coordinator.origin_client import OriginCall
 from elastic_cache.coordinator.originfetch import OriginFetches, Outcome
 from elastic_cache.coordinator.router import Router
-from elastic_cache.errors import MethodNotAllowed, UnknownOrigin, UriTooLong
+from elastic_cache.errors import InvalidRequest, MethodNotAllowed, UnknownOrigin, UriTooLong
 from elastic_cache.httpcache.keys import cache_key, check_path, variant_key
 from elastic_cache.httpcache.policy import FreshnessRules, select_variant
 from elastic_cache.httpcache.record import VaryMarker
@@ -279,6 +279,11 @@ class ReadThrough(OriginFetches):
         if pending is not None:
             try:
                 outcome = await asyncio.shield(pending)
+            except InvalidRequest:
+                # The leader's own request was refused (a header it cannot pass on to
+                # the origin): no verdict on this one, which asks for itself.
+                reply, _ = await self._resolve(origin, request, key)
+                return reply
             except BaseException:
                 self.counts.coalesced += 1
                 self.counts.misses += 1

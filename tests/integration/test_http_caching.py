@@ -1448,3 +1448,30 @@ async def test_an_origin_answer_gets_no_type_or_server_name_it_did_not_send(
         cache, b"GET /v1/svc/open/typed HTTP/1.0\r\nHost: x\r\nConnection: close\r\n\r\n"
     )
     assert b"\r\nContent-Type: a/b\r\n" in raw, raw[:400]
+
+
+async def test_a_header_that_is_not_utf8_is_refused_not_changed(
+    cache: CoordinatorHarness, case_origin: CaseOrigin
+) -> None:
+    """Bytes that are not UTF-8 in a header went to the origin without them (the HTTP
+    client drops what it cannot encode): ``Authorization: Bearer \\xff`` reached it as
+    ``Bearer`` (review). A miss that would pass such a header on is a JSON 400; a stored
+    answer is still served, since nothing goes to the origin; and a request coalesced
+    behind the refused one is answered."""
+    case_origin.route("u", answer(b"page", Cache_Control="max-age=600"))
+    ask = b"GET /v1/svc/open/u HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+    bad = ask + b"Authorization: Bearer \xff\r\n\r\n"
+    raw = await raw_exchange(cache, bad)
+    head, _, body = raw.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 400 "), raw[:300]
+    assert json.loads(body)["error"] == "bad_request"
+    assert case_origin.calls["u"] == 0
+    agent = (
+        b"GET /v1/svc/open/u HTTP/1.1\r\nHost: x\r\nUser-Agent: a\xffb\r\nConnection: close\r\n\r\n"
+    )
+    refused, (s, body, _, _) = await asyncio.gather(
+        raw_exchange(cache, agent), get(cache, "open/u")
+    )
+    assert refused.startswith(b"HTTP/1.1 400 ") and (s, body) == (200, b"page")
+    assert (await raw_exchange(cache, agent)).endswith(b"page")  # stored: a hit
+    assert case_origin.calls["u"] == 1
