@@ -64,17 +64,7 @@ async def running_cluster(
         f'port = 0\nstate_dir = "{tmp_path / "state"}"\nworkers = 2\n'
         "[nodes]\ncapacity_records = 100000\n[scaler]\nenabled = false\n" + more
     )
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "elastic_cache",
-        "coordinator",
-        "--config",
-        str(config),
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-        stdin=asyncio.subprocess.DEVNULL,
-    )
+    proc = await start_coordinator(config)
     assert proc.stdout is not None
     url = ""
     async with asyncio.timeout(60):
@@ -92,6 +82,21 @@ async def running_cluster(
             async with asyncio.timeout(30):
                 await proc.wait()
         await drain
+
+
+async def start_coordinator(config: Path) -> asyncio.subprocess.Process:
+    """``ecache coordinator --config CONFIG``, its output (stderr too) on a pipe."""
+    return await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "elastic_cache",
+        "coordinator",
+        "--config",
+        str(config),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+        stdin=asyncio.subprocess.DEVNULL,
+    )
 
 
 async def eventually(check: Callable[[], Awaitable[bool]], seconds: float) -> None:
@@ -170,17 +175,7 @@ async def test_a_second_coordinator_with_workers_cannot_take_a_port_in_use(
         f'[coordinator]\nport = {port}\nstate_dir = "{other / "state"}"\nworkers = 2\n'
         "[scaler]\nenabled = false\n"
     )
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "elastic_cache",
-        "coordinator",
-        "--config",
-        str(config),
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-        stdin=asyncio.subprocess.DEVNULL,
-    )
+    proc = await start_coordinator(config)
     try:
         async with asyncio.timeout(60):
             out, _ = await proc.communicate()
