@@ -298,13 +298,9 @@ class Membership(NodePolling):
             where = store.describe()
             log.info("previous cluster in %s is gone (nodes down); starting afresh", where)
             return False
-        self.ring = ring
-        self.held = held if self.rf > 1 else {}
+        self._adopt(ring, held, state, len(handles))
         for handle, client in zip(handles, clients, strict=True):
-            self.nodes[handle.node_id] = NodeInfo(
-                handle=handle, client=client, requests=self._request_meter()
-            )
-        self._next_id = int(state.get("next_id", len(handles) + 1))
+            self.nodes[handle.node_id] = self._member(handle, client)
         for kept in stopped:
             # Its dirty list lived in the coordinator's memory: it comes back with a
             # full copy, but still without a launch.
@@ -317,6 +313,22 @@ class Membership(NodePolling):
         note = f"; not answering: {', '.join(silent)}" if silent else ""
         self.events.add("resumed", f"resumed {len(handles)} node(s) at epoch {ring.epoch}{note}")
         return True
+
+    def _adopt(
+        self, ring: HashRing, held: dict[int, tuple[str, ...]], state: dict[str, Any], count: int
+    ) -> None:
+        """Take a persisted cluster's ring, copies and next node id (``count`` nodes)."""
+        self.ring = ring
+        self.held = held if self.rf > 1 else {}
+        self._next_id = int(state.get("next_id", count + 1))
+
+    def _member(self, handle: NodeHandle, client: NodeClient | None = None) -> NodeInfo:
+        """A persisted member's record (its client made unless given)."""
+        return NodeInfo(
+            handle=handle,
+            client=client if client is not None else self._client_factory(handle),
+            requests=self._request_meter(),
+        )
 
     def _restarts_on_disks(self) -> bool:
         """Whether a cluster found down restarts its nodes on their directories: local
@@ -350,14 +362,8 @@ class Membership(NodePolling):
             return False
         for handle in handles:
             if handle.node_id not in up:
-                self.nodes[handle.node_id] = NodeInfo(
-                    handle=handle,
-                    client=self._client_factory(handle),
-                    requests=self._request_meter(),
-                )
-        self.ring = ring
-        self.held = held if self.rf > 1 else {}
-        self._next_id = int(state.get("next_id", len(handles) + 1))
+                self.nodes[handle.node_id] = self._member(handle)
+        self._adopt(ring, held, state, len(handles))
         await self._push_ownership(up)
         self.events.add(
             "restarted",
