@@ -544,12 +544,15 @@ class Membership(NodePolling):
         }
 
     async def _push_ownership(self, node_ids: list[str]) -> None:
+        """Give each of ``node_ids`` its ranges at the ring's epoch; a node declared dead
+        (`NodeInfo.doomed`, dropped next) is skipped: a paused one would hold the push,
+        and the move lock around it, for the control timeout."""
         ring = self.ring
         await asyncio.gather(
             *(
-                self.nodes[n].client.set_ownership(ring.epoch, self.ranges_for(n), self.peers_of(n))
+                info.client.set_ownership(ring.epoch, self.ranges_for(n), self.peers_of(n))
                 for n in node_ids
-                if n in self.nodes
+                if (info := self.nodes.get(n)) is not None and not info.doomed.is_set()
             )
         )
 

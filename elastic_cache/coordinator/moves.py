@@ -254,10 +254,11 @@ class Moves(Membership):
                 if info.doomed.is_set():
                     continue  # it is dropped next (and ended), its move with it
                 with contextlib.suppress(ElasticCacheError):
-                    await info.client.abort_migration(mig.wire_id)
+                    await self._party(info.client.abort_migration(mig.wire_id), info)
                 if mig.resumed_from is not None and info is dst:
                     with contextlib.suppress(ElasticCacheError):
-                        await info.client.abort_migration(mig.id)  # resumed before it began
+                        # resumed before it began
+                        await self._party(info.client.abort_migration(mig.id), info)
             self.events.add(
                 "migration_abandoned",
                 f"move {source} -> {destination} abandoned: {exc}",
@@ -269,11 +270,14 @@ class Moves(Membership):
         self.held = new_held
         await self.persist()
         try:
-            await src.client.commit_migration(
-                mig.wire_id,
-                new_ring.epoch,
-                self.ranges_for(source, new_ring, new_held),
-                keep=keep_source,
+            await self._party(
+                src.client.commit_migration(
+                    mig.wire_id,
+                    new_ring.epoch,
+                    self.ranges_for(source, new_ring, new_held),
+                    keep=keep_source,
+                ),
+                src,
             )
         except ElasticCacheError as exc:
             # The ring already routes to the destination. Make the source stop serving
@@ -281,10 +285,10 @@ class Moves(Membership):
             # against its fill.
             log.warning("source %s did not confirm the commit of %s: %s", source, mig.id, exc)
             with contextlib.suppress(ElasticCacheError):
-                await src.client.abort_migration(mig.wire_id)
+                await self._party(src.client.abort_migration(mig.wire_id), src)
                 await self._push_ownership([source])
                 if not keep_source:
-                    await src.client.drop_range(lo, hi)
+                    await self._party(src.client.drop_range(lo, hi), src)
         await self._drop_surplus([s for s in surplus if s[0] != source])
         with contextlib.suppress(ElasticCacheError):
             await self._push_ownership(list(self.nodes))  # new ring neighbours to watch
@@ -307,7 +311,7 @@ class Moves(Membership):
         if kind != "copy":
             self.repair_soon()  # the successors of the changed buckets changed too
         with contextlib.suppress(ElasticCacheError):
-            await asyncio.gather(self._refresh(src), self._refresh(dst))
+            await asyncio.gather(*(self._refresh(i) for i in (src, dst) if not i.doomed.is_set()))
         return mig
 
     async def _finish_from_holder(
@@ -353,12 +357,15 @@ class Moves(Membership):
         heir = self.nodes[holders[0]]
         mig.resumed_from = heir.node_id
         try:
-            await dst.client.begin_migration(
-                mig.wire_id, "destination", mig.lo, mig.hi, resume=mig.id
+            await self._party(
+                dst.client.begin_migration(
+                    mig.wire_id, "destination", mig.lo, mig.hi, resume=mig.id
+                ),
+                dst,
             )
         except ElasticCacheError as err:
             raise exc from err
-        reported = (await dst.client.stats()).migration(mig.wire_id)
+        reported = (await self._party(dst.client.stats(), dst)).migration(mig.wire_id)
         if reported is not None:
             mig.kept = reported.kept
         self.events.add(
@@ -420,12 +427,15 @@ class Moves(Membership):
         mutate(new_ring)
         received = 0
         with contextlib.suppress(ElasticCacheError):
-            reported = (await dst.client.stats()).migration(mig.id)
+            reported = (await self._party(dst.client.stats(), dst)).migration(mig.id)
             if reported is not None:
                 received = reported.applied
         try:
-            await dst.client.commit_migration(
-                mig.id, new_ring.epoch, self.ranges_for(dst.node_id, new_ring, {})
+            await self._party(
+                dst.client.commit_migration(
+                    mig.id, new_ring.epoch, self.ranges_for(dst.node_id, new_ring, {})
+                ),
+                dst,
             )
         except ElasticCacheError as exc:
             log.warning("the destination of %s could not keep the range: %s", mig.id, exc)
@@ -445,7 +455,8 @@ class Moves(Membership):
         # Should the source live after all (an instance still stopping), it must stop
         # serving and forwarding the range: best effort, it is most likely gone.
         with contextlib.suppress(ElasticCacheError):
-            await self.node(mig.source).client.abort_migration(mig.id)
+            source = self.node(mig.source)
+            await self._party(source.client.abort_migration(mig.id), source)
         self.suspect(mig.source)
         return True
 
@@ -459,9 +470,9 @@ class Moves(Membership):
         with contextlib.suppress(ElasticCacheError):
             await self._push_ownership(nodes)
         for node, lo, hi in surplus:
-            if node in self.nodes:
+            if (info := self.nodes.get(node)) is not None:
                 with contextlib.suppress(ElasticCacheError):
-                    await self.nodes[node].client.drop_range(lo, hi)
+                    await self._party(info.client.drop_range(lo, hi), info)
 
     # -- copies (replication) -----------------------------------------------------------
 

@@ -14,6 +14,7 @@ import os
 import random
 import signal
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import pytest
@@ -400,6 +401,52 @@ async def test_a_node_paused_mid_move_is_dropped_after_its_grace(
             assert await load.final_mismatches(client) == []
         await check_filled(pc.url, 9000)
         await until(lambda: not pid_alive(pid), 20, "the dropped node's process to end")
+
+
+async def test_a_source_paused_between_the_two_commits_is_dropped(tmp_path: Path) -> None:
+    """rf = 2: the source SIGSTOPped right after the destination committed, before its
+    own commit. The calls after the ring switch (the source's commit, its drop of the
+    range) did not give up on a node declared dead: the move held the lock, and the
+    paused node stayed a suspect member, for up to the migration timeout (review)."""
+    data = paced_settings()
+    data["coordinator"] = {"initial_nodes": 3, "request_budget": 3.0, "suspect_grace": 2.0}
+    async with process_cluster(tmp_path, data) as pc:
+        cluster = pc.coord.cluster
+        await fill(pc.url, 3000)
+        adding = asyncio.create_task(cluster.add_node())
+        for _ in range(3000):
+            mig = cluster.active_migration
+            if mig is not None and mig.kind == "split" and mig.destination in cluster.nodes:
+                break
+            await asyncio.sleep(0.005)
+        else:
+            pytest.fail("the split never started")
+        source, pid = mig.source, int(cluster.nodes[mig.source].handle.ref)
+        dst = cluster.nodes[mig.destination]
+        commit = dst.client.commit_migration
+        paused = asyncio.Event()
+
+        async def commit_then_pause(*args: Any, **kwargs: Any) -> Any:
+            dst.client.commit_migration = commit  # type: ignore[method-assign]  # once
+            done = await commit(*args, **kwargs)
+            os.kill(pid, signal.SIGSTOP)
+            paused.set()
+            return done
+
+        dst.client.commit_migration = commit_then_pause  # type: ignore[method-assign]
+        try:
+            await asyncio.wait_for(paused.wait(), 60)
+            await until(lambda: source not in cluster.nodes, 25, f"{source} dropped")
+            _, done = await asyncio.wait_for(adding, 30)
+            assert done.state == "done", done.to_json()
+            async with AsyncClient(pc.url, timeout=30, retries=1) as client:
+                for i in range(100):
+                    await client.put(f"after:{i}", b"x")  # no 503: nobody is suspect
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+        await until(lambda: replicated(cluster), 60, "re-replication")
+        await check_filled(pc.url, 3000)
 
 
 async def test_a_node_paused_past_the_grace_is_dropped_and_never_serves_again(
