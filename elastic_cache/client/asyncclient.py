@@ -32,6 +32,7 @@ from elastic_cache.errors import (
     InvalidTTL,
     MalformedAnswer,
     NodeUnavailable,
+    Unavailable,
     UpstreamError,
 )
 from elastic_cache.hashing import validate_key
@@ -400,7 +401,7 @@ class AsyncClient:
                         last = event.id
                     if event.kind != "subscribed":
                         yield event
-            except NodeUnavailable:
+            except Unavailable:  # the stream broke, or the coordinator is starting
                 if self._closed:
                     return  # the client was closed: its connections with it
                 if not reconnect:

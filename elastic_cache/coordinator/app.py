@@ -53,6 +53,7 @@ from elastic_cache.errors import (
     ElasticCacheError,
     InvalidBody,
     MethodNotAllowed,
+    Unavailable,
     UnknownNamespace,
     UpstreamError,
     ValueTooLarge,
@@ -398,7 +399,13 @@ async def get_history(request: web.Request) -> web.StreamResponse:
 
 
 async def get_watch(request: web.Request) -> web.StreamResponse:
-    return await watch_stream(request, request.app[COORDINATOR].watch)
+    coord = request.app[COORDINATOR]
+    if not coord.watch_open:
+        raise Unavailable(
+            "the coordinator is starting: its change feed does not follow every node yet",
+            retry_after=1,
+        )
+    return await watch_stream(request, coord.watch)
 
 
 async def get_metrics(request: web.Request) -> web.StreamResponse:

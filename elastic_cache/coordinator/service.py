@@ -184,6 +184,10 @@ class Coordinator(ClusterCosts):
             queue_limit=settings.coordinator.watch_queue,
         )
         self.watch_feed = WatchFeed(self.watch, self.cluster)
+        #: Set once the feed follows every node (`start`): the port opens before that
+        #: (a port in use must fail before any node is launched), and a stream taken
+        #: earlier missed the writes logged before a follower's first look (review).
+        self.watch_open = False
         self.cluster.events.listeners.append(self._reset_watchers_on_failure)
         self._watching: asyncio.Task[None] | None = None
 
@@ -278,9 +282,10 @@ class Coordinator(ClusterCosts):
         await abort_interrupted_moves(self.cluster)  # an earlier life died mid-move
         self._monitor = asyncio.create_task(self._poll())
         self._watching = asyncio.create_task(self.watch_feed.run())
-        # Before the port opens: a write from then on reaches the watchers.
+        # A write from then on reaches the watchers: streams are taken only then.
         if not await self.watch_feed.ready(timeout=2.0):
             log.warning("not every node's change log could be read at start")
+        self.watch_open = True
 
     async def _find_home_zone(self) -> None:
         """The coordinator's zone, for the cross-zone meter: the EC2 provisioner's

@@ -299,6 +299,10 @@ class Watcher:
         #: them, whatever ``limit``), encoded `REPLAY_BATCH` at a time as they are taken.
         self.replay: deque[_Change] = deque()
         self.replay_boot = ""
+        #: The event id it starts after (the ``subscribed`` frame's ``id``): where a
+        #: stream lost before any event resumes from, not "from now" (review: a watch
+        #: cut before its first event lost what changed until it reconnected).
+        self.start = ""
         self.channel: _Channel | None = None
         #: Its position in its channel: the next frame it has not taken.
         self.cursor = 0
@@ -515,12 +519,14 @@ class WatchHub:
             InvalidRequest: a malformed ``last_event_id``.
         """
         watcher = Watcher(filter, self.queue_limit)
+        watcher.start = f"{self.boot}:{self.seq}"
         if last_event_id is not None:
             boot, after = parse_event_id(last_event_id)
             oldest = self._buffer[0][0] if self._buffer else self.seq + 1
             if boot != self.boot or after > self.seq or after < self._floor or after + 1 < oldest:
                 watcher.offer(self._reset_frame("the changes after Last-Event-ID are gone"))
             else:
+                watcher.start = f"{boot}:{after}"
                 # Not through `offer`: a watcher cut off for being `queue_limit` behind
                 # would be cut off again by its own replay, for as long as the buffer
                 # holds it. The channel's `_trim` still cuts it off if it falls

@@ -49,7 +49,9 @@ async def watch_stream(request: web.Request, hub: WatchHub) -> web.StreamRespons
             resp.enable_chunked_encoding()  # what aiohttp picks for HTTP/1.1 anyway
         await resp.prepare(request)
         hello = json.dumps({"kind": "subscribed", "seq": hub.seq, "boot": hub.boot})
-        await resp.write(f"retry: 1000\nevent: subscribed\ndata: {hello}\n\n".encode())
+        await resp.write(
+            f"retry: 1000\nid: {watcher.start}\nevent: subscribed\ndata: {hello}\n\n".encode()
+        )
         if request.transport is not None:
             watcher.sink = _sink(request.transport, chunked)
         idle = 0.0

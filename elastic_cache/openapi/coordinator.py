@@ -21,6 +21,7 @@ from elastic_cache.errors import (
     NodeUnavailable,
     NotFound,
     StoreFull,
+    Unavailable,
     UnknownOrigin,
     UpstreamError,
     UpstreamTimeout,
@@ -347,8 +348,9 @@ def _watch_path() -> Schema:
             "`put`, `delete`, `expire`, `evict` (data: `seq`, `kind`, `key`, `epoch`, "
             "`node`), with `id: BOOT:SEQ`; `reset` when changes were lost; `cutoff` (then "
             "the stream ends) when this watcher fell too far behind; a first `subscribed` "
-            "event. Reconnect with `Last-Event-ID` to receive what was missed. At least "
-            "one `prefix` or `key` is required (docs/watch.md).",
+            "event, whose `id` is where the stream starts. Reconnect with `Last-Event-ID` "
+            "to receive what was missed. At least one `prefix` or `key` is required; 503 "
+            "`unavailable` while the coordinator starts (docs/watch.md).",
             tags=["keys"],
             parameters=[
                 query("prefix", "Keys starting with this (repeatable; empty: every key)."),
@@ -367,7 +369,7 @@ def _watch_path() -> Schema:
                     "content": {"text/event-stream": {"schema": {"type": "string"}}},
                 }
             },
-            errors=(InvalidRequest, InvalidKey),
+            errors=(InvalidRequest, InvalidKey, Unavailable),
         )
     }
 

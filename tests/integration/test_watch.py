@@ -97,6 +97,70 @@ async def test_changes_arrive_in_order_with_expire_evict_and_replay(tmp_path: Pa
             await c.stop()
 
 
+async def _sse_frames(resp: aiohttp.ClientResponse, count: int) -> list[dict[str, str]]:
+    """The first ``count`` frames of an SSE stream, each as its fields."""
+    frames: list[dict[str, str]] = []
+    buffer = b""
+    async with asyncio.timeout(10):
+        while len(frames) < count:
+            buffer += await resp.content.readany()
+            while b"\n\n" in buffer and len(frames) < count:
+                raw, buffer = buffer.split(b"\n\n", 1)
+                fields = dict(line.split(": ", 1) for line in raw.decode().splitlines())
+                frames.append(fields)
+    return frames
+
+
+async def test_a_stream_lost_before_its_first_event_resumes_from_its_start(
+    tmp_path: Path,
+) -> None:
+    """The ``subscribed`` frame had no ``id``: a client whose stream broke before any
+    change came reconnected without ``Last-Event-ID`` ("from now") and lost what changed
+    meanwhile (review: 5 acknowledged writes, no ``reset``). It carries the id the
+    watcher starts after, and the Python client resumes from it."""
+    async with (
+        process_cluster(tmp_path, NO_SCALER) as cluster,
+        AsyncClient(cluster.url) as client,
+        aiohttp.ClientSession() as http,
+    ):
+        async with http.get(cluster.url + "/v1/watch?prefix=gap/") as resp:
+            (hello,) = await _sse_frames(resp, 1)
+        assert hello["event"] == "subscribed" and ":" in hello["id"]
+        for i in range(5):
+            await client.put(f"gap/{i}", "x")  # while no stream is open
+        headers = {"Last-Event-ID": hello["id"]}
+        async with http.get(cluster.url + "/v1/watch?prefix=gap/", headers=headers) as resp:
+            frames = await _sse_frames(resp, 6)
+        assert frames[0]["event"] == "subscribed" and frames[0]["id"] == hello["id"]
+        assert [(f["event"], f["data"].count("gap/")) for f in frames[1:]] == [("put", 1)] * 5
+
+
+async def test_a_watch_waits_until_the_feed_follows_every_node(tmp_path: Path) -> None:
+    """The coordinator's port opens before it follows its nodes' change logs (so a port
+    in use fails before a node is launched): a stream taken then missed the writes logged
+    before a follower's first look (review: after a restart, 1 to 3 writes never
+    published). Until the feed follows, a watch is a 503 with ``Retry-After``, which
+    the Python client's watch waits out."""
+    async with (
+        process_cluster(tmp_path, NO_SCALER) as cluster,
+        AsyncClient(cluster.url) as client,
+        aiohttp.ClientSession() as http,
+    ):
+        cluster.coord.watch_open = False  # as while `Coordinator.start` runs
+        async with http.get(cluster.url + "/v1/watch?prefix=s/") as resp:
+            assert resp.status == 503 and resp.headers["Retry-After"] == "1"
+            assert (await resp.json())["error"] == "unavailable"
+        watcher = Collector(client, "s/")
+        await asyncio.sleep(0.5)
+        assert cluster.coord.watch.watchers == set()
+        cluster.coord.watch_open = True
+        await _subscribed(cluster.coord, 1)
+        await client.put("s/k", "v")
+        await watcher.wait_for(1)
+        assert watcher.changes() == [("put", "s/k")]
+        await watcher.stop()
+
+
 async def test_bad_watch_requests_are_json_400s(tmp_path: Path) -> None:
     async with process_cluster(tmp_path, NO_SCALER) as cluster, aiohttp.ClientSession() as http:
         for query, headers in [
@@ -453,7 +517,8 @@ async def test_frames_written_straight_by_the_hub_keep_the_stream_well_formed(
         else:
             assert b"transfer-encoding" not in head.lower()
         blocks = body.decode().split("\n\n")
-        assert blocks[0].startswith("retry: 1000\nevent: subscribed\n") and blocks[-1] == ""
+        assert blocks[0].startswith("retry: 1000\nid: ") and "\nevent: subscribed\n" in blocks[0]
+        assert blocks[-1] == ""
         events = blocks[1:-1]
         assert all(e.startswith("id: ") and "\nevent: put\n" in e for e in events)
         seqs = [int(e.split("id: ", 1)[1].split("\n", 1)[0].split(":")[1]) for e in events]

@@ -39,7 +39,6 @@ NOT_OVER_HTTP: dict[type[ElasticCacheError], str] = {
     # ConfigError is over HTTP since live namespace changes (PUT /v1/namespaces/{name}).
     errors.IndexSpecError: "index specs are settings",
     errors.UnknownPrice: "price tables are read when the coordinator starts",
-    errors.Unavailable: "a parent: only its subclasses are raised",
     errors.InvalidSplit: "ring splits are the coordinator's own decisions",
     errors.UnknownBucket: "buckets are looked up by the coordinator itself",
     errors.MalformedAnswer: "raised by a client reading an answer (elastic_cache.adminapi)",
