@@ -23,6 +23,7 @@ from elastic_cache.adminapi import ClusterView
 from elastic_cache.auth import authorization
 from elastic_cache.client.answers import Fetched, Item, error_of
 from elastic_cache.client.changes import WATCH_RETRY, NearFollower, watch_stream
+from elastic_cache.config.checks import check_http_url
 from elastic_cache.errors import (
     ConfigError,
     ElasticCacheError,
@@ -84,9 +85,7 @@ class AsyncClient:
         near_cache_prefix: str = "",
         tls_ca: str | None = None,
     ) -> None:
-        if not isinstance(url, str) or URL(url).scheme not in ("http", "https"):
-            raise InvalidRequest(f"url must be http:// or https://..., got {url!r}")
-        self.url = url.rstrip("/")
+        self.url = _checked_url(url)
         self._tls = None if tls_ca is None else client_context(cafile=tls_ca)
         if token is not None and (not isinstance(token, str) or _unsafe_header(token)):
             raise InvalidRequest("token must be text without control characters")
@@ -523,3 +522,24 @@ def _unsafe_header(value: str) -> bool:
     """Whether ``value`` holds a control character (CR, LF, NUL...), which no header
     value may (it could end the header and start another)."""
     return any((ord(c) < 32 and c != "\t") or ord(c) == 127 for c in value)
+
+
+def _checked_url(url: object) -> str:
+    """The coordinator's URL without a trailing slash, once it is a usable
+    ``http(s)://host[:port][/path]`` (request URLs are built onto it: a query there made
+    ``get`` read the dashboard's page; a bad port or host raised yarl's ValueError at the
+    first request).
+
+    Raises:
+        InvalidRequest: anything else.
+    """
+    form = "http(s)://host[:port][/path], without a query or fragment"
+    if not isinstance(url, str):
+        raise InvalidRequest(f"url must be {form}, got {url!r}")
+    try:
+        parts = check_http_url("url", url, form)
+    except ConfigError as exc:
+        raise InvalidRequest(str(exc)) from None
+    if parts.query or parts.fragment or url.endswith(("?", "#")):
+        raise InvalidRequest(f"url must be {form}, got {url!r}")
+    return url.rstrip("/")

@@ -308,6 +308,28 @@ def test_bad_client_settings_are_refused_at_once(kwargs: dict[str, Any]) -> None
         AsyncClient("127.0.0.1:8080")  # no scheme
 
 
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://",
+        "http://127.0.0.1:99999",
+        "http://[::1",
+        "http://a b",
+        "http://127.0.0.1:8080?x=1",  # a GET read the dashboard's page (review)
+        "http://127.0.0.1:8080/#top",
+        "http://127.0.0.1:8080?",
+        None,
+    ],
+)
+def test_a_url_that_cannot_be_used_is_refused_at_once(url: Any) -> None:
+    """Accepted before, then yarl's ValueError at the first request, or a query the
+    request paths were appended to (review)."""
+    with pytest.raises(errors.InvalidRequest, match="url must be"):
+        AsyncClient(url)
+    with pytest.raises(errors.InvalidRequest, match="url must be"):
+        Client(url)
+
+
 async def test_bad_values_and_ttls_are_typed_errors_and_change_nothing(
     harness: CoordinatorHarness,
 ) -> None:
