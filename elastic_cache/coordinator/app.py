@@ -351,7 +351,8 @@ def cluster_view(coord: Coordinator) -> dict[str, Any]:
     if spot:
         view["price_source"] += f"; {spot}"
     view["unpriced_types"] = sorted(coord.unpriced)
-    hits = sum(n["hits"] for n in view["nodes"])
+    # The nodes' lookups, and read-through's hot answers: hits that reach no node.
+    hits = sum(n["hits"] for n in view["nodes"]) + (rt.hot.hits if rt.hot is not None else 0)
     lookups = hits + sum(n["misses"] for n in view["nodes"])
     view["hit_rate"] = round(hits / lookups, 6) if lookups else None
     view["time"] = time.time()

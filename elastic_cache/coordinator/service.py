@@ -75,6 +75,10 @@ def node_headers(guard: TokenGuard | None) -> dict[str, str]:
     return {} if guard is None else {"Authorization": authorization(guard.token)}
 
 
+#: The hot answers' hits among the hit counts of the dashboard's history (no node's id).
+HOT_ANSWERS = "(hot answers)"
+
+
 class Coordinator(ClusterCosts):
     """Everything the coordinator process runs.
 
@@ -403,7 +407,12 @@ class Coordinator(ClusterCosts):
             # so the dashboard's rate chart shows the cluster's rate, not this share.
             requests=self.metrics.requests.total(PUBLIC_ROUTES)
             + sum(int(r.get("answered", 0)) for r in self.worker_reports.values()),
-            node_counts={n.node_id: (n.hits, n.misses) for n in nodes},
+            # Read-through's hot answers are hits no node sees (answered from this
+            # process's memory, the workers' included): counted as one more source.
+            node_counts={
+                **{n.node_id: (n.hits, n.misses) for n in nodes},
+                HOT_ANSWERS: (self.readthrough.hot.hits if self.readthrough.hot else 0, 0),
+            },
             records=sum(n.records for n in nodes),
             cost_per_hour=self.cost_per_hour(),
             fills={n.node_id: n.fill for n in nodes},

@@ -24,6 +24,7 @@ from multidict import CIMultiDict
 from yarl import URL
 
 from elastic_cache.coordinator import cachedanswers
+from elastic_cache.coordinator.app import cluster_view
 from elastic_cache.httpcache.keys import cache_key
 
 from .conftest import CoordinatorHarness, cluster_settings, serve_on_free_port, start_harness
@@ -984,6 +985,7 @@ async def test_a_fresh_hit_is_answered_from_the_coordinators_memory(
     hot = cache.coord.readthrough.hot
     assert hot is not None
     before = hot.hits
+    start = cache.coord.sample_history(now=time.time())
     for _ in range(3):
         s, body, h, _ = await get(cache, "web/hot")
         assert (s, body, h["X-Cache"], h["ETag"]) == (200, b"hot body", "HIT", '"v1"')
@@ -992,6 +994,14 @@ async def test_a_fresh_hit_is_answered_from_the_coordinators_memory(
     assert (s, body) == (304, b"")
     assert reads == [] and hot.hits == before + 4
     assert case_origin.calls["hot"] == 1
+    # The dashboard's hit rate counts them (it counted the nodes' lookups alone: 39
+    # hits of 40 showed as 50 %, review).
+    sample = cache.coord.sample_history(now=start["t"] + 1)
+    assert (sample["hits"], sample["misses"], sample["hit_rate"]) == (4, 0, 1.0)
+    view = cluster_view(cache.coord)
+    nodes = view["nodes"]
+    node_hits, misses = sum(n["hits"] for n in nodes), sum(n["misses"] for n in nodes)
+    assert view["hit_rate"] == round((node_hits + hot.hits) / (node_hits + hot.hits + misses), 6)
 
 
 async def test_a_change_on_a_node_reaches_the_coordinators_memory(
