@@ -276,6 +276,33 @@ async def test_the_dashboard_of_a_cluster_with_a_token(tmp_path: Path) -> None:
             await later.goto(f"{url}/#token={TOKEN}")  # the same page: a fragment change
             await later.wait_for_selector('#nodes tbody tr[data-node="node-1"]', timeout=15_000)
             assert later.url == url + "/"
+            # The footer's raw links: a plain link cannot carry the token (401, review);
+            # a click fetches with it and shows the answer in a new tab.
+            async with page.expect_popup() as opened:
+                await page.click('footer a[href="/v1/cluster"]')
+            raw = await opened.value
+            await raw.wait_for_function(
+                "document.body && document.body.innerText.includes('\"epoch\"')", timeout=15_000
+            )
+            assert "unauthorized" not in await raw.inner_text("body")
+            await raw.close()
+            # A node that stops answering shows as suspect, not active (review).
+            auth = {"Authorization": f"Bearer {TOKEN}"}
+            async with (
+                aiohttp.ClientSession(headers=auth) as http,
+                http.get(url + "/v1/cluster") as resp,
+            ):
+                pid = int((await resp.json())["nodes"][0]["ref"])
+            os.kill(pid, signal.SIGSTOP)
+            try:
+                await page.wait_for_selector(
+                    '#nodes tbody tr[data-node="node-1"][data-state="suspect"]', timeout=20_000
+                )
+            finally:
+                os.kill(pid, signal.SIGCONT)
+            await page.wait_for_selector(
+                '#nodes tbody tr[data-node="node-1"][data-state="active"]', timeout=20_000
+            )
             # Without it the API refuses; the page's own files need none.
             async with aiohttp.ClientSession() as http:
                 async with http.get(url + "/v1/cluster") as resp:

@@ -6,6 +6,8 @@
 
 (function () {
   const POLL_MS = 1000;
+  const FETCH_TIMEOUT_MS = 4000; // a poll not answered by then counts as no answer
+  const HIT_GAP_S = 3; // hit-rate points further apart: no lookups between, not joined
   const MAX_WINDOW_S = 600; // the charts show up to the last 10 minutes
   const MIN_WINDOW_S = 60; // and at least the last minute
   const HIT_SMOOTH_S = 10; // hit rate over a sliding window of this many seconds
@@ -44,9 +46,12 @@
   }
 
   function colorOf(nodeId) {
+    // The palette for the first ten node numbers; past them a hue by the golden angle,
+    // so node-11 is not node-1's colour (neighbours on the ring merged into one arc).
     const m = /(\d+)$/.exec(nodeId || "");
     const i = m ? parseInt(m[1], 10) - 1 : [...(nodeId || "")].reduce((a, c) => a + c.charCodeAt(0), 0);
-    return PALETTE[((i % PALETTE.length) + PALETTE.length) % PALETTE.length];
+    if (i >= 0 && i < PALETTE.length) return PALETTE[i];
+    return `hsl(${Math.round((i * 137.508) % 360)}, 58%, 46%)`;
   }
 
   function fmtInt(n) {
@@ -220,9 +225,14 @@
       const cap = n.capacity || 1;
       const lookups = n.hits + n.misses;
       const over = n.threshold != null && n.used > n.threshold;
+      // A node that stopped answering is suspect (its figures are from its last answer).
+      const state = n.suspect ? "suspect" : n.state;
+      const stateTitle = n.suspect
+        ? "not answering: its keys answer 503 (reads go to a copy) until it does or is declared dead; figures as of its last answer"
+        : "";
       const tr = el(
         "tr",
-        { "data-node": n.id, "data-state": n.state, class: over ? "over" : "" },
+        { "data-node": n.id, "data-state": state, class: over ? "over" : "" },
         el("td", {}, el("span", { class: "swatch", style: `background:${colorOf(n.id)}` }), n.id),
         el("td", { class: "muted" }, n.address),
         el("td", {}, n.index || "–"),
@@ -232,7 +242,7 @@
         el("td", { class: "num", title: n.threshold == null ? "" : `${fmtInt(n.threshold)} of ${fmtInt(cap)}` },
           n.threshold == null ? "–" : fmtPct(n.threshold / cap, 0)),
         el("td", { class: "num" }, lookups ? fmtPct(n.hits / lookups) : "–"),
-        el("td", {}, el("span", { class: "state " + n.state }, n.state), coldTag(n)),
+        el("td", {}, el("span", { class: "state " + state, title: stateTitle }, state), coldTag(n)),
       );
       rows.push(tr);
     }
@@ -274,7 +284,7 @@
       "tr",
       { "data-namespace": name },
       el("td", {}, name),
-      el("td", { class: "muted" }, (ns.prefixes || []).join(" ") || "(the rest)"),
+      el("td", { class: "muted prefixes" }, (ns.prefixes || []).join(" ") || "(the rest)"),
       el("td", { class: "num" }, fmtInt(ns.records)),
       el("td", { class: "num" }, fmtBytes(ns.bytes)),
       el("td", { class: "num" }, fmtPct(ns.hit_rate)),
@@ -353,7 +363,7 @@
     return s % 60 === 0 ? `${s / 60} min` : `${s} s`;
   }
 
-  function renderChart(target, points, { max, format }) {
+  function renderChart(target, points, { max, format, gap = Infinity }) {
     const WINDOW_S = chartWindow();
     const box = target.getBoundingClientRect();
     const W = Math.max(200, Math.round(box.width)), H = Math.max(80, Math.round(box.height));
@@ -375,13 +385,26 @@
       target.append(svg("text", { x: (W + left) / 2, y: H / 2, class: "empty", "text-anchor": "middle" }, "waiting for data…"));
       return;
     }
-    const line = shown.map((p) => `${x(p[0]).toFixed(1)},${y(p[1]).toFixed(1)}`).join(" ");
-    const first = shown[0], last = shown[shown.length - 1];
-    target.append(svg("polygon", {
-      class: "area",
-      points: `${x(first[0]).toFixed(1)},${H - bottom} ${line} ${x(last[0]).toFixed(1)},${H - bottom}`,
-    }));
-    target.append(svg("polyline", { class: "series", points: line }));
+    // Points further apart than `gap` seconds are not joined: no data between them
+    // (no lookups at all), which a line across would draw as a trend.
+    const runs = [[shown[0]]];
+    for (let i = 1; i < shown.length; i++) {
+      if (shown[i][0] - shown[i - 1][0] > gap) runs.push([]);
+      runs[runs.length - 1].push(shown[i]);
+    }
+    for (const run of runs) {
+      if (run.length === 1) {
+        target.append(svg("circle", { class: "series-dot", cx: x(run[0][0]).toFixed(1), cy: y(run[0][1]).toFixed(1), r: 2 }));
+        continue;
+      }
+      const line = run.map((p) => `${x(p[0]).toFixed(1)},${y(p[1]).toFixed(1)}`).join(" ");
+      const first = run[0], last = run[run.length - 1];
+      target.append(svg("polygon", {
+        class: "area",
+        points: `${x(first[0]).toFixed(1)},${H - bottom} ${line} ${x(last[0]).toFixed(1)},${H - bottom}`,
+      }));
+      target.append(svg("polyline", { class: "series", points: line }));
+    }
   }
 
   function renderCharts() {
@@ -394,7 +417,7 @@
       if (hits + misses > 0) hit.push([samples[i].t, hits / (hits + misses)]);
     }
     renderChart($("#chart-rate"), rate, { format: (v) => v >= 1000 ? (v / 1000).toFixed(1) + "k" : v.toFixed(0) });
-    renderChart($("#chart-hit"), hit, { max: 1, format: (v) => (100 * v).toFixed(0) + "%" });
+    renderChart($("#chart-hit"), hit, { max: 1, gap: HIT_GAP_S, format: (v) => (100 * v).toFixed(0) + "%" });
     const span = chartWindow();
     for (const w of document.querySelectorAll(".window")) {
       w.textContent = span === 60 ? "last minute" : `last ${span / 60} minutes`;
@@ -437,13 +460,41 @@
     }
   }
 
+  function authHeaders() {
+    const token = sessionStorage.getItem(TOKEN_KEY);
+    return token ? { Authorization: `Bearer ${token}` } : {};
+  }
+
   async function getJson(url) {
     const token = sessionStorage.getItem(TOKEN_KEY);
-    const headers = token ? { Authorization: `Bearer ${token}` } : {};
-    const resp = await fetch(url, { cache: "no-store", headers });
-    if (resp.status === 401) throw new Unauthorized(url, token);
-    if (!resp.ok) throw new Error(`${url}: ${resp.status}`);
-    return resp.json();
+    // A coordinator that hangs (paused, overloaded) must not leave the page saying
+    // "live" with its last figures: a request gives up after FETCH_TIMEOUT_MS.
+    const abort = new AbortController();
+    const timer = setTimeout(() => abort.abort(), FETCH_TIMEOUT_MS);
+    try {
+      const resp = await fetch(url, { cache: "no-store", headers: authHeaders(), signal: abort.signal });
+      if (resp.status === 401) throw new Unauthorized(url, token);
+      if (!resp.ok) throw new Error(`${url}: ${resp.status}`);
+      return await resp.json();
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  // The footer's links to the raw API: with a token a plain link cannot send it (401),
+  // so a click fetches with it and shows the answer in a new tab.
+  function openRaw(event) {
+    if (!sessionStorage.getItem(TOKEN_KEY)) return; // no token: the plain link works
+    event.preventDefault();
+    const url = event.currentTarget.getAttribute("href");
+    const tab = window.open("", "_blank");
+    fetch(url, { cache: "no-store", headers: authHeaders() })
+      .then((resp) => resp.blob())
+      .then((blob) => {
+        const shown = URL.createObjectURL(blob);
+        if (tab) tab.location = shown; else window.location = shown;
+      })
+      .catch(() => { if (tab) tab.close(); });
   }
 
   async function tick() {
@@ -473,7 +524,7 @@
       if (err instanceof Unauthorized) {
         status.textContent = badTokenInAddress
           ? "the token in the address is malformed (a stray %?): open /#token=TOKEN again"
-          : "this cluster needs its token: open /#token=TOKEN (ecache token --name NAME prints it)";
+          : "this cluster needs its token (the one given to ecache up, or `ecache token --name NAME` for a deployed cluster)";
         if (err.token && sessionStorage.getItem(TOKEN_KEY) === err.token) {
           // The token kept was refused (a typo in the prompt, a rotated token): drop it
           // and ask again, once per refused token. One given meanwhile (/#token=...
@@ -483,7 +534,9 @@
         }
         if (!askedForToken) {
           askedForToken = true;
-          const given = window.prompt("This cluster needs its token (ecache token --name NAME):");
+          const given = window.prompt(
+            "This cluster needs its token: the one given to ecache up (--token, --token-file), " +
+            "or what `ecache token --name NAME` prints for a deployed cluster:");
           if (given) sessionStorage.setItem(TOKEN_KEY, given.trim());
         }
       } else {
@@ -494,6 +547,9 @@
     }
   }
 
+  for (const link of document.querySelectorAll("footer a[data-raw]")) {
+    link.addEventListener("click", openRaw);
+  }
   takeTokenFromAddress();
   // Opening /#token=TOKEN in this tab changes only the fragment: no reload, so the page
   // takes it from here too.
