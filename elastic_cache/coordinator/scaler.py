@@ -279,8 +279,9 @@ class ScaleDownPolicy:
         """A node joined or left: the cool-down starts again."""
         self.last_change = self._clock()
 
-    def decide(self, loads: Sequence[NodeLoad]) -> str | None:
-        """The node to remove now, or None."""
+    def decide(self, loads: Sequence[NodeLoad], floor: int = 1) -> str | None:
+        """The node to remove now, or None; never below ``floor`` nodes (the copies kept
+        of each key) nor ``min_nodes``."""
         settings = self.settings
         if not (settings.enabled and settings.scale_down):
             return None
@@ -293,7 +294,7 @@ class ScaleDownPolicy:
         cooldown = settings.scale_down_cooldown
         if now - self.below_since < cooldown or now - self.last_change < cooldown:
             return None
-        return pick_node_to_remove(loads, min_nodes=settings.min_nodes)
+        return pick_node_to_remove(loads, min_nodes=max(settings.min_nodes, floor))
 
 
 class Scaler:
@@ -553,7 +554,9 @@ class Scaler:
         )
         if busy:
             return None
-        target = self.shrink.decide(self.loads())
+        # Never fewer nodes than copies of a key: with `--replication 2` an idle cluster
+        # shrank to one node, keeping no copies (review).
+        target = self.shrink.decide(self.loads(), floor=cluster.rf)
         if target is None:
             return None
         self._removing = asyncio.create_task(self._shrink(target))

@@ -117,6 +117,17 @@ def test_policy_off() -> None:
     assert ScaleDownPolicy(ScalerSettings(scale_down_cooldown=0), clock).decide(low) == "node-2"
 
 
+def test_policy_keeps_a_node_per_copy() -> None:
+    """With two copies of each key an idle cluster shrank to one node, keeping none
+    (review): never fewer nodes than copies."""
+    clock = Clock()
+    low = [load("node-1", 0, primary=True, heirs="node-2"), load("node-2", 0, heirs="node-1")]
+    policy = ScaleDownPolicy(ScalerSettings(scale_down_cooldown=0), clock)
+    assert policy.decide(low, floor=2) is None
+    three = [*low, load("node-3", 0, heirs="node-1")]
+    assert policy.decide(three, floor=2) in ("node-2", "node-3")
+
+
 def test_launch_blocker_says_why() -> None:
     s = ScalerSettings(max_nodes=3, max_usd_per_hour=0.1)
     common = {"node_full": False, "settings": s, "node_cost_per_hour": 0.03}
