@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -69,8 +70,15 @@ class _Requests:
 @contextlib.asynccontextmanager
 async def scripted(script: Script) -> AsyncIterator[tuple[int, Served]]:
     served = Served()
+    # The handlers, held: asyncio keeps only weak references to tasks, and one waiting
+    # forever on a script's own Event was collected mid-test ("Task was destroyed but it
+    # is pending", its socket unclosed: a fresh-clone run failed on the warnings).
+    handlers: set[asyncio.Task[None]] = set()
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        if task is not None:
+            handlers.add(task)
         index = served.connections
         served.connections += 1
         served.reads.append([])
@@ -102,6 +110,9 @@ async def scripted(script: Script) -> AsyncIterator[tuple[int, Served]]:
         yield server.sockets[0].getsockname()[1], served
     finally:
         server.close()
+        for task in handlers:
+            task.cancel()
+        await asyncio.gather(*handlers, return_exceptions=True)
         await server.wait_closed()
 
 
@@ -177,6 +188,7 @@ async def test_a_request_that_never_gets_its_answer_fails_alone() -> None:
         calls = [pool.request("GET", "/hang", timeout=0.3)]
         calls += [pool.request("GET", t) for t in ("/a", "/b", "/c")]
         got = await asyncio.gather(*calls, return_exceptions=True)
+        gc.collect()  # the hung handler stays alive (`scripted` holds it)
         assert isinstance(got[0], PoolTimeout)
         bodies = [a.body if not isinstance(a, BaseException) else a for a in got[1:]]
         assert bodies == [b"GET /a", b"GET /b", b"GET /c"]
