@@ -10,7 +10,6 @@ import json
 import os
 import re
 import signal
-import sys
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -39,7 +38,7 @@ from .conftest import (
     start_harness,
 )
 from .test_fastpath import Replies, get, put
-from .test_workers import fresh
+from .test_workers import fresh, start_coordinator
 
 TOKEN = "cluster-token-0123456789abcdef"
 GOOD = {"Authorization": f"Bearer {TOKEN}"}
@@ -413,18 +412,10 @@ async def test_ecache_coordinator_with_workers_and_node_processes_requires_the_t
     )
     token_file = tmp_path / "token"
     token_file.write_text(TOKEN + "\n")
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "elastic_cache",
-        "coordinator",
-        "--config",
-        str(config),
+    proc = await start_coordinator(
+        config,
         "--token-file",
         str(token_file),
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-        stdin=asyncio.subprocess.DEVNULL,
         env={k: v for k, v in os.environ.items() if k != "ECACHE_TOKEN"},
     )
     assert proc.stdout is not None

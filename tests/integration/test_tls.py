@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import sys
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -19,6 +18,8 @@ from elastic_cache.cli.status import fetch_cluster
 from elastic_cache.client import AsyncClient, Client
 from elastic_cache.errors import ConfigError, NodeUnavailable
 from elastic_cache.tls import client_context
+
+from .test_workers import start_coordinator
 
 pytestmark = pytest.mark.slow
 
@@ -43,18 +44,10 @@ async def https(tmp_path: Path) -> AsyncIterator[tuple[str, str]]:
         "[nodes]\ncapacity_records = 100000\n[scaler]\nenabled = false\n"
     )
     (tmp_path / "token").write_text(TOKEN)
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "elastic_cache",
-        "coordinator",
-        "--config",
-        str(config),
+    proc = await start_coordinator(
+        config,
         "--token-file",
         str(tmp_path / "token"),
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-        stdin=asyncio.subprocess.DEVNULL,
         env={k: v for k, v in os.environ.items() if k != "ECACHE_TOKEN"},
     )
     assert proc.stdout is not None

@@ -84,8 +84,10 @@ async def running_cluster(
         await drain
 
 
-async def start_coordinator(config: Path) -> asyncio.subprocess.Process:
-    """``ecache coordinator --config CONFIG``, its output (stderr too) on a pipe."""
+async def start_coordinator(
+    config: Path, *args: str, env: dict[str, str] | None = None
+) -> asyncio.subprocess.Process:
+    """``ecache coordinator --config CONFIG ARGS...``, its output (stderr too) on a pipe."""
     return await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -93,9 +95,11 @@ async def start_coordinator(config: Path) -> asyncio.subprocess.Process:
         "coordinator",
         "--config",
         str(config),
+        *args,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
         stdin=asyncio.subprocess.DEVNULL,
+        env=env,
     )
 
 
