@@ -400,7 +400,7 @@ class AsyncClient:
                         last = event.id
                     if event.kind != "subscribed":
                         yield event
-            except Unavailable:  # the stream broke, or the coordinator is starting
+            except Unavailable:  # the stream broke, or the coordinator was unavailable
                 if self._closed:
                     return  # the client was closed: its connections with it
                 if not reconnect:

@@ -53,7 +53,6 @@ from elastic_cache.errors import (
     ElasticCacheError,
     InvalidBody,
     MethodNotAllowed,
-    Unavailable,
     UnknownNamespace,
     UpstreamError,
     ValueTooLarge,
@@ -401,12 +400,7 @@ async def get_history(request: web.Request) -> web.StreamResponse:
 
 async def get_watch(request: web.Request) -> web.StreamResponse:
     coord = request.app[COORDINATOR]
-    if not coord.watch_open:
-        raise Unavailable(
-            "the coordinator is starting: its change feed does not follow every node yet",
-            retry_after=1,
-        )
-    return await watch_stream(request, coord.watch)
+    return await watch_stream(request, coord.watch, coord.watch_open)
 
 
 async def get_metrics(request: web.Request) -> web.StreamResponse:

@@ -190,8 +190,9 @@ class Coordinator(ClusterCosts):
         self.watch_feed = WatchFeed(self.watch, self.cluster)
         #: Set once the feed follows every node (`start`): the port opens before that
         #: (a port in use must fail before any node is launched), and a stream taken
-        #: earlier missed the writes logged before a follower's first look (review).
-        self.watch_open = False
+        #: earlier missed the writes logged before a follower's first look (review);
+        #: a watch asked for meanwhile waits for it (`watchroute.watch_stream`).
+        self.watch_open = asyncio.Event()
         self.cluster.events.listeners.append(self._reset_watchers_on_failure)
         self._watching: asyncio.Task[None] | None = None
 
@@ -289,7 +290,7 @@ class Coordinator(ClusterCosts):
         # A write from then on reaches the watchers: streams are taken only then.
         if not await self.watch_feed.ready(timeout=2.0):
             log.warning("not every node's change log could be read at start")
-        self.watch_open = True
+        self.watch_open.set()
 
     async def _find_home_zone(self) -> None:
         """The coordinator's zone, for the cross-zone meter: the EC2 provisioner's

@@ -301,7 +301,8 @@ class Watcher:
         self.replay_boot = ""
         #: The event id it starts after (the ``subscribed`` frame's ``id``): where a
         #: stream lost before any event resumes from, not "from now" (review: a watch
-        #: cut before its first event lost what changed until it reconnected).
+        #: cut before its first event lost what changed until it reconnected); the
+        #: ``Last-Event-ID`` given, also when it gets a ``reset``.
         self.start = ""
         self.channel: _Channel | None = None
         #: Its position in its channel: the next frame it has not taken.
@@ -523,10 +524,13 @@ class WatchHub:
         if last_event_id is not None:
             boot, after = parse_event_id(last_event_id)
             oldest = self._buffer[0][0] if self._buffer else self.seq + 1
+            watcher.start = f"{boot}:{after}"
             if boot != self.boot or after > self.seq or after < self._floor or after + 1 < oldest:
+                # The start stays the id given: a stream lost before the reset arrives
+                # asks with it again and gets the reset again (with "now" as its start,
+                # the reset was lost for good: review).
                 watcher.offer(self._reset_frame("the changes after Last-Event-ID are gone"))
             else:
-                watcher.start = f"{boot}:{after}"
                 # Not through `offer`: a watcher cut off for being `queue_limit` behind
                 # would be cut off again by its own replay, for as long as the buffer
                 # holds it. The channel's `_trim` still cuts it off if it falls

@@ -15,9 +15,9 @@ from collections.abc import Callable
 
 from aiohttp import HttpVersion11, web
 
-from elastic_cache.coordinator.watch import WatchFilter, WatchHub
+from elastic_cache.coordinator.watch import WatchFilter, WatchHub, parse_event_id
 
-__all__ = ["KEEPALIVE", "WRITE_TIMEOUT", "watch_stream"]
+__all__ = ["KEEPALIVE", "START_WAIT", "WRITE_TIMEOUT", "watch_request", "watch_stream"]
 
 #: Seconds between comment lines on an idle stream (proxies close silent connections).
 KEEPALIVE = 15.0
@@ -25,25 +25,59 @@ KEEPALIVE = 15.0
 WRITE_TIMEOUT = 10.0
 
 
-async def watch_stream(request: web.Request, hub: WatchHub) -> web.StreamResponse:
-    """Stream the changes of the keys ``?prefix=`` / ``?key=`` name.
+#: Seconds a watch asked for while the coordinator starts waits for its change feed;
+#: past them the stream ends at once with ``retry:``, and the watcher asks again.
+START_WAIT = 10.0
+
+_HEADERS = {
+    "Content-Type": "text/event-stream",
+    "Cache-Control": "no-cache",
+    "X-Accel-Buffering": "no",
+}
+
+
+def watch_request(request: web.Request) -> tuple[WatchFilter, str | None]:
+    """The filter and ``Last-Event-ID`` of a watch request.
 
     Raises:
         InvalidRequest: no filter, a malformed prefix or key, a malformed
-            ``Last-Event-ID`` (answered 400 before the stream starts).
+            ``Last-Event-ID`` (answered 400 before any stream starts).
     """
     query = request.query
     filt = WatchFilter.parse(query.getall("prefix", []), query.getall("key", []))
     last = request.headers.get("Last-Event-ID") or query.get("last_event_id")
+    if last is not None:
+        parse_event_id(last)
+    return filt, last
+
+
+async def watch_stream(
+    request: web.Request, hub: WatchHub, opened: asyncio.Event | None = None
+) -> web.StreamResponse:
+    """Stream the changes of the keys ``?prefix=`` / ``?key=`` name; with ``opened``
+    (the coordinator's change feed follows every node), first wait for it, up to
+    `START_WAIT` seconds: a stream taken earlier would miss writes logged before the
+    feed's first look. Past that, a stream with only ``retry: 1000`` that ends: every
+    SSE client, a browser's ``EventSource`` too (which gives up for good on an error
+    status), asks again.
+
+    Raises:
+        InvalidRequest: see `watch_request`.
+    """
+    filt, last = watch_request(request)
+    if opened is not None and not opened.is_set():
+        try:
+            async with asyncio.timeout(START_WAIT):
+                await opened.wait()
+        except TimeoutError:
+            resp = web.StreamResponse(headers=_HEADERS)
+            await resp.prepare(request)
+            await resp.write(b"retry: 1000\n: the coordinator is starting; ask again\n\n")
+            await resp.write_eof()
+            return resp
     watcher = hub.subscribe(filt, last)
     try:
-        resp = web.StreamResponse(
-            headers={
-                "Content-Type": "text/event-stream",
-                "Cache-Control": "no-cache",
-                "X-Accel-Buffering": "no",
-            }
-        )
+        resp = web.StreamResponse(headers=_HEADERS)
         chunked = request.version >= HttpVersion11
         if chunked:
             resp.enable_chunked_encoding()  # what aiohttp picks for HTTP/1.1 anyway

@@ -21,7 +21,6 @@ from elastic_cache.errors import (
     NodeUnavailable,
     NotFound,
     StoreFull,
-    Unavailable,
     UnknownOrigin,
     UpstreamError,
     UpstreamTimeout,
@@ -349,8 +348,9 @@ def _watch_path() -> Schema:
             "`node`), with `id: BOOT:SEQ`; `reset` when changes were lost; `cutoff` (then "
             "the stream ends) when this watcher fell too far behind; a first `subscribed` "
             "event, whose `id` is where the stream starts. Reconnect with `Last-Event-ID` "
-            "to receive what was missed. At least one `prefix` or `key` is required; 503 "
-            "`unavailable` while the coordinator starts (docs/watch.md).",
+            "to receive what was missed. At least one `prefix` or `key` is required. While "
+            "the coordinator starts, a watch waits (up to 10 s; then a stream with only "
+            "`retry: 1000` ends, to be asked again) (docs/watch.md).",
             tags=["keys"],
             parameters=[
                 query("prefix", "Keys starting with this (repeatable; empty: every key)."),
@@ -369,7 +369,7 @@ def _watch_path() -> Schema:
                     "content": {"text/event-stream": {"schema": {"type": "string"}}},
                 }
             },
-            errors=(InvalidRequest, InvalidKey, Unavailable),
+            errors=(InvalidRequest, InvalidKey),
         )
     }
 

@@ -37,6 +37,7 @@ from tests.integration.conftest import ServerProvisioner, cluster_settings
 #: Errors that never reach an HTTP client of the coordinator or a node, and why.
 NOT_OVER_HTTP: dict[type[ElasticCacheError], str] = {
     # ConfigError is over HTTP since live namespace changes (PUT /v1/namespaces/{name}).
+    errors.Unavailable: "a parent: only its subclasses are raised",
     errors.IndexSpecError: "index specs are settings",
     errors.UnknownPrice: "price tables are read when the coordinator starts",
     errors.InvalidSplit: "ring splits are the coordinator's own decisions",
