@@ -208,6 +208,12 @@ class Failures(Reintegration):
             return
         try:
             await self._drop_dead_locked(node_id)
+        except BaseException:
+            # Not dropped (a lone node's replacement did not launch): it stays a member,
+            # so it is not dead to moves and ownership pushes either (review).
+            if info is not None and node_id in self.nodes:
+                info.doomed.clear()
+            raise
         finally:
             self._move_lock.release()
 

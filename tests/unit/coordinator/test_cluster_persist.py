@@ -5,10 +5,14 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from elastic_cache.config import ClusterSettings
 from elastic_cache.coordinator.cluster import Cluster
 from elastic_cache.coordinator.membership import StoppedNode
+from elastic_cache.errors import ProvisionError
 from elastic_cache.node.local import LocalNetwork
 from elastic_cache.provisioner.base import NodeHandle
 from elastic_cache.sim.metered import CpuMeter
@@ -133,3 +137,35 @@ async def test_stopped_nodes_are_persisted_and_come_back_with_incomplete_lists(
     assert dirty.incomplete is not None and "coordinator restarted" in dirty.incomplete
     view = again.view()["stopped"]
     assert view[0]["node"] == "node-7" and view[0]["complete"] is False
+
+
+async def test_a_node_whose_drop_failed_is_not_dead_to_moves_or_pushes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lone node declared dead whose replacement cannot launch stays a member: it kept
+    its `doomed` mark, so ownership pushes skipped it and a move from it was salvaged
+    with nothing received (review). The mark goes when the drop fails."""
+    cluster = _cluster(tmp_path, nodes=1, replication=1)
+    await cluster.start()
+
+    async def no_capacity(node_id: str) -> NodeHandle:
+        raise ProvisionError("no capacity (simulated)")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(cluster.provisioner, "launch", no_capacity)
+        with pytest.raises(ProvisionError):
+            await cluster.drop_dead_node("node-1")
+    info = cluster.nodes["node-1"]
+    assert not info.doomed.is_set()
+    pushed: list[int] = []
+    push = info.client.set_ownership
+
+    async def counted(*args: Any, **kwargs: Any) -> Any:
+        pushed.append(args[0])
+        return await push(*args, **kwargs)
+
+    monkeypatch.setattr(info.client, "set_ownership", counted)
+    await cluster._push_ownership(list(cluster.nodes))
+    assert pushed == [cluster.ring.epoch]
+    _, moved = await cluster.add_node()
+    assert moved is not None and moved.state == "done", moved.to_json()
