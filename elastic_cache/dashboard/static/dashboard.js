@@ -7,7 +7,6 @@
 (function () {
   const POLL_MS = 1000;
   const FETCH_TIMEOUT_MS = 4000; // a poll not answered by then counts as no answer
-  const HIT_GAP_S = 3; // hit-rate points further apart: no lookups between, not joined
   const MAX_WINDOW_S = 600; // the charts show up to the last 10 minutes
   const MIN_WINDOW_S = 60; // and at least the last minute
   const HIT_SMOOTH_S = 10; // hit rate over a sliding window of this many seconds
@@ -363,7 +362,7 @@
     return s % 60 === 0 ? `${s / 60} min` : `${s} s`;
   }
 
-  function renderChart(target, points, { max, format, gap = Infinity }) {
+  function renderChart(target, points, { max, format }) {
     const WINDOW_S = chartWindow();
     const box = target.getBoundingClientRect();
     const W = Math.max(200, Math.round(box.width)), H = Math.max(80, Math.round(box.height));
@@ -385,11 +384,12 @@
       target.append(svg("text", { x: (W + left) / 2, y: H / 2, class: "empty", "text-anchor": "middle" }, "waiting for data…"));
       return;
     }
-    // Points further apart than `gap` seconds are not joined: no data between them
-    // (no lookups at all), which a line across would draw as a trend.
+    // A point marked as after a break (its third element) is not joined to the one
+    // before: samples without data lie between them (no lookups at all), which a line
+    // across would draw as a trend. Sparse samples (a slow poll) stay joined.
     const runs = [[shown[0]]];
     for (let i = 1; i < shown.length; i++) {
-      if (shown[i][0] - shown[i - 1][0] > gap) runs.push([]);
+      if (shown[i][2]) runs.push([]);
       runs[runs.length - 1].push(shown[i]);
     }
     for (const run of runs) {
@@ -410,14 +410,17 @@
   function renderCharts() {
     const rate = samples.filter((s) => s.requests_per_s != null).map((s) => [s.t, s.requests_per_s]);
     const hit = [];
-    let hits = 0, misses = 0, j = 0;
+    let hits = 0, misses = 0, j = 0, last = -1;
     for (let i = 0; i < samples.length; i++) {
       hits += samples[i].hits; misses += samples[i].misses;
       while (samples[j].t < samples[i].t - HIT_SMOOTH_S) { hits -= samples[j].hits; misses -= samples[j].misses; j++; }
-      if (hits + misses > 0) hit.push([samples[i].t, hits / (hits + misses)]);
+      if (hits + misses > 0) {
+        hit.push([samples[i].t, hits / (hits + misses), hit.length > 0 && last !== i - 1]);
+        last = i;
+      }
     }
     renderChart($("#chart-rate"), rate, { format: (v) => v >= 1000 ? (v / 1000).toFixed(1) + "k" : v.toFixed(0) });
-    renderChart($("#chart-hit"), hit, { max: 1, gap: HIT_GAP_S, format: (v) => (100 * v).toFixed(0) + "%" });
+    renderChart($("#chart-hit"), hit, { max: 1, format: (v) => (100 * v).toFixed(0) + "%" });
     const span = chartWindow();
     for (const w of document.querySelectorAll(".window")) {
       w.textContent = span === 60 ? "last minute" : `last ${span / 60} minutes`;
@@ -493,6 +496,7 @@
       .then((blob) => {
         const shown = URL.createObjectURL(blob);
         if (tab) tab.location = shown; else window.location = shown;
+        setTimeout(() => URL.revokeObjectURL(shown), 60_000); // the tab has it by then
       })
       .catch(() => { if (tab) tab.close(); });
   }
