@@ -15,7 +15,13 @@ from aiohttp.http import HttpVersion11
 from aiohttp.streams import StreamReader
 
 from elastic_cache.config import MAX_TTL_SECONDS
-from elastic_cache.errors import ElasticCacheError, InvalidBody, InvalidTTL, ValueTooLarge
+from elastic_cache.errors import (
+    ElasticCacheError,
+    InvalidBody,
+    InvalidKey,
+    InvalidTTL,
+    ValueTooLarge,
+)
 from elastic_cache.hashing import check_escapes
 
 __all__ = [
@@ -151,7 +157,11 @@ async def not_found(request: web.Request) -> web.StreamResponse:
     405 with ``Allow`` when the path has routes for other methods, else 404.
 
     Runs only for such requests, so the app needs no error middleware on its hot path.
+    ``/v1/kv/`` (a key route without its key) is a ``400 bad_key``: the key is what is
+    wrong, not the route (a 404 before: review).
     """
+    if request.path == "/v1/kv/":
+        return error_response(InvalidKey("key must not be empty"))
     allowed: set[str] = set()
     for resource in request.app.router.resources():
         if resource is request.match_info.route.resource:

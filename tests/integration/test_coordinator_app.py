@@ -55,6 +55,9 @@ _HUGE_QUOTA = {"prefix": "a/", "quota_records": 10**400}
         ("PUT", "/v1/kv/k?ttl=never", {"data": b"x"}, 400, "bad_ttl"),
         ("PUT", "/v1/kv/" + "k" * 1025, {"data": b"x"}, 400, "bad_key"),
         ("GET", "/v1/kv/a%01", {}, 400, "bad_key"),
+        # No key at all: a bad key, not an unknown route (a 404 before: review).
+        ("PUT", "/v1/kv/", {"data": b"x"}, 400, "bad_key"),
+        ("GET", "/v1/kv/", {}, 400, "bad_key"),
         # Escapes that are not UTF-8 named the key their characters spell (review).
         ("PUT", "/v1/kv/u%FFx", {"data": b"x"}, 400, "bad_key"),
         ("GET", "/v1/kv/a%C0%AFb", {}, 400, "bad_key"),

@@ -68,6 +68,7 @@ async def test_default_content_type_and_ttl(node: TestClient[Any, Any]) -> None:
         ("/v1/kv/a%0Ab", {"data": b"x"}, 400, "bad_key"),
         ("/v1/kv/k", {"data": b"x" * 1025}, 413, "value_too_large"),
         ("/v1/kv/k", {"data": b"x", "headers": {"Content-Type": "t" * 300}}, 400, "bad_body"),
+        ("/v1/kv/", {"data": b"x"}, 400, "bad_key"),  # no key: a 404 before (review)
     ],
 )
 async def test_bad_writes_change_nothing(
