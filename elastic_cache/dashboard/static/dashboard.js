@@ -91,6 +91,9 @@
     $("#kpi-nodes").textContent = view.nodes.length + (view.launching.length ? " +" + view.launching.length : "");
     $("#kpi-epoch").textContent = view.epoch;
     $("#kpi-records").textContent = fmtInt(view.nodes.reduce((a, n) => a + n.records, 0));
+    // With copies every record is counted on each node that holds it: say so.
+    const copies = (view.replication && view.replication.factor) || 1;
+    $("#kpi-records-label").textContent = copies > 1 ? `records (${copies} copies each)` : "records";
     $("#kpi-rate").textContent = view.request_rate.toFixed(1);
     $("#kpi-hit").textContent = fmtPct(view.hit_rate);
     $("#kpi-cost").textContent = fmtCost(view.cost_per_hour);
