@@ -250,9 +250,7 @@ class Moves(Membership):
             ):
                 return mig
             mig.state, mig.error, mig.finished = "abandoned", str(exc), time.time()
-            for info in began:
-                if info.doomed.is_set():
-                    continue  # it is dropped next (and ended), its move with it
+            for info in began:  # (a node declared dead is dropped next, its move with it)
                 with contextlib.suppress(ElasticCacheError):
                     await self._party(info.client.abort_migration(mig.wire_id), info)
                 if mig.resumed_from is not None and info is dst:
@@ -384,7 +382,12 @@ class Moves(Membership):
         """``call``, a move's request, unless one of ``infos`` (the node called, and the
         one it streams to) is declared dead first (its drop waits for the move lock this
         move holds): then NodeUnavailable at once, and the move goes on as for a node
-        whose process is gone."""
+        whose process is gone. Nothing is sent to a node declared dead already."""
+        dead = ", ".join(info.node_id for info in infos if info.doomed.is_set())
+        if dead:
+            if asyncio.iscoroutine(call):
+                call.close()  # never started
+            raise NodeUnavailable(f"{dead} was declared dead during the move")
         work = asyncio.ensure_future(call)
         waits = [asyncio.ensure_future(info.doomed.wait()) for info in infos]
         try:

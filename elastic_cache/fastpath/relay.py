@@ -48,13 +48,16 @@ class HandedOver(asyncio.Protocol):
     (`expired`) can close the connection after ``request_timeout`` seconds of silence
     in the middle of a request, as the lean layer does for its own connections."""
 
-    def __init__(self, inner: asyncio.Protocol, server: RelayServer, now: float) -> None:
+    def __init__(
+        self, inner: asyncio.Protocol, server: RelayServer, loop: asyncio.AbstractEventLoop
+    ) -> None:
         self.inner = inner
         self.server = server
+        self.loop = loop
         self.parser: httptools.HttpRequestParser | None = httptools.HttpRequestParser(self)
         self.transport: asyncio.Transport | None = None
         self.within = False  # between a message's first byte and its end
-        self.last = now
+        self.last = loop.time()
 
     def on_message_begin(self) -> None:
         self.within = True
@@ -72,7 +75,7 @@ class HandedOver(asyncio.Protocol):
         self.inner.connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
-        self.last = asyncio.get_running_loop().time()
+        self.last = self.loop.time()
         self._watch(data)
         self.inner.data_received(data)
 
@@ -212,7 +215,7 @@ class Relaying:
         if self.outbox:
             self._flush(self.outbox)
         self.server.forget(self)
-        handler = HandedOver(self.server.aiohttp_protocol(), self.server, self.loop.time())
+        handler = HandedOver(self.server.aiohttp_protocol(), self.server, self.loop)
         self.transport.set_protocol(handler)
         handler.connection_made(self.transport)
         handler.data_received(b"".join(self.first))

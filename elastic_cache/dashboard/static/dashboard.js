@@ -466,8 +466,7 @@
     }
   }
 
-  function authHeaders() {
-    const token = sessionStorage.getItem(TOKEN_KEY);
+  function authHeaders(token) {
     return token ? { Authorization: `Bearer ${token}` } : {};
   }
 
@@ -478,7 +477,7 @@
     const abort = new AbortController();
     const timer = setTimeout(() => abort.abort(), FETCH_TIMEOUT_MS);
     try {
-      const resp = await fetch(url, { cache: "no-store", headers: authHeaders(), signal: abort.signal });
+      const resp = await fetch(url, { cache: "no-store", headers: authHeaders(token), signal: abort.signal });
       if (resp.status === 401) throw new Unauthorized(url, token);
       if (!resp.ok) throw new Error(`${url}: ${resp.status}`);
       return await resp.json();
@@ -490,11 +489,12 @@
   // The footer's links to the raw API: with a token a plain link cannot send it (401),
   // so a click fetches with it and shows the answer in a new tab.
   function openRaw(event) {
-    if (!sessionStorage.getItem(TOKEN_KEY)) return; // no token: the plain link works
+    const token = sessionStorage.getItem(TOKEN_KEY);
+    if (!token) return; // no token: the plain link works
     event.preventDefault();
     const url = event.currentTarget.getAttribute("href");
     const tab = window.open("", "_blank");
-    fetch(url, { cache: "no-store", headers: authHeaders() })
+    fetch(url, { cache: "no-store", headers: authHeaders(token) })
       .then((resp) => resp.blob())
       .then((blob) => {
         const shown = URL.createObjectURL(blob);
