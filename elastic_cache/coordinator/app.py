@@ -69,6 +69,7 @@ from elastic_cache.httpio import (
     not_found,
     parse_content_type,
     parse_ttl,
+    paths_only,
     read_limited,
     read_or_stream,
     refuse_before_body,
@@ -533,12 +534,13 @@ def make_coordinator_app(coord: Coordinator, *, manage_lifecycle: bool = True) -
     # cost a coroutine on every request (as on the node).
     # Request lines up to 64 KiB reach the handlers, so read-through can answer a URL
     # past its own limit with a JSON 414 (aiohttp's own limit answers a bare 400).
-    # With a cluster token, one middleware checks it (`elastic_cache.auth`); without
-    # one, none is added.
+    # With a cluster token, one middleware checks it (`elastic_cache.auth`); another
+    # refuses a target that is not a path, which no route matches (`httpio.paths_only`).
+    guard = [] if coord.guard is None else [token_middleware(coord.guard)]
     app = web.Application(
         client_max_size=coord.settings.nodes.max_value_bytes + 1,
         handler_args=aiohttp_limits(),
-        middlewares=[] if coord.guard is None else [token_middleware(coord.guard)],
+        middlewares=[paths_only, *guard],
     )
     app[COORDINATOR] = coord
     coord.metrics.add_state(CoordinatorCollector(coord))

@@ -6,10 +6,13 @@ of `elastic_cache.fastpath`; a mixin of `elastic_cache.fastpath.connection._Conn
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+from http import HTTPStatus
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import httptools
+from aiohttp import web
 
 from elastic_cache.fastpath.request import _CLIENT_HEADER_LOW, CLIENT_HEADER, HotRequest, HotRoutes
 
@@ -34,6 +37,41 @@ class RelayServer(Protocol):
     def forget(self, conn: Any) -> None: ...
 
     def aiohttp_protocol(self) -> asyncio.Protocol: ...
+
+
+class JsonErrors(web.RequestHandler):
+    """aiohttp's protocol for a connection handed over, whose own errors are JSON.
+
+    aiohttp answers what it cannot parse (a malformed chunk, ``GET *``, a bad header
+    line) with a plain-text 400 built in `handle_error`; every other error of ours is a
+    JSON body. The layer makes aiohttp's protocol and then gives it this class (same
+    slots, one method changed), since aiohttp's server takes no protocol class."""
+
+    __slots__ = ()
+
+    def handle_error(
+        self,
+        request: web.BaseRequest,
+        status: int = 500,
+        exc: BaseException | None = None,
+        message: str | None = None,
+    ) -> web.StreamResponse:
+        if request.writer.output_size > 0:
+            raise ConnectionError("an answer was sent already; no room for the error")
+        if status >= 500:
+            self.log_exception("error handling a request from %s", request.remote, exc_info=exc)
+            message = "internal error; see the server log"
+        else:
+            log.debug("a malformed request from %s: %s", request.remote, message)
+        try:
+            phrase = HTTPStatus(status).phrase
+        except ValueError:
+            phrase = ""
+        code = "bad_request" if status == 400 else "internal" if status >= 500 else "http_error"
+        body = json.dumps({"error": code, "message": message or phrase or "malformed HTTP request"})
+        response = web.Response(status=status, body=body.encode(), content_type="application/json")
+        response.force_close()
+        return response
 
 
 class HandedOver(asyncio.Protocol):

@@ -16,7 +16,7 @@ from aiohttp import web
 
 from elastic_cache.auth import TokenGuard
 from elastic_cache.fastpath.connection import _Connection
-from elastic_cache.fastpath.relay import HandedOver
+from elastic_cache.fastpath.relay import HandedOver, JsonErrors
 from elastic_cache.fastpath.request import HotRoutes
 
 __all__ = ["RUN_DIR_ENV", "FastServer", "ensure_port_free"]
@@ -106,7 +106,8 @@ class FastServer:
         assert self.runner is not None
         server = self.runner.server
         assert server is not None
-        protocol: asyncio.Protocol = server()
+        protocol = server()
+        protocol.__class__ = JsonErrors
         return protocol
 
     async def start(

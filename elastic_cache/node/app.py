@@ -67,6 +67,7 @@ from elastic_cache.httpio import (
     not_found,
     parse_content_type,
     parse_ttl,
+    paths_only,
     ranges_field,
     read_buffer,
     read_limited,
@@ -468,7 +469,8 @@ def make_node_app(
             (`elastic_cache.auth`); None: none is checked. ``app[GUARD]`` holds it for
             the lean layer in front.
     """
-    # No error middleware: every route is `metered`, which turns errors into JSON.
+    # No error middleware: every route is `metered`, which turns errors into JSON; one
+    # refuses a target that is not a path, which no route matches (`httpio.paths_only`).
     # Request lines up to 64 KiB reach the handlers (as on the coordinator), so a key too
     # long once percent-encoded is a JSON ``400 bad_key``, not aiohttp's bare 400 for
     # lines past 8 KiB (a 1,025-character key can take 12 KiB).
@@ -476,7 +478,7 @@ def make_node_app(
     app = web.Application(
         client_max_size=MAX_FRAME_BYTES,
         handler_args=aiohttp_limits(),
-        middlewares=[] if guard is None else [token_middleware(guard)],
+        middlewares=[paths_only, *([] if guard is None else [token_middleware(guard)])],
     )
     app[GUARD] = guard
     app[SERVICE] = service

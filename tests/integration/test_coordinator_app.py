@@ -332,3 +332,18 @@ async def test_nodes_added_by_hand_restart_the_cool_down_and_keep_to_the_budget(
     assert s == 409 and json.loads(body)["error"] == "conflict"
     assert "max_usd_per_hour" in json.loads(body)["message"]
     assert len(harness.coord.cluster.nodes) == 1
+
+
+@pytest.mark.parametrize("first", [b"", b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"])
+async def test_an_asterisk_target_is_a_json_400(harness: CoordinatorHarness, first: bytes) -> None:
+    """``OPTIONS *`` matched no route and got aiohttp's plain-text 404 (review)."""
+    host, port = harness.url.removeprefix("http://").split(":")
+    reader, writer = await asyncio.open_connection(host, int(port))
+    writer.write(first + b"OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n")
+    async with asyncio.timeout(5):
+        answers = await reader.read()  # to the end: the 400 closes the connection
+    writer.close()
+    last = answers[answers.rindex(b"HTTP/1.1 ") :]
+    head, _, body = last.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 400 ") and b"application/json" in head.lower()
+    assert json.loads(body)["error"] == "bad_request"

@@ -692,3 +692,35 @@ async def test_a_connection_handed_over_stays_open_while_its_client_sends_or_idl
     writer.write(HEALTH)
     assert (await Replies(reader).read(1))[0].status == 200
     writer.close()
+
+
+@pytest.mark.parametrize(
+    "first",
+    [b"", HEALTH],
+    ids=["first-request", "after-a-control-request"],
+)
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"POST /v1/ranges/count HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+        b"zz\r\nabc\r\n",
+        b"GET * HTTP/1.1\r\nHost: x\r\n\r\n",
+        b"OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n",
+        b"GET /healthz HTTP/1.1\r\nHost: x\r\nBad Header: 1\r\n\r\n",
+    ],
+    ids=["malformed-chunk", "get-asterisk", "options-asterisk", "bad-header-name"],
+)
+async def test_a_malformed_request_aiohttp_parses_gets_a_json_400(
+    node: Node, first: bytes, raw: bytes
+) -> None:
+    """Where aiohttp parses (a connection handed over), its own errors were plain text
+    (review): they are JSON like every other error, and the connection closes."""
+    reader, writer = await node.connect()
+    writer.write(first + raw)
+    replies = await Replies(reader).read(2 if first else 1)
+    reply = replies[-1]
+    assert reply.status == 400, reply
+    assert reply.headers["content-type"].startswith("application/json")
+    assert json.loads(reply.body)["error"] == "bad_request"
+    assert await closed(reader)
+    writer.close()
