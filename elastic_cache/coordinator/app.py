@@ -216,20 +216,45 @@ async def read_through(request: web.Request) -> web.StreamResponse:
         )
     except MethodNotAllowed as err:
         return error_response(err, {"Allow": str(err.details.get("allow", "GET, HEAD"))})
+    sent = _writable(reply.headers)
     if reply.stream is None and method != "HEAD":
         # The hot path, a hit: aiohttp makes its one header map from the list.
         response: web.StreamResponse = web.Response(
-            status=reply.status, body=reply.body, headers=[*reply.headers, ("X-Cache", reply.cache)]
+            status=reply.status, body=reply.body, headers=[*sent, ("X-Cache", reply.cache)]
         )
         response[REPLAYED] = reply.headers
         return response
-    headers = CIMultiDict(reply.headers)
+    headers = CIMultiDict(sent)
     headers["X-Cache"] = reply.cache
     if reply.stream is not None:
         return await _relay_origin(request, reply, headers)
     response = _head_response(reply, headers)
     response[REPLAYED] = reply.headers
     return response
+
+
+def _writable(pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """An origin's header pairs as aiohttp writes them back byte for byte.
+
+    Values hold the origin's bytes as Latin-1 characters (one per byte, as the lean
+    layer writes them back); aiohttp writes every header as UTF-8, which turned each
+    byte past 127 into two (review: a UTF-8 ``filename="résumé.pdf"`` came back
+    mangled on HTTP/1.0, unsafe methods and relayed answers). A value whose bytes are
+    UTF-8 is given to aiohttp decoded as such; one whose bytes are not cannot be written
+    by aiohttp unchanged, and is left as it was (docs/http-caching.md)."""
+    if all(value.isascii() for _, value in pairs):
+        return pairs
+    return [(name, _utf8_if_any(value)) for name, value in pairs]
+
+
+def _utf8_if_any(value: str) -> str:
+    """``value``'s bytes (its Latin-1 characters) read as UTF-8, if they are UTF-8."""
+    if value.isascii():
+        return value
+    try:
+        return value.encode("latin-1").decode("utf-8")
+    except UnicodeError:
+        return value
 
 
 #: On an origin's answer passed on: the header pairs the origin sent (`origin_headers_only`).

@@ -36,6 +36,14 @@ __all__ = ["OriginFetches", "Outcome"]
 
 log = logging.getLogger("elastic_cache.origins")
 
+#: Why a revalidated answer may not be stored that says nothing of the answer itself,
+#: only of the request that revalidated it: the stored answer then stays for others.
+_THIS_REQUEST_ONLY = frozenset({"credentials", "request-no-store"})
+
+#: Headers `end_to_end` keeps out of a stored answer that an answer passed on (stored
+#: for no one) carries to its client as the origin sent them: its cookies, its age.
+_PASSED_AS_SENT = frozenset({"set-cookie", "set-cookie2", "age"})
+
 # Safe methods that change nothing at the origin; every other method (an unknown one
 # too, RFC 9111 §4.4) invalidates the URL when it succeeds.
 _SAFE = frozenset({"GET", "HEAD", "OPTIONS"})
@@ -129,10 +137,11 @@ class OriginFetches(CachedAnswers):
             )
             if verdict.store:
                 await self._store(key, found.marker, verdict, head.request_time, request.fields)
-            elif verdict.reason != "credentials":
+            elif verdict.reason not in _THIS_REQUEST_ONLY:
                 # The origin's word now forbids keeping it (no-store, private, a cookie,
                 # Vary: *): the stored answer goes too. An answer refused only because
-                # this request carried credentials stays as it was, for the others.
+                # of this request (its credentials, its own ``no-store``) stays as it
+                # was, for the others: a client's no-store purged it (review).
                 await self.invalidate(key, head.request_time)
             self.counts.revalidated += 1
             reply = self._from_record(verdict.record, request, "REVALIDATED")
@@ -247,8 +256,8 @@ class OriginFetches(CachedAnswers):
     ) -> Reply:
         """Pass an answer that is not stored on to this client alone (with its cookies)."""
         kept = end_to_end(headers)
-        cookies = [(k, v) for k, v in headers if k.lower() in ("set-cookie", "age")]
-        return Reply(status, [*kept, *cookies], fetched.body, fetched.stream, cache="PASS")
+        own = [(k, v) for k, v in headers if k.lower() in _PASSED_AS_SENT]
+        return Reply(status, [*kept, *own], fetched.body, fetched.stream, cache="PASS")
 
     # -- other methods -----------------------------------------------------------------
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from urllib.parse import unquote
 
 from elastic_cache.errors import BadPath
 from elastic_cache.hashing import MAX_KEY_BYTES
@@ -36,14 +37,26 @@ def check_path(raw_path: str) -> None:
 
 
 def canonical_query(raw_query: str) -> str:
-    """The query with its parameters sorted by name, as sent (not decoded).
+    """The query with its parameters sorted by name, each as sent (not decoded).
 
     Parameters with the same name keep their order (``a=1&a=2`` differs from
-    ``a=2&a=1``), ``flag`` differs from ``flag=``, and empty members are dropped.
+    ``a=2&a=1``), ``flag`` differs from ``flag=``, and empty members are dropped. "The
+    same name" is as loose as any origin may read it: decoded, ``+`` and a space alike,
+    any case. Sorted by the names as sent, ``na%6De=x&name=y`` and ``name=y&na%6De=x``
+    had one key, though an origin reads two orders of ``name`` in them (review).
     """
     members = [m for m in raw_query.split("&") if m]
-    members.sort(key=lambda m: m.partition("=")[0])  # stable: repeated names keep order
+    members.sort(key=_name_order)  # stable: repeated names keep their order
     return "&".join(members)
+
+
+def _name_order(member: str) -> str:
+    """What `canonical_query` sorts ``member`` by: its name as loosely as an origin
+    may decode it (escapes decoded, ``+`` and ``%2B`` and a space alike, any case)."""
+    name = member.partition("=")[0]
+    if "%" in name or "+" in name:
+        name = unquote(name, errors="surrogateescape").replace("+", " ")
+    return name.lower()
 
 
 def cache_key(origin: str, raw_path: str, raw_query: str, *, sort_query: bool = True) -> str:

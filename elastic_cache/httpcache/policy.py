@@ -377,7 +377,7 @@ def judge(
         reason = "request-no-store"
     elif credentialed and not record.shared_ok:
         reason = "credentials"
-    elif not by_status or response.status >= 500 or response.status in (206, 304):
+    elif not by_status or not 200 <= response.status < 500 or response.status in (206, 304):
         reason = "status"
     if reason:
         return Verdict(record, False, reason)

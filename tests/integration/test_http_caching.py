@@ -714,13 +714,19 @@ async def test_paths_that_could_escape_the_base_are_refused(
 
 async def test_query_order_rules(cache: CoordinatorHarness, case_origin: CaseOrigin) -> None:
     async def echo(request: web.Request) -> web.Response:
-        return web.Response(text=request.query_string, headers={"Cache-Control": "max-age=60"})
+        query = request.rel_url.raw_query_string  # as sent, escapes and all
+        return web.Response(text=query, headers={"Cache-Control": "max-age=60"})
 
     case_origin.route("q", echo)
     pairs = [
         ("a=1&a=2", "a=2&a=1", False),
         ("flag", "flag=", False),
         ("b=1&a=2", "a=2&b=1", True),
+        # One name to an origin, spelt two ways: two orders of its values, two keys
+        # (sorted as sent, both were ``na%6De=x&name=y``: review).
+        ("na%6De=x&name=y", "name=y&na%6De=x", False),
+        ("a+b=1&a%20b=2", "a%20b=2&a+b=1", False),
+        ("N=1&n=2", "n=2&N=1", False),
     ]
     for first, second, same in pairs:
         _, body1, _, _ = await get(cache, f"web/q?{first}")
@@ -1254,6 +1260,42 @@ async def test_a_304_that_forbids_storing_drops_the_stored_answer(
     assert case_origin.calls["r"] == 3
 
 
+async def test_a_clients_no_store_on_a_revalidation_leaves_the_stored_answer(
+    cache: CoordinatorHarness, case_origin: CaseOrigin, clock: Clock
+) -> None:
+    """A request's ``no-store`` forbids storing the answer to it (RFC 9111 §5.2.1.5),
+    not keeping what others stored: on a 304 it purged the shared answer, so any
+    client could empty the cache of revalidatable answers (review)."""
+
+    async def page(request: web.Request) -> web.Response:
+        if request.headers.get("If-None-Match") == '"v1"':
+            return web.Response(status=304, headers={"ETag": '"v1"', "Cache-Control": "max-age=1"})
+        return web.Response(text="body", headers={"ETag": '"v1"', "Cache-Control": "max-age=1"})
+
+    case_origin.route("r", page)
+    await get(cache, "web/r")
+    clock.advance(5)
+    _, body, h, _ = await get(cache, "web/r", Cache_Control="no-store")
+    assert (body, h["X-Cache"]) == (b"body", "REVALIDATED")
+    _, body, h, _ = await get(cache, "web/r")  # still stored: revalidated, not fetched whole
+    assert (body, h["X-Cache"]) == (b"body", "REVALIDATED")
+    assert case_origin.calls["r"] == 3
+
+
+async def test_an_interim_status_is_never_stored(
+    cache: CoordinatorHarness, case_origin: CaseOrigin
+) -> None:
+    """Only a final status may be stored (RFC 9111 §3): a 1xx with freshness was
+    written to a node, and every later read found it unreadable (review)."""
+    case_origin.route("i", answer(b"", status=101, Cache_Control="max-age=600"))
+    for _ in range(2):
+        raw = await raw_exchange(
+            cache, b"GET /v1/svc/web/i HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        )
+        assert b"\r\nX-Cache: PASS\r\n" in raw, raw[:300]
+    assert case_origin.calls["i"] == 2
+
+
 async def test_s_maxage_is_never_served_stale(
     cache: CoordinatorHarness, case_origin: CaseOrigin, clock: Clock
 ) -> None:
@@ -1485,3 +1527,51 @@ async def test_a_header_that_is_not_utf8_is_refused_not_changed(
     assert refused.startswith(b"HTTP/1.1 400 ") and (s, body) == (200, b"page")
     assert (await raw_exchange(cache, agent)).endswith(b"page")  # stored: a hit
     assert case_origin.calls["u"] == 1
+
+
+@pytest.mark.parametrize("version", [b"1.0", b"1.1"])
+async def test_utf8_header_bytes_come_back_unchanged_on_every_path(
+    cache: CoordinatorHarness, case_origin: CaseOrigin, version: bytes
+) -> None:
+    """Header bytes past 127 are the origin's, to replay unchanged (a UTF-8 file name,
+    a cookie): where aiohttp writes the answer (HTTP/1.0, an unsafe method's answer,
+    a streamed one) each such byte became two (review); the lean layer's were exact."""
+    name = "résumé.pdf".encode()
+
+    async def page(request: web.Request) -> web.StreamResponse:
+        response = web.Response(body=b"pdf", headers={"Cache-Control": "max-age=600"})
+        # aiohttp writes headers as UTF-8: these characters are the bytes of ``name``.
+        response.headers["Content-Disposition"] = f'attachment; filename="{name.decode()}"'
+        response.headers["Set-Cookie"] = "who=Jos\u00e9" if request.method == "POST" else "x=1"
+        if request.method == "POST":
+            del response.headers["Cache-Control"]
+        return response
+
+    case_origin.route("doc", page)
+    case_origin.route("form", page)
+    asked = [(b"GET", "doc"), (b"GET", "doc"), (b"HEAD", "doc"), (b"POST", "form")]
+    for method, route in asked:
+        raw = await raw_exchange(
+            cache,
+            method
+            + f" /v1/svc/open/{route} HTTP/".encode()
+            + version
+            + b"\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+        )
+        head = raw.split(b"\r\n\r\n", 1)[0]
+        if route == "doc":
+            assert b'filename="' + name + b'"\r\n' in head, (method, head)
+        else:
+            assert b"\r\nSet-Cookie: who=Jos\xc3\xa9\r\n" in head, head
+
+
+async def test_an_answer_passed_on_keeps_its_set_cookie2(
+    cache: CoordinatorHarness, case_origin: CaseOrigin
+) -> None:
+    """A passed answer got its ``Set-Cookie`` back but lost ``Set-Cookie2`` (obsolete,
+    still the asker's), which the 304 path kept (review)."""
+    case_origin.route("c", answer(b"x", Set_Cookie="a=1", Set_Cookie2='b=2; Version="1"'))
+    _, _, h, _ = await get(cache, "web/c")
+    assert (h["X-Cache"], h["Set-Cookie"], h["Set-Cookie2"]) == ("PASS", "a=1", 'b=2; Version="1"')
+    _, _, h, _ = await get(cache, "web/c")
+    assert h["X-Cache"] == "PASS"  # never stored
