@@ -263,6 +263,13 @@ class RingChanges(RingRanges):
         self._epoch += 1
         return Bucket(bucket, node)
 
+    def advance_past(self, epoch: int) -> int:
+        """Take an epoch past ``epoch`` (and past ours) without changing a bucket: a
+        node holds a ring of a later epoch than this one (a coordinator that died
+        between a node's commit and saving the ring); returns the new epoch."""
+        self._epoch = max(self._epoch, epoch) + 1
+        return self._epoch
+
     def touch(self) -> int:
         """Bump the epoch without changing a bucket (who holds copies changed); returns
         the new epoch."""

@@ -340,6 +340,26 @@ class Cluster(Failures):
             await self._forget(node_id)
             await self.persist()
 
+    async def settle_resumed(self) -> None:
+        """Finish what an earlier life of the coordinator left half done, once its
+        interrupted moves are aborted (`abort_interrupted_moves`).
+
+        - A member that holds nothing (neither a bucket nor, with copies, a copy) is a
+          launch whose first move the restart interrupted: it served nobody and would
+          count against ``max_nodes`` and the bill for good. It is stopped.
+        - Missing copies are made again: a repair interrupted by the restart was
+          aborted and nothing queued it again, so a range kept a single copy until
+          some other change of the ring, and that copy's node dying lost acknowledged
+          writes (review: 413 of them).
+        """
+        holding = {node for holders in self.held.values() for node in holders}
+        for node_id, info in list(self.nodes.items()):
+            if info.state == "active" and node_id not in holding:
+                await self.discard_if_idle(node_id)
+        if self.rf > 1:
+            self.repair_soon()
+            self._replace_for_copies()
+
     async def remove_node(self, node_id: str) -> list[MigrationInfo]:
         """Hand every bucket of ``node_id`` to its successor, live, then stop the node.
 

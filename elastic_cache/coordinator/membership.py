@@ -308,7 +308,7 @@ class Membership(NodePolling):
             self.dirty.open(kept.handle.node_id, kept.ranges).give_up(
                 "the coordinator restarted while it was stopped"
             )
-        await self._push_ownership([h.node_id for h, ok in zip(handles, alive, strict=True) if ok])
+        await self._push_resumed([h.node_id for h, ok in zip(handles, alive, strict=True) if ok])
         silent = [h.node_id for h, ok in zip(handles, alive, strict=True) if not ok]
         note = f"; not answering: {', '.join(silent)}" if silent else ""
         self.events.add("resumed", f"resumed {len(handles)} node(s) at epoch {ring.epoch}{note}")
@@ -364,7 +364,7 @@ class Membership(NodePolling):
             if handle.node_id not in up:
                 self.nodes[handle.node_id] = self._member(handle)
         self._adopt(ring, held, state, len(handles))
-        await self._push_ownership(up)
+        await self._push_resumed(up)
         self.events.add(
             "restarted",
             f"restarted {len(up)} of {len(handles)} node(s) on their disk tier directories "
@@ -375,11 +375,12 @@ class Membership(NodePolling):
 
     # -- life cycle --------------------------------------------------------------------
 
-    async def start(self) -> None:
-        """Resume a persisted cluster, or launch the initial nodes and build the ring."""
+    async def start(self) -> bool:
+        """Resume a persisted cluster, or launch the initial nodes and build the ring;
+        whether it resumed one."""
         if await self._resume():
             await self.refresh_stats()
-            return
+            return True
         count = max(self.settings.coordinator.initial_nodes, self.settings.scaler.min_nodes)
         infos = await asyncio.gather(*(self.launch_node() for _ in range(count)))
         for info in infos:
@@ -388,6 +389,7 @@ class Membership(NodePolling):
         await self._push_ownership(list(self.nodes))
         await self.persist()
         await self.refresh_stats()
+        return False
 
     async def shutdown(self) -> None:
         """Stop every node this coordinator started. Stopped nodes go the way of the
@@ -543,18 +545,43 @@ class Membership(NodePolling):
             if n in addresses and n != node
         }
 
-    async def _push_ownership(self, node_ids: list[str]) -> None:
+    async def _push_ownership(self, node_ids: list[str]) -> int:
         """Give each of ``node_ids`` its ranges at the ring's epoch; a node declared dead
         (`NodeInfo.doomed`, dropped next) is skipped: a paused one would hold the push,
-        and the move lock around it, for the control timeout."""
+        and the move lock around it, for the control timeout. Returns the latest epoch
+        a node reports after it (the ring's, unless one holds a later one)."""
         ring = self.ring
-        await asyncio.gather(
+        epochs = await asyncio.gather(
             *(
                 info.client.set_ownership(ring.epoch, self.ranges_for(n), self.peers_of(n))
                 for n in node_ids
                 if (info := self.nodes.get(n)) is not None and not info.doomed.is_set()
             )
         )
+        return max([ring.epoch, *epochs])
+
+    async def _push_resumed(self, node_ids: list[str]) -> None:
+        """Give the resumed ``node_ids`` the persisted ring's ranges, at an epoch past
+        any they hold.
+
+        An earlier life that died between a move's commit at its destination and saving
+        the new ring left that node at a later epoch than the saved ring's: it ignored
+        the push and went on holding the range at that epoch, so with copies every
+        write there was refused (421) until the ring changed again, and it answered
+        direct reads from a range the saved ring does not give it (review). The saved
+        ring takes an epoch past the node's, is saved, and is pushed again."""
+        ahead = await self._push_ownership(node_ids)
+        if ahead <= self.ring.epoch:
+            return
+        was = self.ring.epoch
+        self.ring.advance_past(ahead)
+        self.events.add(
+            "epoch_advanced",
+            f"a node held epoch {ahead}, past the saved ring's {was} (a move committed "
+            f"but not saved): the saved ring now has epoch {self.ring.epoch}",
+        )
+        await self.persist()
+        await self._push_ownership(node_ids)
 
 
 async def _false() -> bool:

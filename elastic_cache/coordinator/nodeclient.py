@@ -418,11 +418,12 @@ class HttpNodeClient:
 
     async def set_ownership(
         self, epoch: int, ranges: list[list[int]], peers: dict[str, str] | None = None
-    ) -> None:
+    ) -> int:
         body: dict[str, Any] = {"epoch": epoch, "ranges": ranges}
         if peers is not None:
             body["peers"] = peers
-        await self._json("PUT", "/v1/ownership", body)
+        data = await self._json("PUT", "/v1/ownership", body)
+        return int(data.get("epoch", epoch))
 
     async def set_namespaces(self, table: dict[str, Any]) -> str:
         data = await self._json("PUT", "/v1/namespaces", table)

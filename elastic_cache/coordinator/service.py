@@ -279,12 +279,14 @@ class Coordinator(ClusterCosts):
         """Find the coordinator's zone, launch (or resume) the nodes, terminate stray
         ones, and start polling."""
         await self._find_home_zone()
-        await self.cluster.start()
+        resumed = await self.cluster.start()
         # Resumed nodes started with the config file's table: the live one first (a
         # node that misses it gets it at the next poll, and is said so in the log).
         await self.namespaces.push()
         await self._reap_strays()
         await abort_interrupted_moves(self.cluster)  # an earlier life died mid-move
+        if resumed:
+            await self.cluster.settle_resumed()  # its half-made launch, its repair
         self._monitor = asyncio.create_task(self._poll())
         self._watching = asyncio.create_task(self.watch_feed.run())
         # A write from then on reaches the watchers: streams are taken only then.

@@ -199,8 +199,10 @@ class LocalNodeClient:
 
     async def set_ownership(
         self, epoch: int, ranges: list[list[int]], peers: dict[str, str] | None = None
-    ) -> None:
-        self._svc.set_ownership(epoch, ranges)  # in-process nodes exchange no heartbeats
+    ) -> int:
+        svc = self._svc
+        svc.set_ownership(epoch, ranges)  # in-process nodes exchange no heartbeats
+        return svc.epoch
 
     async def set_namespaces(self, table: dict[str, Any]) -> str:
         parsed = NamespaceTable.from_json(table)

@@ -206,9 +206,10 @@ class NodeClient(Protocol):
 
     async def set_ownership(
         self, epoch: int, ranges: list[list[int]], peers: dict[str, str] | None = None
-    ) -> None:
+    ) -> int:
         """Hold ``ranges`` at ``epoch``; ``peers`` (node id → address): the ring
-        neighbours the node is to watch with heartbeats (None: unchanged)."""
+        neighbours the node is to watch with heartbeats (None: unchanged). Returns the
+        node's epoch after it: a later one than ``epoch`` when it ignored the push."""
         ...
 
     async def set_namespaces(self, table: dict[str, Any]) -> str:

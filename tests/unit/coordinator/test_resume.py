@@ -3,6 +3,9 @@ same with real processes and SIGKILL: tests/faults/test_coordinator_crash.py).""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
+
 from elastic_cache.config import ClusterSettings
 from elastic_cache.coordinator.cluster import Cluster
 from elastic_cache.coordinator.resume import abort_interrupted_moves
@@ -141,3 +144,78 @@ async def test_a_repair_copy_keeps_its_source_a_holder() -> None:
     assert await abort_interrupted_moves(cluster) == 2
     assert await cluster.client_for(copy_holder).count_ranges([(lo, hi)]) == [held]
     assert await cluster.client_for(other).count_ranges([(lo, hi)]) == [0]
+
+
+def _persisted(tmp_path: Path, replication: int, nodes: int) -> Callable[[], Cluster]:
+    """Clusters of one simulated network sharing one state file: each call is a life
+    of the coordinator (a crash is dropping the object, the nodes run on)."""
+    settings = ClusterSettings.from_mapping(
+        {
+            "cluster": {"replication": replication},
+            "coordinator": {"initial_nodes": nodes},
+            "nodes": {"index": "sorted", "capacity_records": 1000},
+            "scaler": {"enabled": False, "max_nodes": 8},
+        }
+    )
+    network = LocalNetwork()
+    clock = MigrationClock(CpuMeter(), 1e9)
+    provisioner = SimProvisioner(settings.nodes, network, CpuMeter(), lambda: 0.0)
+    provisioner.booting = False
+
+    def life() -> Cluster:
+        return Cluster(
+            settings,
+            provisioner,
+            lambda h: SimNodeClient(h.node_id, h.address, network, clock),
+            state_path=tmp_path / "cluster.json",
+        )
+
+    return life
+
+
+async def test_a_node_ahead_of_the_saved_ring_is_brought_back_to_it(tmp_path: Path) -> None:
+    """A coordinator that died between a destination's commit and saving the ring left
+    that node at a later epoch: it ignored the resumed coordinator's pushes and kept a
+    range the saved ring does not give it; with copies, every write there was a 421
+    until the ring changed again (review). The resumed ring takes an epoch past it."""
+    life = _persisted(tmp_path, replication=2, nodes=2)
+    first = life()
+    await first.start()
+    saved = first.ring.epoch
+    node = first.client_for("node-2")
+    whole = [[0, first.ring.space - 1]]
+    assert await node.set_ownership(saved + 1, whole) == saved + 1  # committed, not saved
+
+    second = life()
+    assert await second.start()  # resumed
+    assert second.ring.epoch > saved + 1
+    assert await node.set_ownership(0, []) == second.ring.epoch  # it took the saved ring
+    assert any(e["kind"] == "epoch_advanced" for e in second.events.since())
+    third = life()  # the advanced epoch was saved
+    assert await third.start() and third.ring.epoch == second.ring.epoch
+
+
+async def test_a_resumed_cluster_makes_its_missing_copies_and_stops_an_idle_launch(
+    tmp_path: Path,
+) -> None:
+    """A repair the restart interrupted was never queued again: a range kept one copy
+    for good, and its node's death lost acknowledged writes (review: 413). A launch
+    whose first move the restart interrupted stayed a member holding nothing, for good."""
+    life = _persisted(tmp_path, replication=2, nodes=3)
+    first = life()
+    await first.start()
+    bucket = next(iter(first.ring)).token
+    first.held[bucket] = first.held[bucket][:1]  # a death's repair, interrupted
+    idle = await first.launch_node()  # a launch, its first move interrupted
+    await first.persist()
+    assert first.replication_view()["under_replicated"] == 1
+
+    second = life()
+    assert await second.start()
+    await abort_interrupted_moves(second)
+    await second.settle_resumed()
+    assert second._repair_task is not None
+    await second._repair_task
+    assert second.replication_view()["under_replicated"] == 0
+    assert idle.node_id not in second.nodes
+    assert idle.node_id not in {h.node_id for h in await second.provisioner.list()}
