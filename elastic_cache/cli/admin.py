@@ -255,8 +255,10 @@ def remove_node(
     period: float = 0.5,
     token: str | None = None,
     tls: ssl.SSLContext | None = None,
+    force: bool = False,
 ) -> dict[str, Any]:
-    """``DELETE /v1/cluster/nodes/{id}`` while reporting the migrations.
+    """``DELETE /v1/cluster/nodes/{id}`` while reporting the migrations (``force``: even
+    when fewer nodes than copies of each key would stay).
 
     Raises:
         ElasticCacheError: as the admin API answers (UnknownNode, Conflict, ...).
@@ -264,7 +266,12 @@ def remove_node(
     base = url.rstrip("/")
     stream.write(f"removing {node_id} from {base}\n")
     answer = watch_call(
-        lambda: admin_call("DELETE", f"{base}/v1/cluster/nodes/{node_id}", token=token, tls=tls),
+        lambda: admin_call(
+            "DELETE",
+            f"{base}/v1/cluster/nodes/{node_id}" + ("?force=true" if force else ""),
+            token=token,
+            tls=tls,
+        ),
         _watcher(base, stream, tty, token, tls),
         period=period,
     )

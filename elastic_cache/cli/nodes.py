@@ -30,6 +30,11 @@ def add_parser(sub: Subparsers) -> None:
     nodes_add.add_argument("--count", type=int, default=1, help="nodes to add (default 1)")
     nodes_remove = nodes_sub.add_parser("remove", help="move a node's buckets away, stop it")
     nodes_remove.add_argument("node_id", help="the node's id, e.g. node-3")
+    nodes_remove.add_argument(
+        "--force",
+        action="store_true",
+        help="remove it even if fewer nodes than copies of each key (--replication) stay",
+    )
     for action in (nodes_add, nodes_remove):
         action.add_argument(
             "--url", default="http://127.0.0.1:8080", help="the coordinator (default local)"
@@ -48,7 +53,9 @@ def run(args: argparse.Namespace) -> int:
     if args.nodes_command == "add":
         answer = add_nodes(args.url, args.count, stream=sys.stderr, token=token, tls=tls)
     else:
-        answer = remove_node(args.url, args.node_id, stream=sys.stderr, token=token, tls=tls)
+        answer = remove_node(
+            args.url, args.node_id, stream=sys.stderr, token=token, tls=tls, force=args.force
+        )
     if args.json:
         print(json.dumps(answer, indent=2))
     return 0

@@ -469,17 +469,21 @@ class AsyncClient:
             raise error_of(status, body)
         return _json_object(body, "answer")
 
-    async def remove_node(self, node_id: str) -> dict[str, Any]:
+    async def remove_node(self, node_id: str, *, force: bool = False) -> dict[str, Any]:
         """``DELETE /v1/cluster/nodes/{id}``: move its buckets away, then stop it.
+
+        ``force``: even when fewer nodes than copies of each key would stay (refused
+        with `Conflict` otherwise).
 
         Raises:
             InvalidRequest: ``node_id`` is not text.
         """
         if not isinstance(node_id, str):
             raise InvalidRequest(f"a node id is text, got {node_id!r}")
+        query = "?force=true" if force else ""
         status, body, _ = await self._request(
             "DELETE",
-            URL(self.url + "/v1/cluster/nodes/" + quote(node_id, safe=""), encoded=True),
+            URL(self.url + "/v1/cluster/nodes/" + quote(node_id, safe="") + query, encoded=True),
         )
         if status != 200:
             raise error_of(status, body)

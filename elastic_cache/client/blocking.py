@@ -229,9 +229,9 @@ class Client:
         """Launch nodes now."""
         return self._run(self._async.add_nodes(count))
 
-    def remove_node(self, node_id: str) -> dict[str, Any]:
-        """Remove a node."""
-        return self._run(self._async.remove_node(node_id))
+    def remove_node(self, node_id: str, *, force: bool = False) -> dict[str, Any]:
+        """Remove a node (``force``: even below one node per copy of each key)."""
+        return self._run(self._async.remove_node(node_id, force=force))
 
 
 class _Watch(Iterator[ChangeEvent]):

@@ -52,6 +52,7 @@ from elastic_cache.errors import (
     Conflict,
     ElasticCacheError,
     InvalidBody,
+    InvalidRequest,
     MethodNotAllowed,
     UnknownNamespace,
     UpstreamError,
@@ -475,7 +476,10 @@ async def add_nodes(request: web.Request) -> web.StreamResponse:
 async def remove_node(request: web.Request) -> web.StreamResponse:
     coord = request.app[COORDINATOR]
     node_id = request.match_info["id"]
-    moves = await coord.cluster.remove_node(node_id)
+    force = request.query.get("force", "false")
+    if force not in ("true", "false"):
+        raise InvalidRequest(f'"force" is true or false, got {force[:40]!r}')
+    moves = await coord.cluster.remove_node(node_id, below_copies=force == "true")
     coord.scaler.shrink.membership_changed()  # the scale-down cool-down starts again
     return web.json_response(
         {

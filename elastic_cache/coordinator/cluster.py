@@ -43,6 +43,10 @@ __all__ = ["Cluster", "EventLog", "MigrationInfo", "MoveFailed", "NodeInfo"]
 log = logging.getLogger("elastic_cache.cluster")
 
 
+#: Failures in a row of one repair copy after which a removal fails instead of waiting.
+REMOVAL_REPAIR_ATTEMPTS = 8
+
+
 def _split(ring: HashRing, *, bucket: int, at: int, node: str) -> object:
     return ring.split(bucket, at, node)
 
@@ -360,13 +364,18 @@ class Cluster(Failures):
             self.repair_soon()
             self._replace_for_copies()
 
-    async def remove_node(self, node_id: str) -> list[MigrationInfo]:
+    async def remove_node(self, node_id: str, *, below_copies: bool = True) -> list[MigrationInfo]:
         """Hand every bucket of ``node_id`` to its successor, live, then stop the node.
+
+        ``below_copies=False`` (the admin API without ``force``) refuses a removal that
+        would leave fewer nodes (of those not being removed) than copies of each key.
 
         Raises:
             UnknownNode: no such node. Conflict: it is the last node (of those not being
-                removed), or it is being removed already.
-            MoveFailed: a move was abandoned (the node keeps its remaining buckets).
+                removed), or it is being removed already, or (``below_copies`` off)
+                fewer nodes than copies would stay.
+            MoveFailed: a move was abandoned (the node keeps its remaining buckets), or
+                repair could not re-create the copies it holds.
         """
         info = self.node(node_id)
         if info.state == "leaving":
@@ -375,6 +384,15 @@ class Cluster(Failures):
         staying = [n for n, i in self.nodes.items() if i.state != "leaving"]
         if len(staying) <= 1:
             raise Conflict("cannot remove the last node of the cluster")
+        if not below_copies and len(staying) - 1 < self.rf:
+            raise Conflict(
+                f"removing {node_id} would leave {len(staying) - 1} node(s) for "
+                f"{self.rf} copies of each key (--replication): add a node first, or "
+                "remove it with force=true (ecache nodes remove --force) to keep fewer "
+                "copies until nodes are added",
+                replication=self.rf,
+                nodes_after=len(staying) - 1,
+            )
         others = [n for n in self.ring.nodes() if n != node_id]
         if not others:
             raise Conflict(f"{node_id} owns the whole ring and no other node has a bucket")
@@ -453,7 +471,14 @@ class Cluster(Failures):
                     heir = self.ring.bucket(self.ring.successor(bucket)).node
                     lo, hi = self.ring.range_of(bucket)
                     successor = self.ring.successor(bucket)
-                    holder = placement.heir(self.held, bucket, node_id, self.primaries)
+                    # Another node being removed is no heir: it would hand the bucket
+                    # back, and two removals passed it to and fro for ever (review).
+                    leaving = frozenset(
+                        n for n, i in self.nodes.items() if i.state == "leaving" and n != node_id
+                    )
+                    holder = placement.heir(
+                        self.held, bucket, node_id, self.primaries, excluded=leaving
+                    )
                     if holder is not None or heir == node_id:
                         # A node holding a copy (replication; a primary first) takes the
                         # bucket whole, or its successor is its own: no data moves.
@@ -485,9 +510,15 @@ class Cluster(Failures):
                         return ring.remove(b)
 
                     def merged(
-                        ring: HashRing, b: int = bucket, s: int = successor
+                        ring: HashRing, b: int = bucket, s: int = successor, d: str = heir
                     ) -> placement.Held:
-                        return placement.after_remove(self.held, ring, b, s)
+                        # The move made its destination, the merged bucket's owner, a
+                        # holder of the range. Left out, an owner whose own bucket the
+                        # leaving node held a copy of was no holder of it, and repair
+                        # tried for ever to copy it there ("already holds": review).
+                        held = dict(self.held)
+                        held[b] = (*(n for n in held.get(b, ()) if n != d), d)
+                        return placement.after_remove(held, ring, b, s)
 
                     moves.append(
                         await self._move_locked(
@@ -502,8 +533,13 @@ class Cluster(Failures):
                         )
                     )
             # Its copies (the ranges it gave away included) are re-created elsewhere,
-            # and only then dropped, before it stops.
-            await self._repair()
+            # and only then dropped, before it stops. A copy that keeps failing fails
+            # the removal (the node stays a member) instead of holding it for ever.
+            if not await self._repair(give_up_after=REMOVAL_REPAIR_ATTEMPTS):
+                raise MoveFailed(
+                    f"removing {node_id}: repair could not re-create the copies it holds "
+                    f"(one failed {REMOVAL_REPAIR_ATTEMPTS} times in a row); it stays a member"
+                )
             if not self.ring.buckets_of(node_id):
                 return
 

@@ -128,7 +128,7 @@ class Membership(NodePolling):
         self._room: dict[str, asyncio.Event] = {}
         self._launch_seconds: list[float] = []
         self._suspects: dict[str, asyncio.Task[bool]] = {}
-        self._repair_task: asyncio.Task[None] | None = None
+        self._repair_task: asyncio.Task[bool] | None = None
         self._balance_task: asyncio.Task[None] | None = None
         self._replacement: asyncio.Task[None] | None = None
         #: The imbalance index at the last balancing step (two-phase bootstrap).

@@ -487,11 +487,19 @@ class Moves(Membership):
         if task is None or task.done():
             self._repair_task = asyncio.create_task(self._repair())
 
-    async def _repair(self) -> None:
+    async def _repair(self, *, give_up_after: int | None = None) -> bool:
         """Copy ranges to the desired holders that lack them, one at a time, until every
-        bucket has its ``rf`` copies; then drop the copies no longer wanted."""
+        bucket has its ``rf`` copies; then drop the copies no longer wanted.
+
+        Returns:
+            True once done; False when copies failed ``give_up_after`` times in a row
+            (None: never give up, retrying with a back-off, as in the background).
+        """
         failures = 0
         while True:
+            if give_up_after is not None and failures >= give_up_after:
+                self.events.add("repair_failed", f"repair gave up after {failures} failed copies")
+                return False
             async with self._move_lock:
                 todo = [
                     t
@@ -509,7 +517,7 @@ class Moves(Membership):
                         self.ring.touch()
                         await self.persist()
                         await self._drop_surplus(surplus)
-                    return
+                    return True
                 bucket, source, destination = todo[0]
                 lo, hi = self.ring.range_of(bucket)
 

@@ -287,10 +287,12 @@ def heir(
     leaving: str,
     primaries: Primaries,
     avoid: frozenset[str] = frozenset(),
+    excluded: frozenset[str] = frozenset(),
 ) -> str | None:
     """Who takes ``bucket`` over, whole, when ``leaving`` (its owner) goes: a node that
     holds a copy of it, so that nothing moves -- one not in ``avoid`` (suspect nodes)
-    first, a primary first among those; None when no other node holds it."""
-    others = [n for n in held.get(bucket, ()) if n != leaving]
+    first, a primary first among those, never one in ``excluded``; None when no other
+    node holds it."""
+    others = [n for n in held.get(bucket, ()) if n != leaving and n not in excluded]
     ranked = sorted(others, key=lambda n: (n in avoid, n not in primaries))
     return ranked[0] if ranked else None

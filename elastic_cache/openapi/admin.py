@@ -14,6 +14,7 @@ from elastic_cache.errors import (
     ConfigError,
     Conflict,
     InvalidBody,
+    InvalidRequest,
     MoveFailed,
     ProvisionError,
     UnknownNamespace,
@@ -589,10 +590,23 @@ def admin_paths() -> dict[str, Schema]:
             "delete": operation(
                 "removeNode",
                 "Remove a node",
-                description="Move the node's buckets to their successors, live, then stop it.",
+                description="Move the node's buckets to their successors, live, then stop it. "
+                "With copies (`replication` ≥ 2), a removal that would leave fewer nodes than "
+                "copies of each key is `409 conflict` unless `force=true`.",
                 tags=["cluster"],
+                parameters=[
+                    {
+                        "name": "force",
+                        "in": "query",
+                        "required": False,
+                        "description": "`true`: remove it even below one node per copy (keys "
+                        "keep fewer copies until nodes are added). Anything but `true` or "
+                        "`false`: `400 bad_request`.",
+                        "schema": {"type": "string", "enum": ["true", "false"]},
+                    }
+                ],
                 responses={"200": json_response(ref("NodeRemoved"), "Removed.")},
-                errors=(*_ADMIN_ERRORS, UnknownNode),
+                errors=(*_ADMIN_ERRORS, UnknownNode, InvalidRequest),
             ),
         },
     }

@@ -108,3 +108,23 @@ async def test_status_prints_the_cluster_as_a_table_or_json(
 async def test_status_reports_an_absent_coordinator(capsys: pytest.CaptureFixture[str]) -> None:
     assert await asyncio.to_thread(main, ["status", "--url", "http://127.0.0.1:1"]) == 2
     assert "did not answer" in capsys.readouterr().err
+
+
+async def test_removing_below_one_node_per_copy_takes_force(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    settings = cluster_settings(
+        cluster={"replication": 2},
+        coordinator={"initial_nodes": 2},
+        scaler={"enabled": False, "min_nodes": 1},
+    )
+    h, runner = await start_harness(settings, tmp_path)
+    try:
+        remove = ["nodes", "remove", "node-2", "--url", h.url]
+        assert await asyncio.to_thread(main, remove) == 2
+        assert "--force" in capsys.readouterr().err
+        assert await asyncio.to_thread(main, [*remove, "--force"]) == 0
+        assert list(h.coord.cluster.nodes) == ["node-1"]
+    finally:
+        await h.http.close()
+        await runner.close()

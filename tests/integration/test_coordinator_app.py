@@ -15,6 +15,8 @@ from elastic_cache.openapi.coordinator import coordinator_document
 from .conftest import (
     CoordinatorHarness,
     FakeOrigin,
+    cluster_settings,
+    start_harness,
 )
 
 
@@ -347,3 +349,26 @@ async def test_an_asterisk_target_is_a_json_400(harness: CoordinatorHarness, fir
     head, _, body = last.partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 400 ") and b"application/json" in head.lower()
     assert json.loads(body)["error"] == "bad_request"
+
+
+async def test_a_removal_below_one_node_per_copy_needs_force(tmp_path: Path) -> None:
+    settings = cluster_settings(
+        cluster={"replication": 2},
+        coordinator={"initial_nodes": 2},
+        scaler={"enabled": False, "min_nodes": 1},
+    )
+    h, runner = await start_harness(settings, tmp_path)
+    try:
+        status, body, _ = await h.call("DELETE", "/v1/cluster/nodes/node-2")
+        assert status == 409, body
+        refused = json.loads(body)
+        assert refused["error"] == "conflict" and refused["replication"] == 2
+        status, body, _ = await h.call("DELETE", "/v1/cluster/nodes/node-2?force=yes")
+        assert status == 400 and json.loads(body)["error"] == "bad_request"
+        assert len(h.coord.cluster.nodes) == 2
+        status, body, _ = await h.call("DELETE", "/v1/cluster/nodes/node-2?force=true")
+        assert status == 200, body
+        assert list(h.coord.cluster.nodes) == ["node-1"]
+    finally:
+        await h.http.close()
+        await runner.close()
