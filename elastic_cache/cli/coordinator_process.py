@@ -201,6 +201,7 @@ async def _start_workers(
     except BaseException:
         await runner.cleanup()
         raise
+    control.watch(procs)
     return procs, runner
 
 

@@ -93,6 +93,25 @@ class LeaderControl:
         self.coord = coord
         #: Per worker (by index): pid, requests answered, time of its last report.
         self.workers: dict[int, dict[str, Any]] = {}
+        self._watching: set[asyncio.Task[None]] = set()
+
+    def watch(self, procs: list[asyncio.subprocess.Process]) -> None:
+        """Take each worker out of the view once its process exits (worker ``i`` is
+        ``procs[i - 1]``): a dead one was listed, with its old figures, until the
+        coordinator restarted (review). It is not restarted (docs/architecture.md)."""
+        for index, proc in enumerate(procs, start=1):
+            task = asyncio.create_task(self._exited(index, proc))
+            self._watching.add(task)
+            task.add_done_callback(self._watching.discard)
+
+    async def _exited(self, index: int, proc: asyncio.subprocess.Process) -> None:
+        code = await proc.wait()
+        self.workers.pop(index, None)
+        self.coord.cluster.events.add(
+            "worker_exited",
+            f"router worker {index} (pid {proc.pid}) exited with {code}; the other "
+            "processes take its connections",
+        )
 
     def app(self) -> web.Application:
         app = web.Application()

@@ -208,6 +208,15 @@ async def test_a_killed_worker_leaves_the_port_to_the_others_and_a_stop_ends_all
     for i in range(20):
         assert (await fresh("PUT", f"{url}/v1/kv/after{i}", data=b"x"))[0] == 204
         assert await fresh("GET", f"{url}/v1/kv/after{i}") == (200, b"x")
+
+    async def unlisted() -> bool:
+        """A dead worker was listed with its old figures until a restart (review)."""
+        view = await cluster_view(url)
+        return [w["worker"] for w in view["workers"]] == [0] and any(
+            e["kind"] == "worker_exited" for e in view["events"]
+        )
+
+    await eventually(unlisted, 10)
     proc.send_signal(signal.SIGTERM)
     async with asyncio.timeout(30):
         await proc.wait()
