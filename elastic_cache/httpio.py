@@ -28,6 +28,7 @@ from elastic_cache.hashing import check_escapes
 __all__ = [
     "DEFAULT_CONTENT_TYPE",
     "MAX_URL_BYTES",
+    "REPLAYED",
     "SEND_CHUNK",
     "STREAM_ABOVE",
     "BufferPool",
@@ -42,6 +43,7 @@ __all__ = [
     "parse_content_type",
     "parse_ttl",
     "paths_only",
+    "plain_errors_as_json",
     "ranges_field",
     "read_limited",
     "read_or_stream",
@@ -62,7 +64,12 @@ _HTTP_CODES = {
     404: "not_found",
     405: "method_not_allowed",
     413: "value_too_large",
+    417: "expectation_failed",
 }
+
+#: On an answer passed on as another server sent it (read-through's, from its origin):
+#: the header pairs it came with. Such an answer keeps its own body and type.
+REPLAYED = web.ResponseKey("replayed", list)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -152,6 +159,27 @@ def exception_response(request: web.Request, exc: Exception) -> web.Response | N
     log.error("unhandled error in %s %s", request.method, request.path, exc_info=exc)
     body = {"error": "internal", "message": "internal error; see the server log"}
     return web.Response(status=500, body=json.dumps(body).encode(), content_type="application/json")
+
+
+async def plain_errors_as_json(request: web.BaseRequest, response: web.StreamResponse) -> None:
+    """``on_response_prepare``: an error aiohttp answers itself before any handler (a
+    plain-text 417 for an ``Expect`` other than ``100-continue``) leaves as JSON, like
+    every error of ours (review). An origin's answer passed on (`REPLAYED`) is left as
+    it came."""
+    if (
+        response.status < 400
+        or not isinstance(response, web.Response)
+        or response.content_type != "text/plain"
+        or response.get(REPLAYED) is not None
+    ):
+        return
+    code = _HTTP_CODES.get(response.status, "http_error")
+    message = response.text or response.reason
+    body = json.dumps({"error": code, "message": message}).encode()
+    response.body = body
+    response.content_type = "application/json"
+    if "Content-Length" in response.headers:  # set by now, from the text
+        response.headers["Content-Length"] = str(len(body))
 
 
 @web.middleware

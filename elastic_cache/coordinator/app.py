@@ -60,6 +60,7 @@ from elastic_cache.errors import (
 )
 from elastic_cache.fastpath import aiohttp_limits, client_address
 from elastic_cache.httpio import (
+    REPLAYED,
     STREAM_ABOVE,
     check_length,
     error_response,
@@ -71,6 +72,7 @@ from elastic_cache.httpio import (
     parse_content_type,
     parse_ttl,
     paths_only,
+    plain_errors_as_json,
     read_limited,
     read_or_stream,
     refuse_before_body,
@@ -257,9 +259,6 @@ def _utf8_if_any(value: str) -> str:
     except UnicodeError:
         return value
 
-
-#: On an origin's answer passed on: the header pairs the origin sent (`origin_headers_only`).
-REPLAYED = web.ResponseKey("replayed", list)
 
 #: Headers aiohttp adds to every answer that lacks them, which an origin's answer keeps
 #: out when the origin sent none: a type the origin did not claim (RFC 9110 §8.3: the
@@ -610,6 +609,7 @@ def make_coordinator_app(coord: Coordinator, *, manage_lifecycle: bool = True) -
 
     app.on_shutdown.append(end_watches)
     app.on_response_prepare.append(origin_headers_only)
+    app.on_response_prepare.append(plain_errors_as_json)
     if manage_lifecycle:
 
         async def on_startup(app: web.Application) -> None:

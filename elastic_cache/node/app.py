@@ -68,6 +68,7 @@ from elastic_cache.httpio import (
     parse_content_type,
     parse_ttl,
     paths_only,
+    plain_errors_as_json,
     ranges_field,
     read_buffer,
     read_limited,
@@ -481,6 +482,7 @@ def make_node_app(
         middlewares=[paths_only, *([] if guard is None else [token_middleware(guard)])],
     )
     app[GUARD] = guard
+    app.on_response_prepare.append(plain_errors_as_json)
     app[SERVICE] = service
     app[MAX_VALUE] = max_value_bytes
     app[FRAME_BUFFERS] = BufferPool()

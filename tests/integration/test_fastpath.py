@@ -724,3 +724,18 @@ async def test_a_malformed_request_aiohttp_parses_gets_a_json_400(
     assert json.loads(reply.body)["error"] == "bad_request"
     assert await closed(reader)
     writer.close()
+
+
+@pytest.mark.parametrize("first", [b"", HEALTH], ids=["first-request", "after-a-control-request"])
+@pytest.mark.parametrize("path", [b"/healthz", b"/v1/kv/k"])
+async def test_an_unknown_expectation_is_a_json_417(node: Node, first: bytes, path: bytes) -> None:
+    """aiohttp answered an ``Expect`` other than ``100-continue`` on a control route
+    with a plain-text 417 (review)."""
+    reader, writer = await node.connect()
+    writer.write(first + b"GET " + path + b" HTTP/1.1\r\nHost: x\r\nExpect: 200-ok\r\n\r\n")
+    replies = await Replies(reader).read(2 if first else 1)
+    reply = replies[-1]
+    assert reply.status == 417, reply
+    assert reply.headers["content-type"].startswith("application/json"), reply
+    assert "error" in json.loads(reply.body)
+    writer.close()
