@@ -60,6 +60,13 @@ class Demotion(Eviction):
         unless the key has a value in memory again. Cost: O(1)."""
         self._value_gone("expire", key)
 
+    def cold_expired(self, key: str) -> None:
+        """A read found the cold tier's value of ``key`` past its TTL (no sweep looks
+        at cold values): an ``expire`` for those who follow the changes, unless memory
+        holds a value again. Without it a near cache kept serving the value (review).
+        Cost: O(1)."""
+        self._value_gone("expire", key)
+
     def count_evicted_victim(self, key: str) -> None:
         """A victim (`take_victims`) of ``key`` was dropped instead of written to the
         cold tier (the tier is at its byte cap, or failed under ``on_cold_full =

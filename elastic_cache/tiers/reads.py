@@ -138,6 +138,7 @@ class ColdReads(ColdPart):
             if reader is not None:
                 await self.io.call(reader.close)
             self._expire(key, token, entry.version)
+            self.store.cold_expired(key)
             self.misses += 1
             return None
         self.hits += 1

@@ -532,3 +532,43 @@ async def test_a_large_write_that_fails_keeps_the_older_value_demoted_meanwhile(
     assert svc.store.evictions == 0
     closing = asyncio.create_task(svc.close())
     await drive(pool, closing.done, "the close")
+
+
+async def test_a_cold_value_a_read_finds_expired_is_an_expire(tmp_path: Path) -> None:
+    """No sweep looks at cold values: a read that meets one past its TTL is where its
+    ``expire`` comes from (docs/watch.md); none came, and near caches kept the value
+    (review)."""
+    clock = FakeClock()
+    svc = tiered_service(DiskTier(tmp_path), capacity=1, clock=clock)
+    await svc.put("a", b"1", "t", 3)
+    await svc.put("b", b"2", "t", None)  # a -> the tier, 3 s to live
+    await cold_of(svc).io.idle()
+    clock.now += 4
+    assert await value_of(svc, "a") is None
+    changes, _ = svc.changes.since(0, 100)
+    assert [(kind, key) for _, kind, key, _ in changes if key == "a"] == [
+        ("put", "a"),
+        ("expire", "a"),
+    ]
+    await svc.close()
+
+
+async def test_a_delete_another_holder_made_first_on_a_shared_tier_is_logged(
+    s3_client: Any, bucket: str
+) -> None:
+    """With copies on a shared tier both holders delete the one object: the owner's
+    delete that came second found nothing and logged nothing, so no watcher heard of
+    it (review: 13 of 150 cold-only deletes)."""
+    owner = tiered_service(S3Tier(s3_client, bucket, "c"), node_id="owner", capacity=1)
+    copy = tiered_service(S3Tier(s3_client, bucket, "c"), node_id="copy", capacity=1)
+    for svc in (owner, copy):
+        await svc.put("k", b"v", "t", None)
+        await svc.put("other", b"x", "t", None)  # k -> the shared tier
+        await cold_of(svc).io.idle()
+    assert await copy.delete("k")  # the copy's delete lands first
+    assert await owner.delete("k")
+    changes, _ = owner.changes.since(0, 100)
+    assert ("delete", "k") in [(kind, key) for _, kind, key, _ in changes]
+    assert await value_of(owner, "k") is None
+    await owner.close()
+    await copy.close()

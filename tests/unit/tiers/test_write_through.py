@@ -156,3 +156,21 @@ async def test_the_byte_cap_never_sweeps_a_durable_value(tmp_path: Path) -> None
     svc.set_namespaces(NamespaceTable())
     assert cap.keep is None
     await svc.close()
+
+
+async def test_a_durable_value_evicted_from_memory_is_no_change(tmp_path: Path) -> None:
+    """It is still read from the tier, so watchers must not be told ``evict`` (they
+    were, and near caches dropped values that had not changed: review); a memory
+    namespace's evicted value is an ``evict``."""
+    svc = tiered_service(DiskTier(tmp_path), capacity=2, on_full=OnFull.EVICT)
+    svc.set_namespaces(DURABLE)
+    for key in ("d/a", "d/b", "d/c"):
+        await svc.put(key, b"v", "t", None)
+    assert svc.store.peek("d/a") is None  # out of memory
+    for key in ("m1", "m2", "m3"):
+        await svc.put(key, b"v", "t", None)
+    changes, _ = svc.changes.since(0, 100)
+    evicted = [key for _, kind, key, _ in changes if kind == "evict"]
+    assert evicted and all(key.startswith("m") for key in evicted), changes
+    assert await value_of(svc, "d/a") == b"v"
+    await svc.close()
