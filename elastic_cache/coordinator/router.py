@@ -78,6 +78,13 @@ def _reply_from(
         raise exc
 
 
+def _moving(answer: Answer) -> bool:
+    """A holder's 503 that says the key's range is moving or its move failed
+    (``node_unavailable``): the write is tried again on the current ring. Any other
+    503 (``cold_tier_unavailable``: a durable write its tier refused) is the answer."""
+    return answer.status == 503 and b"node_unavailable" in answer.body
+
+
 async def _all_copies(calls: list[Awaitable[Answer]]) -> list[Answer | BaseException]:
     """Await the writes to a key's copies together; each result is its answer or its
     exception (as ``gather(..., return_exceptions=True)``).
@@ -326,12 +333,15 @@ class Router:
                     unreachable.append((node, result))
                 elif isinstance(result, BaseException):
                     raise result
-                elif result.status in (421, 503):
+                elif result.status == 421 or _moving(result):
                     again, answer = True, result
                 elif result.status < 300 or (delete and result.status == 404):
                     done.append((node, result))
                 else:
-                    return node, result  # refused (full, too large...): the first says why
+                    # Refused (full, too large, its cold tier failing...): the first says
+                    # why. A tier's 503 was taken for a move and retried into "the
+                    # copies of this key are moving" (review).
+                    return node, result
             if delete and deleted is None:
                 # A value deleted in an attempt that is tried again (a holder did not
                 # answer) is gone by the next one: the delete found it all the same.

@@ -293,3 +293,33 @@ async def test_a_delete_retried_after_a_holder_died_still_says_it_deleted() -> N
     answer = await router.delete("slow/a")
     assert answer.status == 204 and "node-2" not in router.cluster.nodes
     assert (await router.delete("slow/a")).status == 404  # now there is nothing
+
+
+async def test_a_holders_cold_tier_503_is_the_answer_not_a_move() -> None:
+    """A durable write its tier refused (``503 cold_tier_unavailable``) was taken for a
+    moving range, tried again, and ended as "the copies of this key are moving"
+    (review); a holder's ``node_unavailable`` 503 (its range is moving) is retried."""
+
+    class TierDown(Holder):
+        async def put(self, *args: Any, **kwargs: Any) -> Answer:
+            self.puts += 1
+            body = b'{"error":"cold_tier_unavailable","message":"S3 failed"}'
+            return Answer(503, body, "application/json", 1)
+
+    down = TierDown("node-1")
+    router = Router(View(settings(), [down, Holder("node-2")]), Scaler(), RateMeter(1))
+    answer = await router.put("slow/a", b"v", "t", None)
+    assert answer.status == 503 and b"cold_tier_unavailable" in answer.body
+    assert down.puts == 1
+
+    class Moving(Holder):
+        async def put(self, *args: Any, **kwargs: Any) -> Answer:
+            self.puts += 1
+            body = b'{"error":"node_unavailable","message":"the move failed"}'
+            return Answer(503, body, "application/json", 1)
+
+    moving = Moving("node-1")
+    router = Router(View(settings(), [moving, Holder("node-2")]), Scaler(), RateMeter(1))
+    with pytest.raises(NodeUnavailable, match="moving"):
+        await router.put("slow/a", b"v", "t", None)
+    assert moving.puts > 1
