@@ -193,6 +193,9 @@ class Outgoing:
     reconcile: bool = False
     #: Under `reconcile`: records the destination had already (sent as marks).
     same: int = 0
+    #: With a shared tier: the range's victims are no longer written here, from the
+    #: end of the snapshot to the move's end (`Demotion.seal`).
+    sealed: bool = False
     #: Writes of the range under way (past the ownership check, not yet answered): the
     #: commit waits for them before it closes the link to the destination.
     writing: int = 0

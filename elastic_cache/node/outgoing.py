@@ -273,6 +273,13 @@ class OutgoingMoves(MoveRole):
             await asyncio.gather(*tasks)
         if out.failed is not None:
             raise Conflict(f"migration {migration} failed: {out.failed}")
+        cold = self.cold
+        if cold is not None and cold.tier.shared and not out.sealed:
+            # The destination lists the shared tier once it owns the range: every
+            # write of ours to it must have landed by then, and none may start after.
+            cold.demotion.seal(out.lo, out.hi)
+            out.sealed = True
+            await cold.io.idle()
         return SendSummary(
             out.sent, out.sent_bytes, round(time.monotonic() - started, 6), same=out.same
         )
@@ -301,6 +308,10 @@ class OutgoingMoves(MoveRole):
             pass
         self.node.set_ownership(epoch, ranges)
         del self.outgoing[migration]
+        if out.sealed and self.cold is not None:
+            # Its victims since the seal are the destination's now, unless this node
+            # still holds the range (a copy) or keeps its records (a warm stop).
+            self.cold.demotion.unseal(out.lo, out.hi, write=out.hi in self.node.owned or keep)
         # Writes that passed the ownership check before it changed may still be on
         # their way to the destination: closing the link under them would fail them
         # (a 503 for a write the destination may well have). New ones get 421 now.
@@ -319,6 +330,8 @@ class OutgoingMoves(MoveRole):
         if out is not None:
             await out.peer.close()
             if self.cold is not None:
+                if out.sealed:
+                    self.cold.demotion.unseal(out.lo, out.hi, write=True)
                 self.cold.relist([(out.lo, out.hi)])
 
     async def drop_range(self, lo: int, hi: int) -> int:

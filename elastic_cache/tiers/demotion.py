@@ -70,6 +70,10 @@ class Demotion(ColdPart):
         self._retrying: dict[str, Victim] = {}
         # Victims waiting for a newer large value's publication (`_superseded`).
         self._held_back: dict[str, Victim] = {}
+        # Ranges leaving for another node over a shared tier, whose victims this node
+        # no longer writes (`seal`), and those victims, readable until the move ends.
+        self._sealed: list[tuple[int, int]] = []
+        self._sealed_victims: dict[str, Victim] = {}
         self._clean = state.clean
         self._backoff = 0
         self._closed = False
@@ -181,6 +185,12 @@ class Demotion(ColdPart):
         if rec.expires_at and rec.expires_at <= self._state.now():
             self.store.victim_expired(key)
             return
+        if self._sealed and any(in_range(victim[1], lo, hi) for lo, hi in self._sealed):
+            self.drop(key)
+            self._pending[key] = victim  # readable here until the move ends
+            self._pending_bytes += stored_size(key, rec)
+            self._sealed_victims[key] = victim
+            return
         counted = self._take(victim)
         if counted is None:
             # The tier is at its byte cap: the victim is evicted instead (its older
@@ -204,6 +214,33 @@ class Demotion(ColdPart):
                 return
             self.deferred.wake()
         self._submit(victim, counted)
+
+    def seal(self, lo: int, hi: int) -> None:
+        """Write no more victims of ``(lo, hi]`` to a shared tier: the range is about to
+        go to another node (its snapshot is sent), which gets them forwarded, and which
+        lists the tier once it owns the range.
+
+        A write of ours landing after that listing is a value the new owner does not
+        know of: its delete of the key skipped the tier, and our write brought the
+        deleted value back at the next listing (review: a move's source demoted a record
+        after its snapshot, and its slow S3 write landed after the destination's
+        delete). The caller waits for the writes already started (`TierIO.idle`)."""
+        self._sealed.append((lo, hi))
+
+    def unseal(self, lo: int, hi: int, *, write: bool) -> None:
+        """The move of ``(lo, hi]`` ended: its victims kept since `seal` are written now
+        (``write``: the move was aborted, or this node still holds the range as a
+        copy), or forgotten (the new owner has them)."""
+        with contextlib.suppress(ValueError):
+            self._sealed.remove((lo, hi))
+        for key, victim in list(self._sealed_victims.items()):
+            if not in_range(victim[1], lo, hi):
+                continue
+            del self._sealed_victims[key]
+            if self._pending.get(key) is victim:
+                self.drop(key)
+                if write:
+                    self._write(victim)
 
     def _take(self, victim: Victim) -> int | None:
         """Count ``victim``'s write against the tier's cap (`ColdCap.take`): the bytes
