@@ -187,7 +187,7 @@ async def paths_only(request: web.Request, handler: Handler) -> web.StreamRespon
     """A request whose target is not a path (``OPTIONS *``) matches no route, not even
     the catch-all, and got aiohttp's plain-text 404 (review): a JSON 400, as nginx
     answers it. The lean layer's requests never come here without a path first."""
-    if request.raw_path[:1] != "/":
+    if request.rel_url.path[:1] != "/":  # an absolute-form target has a path too
         refusal = error_response(InvalidRequest("the request target must be a path"))
         refusal.force_close()  # as for the lean layer's own 400s
         return refusal

@@ -38,7 +38,7 @@ from elastic_cache.coordinator import placement
 from elastic_cache.coordinator.membership import Membership, NodeInfo
 from elastic_cache.coordinator.migration import MigrationInfo
 from elastic_cache.errors import ElasticCacheError, MoveFailed, NodeUnavailable
-from elastic_cache.ring import HashRing
+from elastic_cache.ring import HashRing, in_range
 
 __all__ = ["Moves", "key_chunks"]
 
@@ -282,8 +282,11 @@ class Moves(Membership):
             # and forwarding the range, then drop its stale copy so it does not count
             # against its fill.
             log.warning("source %s did not confirm the commit of %s: %s", source, mig.id, exc)
+            kept = keep_source or any(
+                in_range(hi, a, b) for a, b in self.ranges_for(source, new_ring, new_held)
+            )
             with contextlib.suppress(ElasticCacheError):
-                await self._party(src.client.abort_migration(mig.wire_id), src)
+                await self._party(src.client.abort_migration(mig.wire_id, kept=kept), src)
                 await self._push_ownership([source])
                 if not keep_source:
                     await self._party(src.client.drop_range(lo, hi), src)
@@ -459,7 +462,7 @@ class Moves(Membership):
         # serving and forwarding the range: best effort, it is most likely gone.
         with contextlib.suppress(ElasticCacheError):
             source = self.node(mig.source)
-            await self._party(source.client.abort_migration(mig.id), source)
+            await self._party(source.client.abort_migration(mig.id, kept=False), source)
         self.suspect(mig.source)
         return True
 

@@ -487,8 +487,9 @@ class HttpNodeClient:
         )
         return result
 
-    async def abort_migration(self, migration: str) -> None:
-        await self._json("DELETE", f"/v1/migrations/{migration}")
+    async def abort_migration(self, migration: str, *, kept: bool = True) -> None:
+        query = "" if kept else "?kept=false"
+        await self._json("DELETE", f"/v1/migrations/{migration}{query}")
 
     async def drop_range(self, lo: int, hi: int) -> int:
         data = await self._json(

@@ -38,10 +38,11 @@ async def abort_interrupted_moves(cluster: Membership) -> int:
     for info in list(cluster.nodes.values()):
         for move in info.migrations:
             move_id, role, lo, hi = move.id, move.role, move.lo, move.hi
+            kept = role != "source" or info.node_id in cluster.holders(hi)
             try:
-                await info.client.abort_migration(move_id)
+                await info.client.abort_migration(move_id, kept=kept)
                 dropped = 0
-                if role == "source" and info.node_id not in cluster.holders(hi):
+                if not kept:
                     dropped = await info.client.drop_range(lo, hi)
             except ElasticCacheError as exc:
                 log.warning("could not abort move %s on %s: %s", move_id, info.node_id, exc)

@@ -41,9 +41,12 @@ def canonical_query(raw_query: str) -> str:
 
     Parameters with the same name keep their order (``a=1&a=2`` differs from
     ``a=2&a=1``), ``flag`` differs from ``flag=``, and empty members are dropped. "The
-    same name" is as loose as any origin may read it: decoded, ``+`` and a space alike,
-    any case. Sorted by the names as sent, ``na%6De=x&name=y`` and ``name=y&na%6De=x``
-    had one key, though an origin reads two orders of ``name`` in them (review).
+    same name" is read loosely, as common origins may read it: decoded, ``+`` and a
+    space alike, any case, and ``.`` and a space as ``_`` (PHP's renaming). Sorted by
+    the names as sent, ``na%6De=x&name=y`` and ``name=y&na%6De=x`` had one key, though
+    an origin reads two orders of ``name`` in them (review). An origin reading names
+    more loosely still can see two orders where the cache sees one:
+    ``sort_query = false`` keeps the query as sent.
     """
     members = [m for m in raw_query.split("&") if m]
     members.sort(key=_name_order)  # stable: repeated names keep their order
@@ -51,12 +54,13 @@ def canonical_query(raw_query: str) -> str:
 
 
 def _name_order(member: str) -> str:
-    """What `canonical_query` sorts ``member`` by: its name as loosely as an origin
-    may decode it (escapes decoded, ``+`` and ``%2B`` and a space alike, any case)."""
+    """What `canonical_query` sorts ``member`` by: its name as loosely as common
+    origins read it (escapes decoded; ``+``, ``%2B``, a space, ``.`` and ``_`` alike;
+    any case)."""
     name = member.partition("=")[0]
     if "%" in name or "+" in name:
         name = unquote(name, errors="surrogateescape").replace("+", " ")
-    return name.lower()
+    return name.lower().replace(" ", "_").replace(".", "_")
 
 
 def cache_key(origin: str, raw_path: str, raw_query: str, *, sort_query: bool = True) -> str:

@@ -437,8 +437,11 @@ async def commit_migration(request: web.Request) -> web.StreamResponse:
 async def abort_migration(request: web.Request) -> web.StreamResponse:
     service = request.app[SERVICE]
     mid = request.match_info["id"]
+    kept = request.query.get("kept", "true")
+    if kept not in ("true", "false"):
+        raise InvalidBody(f'"kept" is true or false, got {kept[:40]!r}')
     dropped = service.abort_incoming(mid)
-    await service.abort_outgoing(mid)
+    await service.abort_outgoing(mid, kept=kept == "true")
     return web.json_response({"aborted": mid, "dropped": dropped})
 
 
@@ -548,7 +551,9 @@ def make_node_app(
             with contextlib.suppress(asyncio.CancelledError):
                 await t
         for mid in list(service.outgoing):
-            await service.abort_outgoing(mid)
+            # Who owns the range now is not known here: victims the move kept from a
+            # shared tier are not written (`Demotion.seal`), as a stop may lose memory.
+            await service.abort_outgoing(mid, kept=False)
         await service.close()
 
     app.cleanup_ctx.append(background)

@@ -258,10 +258,10 @@ class LocalNodeClient:
         dropped = await svc.commit_outgoing(migration, epoch, ranges, keep=keep)
         return {"role": "source", "epoch": svc.epoch, "dropped": dropped}
 
-    async def abort_migration(self, migration: str) -> None:
+    async def abort_migration(self, migration: str, *, kept: bool = True) -> None:
         svc = self._svc
         svc.abort_incoming(migration)
-        await svc.abort_outgoing(migration)
+        await svc.abort_outgoing(migration, kept=kept)
 
     async def drop_range(self, lo: int, hi: int) -> int:
         return await self._svc.drop_range(lo, hi)

@@ -322,16 +322,19 @@ class OutgoingMoves(MoveRole):
             return 0  # copied, not moved (or kept for a warm stop)
         return await self.drop_range(out.lo, out.hi)
 
-    async def abort(self, migration: str) -> None:
+    async def abort(self, migration: str, *, kept: bool = True) -> None:
         """Stop forwarding; the records never left, so nothing else is needed (with a
         shared tier, relearn the range's cold names: the destination may have demoted
-        some of its records there)."""
+        some of its records there). ``kept``: the range stays ours (the victims kept
+        from the shared tier since the snapshot are written); else the destination
+        committed before the source could (they are its own now, and a write of ours
+        could land after its delete of the key: review)."""
         out = self.outgoing.pop(migration, None)
         if out is not None:
             await out.peer.close()
             if self.cold is not None:
                 if out.sealed:
-                    self.cold.demotion.unseal(out.lo, out.hi, write=True)
+                    self.cold.demotion.unseal(out.lo, out.hi, write=kept)
                 self.cold.relist([(out.lo, out.hi)])
 
     async def drop_range(self, lo: int, hi: int) -> int:

@@ -40,7 +40,7 @@ from elastic_cache.errors import (
     ValueTooLarge,
 )
 from elastic_cache.hashing import TokenHasher, validate_key
-from elastic_cache.namespaces import Durability, NamespaceTable
+from elastic_cache.namespaces import NamespaceTable
 from elastic_cache.node.changes import ChangeLog
 from elastic_cache.node.durable import DurableWrites
 from elastic_cache.node.incoming import IncomingMoves
@@ -162,13 +162,10 @@ class NodeService:
         self.abort_incoming = receiving.abort
 
     def _store_changed(self, kind: str, key: str) -> None:
-        if (
-            kind == "evict"
-            and self._durable
-            and self.store.namespaces.policy_of(key).durability is not Durability.MEMORY
-        ):
-            # A durable namespace's value left memory but is still read from its tier:
-            # no change (docs/watch.md); watchers were told "evict" (review).
+        if kind == "evict" and self.cold is not None and key in self.cold.state.clean:
+            # The tier holds this very value (a durable namespace's write, or one
+            # promoted from the tier): it left memory but is still read from there, so
+            # it is no change (docs/watch.md); watchers were told "evict" (review).
             return
         self.changes.record(kind, key, self.epoch)
 

@@ -505,6 +505,18 @@ def control_paths() -> dict[str, Schema]:
                 "Abandon the move",
                 description="Unknown ids are no-ops.",
                 tags=_INTERNAL,
+                parameters=[
+                    {
+                        "name": "kept",
+                        "in": "query",
+                        "required": False,
+                        "description": "Source only: `false` when the destination owns the "
+                        "range now (the victims the source kept from a shared tier since "
+                        "its snapshot are forgotten, not written). Default `true`; "
+                        "anything else: `400 bad_body`.",
+                        "schema": {"type": "string", "enum": ["true", "false"]},
+                    }
+                ],
                 responses={
                     "200": json_response(
                         {
@@ -515,6 +527,7 @@ def control_paths() -> dict[str, Schema]:
                         "Aborted; a destination says how many records it dropped.",
                     )
                 },
+                errors=(InvalidBody,),
             ),
         },
     }

@@ -257,9 +257,9 @@ class SimNodeClient(LocalNodeClient):
             self._clock.end(migration, "done")
         return result
 
-    async def abort_migration(self, migration: str) -> None:
+    async def abort_migration(self, migration: str, *, kept: bool = True) -> None:
         before = self._cpu
-        await super().abort_migration(migration)
+        await super().abort_migration(migration, kept=kept)
         await self._clock.charge(self._cpu - before)
         self._clock.end(migration, "abandoned")
 

@@ -74,6 +74,7 @@ class Demotion(ColdPart):
         # no longer writes (`seal`), and those victims, readable until the move ends.
         self._sealed: list[tuple[int, int]] = []
         self._sealed_victims: dict[str, Victim] = {}
+        self._sealed_bytes = 0
         self._clean = state.clean
         self._backoff = 0
         self._closed = False
@@ -108,13 +109,17 @@ class Demotion(ColdPart):
         if self._stranded.get(key) is victim:
             del self._stranded[key]
             self._stranded_bytes -= stored_size(key, victim[2])
+        if self._sealed_victims.get(key) is victim:
+            del self._sealed_victims[key]
+            self._sealed_bytes -= stored_size(key, victim[2])
         self._wake()
         return True
 
     @property
     def in_flight_bytes(self) -> int:
-        """Bytes of victims on their way to the tier (the stranded ones wait for a retry)."""
-        return self._pending_bytes - self._stranded_bytes
+        """Bytes of victims on their way to the tier (the stranded ones wait for a retry,
+        the sealed ones for their move's end: neither holds writes back)."""
+        return self._pending_bytes - self._stranded_bytes - self._sealed_bytes
 
     @property
     def stranded(self) -> int:
@@ -185,11 +190,12 @@ class Demotion(ColdPart):
         if rec.expires_at and rec.expires_at <= self._state.now():
             self.store.victim_expired(key)
             return
-        if self._sealed and any(in_range(victim[1], lo, hi) for lo, hi in self._sealed):
+        if self._is_sealed(victim):
             self.drop(key)
             self._pending[key] = victim  # readable here until the move ends
             self._pending_bytes += stored_size(key, rec)
             self._sealed_victims[key] = victim
+            self._sealed_bytes += stored_size(key, rec)
             return
         counted = self._take(victim)
         if counted is None:
@@ -236,11 +242,15 @@ class Demotion(ColdPart):
         for key, victim in list(self._sealed_victims.items()):
             if not in_range(victim[1], lo, hi):
                 continue
-            del self._sealed_victims[key]
-            if self._pending.get(key) is victim:
-                self.drop(key)
-                if write:
-                    self._write(victim)
+            self.drop(key)  # still its key's latest value: nothing replaced it since
+            if write:
+                self._write(victim)
+        if write:
+            self.settle()  # stranded victims the seal kept from their retry go now
+
+    def _is_sealed(self, victim: Victim) -> bool:
+        """Whether ``victim``'s range is sealed (`seal`): its write must not start."""
+        return bool(self._sealed) and any(in_range(victim[1], lo, hi) for lo, hi in self._sealed)
 
     def _take(self, victim: Victim) -> int | None:
         """Count ``victim``'s write against the tier's cap (`ColdCap.take`): the bytes
@@ -386,6 +396,8 @@ class Demotion(ColdPart):
                 continue
             if self._superseded(victim):
                 continue
+            if self._is_sealed(victim):
+                continue  # its range is leaving over the shared tier (`seal`)
             if key in self.deferred:
                 if self.deferred.failing:
                     continue  # it would wait behind the removal of the older copy

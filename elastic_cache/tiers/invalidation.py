@@ -111,12 +111,6 @@ class Invalidation(ColdPart):
         # On failure the key stays held, so the delete takes effect once the tier
         # answers; it is not acknowledged, so the client retries it meanwhile.
         entry = await self.deferred.remove(key, token, head_and_delete)
-        if entry is None and self.tier.shared:
-            # The filter says it may be there, and another holder of the key (a copy,
-            # with replication) may have deleted the one shared object first: counted
-            # as there, so the owner logs the delete. Otherwise no node logged it, and
-            # watchers and near caches never heard of it (review: 13 of 150).
-            return True
         return had or (entry is not None and not entry.expired(self._state.wall()))
 
     async def remove_older(self, key: str, token: int, version: int) -> None:

@@ -138,7 +138,8 @@ class ColdReads(ColdPart):
             if reader is not None:
                 await self.io.call(reader.close)
             self._expire(key, token, entry.version)
-            self.store.cold_expired(key)
+            if not dirty and key not in self._state.pending:
+                self.store.cold_expired(key)  # not if a write changed the key meanwhile
             self.misses += 1
             return None
         self.hits += 1

@@ -739,3 +739,13 @@ async def test_an_unknown_expectation_is_a_json_417(node: Node, first: bytes, pa
     assert reply.headers["content-type"].startswith("application/json"), reply
     assert "error" in json.loads(reply.body)
     writer.close()
+
+
+async def test_an_absolute_form_target_is_served(node: Node) -> None:
+    """RFC 9112 §3.2.2: a server takes the absolute form; the check that refuses a
+    target that is not a path (``OPTIONS *``) refused it too (review)."""
+    reader, writer = await node.connect()
+    writer.write(HEALTH + b"GET http://x/healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+    replies = await Replies(reader).read(2)
+    assert [r.status for r in replies] == [200, 200]
+    writer.close()

@@ -323,3 +323,25 @@ async def test_a_holders_cold_tier_503_is_the_answer_not_a_move() -> None:
     with pytest.raises(NodeUnavailable, match="moving"):
         await router.put("slow/a", b"v", "t", None)
     assert moving.puts > 1
+
+
+@pytest.mark.parametrize("tier", [None, "disk:/tmp/x", "s3://bucket/prefix"])
+async def test_copies_over_a_shared_tier_delete_the_owner_first(tier: str | None) -> None:
+    """Both copies delete the one S3 object: at once, the owner's look often came
+    second, found nothing and logged nothing, and no watcher heard of the delete
+    (review). Over S3 the owner deletes first, and its 404 still lets the copies go."""
+    order: list[str] = []
+
+    class Recording(Holder):
+        async def delete(self, key: str, epoch: int = 0, *, alone: bool = False) -> Answer:
+            order.append(f"{self.node_id} starts")
+            await asyncio.sleep(0.01)
+            order.append(f"{self.node_id} ends")
+            return Answer(404 if self.node_id == "node-1" else 204, b"", "", 1)
+
+    nodes = {"tier": tier} if tier else {}
+    view = View(settings(nodes=nodes), [Recording("node-1"), Recording("node-2")])
+    answer = await Router(view, Scaler(), RateMeter(1)).delete("slow/a")
+    assert answer.status == 204  # the copy had it
+    sequential = ["node-1 starts", "node-1 ends", "node-2 starts", "node-2 ends"]
+    assert (order == sequential) == (tier is not None and tier.startswith("s3"))

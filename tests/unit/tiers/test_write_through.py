@@ -174,3 +174,21 @@ async def test_a_durable_value_evicted_from_memory_is_no_change(tmp_path: Path) 
     assert evicted and all(key.startswith("m") for key in evicted), changes
     assert await value_of(svc, "d/a") == b"v"
     await svc.close()
+
+
+async def test_a_value_from_before_its_namespace_was_made_durable_is_evicted(
+    tmp_path: Path,
+) -> None:
+    """A live change to ``durability`` copies no existing record to the tier: such a
+    value is lost when evicted, and watchers must hear ``evict`` (review: it was kept
+    quiet, judged by the namespace's durability, not by what the tier holds)."""
+    svc = tiered_service(DiskTier(tmp_path), capacity=2, on_full=OnFull.EVICT)
+    svc.set_namespaces(NamespaceTable.from_mapping({"d": {"prefix": "d/"}}))
+    await svc.put("d/a", b"v", "t", None)  # memory only
+    svc.set_namespaces(DURABLE)
+    for key in ("d/b", "d/c", "d/e"):
+        await svc.put(key, b"v", "t", None)
+    assert await value_of(svc, "d/a") is None
+    changes, _ = svc.changes.since(0, 100)
+    assert ("evict", "d/a") in [(kind, key) for _, kind, key, _ in changes]
+    await svc.close()
