@@ -14,6 +14,7 @@ Two functions exist:
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Protocol
 from urllib.parse import unquote_to_bytes
@@ -44,6 +45,10 @@ MAX_KEY_BYTES = 1024
 _CONTROL = frozenset(chr(c) for c in [*range(0x20), *range(0x7F, 0xA0)])
 
 
+#: A '%' not followed by two hex digits.
+_BAD_ESCAPE = re.compile(r"%(?![0-9A-Fa-f]{2})")
+
+
 def check_escapes(path: str) -> None:
     """Check that the percent-escapes of a key's path spell UTF-8.
 
@@ -54,6 +59,9 @@ def check_escapes(path: str) -> None:
     Raises:
         InvalidKey: an escape, or a run of them, is not UTF-8.
     """
+    if _BAD_ESCAPE.search(path) is not None:
+        # Left as it is by URL parsers: ``a%4`` named the key ``a%254`` names (review).
+        raise InvalidKey("a '%' in a key's path starts an escape of two hex digits")
     try:
         unquote_to_bytes(path).decode("utf-8")
     except UnicodeDecodeError:

@@ -7,6 +7,7 @@ import io
 import json
 import logging
 import math
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
@@ -426,6 +427,10 @@ async def json_body(request: web.Request, limit: int = 1 << 20) -> dict[str, Any
     return data
 
 
+#: A TTL as the documents allow it: ASCII decimal digits, a point, an exponent.
+_TTL = re.compile(r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
 def parse_ttl(raw: str | None) -> float | None:
     """Parse ``?ttl=SECONDS``: a positive finite number up to ten years.
 
@@ -435,6 +440,10 @@ def parse_ttl(raw: str | None) -> float | None:
     if raw is None:
         return None
     try:
+        if _TTL.fullmatch(raw) is None:
+            # What float() takes beyond plain decimals ("1_0", " 5", other scripts'
+            # digits) is no number the documents allow (review).
+            raise ValueError(raw)
         ttl = float(raw)
     except ValueError:
         raise InvalidTTL(f"ttl must be a number of seconds, got {raw[:40]!r}") from None

@@ -101,6 +101,11 @@ class RequestParsing:
             request.hosts += 1
         elif size == 6 and name.lower() == b"expect":
             request.expect = True
+        elif size == 17 and name.lower() == b"transfer-encoding":
+            if value.strip(b" \t").lower() != b"chunked":
+                # aiohttp ignored a coding it does not implement, and the bytes were
+                # stored still encoded (review; RFC 9112 §6.1: refused).
+                raise _Malformed("no transfer coding but chunked is implemented")
         elif self.expected is not None and size == 13 and name.lower() == b"authorization":
             # A repeated header admits nothing (aiohttp's edge refuses it too); the
             # whitespace after a value is not part of it (RFC 9112 §5.1).
@@ -112,9 +117,16 @@ class RequestParsing:
         assert request is not None
         parser = self.parser
         request.method = parser.get_method().decode("ascii", "replace")
-        request.version = parser.get_http_version()
+        request.version = version = parser.get_http_version()
         request.keep_alive = parser.should_keep_alive()
         request.started = time.perf_counter()
+        if version not in _SERVED_VERSIONS:
+            # aiohttp answered HTTP/2.0 and version-less request lines in kind (review).
+            raise _Malformed(f"HTTP/{version} is not served: HTTP/1.1 and 1.0 are")
+        if request.method == "CONNECT":
+            # Answered by aiohttp (a plain 404), then by us (400) once the parser said
+            # it was a tunnel: two answers to one request (review).
+            raise _Malformed("CONNECT is not served")
         if request.hosts != 1 and request.version == "1.1":
             raise _Malformed("an HTTP/1.1 request carries exactly one Host header")
         target = request.target
@@ -183,6 +195,9 @@ class _HandOver(Exception):
 
 class _TooLarge(Exception):
     """Raised in a parser callback: the request line or headers are too long."""
+
+
+_SERVED_VERSIONS = frozenset({"1.1", "1.0"})
 
 
 class _Malformed(Exception):

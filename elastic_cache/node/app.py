@@ -309,6 +309,9 @@ async def put_namespaces(request: web.Request) -> web.StreamResponse:
     """Take a new namespace table (a live change the coordinator pushes)."""
     service = request.app[SERVICE]
     body = await json_body(request)
+    if not isinstance(body, dict) or "namespaces" not in body:
+        # An empty body replaced the node's table with the default one (review).
+        raise InvalidBody('a namespace table is {"namespaces": {...}, "origins": {...}}')
     try:
         table = NamespaceTable.from_json(body)
     except ConfigError as exc:

@@ -31,6 +31,7 @@ destination decode a frame of 1,000 records of 1 KiB in about a millisecond.
 
 from __future__ import annotations
 
+import re
 import struct
 import sys
 from array import array
@@ -196,6 +197,11 @@ def _column(
     return arr, offset + size
 
 
+#: What a header value may not hold (RFC 9110 §5.5: CR, LF, NUL and the other C0
+#: controls but the tab, and DEL); the bytes past 127 a PUT's header can carry may.
+_HEADER_CONTROLS = re.compile("[\x00-\x08\x0a-\x1f\x7f]")
+
+
 def decode_batch(data: bytes | bytearray | memoryview) -> Batch:
     """Unpack a frame into columns.
 
@@ -214,7 +220,13 @@ def decode_batch(data: bytes | bytearray | memoryview) -> Batch:
         if off >= len(data):
             raise InvalidBody("record frame is truncated")
         length = data[off]
-        table.append(bytes(data[off + 1 : off + 1 + length]).decode("latin-1"))
+        content_type = bytes(data[off + 1 : off + 1 + length]).decode("latin-1")
+        if _HEADER_CONTROLS.search(content_type) is not None:
+            # It goes into answers' heads as it is: a CR LF in it split a node's answer
+            # in two, and the coordinator's pool gave other keys' requests the second
+            # (review: ``POST /v1/kv-batch``).
+            raise InvalidBody("a record's content type holds a control character")
+        table.append(content_type)
         off += 1 + length
     if off + n > len(data):
         raise InvalidBody("record frame is truncated")

@@ -63,6 +63,10 @@ async def test_default_content_type_and_ttl(node: TestClient[Any, Any]) -> None:
         ("/v1/kv/k?ttl=-5", {"data": b"x"}, 400, "bad_ttl"),
         ("/v1/kv/k?ttl=inf", {"data": b"x"}, 400, "bad_ttl"),
         ("/v1/kv/k?ttl=0", {"data": b"x"}, 400, "bad_ttl"),
+        # What float() takes beyond the documents' number (review):
+        ("/v1/kv/k?ttl=1_0", {"data": b"x"}, 400, "bad_ttl"),
+        ("/v1/kv/k?ttl=%205", {"data": b"x"}, 400, "bad_ttl"),
+        ("/v1/kv/k?ttl=%D9%A5", {"data": b"x"}, 400, "bad_ttl"),
         ("/v1/kv/" + "x" * 1025, {"data": b"x"}, 400, "bad_key"),
         ("/v1/kv/a%00b", {"data": b"x"}, 400, "bad_key"),
         ("/v1/kv/a%0Ab", {"data": b"x"}, 400, "bad_key"),
@@ -245,3 +249,14 @@ async def test_the_node_serves_its_openapi_document(node: TestClient[Any, Any]) 
     resp = await node.get("/openapi.json")
     assert resp.status == 200 and resp.content_type == "application/json"
     assert await resp.json() == node_document()
+
+
+@pytest.mark.parametrize("body", [b"", b"{}", b'{"origins": {}}'])
+async def test_a_namespace_table_without_namespaces_changes_nothing(
+    node: TestClient[Any, Any], body: bytes
+) -> None:
+    """An empty body replaced the node's table with the default one (review)."""
+    before = (await (await node.get("/v1/stats")).json()).get("namespaces_version")
+    r = await node.put("/v1/namespaces", data=body, headers={"Content-Type": "application/json"})
+    assert r.status == 400 and (await r.json())["error"] == "bad_body"
+    assert (await (await node.get("/v1/stats")).json()).get("namespaces_version") == before

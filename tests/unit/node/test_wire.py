@@ -23,7 +23,13 @@ records = st.builds(
     token=st.integers(0, 2**64 - 1),
     version=st.integers(0, 2**64 - 1),
     value=st.binary(max_size=100),
-    content_type=st.text(alphabet=st.characters(max_codepoint=255), max_size=40),
+    # What a header value can carry: no C0 control but the tab, no DEL.
+    content_type=st.text(
+        alphabet=st.characters(max_codepoint=255).filter(
+            lambda c: c == "\t" or not (c < " " or c == "\x7f")
+        ),
+        max_size=40,
+    ),
     ttl_ms=st.integers(-1, 2**40),
     deleted=st.booleans(),
 )
@@ -105,3 +111,14 @@ def test_digest_frames_round_trip_and_refuse_damage() -> None:
     for bad in (frame[:5], b"XXXX" + frame[4:], frame + b"!", frame[:-1]):
         with pytest.raises(InvalidBody):
             decode_digests(bad)
+
+
+@pytest.mark.parametrize("content_type", ["a\r\nSet-Cookie: x=1", "a\nb", "a\x00", "a\x7f"])
+def test_a_content_type_with_a_control_character_is_refused(content_type: str) -> None:
+    """It goes into answers' heads as it is: a CR LF split a node's answer in two, and
+    the coordinator's pool gave the second to another key's request (review)."""
+    frame = encode_frame([WireRecord("k", 1, 2, b"v", content_type, -1, False)])
+    with pytest.raises(InvalidBody, match="control"):
+        list(decode_frame(frame))
+    ok = encode_frame([WireRecord("k", 1, 2, b"v", "text/plain;\tcharset=\xe9\x85", -1, False)])
+    assert [r.content_type for r in decode_frame(ok)] == ["text/plain;\tcharset=\xe9\x85"]
