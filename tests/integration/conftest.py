@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import socket
 import time
@@ -183,6 +184,22 @@ async def start_harness(
     app = make_coordinator_app(coord)
     server, port = await start_coordinator_server(coord, app, "127.0.0.1", 0)
     return CoordinatorHarness(coord, provisioner, f"http://127.0.0.1:{port}"), server
+
+
+@contextlib.asynccontextmanager
+async def two_copies_on_two_nodes(tmp_path: Path) -> AsyncIterator[CoordinatorHarness]:
+    """A harness of two nodes holding two copies of each key (scaler off)."""
+    settings = cluster_settings(
+        cluster={"replication": 2},
+        coordinator={"initial_nodes": 2},
+        scaler={"enabled": False, "min_nodes": 1},
+    )
+    h, runner = await start_harness(settings, tmp_path)
+    try:
+        yield h
+    finally:
+        await h.http.close()
+        await runner.close()
 
 
 def cluster_settings(**sections: dict[str, Any]) -> ClusterSettings:

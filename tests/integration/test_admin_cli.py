@@ -13,7 +13,7 @@ import pytest
 from elastic_cache.cli import main
 from elastic_cache.cli.fill import fill
 
-from .conftest import CoordinatorHarness, cluster_settings, start_harness
+from .conftest import CoordinatorHarness, cluster_settings, start_harness, two_copies_on_two_nodes
 
 
 @pytest.fixture
@@ -113,18 +113,9 @@ async def test_status_reports_an_absent_coordinator(capsys: pytest.CaptureFixtur
 async def test_removing_below_one_node_per_copy_takes_force(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    settings = cluster_settings(
-        cluster={"replication": 2},
-        coordinator={"initial_nodes": 2},
-        scaler={"enabled": False, "min_nodes": 1},
-    )
-    h, runner = await start_harness(settings, tmp_path)
-    try:
+    async with two_copies_on_two_nodes(tmp_path) as h:
         remove = ["nodes", "remove", "node-2", "--url", h.url]
         assert await asyncio.to_thread(main, remove) == 2
         assert "--force" in capsys.readouterr().err
         assert await asyncio.to_thread(main, [*remove, "--force"]) == 0
         assert list(h.coord.cluster.nodes) == ["node-1"]
-    finally:
-        await h.http.close()
-        await runner.close()

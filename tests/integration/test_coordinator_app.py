@@ -15,8 +15,7 @@ from elastic_cache.openapi.coordinator import coordinator_document
 from .conftest import (
     CoordinatorHarness,
     FakeOrigin,
-    cluster_settings,
-    start_harness,
+    two_copies_on_two_nodes,
 )
 
 
@@ -352,13 +351,7 @@ async def test_an_asterisk_target_is_a_json_400(harness: CoordinatorHarness, fir
 
 
 async def test_a_removal_below_one_node_per_copy_needs_force(tmp_path: Path) -> None:
-    settings = cluster_settings(
-        cluster={"replication": 2},
-        coordinator={"initial_nodes": 2},
-        scaler={"enabled": False, "min_nodes": 1},
-    )
-    h, runner = await start_harness(settings, tmp_path)
-    try:
+    async with two_copies_on_two_nodes(tmp_path) as h:
         status, body, _ = await h.call("DELETE", "/v1/cluster/nodes/node-2")
         assert status == 409, body
         refused = json.loads(body)
@@ -369,6 +362,3 @@ async def test_a_removal_below_one_node_per_copy_needs_force(tmp_path: Path) -> 
         status, body, _ = await h.call("DELETE", "/v1/cluster/nodes/node-2?force=true")
         assert status == 200, body
         assert list(h.coord.cluster.nodes) == ["node-1"]
-    finally:
-        await h.http.close()
-        await runner.close()

@@ -562,31 +562,8 @@ async def test_a_source_writes_no_victim_of_a_range_leaving_over_a_shared_tier(
     the next listing (review: after a scale-out on S3). From the end of the snapshot the
     source writes no victim of the range; an abort writes them."""
     pool = ManualPool()  # the source's tier calls run when the test says: a slow S3
-    net = LocalNetwork()
-    src = tiered_service(
-        S3Tier(s3_client, bucket, "c"),
-        node_id="src",
-        capacity=1000,
-        peer_factory=net.peer,
-        io=TierIO(executor=pool),
-    )
-    dst = tiered_service(
-        S3Tier(s3_client, bucket, "c"), node_id="dst", capacity=1000, peer_factory=net.peer
-    )
-    net.add(src)
-    net.add(dst)
-    dst.set_ownership(1, [])
-    await cold_of(dst).start()
-    for i in range(10):
-        await src.put(f"k{i}", f"v{i}".encode(), "t", None)
-    dst.begin_incoming("m", 0, 0)
-    src.begin_outgoing("m", 0, 0, net.address_of("dst"))
-    sending = asyncio.create_task(src.send("m"))
-    await drive(pool, sending.done, "the snapshot")
-    await sending
-    src.store.demote_lru(1)
-    victims = src._demote()
-    await src._after_store(victims)  # forwarded to the destination
+    net, src, dst = shared_pair(s3_client, bucket, pool=pool)
+    victims = await sealed_with_a_victim(net, src, dst, pool)
     (key, token, _), *_ = victims
     assert pool.queued == []  # and not written by the source
     assert await value_of(src, key) is not None  # still readable there until the commit
@@ -645,6 +622,25 @@ def shared_pair(
     net.add(dst)
     dst.set_ownership(1, [])
     return net, src, dst
+
+
+async def sealed_with_a_victim(
+    net: LocalNetwork, src: NodeService, dst: NodeService, pool: ManualPool
+) -> list[Any]:
+    """Ten keys at ``src``; their move to ``dst`` sent (so sealed); one demoted then,
+    and forwarded: the victims."""
+    await cold_of(dst).start()
+    for i in range(10):
+        await src.put(f"k{i}", f"v{i}".encode(), "t", None)
+    dst.begin_incoming("m", 0, 0)
+    src.begin_outgoing("m", 0, 0, net.address_of("dst"))
+    sending = asyncio.create_task(src.send("m"))
+    await drive(pool, sending.done, "the snapshot")
+    await sending
+    src.store.demote_lru(1)
+    victims = src._demote()
+    await src._after_store(victims)  # forwarded to the destination
+    return victims
 
 
 async def deleted_stays_deleted(
@@ -708,17 +704,7 @@ async def test_an_abort_after_the_destination_committed_writes_nothing(
     listing (review). Told the range is not kept, it forgets them."""
     pool = ManualPool()
     net, src, dst = shared_pair(s3_client, bucket, pool=pool)
-    await cold_of(dst).start()
-    for i in range(10):
-        await src.put(f"k{i}", f"v{i}".encode(), "t", None)
-    dst.begin_incoming("m", 0, 0)
-    src.begin_outgoing("m", 0, 0, net.address_of("dst"))
-    sending = asyncio.create_task(src.send("m"))
-    await drive(pool, sending.done, "the snapshot")
-    await sending
-    src.store.demote_lru(1)
-    victims = src._demote()
-    await src._after_store(victims)
+    victims = await sealed_with_a_victim(net, src, dst, pool)
     dst.commit_incoming("m", 2, [[0, 0]])
     await cold_of(dst).listed()
     await src.abort_outgoing("m", kept=False)
