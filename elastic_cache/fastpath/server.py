@@ -93,6 +93,7 @@ class FastServer:
         self.socket_path = relay_to or str(Path(self.private_dir) / "app.sock")
         self._server: asyncio.AbstractServer | None = None
         self._sweeper: asyncio.Task[None] | None = None
+        self._relay_server: asyncio.AbstractServer | None = None
         self._drained = asyncio.Event()  # set when the last connection closes
 
     def forget(self, conn: _Connection) -> None:
@@ -124,10 +125,15 @@ class FastServer:
         (``SO_REUSEPORT``; the kernel spreads new connections over them). ``tls``: the
         port speaks HTTPS only (`elastic_cache.tls.server_context`); the private socket
         stays plain, and a connection handed over to the application keeps its TLS."""
-        if self.runner is not None:
-            await web.UnixSite(self.runner, self.socket_path).start()
-            os.chmod(self.socket_path, 0o600)
         loop = asyncio.get_running_loop()
+        if self.runner is not None:
+            # aiohttp's protocol with JSON errors (`aiohttp_protocol`), as on a
+            # connection handed over: a relayed request aiohttp cannot parse (two
+            # Content-Type headers) got its plain-text 400 (review).
+            self._relay_server = await loop.create_unix_server(
+                self.aiohttp_protocol, self.socket_path, backlog=backlog
+            )
+            os.chmod(self.socket_path, 0o600)
         self._server = await loop.create_server(
             lambda: _Connection(self),
             host,
@@ -157,6 +163,8 @@ class FastServer:
         every connection, then clean up the application."""
         if self._server is not None:
             self._server.close()
+        if self._relay_server is not None:
+            self._relay_server.close()
         for conn in list(self.connections):
             conn.shut()
         if self.connections:

@@ -755,7 +755,11 @@ async def test_an_absolute_form_target_is_served(node: Node) -> None:
     writer.close()
 
 
-@pytest.mark.parametrize("first", [b"", HEALTH], ids=["first-request", "after-a-control-request"])
+@pytest.mark.parametrize(
+    "first",
+    [b"", HEALTH, get("k")],
+    ids=["first-request", "after-a-control-request", "relayed-after-a-hot-one"],
+)
 async def test_a_repeated_singleton_header_on_a_control_route_is_a_json_400(
     node: Node, first: bytes
 ) -> None:
