@@ -65,6 +65,11 @@ def check_http_url(
     except ValueError:
         raise bad from None
     host = parts.hostname
+    if host and not host.isascii():
+        try:  # an internationalised name, as its ASCII form (what yarl sends)
+            host = host.encode("idna").decode("ascii")
+        except UnicodeError:
+            raise bad from None
     if parts.scheme not in ("http", "https") or not host or not _URL_HOST.fullmatch(host):
         raise bad
     return parts
