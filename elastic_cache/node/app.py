@@ -40,7 +40,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 from collections.abc import AsyncIterator
+from typing import Any
 
 from aiohttp import web
 
@@ -348,14 +350,27 @@ async def drop_range(request: web.Request) -> web.StreamResponse:
     return web.json_response({"dropped": await service.drop_range(lo, hi)})
 
 
+#: A move's id: it is a path segment of every later call about the move.
+_MIGRATION_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
+
+
+def _migration_id(body: dict[str, Any], name: str) -> str:
+    """A move id field: 1-64 URL-safe characters (a 100 KB id was taken, and no later
+    call could name the move in its URL: it could not be aborted, review)."""
+    value = str_field(body, name)
+    if not _MIGRATION_ID.fullmatch(value):
+        raise InvalidBody(f"field {name!r} must be 1-64 of A-Z a-z 0-9 . _ -, got {value[:40]!r}")
+    return value
+
+
 async def create_migration(request: web.Request) -> web.StreamResponse:
     service = request.app[SERVICE]
     body = await json_body(request)
-    mid = str_field(body, "id")
+    mid = _migration_id(body, "id")
     role = str_field(body, "role")
     lo, hi = int_field(body, "lo"), int_field(body, "hi")
     if role == "destination" and "resume" in body:
-        inc = service.resume_incoming(mid, str_field(body, "resume"))
+        inc = service.resume_incoming(mid, _migration_id(body, "resume"))
         return web.json_response(inc.describe(), status=201)
     if role == "destination":
         inc = service.begin_incoming(mid, lo, hi, warm=bool_field(body, "warm"))

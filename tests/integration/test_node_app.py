@@ -157,6 +157,21 @@ async def test_ownership_and_misdirected(node: TestClient[Any, Any]) -> None:
         ("POST", "/v1/ranges/count", b'{"ranges": [[-1, 5]]}', 400, "bad_body"),
         ("POST", "/v1/ranges/median", b'{"lo": 1}', 400, "bad_body"),
         ("POST", "/v1/migrations", b'{"id": "m", "role": "x", "lo": 1, "hi": 2}', 400, "bad_body"),
+        # An id no later call could name in its URL (review: 100 KB, never aborted).
+        (
+            "POST",
+            "/v1/migrations",
+            b'{"id": "' + b"m" * 100_000 + b'", "role": "destination", "lo": 1, "hi": 2}',
+            400,
+            "bad_body",
+        ),
+        (
+            "POST",
+            "/v1/migrations",
+            b'{"id": "a/b", "role": "destination", "lo": 1, "hi": 2}',
+            400,
+            "bad_body",
+        ),
         ("POST", "/v1/migrations/zz/ingest", encode_frame([]), 404, "not_found"),
         ("POST", "/v1/migrations/zz/send", b"", 404, "not_found"),
         ("POST", "/v1/migrations/zz/commit", b'{"epoch": 1, "ranges": []}', 404, "not_found"),
