@@ -8,6 +8,7 @@ Pure: the HTTP side is in `elastic_cache.client`.
 from __future__ import annotations
 
 import json
+import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Generic, TypeVar
@@ -15,6 +16,11 @@ from typing import Generic, TypeVar
 __all__ = ["ChangeEvent", "NearCache", "SseParser"]
 
 V = TypeVar("V")
+
+#: Seconds between the heartbeats a near cache's stream asks for (``?heartbeat=``).
+NEAR_HEARTBEAT = 1
+#: Seconds of silence after which a near cache answers nothing from memory.
+NEAR_SILENCE = 3.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,18 +119,39 @@ class NearCache(Generic[V]):
         self._generation = 0
         #: Whether the stream is subscribed: values are kept only then.
         self.live = False
+        #: When (``time.monotonic``) the stream was last heard (an event or its
+        #: heartbeat, `heard`); and how long it may stay silent while kept values are
+        #: answered. A coordinator stalled (SIGSTOP) with the stream still open sent
+        #: nothing while writes were acknowledged elsewhere (its workers, direct
+        #: clients): kept values were answered until the stream was given up (45 s,
+        #: review). Past ``silence`` reads go to the cluster until it is heard again.
+        self.heard_at = 0.0
+        self.silence = NEAR_SILENCE
         self.hits = 0
         self.invalidations = 0
 
     def __len__(self) -> int:
         return len(self._values)
 
+    def heard(self) -> None:
+        """The stream said something (an event, a heartbeat)."""
+        self.heard_at = time.monotonic()
+
+    @property
+    def fresh(self) -> bool:
+        """Whether kept values may be answered: the stream is subscribed and was heard
+        within ``silence`` seconds."""
+        return self.live and time.monotonic() - self.heard_at <= self.silence
+
     def get(self, key: str) -> V | None:
-        """The value kept for ``key``. Runtime complexity: O(1).
+        """The value kept for ``key`` (None also while the stream is silent, `fresh`).
+        Runtime complexity: O(1).
 
         The blocking client calls this from its callers' threads while its loop's thread
         drops keys (`invalidate`, `finish`): the key can go between the two steps. The
         value read was the kept one when read, as if the change came just after."""
+        if time.monotonic() - self.heard_at > self.silence:
+            return None  # silent for too long (or never heard): ask the cluster
         value = self._values.get(key)
         if value is not None:
             # try/except, not contextlib.suppress: 90-170 ns against 270-300 a hit (timeit).
@@ -144,7 +171,7 @@ class NearCache(Generic[V]):
             self._reading[key] = [0, 1]
         else:
             entry[1] += 1
-        return self._generation if self.live else -1
+        return self._generation if self.fresh else -1
 
     def finish(self, key: str, token: int, value: V | None) -> bool:
         """The read of ``key`` that `begin` returned ``token`` for answered ``value``;
@@ -154,7 +181,7 @@ class NearCache(Generic[V]):
         entry[1] -= 1
         if entry[1] == 0:
             del self._reading[key]
-        if value is None or changed or token != self._generation or not self.live:
+        if value is None or changed or token != self._generation or not self.fresh:
             return False
         values = self._values
         values[key] = value

@@ -17,7 +17,13 @@ from yarl import URL
 
 from elastic_cache.client.answers import Item, error_of
 from elastic_cache.errors import ElasticCacheError, NodeUnavailable
-from elastic_cache.nearcache import ChangeEvent, NearCache, SseParser, change_event
+from elastic_cache.nearcache import (
+    NEAR_HEARTBEAT,
+    ChangeEvent,
+    NearCache,
+    SseParser,
+    change_event,
+)
 
 __all__ = ["WATCH_RETRY", "WATCH_SILENCE", "NearFollower", "watch_stream"]
 
@@ -26,6 +32,10 @@ __all__ = ["WATCH_RETRY", "WATCH_SILENCE", "NearFollower", "watch_stream"]
 WATCH_SILENCE = 45.0
 #: Seconds between reconnections of a lost watch stream.
 WATCH_RETRY = 0.5
+#: Seconds without a byte after which a near cache's stream (heartbeats every
+#: `NEAR_HEARTBEAT` s) counts as lost and is opened again: to another process of the
+#: coordinator, with workers, when one of them is stalled.
+NEAR_STREAM_SILENCE = 10.0
 
 
 async def watch_stream(
@@ -35,6 +45,10 @@ async def watch_stream(
     keys: list[str],
     last: str | None,
     streams: set[aiohttp.ClientResponse] | None = None,
+    *,
+    heartbeat: int | None = None,
+    heard: Callable[[], None] | None = None,
+    silence: float = WATCH_SILENCE,
 ) -> AsyncIterator[ChangeEvent]:
     """The events of one ``GET /v1/watch`` connection to the coordinator at ``base``,
     ``subscribed`` first; it ends when the coordinator closes the stream.
@@ -47,19 +61,24 @@ async def watch_stream(
         last: the ``Last-Event-ID`` to resume after (None: from now).
         streams: where the open response is kept while it streams (the client closes
             them when it is closed: a read waiting on it then ends).
+        heartbeat: the keep-alive period to ask for, in seconds (None: the server's).
+        heard: called for every line the stream brings, heartbeats included.
+        silence: seconds without a byte after which the stream counts as lost.
 
     Raises:
-        NodeUnavailable: the stream broke or fell silent for `WATCH_SILENCE` seconds.
+        NodeUnavailable: the stream broke or fell silent for ``silence`` seconds.
         ElasticCacheError: the coordinator refused the request (its typed error).
     """
     params: list[tuple[str, str]] = [("key", k) for k in keys]
     if prefix is not None:
         params.append(("prefix", prefix))
+    if heartbeat is not None:
+        params.append(("heartbeat", str(heartbeat)))
     url = URL(base + "/v1/watch").with_query(params)
     headers = {"Accept": "text/event-stream"}
     if last is not None:
         headers["Last-Event-ID"] = last
-    timeout = aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=WATCH_SILENCE)
+    timeout = aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=silence)
     parser = SseParser()
     try:
         async with http().get(url, headers=headers, timeout=timeout) as resp:
@@ -72,6 +91,8 @@ async def watch_stream(
                     raw = await resp.content.readline()
                     if not raw:
                         return
+                    if heard is not None:
+                        heard()
                     found = parser.feed(raw.decode("utf-8", "replace").rstrip("\r\n"))
                     if found is not None:
                         yield change_event(*found)
@@ -116,7 +137,17 @@ class NearFollower:
         near = self.near
         while True:
             try:
-                async for event in watch_stream(self._http, self._base, self.prefix, [], None):
+                stream = watch_stream(
+                    self._http,
+                    self._base,
+                    self.prefix,
+                    [],
+                    None,
+                    heartbeat=NEAR_HEARTBEAT,
+                    heard=near.heard,
+                    silence=NEAR_STREAM_SILENCE,
+                )
+                async for event in stream:
                     if event.kind == "subscribed":
                         near.live = True
                         self._subscribed.set()

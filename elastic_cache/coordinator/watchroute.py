@@ -16,6 +16,7 @@ from collections.abc import Callable
 from aiohttp import HttpVersion11, web
 
 from elastic_cache.coordinator.watch import WatchFilter, WatchHub, parse_event_id
+from elastic_cache.errors import InvalidRequest
 
 __all__ = ["KEEPALIVE", "START_WAIT", "WRITE_TIMEOUT", "watch_request", "watch_stream"]
 
@@ -36,19 +37,29 @@ _HEADERS = {
 }
 
 
-def watch_request(request: web.Request) -> tuple[WatchFilter, str | None]:
-    """The filter and ``Last-Event-ID`` of a watch request.
+def watch_request(request: web.Request) -> tuple[WatchFilter, str | None, int]:
+    """The filter, ``Last-Event-ID`` and keep-alive period (``?heartbeat=``, whole
+    seconds from 1 to `KEEPALIVE`; default `KEEPALIVE`) of a watch request.
 
     Raises:
         InvalidRequest: no filter, a malformed prefix or key, a malformed
-            ``Last-Event-ID`` (answered 400 before any stream starts).
+            ``Last-Event-ID``, a heartbeat out of range (answered 400 before any stream
+            starts).
     """
     query = request.query
     filt = WatchFilter.parse(query.getall("prefix", []), query.getall("key", []))
     last = request.headers.get("Last-Event-ID") or query.get("last_event_id")
     if last is not None:
         parse_event_id(last)
-    return filt, last
+    raw = query.get("heartbeat")
+    heartbeat = int(KEEPALIVE)
+    if raw is not None:
+        if not (raw.isascii() and raw.isdigit() and 1 <= int(raw) <= KEEPALIVE):
+            raise InvalidRequest(
+                f"heartbeat must be whole seconds from 1 to {int(KEEPALIVE)}, got {raw[:40]!r}"
+            )
+        heartbeat = int(raw)
+    return filt, last, heartbeat
 
 
 async def watch_stream(
@@ -64,7 +75,7 @@ async def watch_stream(
     Raises:
         InvalidRequest: see `watch_request`.
     """
-    filt, last = watch_request(request)
+    filt, last, heartbeat = watch_request(request)
     if opened is not None and not opened.is_set():
         try:
             async with asyncio.timeout(START_WAIT):
@@ -108,7 +119,7 @@ async def watch_stream(
                 break
             else:
                 idle += 1.0
-                if idle < KEEPALIVE:
+                if idle < heartbeat:
                     continue
                 idle = 0.0
                 data = b": keepalive\n\n"

@@ -356,6 +356,14 @@ def _watch_path() -> Schema:
                 query("prefix", "Keys starting with this (repeatable; empty: every key)."),
                 query("key", "This exact key (repeatable)."),
                 {
+                    "name": "heartbeat",
+                    "in": "query",
+                    "required": False,
+                    "description": "Seconds between keep-alive comments on an idle stream "
+                    "(whole seconds, 1 to 15; default 15).",
+                    "schema": {"type": "integer", "minimum": 1, "maximum": 15},
+                },
+                {
                     "name": "Last-Event-ID",
                     "in": "header",
                     "required": False,

@@ -31,6 +31,7 @@ import pytest
 
 from elastic_cache.client import AsyncClient
 from elastic_cache.errors import ElasticCacheError, Unauthorized
+from elastic_cache.nearcache import NEAR_HEARTBEAT, NEAR_SILENCE
 from elastic_cache.ring import HashRing
 
 from ..checked_load import CheckedLoad
@@ -380,3 +381,35 @@ async def test_a_node_that_dies_with_the_coordinator_costs_only_its_own_records(
             for i in range(0, len(keys), 100):  # its keys have owners again
                 await asyncio.gather(*(client.put(k, values[k]) for k in keys[i : i + 100]))
             assert await read_all(client, values) == []
+
+
+async def test_a_near_cache_answers_nothing_from_memory_while_the_coordinator_is_stalled(
+    tmp_path: Path,
+) -> None:
+    """A coordinator stalled (SIGSTOP) keeps its streams open and sends nothing, while
+    writes are acknowledged elsewhere (here a direct client's): near caches answered
+    the overwritten value from memory until the stream was given up, 45 s (review). A
+    near cache's stream sends a heartbeat each second; past `NEAR_SILENCE` without one,
+    nothing is answered from memory."""
+    async with ecache_up(tmp_path / "state", "--nodes", "1") as up:
+        ready = await up.event("ready", 60)
+        url, coordinator = str(ready["url"]), int(ready["coordinator_pid"])
+        async with (
+            AsyncClient(url, timeout=5, near_cache=100) as reader,
+            AsyncClient(url, timeout=5, direct=True) as writer,
+        ):
+            await writer.put("k", b"old")
+            assert await reader.near_ready(10)
+            assert await reader.get("k") == b"old"
+            near = reader.near
+            assert near is not None and near.get("k") is not None  # kept
+            await asyncio.sleep(2 * NEAR_HEARTBEAT + 0.5)
+            assert near.get("k") is not None  # heartbeats keep it answered while idle
+            os.kill(coordinator, signal.SIGSTOP)
+            try:
+                await writer.put("k", b"new")  # straight to the node, during the stall
+                await asyncio.sleep(NEAR_SILENCE + 1.0)
+                assert near.get("k") is None  # silent too long: memory answers nothing
+            finally:
+                os.kill(coordinator, signal.SIGCONT)
+            assert await reader.get("k") == b"new"

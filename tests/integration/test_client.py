@@ -478,6 +478,7 @@ async def test_a_closed_clients_near_cache_answers_nothing() -> None:
     near = client.near
     assert near is not None
     near.live = True
+    near.heard()
     near.finish("cfg", near.begin("cfg"), Item(b"old", "text/plain"))
     assert await client.get("cfg") == b"old"
     await client.close()

@@ -212,6 +212,9 @@ async def test_bad_watch_requests_are_json_400s(tmp_path: Path) -> None:
             ("?prefix=a", {"Last-Event-ID": "nonsense"}),
             # Past aiohttp's default 8,190 bytes a field (its plain-text 400 before).
             ("?prefix=a", {"Last-Event-ID": "nonsense" * 1200}),
+            ("?prefix=a&heartbeat=0", {}),
+            ("?prefix=a&heartbeat=16", {}),
+            ("?prefix=a&heartbeat=1.5", {}),
         ]:
             async with http.get(f"{cluster.url}/v1/watch{query}", headers=headers) as resp:
                 assert resp.status == 400, query
@@ -615,3 +618,16 @@ def test_closing_a_client_ends_its_watch_iterators(tmp_path: Path) -> None:
             await asyncio.to_thread(blocking)
 
     asyncio.run(scenario())
+
+
+async def test_a_watch_asks_for_its_heartbeat(tmp_path: Path) -> None:
+    """A near cache asks for a keep-alive each second (it answers nothing from memory
+    after 3 s of silence); the default stays 15 s."""
+    async with process_cluster(tmp_path, NO_SCALER) as cluster, aiohttp.ClientSession() as http:
+        url = cluster.url + "/v1/watch?prefix=hb/&heartbeat=1"
+        async with http.get(url) as resp:
+            assert resp.status == 200
+            async with asyncio.timeout(5):
+                seen = b""
+                while seen.count(b": keepalive") < 2:  # two within a few seconds
+                    seen += await resp.content.readany()

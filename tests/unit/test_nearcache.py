@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from elastic_cache.nearcache import ChangeEvent, NearCache, SseParser, change_event
+from elastic_cache.nearcache import NEAR_SILENCE, ChangeEvent, NearCache, SseParser, change_event
 
 
 def test_the_parser_reads_events_ids_and_skips_comments() -> None:
@@ -28,6 +28,7 @@ def test_values_are_kept_only_while_live_and_unchanged() -> None:
     t = near.begin("a")
     assert not near.finish("a", t, b"1")  # not live yet
     near.live = True
+    near.heard()
     t = near.begin("a")
     near.invalidate("a")  # changed while the read was on its way
     assert not near.finish("a", t, b"old")
@@ -44,6 +45,7 @@ def test_a_read_begun_while_the_stream_was_down_is_not_kept() -> None:
     near: NearCache[bytes] = NearCache(2)
     t = near.begin("a")  # not live: the stream broke, or was never subscribed
     near.live = True  # subscribed (again) before the answer came back
+    near.heard()
     assert not near.finish("a", t, b"old")
     assert near.get("a") is None
 
@@ -51,6 +53,7 @@ def test_a_read_begun_while_the_stream_was_down_is_not_kept() -> None:
 def test_a_clear_during_a_read_drops_its_value_and_the_lru_is_bounded() -> None:
     near: NearCache[bytes] = NearCache(2)
     near.live = True
+    near.heard()
     t = near.begin("a")
     near.clear()
     assert not near.finish("a", t, b"1")
@@ -76,7 +79,31 @@ def test_a_key_dropped_by_another_thread_mid_get_is_no_error() -> None:
 
     near: NearCache[bytes] = NearCache(2)
     near.live = True
+    near.heard()
     near.finish("k", near.begin("k"), b"v")
     near._values = DroppedAfterLookup(near._values)
     assert near.get("k") == b"v"  # kept when read
     assert near.get("k") is None and len(near) == 0
+
+
+def test_kept_values_are_not_answered_once_the_stream_is_silent(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A stalled coordinator keeps its stream open and sends nothing, while writes are
+    acknowledged elsewhere: kept values were answered for the 45 s it took to give the
+    stream up (review). Past ``silence`` without a heartbeat or an event, none is."""
+    now = [1000.0]
+    monkeypatch.setattr("elastic_cache.nearcache.time.monotonic", lambda: now[0])
+    near: NearCache[bytes] = NearCache(10)
+    near.live = True
+    near.heard()
+    near.finish("k", near.begin("k"), b"v")
+    assert near.get("k") == b"v"
+    now[0] += NEAR_SILENCE - 0.1
+    assert near.get("k") == b"v"
+    now[0] += 0.2
+    assert near.get("k") is None  # silent too long
+    token = near.begin("j")
+    assert not near.finish("j", token, b"w")  # nor is a read kept meanwhile
+    near.heard()  # heard again (the stream's backlog comes first, in order)
+    assert near.get("k") == b"v"
