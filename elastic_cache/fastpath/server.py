@@ -163,8 +163,6 @@ class FastServer:
         every connection, then clean up the application."""
         if self._server is not None:
             self._server.close()
-        if self._relay_server is not None:
-            self._relay_server.close()
         for conn in list(self.connections):
             conn.shut()
         if self.connections:
@@ -177,6 +175,9 @@ class FastServer:
             self._sweeper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._sweeper
+        if self._relay_server is not None:
+            # Only now: connections draining above still relay their requests to it.
+            self._relay_server.close()
         if self.runner is not None:
             await self.runner.cleanup()
         # Its sockets and whatever else was put there (a coordinator's control socket

@@ -568,10 +568,11 @@ def make_node_app(
             t.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await t
-        for mid in list(service.outgoing):
-            # Who owns the range now is not known here: victims the move kept from a
-            # shared tier are not written (`Demotion.seal`), as a stop may lose memory.
-            await service.abort_outgoing(mid, kept=False)
+        for mid, out in list(service.outgoing.items()):
+            # Victims a move kept from a shared tier (`Demotion.seal`; a clean stop's
+            # flush makes every record of the range one) are written when the range is
+            # still ours, forgotten when the destination already owns it.
+            await service.abort_outgoing(mid, kept=out.hi in service.owned)
         await service.close()
 
     app.cleanup_ctx.append(background)

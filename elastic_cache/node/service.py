@@ -117,6 +117,12 @@ class NodeService:
         self.misses = 0
         self.changes = changes if changes is not None else ChangeLog(65536, uuid.uuid4().hex)
         store.on_change = self._store_changed
+        if cold is not None:
+            # A record whose very version the tier holds (a durable namespace's write,
+            # one promoted from the tier) is still read from there once evicted: no
+            # change (docs/watch.md); watchers were told "evict" (review).
+            clean = cold.state.clean
+            store.evict_is_quiet = lambda key, version: clean.get(key) == version
         #: The store holds records loaded from a saved state (`elastic_cache.node.saved`),
         #: which only a move may prove current (see `set_ownership`).
         self.restored = False
@@ -162,11 +168,6 @@ class NodeService:
         self.abort_incoming = receiving.abort
 
     def _store_changed(self, kind: str, key: str) -> None:
-        if kind == "evict" and self.cold is not None and key in self.cold.state.clean:
-            # The tier holds this very value (a durable namespace's write, or one
-            # promoted from the tier): it left memory but is still read from there, so
-            # it is no change (docs/watch.md); watchers were told "evict" (review).
-            return
         self.changes.record(kind, key, self.epoch)
 
     # -- ownership ---------------------------------------------------------------------

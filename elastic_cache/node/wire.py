@@ -202,12 +202,20 @@ def _column(
 _HEADER_CONTROLS = re.compile("[\x00-\x08\x0a-\x1f\x7f]")
 
 
-def decode_batch(data: bytes | bytearray | memoryview) -> Batch:
+def decode_batch(data: bytes | bytearray | memoryview, *, strict: bool = True) -> Batch:
     """Unpack a frame into columns.
 
+    A content type holding a control character goes into answers' heads as it is: a
+    CR LF in one split a node's answer in two, and the coordinator's pool gave other
+    keys' requests the second half (review: ``POST /v1/kv-batch``). ``strict`` refuses
+    such a frame (new data); otherwise the controls are removed from the type (a frame
+    of records stored before that check, in a saved file or a move, whose other records
+    must not be lost with it).
+
     Raises:
-        InvalidBody: bad magic, truncated, trailing bytes, bad UTF-8 keys, or a content
-            type index outside the table.
+        InvalidBody: bad magic, truncated, trailing bytes, bad UTF-8 keys, a content
+            type index outside the table, or (``strict``) a control character in a
+            content type.
     """
     if len(data) < _HEADER.size:
         raise InvalidBody("record frame is shorter than its header")
@@ -222,10 +230,9 @@ def decode_batch(data: bytes | bytearray | memoryview) -> Batch:
         length = data[off]
         content_type = bytes(data[off + 1 : off + 1 + length]).decode("latin-1")
         if _HEADER_CONTROLS.search(content_type) is not None:
-            # It goes into answers' heads as it is: a CR LF in it split a node's answer
-            # in two, and the coordinator's pool gave other keys' requests the second
-            # (review: ``POST /v1/kv-batch``).
-            raise InvalidBody("a record's content type holds a control character")
+            if strict:
+                raise InvalidBody("a record's content type holds a control character")
+            content_type = _HEADER_CONTROLS.sub("", content_type)
         table.append(content_type)
         off += 1 + length
     if off + n > len(data):

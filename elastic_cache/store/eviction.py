@@ -62,7 +62,8 @@ class Eviction(StoreState):
                     "that could make room belong to never-evict namespaces"
                 )
         demote = self.on_full is OnFull.DEMOTE and not self._demotion_paused
-        evicted = []
+        evicted: list[str] = []
+        versions: list[int] = []
         while need > 0:
             found = self._lru_victim(self._p0, key) if self.single else self._victim(key)
             if found is None:
@@ -76,13 +77,25 @@ class Eviction(StoreState):
                 self._remove(victim, vrec)
             else:
                 evicted.append(victim)
+                versions.append(vrec.version)
                 self._remove(victim, vrec).evictions += 1
             need -= cap.cost(stored_size(victim, vrec))
         self._evictions += len(evicted)
-        if evicted and self.on_change is not None:
-            for victim in evicted:
-                self.on_change("evict", victim)
+        if evicted:
+            self._announce_evicted(evicted, versions)
         return tuple(evicted)
+
+    def _announce_evicted(self, keys: list[str], versions: list[int]) -> None:
+        """Tell those who follow the changes (`on_change`) of the records evicted, but
+        of those whose very version a tier still holds (`evict_is_quiet`: still read
+        from there, so no change, docs/watch.md)."""
+        on_change = self.on_change
+        if on_change is None:
+            return
+        quiet = self.evict_is_quiet
+        for key, version in zip(keys, versions, strict=True):
+            if quiet is None or not quiet(key, version):
+                on_change("evict", key)
 
     def _quota_room(
         self, key: str, token: int, size: int, part: NamespacePart, old: Record | None
@@ -113,7 +126,8 @@ class Eviction(StoreState):
                 f"({self._used_in(part, unit)}/{limit} {unit}, this node's share of "
                 f"{policy.quota} {unit}; on_full = {policy.over_quota})"
             )
-        evicted = []
+        evicted: list[str] = []
+        versions: list[int] = []
         while need > 0:
             found = self._lru_victim(part, key)
             if found is None:
@@ -121,12 +135,12 @@ class Eviction(StoreState):
             victim, vrec = found
             self._remove(victim, vrec)
             evicted.append(victim)
+            versions.append(vrec.version)
             need -= 1 if by_records else stored_size(victim, vrec)
         part.evictions += len(evicted)
         self._evictions += len(evicted)
-        if evicted and self.on_change is not None:
-            for victim in evicted:
-                self.on_change("evict", victim)
+        if evicted:
+            self._announce_evicted(evicted, versions)
         return tuple(evicted)
 
     def _shrink(self, part: NamespacePart) -> list[str]:
@@ -135,7 +149,8 @@ class Eviction(StoreState):
         if limit is None or policy.over_quota is not NamespaceOnFull.EVICT:
             return []
         unit = CapacityUnit.RECORDS if policy.quota_records is not None else CapacityUnit.BYTES
-        evicted = []
+        evicted: list[str] = []
+        versions: list[int] = []
         while self._used_in(part, unit) > limit:
             found = self._lru_victim(part, None)
             if found is None:
@@ -143,11 +158,10 @@ class Eviction(StoreState):
             victim, vrec = found
             self._remove(victim, vrec)
             evicted.append(victim)
+            versions.append(vrec.version)
         part.evictions += len(evicted)
         self._evictions += len(evicted)
-        if self.on_change is not None:
-            for victim in evicted:
-                self.on_change("evict", victim)
+        self._announce_evicted(evicted, versions)
         return evicted
 
     def _victim(self, keep: str | None) -> tuple[str, Record] | None:

@@ -65,6 +65,9 @@ class StoreState:
         #: Told ``(kind, key)`` when a record expires (``expire``) or is evicted
         #: (``evict``); the node's change log (docs/watch.md). Never on a read that hits.
         self.on_change: Callable[[str, str], None] | None = None
+        #: Asked ``(key, version)`` of a record evicted: True when a tier still holds
+        #: that very version (it is read from there: no ``evict`` is told).
+        self.evict_is_quiet: Callable[[str, int], bool] | None = None
 
     # -- accounting ------------------------------------------------------------------
 

@@ -247,6 +247,8 @@ class Demotion(ColdPart):
                 self._write(victim)
         if write:
             self.settle()  # stranded victims the seal kept from their retry go now
+        else:
+            self.drop_stranded(lo, hi)  # the new owner's too: no retry may write them
 
     def _is_sealed(self, victim: Victim) -> bool:
         """Whether ``victim``'s range is sealed (`seal`): its write must not start."""

@@ -801,3 +801,21 @@ async def test_what_the_layer_does_not_serve_is_one_json_400(
     assert len(got) == count, got
     assert got[-1].status == 400 and json.loads(got[-1].body)["error"] == "bad_request"
     assert node.service.store.peek("v") is None
+
+
+async def test_a_request_relayed_while_the_server_closes_is_answered(node: Node) -> None:
+    """The private socket closed before the connections drained: a request relayed
+    then was refused and its connection dropped (review)."""
+    routes = _LaterRoutes(node.server.routes)
+    node.server.routes = routes
+    reader, writer = await node.connect()
+    writer.write(put("a", b"one") + get("later1") + HEALTH)
+    replies = Replies(reader)
+    await until(lambda: len(routes.laters) == 1, "the pending answer")
+    closing = asyncio.create_task(node.server.close(timeout=3.0))
+    await asyncio.sleep(0.1)
+    routes.laters[0].give(None)  # declined: relayed to aiohttp
+    got = await replies.read(3)
+    await closing
+    writer.close()
+    assert [r.status for r in got] == [204, 404, 200]

@@ -765,3 +765,79 @@ async def test_an_expired_cold_value_is_no_expire_once_the_key_was_written_again
     changes, _ = svc.changes.since(0, 100)
     assert [kind for _, kind, key, _ in changes if key == "a"][-1] == "put"
     await svc.close()
+
+
+async def test_an_abort_that_gives_the_range_away_forgets_its_stranded_victims(
+    s3_client: Any, bucket: str
+) -> None:
+    """Told the range is not kept, the abort forgot the victims the seal kept back but
+    left the stranded ones to the retry, which wrote one after the new owner deleted
+    its key (review)."""
+    pool, flaky = ManualPool(), FlakyS3(s3_client, bucket, "c")
+    net, src, dst = shared_pair(s3_client, bucket, src_tier=flaky, pool=pool)
+    await cold_of(dst).start()
+    for i in range(10):
+        await src.put(f"k{i}", f"v{i}".encode(), "t", None)
+    flaky.fail = True
+    src.store.demote_lru(1)
+    ((key, _, _),) = src._demote()
+    await drive(pool, lambda: cold_of(src).demotion.stranded == 1, "stranded")
+    flaky.fail = False
+    dst.begin_incoming("m", 0, 0)
+    src.begin_outgoing("m", 0, 0, net.address_of("dst"))
+    sending = asyncio.create_task(src.send("m"))
+    await drive(pool, sending.done, "the snapshot")
+    await sending
+    dst.commit_incoming("m", 2, [[0, 0]])
+    await cold_of(dst).listed()
+    await src.abort_outgoing("m", kept=False)
+    assert cold_of(src).demotion.stranded == 0
+    cold_of(src).demotion._retry()  # the pause's timer
+    await deleted_stays_deleted(s3_client, bucket, dst, pool, key)
+    await src.close()
+    await dst.close()
+
+
+async def test_an_evicted_record_is_quiet_only_if_the_tier_holds_that_very_version(
+    tmp_path: Path,
+) -> None:
+    """Judged by the key alone, a tier's copy of an older version kept an eviction of
+    the newer one quiet, and watchers kept serving a value the node no longer had
+    (review)."""
+    from elastic_cache.config import OnFull
+
+    svc = tiered_service(DiskTier(tmp_path), capacity=1, on_full=OnFull.EVICT)
+    await svc.put("a", b"1", "t", None)
+    rec = svc.store.peek("a")
+    assert rec is not None
+    cold_of(svc).state.clean["a"] = rec.version - 1  # an older version's copy
+    await svc.put("b", b"2", "t", None)  # a is evicted
+    changes, _ = svc.changes.since(0, 100)
+    assert ("evict", "a") in [(kind, key) for _, kind, key, _ in changes]
+    await svc.close()
+
+
+async def test_a_clean_stop_mid_move_writes_the_range_it_still_holds(
+    s3_client: Any, bucket: str
+) -> None:
+    """A clean stop demotes every record (`flush`), and a sealed range's become kept
+    victims; the app's clean-up then aborted the move forgetting them all: the whole
+    range lost (review). A range the node still holds is written."""
+    from aiohttp import web
+
+    from elastic_cache.node import make_node_app
+
+    net, src, dst = shared_pair(s3_client, bucket)
+    await cold_of(dst).start()
+    runner = web.AppRunner(make_node_app(src, max_value_bytes=1024))
+    await runner.setup()  # the app's background (its clean-up aborts moves)
+    for i in range(10):
+        await src.put(f"k{i}", f"v{i}".encode(), "t", None)
+    dst.begin_incoming("m", 0, 0)
+    src.begin_outgoing("m", 0, 0, net.address_of("dst"))
+    await src.send("m")
+    await cold_of(src).flush(timeout=3.0)  # as `serve_node` stops: then the app
+    await runner.cleanup()
+    tier = S3Tier(s3_client, bucket, "c")
+    assert all(tier.head(f"k{i}", src.hasher(f"k{i}")) is not None for i in range(10))
+    await dst.close()
