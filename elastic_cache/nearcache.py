@@ -8,6 +8,7 @@ Pure: the HTTP side is in `elastic_cache.client`.
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -36,6 +37,8 @@ class ChangeEvent:
         seq: the coordinator's sequence number of the event.
         node: the node that applied the change.
         id: the SSE ``id`` to resume from (``Last-Event-ID``); None when the event has none.
+        heartbeat: on ``subscribed``, the keep-alive period the stream keeps, in seconds
+            (None: the server does not say).
     """
 
     kind: str
@@ -44,6 +47,7 @@ class ChangeEvent:
     seq: int | None = None
     node: str | None = None
     id: str | None = None
+    heartbeat: int | None = None
 
 
 class SseParser:
@@ -88,6 +92,7 @@ def change_event(event: str, data: str, event_id: str | None) -> ChangeEvent:
     if not isinstance(body, dict):
         body = {}
     key, epoch, seq, node = body.get("key"), body.get("epoch"), body.get("seq"), body.get("node")
+    beat = body.get("heartbeat")
     return ChangeEvent(
         kind=event,
         key=key if isinstance(key, str) else None,
@@ -95,6 +100,7 @@ def change_event(event: str, data: str, event_id: str | None) -> ChangeEvent:
         seq=seq if isinstance(seq, int) else None,
         node=node if isinstance(node, str) else None,
         id=event_id,
+        heartbeat=beat if isinstance(beat, int) and not isinstance(beat, bool) else None,
     )
 
 
@@ -124,9 +130,11 @@ class NearCache(Generic[V]):
         #: answered. A coordinator stalled (SIGSTOP) with the stream still open sent
         #: nothing while writes were acknowledged elsewhere (its workers, direct
         #: clients): kept values were answered until the stream was given up (45 s,
-        #: review). Past ``silence`` reads go to the cluster until it is heard again.
+        #: review). Past ``silence`` reads go to the cluster until it is heard again;
+        #: it applies once the stream said it keeps a heartbeat (`subscribed`), an older
+        #: coordinator's keeps none worth counting on (infinite until then).
         self.heard_at = 0.0
-        self.silence = NEAR_SILENCE
+        self.silence = math.inf
         self.hits = 0
         self.invalidations = 0
 
@@ -134,8 +142,13 @@ class NearCache(Generic[V]):
         return len(self._values)
 
     def heard(self) -> None:
-        """The stream said something (an event, a heartbeat)."""
-        self.heard_at = time.monotonic()
+        """The stream said something (an event, a heartbeat). After a silence past
+        ``silence``, what is kept is dropped first: the stream's first line after a
+        stall (a heartbeat) can come before the changes made meanwhile (review)."""
+        now = time.monotonic()
+        if now - self.heard_at > self.silence:
+            self.clear()
+        self.heard_at = now
 
     @property
     def fresh(self) -> bool:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 from collections.abc import AsyncIterator, Callable
 
 import aiohttp
@@ -19,6 +20,7 @@ from elastic_cache.client.answers import Item, error_of
 from elastic_cache.errors import ElasticCacheError, NodeUnavailable
 from elastic_cache.nearcache import (
     NEAR_HEARTBEAT,
+    NEAR_SILENCE,
     ChangeEvent,
     NearCache,
     SseParser,
@@ -32,10 +34,6 @@ __all__ = ["WATCH_RETRY", "WATCH_SILENCE", "NearFollower", "watch_stream"]
 WATCH_SILENCE = 45.0
 #: Seconds between reconnections of a lost watch stream.
 WATCH_RETRY = 0.5
-#: Seconds without a byte after which a near cache's stream (heartbeats every
-#: `NEAR_HEARTBEAT` s) counts as lost and is opened again: to another process of the
-#: coordinator, with workers, when one of them is stalled.
-NEAR_STREAM_SILENCE = 10.0
 
 
 async def watch_stream(
@@ -145,10 +143,13 @@ class NearFollower:
                     None,
                     heartbeat=NEAR_HEARTBEAT,
                     heard=near.heard,
-                    silence=NEAR_STREAM_SILENCE,
                 )
                 async for event in stream:
                     if event.kind == "subscribed":
+                        # The silence rule holds only for a stream that keeps the
+                        # heartbeat asked for (an older coordinator's sends one per 15 s).
+                        kept = event.heartbeat is not None and event.heartbeat <= NEAR_HEARTBEAT
+                        near.silence = NEAR_SILENCE if kept else math.inf
                         near.live = True
                         self._subscribed.set()
                     elif event.key is not None:

@@ -10,6 +10,8 @@ import re
 from typing import TypeVar
 from urllib.parse import SplitResult, urlsplit
 
+from yarl import URL
+
 from elastic_cache.errors import ConfigError
 
 __all__ = [
@@ -66,9 +68,9 @@ def check_http_url(
         raise bad from None
     host = parts.hostname
     if host and not host.isascii():
-        try:  # an internationalised name, as its ASCII form (what yarl sends)
-            host = host.encode("idna").decode("ascii")
-        except UnicodeError:
+        try:  # an internationalised name, in the ASCII form yarl (so aiohttp) sends
+            host = URL.build(scheme="http", host=host).raw_host or ""
+        except (ValueError, UnicodeError):
             raise bad from None
     if parts.scheme not in ("http", "https") or not host or not _URL_HOST.fullmatch(host):
         raise bad

@@ -54,7 +54,7 @@ def watch_request(request: web.Request) -> tuple[WatchFilter, str | None, int]:
     raw = query.get("heartbeat")
     heartbeat = int(KEEPALIVE)
     if raw is not None:
-        if not (raw.isascii() and raw.isdigit() and 1 <= int(raw) <= KEEPALIVE):
+        if not (raw.isascii() and raw.isdigit() and len(raw) <= 2 and 1 <= int(raw) <= KEEPALIVE):
             raise InvalidRequest(
                 f"heartbeat must be whole seconds from 1 to {int(KEEPALIVE)}, got {raw[:40]!r}"
             )
@@ -93,7 +93,11 @@ async def watch_stream(
         if chunked:
             resp.enable_chunked_encoding()  # what aiohttp picks for HTTP/1.1 anyway
         await resp.prepare(request)
-        hello = json.dumps({"kind": "subscribed", "seq": hub.seq, "boot": hub.boot})
+        hello = json.dumps(
+            # ``heartbeat``: the keep-alive period this stream keeps (a client that asks
+            # for one knows from it that it is honoured; an older server omits it).
+            {"kind": "subscribed", "seq": hub.seq, "boot": hub.boot, "heartbeat": heartbeat}
+        )
         await resp.write(
             f"retry: 1000\nid: {watcher.start}\nevent: subscribed\ndata: {hello}\n\n".encode()
         )

@@ -568,11 +568,14 @@ def make_node_app(
             t.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await t
-        for mid, out in list(service.outgoing.items()):
-            # Victims a move kept from a shared tier (`Demotion.seal`; a clean stop's
-            # flush makes every record of the range one) are written when the range is
-            # still ours, forgotten when the destination already owns it.
-            await service.abort_outgoing(mid, kept=out.hi in service.owned)
+        for mid in list(service.outgoing):
+            # Victims a move kept from a shared tier since its snapshot (`Demotion.seal`;
+            # a clean stop's flush makes every record of the range one) are not
+            # written: the destination has the whole range (the snapshot was sent), and
+            # may own it already, unknown to us (its commit comes first), in which case
+            # our writes could land after its deletes and bring deleted keys back
+            # (review). Should the move be aborted, those cached values are lost.
+            await service.abort_outgoing(mid, kept=False)
         await service.close()
 
     app.cleanup_ctx.append(background)

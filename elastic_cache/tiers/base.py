@@ -19,6 +19,7 @@ Errors (added to the tree of `elastic_cache.errors`)::
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import Any, ClassVar, NamedTuple, Protocol
 
@@ -57,6 +58,19 @@ class ColdTierFull(ColdTierError):
 
     status = 507
     code = "cold_tier_full"
+
+
+#: What a header value may not hold (RFC 9110 §5.5: the C0 controls but the tab, DEL).
+_HEADER_CONTROLS = re.compile("[\x00-\x08\x0a-\x1f\x7f]")
+
+
+def stored_content_type(content_type: str) -> str:
+    """A content type read back from a tier, without the control characters a value
+    stored before the node refused them may hold: it goes into answers' heads as it is
+    (a CR LF split the answer: review)."""
+    if _HEADER_CONTROLS.search(content_type) is None:
+        return content_type
+    return _HEADER_CONTROLS.sub("", content_type)
 
 
 class ColdEntry(NamedTuple):

@@ -40,6 +40,7 @@ from elastic_cache.tiers.base import (
     ColdTierFull,
     Stored,
     error_details,
+    stored_content_type,
 )
 
 __all__ = ["DiskTier"]
@@ -93,7 +94,7 @@ def _read_trailer(fh: BinaryIO, size: int, token: int) -> ColdEntry | None:
             str(meta["k"]),
             token,
             int(meta["v"]),
-            str(meta["t"]),
+            stored_content_type(str(meta["t"])),
             float(meta["e"]),
             int(meta["n"]),
         )

@@ -38,6 +38,7 @@ from elastic_cache.tiers.base import (
     ColdTierUnavailable,
     Stored,
     error_details,
+    stored_content_type,
 )
 
 __all__ = ["PART_BYTES", "S3Tier", "translate_error"]
@@ -241,7 +242,9 @@ class S3Tier:
             key = _key_from_b64(meta["ecache-key"])
             version = int(meta.get("ecache-version", "0"))
             expires = float(meta.get("ecache-expires", "0"))
-            ctype = unquote(meta.get("ecache-type", "application%2Foctet-stream"))
+            ctype = stored_content_type(
+                unquote(meta.get("ecache-type", "application%2Foctet-stream"))
+            )
         except (KeyError, ValueError, UnicodeDecodeError):
             return None  # not an object we wrote
         return ColdEntry(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import signal
 import socket
@@ -215,6 +216,7 @@ async def test_bad_watch_requests_are_json_400s(tmp_path: Path) -> None:
             ("?prefix=a&heartbeat=0", {}),
             ("?prefix=a&heartbeat=16", {}),
             ("?prefix=a&heartbeat=1.5", {}),
+            ("?prefix=a&heartbeat=" + "0" * 4300 + "1", {}),  # a 500 before (review)
         ]:
             async with http.get(f"{cluster.url}/v1/watch{query}", headers=headers) as resp:
                 assert resp.status == 400, query
@@ -627,6 +629,8 @@ async def test_a_watch_asks_for_its_heartbeat(tmp_path: Path) -> None:
         url = cluster.url + "/v1/watch?prefix=hb/&heartbeat=1"
         async with http.get(url) as resp:
             assert resp.status == 200
+            (hello,) = await _sse_frames(resp, 1)
+            assert json.loads(hello["data"])["heartbeat"] == 1  # the client knows it holds
             async with asyncio.timeout(5):
                 seen = b""
                 while seen.count(b": keepalive") < 2:  # two within a few seconds

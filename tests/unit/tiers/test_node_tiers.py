@@ -817,12 +817,13 @@ async def test_an_evicted_record_is_quiet_only_if_the_tier_holds_that_very_versi
     await svc.close()
 
 
-async def test_a_clean_stop_mid_move_writes_the_range_it_still_holds(
+async def test_a_clean_stop_mid_move_leaves_the_range_to_its_destination(
     s3_client: Any, bucket: str
 ) -> None:
     """A clean stop demotes every record (`flush`), and a sealed range's become kept
-    victims; the app's clean-up then aborted the move forgetting them all: the whole
-    range lost (review). A range the node still holds is written."""
+    victims. Written when the node still counted the range its own, they came back
+    after the destination, which had committed first, deleted one (review); the
+    destination has the whole range (the snapshot was sent): nothing is written."""
     from aiohttp import web
 
     from elastic_cache.node import make_node_app
@@ -836,8 +837,27 @@ async def test_a_clean_stop_mid_move_writes_the_range_it_still_holds(
     dst.begin_incoming("m", 0, 0)
     src.begin_outgoing("m", 0, 0, net.address_of("dst"))
     await src.send("m")
+    dst.commit_incoming("m", 2, [[0, 0]])  # before the source is told
+    await cold_of(dst).listed()
+    assert await dst.delete("k3")
     await cold_of(src).flush(timeout=3.0)  # as `serve_node` stops: then the app
     await runner.cleanup()
-    tier = S3Tier(s3_client, bucket, "c")
-    assert all(tier.head(f"k{i}", src.hasher(f"k{i}")) is not None for i in range(10))
+    cold_of(dst).relist([(0, 0)])
+    await cold_of(dst).listed()
+    assert await value_of(dst, "k3") is None
+    assert await value_of(dst, "k4") == b"v4"  # the destination has the range
     await dst.close()
+
+
+async def test_a_tier_value_stored_before_the_check_loses_its_type_controls(
+    tmp_path: Path,
+) -> None:
+    """A disk file written before content types were checked came back with its CR LF:
+    an injected header line in the answer, and a move refused its frame (review)."""
+    tier = DiskTier(tmp_path)
+    svc = tiered_service(tier, capacity=1)
+    token = svc.hasher("k")
+    tier.put(ColdEntry("k", token, 1, "text/plain\r\nX-Injected: yes", 0.0, 1), b"v")
+    found = tier.head("k", token)
+    assert found is not None and found.content_type == "text/plainX-Injected: yes"
+    await svc.close()
