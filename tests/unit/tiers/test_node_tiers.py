@@ -666,11 +666,11 @@ class FlakyS3(S3Tier):
         super().put(entry, value)
 
 
-async def test_a_victim_stranded_before_the_seal_is_not_retried_under_it(
+async def stranded_then_sealed(
     s3_client: Any, bucket: str
-) -> None:
-    """A failed write's retry ignored the seal and landed after the new owner's delete
-    (review)."""
+) -> tuple[ManualPool, NodeService, NodeService, str]:
+    """A move over one S3 tier whose source has a victim stranded (its write failed)
+    and whose snapshot is sent (so sealed): the pool, both nodes and the victim's key."""
     pool, flaky = ManualPool(), FlakyS3(s3_client, bucket, "c")
     net, src, dst = shared_pair(s3_client, bucket, src_tier=flaky, pool=pool)
     await cold_of(dst).start()
@@ -686,6 +686,15 @@ async def test_a_victim_stranded_before_the_seal_is_not_retried_under_it(
     sending = asyncio.create_task(src.send("m"))
     await drive(pool, sending.done, "the snapshot")
     await sending
+    return pool, src, dst, key
+
+
+async def test_a_victim_stranded_before_the_seal_is_not_retried_under_it(
+    s3_client: Any, bucket: str
+) -> None:
+    """A failed write's retry ignored the seal and landed after the new owner's delete
+    (review)."""
+    pool, src, dst, key = await stranded_then_sealed(s3_client, bucket)
     cold_of(src).demotion._retry()  # the pause ends under the seal
     assert pool.queued == []
     dst.commit_incoming("m", 2, [[0, 0]])
@@ -773,21 +782,7 @@ async def test_an_abort_that_gives_the_range_away_forgets_its_stranded_victims(
     """Told the range is not kept, the abort forgot the victims the seal kept back but
     left the stranded ones to the retry, which wrote one after the new owner deleted
     its key (review)."""
-    pool, flaky = ManualPool(), FlakyS3(s3_client, bucket, "c")
-    net, src, dst = shared_pair(s3_client, bucket, src_tier=flaky, pool=pool)
-    await cold_of(dst).start()
-    for i in range(10):
-        await src.put(f"k{i}", f"v{i}".encode(), "t", None)
-    flaky.fail = True
-    src.store.demote_lru(1)
-    ((key, _, _),) = src._demote()
-    await drive(pool, lambda: cold_of(src).demotion.stranded == 1, "stranded")
-    flaky.fail = False
-    dst.begin_incoming("m", 0, 0)
-    src.begin_outgoing("m", 0, 0, net.address_of("dst"))
-    sending = asyncio.create_task(src.send("m"))
-    await drive(pool, sending.done, "the snapshot")
-    await sending
+    pool, src, dst, key = await stranded_then_sealed(s3_client, bucket)
     dst.commit_incoming("m", 2, [[0, 0]])
     await cold_of(dst).listed()
     await src.abort_outgoing("m", kept=False)
