@@ -46,7 +46,6 @@ async def watch_stream(
     *,
     heartbeat: int | None = None,
     heard: Callable[[], None] | None = None,
-    silence: float = WATCH_SILENCE,
 ) -> AsyncIterator[ChangeEvent]:
     """The events of one ``GET /v1/watch`` connection to the coordinator at ``base``,
     ``subscribed`` first; it ends when the coordinator closes the stream.
@@ -61,10 +60,9 @@ async def watch_stream(
             them when it is closed: a read waiting on it then ends).
         heartbeat: the keep-alive period to ask for, in seconds (None: the server's).
         heard: called for every line the stream brings, heartbeats included.
-        silence: seconds without a byte after which the stream counts as lost.
 
     Raises:
-        NodeUnavailable: the stream broke or fell silent for ``silence`` seconds.
+        NodeUnavailable: the stream broke or fell silent for `WATCH_SILENCE` seconds.
         ElasticCacheError: the coordinator refused the request (its typed error).
     """
     params: list[tuple[str, str]] = [("key", k) for k in keys]
@@ -76,7 +74,7 @@ async def watch_stream(
     headers = {"Accept": "text/event-stream"}
     if last is not None:
         headers["Last-Event-ID"] = last
-    timeout = aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=silence)
+    timeout = aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=WATCH_SILENCE)
     parser = SseParser()
     try:
         async with http().get(url, headers=headers, timeout=timeout) as resp:

@@ -122,10 +122,6 @@ MAX_FRAME_BYTES = 256 * 1024 * 1024
 _MISS_BODY = b'{"error":"key_not_found","message":"no value for this key"}'
 
 
-def _key(request: web.Request) -> str:
-    return kv_key(request)
-
-
 async def get_kv(request: web.Request) -> web.StreamResponse:
     service = request.app[SERVICE]
     if service.cold is not None:
@@ -220,7 +216,7 @@ def _fill_header(service: NodeService) -> dict[str, str]:
 async def put_kv(request: web.Request) -> web.StreamResponse:
     service = request.app[SERVICE]
     try:
-        key = _key(request)
+        key = kv_key(request)
         ttl = parse_ttl(request.query.get("ttl"))
         ctype = parse_content_type(request.headers.get("Content-Type"))
         service.token(key)  # refuse a misdirected write before reading its body
@@ -253,7 +249,7 @@ async def expect_put(request: web.Request) -> web.StreamResponse | None:
     sender learns it without uploading the body (the coordinator then routes again)."""
     service = request.app[SERVICE]
     try:
-        service.token(_key(request))
+        service.token(kv_key(request))
         service.fence(request.headers.get("X-Ecache-Epoch"))
         if service.cold is None:
             check_length(request, request.app[MAX_VALUE])
@@ -267,7 +263,7 @@ async def delete_kv(request: web.Request) -> web.StreamResponse:
     service = request.app[SERVICE]
     try:
         service.fence(request.headers.get("X-Ecache-Epoch"))
-        existed = await service.delete(_key(request))
+        existed = await service.delete(kv_key(request))
     except ElasticCacheError as err:
         return error_response(err, _fill_header(service))
     if not existed:

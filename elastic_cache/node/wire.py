@@ -31,7 +31,6 @@ destination decode a frame of 1,000 records of 1 KiB in about a millisecond.
 
 from __future__ import annotations
 
-import re
 import struct
 import sys
 from array import array
@@ -42,6 +41,7 @@ from typing import NamedTuple
 import mmh3
 
 from elastic_cache.errors import InvalidBody
+from elastic_cache.tiers.base import stored_content_type
 
 __all__ = [
     "MAGIC",
@@ -197,11 +197,6 @@ def _column(
     return arr, offset + size
 
 
-#: What a header value may not hold (RFC 9110 §5.5: CR, LF, NUL and the other C0
-#: controls but the tab, and DEL); the bytes past 127 a PUT's header can carry may.
-_HEADER_CONTROLS = re.compile("[\x00-\x08\x0a-\x1f\x7f]")
-
-
 def decode_batch(data: bytes | bytearray | memoryview, *, strict: bool = True) -> Batch:
     """Unpack a frame into columns.
 
@@ -228,11 +223,10 @@ def decode_batch(data: bytes | bytearray | memoryview, *, strict: bool = True) -
         if off >= len(data):
             raise InvalidBody("record frame is truncated")
         length = data[off]
-        content_type = bytes(data[off + 1 : off + 1 + length]).decode("latin-1")
-        if _HEADER_CONTROLS.search(content_type) is not None:
-            if strict:
-                raise InvalidBody("a record's content type holds a control character")
-            content_type = _HEADER_CONTROLS.sub("", content_type)
+        raw = bytes(data[off + 1 : off + 1 + length]).decode("latin-1")
+        content_type = stored_content_type(raw)
+        if strict and content_type is not raw:
+            raise InvalidBody("a record's content type holds a control character")
         table.append(content_type)
         off += 1 + length
     if off + n > len(data):

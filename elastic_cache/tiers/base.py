@@ -65,9 +65,10 @@ _HEADER_CONTROLS = re.compile("[\x00-\x08\x0a-\x1f\x7f]")
 
 
 def stored_content_type(content_type: str) -> str:
-    """A content type read back from a tier, without the control characters a value
-    stored before the node refused them may hold: it goes into answers' heads as it is
-    (a CR LF split the answer: review)."""
+    """A content type read back (from a tier, a saved file, a move's frame) without the
+    control characters a value stored before nodes refused them may hold: it goes into
+    answers' heads as it is (a CR LF split the answer: review). The very object when it
+    holds none."""
     if _HEADER_CONTROLS.search(content_type) is None:
         return content_type
     return _HEADER_CONTROLS.sub("", content_type)
