@@ -119,6 +119,8 @@ class NearCache(Generic[V]):
             raise ValueError(f"a near cache keeps at least one value, got {size}")
         self.size = size
         self._values: OrderedDict[str, V] = OrderedDict()
+        #: When (``time.monotonic``) kept values whose key has a TTL stop being answered.
+        self._until: dict[str, float] = {}
         #: Reads on their way: key -> [changes seen since, reads of it on their way].
         self._reading: dict[str, list[int]] = {}
         #: Bumped whenever everything is dropped (a reset, the stream lost).
@@ -163,10 +165,18 @@ class NearCache(Generic[V]):
         The blocking client calls this from its callers' threads while its loop's thread
         drops keys (`invalidate`, `finish`): the key can go between the two steps. The
         value read was the kept one when read, as if the change came just after."""
-        if time.monotonic() - self.heard_at > self.silence:
+        now = time.monotonic()
+        if now - self.heard_at > self.silence:
             return None  # silent for too long (or never heard): ask the cluster
         value = self._values.get(key)
         if value is not None:
+            if self._until:
+                until = self._until.get(key)
+                if until is not None and until <= now:
+                    # Past its TTL: the node's expire event can come a second or more
+                    # after (its sweep), so it is not waited for.
+                    self._drop(key)
+                    return None
             # try/except, not contextlib.suppress: 90-170 ns against 270-300 a hit (timeit).
             try:  # noqa: SIM105
                 self._values.move_to_end(key)
@@ -186,9 +196,12 @@ class NearCache(Generic[V]):
             entry[1] += 1
         return self._generation if self.fresh else -1
 
-    def finish(self, key: str, token: int, value: V | None) -> bool:
+    def finish(self, key: str, token: int, value: V | None, until: float | None = None) -> bool:
         """The read of ``key`` that `begin` returned ``token`` for answered ``value``;
-        keep it unless the key changed meanwhile. Returns whether it was kept."""
+        keep it unless the key changed meanwhile. Returns whether it was kept.
+
+        ``until``: when (``time.monotonic``) the value's TTL ends at the latest (the
+        read's start plus the TTL its answer reported); it is not answered after that."""
         entry = self._reading[key]
         changed = entry[0] > 0
         entry[1] -= 1
@@ -196,24 +209,36 @@ class NearCache(Generic[V]):
             del self._reading[key]
         if value is None or changed or token != self._generation or not self.fresh:
             return False
+        if until is not None and until <= time.monotonic():
+            return False
         values = self._values
         values[key] = value
         values.move_to_end(key)
+        if until is None:
+            self._until.pop(key, None)
+        else:
+            self._until[key] = until
         while len(values) > self.size:
-            values.popitem(last=False)
+            self._until.pop(values.popitem(last=False)[0], None)
         return True
 
     def invalidate(self, key: str) -> None:
         """``key`` changed. Runtime complexity: O(1)."""
-        if self._values.pop(key, None) is not None:
+        if self._drop(key):
             self.invalidations += 1
         entry = self._reading.get(key)
         if entry is not None:
             entry[0] += 1
 
+    def _drop(self, key: str) -> bool:
+        """Forget ``key``'s value; whether one was kept."""
+        self._until.pop(key, None)
+        return self._values.pop(key, None) is not None
+
     def clear(self) -> None:
         """Drop everything, and what reads on their way would keep."""
         self._values.clear()
+        self._until.clear()
         self._generation += 1
         for entry in self._reading.values():
             entry[0] += 1

@@ -6,19 +6,23 @@ body into the typed exception of `elastic_cache.errors`.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field
 
 from elastic_cache.errors import ElasticCacheError, error_from_json
 
-__all__ = ["Fetched", "Item", "error_of"]
+__all__ = ["Fetched", "Item", "error_of", "ttl_of"]
 
 
 @dataclass(frozen=True, slots=True)
 class Item:
-    """A value with its content type."""
+    """A value with its content type, and ``ttl``: the seconds its TTL had left when it
+    was read (None: it has none, or an older server does not say; not compared, so
+    two reads of one value are equal)."""
 
     value: bytes
     content_type: str
+    ttl: float | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +35,18 @@ class Fetched:
     content_type: str
     cache: str
     status: int = 200
+
+
+def ttl_of(header: str | None) -> float | None:
+    """The seconds of an answer's ``X-Ecache-TTL`` header (None when absent or not a
+    finite number of seconds, 0 or more)."""
+    if header is None:
+        return None
+    try:
+        seconds = float(header)
+    except ValueError:
+        return None
+    return seconds if 0 <= seconds < math.inf else None
 
 
 def error_of(status: int, body: bytes) -> ElasticCacheError:

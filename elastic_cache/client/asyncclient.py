@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import time
 from collections.abc import AsyncIterator, Iterable, Mapping
 from types import TracebackType
 from typing import Any
@@ -21,7 +22,7 @@ from yarl import URL
 
 from elastic_cache.adminapi import ClusterView
 from elastic_cache.auth import authorization
-from elastic_cache.client.answers import Fetched, Item, error_of
+from elastic_cache.client.answers import Fetched, Item, error_of, ttl_of
 from elastic_cache.client.changes import WATCH_RETRY, NearFollower, watch_stream
 from elastic_cache.config.checks import check_http_url
 from elastic_cache.errors import (
@@ -39,6 +40,7 @@ from elastic_cache.errors import (
 from elastic_cache.hashing import validate_key
 from elastic_cache.httpio import body_payload
 from elastic_cache.nearcache import ChangeEvent, NearCache
+from elastic_cache.node.protocol import TTL_HEADER
 from elastic_cache.ring import HashRing
 from elastic_cache.tls import client_context
 
@@ -285,10 +287,13 @@ class AsyncClient:
         assert self._follower is not None  # it follows the near cache's keys
         self._follower.follow()
         token = near.begin(key)
+        started = time.monotonic()
+        item = None
         try:
             item = await self._get_item(key)
         finally:
-            near.finish(key, token, item)
+            ttl = None if item is None else item.ttl
+            near.finish(key, token, item, None if ttl is None else started + ttl)
         return item
 
     async def _get_item(self, key: str) -> Item | None:
@@ -297,7 +302,11 @@ class AsyncClient:
             return None
         if status != 200:
             raise error_of(status, body)
-        return Item(body, headers.get("Content-Type", "application/octet-stream"))
+        return Item(
+            body,
+            headers.get("Content-Type", "application/octet-stream"),
+            ttl_of(headers.get(TTL_HEADER)),
+        )
 
     async def get(self, key: str) -> bytes | None:
         """The value of ``key``, or None on a miss."""

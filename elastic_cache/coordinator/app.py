@@ -79,6 +79,7 @@ from elastic_cache.httpio import (
 )
 from elastic_cache.metrics import metered, metrics_response
 from elastic_cache.namespaces import NamespaceTable
+from elastic_cache.node.protocol import TTL_HEADER
 
 __all__ = ["COORDINATOR", "make_coordinator_app"]
 
@@ -96,6 +97,8 @@ def answer_headers(answer: Answer) -> dict[str, str]:
         headers["X-Cache"] = answer.cache  # HIT-COLD: the node answered from its cold tier
     if answer.retry_after:
         headers["Retry-After"] = answer.retry_after  # a 507 while a cold tier is full
+    if answer.ttl:
+        headers[TTL_HEADER] = answer.ttl  # the value's TTL left (a near cache's bound)
     return headers
 
 

@@ -116,7 +116,7 @@ class CoordinatorHotRoutes:
 
     def _answer(self, request: HotRequest, answer: Answer) -> bytes:
         self._done(request, "kv", answer.status)
-        if answer.status == 200 and not answer.cache and not answer.retry_after:
+        if answer.status == 200 and not (answer.cache or answer.retry_after or answer.ttl):
             return value_bytes(
                 answer.content_type, answer.epoch, answer.body, keep_alive=request.keep_alive
             )

@@ -530,4 +530,5 @@ def _to_answer(raw: RawAnswer) -> Answer:
         h.get(b"x-cache", b"").decode("latin-1"),
         raw.stream,
         h.get(b"retry-after", b"").decode("latin-1"),
+        h.get(b"x-ecache-ttl", b"").decode("latin-1"),
     )

@@ -95,6 +95,7 @@ from elastic_cache.node.protocol import (
     FILL_HEADER,
     LENGTH_HEADER,
     STORED_HEADER,
+    TTL_HEADER,
 )
 from elastic_cache.node.service import NodeService
 from elastic_cache.node.wire import decode_frame, encode_digests
@@ -139,6 +140,8 @@ async def get_kv(request: web.Request) -> web.StreamResponse:
             }
         )
     headers = {"Content-Type": rec.content_type, EPOCH_HEADER: str(service.epoch)}
+    if rec.expires_at:
+        headers[TTL_HEADER] = service.ttl_header(rec)
     if len(rec.value) <= STREAM_ABOVE:
         return web.Response(body=rec.value, headers=headers)
     return await send_value(request, rec.value, headers)
@@ -180,6 +183,8 @@ async def _get_tiered(request: web.Request, service: NodeService) -> web.StreamR
         return _miss_or_error(service, err)
     if not isinstance(hit, ColdHit):
         headers = {"Content-Type": hit.content_type, EPOCH_HEADER: epoch}
+        if hit.expires_at:
+            headers[TTL_HEADER] = service.ttl_header(hit)
         if len(hit.value) <= STREAM_ABOVE:
             return web.Response(body=hit.value, headers=headers)
         return await send_value(request, hit.value, headers)
@@ -188,6 +193,8 @@ async def _get_tiered(request: web.Request, service: NodeService) -> web.StreamR
         EPOCH_HEADER: epoch,
         CACHE_HEADER: COLD_HIT,
     }
+    if hit.entry.expires_at:
+        headers[TTL_HEADER] = service.ttl_header(hit.entry)
     if hit.value is not None:
         return await send_value(request, hit.value, headers)
     assert hit.reader is not None and service.cold is not None

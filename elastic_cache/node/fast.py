@@ -28,7 +28,13 @@ from elastic_cache.fastpath import (
 from elastic_cache.httpio import SEND_CHUNK, STREAM_ABOVE, parse_content_type, parse_ttl
 from elastic_cache.metrics.meter import RequestMeter
 from elastic_cache.node.batchwrites import BATCH_MAX_BYTES, BatchWrites
-from elastic_cache.node.protocol import ALONE_HEADER, BATCH_PATH, BATCHED_HEADER, COPY_HEADER
+from elastic_cache.node.protocol import (
+    ALONE_HEADER,
+    BATCH_PATH,
+    BATCHED_HEADER,
+    COPY_HEADER,
+    TTL_HEADER,
+)
 from elastic_cache.node.service import NodeService
 from elastic_cache.store import PutOutcome
 
@@ -155,11 +161,15 @@ class NodeHotRoutes:
             return self._error(request, err, fill=False)
         self._done(request, 200)
         value = rec.value
-        if len(value) <= STREAM_ABOVE:
+        if not rec.expires_at and len(value) <= STREAM_ABOVE:
             return value_bytes(
                 rec.content_type, service.epoch, value, keep_alive=request.keep_alive
             )
         headers = [("Content-Type", rec.content_type), ("X-Ecache-Epoch", str(service.epoch))]
+        if rec.expires_at:
+            headers.append((TTL_HEADER, service.ttl_header(rec)))
+        if len(value) <= STREAM_ABOVE:
+            return response_bytes(200, headers, value, keep_alive=request.keep_alive)
         head = response_bytes(200, headers, keep_alive=request.keep_alive, length=len(value))
         return Streamed(head, _slices(value), _nothing)
 

@@ -136,8 +136,17 @@ class LocalNodeClient:
                 assert found.reader is not None and svc.cold is not None
                 value = b"".join([c async for c in read_chunks(svc.cold, found.reader)])
             body = b"" if head else value
-            return Answer(200, body, found.entry.content_type, svc.epoch, cache="HIT-COLD")
-        return Answer(200, b"" if head else found.value, found.content_type, svc.epoch)
+            return Answer(
+                200,
+                body,
+                found.entry.content_type,
+                svc.epoch,
+                cache="HIT-COLD",
+                ttl="" if head else svc.ttl_header(found.entry),
+            )
+        body = b"" if head else found.value
+        ttl = "" if head else svc.ttl_header(found)
+        return Answer(200, body, found.content_type, svc.epoch, ttl=ttl)
 
     async def put(
         self,

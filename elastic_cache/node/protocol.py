@@ -34,6 +34,7 @@ __all__ = [
     "FILL_HEADER",
     "LENGTH_HEADER",
     "STORED_HEADER",
+    "TTL_HEADER",
     "Answer",
     "AnswerStream",
     "NodeClient",
@@ -52,6 +53,9 @@ STORED_HEADER = "X-Ecache-Stored"
 EVICTED_HEADER = "X-Ecache-Evicted"
 #: `COLD_HIT` when a value was found in the node's cold tier.
 CACHE_HEADER = "X-Cache"
+#: On a 200 to a GET of a value with a TTL: the seconds it had left when read (three
+#: decimals). A client's near cache keeps the value no longer than that.
+TTL_HEADER = "X-Ecache-TTL"
 COLD_HIT = "HIT-COLD"
 #: On a request the coordinator's pool may pipeline. A node answers such a request that
 #: would wait on its cold tier at once with `ALONE_STATUS` and `ALONE_HEADER`, and the
@@ -99,6 +103,7 @@ class Answer(NamedTuple):
             is then empty); whoever takes the answer reads it and closes it.
         retry_after: the node's ``Retry-After`` header ("" when absent): a node whose
             cold tier refuses writes says when to retry a 507.
+        ttl: the node's `TTL_HEADER` ("" when absent: the value has no TTL).
     """
 
     status: int
@@ -110,6 +115,7 @@ class Answer(NamedTuple):
     cache: str = ""
     stream: AnswerStream | None = None
     retry_after: str = ""
+    ttl: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,6 +26,8 @@ in `elastic_cache.node.migration`.
 
 from __future__ import annotations
 
+import math
+import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
@@ -327,6 +329,16 @@ class NodeService:
             raise KeyNotFound(f"no value for key {key[:80]!r}")
         self.hits += 1
         return rec
+
+    def ttl_header(self, found: Record | ColdEntry) -> str:
+        """The `TTL_HEADER` value of a GET's answer: the seconds ``found`` has left
+        (three decimals, rounded down), or "" when it has no TTL. A memory record's
+        expiry is on the store's clock, a cold entry's on the wall clock."""
+        expires = found.expires_at
+        if not expires:
+            return ""
+        now = time.time() if isinstance(found, ColdEntry) else self.store._clock()
+        return f"{max(0, math.floor((expires - now) * 1000)) / 1000:.3f}"
 
     async def head(self, key: str) -> Record | ColdEntry:
         """What HEAD reports: the memory record, or the cold entry (no value read).

@@ -112,6 +112,13 @@ HEADERS: dict[str, Schema] = {
         "description": "The ring epoch of the node that answered.",
         "schema": {"type": "integer", "minimum": 0},
     },
+    "X-Ecache-TTL": {
+        "description": (
+            "On a value with a TTL: the seconds it had left when read (three decimals, "
+            "rounded down). A client's near cache keeps the value no longer."
+        ),
+        "schema": {"type": "string", "pattern": "^[0-9]+[.][0-9]{3}$"},
+    },
     "X-Cache": {
         "description": "`HIT-COLD`: the value came from the node's cold tier (docs/tiers.md).",
         "schema": {"type": "string", "enum": ["HIT-COLD"]},

@@ -138,7 +138,7 @@ def _kv_path() -> Schema:
             responses={
                 "200": {
                     "description": "The value.",
-                    "headers": read_headers,
+                    "headers": {**read_headers, "X-Ecache-TTL": header("X-Ecache-TTL")},
                     "content": {ANY: {"schema": BINARY}},
                 }
             },

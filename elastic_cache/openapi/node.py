@@ -107,7 +107,11 @@ def _kv_path() -> Schema:
             responses={
                 "200": {
                     "description": "The value, with the Content-Type it was stored with.",
-                    "headers": {"X-Ecache-Epoch": epoch, "X-Cache": header("X-Cache")},
+                    "headers": {
+                        "X-Ecache-Epoch": epoch,
+                        "X-Cache": header("X-Cache"),
+                        "X-Ecache-TTL": header("X-Ecache-TTL"),
+                    },
                     "content": {ANY: {"schema": BINARY}},
                 }
             },

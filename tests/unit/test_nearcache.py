@@ -112,3 +112,35 @@ def test_kept_values_are_not_answered_once_the_stream_is_silent(
     # meanwhile, so nothing kept from before is answered (review: 80-437 stale hits).
     near.heard()
     assert near.get("k") is None and len(near) == 0
+
+
+def test_a_value_is_not_answered_past_the_ttl_its_read_reported(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Without this the node's expire event (its sweep, once a second) decided: the near
+    cache answered a value up to a second past its TTL, longer with many expiring."""
+    now = [100.0]
+    monkeypatch.setattr("elastic_cache.nearcache.time.monotonic", lambda: now[0])
+    near: NearCache[bytes] = NearCache(2)
+    near.live = True
+    near.heard()
+    assert near.finish("a", near.begin("a"), b"1", until=100.5)
+    assert near.finish("b", near.begin("b"), b"2")  # no TTL
+    assert not near.finish("c", near.begin("c"), b"3", until=100.0)  # already past
+    assert near.get("a") == b"1" and near.get("c") is None
+    now[0] = 100.5
+    near.heard()
+    assert near.get("a") is None and len(near) == 1  # dropped, not only hidden
+    assert near.get("b") == b"2"
+    # A newer read without a TTL replaces the bound; eviction and clear forget bounds.
+    assert near.finish("a", near.begin("a"), b"1b", until=101.0)
+    assert near.finish("a", near.begin("a"), b"1c")
+    now[0] = 102.0
+    near.heard()
+    assert near.get("a") == b"1c"
+    assert near.finish("d", near.begin("d"), b"4", until=103.0)  # evicts b
+    assert near.finish("e", near.begin("e"), b"5", until=103.0)  # evicts a
+    assert set(near._until) == {"d", "e"}
+    near.invalidate("d")
+    near.clear()
+    assert near._until == {}
