@@ -24,6 +24,7 @@ from elastic_cache.coordinator.router import Router
 from elastic_cache.errors import ElasticCacheError
 from elastic_cache.httpcache.keys import variant_key
 from elastic_cache.httpcache.policy import (
+    HeaderLookup,
     Verdict,
     not_modified,
     not_modified_headers,
@@ -77,6 +78,7 @@ class ClientRequest:
         "raw_path",
         "raw_query",
         "remote",
+        "sent",
     )
 
     def __init__(
@@ -103,6 +105,9 @@ class ClientRequest:
             fields[low] = f"{fields[low]}, {value}" if low in fields else value
         self.fields: Mapping[str, str] = fields
         self.key: str | None = None
+        #: The headers as the origin receives them, which ``Vary`` selects by (set
+        #: with the origin, `ReadThrough._checked`; the client's own until then).
+        self.sent: HeaderLookup = fields
 
 
 @dataclass(slots=True)
@@ -172,7 +177,7 @@ class CachedAnswers:
         if record.vary is None:
             return True
         names = tuple(name for name, _ in record.vary)
-        return select_variant(names, request.fields) == record.vary
+        return select_variant(names, request.sent) == record.vary
 
     async def _load(self, key: str, request: ClientRequest) -> Found:
         """The stored answer ``request`` selects, if any (a broken cache is a miss).
@@ -206,7 +211,7 @@ class CachedAnswers:
                 self._remember(key, marker)
             else:
                 self._markers.move_to_end(key)
-            selected = select_variant(marker.names, request.fields)
+            selected = select_variant(marker.names, request.sent)
             where = variant_key(key, marker.generation, selected)
             if hot is not None and (kept := hot.get(where)) is not None and kept.vary == selected:
                 return Found(kept, marker)
@@ -240,7 +245,7 @@ class CachedAnswers:
         marker: VaryMarker | None,
         verdict: Verdict,
         requested: float,
-        fields: Mapping[str, str],
+        sent: HeaderLookup,
     ) -> bool:
         """Write an answer (and its URL's marker, when it varies); False when it was not
         written (too large, invalidated meanwhile, or the cache refused)."""
@@ -250,7 +255,7 @@ class CachedAnswers:
         if record.vary is None and marker is not None:
             # Other answers at this URL vary (by encoding, say): keep this one as the
             # variant this request selects, beside them, not in place of them all.
-            record = replace(record, vary=select_variant(marker.names, fields))
+            record = replace(record, vary=select_variant(marker.names, sent))
         value = record.encode()
         if len(value) > self.max_value_bytes:
             return False

@@ -8,6 +8,7 @@ stored exactly as the origin sent it, with its ``Content-Encoding``.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -21,7 +22,18 @@ from elastic_cache.errors import InvalidRequest, UpstreamError, UpstreamTimeout,
 from elastic_cache.fastpath import CLIENT_HEADER
 from elastic_cache.httpcache.policy import HOP_BY_HOP, OriginResponse, normalise_accept_encoding
 
-__all__ = ["Fetched", "OriginCall", "OriginStream", "forwarded_headers"]
+__all__ = ["Fetched", "OriginCall", "OriginStream", "OriginView", "forwarded_headers"]
+
+log = logging.getLogger(__name__)
+
+
+def _kind(exc: BaseException) -> str:
+    """What went wrong with an origin, for an error body every client may read: the
+    exception's class only. Its text can hold the request aiohttp sent (headers, the
+    client's address), and a coalesced miss hands the leader's error to its waiters
+    (review: another client's API key in a 502's body); the log has the whole of it."""
+    return type(exc).__name__
+
 
 VIA = "1.1 elastic-cache"
 _CREDENTIALS = frozenset({"authorization", "cookie"})
@@ -62,8 +74,7 @@ def forwarded_headers(
         InvalidRequest: a header to pass on holds bytes that are not UTF-8.
     """
     request = tuple(request)
-    allow = {h.lower() for h in origin.forward_headers}
-    every = "*" in allow
+    allow = _allowed(origin)
     connection = {
         t.strip().lower() for k, v in request if k.lower() == "connection" for t in v.split(",")
     }
@@ -76,17 +87,7 @@ def forwarded_headers(
             forwarded_for.append(value)
         elif low == "accept-encoding":
             accept_encoding = value if accept_encoding is None else f"{accept_encoding}, {value}"
-        elif low in _OWN or low in connection:
-            continue
-        elif low in _CREDENTIALS:
-            if origin.forward_credentials:
-                out.add(name, value)
-        elif low in _CONDITIONALS:
-            # ``If-Range`` goes wherever ``Range`` goes: a range of another
-            # representation than the client holds would corrupt what it joins them into.
-            if conditionals or (low == "if-range" and (every or "range" in allow)):
-                out.add(name, value)
-        elif every or low in allow:
+        elif _passed_on(low, origin, allow, connection, conditionals):
             out.add(name, value)
     out["Accept-Encoding"] = normalise_accept_encoding(accept_encoding)
     if remote:
@@ -103,6 +104,86 @@ def forwarded_headers(
                 f"header {name} is not UTF-8 text: it cannot be passed to the origin as sent"
             )
     return out
+
+
+def _allowed(origin: OriginSettings) -> frozenset[str]:
+    """The header names ``origin``'s ``forward_headers`` lets through, lower-cased."""
+    allow = _ALLOWED.get(origin.forward_headers)
+    if allow is None:
+        allow = _ALLOWED[origin.forward_headers] = frozenset(
+            h.lower() for h in origin.forward_headers
+        )
+    return allow
+
+
+_ALLOWED: dict[tuple[str, ...], frozenset[str]] = {}
+
+
+def _passed_on(
+    low: str,
+    origin: OriginSettings,
+    allow: frozenset[str],
+    connection: set[str] | frozenset[str],
+    conditionals: bool,
+) -> bool:
+    """Whether a client's header ``low`` (lower-cased; not ``X-Forwarded-For`` nor
+    ``Accept-Encoding``, which the cache rewrites) goes to the origin as sent."""
+    if low in _OWN or low in connection:
+        return False
+    if low in _CREDENTIALS:
+        return origin.forward_credentials
+    if low in _CONDITIONALS:
+        # ``If-Range`` goes wherever ``Range`` goes: a range of another representation
+        # than the client holds would corrupt what it joins them into.
+        return conditionals or (low == "if-range" and ("*" in allow or "range" in allow))
+    return "*" in allow or low in allow
+
+
+class OriginView:
+    """The request headers as the origin receives them for a GET the cache fills
+    (`forwarded_headers`), read one name at a time: what ``Vary`` selects by.
+
+    Selecting by the client's own headers stored answers under values the origin never
+    saw (review): with ``Vary: X-Forwarded-For`` an answer made for one client's
+    address was given to every client without the header (the cache appends the
+    address), and a header the client named in ``Connection`` (dropped on the way)
+    stored the origin's answer to its absence as the answer to the value sent.
+    ``Accept-Encoding`` is given as sent: `select_variant` normalises it as the cache
+    does when it passes it on. Names are lower-case.
+
+    Args:
+        origin: the origin's settings.
+        fields: the client's headers, lower-cased names (repeated ones joined).
+        remote: the client's address (appended to ``X-Forwarded-For``).
+    """
+
+    __slots__ = ("_allow", "_connection", "_fields", "_origin", "_remote")
+
+    def __init__(self, origin: OriginSettings, fields: Mapping[str, str], remote: str | None):
+        self._origin = origin
+        self._fields = fields
+        self._remote = remote
+        self._allow = _allowed(origin)
+        self._connection: frozenset[str] | None = None
+
+    def get(self, name: str, default: str | None = None) -> str | None:
+        fields = self._fields
+        if name == "accept-encoding":
+            return fields.get(name, default)
+        if name == "x-forwarded-for":
+            sent = [v for v in (fields.get(name), self._remote) if v]
+            return ", ".join(sent) if sent else default
+        if name == "via":
+            return VIA
+        connection = self._connection
+        if connection is None:
+            tokens = fields.get("connection", "")
+            connection = self._connection = frozenset(
+                t.strip().lower() for t in tokens.split(",") if t.strip()
+            )
+        if _passed_on(name, self._origin, self._allow, connection, False):
+            return fields.get(name, default)
+        return default
 
 
 def _utf8(value: str) -> bool:
@@ -145,7 +226,8 @@ class OriginStream:
                     raise UpstreamTooLarge(f"the origin's answer passed {self._cap} bytes")
                 yield chunk
         except (aiohttp.ClientError, TimeoutError) as exc:
-            raise UpstreamError(f"the origin's answer broke off: {exc!r}") from exc
+            log.warning("an origin's answer broke off: %r", exc)
+            raise UpstreamError(f"the origin's answer broke off ({_kind(exc)})") from exc
 
     def close(self) -> None:
         self._response.close()
@@ -254,8 +336,10 @@ class OriginCall:
                 f"origin {origin.name!r} did not answer within {limit:g}s", origin=origin.name
             ) from exc
         except aiohttp.ClientError as exc:
+            log.warning("origin %r unreachable: %r", origin.name, exc)
             raise UpstreamError(
-                f"origin {origin.name!r} unreachable: {exc!r}", origin=origin.name
+                f"origin {origin.name!r} unreachable or its answer malformed ({_kind(exc)})",
+                origin=origin.name,
             ) from exc
         finally:
             if response is not None:

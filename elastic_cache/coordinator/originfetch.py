@@ -70,6 +70,7 @@ class OriginFetches(CachedAnswers):
     """Origin calls and what is made of their answers; the state is set by
     `ReadThrough.__init__`."""
 
+    origins: dict[str, OriginSettings]
     rules: dict[str, FreshnessRules]
     client: OriginCall
     store_limit: int
@@ -133,10 +134,15 @@ class OriginFetches(CachedAnswers):
         rules = self.rules[origin.name]
         if conditional is not None and head.status == 304:
             verdict = refreshed(
-                conditional, head, rules=rules, request=request.fields, credentialed=credentialed
+                conditional,
+                head,
+                rules=rules,
+                request=request.fields,
+                credentialed=credentialed,
+                selecting=request.sent,
             )
             if verdict.store:
-                await self._store(key, found.marker, verdict, head.request_time, request.fields)
+                await self._store(key, found.marker, verdict, head.request_time, request.sent)
             elif verdict.reason not in _THIS_REQUEST_ONLY:
                 # The origin's word now forbids keeping it (no-store, private, a cookie,
                 # Vary: *): the stored answer goes too. An answer refused only because
@@ -159,10 +165,15 @@ class OriginFetches(CachedAnswers):
             self._count_pass("too-large")
             return self._passed(head.status, head.headers, request, fetched), Outcome()
         verdict = judge(
-            head, fetched.body, rules=rules, request=request.fields, credentialed=credentialed
+            head,
+            fetched.body,
+            rules=rules,
+            request=request.fields,
+            credentialed=credentialed,
+            selecting=request.sent,
         )
         if verdict.store and await self._store(
-            key, found.marker, verdict, head.request_time, request.fields
+            key, found.marker, verdict, head.request_time, request.sent
         ):
             self.counts.misses += 1
             return self._from_record(verdict.record, request, "MISS"), Outcome(verdict.record)
@@ -170,6 +181,7 @@ class OriginFetches(CachedAnswers):
         reply = self._passed(head.status, head.headers, request, fetched)
         if (
             verdict.reason == "status"
+            and head.status >= 500
             and not credentialed
             and reply.stream is None
             and _any_request_selects(head)
@@ -296,13 +308,16 @@ class OriginFetches(CachedAnswers):
     ) -> set[str]:
         """The keys a successful unsafe request invalidates (RFC 9111 §4.4): its URL's,
         and those of the URLs its answer names (``named``: the ``Location`` and
-        ``Content-Location`` values) that lie under the origin's base."""
+        ``Content-Location`` values) that lie under the origin's base; each under every
+        origin whose base holds it (two names for one service, with other settings:
+        a write through one left the other's answer stale, review)."""
         keys = {self._key(origin, request)}
         url = str(OriginCall.url(origin, request.raw_path, request.raw_query))
-        for value in named:
-            other = self._key_of(origin, url, value)
-            if other is not None:
-                keys.add(other)
+        for value in (url, *named):
+            for each in self.origins.values():
+                other = self._key_of(each, url, value)
+                if other is not None:
+                    keys.add(other)
         return keys
 
     @staticmethod

@@ -15,8 +15,9 @@ __all__ = ["KEY_PREFIX", "cache_key", "canonical_query", "check_path", "variant_
 KEY_PREFIX = "svc:"
 
 # An encoded dot, slash or backslash: decoded by some servers, so a path holding one may
-# mean a different resource (or leave the origin's base path) there.
-_ENCODED = re.compile(r"%(2e|2f|5c)", re.IGNORECASE)
+# mean a different resource (or leave the origin's base path) there. Also encoded twice
+# (``%252e``, for a server that decodes twice) and IIS's ``%u002e``.
+_ENCODED = re.compile(r"%(25)*(2e|2f|5c)|%u00(2e|2f|5c)", re.IGNORECASE)
 
 
 def check_path(raw_path: str) -> None:
@@ -26,13 +27,14 @@ def check_path(raw_path: str) -> None:
         raw_path: the path after ``/v1/svc/{origin}/``, as the client sent it (encoded).
 
     Raises:
-        BadPath: a ``.`` or ``..`` segment, an encoded dot, slash or backslash, or a
+        BadPath: a ``.`` or ``..`` segment (also with parameters: ``..;x``, which Java
+            servlet containers read as ``..``), an encoded dot, slash or backslash, or a
             backslash.
     """
     if "\\" in raw_path or _ENCODED.search(raw_path):
         raise BadPath("the path must not hold a backslash or an encoded '.', '/' or '\\'")
     for segment in raw_path.split("/"):
-        if segment in (".", ".."):
+        if segment.partition(";")[0] in (".", ".."):
             raise BadPath("the path must not hold '.' or '..' segments")
 
 
@@ -41,13 +43,15 @@ def canonical_query(raw_query: str) -> str:
 
     Parameters with the same name keep their order (``a=1&a=2`` differs from
     ``a=2&a=1``), ``flag`` differs from ``flag=``, and empty members are dropped. "The
-    same name" is read loosely, as common origins may read it: decoded, ``+`` and a
-    space alike, any case, and ``.`` and a space as ``_`` (PHP's renaming). Sorted by
-    the names as sent, ``na%6De=x&name=y`` and ``name=y&na%6De=x`` had one key, though
-    an origin reads two orders of ``name`` in them (review). An origin reading names
-    more loosely still can see two orders where the cache sees one:
+    same name" is read loosely, as common origins may read it (`_name_order`). Sorted
+    by the names as sent, ``na%6De=x&name=y`` and ``name=y&na%6De=x`` had one key,
+    though an origin reads two orders of ``name`` in them (review). A query holding
+    ``;``, which some origins read as a separator too, is kept as sent. An origin
+    reading names more loosely still can see two orders where the cache sees one:
     ``sort_query = false`` keeps the query as sent.
     """
+    if ";" in raw_query:
+        return "&".join(m for m in raw_query.split("&") if m)
     members = [m for m in raw_query.split("&") if m]
     members.sort(key=_name_order)  # stable: repeated names keep their order
     return "&".join(members)
@@ -55,12 +59,21 @@ def canonical_query(raw_query: str) -> str:
 
 def _name_order(member: str) -> str:
     """What `canonical_query` sorts ``member`` by: its name as loosely as common
-    origins read it (escapes decoded; ``+``, ``%2B``, a space, ``.`` and ``_`` alike;
-    any case)."""
+    origins read it, escapes decoded (``+`` as a space), any case, leading spaces
+    dropped, and cut at the first space, ``.``, ``_``, ``[`` or NUL. PHP reads ``a.b``,
+    ``a b`` and ``a[`` as ``a_b`` / ``a_``, ``a[x]`` and ``a[y]`` as one array, ``a%00``
+    as ``a``, and drops leading spaces (review: ``%20a=1&a=2`` and ``a=2&%20a=1`` had one
+    key): names that agree up to such a character keep their order, which costs only
+    hits between reorderings of them."""
     name = member.partition("=")[0]
     if "%" in name or "+" in name:
         name = unquote(name, errors="surrogateescape").replace("+", " ")
-    return name.lower().replace(" ", "_").replace(".", "_")
+    name = name.lower().lstrip()
+    cut = _NAME_END.search(name)
+    return name if cut is None else name[: cut.start()]
+
+
+_NAME_END = re.compile(r"[ ._\[\x00]")
 
 
 def cache_key(origin: str, raw_path: str, raw_query: str, *, sort_query: bool = True) -> str:

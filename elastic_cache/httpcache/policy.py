@@ -12,6 +12,7 @@ import functools
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
 from elastic_cache.httpcache.directives import (
     MAX_DELTA,
@@ -25,6 +26,7 @@ from elastic_cache.httpcache.record import StoredResponse
 __all__ = [
     "HOP_BY_HOP",
     "FreshnessRules",
+    "HeaderLookup",
     "OriginResponse",
     "Verdict",
     "accepts_coding",
@@ -218,11 +220,17 @@ def vary_names(headers: Iterable[tuple[str, str]]) -> tuple[str, ...] | None:
     return tuple(sorted(names))
 
 
-def select_variant(
-    names: tuple[str, ...], request: Mapping[str, str]
-) -> tuple[tuple[str, str], ...]:
-    """The normalised values of the request headers ``names`` (a lower-cased mapping of
-    the request's headers); a header the request lacks differs from an empty one."""
+class HeaderLookup(Protocol):
+    """Request headers read by lower-cased name (a mapping, or the origin's view of a
+    request, `elastic_cache.coordinator.origin_client.OriginView`)."""
+
+    def get(self, name: str, /) -> str | None: ...
+
+
+def select_variant(names: tuple[str, ...], request: HeaderLookup) -> tuple[tuple[str, str], ...]:
+    """The normalised values of the request headers ``names`` (read by lower-cased
+    name: as the origin received them); a header the request lacks differs from an
+    empty one."""
     selected = []
     for name in names:
         value = request.get(name)
@@ -314,6 +322,7 @@ def judge(
     rules: FreshnessRules,
     request: Mapping[str, str],
     credentialed: bool = False,
+    selecting: HeaderLookup | None = None,
 ) -> Verdict:
     """Decide whether and how long an origin's answer to a GET may be stored.
 
@@ -321,9 +330,11 @@ def judge(
         response: the origin's answer.
         body: its body.
         rules: the origin's freshness settings.
-        request: the client's request headers, names lower-cased (for ``Vary`` and a
-            request ``Cache-Control: no-store``).
+        request: the client's request headers, names lower-cased (for a request
+            ``Cache-Control: no-store``, and ``Vary`` unless ``selecting`` is given).
         credentialed: the request carried credentials that went to the origin.
+        selecting: the request headers as the origin received them, which ``Vary``
+            selects by.
 
     Returns:
         The verdict; its record is what a later hit answers with.
@@ -360,7 +371,7 @@ def judge(
         must_revalidate=must_revalidate,
         no_cache=no_cache,
         shared_ok="public" in cc or "s-maxage" in cc,
-        vary=select_variant(names, request) if names else None,
+        vary=select_variant(names, request if selecting is None else selecting) if names else None,
     )
     # The reasons that make an answer one client's come first: "status" then means the
     # answer is not stored only for its status (and may be shared with concurrent askers).
@@ -450,6 +461,7 @@ def refreshed(
     rules: FreshnessRules,
     request: Mapping[str, str],
     credentialed: bool = False,
+    selecting: HeaderLookup | None = None,
 ) -> Verdict:
     """Apply the origin's 304 to a stored answer (RFC 9111 §4.3.4): its headers replace
     the stored ones of the same name, and freshness starts again from the 304. The
@@ -471,7 +483,14 @@ def refreshed(
         request_time=response.request_time,
         response_time=response.response_time,
     )
-    return judge(again, stored.body, rules=rules, request=request, credentialed=credentialed)
+    return judge(
+        again,
+        stored.body,
+        rules=rules,
+        request=request,
+        credentialed=credentialed,
+        selecting=selecting,
+    )
 
 
 #: An entity-tag (RFC 9110 §8.8.3): an optional ``W/`` and a quoted opaque tag.

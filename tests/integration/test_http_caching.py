@@ -1575,3 +1575,164 @@ async def test_an_answer_passed_on_keeps_its_set_cookie2(
     assert (h["X-Cache"], h["Set-Cookie"], h["Set-Cookie2"]) == ("PASS", "a=1", 'b=2; Version="1"')
     _, _, h, _ = await get(cache, "web/c")
     assert h["X-Cache"] == "PASS"  # never stored
+
+
+# -- review: what the origin saw, paths, queries, coalesced errors, two names -------------
+
+
+async def test_a_variant_is_stored_under_the_headers_the_origin_received(
+    cache: CoordinatorHarness, case_origin: CaseOrigin
+) -> None:
+    """A header the client names in ``Connection`` does not reach the origin: its answer
+    to the header's absence was stored as the variant of the value sent, and served to
+    every client sending it (review: "Hello" to French clients for max-age)."""
+    await localised_route(case_origin, "cv")
+    _, body, h, _ = await get(
+        cache, "web/cv", Accept_Language="fr", Connection="keep-alive, Accept-Language"
+    )
+    assert body == b"cv in none"  # what the origin answered without the header
+    _, body, h, _ = await get(cache, "web/cv", Accept_Language="fr")
+    assert (body, h["X-Cache"]) == (b"cv in fr", "MISS")
+    _, body, h, _ = await get(cache, "web/cv")  # the first answer is the no-header variant
+    assert (body, h["X-Cache"]) == (b"cv in none", "HIT")
+    assert case_origin.calls["cv"] == 2
+
+
+async def test_a_forwarded_for_variant_is_one_clients(
+    cache: CoordinatorHarness, case_origin: CaseOrigin
+) -> None:
+    """``Vary: X-Forwarded-For``: the origin sees the client's address appended, so a
+    client sending no such header does not select another's answer."""
+
+    async def whom(request: web.Request) -> web.Response:
+        return web.Response(
+            text=f"for {request.headers.get('X-Forwarded-For')}",
+            headers={"Vary": "X-Forwarded-For", "Cache-Control": "max-age=600"},
+        )
+
+    case_origin.route("xf", whom)
+    _, body, _, _ = await get(cache, "web/xf", X_Forwarded_For="10.0.0.9")
+    assert body == b"for 10.0.0.9, 127.0.0.1"
+    _, body, h, _ = await get(cache, "web/xf")
+    assert (body, h["X-Cache"]) == (b"for 127.0.0.1", "MISS")
+    _, body, h, _ = await get(cache, "web/xf")
+    assert (body, h["X-Cache"]) == (b"for 127.0.0.1", "HIT")
+    # Another client, from another address, without the header (review: it was given
+    # the answer made for 127.0.0.1).
+    other = aiohttp.TCPConnector(local_addr=("127.0.0.2", 0))
+    async with (
+        aiohttp.ClientSession(connector=other) as http,
+        http.get(cache.url + "/v1/svc/web/xf") as r,
+    ):
+        assert (await r.read(), r.headers["X-Cache"]) == (b"for 127.0.0.2", "MISS")
+
+
+@pytest.mark.parametrize(
+    "path", ["..;/admin", "x/..;/..;/admin", ".;x/y", "%252e%252e/admin", "%u002e%u002e/a"]
+)
+async def test_dot_segments_with_parameters_or_double_encoding_are_refused(
+    cache: CoordinatorHarness, case_origin: CaseOrigin, path: str
+) -> None:
+    case_origin.route("admin", answer(b"secret"))
+    status, body, _, _ = await get(cache, f"web/{path}")
+    assert status == 400 and json.loads(body)["error"] == "bad_path"
+    assert sum(case_origin.calls.values()) == 0
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        ("x=1;a=1&a=2", "a=2&x=1;a=1"),  # ';' separates parameters at some origins
+        ("%20a=1&a=2", "a=2&%20a=1"),  # PHP drops a name's leading spaces
+        ("a%5b=1&a_=2", "a_=2&a%5b=1"),  # PHP reads an unmatched '[' as '_'
+        ("a[y]=1&a[x]=2", "a[x]=2&a[y]=1"),  # one PHP array, in two orders
+        ("a%00=1&a=2", "a=2&a%00=1"),
+    ],
+)
+async def test_queries_an_origin_may_read_differently_have_their_own_keys(
+    cache: CoordinatorHarness, case_origin: CaseOrigin, first: str, second: str
+) -> None:
+    case_origin.route("q", answer(b"q", Cache_Control="max-age=600"))
+    for query in (first, second):
+        _, _, h, _ = await get(cache, f"web/q?{query}")
+        assert h["X-Cache"] == "MISS"
+    assert case_origin.calls["q"] == 2
+    _, _, h, _ = await get(cache, "web/q?b=1&c=2")  # plain names are still sorted
+    _, _, h2, _ = await get(cache, "web/q?c=2&b=1")
+    assert (h["X-Cache"], h2["X-Cache"]) == ("MISS", "HIT")
+
+
+async def test_a_waiter_is_not_given_its_leaders_client_error(
+    cache: CoordinatorHarness, case_origin: CaseOrigin
+) -> None:
+    """A 4xx is the origin's word on the leader's own request (its ``Accept``, a
+    missing key): a concurrent waiter asks for itself (review: the 406 was shared)."""
+
+    async def negotiated(request: web.Request) -> web.Response:
+        await asyncio.sleep(0.5)
+        if request.headers.get("Accept") == "application/xml":
+            return web.Response(status=406, text="no xml")
+        return web.Response(text="json", headers={"Cache-Control": "no-store"})
+
+    case_origin.route("neg", negotiated)
+    leader = asyncio.create_task(get(cache, "web/neg", Accept="application/xml"))
+    await asyncio.sleep(0.1)
+    waiter = await get(cache, "web/neg", Accept="application/json")
+    assert (await leader)[0] == 406
+    assert waiter[:2] == (200, b"json")
+    assert case_origin.calls["neg"] == 2
+
+
+async def test_a_write_through_one_origin_name_invalidates_the_url_under_another(
+    cache: CoordinatorHarness, case_origin: CaseOrigin
+) -> None:
+    async def item(request: web.Request) -> web.Response:
+        if request.method == "POST":
+            return web.Response(status=204)
+        return web.Response(text="item", headers={"Cache-Control": "max-age=600"})
+
+    case_origin.route("two", item)
+    await get(cache, "web/two")
+    assert (await get(cache, "web/two"))[2]["X-Cache"] == "HIT"
+    async with cache.http.post(cache.url + "/v1/svc/open/two", data=b"x") as r:
+        assert r.status == 204
+    assert (await get(cache, "web/two"))[2]["X-Cache"] == "MISS"
+
+
+async def test_an_origin_failure_shows_no_request_header(tmp_path: Path) -> None:
+    """The error of a malformed answer held the request aiohttp sent, headers and the
+    client's address: a coalesced waiter read the leader's API key in its 502."""
+
+    async def malformed(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 abc\r\n\r\n")
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(malformed, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    settings = cluster_settings(
+        origins={
+            "bad": {"url": f"http://127.0.0.1:{port}/base", "timeout": 2.0},
+            "all": {
+                "url": f"http://127.0.0.1:{port}/base",
+                "timeout": 2.0,
+                "forward_headers": ["*"],
+            },
+        },
+        scaler={"enabled": False},
+    )
+    h, runner = await start_harness(settings, tmp_path)
+    try:
+        for name in ("bad", "all"):
+            status, body, _, _ = await get(
+                h, f"{name}/x", X_Api_Key="SECRET-OF-LEADER", User_Agent="leader-agent/1.0"
+            )
+            assert status == 502 and json.loads(body)["error"] == "origin_error"
+            for secret in (b"SECRET", b"leader-agent", b"127.0.0.1", b"RequestInfo"):
+                assert secret not in body
+    finally:
+        await h.http.close()
+        await runner.close()
+        server.close()
+        await server.wait_closed()
