@@ -34,9 +34,11 @@ def _setup_logging(verbose: bool, fmt: str = "text") -> None:
     from elastic_cache.logs import setup_logging
 
     setup_logging(level=logging.DEBUG if verbose else logging.INFO, fmt=fmt, stream=sys.stderr)
-    # boto3's INFO lines (where credentials and endpoints were found) are noise here.
+    # boto3's INFO lines (where credentials and endpoints were found) are noise here;
+    # and never DEBUG, even with -v: botocore then logs whole request and answer bodies,
+    # the cluster token and the TLS key among them (PutParameter, GetParameter; review).
     for name in ("botocore", "boto3", "urllib3"):
-        logging.getLogger(name).setLevel(logging.DEBUG if verbose else logging.WARNING)
+        logging.getLogger(name).setLevel(logging.INFO if verbose else logging.WARNING)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -5,6 +5,7 @@ by every client."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
 import pytest
@@ -181,3 +182,27 @@ def test_status_by_name_reads_the_token_itself(session: Any) -> None:
     )
     assert status_module.token_if_readable(session, name, REGION) == TOKEN
     assert status_module.token_if_readable(session, unique("c"), REGION) is None
+
+
+def test_verbose_logging_never_shows_the_token(
+    session: Any,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``ecache -v`` turned botocore to DEBUG, which logs whole request and answer
+    bodies: the token of GetParameter's answer (and of deploy's PutParameter, and the
+    TLS key) went to stderr (review)."""
+    name = unique("c")
+    session.client("ssm").put_parameter(
+        Name=f"/ecache/{name}/token", Value=TOKEN, Type="SecureString"
+    )
+    monkeypatch.setattr(awsenv, "boto_session", lambda region: session)
+    try:
+        assert cli.main(["-v", "token", "--name", name, "--region", REGION]) == 0
+        out, err = capsys.readouterr()
+        assert out == TOKEN + "\n" and TOKEN not in err
+        assert TOKEN not in caplog.text  # what the log lines said
+    finally:
+        for logger in ("botocore", "boto3", "urllib3"):
+            logging.getLogger(logger).setLevel(logging.WARNING)
