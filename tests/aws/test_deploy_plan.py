@@ -5,6 +5,8 @@ what that run created and nothing else."""
 from __future__ import annotations
 
 import base64
+import os
+import signal
 import tomllib
 from collections.abc import Callable
 from pathlib import Path
@@ -486,3 +488,39 @@ def test_what_a_failed_roll_back_leaves_destroy_finds_and_deletes(
     failing[0] = False
     destroy(s.name, REGION, session=session, out=lambda _: None, sleep=lambda _: None)
     assert cluster_exists(s.name, REGION, session=session) == []
+
+
+@pytest.mark.parametrize(
+    ("service", "operation"),
+    [
+        ("s3", "CreateBucket"),
+        ("ec2", "CreateSecurityGroup"),
+        ("iam", "CreateRole"),
+        ("ssm", "PutParameter"),
+        ("ec2", "RunInstances"),
+        ("ec2", "AllocateAddress"),
+        ("cloudwatch", "PutMetricAlarm"),
+    ],
+)
+def test_ctrl_c_just_after_a_create_call_leaves_nothing(
+    session: Any, tmp_path: Path, service: str, operation: str
+) -> None:
+    """A real SIGINT once AWS answered a create call, before deploy read the answer:
+    the resource existed but was not recorded, so the roll-back left it unlisted
+    (review: a running coordinator, an Elastic IP, ...). Ctrl-C now waits for the
+    record."""
+    sent: list[int] = []
+
+    def interrupt(parsed: dict[str, Any], **_: Any) -> None:
+        if not sent and "Error" not in parsed:  # not the dry run's DryRunOperation
+            sent.append(1)
+            os.kill(os.getpid(), signal.SIGINT)
+
+    session.events.register(f"after-call.{service}.{operation}", interrupt)
+    lines: list[str] = []
+    with pytest.raises(KeyboardInterrupt):
+        run_deploy(session, tmp_path, settings(), out=lines.append)
+    assert sent
+    assert owned(session) == NOTHING
+    assert "deploy failed (interrupted); deleting what this run created" in lines
+    assert not any("NOT rolled back" in line for line in lines)

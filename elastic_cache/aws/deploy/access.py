@@ -7,6 +7,7 @@ import secrets
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from elastic_cache.aws.deploy.created import uninterrupted
 from elastic_cache.aws.deploy.names import ClusterNames
 from elastic_cache.aws.deploy.policies import EC2_TRUST_POLICY
 from elastic_cache.aws.ec2 import CLUSTER_TAG, ROLE_TAG
@@ -40,17 +41,18 @@ def ensure_role(
         *tags,
     ]
     try:
-        aws_call(
-            iam,
-            "CreateRole",
-            doing=f"creating IAM role {role}",
-            RoleName=role,
-            AssumeRolePolicyDocument=json.dumps(EC2_TRUST_POLICY),
-            Description=f"elastic-cache {names.cluster} {kind}",
-            Tags=all_tags,
-        )
-        if created is not None:
-            created.roles.append(role)
+        with uninterrupted():
+            aws_call(
+                iam,
+                "CreateRole",
+                doing=f"creating IAM role {role}",
+                RoleName=role,
+                AssumeRolePolicyDocument=json.dumps(EC2_TRUST_POLICY),
+                Description=f"elastic-cache {names.cluster} {kind}",
+                Tags=all_tags,
+            )
+            if created is not None:
+                created.roles.append(role)
     except AwsError as exc:
         if exc.aws_code != "EntityAlreadyExists":
             raise
@@ -63,15 +65,16 @@ def ensure_role(
         PolicyDocument=json.dumps(policy),
     )
     try:
-        aws_call(
-            iam,
-            "CreateInstanceProfile",
-            doing=f"creating instance profile {role}",
-            InstanceProfileName=role,
-            Tags=all_tags,
-        )
-        if created is not None:
-            created.profiles.append(role)
+        with uninterrupted():
+            aws_call(
+                iam,
+                "CreateInstanceProfile",
+                doing=f"creating instance profile {role}",
+                InstanceProfileName=role,
+                Tags=all_tags,
+            )
+            if created is not None:
+                created.profiles.append(role)
     except AwsError as exc:
         if exc.aws_code != "EntityAlreadyExists":
             raise
@@ -130,25 +133,29 @@ def ensure_token(
 ) -> bool:
     """Store a new random token (tagged with the cluster's tag and ``tags``) unless one
     exists; True if it was created (and then added to ``created``)."""
-    try:
-        aws_call(
-            ssm,
-            "PutParameter",
-            doing="storing the cluster token",
-            Name=names.token_parameter,
-            Value=secrets.token_urlsafe(32),
-            Type="SecureString",
-            Description=f"elastic-cache {names.cluster}: admin API token",
-            Tags=[{"Key": CLUSTER_TAG, "Value": names.cluster}, *tags],
-        )
-    except AwsError as exc:
-        if exc.aws_code != "ParameterAlreadyExists":
-            raise
+    with uninterrupted():
+        try:
+            aws_call(
+                ssm,
+                "PutParameter",
+                doing="storing the cluster token",
+                Name=names.token_parameter,
+                Value=secrets.token_urlsafe(32),
+                Type="SecureString",
+                Description=f"elastic-cache {names.cluster}: admin API token",
+                Tags=[{"Key": CLUSTER_TAG, "Value": names.cluster}, *tags],
+            )
+        except AwsError as exc:
+            if exc.aws_code != "ParameterAlreadyExists":
+                raise
+            made = False
+        else:
+            made = True
+            if created is not None:
+                created.parameters.append(names.token_parameter)
+    if not made:
         _check_kept_token(ssm, names)
-        return False
-    if created is not None:
-        created.parameters.append(names.token_parameter)
-    return True
+    return made
 
 
 #: Shortest token kept from an earlier deploy (ours are 43 characters: 256 random bits).

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from elastic_cache.aws.deploy.created import uninterrupted
 from elastic_cache.aws.deploy.names import ClusterNames
 from elastic_cache.aws.ec2 import CLUSTER_TAG
 from elastic_cache.aws.errors import AwsError, aws_call
@@ -225,21 +226,25 @@ def ensure_certificate(
         (names.tls_key_parameter, cert.key_pem, True, "TLS private key"),
         (names.tls_cert_parameter, cert.cert_pem, False, "TLS certificate"),
     ):
-        try:
-            _put(
-                ssm,
-                name,
-                value,
-                secure=secure,
-                description=f"elastic-cache {names.cluster}: {what}",
-                tags=all_tags,
-            )
-        except AwsError as exc:
-            if exc.aws_code != "ParameterAlreadyExists":
-                raise
+        with uninterrupted():
+            try:
+                _put(
+                    ssm,
+                    name,
+                    value,
+                    secure=secure,
+                    description=f"elastic-cache {names.cluster}: {what}",
+                    tags=all_tags,
+                )
+            except AwsError as exc:
+                if exc.aws_code != "ParameterAlreadyExists":
+                    raise
+                left = True
+            else:
+                left = False
+                if created is not None:
+                    created.parameters.append(name)
+        if left:
             # A key left by a run that stopped before the certificate: replace it.
             _put(ssm, name, value, secure=secure)
-            continue
-        if created is not None:
-            created.parameters.append(name)
     return cert.cert_pem, "given" if given is not None else "new"

@@ -13,6 +13,7 @@ import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from elastic_cache.aws.deploy.created import uninterrupted
 from elastic_cache.aws.deploy.names import ClusterNames
 from elastic_cache.aws.deploy.settings import DeploySettings
 from elastic_cache.aws.ec2 import (
@@ -448,15 +449,13 @@ def run_coordinator(
             if settings.private:
                 params = without_public_ip(params)
             try:
-                instance = _run_once(ec2, params, sleep=sleep)
+                instance = _run_once(ec2, params, sleep=sleep, created=created)
             except AwsError as exc:
                 if exc.aws_code not in CAPACITY_CODES:
                     raise
                 misses.append(f"{instance_type} in {subnet}: {exc.aws_code}")
                 log.warning("no capacity for the coordinator as %s in %s", instance_type, subnet)
                 continue
-            if created is not None:
-                created.instances.append(str(instance["InstanceId"]))
             return instance
     raise AwsCapacityError(
         f"launching the coordinator: no capacity for any of its types in any subnet "
@@ -467,13 +466,18 @@ def run_coordinator(
     )
 
 
-def _run_once(ec2: Any, params: dict[str, Any], *, sleep: Sleep) -> dict[str, Any]:
+def _run_once(
+    ec2: Any, params: dict[str, Any], *, sleep: Sleep, created: Created | None = None
+) -> dict[str, Any]:
     """One launch request, sent again (same parameters, same token) while the new
-    instance profile has not reached EC2."""
+    instance profile has not reached EC2; the instance is added to ``created``."""
     for attempt in range(12):
         try:
-            reply = aws_call(ec2, "RunInstances", doing="launching the coordinator", **params)
-            instance: dict[str, Any] = reply["Instances"][0]
+            with uninterrupted():
+                reply = aws_call(ec2, "RunInstances", doing="launching the coordinator", **params)
+                instance: dict[str, Any] = reply["Instances"][0]
+                if created is not None:
+                    created.instances.append(str(instance["InstanceId"]))
             return instance
         except AwsError as exc:
             fresh_profile = exc.aws_code == "InvalidParameterValue" and "nstance" in str(exc)

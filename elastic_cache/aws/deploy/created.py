@@ -8,9 +8,38 @@ imports them.
 
 from __future__ import annotations
 
+import contextlib
+import signal
+import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from types import FrameType
 
-__all__ = ["Created"]
+__all__ = ["Created", "uninterrupted"]
+
+
+@contextlib.contextmanager
+def uninterrupted() -> Iterator[None]:
+    """Ctrl-C (SIGINT) waits for the end of the block: a step's create call and its
+    record here. Interrupted in between, AWS had made the resource and the run had not
+    recorded it, so the roll-back left it, unlisted (review: a running coordinator, an
+    Elastic IP, a role, the token, the bucket, a group or an alarm, by the call the
+    interrupt met). Off the main thread (no signal arrives there) it does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[FrameType | None] = []
+
+    def hold(signum: int, frame: FrameType | None) -> None:
+        caught.append(frame)
+
+    previous = signal.signal(signal.SIGINT, hold)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if caught and callable(previous):
+            previous(signal.SIGINT, caught[0])  # Python's own raises KeyboardInterrupt
 
 
 @dataclass(slots=True)

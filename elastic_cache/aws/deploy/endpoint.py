@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from elastic_cache.aws.deploy.created import Created
+from elastic_cache.aws.deploy.created import Created, uninterrupted
 from elastic_cache.aws.deploy.names import ClusterNames
 from elastic_cache.aws.ec2 import CLUSTER_TAG, ROLE_TAG
 from elastic_cache.aws.errors import AwsError, aws_call
@@ -87,16 +87,17 @@ def ensure_address(
     found = find_addresses(ec2, names)
     if found:
         return found[0]
-    reply = aws_call(
-        ec2,
-        "AllocateAddress",
-        doing="allocating the coordinator's Elastic IP",
-        Domain="vpc",
-        TagSpecifications=[
-            {"ResourceType": "elastic-ip", "Tags": [*names.tags("coordinator"), *tags]}
-        ],
-    )
-    created.addresses.append(str(reply["AllocationId"]))
+    with uninterrupted():
+        reply = aws_call(
+            ec2,
+            "AllocateAddress",
+            doing="allocating the coordinator's Elastic IP",
+            Domain="vpc",
+            TagSpecifications=[
+                {"ResourceType": "elastic-ip", "Tags": [*names.tags("coordinator"), *tags]}
+            ],
+        )
+        created.addresses.append(str(reply["AllocationId"]))
     return {"AllocationId": reply["AllocationId"], "PublicIp": reply["PublicIp"]}
 
 
@@ -142,27 +143,28 @@ def set_recovery_alarms(
     existing = {a["AlarmName"] for a in recovery_alarms(cloudwatch, names)}
     made = []
     for (suffix, metric, action), name in zip(ALARMS, alarm_names(names), strict=True):
-        aws_call(
-            cloudwatch,
-            "PutMetricAlarm",
-            doing=f"setting the coordinator's {suffix} alarm",
-            AlarmName=name,
-            AlarmDescription=(
-                f"ecache {names.cluster}: {action} the coordinator when its {metric} fails"
-            ),
-            Namespace="AWS/EC2",
-            MetricName=metric,
-            Dimensions=[{"Name": "InstanceId", "Value": instance_id}],
-            Statistic="Maximum",
-            Period=60,
-            EvaluationPeriods=2,
-            Threshold=0.0,
-            ComparisonOperator="GreaterThanThreshold",
-            AlarmActions=[f"arn:aws:automate:{names.region}:ec2:{action}"],
-            Tags=[*names.tags("coordinator"), *tags],
-        )
-        if name not in existing:
-            created.alarms.append(name)
+        with uninterrupted():
+            aws_call(
+                cloudwatch,
+                "PutMetricAlarm",
+                doing=f"setting the coordinator's {suffix} alarm",
+                AlarmName=name,
+                AlarmDescription=(
+                    f"ecache {names.cluster}: {action} the coordinator when its {metric} fails"
+                ),
+                Namespace="AWS/EC2",
+                MetricName=metric,
+                Dimensions=[{"Name": "InstanceId", "Value": instance_id}],
+                Statistic="Maximum",
+                Period=60,
+                EvaluationPeriods=2,
+                Threshold=0.0,
+                ComparisonOperator="GreaterThanThreshold",
+                AlarmActions=[f"arn:aws:automate:{names.region}:ec2:{action}"],
+                Tags=[*names.tags("coordinator"), *tags],
+            )
+            if name not in existing:
+                created.alarms.append(name)
         made.append(name)
     return made
 

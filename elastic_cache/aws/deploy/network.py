@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from elastic_cache.aws.deploy.created import uninterrupted
 from elastic_cache.aws.deploy.names import ClusterNames
 from elastic_cache.aws.deploy.settings import DeploySettings
 from elastic_cache.aws.errors import AwsError, aws_call
@@ -85,18 +86,21 @@ def ensure_group(
     found = find_group(ec2, vpc, name)
     if found is not None:
         return found
-    reply = aws_call(
-        ec2,
-        "CreateSecurityGroup",
-        doing=f"creating security group {name}",
-        GroupName=name,
-        Description=about,
-        VpcId=vpc,
-        TagSpecifications=[{"ResourceType": "security-group", "Tags": [*names.tags(kind), *tags]}],
-    )
-    group = str(reply["GroupId"])
-    if created is not None:
-        created.groups.append(group)
+    with uninterrupted():
+        reply = aws_call(
+            ec2,
+            "CreateSecurityGroup",
+            doing=f"creating security group {name}",
+            GroupName=name,
+            Description=about,
+            VpcId=vpc,
+            TagSpecifications=[
+                {"ResourceType": "security-group", "Tags": [*names.tags(kind), *tags]}
+            ],
+        )
+        group = str(reply["GroupId"])
+        if created is not None:
+            created.groups.append(group)
     return group
 
 

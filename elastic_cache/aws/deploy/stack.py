@@ -236,7 +236,8 @@ def deploy(
         )
     except BaseException as exc:
         if not created.empty():
-            out(f"deploy failed ({exc}); deleting what this run created")
+            why = "interrupted" if isinstance(exc, KeyboardInterrupt) else str(exc) or repr(exc)
+            out(f"deploy failed ({why}); deleting what this run created")
             left = roll_back(
                 created, **c, out=out, sleep=sleep, clock=clock, timeout=settings.wait_timeout
             )

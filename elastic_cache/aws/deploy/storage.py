@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from botocore.config import Config
 
 from elastic_cache.aws.deploy.bundle import build_bundle
+from elastic_cache.aws.deploy.created import uninterrupted
 from elastic_cache.aws.deploy.names import ClusterNames
 from elastic_cache.aws.deploy.policies import bucket_policy
 from elastic_cache.aws.ec2 import CLUSTER_TAG
@@ -85,9 +86,10 @@ def ensure_bucket(
         params["CreateBucketConfiguration"] = {"LocationConstraint": names.region}
     if not _bucket_exists(s3, bucket):
         try:
-            aws_call(s3, "CreateBucket", doing=f"creating bucket {bucket}", **params)
-            if created is not None:
-                created.bucket = bucket
+            with uninterrupted():
+                aws_call(s3, "CreateBucket", doing=f"creating bucket {bucket}", **params)
+                if created is not None:
+                    created.bucket = bucket
         except AwsError as exc:
             if exc.aws_code == "BucketAlreadyExists":
                 raise ConfigError(f"bucket {bucket} belongs to another account") from exc
@@ -261,17 +263,18 @@ def upload_bundle(
     )
     if any(o["Key"] == key for o in listed.get("Contents", [])):
         return key  # the same bytes are there already
-    aws_call(
-        s3,
-        "PutObject",
-        doing="uploading the package bundle",
-        Bucket=names.bucket,
-        Key=key,
-        Body=data,
-        ServerSideEncryption="AES256",
-    )
-    if created is not None and created.bucket != names.bucket:
-        created.objects.append((names.bucket, key))
+    with uninterrupted():
+        aws_call(
+            s3,
+            "PutObject",
+            doing="uploading the package bundle",
+            Bucket=names.bucket,
+            Key=key,
+            Body=data,
+            ServerSideEncryption="AES256",
+        )
+        if created is not None and created.bucket != names.bucket:
+            created.objects.append((names.bucket, key))
     return key
 
 
