@@ -70,6 +70,7 @@ class HotRequest:
         "remote",
         "started",
         "target",
+        "upgrade",
         "version",
     )
 
@@ -90,6 +91,7 @@ class HotRequest:
         self.authorization: bytes | None = None
         self.hosts = 0
         self.expect = False
+        self.upgrade = False
         self._fields: dict[bytes, bytes] | None = None
 
     def header(self, name: bytes) -> bytes | None:
