@@ -556,9 +556,13 @@ class Router:
         self.rate.hit()
         cluster = self.cluster
         token = cluster.ring.token_of(key)
-        if self.replicated and len(cluster.holders(token)) > 1:
-            return await self._stream_copies(key, token, chunks, content_type, ttl, length)
         for attempt in range(_ATTEMPTS):
+            if self.replicated and len(cluster.holders(token)) > 1:
+                # Asked again on every attempt: a range with one holder (a node died, a
+                # move out of it) is refused with 503 while it moves, and has two once
+                # the move commits; the owner alone took the retry, and the copy kept
+                # an older value (review: acknowledged writes lost at the next crash).
+                return await self._stream_copies(key, token, chunks, content_type, ttl, length)
             node = cluster.ring.node_for_token(token)
             info = cluster.nodes[node]
             info.requests.hit()
