@@ -109,6 +109,12 @@ class FastServer:
         assert server is not None
         protocol = server()
         protocol.__class__ = JsonErrors
+        # aiohttp keeps an idle connection for 3,630 s by default: one handed over (its
+        # first request was for the control plane) outlived the 75 s this layer keeps
+        # its own (review). aiohttp counts idle time only between requests, so a long
+        # answer (a watch stream) is not cut.
+        if hasattr(protocol, "_keepalive_timeout"):
+            protocol._keepalive_timeout = self.keepalive
         return protocol
 
     async def start(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
@@ -201,6 +202,20 @@ async def test_a_connection_that_starts_on_the_control_plane_is_handed_over(node
     assert [r.status for r in replies] == [200, 204, 200]
     assert replies[2].body == b"v"
     assert "aiohttp" in replies[2].headers.get("server", "")  # aiohttp serves it all now
+    writer.close()
+
+
+async def test_a_connection_handed_over_is_closed_when_idle_as_the_layers_own(
+    node: Node,
+) -> None:
+    """aiohttp's own idle limit is 3,630 s: a handed-over connection stayed open long
+    past the 75 s of the lean layer's (review). The fixture's layer keeps 2 s."""
+    reader, writer = await node.connect()
+    writer.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert [r.status for r in await Replies(reader).read(1)] == [200]
+    started = time.monotonic()
+    assert await closed(reader, timeout=8.0)
+    assert time.monotonic() - started >= 1.5
     writer.close()
 
 
