@@ -39,6 +39,11 @@ if TYPE_CHECKING:
 log = logging.getLogger("elastic_cache.http")
 
 
+#: Bytes of answers gathered while one read is parsed before they are written: past it
+#: the transport is asked, so a client that reads nothing pauses the answering.
+_OUTBOX_BYTES = 1 << 18
+
+
 class Server(ParsingServer, RelayServer, Protocol):
     """What a connection needs of its server (`elastic_cache.fastpath.FastServer`)."""
 
@@ -78,6 +83,10 @@ class _Connection(RequestParsing, Relaying, asyncio.Protocol):
         #: pipelining client, such as the coordinator's pool, gets a batch's answers in
         #: one write); None: outside a read, answers go out at once.
         self.outbox: list[bytes] | None = None
+        self.outbox_bytes = 0
+        #: When (loop time) writing last paused: a client that takes no answer for
+        #: ``request_timeout`` seconds is dropped (`expired`).
+        self.paused_at = 0.0
 
     # -- transport -----------------------------------------------------------------------
 
@@ -99,6 +108,7 @@ class _Connection(RequestParsing, Relaying, asyncio.Protocol):
 
     def pause_writing(self) -> None:
         self.write_paused = True
+        self.paused_at = self.loop.time()
         if self.relay is not None and self.relay.transport is not None:
             self.relay.transport.pause_reading()
 
@@ -108,6 +118,8 @@ class _Connection(RequestParsing, Relaying, asyncio.Protocol):
             self.drained.set_result(None)
         if self.relay is not None and self.relay.transport is not None:
             self.relay.transport.resume_reading()
+        if not self.busy and not self.closing:
+            self._next()  # the answers held while the client took none
 
     async def writable(self) -> None:
         """Wait until the client has taken what was written (or is gone)."""
@@ -135,6 +147,7 @@ class _Connection(RequestParsing, Relaying, asyncio.Protocol):
         if self.first is not None:
             self.first.append(data)
         self.outbox = []
+        self.outbox_bytes = 0
         try:
             self._feed(data)
         finally:
@@ -215,6 +228,13 @@ class _Connection(RequestParsing, Relaying, asyncio.Protocol):
         """Answer queued requests in order while they can be answered at once."""
         queue = self.queue
         while queue and not self.busy:
+            if self.write_paused:
+                # The client takes no answer: hold the rest until it does
+                # (`resume_writing`), and read nothing more. Answered anyway, a client
+                # pipelining GETs of 1 MiB values and reading none made the node hold
+                # every answer (review: 1 GB for 800 requests).
+                self._pause()
+                return
             request = queue[0]
             handler = request.handler
             if handler is None:
@@ -245,7 +265,7 @@ class _Connection(RequestParsing, Relaying, asyncio.Protocol):
         if not queue:
             if self.closing:
                 self.abort()
-            else:
+            elif not self.write_paused:
                 self._resume()
 
     def _crash(self, request: HotRequest, exc: Exception) -> bytes:
@@ -265,6 +285,7 @@ class _Connection(RequestParsing, Relaying, asyncio.Protocol):
         if transport is not None and not transport.is_closing():
             transport.write(answers[0] if len(answers) == 1 else b"".join(answers))
         answers.clear()
+        self.outbox_bytes = 0
 
     def _write(self, answer: bytes, keep_alive: bool) -> None:
         transport = self.transport
@@ -275,6 +296,9 @@ class _Connection(RequestParsing, Relaying, asyncio.Protocol):
         if out is not None:
             if keep_alive:
                 out.append(answer)
+                self.outbox_bytes += len(answer)
+                if self.outbox_bytes > _OUTBOX_BYTES:
+                    self._flush(out)  # the transport says whether the client keeps up
                 return
             if out:
                 self._flush(out)  # the answers before this last one go first
@@ -356,6 +380,9 @@ class _Connection(RequestParsing, Relaying, asyncio.Protocol):
 
     def expired(self, now: float, keepalive: float, request_timeout: float) -> bool:
         """Close the connection if it waited too long for its client."""
+        if self.write_paused and now - self.paused_at > request_timeout:
+            self.abort()  # it takes no answer
+            return True
         if not self.reading:
             return False  # this side paused it: the client is not the one late
         if self.current is not None or (self.relaying is not None and not self.relaying.complete):
