@@ -17,6 +17,10 @@ import httptools
 #: which it reads again.
 _HIGH_WATER = 4 << 20
 _LOW_WATER = 1 << 20
+#: A stream closed before its end with at most this many bytes still to come is read to
+#: its end and dropped, so the requests pipelined behind it on its connection are
+#: answered; past it the connection is closed and they are sent again.
+_DRAIN_BYTES = 16 << 20
 
 
 class PoolError(ConnectionError):
@@ -115,6 +119,10 @@ class BodyStream:
         # httptools hands over body bytes only: never more than the Content-Length.
         if data:
             self._left -= len(data)
+            if self._closed:  # left unread (`close`): drained, dropped
+                conn = self._conn
+                self._exchange.deadline = asyncio.get_running_loop().time() + conn.pool.timeout
+                return
             self._chunks.append(data)
             self._buffered += len(data)
             if self._buffered > _HIGH_WATER and not self._paused:
@@ -166,9 +174,17 @@ class BodyStream:
         if self._closed:
             return
         self._closed = True
-        whole = self._left == 0 and not self._chunks and self._error is None
+        # What was not read is dropped now: a client that went away held up to
+        # `_HIGH_WATER` here until the garbage collector found the cycles (review: the
+        # coordinator grew by GBs under clients abandoning large GETs). The rest still
+        # to come is read and dropped (`feed`), so the requests behind it on the
+        # connection are answered rather than failed (review: other clients got 503s).
+        self._chunks.clear()
+        self._buffered = 0
+        whole = self._error is None and self._left <= _DRAIN_BYTES
         if self._paused and self._conn.transport is not None and whole:
             self._conn.transport.resume_reading()
+            self._paused = False
         self._conn.stream_closed(self, whole)
 
 
@@ -300,6 +316,8 @@ class _Conn(asyncio.Protocol):
             parts = self._body
             body = parts[0] if len(parts) == 1 else b"".join(parts)
             self._done(exchange, RawAnswer(self._status, self._headers, body))
+        elif exchange.stream._closed and self.stream is None and not self.pending:
+            self.pool.idle(self)  # the end of a stream closed early, drained
 
     # -- the connection's life -------------------------------------------------------------
 
