@@ -98,6 +98,15 @@ class _Connection(RequestParsing, Relaying, asyncio.Protocol):
         self.last = self.loop.time()
         self.server.connections.add(self)
 
+    def eof_received(self) -> bool:
+        """The client shut its side (``shutdown(SHUT_WR)`` after its requests): answer
+        what it asked, then close. Returning False closed the transport at once, and
+        the answers not yet made were lost (review: a routed GET, a relayed request)."""
+        if self.queue or self.busy or self.current is not None:
+            self.closing = True  # `_next` closes once the queue is answered
+            return True
+        return False
+
     def connection_lost(self, exc: Exception | None) -> None:
         self.server.forget(self)
         self.closing = True

@@ -238,6 +238,21 @@ async def test_a_client_that_reads_no_answer_pauses_the_answering(node: Node) ->
     writer.close()
 
 
+async def test_a_client_that_shuts_its_side_after_its_requests_gets_every_answer(
+    node: Node,
+) -> None:
+    """``shutdown(SHUT_WR)`` after pipelined requests: the transport closed on the
+    client's FIN, and an answer not made yet (a relayed request) was lost (review)."""
+    await node.service.put("k", b"v", "text/plain", None)
+    reader, writer = await node.connect()
+    writer.write(get("k") + b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n" + get("k"))
+    writer.write_eof()
+    replies = await Replies(reader).read(3)
+    assert [r.status for r in replies] == [200, 200, 200]
+    assert await closed(reader)
+    writer.close()
+
+
 async def test_a_body_split_across_many_packets_is_stored_whole(node: Node) -> None:
     reader, writer = await node.connect()
     value = bytes(range(256)) * 40
