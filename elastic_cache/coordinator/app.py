@@ -198,7 +198,13 @@ async def read_through(request: web.Request) -> web.StreamResponse:
     # The target as the client sent it: aiohttp's routing sees a normalised path, in
     # which ``api/../admin`` is already ``admin``; the cache must refuse it instead.
     # A fragment is no part of a request (RFC 9112 §3.2); the lean layer drops it too.
-    target, _, query = request.raw_path.partition("#")[0].partition("?")
+    raw = request.raw_path
+    if not raw.startswith("/"):
+        # An absolute-form target (``GET http://host/v1/svc/...``, RFC 9112 §3.2.2):
+        # its path, as sent (review: it was refused as a bad path).
+        _, sep, rest = raw.partition("://")
+        raw = "/" + rest.partition("/")[2] if sep else raw
+    target, _, query = raw.partition("#")[0].partition("?")
     parts = target.split("/", 4)
     if len(parts) < 5 or parts[1:3] != ["v1", "svc"]:
         raise BadPath("read-through paths are /v1/svc/{origin}/{path}")

@@ -1736,3 +1736,23 @@ async def test_an_origin_failure_shows_no_request_header(tmp_path: Path) -> None
         await runner.close()
         server.close()
         await server.wait_closed()
+
+
+async def test_an_absolute_form_target_is_read_through(
+    cache: CoordinatorHarness, case_origin: CaseOrigin
+) -> None:
+    """``GET http://host/v1/svc/...`` (RFC 9112 §3.2.2) was refused as a bad path; a
+    dot segment in one is still refused."""
+    case_origin.route("abs", answer(b"absolute", Cache_Control="max-age=60"))
+    url = URL(cache.url)
+
+    async def status_of(target: str) -> bytes:
+        reader, writer = await asyncio.open_connection(url.host, url.port)
+        writer.write(f"GET {target} HTTP/1.1\r\nHost: {url.host}\r\n\r\n".encode())
+        head = await reader.readuntil(b"\r\n\r\n")
+        writer.close()
+        return head.split(b" ", 2)[1]
+
+    assert await status_of(f"http://{url.host}:{url.port}/v1/svc/web/abs") == b"200"
+    assert await status_of(f"http://{url.host}/v1/svc/web/x/../abs") == b"400"
+    assert case_origin.calls["abs"] == 1
