@@ -110,6 +110,14 @@ class _Connection(RequestParsing, Relaying, asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.server.forget(self)
         self.closing = True
+        # The requests it pipelined and no one will read are dropped; the one in work
+        # finishes (review: 1,600 pipelined GETs of clients gone made 3,000 node reads).
+        queue = self.queue
+        if len(queue) > 1 or (queue and not self.busy):
+            work = queue[0] if self.busy else None
+            queue.clear()
+            if work is not None:
+                queue.append(work)
         if self.drained is not None and not self.drained.done():
             self.drained.set_result(None)
         if self.relay is not None and self.relay.transport is not None:
@@ -237,6 +245,11 @@ class _Connection(RequestParsing, Relaying, asyncio.Protocol):
         """Answer queued requests in order while they can be answered at once."""
         queue = self.queue
         while queue and not self.busy:
+            if self.closing and (self.transport is None or self.transport.is_closing()):
+                # The client is gone (a write failed, the connection was lost): what it
+                # pipelined is not answered (review: node reads for nobody).
+                queue.clear()
+                break
             if self.write_paused:
                 # The client takes no answer: hold the rest until it does
                 # (`resume_writing`), and read nothing more. Answered anyway, a client

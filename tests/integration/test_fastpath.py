@@ -474,6 +474,29 @@ class _LaterRoutes:
         self.inner.relayed(request, status, named)
 
 
+async def test_the_requests_of_a_client_gone_are_not_answered(node: Node) -> None:
+    """A client pipelined requests and closed: those behind the one in work ran anyway
+    (review: node reads for nobody)."""
+    routes = _LaterRoutes(node.server.routes)  # type: ignore[arg-type]
+    node.server.routes = routes
+    _reader, writer = await node.connect()
+    writer.write(get("later1") + get("later2") + get("later3"))
+    await until(lambda: len(routes.laters) == 1, "the first request in work")
+    writer.transport.abort()
+    await asyncio.sleep(0.1)
+    # Its FIN reads as a half-close: answers are written until one fails (the client's
+    # RST), which ends the connection; what is left is dropped.
+    given = 0
+    deadline = time.monotonic() + 5.0
+    while node.server.connections and time.monotonic() < deadline:
+        for later in routes.laters[given:]:
+            later.give(response_bytes(200, [], b"x" * 1000))
+            given += 1
+        await asyncio.sleep(0.05)
+    assert not node.server.connections
+    assert len(routes.laters) <= 2  # later3 never ran
+
+
 async def test_answers_set_by_callbacks_keep_their_place_in_the_pipeline(node: Node) -> None:
     routes = _LaterRoutes(node.server.routes)  # type: ignore[arg-type]
     node.server.routes = routes
