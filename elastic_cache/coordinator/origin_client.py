@@ -171,7 +171,10 @@ class OriginView:
         if name == "accept-encoding":
             return fields.get(name, default)
         if name == "x-forwarded-for":
-            sent = [v for v in (fields.get(name), self._remote) if v]
+            # As `forwarded_headers` joins them: the client's values, empty ones too
+            # (review: ``", 127.0.0.2"`` was sent and ``"127.0.0.2"`` selected by).
+            given = fields.get(name)
+            sent = ([] if given is None else [given]) + ([self._remote] if self._remote else [])
             return ", ".join(sent) if sent else default
         if name == "via":
             return VIA

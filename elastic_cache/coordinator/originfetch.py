@@ -313,7 +313,12 @@ class OriginFetches(CachedAnswers):
         a write through one left the other's answer stale, review)."""
         keys = {self._key(origin, request)}
         url = str(OriginCall.url(origin, request.raw_path, request.raw_query))
+        host = urlsplit(url).netloc.lower()
         for value in (url, *named):
+            # Never a URL on another host than the request's (RFC 9111 §4.4: review,
+            # a POST through one origin flushed another service's answers).
+            if urlsplit(urljoin(url, value.strip())).netloc.lower() != host:
+                continue
             for each in self.origins.values():
                 other = self._key_of(each, url, value)
                 if other is not None:

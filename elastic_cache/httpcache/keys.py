@@ -36,6 +36,32 @@ def check_path(raw_path: str) -> None:
     for segment in raw_path.split("/"):
         if segment.partition(";")[0] in (".", ".."):
             raise BadPath("the path must not hold '.' or '..' segments")
+        if "%" in segment:
+            # Encoded more than once, a character at a time (``%25%32%65``, ``%2%65``,
+            # ``%25u002e``: review): decoded as a server decoding again and again would.
+            decoded = _decoded_fully(segment)
+            if "/" in decoded or "\\" in decoded or decoded.partition(";")[0] in (".", ".."):
+                raise BadPath("the path must not hold an encoded '.', '/' or '\\'")
+
+
+def _decoded_fully(segment: str) -> str:
+    """``segment`` percent-decoded (and IIS's ``%uXXXX``) until nothing changes (at
+    most eight rounds)."""
+    for _ in range(8):
+        decoded = _PERCENT_U.sub(
+            lambda m: chr(int(m.group(1), 16)), unquote(segment, errors="surrogateescape")
+        )
+        if decoded == segment:
+            break
+        segment = decoded
+    return segment
+
+
+_PERCENT_U = re.compile(r"%u([0-9a-fA-F]{4})")
+
+#: A query of more members is kept as sent: origins read only so many parameters (1,000
+#: in PHP, Express and Node's querystring), so the order decides which they see.
+MAX_SORTED_MEMBERS = 100
 
 
 def canonical_query(raw_query: str) -> str:
@@ -46,13 +72,14 @@ def canonical_query(raw_query: str) -> str:
     same name" is read loosely, as common origins may read it (`_name_order`). Sorted
     by the names as sent, ``na%6De=x&name=y`` and ``name=y&na%6De=x`` had one key,
     though an origin reads two orders of ``name`` in them (review). A query holding
-    ``;``, which some origins read as a separator too, is kept as sent. An origin
+    ``;``, which some origins read as a separator too, or more than
+    `MAX_SORTED_MEMBERS` members, is kept as sent. An origin
     reading names more loosely still can see two orders where the cache sees one:
     ``sort_query = false`` keeps the query as sent.
     """
-    if ";" in raw_query:
-        return "&".join(m for m in raw_query.split("&") if m)
     members = [m for m in raw_query.split("&") if m]
+    if ";" in raw_query or len(members) > MAX_SORTED_MEMBERS:
+        return "&".join(members)
     members.sort(key=_name_order)  # stable: repeated names keep their order
     return "&".join(members)
 

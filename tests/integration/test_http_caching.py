@@ -1628,7 +1628,18 @@ async def test_a_forwarded_for_variant_is_one_clients(
 
 
 @pytest.mark.parametrize(
-    "path", ["..;/admin", "x/..;/..;/admin", ".;x/y", "%252e%252e/admin", "%u002e%u002e/a"]
+    "path",
+    [
+        "..;/admin",
+        "x/..;/..;/admin",
+        ".;x/y",
+        "%252e%252e/admin",
+        "%u002e%u002e/a",
+        "%25%32%65%25%32%65/admin",  # encoded twice a character at a time
+        "%2%65%2%65/admin",
+        "%%32%65%%32%65/admin",
+        "%25u002e%25u002e/admin",
+    ],
 )
 async def test_dot_segments_with_parameters_or_double_encoding_are_refused(
     cache: CoordinatorHarness, case_origin: CaseOrigin, path: str
@@ -1647,6 +1658,11 @@ async def test_dot_segments_with_parameters_or_double_encoding_are_refused(
         ("a%5b=1&a_=2", "a_=2&a%5b=1"),  # PHP reads an unmatched '[' as '_'
         ("a[y]=1&a[x]=2", "a[x]=2&a[y]=1"),  # one PHP array, in two orders
         ("a%00=1&a=2", "a=2&a%00=1"),
+        # Origins read the first 1,000 parameters only: the order decides which.
+        (
+            "&".join(f"p{i}" for i in range(101)) + "&role=x",
+            "role=x&" + "&".join(f"p{i}" for i in range(101)),
+        ),
     ],
 )
 async def test_queries_an_origin_may_read_differently_have_their_own_keys(
@@ -1756,3 +1772,39 @@ async def test_an_absolute_form_target_is_read_through(
     assert await status_of(f"http://{url.host}:{url.port}/v1/svc/web/abs") == b"200"
     assert await status_of(f"http://{url.host}/v1/svc/web/x/../abs") == b"400"
     assert case_origin.calls["abs"] == 1
+
+
+async def test_a_location_on_another_host_invalidates_nothing(
+    tmp_path: Path, case_origin: CaseOrigin
+) -> None:
+    """RFC 9111 §4.4: a ``Location`` whose host differs from the request's is not
+    invalidated, also when another origin name serves that host (review)."""
+
+    async def item(request: web.Request) -> web.Response:
+        if request.method == "POST":
+            port = URL(case_origin.url).port
+            return web.Response(
+                status=201, headers={"Location": f"http://localhost:{port}/base/victim"}
+            )
+        return web.Response(text="kept", headers={"Cache-Control": "max-age=600"})
+
+    case_origin.route("victim", item)
+    case_origin.route("post", item)
+    port = URL(case_origin.url).port
+    settings = cluster_settings(
+        origins={
+            "web": {"url": f"http://127.0.0.1:{port}/base", "timeout": 2.0},
+            "local": {"url": f"http://localhost:{port}/base", "timeout": 2.0},
+        },
+        scaler={"enabled": False},
+    )
+    h, runner = await start_harness(settings, tmp_path)
+    try:
+        await get(h, "local/victim")
+        assert (await get(h, "local/victim"))[2]["X-Cache"] == "HIT"
+        async with h.http.post(h.url + "/v1/svc/web/post", data=b"x") as r:
+            assert r.status == 201
+        assert (await get(h, "local/victim"))[2]["X-Cache"] == "HIT"
+    finally:
+        await h.http.close()
+        await runner.close()

@@ -24,7 +24,7 @@ NAMES = [
     "If-Range",
     "Keep-Alive",
 ]
-VALUES = st.sampled_from(["a", "fr", "x-api-key", "close, accept-language", "10.0.0.9"])
+VALUES = st.sampled_from(["a", "fr", "x-api-key", "close, accept-language", "10.0.0.9", ""])
 
 
 @given(
