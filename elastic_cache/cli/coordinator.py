@@ -21,6 +21,7 @@ from elastic_cache.cli.options import (
     cluster_settings,
     server_token,
 )
+from elastic_cache.cli.statelock import holding_state_dir
 from elastic_cache.config import ProvisionerKind
 
 if TYPE_CHECKING:
@@ -63,7 +64,8 @@ def run(args: argparse.Namespace) -> int:
     from elastic_cache.cli.coordinator_process import serve_coordinator
 
     settings = cluster_settings(args)
-    checked_state_dir("--state-dir ([coordinator] state_dir)", settings.coordinator.state_dir)
+    setting = "--state-dir ([coordinator] state_dir)"
+    checked_state_dir(setting, settings.coordinator.state_dir)
     session = None
     on_aws = settings.coordinator.provisioner is ProvisionerKind.EC2
     coord = settings.coordinator
@@ -74,7 +76,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"coordinator listening on {url}", flush=True)
 
     token = server_token(args)
-    eventloop.run(serve_coordinator(settings, on_ready=ready, session=session, token=token))
+    # Held for the process's life (a second coordinator on it resumed our nodes; review).
+    with holding_state_dir(settings.coordinator.state_dir, setting):
+        eventloop.run(serve_coordinator(settings, on_ready=ready, session=session, token=token))
     return 0
 
 

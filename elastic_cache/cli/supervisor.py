@@ -13,7 +13,9 @@ No process outlives the supervisor: every child (nodes, coordinator) watches its
 whose write end only the supervisor holds, and stops when it closes, which happens
 however the supervisor ends, ``kill -9`` included. On SIGINT or SIGTERM the supervisor
 stops the coordinator first (so that it does not see its nodes vanish and replace them),
-then the nodes. Design notes: docs/architecture.md, "Who supervises what".
+then the nodes. The supervisor's process (``ecache up``) holds the state directory's lock
+(`elastic_cache.cli.statelock`) for its life, so its restarted coordinators take none.
+Design notes: docs/architecture.md, "Who supervises what".
 """
 
 from __future__ import annotations

@@ -18,6 +18,7 @@ from elastic_cache.cli.options import (
     origin_flag,
     server_token,
 )
+from elastic_cache.cli.statelock import holding_state_dir
 from elastic_cache.config.checks import check_port
 
 if TYPE_CHECKING:
@@ -78,19 +79,24 @@ def run(args: argparse.Namespace) -> int:
     check_port("--local-s3-port", args.local_s3_port, allow_zero=False)
     check_port("--demo-origin-port", args.demo_origin_port, allow_zero=False)
     settings = cluster_settings(args)
-    checked_state_dir("--state-dir ([coordinator] state_dir)", settings.coordinator.state_dir)
+    setting = "--state-dir ([coordinator] state_dir)"
+    checked_state_dir(setting, settings.coordinator.state_dir)
     # --hybrid without an endpoint or a tier of its own: a local S3 (moto's server).
     local_s3 = (
         args.hybrid
         and settings.nodes.tier == HYBRID_TIER
         and settings.nodes.s3_endpoint_url is None
     )
-    return eventloop.run(
-        run_up(
-            settings,
-            demo_origin=not args.no_demo_origin,
-            demo_origin_port=args.demo_origin_port,
-            local_s3_port=args.local_s3_port if local_s3 else None,
-            token=server_token(args),
+    token = server_token(args)
+    # The supervisor holds the state directory for its life, through every restart of
+    # its coordinator (a second ``up`` on it resumed our nodes; review).
+    with holding_state_dir(settings.coordinator.state_dir, setting):
+        return eventloop.run(
+            run_up(
+                settings,
+                demo_origin=not args.no_demo_origin,
+                demo_origin_port=args.demo_origin_port,
+                local_s3_port=args.local_s3_port if local_s3 else None,
+                token=token,
+            )
         )
-    )

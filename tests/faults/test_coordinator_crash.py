@@ -29,6 +29,7 @@ from typing import Any
 import aiohttp
 import pytest
 
+from elastic_cache.cli.statelock import holding_state_dir
 from elastic_cache.client import AsyncClient
 from elastic_cache.errors import ElasticCacheError, Unauthorized
 from elastic_cache.nearcache import NEAR_HEARTBEAT, NEAR_SILENCE
@@ -254,6 +255,24 @@ async def test_sigkill_of_the_coordinator_loses_nothing_and_smart_clients_go_on(
             record_property("restart_seconds", restarted["down_seconds"])
             assert int(restarted["coordinator_pid"]) != coordinator
             assert gap <= MAX_ROUTED_GAP
+            # The supervisor holds the state directory through its coordinator's
+            # restarts; a second owner is refused (review: it resumed our nodes).
+            for command in ("up", "coordinator"):
+                second = await asyncio.create_subprocess_exec(
+                    sys.executable,
+                    "-m",
+                    "elastic_cache",
+                    command,
+                    "--port",
+                    "0",
+                    "--state-dir",
+                    str(tmp_path / "state"),
+                    stdout=asyncio.subprocess.DEVNULL,
+                    stderr=asyncio.subprocess.PIPE,
+                )
+                _, err = await asyncio.wait_for(second.communicate(), 30)
+                assert second.returncode == 2, err
+                assert f"another ecache process (pid {up.proc.pid})" in err.decode(), err
             assert direct_ops_during > 0, "the smart client made no progress meanwhile"
             assert checked.failures == []
 
@@ -286,6 +305,8 @@ async def test_sigkill_of_the_coordinator_loses_nothing_and_smart_clients_go_on(
         assert await wait_until(lambda: not any(pid_alive(p) for p in children), 15), [
             p for p in children if pid_alive(p)
         ]
+        with holding_state_dir(tmp_path / "state", "--state-dir"):
+            pass  # the killed supervisor's lock went with it
 
 
 async def read_all(client: AsyncClient, values: dict[str, bytes]) -> list[str]:
