@@ -9,6 +9,7 @@ import dataclasses
 import errno
 import json
 import os
+import socket
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -88,7 +89,12 @@ def run(args: argparse.Namespace) -> int:
     try:
         _serve(settings, args, token)
     except OSError as exc:
-        if exc.errno in (errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EACCES):
+        # A --host that does not resolve (socket.gaierror) too: it was a traceback (review).
+        if isinstance(exc, socket.gaierror) or exc.errno in (
+            errno.EADDRINUSE,
+            errno.EADDRNOTAVAIL,
+            errno.EACCES,
+        ):
             raise cannot_listen(args.host, args.port, exc) from exc
         raise
     return 0

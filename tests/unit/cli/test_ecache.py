@@ -332,6 +332,16 @@ def test_a_port_in_use_exits_2(command: str, capsys: pytest.CaptureFixture[str])
     assert f"cannot listen on 127.0.0.1:{port}" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("command", ["node", "demo-origin"])
+def test_a_host_that_does_not_resolve_exits_2(
+    command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``ecache node`` printed socket.gaierror's traceback (review)."""
+    assert main([command, "--host", "nosuchhost.invalid", "--port", "0"]) == 2
+    err = capsys.readouterr().err
+    assert "cannot listen on nosuchhost.invalid:0: " in err and "Traceback" not in err
+
+
 @pytest.mark.parametrize(
     ("argv", "fragment"),
     [
