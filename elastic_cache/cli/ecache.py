@@ -9,6 +9,7 @@ import contextlib
 import logging
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from elastic_cache import __version__
 from elastic_cache.cli import (
@@ -41,8 +42,19 @@ def _setup_logging(verbose: bool, fmt: str = "text") -> None:
         logging.getLogger(name).setLevel(logging.INFO if verbose else logging.WARNING)
 
 
+class CommandParser(argparse.ArgumentParser):
+    """A parser that takes long flags only as spelt: argparse's default took ``node
+    --token T`` for ``--token-parameter T`` (node has no ``--token``), and the node then
+    failed in boto with a traceback (review). Sub-command parsers are made of the same
+    class (``add_subparsers`` uses the parent's), so the rule holds at every level."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        # Forwarded as argparse's ``add_parser`` passes them; only allow_abbrev is ours.
+        super().__init__(*args, **{**kwargs, "allow_abbrev": False})
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="ecache",
         description="An elastic cooperative key-value cache for AWS.",
     )

@@ -11,7 +11,7 @@ import json
 import os
 import socket
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from elastic_cache import eventloop
 from elastic_cache.auth import TOKEN_ENV, check_token
@@ -81,8 +81,7 @@ def run(args: argparse.Namespace) -> int:
     if args.token_parameter is not None:
         from elastic_cache.aws.ssm import fetch_token
 
-        ssm = awsenv.boto_session(args.region).client("ssm", region_name=args.region)
-        token: str | None = fetch_token(ssm, args.token_parameter)
+        token: str | None = fetch_token(_ssm(args), args.token_parameter)
     else:
         # A local coordinator passes the token in the environment, not in argv.
         token = os.environ.get(TOKEN_ENV) or None
@@ -98,6 +97,22 @@ def run(args: argparse.Namespace) -> int:
             raise cannot_listen(args.host, args.port, exc) from exc
         raise
     return 0
+
+
+def _ssm(args: argparse.Namespace) -> Any:
+    """The SSM client ``--token-parameter`` is read with.
+
+    Raises:
+        ConfigError: no region (``--region``, else the AWS configuration's), or botocore
+            refused the configuration: it was botocore's NoRegionError traceback (review).
+    """
+    from botocore.exceptions import BotoCoreError
+
+    try:
+        session = awsenv.boto_session(args.region)
+        return session.client("ssm", region_name=awsenv.region(args, session))
+    except (ConfigError, BotoCoreError) as exc:
+        raise ConfigError(f"--token-parameter: {exc}") from exc
 
 
 def _serve(settings: NodeSettings, args: argparse.Namespace, token: str | None) -> None:

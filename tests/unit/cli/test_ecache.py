@@ -343,6 +343,37 @@ def test_a_host_that_does_not_resolve_exits_2(
 
 
 @pytest.mark.parametrize(
+    "argv",
+    [
+        # node has no --token: it was read as --token-parameter (review).
+        ["node", "--port", "0", "--token", "abcdefghijklmnopqrstuvwxyz"],
+        ["up", "--no-demo", "--port", "0"],
+        ["nodes", "add", "--cou", "2"],
+        ["--verb", "status"],
+    ],
+)
+def test_a_long_flag_is_taken_only_as_spelt(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as done:
+        build_parser().parse_args(argv)
+    assert done.value.code == 2
+    assert "unrecognized arguments" in capsys.readouterr().err
+
+
+def test_a_token_parameter_without_a_region_exits_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It was botocore's NoRegionError traceback (review)."""
+    for name in ("AWS_DEFAULT_REGION", "AWS_REGION", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    assert main(["node", "--port", "0", "--token-parameter", "/ecache/x/token"]) == 2
+    err = capsys.readouterr().err
+    assert err == "ecache: error: --token-parameter: pass --region (or set AWS_DEFAULT_REGION)\n"
+
+
+@pytest.mark.parametrize(
     ("argv", "fragment"),
     [
         (["node", "--port", "70000"], "--port must be a port number"),
