@@ -243,8 +243,11 @@ def cluster_settings(args: argparse.Namespace) -> ClusterSettings:
     replication = getattr(args, "replication", None)
     if replication is not None:
         section(data, "cluster")["replication"] = replication
-        # One node per copy from the start (unless --nodes or the file says otherwise).
-        coord.setdefault("initial_nodes", replication)
+        # One node per copy from the start (unless --nodes or the file says otherwise);
+        # a replication out of range is left for its own check to name: copied here, it
+        # failed first as "initial_nodes must be a positive integer" (review).
+        if replication >= 1:
+            coord.setdefault("initial_nodes", replication)
     if getattr(args, "nodes", None) is not None:
         coord["initial_nodes"] = args.nodes
     nodes = section(data, "nodes")

@@ -95,6 +95,10 @@ def test_flags_override_the_config_file(tmp_path: pytest.TempPathFactory) -> Non
         (["up", "--origin", "x=http://a b"], "url must be http(s)://"),
         (["up", "--origin", "x=http://user@"], "url must be http(s)://"),
         (["up", "--origin", "x=http://%zz"], "url must be http(s)://"),
+        # Found in review: "initial_nodes must be a positive integer, got 0".
+        (["up", "--replication", "0"], "cluster.replication must be an integer in [1, 8], got 0"),
+        (["up", "--replication", "-2"], "cluster.replication must be an integer in [1, 8]"),
+        (["coordinator", "--replication", "0"], "cluster.replication must be an integer"),
     ],
 )
 def test_bad_settings_exit_2_with_a_message(
