@@ -40,7 +40,7 @@ def add_parser(sub: Subparsers) -> None:
     coord.add_argument("--host", help="address to bind (default 127.0.0.1)")
     coord.add_argument("--port", type=int, help="port (default 8080)")
     coord.add_argument("--state-dir", help="where state and node logs go (default .ecache)")
-    add_workers(coord)
+    add_workers(coord, nodes_flag=False)
     add_server_token(coord)
     coord.set_defaults(func=run)
 

@@ -204,8 +204,10 @@ def _workers(text: str) -> int | str:
         raise argparse.ArgumentTypeError(f'expected a number or "auto", got {text!r}') from None
 
 
-def add_workers(parser: argparse.ArgumentParser) -> None:
-    """``--workers`` and ``--replication``, of ``ecache up`` and ``ecache coordinator``."""
+def add_workers(parser: argparse.ArgumentParser, *, nodes_flag: bool) -> None:
+    """``--workers`` and ``--replication``, of ``ecache up`` and ``ecache coordinator``;
+    ``nodes_flag``: the command has ``--nodes`` (``coordinator`` has not: its help named
+    it all the same; review)."""
     parser.add_argument(
         "--workers",
         type=_workers,
@@ -218,7 +220,9 @@ def add_workers(parser: argparse.ArgumentParser) -> None:
         type=int,
         metavar="RF",
         help="copies of each key, on ring successors (default 1; with 2, one node's loss "
-        "loses no acknowledged write); starts RF nodes unless --nodes says otherwise",
+        "loses no acknowledged write); starts RF nodes unless "
+        + ("--nodes or " if nodes_flag else "")
+        + "[coordinator] initial_nodes in --config says otherwise",
     )
 
 

@@ -49,7 +49,7 @@ def add_parser(sub: Subparsers) -> None:
         help="a read-through origin (repeatable)",
     )
     up.add_argument("--no-scaling", action="store_true", help="never launch nodes by itself")
-    add_workers(up)
+    add_workers(up, nodes_flag=True)
     mode = up.add_mutually_exclusive_group()
     mode.add_argument(
         "--static",

@@ -131,6 +131,18 @@ def test_deploy_help_explains_public(capsys: pytest.CaptureFixture[str]) -> None
     assert "refused without --public" in text
 
 
+def test_replication_help_names_only_flags_the_command_has(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``coordinator --help`` said --nodes, which coordinator has not (review)."""
+    for command, nodes in (("coordinator", False), ("up", True)):
+        with pytest.raises(SystemExit):
+            main([command, "--help"])
+        text = " ".join(capsys.readouterr().out.split())
+        assert ("--nodes" in text) is nodes
+        assert "initial_nodes in --config says otherwise" in text
+
+
 def test_bad_toml(tmp_path: pytest.TempPathFactory, capsys: pytest.CaptureFixture[str]) -> None:
     config = tmp_path / "bad.toml"  # type: ignore[operator]
     config.write_text("[nodes\n")
