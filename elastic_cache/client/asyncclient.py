@@ -23,7 +23,7 @@ from yarl import URL
 from elastic_cache.adminapi import ClusterView
 from elastic_cache.auth import authorization
 from elastic_cache.client.answers import Fetched, Item, error_of, ttl_of
-from elastic_cache.client.changes import WATCH_RETRY, NearFollower, watch_stream
+from elastic_cache.client.changes import WATCH_RETRY, NearFollower, watch_filter, watch_stream
 from elastic_cache.config.checks import check_http_url
 from elastic_cache.errors import (
     ConfigError,
@@ -393,11 +393,10 @@ class AsyncClient:
         coordinator no longer has them. ``cutoff`` events are passed on too.
 
         Raises:
-            InvalidRequest: no filter, or a malformed prefix, key or ``last_event_id``.
+            InvalidRequest: no filter, or a malformed prefix, key or ``last_event_id``
+                (not text, or ``keys`` a string rather than a list of them).
         """
-        keys = list(keys)
-        if prefix is None and not keys:
-            raise InvalidRequest('watch needs a prefix ("" for every key) or keys')
+        keys = watch_filter(prefix, keys, last_event_id)
         last = last_event_id
         self._closed = False  # a client used again after `close`
         while True:
@@ -433,10 +432,14 @@ class AsyncClient:
         """``GET /v1/svc/{origin}/{path}?{params}``: cached, or fetched once from the origin.
 
         Raises:
-            InvalidRequest: ``origin`` or ``path`` is not text.
+            InvalidRequest: ``origin`` or ``path`` is not text, or ``params`` is not a
+                mapping.
         """
         if not isinstance(origin, str) or not isinstance(path, str):
             raise InvalidRequest(f"origin and path are text, got {origin!r} and {path!r}")
+        if params is not None and not isinstance(params, Mapping):
+            # urlencode's bare TypeError before (review: params=[1], params="lat=1").
+            raise InvalidRequest(f"params is a mapping of names to values, got {params!r}")
         query = f"?{urlencode(params)}" if params else ""
         url = URL(
             f"{self.url}/v1/svc/{quote(origin, safe='')}/{quote(path.lstrip('/'), safe='/')}"

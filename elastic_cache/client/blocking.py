@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 from elastic_cache.client.answers import Fetched, Item
 from elastic_cache.client.asyncclient import AsyncClient
+from elastic_cache.client.changes import watch_filter
 from elastic_cache.nearcache import ChangeEvent, NearCache
 
 __all__ = ["Client"]
@@ -155,6 +156,9 @@ class Client:
         """`AsyncClient.watch` as a blocking iterator; closing it (or leaving the loop)
         closes the stream. The stream opens when this is called, not at the first
         ``next()``."""
+        # Checked here, at the call, not at the first next() (the pump's stream is an
+        # async generator): a wrong type is the caller's error at once.
+        keys = watch_filter(prefix, keys, last_event_id)
         pending: queue.Queue[ChangeEvent | BaseException | None] = queue.Queue(maxsize=1000)
         stream = self._async.watch(
             prefix, keys=keys, last_event_id=last_event_id, reconnect=reconnect

@@ -11,13 +11,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 
 import aiohttp
 from yarl import URL
 
 from elastic_cache.client.answers import Item, error_of
-from elastic_cache.errors import ElasticCacheError, NodeUnavailable
+from elastic_cache.errors import ElasticCacheError, InvalidRequest, NodeUnavailable
 from elastic_cache.nearcache import (
     NEAR_HEARTBEAT,
     NEAR_SILENCE,
@@ -27,13 +27,40 @@ from elastic_cache.nearcache import (
     change_event,
 )
 
-__all__ = ["WATCH_RETRY", "WATCH_SILENCE", "NearFollower", "watch_stream"]
+__all__ = ["WATCH_RETRY", "WATCH_SILENCE", "NearFollower", "watch_filter", "watch_stream"]
 
 #: Seconds without a byte (the coordinator sends a keep-alive every 15 s) after which a
 #: watch stream counts as lost.
 WATCH_SILENCE = 45.0
 #: Seconds between reconnections of a lost watch stream.
 WATCH_RETRY = 0.5
+
+
+def watch_filter(prefix: object, keys: object, last_event_id: object) -> list[str]:
+    """What a watch follows, checked before any request: ``prefix`` text or None,
+    ``keys`` an iterable of text that is not itself text (``keys="abc"`` followed the
+    keys a, b and c, and ``watch(5)`` the prefix "5": review), ``last_event_id`` text
+    or None, and a prefix or a key at least.
+
+    Returns:
+        The keys, as a list.
+
+    Raises:
+        InvalidRequest: one of them is not what it should be.
+    """
+    if prefix is not None and not isinstance(prefix, str):
+        raise InvalidRequest(f"a watch's prefix is text or None, got {prefix!r}")
+    if isinstance(keys, str | bytes) or not isinstance(keys, Iterable):
+        raise InvalidRequest(f"a watch's keys are an iterable of text (a list), got {keys!r}")
+    named = list(keys)
+    for key in named:
+        if not isinstance(key, str):
+            raise InvalidRequest(f"a watch's keys are text, got {key!r}")
+    if last_event_id is not None and not isinstance(last_event_id, str):
+        raise InvalidRequest(f"last_event_id is text or None, got {last_event_id!r}")
+    if prefix is None and not named:
+        raise InvalidRequest('watch needs a prefix ("" for every key) or keys')
+    return named
 
 
 async def watch_stream(

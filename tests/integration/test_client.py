@@ -342,6 +342,53 @@ def test_an_internationalised_host_is_taken(url: str) -> None:
     Client(url).close()
 
 
+#: Watch arguments of the wrong type (review: keys="abc" watched the keys a, b and c;
+#: watch(5) the prefix "5").
+BAD_WATCHES: list[tuple[Any, Any, Any]] = [
+    (5, (), None),
+    (b"user/", (), None),
+    (None, "abc", None),
+    (None, b"abc", None),
+    (None, 5, None),
+    (None, ["a", 5], None),
+    ("", (), 7),
+    (None, (), None),  # no filter at all
+]
+
+
+@pytest.mark.parametrize(("prefix", "keys", "last"), BAD_WATCHES)
+async def test_a_watch_of_the_wrong_type_is_an_invalid_request(
+    prefix: Any, keys: Any, last: Any
+) -> None:
+    """Refused before any request: nothing listens at this URL."""
+    async with AsyncClient("http://127.0.0.1:1") as client:
+        with pytest.raises(errors.InvalidRequest):
+            await anext(aiter(client.watch(prefix, keys=keys, last_event_id=last)))
+
+
+@pytest.mark.parametrize(("prefix", "keys", "last"), BAD_WATCHES)
+def test_a_blocking_watch_of_the_wrong_type_is_refused_at_the_call(
+    prefix: Any, keys: Any, last: Any
+) -> None:
+    with Client("http://127.0.0.1:1") as client, pytest.raises(errors.InvalidRequest):
+        client.watch(prefix, keys=keys, last_event_id=last)
+
+
+@pytest.mark.parametrize("params", [[1], "lat=1", [("lat", "1")], 5])
+async def test_read_through_params_that_are_no_mapping_are_an_invalid_request(
+    params: Any,
+) -> None:
+    """It was urlencode's bare TypeError (review); refused before any request."""
+    async with AsyncClient("http://127.0.0.1:1") as client:
+        with pytest.raises(errors.InvalidRequest, match="params is a mapping"):
+            await client.read_through("svc", "x", params)
+    with (
+        Client("http://127.0.0.1:1") as blocking,
+        pytest.raises(errors.InvalidRequest, match="params is a mapping"),
+    ):
+        blocking.read_through("svc", "x", params)
+
+
 async def test_bad_values_and_ttls_are_typed_errors_and_change_nothing(
     harness: CoordinatorHarness,
 ) -> None:
