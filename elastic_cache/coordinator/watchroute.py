@@ -12,11 +12,13 @@ import asyncio
 import contextlib
 import json
 from collections.abc import Callable
+from urllib.parse import unquote
 
 from aiohttp import HttpVersion11, web
 
 from elastic_cache.coordinator.watch import WatchFilter, WatchHub, parse_event_id
-from elastic_cache.errors import InvalidRequest
+from elastic_cache.errors import InvalidKey, InvalidRequest
+from elastic_cache.hashing import check_escapes
 
 __all__ = ["KEEPALIVE", "START_WAIT", "WRITE_TIMEOUT", "watch_request", "watch_stream"]
 
@@ -42,10 +44,11 @@ def watch_request(request: web.Request) -> tuple[WatchFilter, str | None, int]:
     seconds from 1 to `KEEPALIVE`; default `KEEPALIVE`) of a watch request.
 
     Raises:
-        InvalidRequest: no filter, a malformed prefix or key, a malformed
-            ``Last-Event-ID``, a heartbeat out of range (answered 400 before any stream
-            starts).
+        InvalidRequest: no filter, a malformed prefix or key (`InvalidKey` for one
+            whose percent-escapes do not spell UTF-8), a malformed ``Last-Event-ID``, a
+            heartbeat out of range (answered 400 before any stream starts).
     """
+    _check_filter_escapes(request.raw_path.partition("?")[2].partition("#")[0])
     query = request.query
     filt = WatchFilter.parse(query.getall("prefix", []), query.getall("key", []))
     last = request.headers.get("Last-Event-ID") or query.get("last_event_id")
@@ -60,6 +63,27 @@ def watch_request(request: web.Request) -> tuple[WatchFilter, str | None, int]:
             )
         heartbeat = int(raw)
     return filt, last, heartbeat
+
+
+def _check_filter_escapes(raw_query: str) -> None:
+    """Check the percent-escapes of each ``key`` and ``prefix`` value as sent: yarl
+    decodes one that does not spell UTF-8 (``%FF``) as U+FFFD, and the watch followed
+    that other key (200, a stream) where ``?key=%01`` was refused (review); a ``%`` not
+    followed by two hex digits is kept as is by yarl, as in a key's path.
+
+    Raises:
+        InvalidKey: such a value (answered ``400 bad_key`` before any stream).
+    """
+    if "%" not in raw_query:
+        return
+    for pair in raw_query.split("&"):
+        name, _, value = pair.partition("=")
+        if "%" not in value or unquote(name) not in ("key", "prefix"):
+            continue
+        try:
+            check_escapes(value)
+        except InvalidKey as exc:
+            raise InvalidKey(f"?{unquote(name)}= {value[:80]!r}: {exc}") from exc
 
 
 async def watch_stream(

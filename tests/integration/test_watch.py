@@ -217,6 +217,8 @@ async def test_bad_watch_requests_are_json_400s(tmp_path: Path) -> None:
             ("?prefix=a&heartbeat=16", {}),
             ("?prefix=a&heartbeat=1.5", {}),
             ("?prefix=a&heartbeat=" + "0" * 4300 + "1", {}),  # a 500 before (review)
+            ("?key=%FF", {}),  # a 200 and a stream before (review)
+            ("?prefix=u%C3", {}),
         ]:
             async with http.get(f"{cluster.url}/v1/watch{query}", headers=headers) as resp:
                 assert resp.status == 400, query

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from aiohttp.test_utils import make_mocked_request
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -24,7 +25,8 @@ from elastic_cache.coordinator.watch import (
     parse_event_id,
 )
 from elastic_cache.coordinator.watchfeed import WatchFeed
-from elastic_cache.errors import InvalidRequest, NodeUnavailable
+from elastic_cache.coordinator.watchroute import watch_request
+from elastic_cache.errors import InvalidKey, InvalidRequest, NodeUnavailable
 from elastic_cache.hashing import Murmur3Hasher
 from elastic_cache.node.changes import ChangeLog
 from elastic_cache.ring import HashRing
@@ -53,6 +55,22 @@ def test_a_filter_needs_a_prefix_or_a_key_and_refuses_bad_ones() -> None:
     assert f.matches("anything")
     f = WatchFilter.parse(["user/"], ["k"])
     assert f.matches("user/1") and f.matches("k") and not f.matches("kk")
+
+
+@pytest.mark.parametrize(
+    "query",
+    ["key=%FF", "prefix=a%C3", "key=ok&key=%FF%FE", "prefix=%zz", "pre%66ix=%FF", "key=a%4"],
+)
+def test_filter_escapes_that_do_not_spell_utf8_are_bad_keys(query: str) -> None:
+    """yarl decodes ``%FF`` as U+FFFD: the watch followed that other key (review)."""
+    with pytest.raises(InvalidKey):
+        watch_request(make_mocked_request("GET", f"/v1/watch?{query}"))
+
+
+def test_filter_escapes_that_spell_utf8_are_taken() -> None:
+    request = make_mocked_request("GET", "/v1/watch?key=caf%C3%A9&prefix=%EF%BF%BD&x=%FF")
+    filt, _, _ = watch_request(request)
+    assert filt.keys == frozenset({"caf\u00e9"}) and filt.prefixes == ("\ufffd",)
 
 
 def test_event_ids_are_boot_and_sequence() -> None:
