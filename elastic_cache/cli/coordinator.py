@@ -62,6 +62,7 @@ def add_parser(sub: Subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from elastic_cache.cli.coordinator_process import serve_coordinator
+    from elastic_cache.coordinator.membership import check_state_file
 
     settings = cluster_settings(args)
     setting = "--state-dir ([coordinator] state_dir)"
@@ -78,6 +79,8 @@ def run(args: argparse.Namespace) -> int:
     token = server_token(args)
     # Held for the process's life (a second coordinator on it resumed our nodes; review).
     with holding_state_dir(settings.coordinator.state_dir, setting):
+        # A state file that does not parse fails here, before anything starts (review).
+        check_state_file(Path(settings.coordinator.state_dir) / "cluster.json")
         eventloop.run(serve_coordinator(settings, on_ready=ready, session=session, token=token))
     return 0
 

@@ -5,6 +5,7 @@ work is `elastic_cache.cli.localcluster`'s.
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from elastic_cache import eventloop
@@ -75,6 +76,7 @@ def add_parser(sub: Subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from elastic_cache.cli.localcluster import run_up
+    from elastic_cache.coordinator.membership import check_state_file
 
     check_port("--local-s3-port", args.local_s3_port, allow_zero=False)
     check_port("--demo-origin-port", args.demo_origin_port, allow_zero=False)
@@ -91,6 +93,8 @@ def run(args: argparse.Namespace) -> int:
     # The supervisor holds the state directory for its life, through every restart of
     # its coordinator (a second ``up`` on it resumed our nodes; review).
     with holding_state_dir(settings.coordinator.state_dir, setting):
+        # A state file that does not parse fails here, before anything starts (review).
+        check_state_file(Path(settings.coordinator.state_dir) / "cluster.json")
         return eventloop.run(
             run_up(
                 settings,

@@ -27,13 +27,21 @@ from elastic_cache.coordinator.events import EventLog
 from elastic_cache.coordinator.migration import MigrationInfo
 from elastic_cache.coordinator.nodepolling import NodeInfo, NodePolling
 from elastic_cache.coordinator.statestore import FileStateStore, StateStore
-from elastic_cache.errors import ElasticCacheError, ProvisionError, UnknownNode
+from elastic_cache.errors import ConfigError, ElasticCacheError, ProvisionError, UnknownNode
 from elastic_cache.hashing import make_hasher
 from elastic_cache.node.protocol import NodeClient
 from elastic_cache.provisioner.base import NodeHandle, Provisioner
 from elastic_cache.ring import HashRing
 
-__all__ = ["ClientFactory", "Membership", "NodeInfo", "StoppedNode"]
+__all__ = [
+    "ClientFactory",
+    "Membership",
+    "NodeInfo",
+    "ParsedState",
+    "StoppedNode",
+    "check_state_file",
+    "parse_state",
+]
 
 # The cluster's logger, as before the split from cluster.py.
 log = logging.getLogger("elastic_cache.cluster")
@@ -76,6 +84,56 @@ class StoppedNode:
             since=float(data.get("since", 0.0)),
             boot=None if boot is None else str(boot),
         )
+
+
+#: A persisted state, parsed: the document, its ring, members, copies and stopped nodes.
+ParsedState = tuple[
+    dict[str, Any], HashRing, list[NodeHandle], dict[int, tuple[str, ...]], list[StoppedNode]
+]
+
+
+def parse_state(raw: bytes, where: str) -> ParsedState:
+    """The state `Membership.persist` wrote, read back.
+
+    Args:
+        raw: the document.
+        where: where it was read from, for the error.
+
+    Raises:
+        ConfigError: it does not parse (the message names ``where`` and says to move it
+            away to start afresh).
+    """
+    try:
+        state = json.loads(raw)
+        if not isinstance(state, dict):
+            raise ValueError("not a JSON object")
+        ring = HashRing.from_dict(state["ring"])
+        handles = [NodeHandle.from_json(h) for h in state["nodes"]]
+        held = {int(b): tuple(str(n) for n in c) for b, c in state.get("held", {}).items()}
+        stopped = [StoppedNode.from_json(s) for s in state.get("stopped", [])]
+    except (ValueError, KeyError, TypeError, AttributeError, ElasticCacheError) as exc:
+        detail = f"no {exc}" if isinstance(exc, KeyError) else str(exc)
+        raise ConfigError(
+            f"the cluster state {where} is unreadable ({detail}); move it away to start "
+            "afresh (its nodes are then not resumed)"
+        ) from exc
+    return state, ring, handles, held, stopped
+
+
+def check_state_file(path: Path) -> None:
+    """Check, before anything starts, that the state file at ``path`` parses, if there
+    is one (`parse_state`); no file is a fresh start.
+
+    Raises:
+        ConfigError: it cannot be read or does not parse.
+    """
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise ConfigError(f"cannot read the cluster state {path}: {exc.strerror}") from exc
+    parse_state(raw, str(path))
 
 
 class Membership(NodePolling):
@@ -254,19 +312,16 @@ class Membership(NodePolling):
         if store is None:
             return False
         # A store that cannot be read fails the start (to be tried again) rather than
-        # start afresh, which would sweep the nodes of the state it could not read.
-        raw = await asyncio.to_thread(store.load)
+        # start afresh, which would sweep the nodes of the state it could not read; and
+        # so does one that does not parse (it was logged, ignored and overwritten;
+        # review): the operator moves it away to start afresh.
+        try:
+            raw = await asyncio.to_thread(store.load)
+        except OSError as exc:
+            raise ConfigError(f"cannot read the cluster state {store.describe()}: {exc}") from exc
         if raw is None:
             return False
-        try:
-            state = json.loads(raw)
-            ring = HashRing.from_dict(state["ring"])
-            handles = [NodeHandle.from_json(h) for h in state["nodes"]]
-            held = {int(b): tuple(str(n) for n in c) for b, c in state.get("held", {}).items()}
-            stopped = [StoppedNode.from_json(s) for s in state.get("stopped", [])]
-        except (OSError, ValueError, KeyError, TypeError, ElasticCacheError) as exc:
-            log.warning("ignoring unreadable state %s: %s", store.describe(), exc)
-            return False
+        state, ring, handles, held, stopped = parse_state(raw, store.describe())
         if ring.hasher.spec != self.ring.hasher.spec or not handles:
             return False
         ours = [True] * len(handles)

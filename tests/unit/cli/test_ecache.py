@@ -405,3 +405,22 @@ def test_out_of_range_numbers_exit_2(
 ) -> None:
     assert main(argv) == 2
     assert fragment in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["up", "coordinator"])
+def test_a_state_file_that_does_not_parse_exits_2_and_changes_nothing(
+    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``up`` logged "ignoring unreadable state", started afresh and overwrote it
+    (review). A missing file stays a fresh start."""
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "cluster.json").write_text("garbage{")
+    argv = [command, "--port", "0", "--state-dir", str(state)]
+    assert main([*argv, "--no-demo-origin"] if command == "up" else argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert f"the cluster state {state / 'cluster.json'} is unreadable (" in err
+    assert "move it away to start afresh" in err
+    assert (state / "cluster.json").read_text() == "garbage{"
+    assert sorted(p.name for p in state.iterdir()) == ["cluster.json", "lock"]

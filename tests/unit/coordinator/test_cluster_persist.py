@@ -11,8 +11,8 @@ import pytest
 
 from elastic_cache.config import ClusterSettings
 from elastic_cache.coordinator.cluster import Cluster
-from elastic_cache.coordinator.membership import StoppedNode
-from elastic_cache.errors import ProvisionError
+from elastic_cache.coordinator.membership import StoppedNode, check_state_file
+from elastic_cache.errors import ConfigError, ProvisionError
 from elastic_cache.node.local import LocalNetwork
 from elastic_cache.provisioner.base import NodeHandle
 from elastic_cache.sim.metered import CpuMeter
@@ -169,3 +169,31 @@ async def test_a_node_whose_drop_failed_is_not_dead_to_moves_or_pushes(
     assert pushed == [cluster.ring.epoch]
     _, moved = await cluster.add_node()
     assert moved is not None and moved.state == "done", moved.to_json()
+
+
+@pytest.mark.parametrize(
+    ("text", "detail"),
+    [
+        (b"garbage{", "Expecting value"),
+        (b"[]", "not a JSON object"),
+        (b"{}", "no 'ring'"),
+        (b'{"ring": {}, "nodes": []}', ""),
+        (b"\xff\xfe", ""),
+    ],
+)
+async def test_a_state_that_does_not_parse_fails_the_start_and_stays(
+    tmp_path: Path, text: bytes, detail: str
+) -> None:
+    """It was logged ("ignoring unreadable state"), the cluster started afresh and
+    overwrote it (review): its nodes, if they still ran, were swept."""
+    (tmp_path / "cluster.json").write_bytes(text)
+    cluster = _cluster(tmp_path, nodes=1, replication=1)
+    with pytest.raises(ConfigError, match="move it away to start afresh") as err:
+        await cluster.start()
+    assert f"the cluster state {tmp_path / 'cluster.json'} is unreadable (" in str(err.value)
+    assert detail in str(err.value)
+    assert not cluster.nodes and await cluster.provisioner.list() == []  # nothing launched
+    assert (tmp_path / "cluster.json").read_bytes() == text
+    with pytest.raises(ConfigError, match="move it away"):
+        check_state_file(tmp_path / "cluster.json")
+    check_state_file(tmp_path / "absent.json")  # no file: a fresh start
