@@ -23,6 +23,7 @@ __all__ = [
     "client_tls",
     "client_token",
     "config_dir",
+    "coordinator_url",
     "record_certificate",
     "recorded_certificate",
     "tls_ca",
@@ -45,6 +46,25 @@ def client_token(args: argparse.Namespace) -> str | None:
     except ConfigError as exc:
         source = "--token" if getattr(args, "token", None) else f"${TOKEN_ENV}"
         raise ConfigError(f"{source}: {exc}") from exc
+
+
+def coordinator_url(args: argparse.Namespace) -> str:
+    """``--url``, checked as `elastic_cache.client.AsyncClient` checks its URL, without a
+    trailing slash: ``?x=1`` gave a confusing JSON error and a port of 99999 "connection
+    refused" (review).
+
+    Raises:
+        ConfigError: it is not ``http(s)://host[:port][/path]`` without a query.
+    """
+    from elastic_cache.client.asyncclient import URL_FORM, checked_url
+    from elastic_cache.errors import InvalidRequest
+
+    try:
+        return checked_url(args.url)
+    except InvalidRequest as exc:
+        raise ConfigError(
+            f"--url {args.url!r} is not a coordinator's URL: expected {URL_FORM}"
+        ) from exc
 
 
 def tls_ca(args: argparse.Namespace) -> str | None:

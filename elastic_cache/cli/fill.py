@@ -25,7 +25,7 @@ import aiohttp
 from yarl import URL
 
 from elastic_cache.auth import authorization, unauthorized
-from elastic_cache.cli.access import add_client_token, client_tls, client_token
+from elastic_cache.cli.access import add_client_token, client_tls, client_token, coordinator_url
 from elastic_cache.errors import ConfigError, NodeUnavailable
 from elastic_cache.progress import Progress
 
@@ -168,9 +168,10 @@ def run(args: argparse.Namespace) -> int:
             f"--size {args.size}: at most {MAX_SIZE} bytes (a coordinator takes values up "
             "to its max_value_bytes, 8 MiB by default)"
         )
+    url = coordinator_url(args)
     report = asyncio.run(
         fill(
-            args.url,
+            url,
             args.count,
             size=args.size,
             prefix=args.prefix,

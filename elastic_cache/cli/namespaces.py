@@ -8,7 +8,7 @@ import argparse
 import json
 from typing import TYPE_CHECKING, Any
 
-from elastic_cache.cli.access import add_client_token, client_tls, client_token
+from elastic_cache.cli.access import add_client_token, client_tls, client_token, coordinator_url
 
 if TYPE_CHECKING:
     from elastic_cache.cli.options import Subparsers
@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
     from elastic_cache.cli.admin import admin_call
     from elastic_cache.cli.status import render_namespaces
 
-    base = args.url.rstrip("/") + "/v1/namespaces"
+    base = coordinator_url(args) + "/v1/namespaces"
     token, tls = client_token(args), client_tls(args)
     action = args.namespaces_command
     if action == "list":

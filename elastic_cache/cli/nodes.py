@@ -9,7 +9,7 @@ import json
 import sys
 from typing import TYPE_CHECKING
 
-from elastic_cache.cli.access import add_client_token, client_tls, client_token
+from elastic_cache.cli.access import add_client_token, client_tls, client_token, coordinator_url
 
 if TYPE_CHECKING:
     from elastic_cache.cli.options import Subparsers
@@ -48,13 +48,14 @@ def run(args: argparse.Namespace) -> int:
     from elastic_cache.cli.admin import add_nodes, remove_node
 
     # A cluster with a token needs it (docs/aws.md); `ecache up` has none by default.
+    url = coordinator_url(args)
     token = client_token(args)
     tls = client_tls(args)
     if args.nodes_command == "add":
-        answer = add_nodes(args.url, args.count, stream=sys.stderr, token=token, tls=tls)
+        answer = add_nodes(url, args.count, stream=sys.stderr, token=token, tls=tls)
     else:
         answer = remove_node(
-            args.url, args.node_id, stream=sys.stderr, token=token, tls=tls, force=args.force
+            url, args.node_id, stream=sys.stderr, token=token, tls=tls, force=args.force
         )
     if args.json:
         print(json.dumps(answer, indent=2))

@@ -22,6 +22,7 @@ from elastic_cache.cli.access import (
     add_client_token,
     client_tls,
     client_token,
+    coordinator_url,
     recorded_certificate,
     tls_ca,
 )
@@ -433,6 +434,7 @@ def run(args: argparse.Namespace) -> int:
             token=client_token(args),
             tls_ca=tls_ca(args) or recorded_certificate(args.name, session, region),
         )
-    view = fetch_cluster(args.url, token=client_token(args), tls=client_tls(args))
+    url = coordinator_url(args)
+    view = fetch_cluster(url, token=client_token(args), tls=client_tls(args))
     print(json.dumps(view, indent=2) if args.json else render_status(view))
     return 0

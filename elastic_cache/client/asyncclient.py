@@ -44,7 +44,7 @@ from elastic_cache.node.protocol import TTL_HEADER
 from elastic_cache.ring import HashRing
 from elastic_cache.tls import client_context
 
-__all__ = ["AsyncClient"]
+__all__ = ["URL_FORM", "AsyncClient", "checked_url"]
 
 
 class AsyncClient:
@@ -87,7 +87,7 @@ class AsyncClient:
         near_cache_prefix: str = "",
         tls_ca: str | None = None,
     ) -> None:
-        self.url = _checked_url(url)
+        self.url = checked_url(url)
         self._tls = None if tls_ca is None else client_context(cafile=tls_ca)
         if token is not None and (not isinstance(token, str) or _unsafe_header(token)):
             raise InvalidRequest("token must be text without control characters")
@@ -540,16 +540,20 @@ def _unsafe_header(value: str) -> bool:
     return any((ord(c) < 32 and c != "\t") or ord(c) == 127 for c in value)
 
 
-def _checked_url(url: object) -> str:
+#: What `checked_url` takes.
+URL_FORM = "http(s)://host[:port][/path], without a query or fragment"
+
+
+def checked_url(url: object) -> str:
     """The coordinator's URL without a trailing slash, once it is a usable
     ``http(s)://host[:port][/path]`` (request URLs are built onto it: a query there made
     ``get`` read the dashboard's page; a bad port or host raised yarl's ValueError at the
-    first request).
+    first request). The command line checks its ``--url`` with it too.
 
     Raises:
         InvalidRequest: anything else.
     """
-    form = "http(s)://host[:port][/path], without a query or fragment"
+    form = URL_FORM
     if not isinstance(url, str):
         raise InvalidRequest(f"url must be {form}, got {url!r}")
     try:

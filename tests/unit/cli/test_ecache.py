@@ -306,11 +306,21 @@ def test_a_client_token_is_stripped_and_checked(
         ["status", "--url", "http://[::1"],
         ["nodes", "add", "--url", "notaurl"],
         ["namespaces", "list", "--url", "http://[::1"],
+        # Checked as the client checks its URL (review: a JSON error, "connection refused").
+        ["status", "--url", "http://127.0.0.1:24000/?x=1"],
+        ["status", "--url", "http://127.0.0.1:99999"],
+        ["fill", "--count", "1", "--url", "http://127.0.0.1:99999"],
+        ["fill", "--count", "1", "--url", "http://127.0.0.1:24000/?q=1"],
+        ["nodes", "add", "--url", "http://127.0.0.1:24000/#top"],
+        ["nodes", "remove", "node-1", "--url", "ftp://127.0.0.1:24000"],
+        ["namespaces", "list", "--url", "http://127.0.0.1:24000?"],
     ],
 )
 def test_a_malformed_url_exits_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     assert main(argv) == 2
-    assert "is not a coordinator's URL" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert err.startswith("ecache: error: --url ") and err.count("\n") == 1
+    assert "is not a coordinator's URL" in err
 
 
 def test_a_misspelt_aws_profile_exits_2(
