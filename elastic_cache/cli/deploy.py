@@ -6,6 +6,7 @@ cache, a certificate given as files.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import ipaddress
 import sys
 import urllib.error
@@ -31,7 +32,8 @@ if TYPE_CHECKING:
 __all__ = ["add_parser", "run"]
 
 
-#: The ``allow_cidr`` of an ``--update``'s settings, which change no security group.
+#: The ``allow_cidr`` of an ``--update``'s settings, which change no security group, and
+#: of any settings while they are checked, before this machine's address is looked up.
 UNUSED_CIDR = "192.0.2.0/32"
 
 #: Where ``ecache deploy`` asks for this machine's public address (default --allow-cidr).
@@ -297,13 +299,16 @@ def run(args: argparse.Namespace) -> int:
 
     session = awsenv.boto_session(args.region)
     coordinator_types = args.coordinator_instance_type or ["t3.small"]
+    # --private: the API is for the VPC, so the default is its CIDR (found later).
+    # --update changes no security group (it refuses --allow-cidr): no lookup.
+    lookup = not args.allow_cidr and not args.private and not args.update
     settings = DeploySettings(
         name=args.name,
         region=awsenv.region(args, session),
-        # --private: the API is for the VPC, so the default is its CIDR (found later).
-        # --update changes no security group (it refuses --allow-cidr): no lookup.
-        allow_cidr=args.allow_cidr
-        or ("" if args.private else UNUSED_CIDR if args.update else _caller_cidr()),
+        # A stand-in until every other setting is checked: the lookup is a network call,
+        # and it failed ("could not find your public address") before a --max-nodes 0
+        # was said to be wrong, even with --dry-run offline (review).
+        allow_cidr=args.allow_cidr or ("" if args.private else UNUSED_CIDR),
         public=args.public,
         private=args.private,
         instance_types=tuple(args.instance_type or ["t3.small"]),
@@ -332,6 +337,8 @@ def run(args: argparse.Namespace) -> int:
         warm_reintegration=bool(args.warm_reintegration),
         nodes_per_instance=args.nodes_per_instance,
     )
+    if lookup:
+        settings = dataclasses.replace(settings, allow_cidr=_caller_cidr())
     if args.update:
         if args.dry_run:
             raise ConfigError("--update and --dry-run: run --update alone; it checks first")

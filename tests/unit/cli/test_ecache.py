@@ -122,6 +122,43 @@ def test_deploy_open_to_the_internet_needs_public(
     assert "add --public to open the API port this wide on purpose" in err
 
 
+@pytest.mark.parametrize(
+    ("flags", "fragment"),
+    [
+        (["--max-nodes", "0"], "max_nodes must be a positive integer"),
+        (["--max-usd-per-hour", "-1"], "max_usd_per_hour must be a positive number"),
+        (["--nodes-per-instance", "17"], "--nodes-per-instance must be from 1 to 16"),
+        (["--name", "x y"], "a cluster name is"),
+        ([], "could not find your public address"),  # valid: then the look-up, failing
+    ],
+)
+def test_deploy_checks_its_settings_before_looking_up_the_public_address(
+    flags: list[str],
+    fragment: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Offline, ``--dry-run --max-nodes 0`` said "could not find your public address"
+    (review): the settings' own checks ran after that network call."""
+    import urllib.error
+
+    from elastic_cache.cli import deploy
+
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    looked_up: list[bool] = []
+
+    def offline() -> str:
+        looked_up.append(True)
+        raise urllib.error.URLError("offline")
+
+    monkeypatch.setattr(deploy, "_public_address", offline)
+    argv = ["deploy", "--name", "demo", "--region", "eu-west-1", "--dry-run", *flags]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert fragment in err and err.count("\n") == 1
+    assert looked_up == ([True] if not flags else [])
+
+
 def test_deploy_help_explains_public(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as done:
         main(["deploy", "--help"])
