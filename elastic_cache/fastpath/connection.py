@@ -75,6 +75,8 @@ class _Connection(RequestParsing, Relaying, asyncio.Protocol):
         self.relaying: HotRequest | None = None
         self.handoff = False
         self.closing = False
+        #: The client shut its side (`eof_received`): close once the queue is answered.
+        self.eof = False
         self.reading = True
         self.write_paused = False
         self.drained: asyncio.Future[None] | None = None
@@ -103,7 +105,9 @@ class _Connection(RequestParsing, Relaying, asyncio.Protocol):
         what it asked, then close. Returning False closed the transport at once, and
         the answers not yet made were lost (review: a routed GET, a relayed request)."""
         if self.queue or self.busy or self.current is not None:
-            self.closing = True  # `_next` closes once the queue is answered
+            # Not `closing`: that means the client is gone, and a streamed answer would
+            # stop mid-body (review: bare heads followed).
+            self.eof = True
             return True
         return False
 
@@ -245,7 +249,9 @@ class _Connection(RequestParsing, Relaying, asyncio.Protocol):
         """Answer queued requests in order while they can be answered at once."""
         queue = self.queue
         while queue and not self.busy:
-            if self.closing and (self.transport is None or self.transport.is_closing()):
+            if (self.closing or self.eof) and (
+                self.transport is None or self.transport.is_closing()
+            ):
                 # The client is gone (a write failed, the connection was lost): what it
                 # pipelined is not answered (review: node reads for nobody).
                 queue.clear()
@@ -285,7 +291,7 @@ class _Connection(RequestParsing, Relaying, asyncio.Protocol):
                 self.loop.create_task(self._answer_later(request, answer))
             return
         if not queue:
-            if self.closing:
+            if self.closing or self.eof:
                 self.abort()
             elif not self.write_paused:
                 self._resume()
@@ -403,7 +409,11 @@ class _Connection(RequestParsing, Relaying, asyncio.Protocol):
     def expired(self, now: float, keepalive: float, request_timeout: float) -> bool:
         """Close the connection if it waited too long for its client."""
         if self.write_paused and now - self.paused_at > request_timeout:
-            self.abort()  # it takes no answer
+            # It takes no answer: dropped, what is buffered for it too (``close`` waits
+            # for the buffer to be sent, which it never is: review).
+            self.closing = True
+            if self.transport is not None:
+                self.transport.abort()
             return True
         if not self.reading:
             return False  # this side paused it: the client is not the one late
