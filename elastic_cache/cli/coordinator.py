@@ -17,11 +17,10 @@ from elastic_cache.cli import awsenv
 from elastic_cache.cli.options import (
     add_server_token,
     add_workers,
-    checked_state_dir,
     cluster_settings,
     server_token,
 )
-from elastic_cache.cli.statelock import holding_state_dir
+from elastic_cache.cli.statelock import owning_state_dir
 from elastic_cache.config import ProvisionerKind
 
 if TYPE_CHECKING:
@@ -62,11 +61,8 @@ def add_parser(sub: Subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from elastic_cache.cli.coordinator_process import serve_coordinator
-    from elastic_cache.coordinator.membership import check_state_file
 
     settings = cluster_settings(args)
-    setting = "--state-dir ([coordinator] state_dir)"
-    checked_state_dir(setting, settings.coordinator.state_dir)
     session = None
     on_aws = settings.coordinator.provisioner is ProvisionerKind.EC2
     coord = settings.coordinator
@@ -77,10 +73,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"coordinator listening on {url}", flush=True)
 
     token = server_token(args)
-    # Held for the process's life (a second coordinator on it resumed our nodes; review).
-    with holding_state_dir(settings.coordinator.state_dir, setting):
-        # A state file that does not parse fails here, before anything starts (review).
-        check_state_file(Path(settings.coordinator.state_dir) / "cluster.json")
+    # Owned for the process's life (a second coordinator on it resumed our nodes; review).
+    with owning_state_dir(settings.coordinator.state_dir):
         eventloop.run(serve_coordinator(settings, on_ready=ready, session=session, token=token))
     return 0
 

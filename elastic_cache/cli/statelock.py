@@ -20,9 +20,10 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+from elastic_cache.cli.options import checked_state_dir
 from elastic_cache.errors import ConfigError
 
-__all__ = ["LOCK_NAME", "holding_state_dir"]
+__all__ = ["LOCK_NAME", "holding_state_dir", "owning_state_dir"]
 
 #: The lock file in the state directory; it holds the owner's PID, for the message.
 LOCK_NAME = "lock"
@@ -75,3 +76,26 @@ def holding_state_dir(state_dir: str | os.PathLike[str], setting: str) -> Iterat
         yield path
     finally:
         os.close(fd)  # releases the lock
+
+
+#: How `ecache up` and `ecache coordinator` name the state directory in their errors.
+STATE_DIR_SETTING = "--state-dir ([coordinator] state_dir)"
+
+
+@contextlib.contextmanager
+def owning_state_dir(state_dir: str | os.PathLike[str]) -> Iterator[None]:
+    """What ``ecache up`` and ``ecache coordinator`` do before anything starts, for the
+    ``with`` block (the process's life): the state directory made and writable
+    (`checked_state_dir`), its lock held (`holding_state_dir`), and the cluster state
+    in it, if any, readable (a file that does not parse failed only once nodes had been
+    started, logged and overwritten: review).
+
+    Raises:
+        ConfigError: any of the three.
+    """
+    from elastic_cache.coordinator.membership import check_state_file
+
+    checked_state_dir(STATE_DIR_SETTING, state_dir)
+    with holding_state_dir(state_dir, STATE_DIR_SETTING):
+        check_state_file(Path(state_dir) / "cluster.json")
+        yield

@@ -5,7 +5,6 @@ work is `elastic_cache.cli.localcluster`'s.
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from elastic_cache import eventloop
@@ -14,12 +13,11 @@ from elastic_cache.cli.options import (
     add_node_shape,
     add_server_token,
     add_workers,
-    checked_state_dir,
     cluster_settings,
     origin_flag,
     server_token,
 )
-from elastic_cache.cli.statelock import holding_state_dir
+from elastic_cache.cli.statelock import owning_state_dir
 from elastic_cache.config.checks import check_port
 
 if TYPE_CHECKING:
@@ -76,13 +74,10 @@ def add_parser(sub: Subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from elastic_cache.cli.localcluster import run_up
-    from elastic_cache.coordinator.membership import check_state_file
 
     check_port("--local-s3-port", args.local_s3_port, allow_zero=False)
     check_port("--demo-origin-port", args.demo_origin_port, allow_zero=False)
     settings = cluster_settings(args)
-    setting = "--state-dir ([coordinator] state_dir)"
-    checked_state_dir(setting, settings.coordinator.state_dir)
     # --hybrid without an endpoint or a tier of its own: a local S3 (moto's server).
     local_s3 = (
         args.hybrid
@@ -90,11 +85,9 @@ def run(args: argparse.Namespace) -> int:
         and settings.nodes.s3_endpoint_url is None
     )
     token = server_token(args)
-    # The supervisor holds the state directory for its life, through every restart of
+    # The supervisor owns the state directory for its life, through every restart of
     # its coordinator (a second ``up`` on it resumed our nodes; review).
-    with holding_state_dir(settings.coordinator.state_dir, setting):
-        # A state file that does not parse fails here, before anything starts (review).
-        check_state_file(Path(settings.coordinator.state_dir) / "cluster.json")
+    with owning_state_dir(settings.coordinator.state_dir):
         return eventloop.run(
             run_up(
                 settings,

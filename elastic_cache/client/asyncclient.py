@@ -553,13 +553,12 @@ def checked_url(url: object) -> str:
     Raises:
         InvalidRequest: anything else.
     """
-    form = URL_FORM
     if not isinstance(url, str):
-        raise InvalidRequest(f"url must be {form}, got {url!r}")
+        raise InvalidRequest(f"url must be {URL_FORM}, got {url!r}")
     try:
-        parts = check_http_url("url", url, form)
+        parts = check_http_url("url", url, URL_FORM)
     except ConfigError as exc:
         raise InvalidRequest(str(exc)) from None
     if parts.query or parts.fragment or url.endswith(("?", "#")):
-        raise InvalidRequest(f"url must be {form}, got {url!r}")
+        raise InvalidRequest(f"url must be {URL_FORM}, got {url!r}")
     return url.rstrip("/")

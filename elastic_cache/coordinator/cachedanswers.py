@@ -17,9 +17,9 @@ from dataclasses import dataclass, field, replace
 
 import aiohttp
 
-from elastic_cache.config import MAX_TTL_SECONDS
+from elastic_cache.config import MAX_TTL_SECONDS, OriginSettings
 from elastic_cache.coordinator.hotanswers import HotAnswers
-from elastic_cache.coordinator.origin_client import OriginStream
+from elastic_cache.coordinator.origin_client import OriginStream, OriginView
 from elastic_cache.coordinator.router import Router
 from elastic_cache.errors import ElasticCacheError
 from elastic_cache.httpcache.keys import variant_key
@@ -69,16 +69,17 @@ class ClientRequest:
     """
 
     __slots__ = (
+        "_sent",
         "body",
         "fields",
         "headers",
         "key",
         "method",
         "origin",
+        "origin_settings",
         "raw_path",
         "raw_query",
         "remote",
-        "sent",
     )
 
     def __init__(
@@ -105,9 +106,22 @@ class ClientRequest:
             fields[low] = f"{fields[low]}, {value}" if low in fields else value
         self.fields: Mapping[str, str] = fields
         self.key: str | None = None
-        #: The headers as the origin receives them, which ``Vary`` selects by (set
-        #: with the origin, `ReadThrough._checked`; the client's own until then).
-        self.sent: HeaderLookup = fields
+        #: The origin's settings, once `ReadThrough._checked` found them (`sent`).
+        self.origin_settings: OriginSettings | None = None
+        self._sent: OriginView | None = None
+
+    @property
+    def sent(self) -> HeaderLookup:
+        """The headers as the origin receives them (`OriginView`), which ``Vary``
+        selects by; made on first use (a hit without ``Vary`` never needs them), the
+        client's own before the origin is known."""
+        sent = self._sent
+        if sent is None:
+            origin = self.origin_settings
+            if origin is None:
+                return self.fields
+            sent = self._sent = OriginView(origin, self.fields, self.remote)
+        return sent
 
 
 @dataclass(slots=True)

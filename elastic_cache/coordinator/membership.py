@@ -128,12 +128,11 @@ def check_state_file(path: Path) -> None:
         ConfigError: it cannot be read or does not parse.
     """
     try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        return
+        raw = FileStateStore(path).load()
     except OSError as exc:
         raise ConfigError(f"cannot read the cluster state {path}: {exc.strerror}") from exc
-    parse_state(raw, str(path))
+    if raw is not None:
+        parse_state(raw, str(path))
 
 
 class Membership(NodePolling):

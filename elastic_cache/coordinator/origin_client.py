@@ -8,6 +8,7 @@ stored exactly as the origin sent it, with its ``Content-Encoding``.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
@@ -108,15 +109,12 @@ def forwarded_headers(
 
 def _allowed(origin: OriginSettings) -> frozenset[str]:
     """The header names ``origin``'s ``forward_headers`` lets through, lower-cased."""
-    allow = _ALLOWED.get(origin.forward_headers)
-    if allow is None:
-        allow = _ALLOWED[origin.forward_headers] = frozenset(
-            h.lower() for h in origin.forward_headers
-        )
-    return allow
+    return _lowered(origin.forward_headers)
 
 
-_ALLOWED: dict[tuple[str, ...], frozenset[str]] = {}
+@functools.cache
+def _lowered(names: tuple[str, ...]) -> frozenset[str]:
+    return frozenset(name.lower() for name in names)
 
 
 def _passed_on(

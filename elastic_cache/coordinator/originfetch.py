@@ -315,20 +315,21 @@ class OriginFetches(CachedAnswers):
         url = str(OriginCall.url(origin, request.raw_path, request.raw_query))
         host = urlsplit(url).netloc.lower()
         for value in (url, *named):
+            target = urljoin(url, value.strip())
             # Never a URL on another host than the request's (RFC 9111 §4.4: review,
             # a POST through one origin flushed another service's answers).
-            if urlsplit(urljoin(url, value.strip())).netloc.lower() != host:
+            if urlsplit(target).netloc.lower() != host:
                 continue
             for each in self.origins.values():
-                other = self._key_of(each, url, value)
+                other = self._key_of(each, target)
                 if other is not None:
                     keys.add(other)
         return keys
 
     @staticmethod
-    def _key_of(origin: OriginSettings, request_url: str, reference: str) -> str | None:
-        """The cache key of a URL the origin named, when it lies under the origin's base."""
-        target = urljoin(request_url, reference.strip())
+    def _key_of(origin: OriginSettings, target: str) -> str | None:
+        """The cache key of the absolute URL ``target``, when it lies under the origin's
+        base."""
         base = origin.url.rstrip("/") + "/"
         if not target.startswith(base):
             return None

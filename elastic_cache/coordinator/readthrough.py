@@ -38,7 +38,7 @@ from elastic_cache.coordinator.cachedanswers import (
     Reply,
 )
 from elastic_cache.coordinator.hotanswers import HotAnswers
-from elastic_cache.coordinator.origin_client import OriginCall, OriginView
+from elastic_cache.coordinator.origin_client import OriginCall
 from elastic_cache.coordinator.originfetch import OriginFetches, Outcome
 from elastic_cache.coordinator.router import Router
 from elastic_cache.errors import InvalidRequest, MethodNotAllowed, UnknownOrigin, UriTooLong
@@ -185,7 +185,7 @@ class ReadThrough(OriginFetches):
         if len(request.raw_path) + len(request.raw_query) > MAX_URL_BYTES:
             raise UriTooLong(f"the URL is longer than {MAX_URL_BYTES} bytes")
         check_path(request.raw_path)
-        request.sent = OriginView(origin, request.fields, request.remote)
+        request.origin_settings = origin  # what `ClientRequest.sent` reads by
         return origin
 
     def answer_now(self, request: ClientRequest) -> Reply | None:

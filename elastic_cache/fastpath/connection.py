@@ -113,15 +113,7 @@ class _Connection(RequestParsing, Relaying, asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.server.forget(self)
-        self.closing = True
-        # The requests it pipelined and no one will read are dropped; the one in work
-        # finishes (review: 1,600 pipelined GETs of clients gone made 3,000 node reads).
-        queue = self.queue
-        if len(queue) > 1 or (queue and not self.busy):
-            work = queue[0] if self.busy else None
-            queue.clear()
-            if work is not None:
-                queue.append(work)
+        self.closing = True  # `_next` drops what it pipelined: no one reads it
         if self.drained is not None and not self.drained.done():
             self.drained.set_result(None)
         if self.relay is not None and self.relay.transport is not None:
@@ -253,7 +245,8 @@ class _Connection(RequestParsing, Relaying, asyncio.Protocol):
                 self.transport is None or self.transport.is_closing()
             ):
                 # The client is gone (a write failed, the connection was lost): what it
-                # pipelined is not answered (review: node reads for nobody).
+                # pipelined is not answered (review: 1,600 pipelined GETs of clients gone
+                # made 3,000 node reads).
                 queue.clear()
                 break
             if self.write_paused:
