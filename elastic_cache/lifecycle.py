@@ -3,15 +3,39 @@
 Launchers (the local provisioner, ``ecache up``) keep the write end of a child's stdin;
 with ``watch_stdin`` the child stops when that end closes, which happens however the
 launcher ends, ``kill -9`` included. So no child outlives the process that started it.
+
+A launcher also hands its children the descriptors they must hold for as long as they
+run (`handing_down`, `handed_down`): the state directory's lock, so that a killed owner's
+directory stays locked until the last process of its cluster is gone.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
 import sys
+from collections.abc import Iterator
 
-__all__ = ["stop_on_stdin_eof", "wait_for_stop"]
+__all__ = ["handed_down", "handing_down", "stop_on_stdin_eof", "wait_for_stop"]
+
+#: Descriptors every child process inherits (`handing_down`).
+_handed_down: list[int] = []
+
+
+@contextlib.contextmanager
+def handing_down(fd: int) -> Iterator[None]:
+    """Every child process started in the ``with`` block inherits ``fd``."""
+    _handed_down.append(fd)
+    try:
+        yield
+    finally:
+        _handed_down.remove(fd)
+
+
+def handed_down() -> tuple[int, ...]:
+    """The descriptors a child process is to inherit: its launcher's ``pass_fds``."""
+    return tuple(_handed_down)
 
 
 class _EofWatcher(asyncio.Protocol):

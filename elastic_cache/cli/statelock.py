@@ -9,6 +9,12 @@ supervisor owns the nodes and outlives every coordinator it restarts, so a resta
 waits for a lock; the child is started only by it). Worker processes (``--workers``) and
 nodes take no lock. The kernel drops an ``flock`` when its holder dies, ``kill -9``
 included, so a crash never leaves the directory locked.
+
+The processes the owner starts (its coordinator, workers, nodes) inherit the lock's file
+descriptor (`elastic_cache.lifecycle.handed_down`, passed as ``pass_fds``), so the lock
+is held until the last of them is gone, not only the owner: a supervisor killed with
+``kill -9`` freed the directory while its coordinator and nodes still ran until they
+noticed (review).
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from pathlib import Path
 
 from elastic_cache.cli.options import checked_state_dir
 from elastic_cache.errors import ConfigError
+from elastic_cache.lifecycle import handing_down
 
 __all__ = ["LOCK_NAME", "holding_state_dir", "owning_state_dir"]
 
@@ -33,7 +40,14 @@ def _holder(fd: int) -> str:
     with contextlib.suppress(OSError, ValueError):
         text = os.pread(fd, 32, 0).decode("ascii").strip()
         if text.isdigit():
-            return f"pid {int(text)}"
+            pid = int(text)
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                return f"pid {pid} has exited; a process it started still runs"
+            except PermissionError:
+                pass
+            return f"pid {pid}"
     return "a process that has not written its pid yet"
 
 
@@ -57,7 +71,7 @@ def holding_state_dir(state_dir: str | os.PathLike[str], setting: str) -> Iterat
     """
     path = Path(state_dir) / LOCK_NAME
     try:
-        # O_CLOEXEC (Python's default): no child inherits the lock and outlives us with it.
+        # O_CLOEXEC (Python's default): only the children we pass it to inherit it.
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     except OSError as exc:
         raise ConfigError(f"{setting}: cannot open {str(path)!r}: {exc.strerror}") from exc
@@ -73,9 +87,10 @@ def holding_state_dir(state_dir: str | os.PathLike[str], setting: str) -> Iterat
             ) from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
-        yield path
+        with handing_down(fd):
+            yield path
     finally:
-        os.close(fd)  # releases the lock
+        os.close(fd)  # releases the lock, unless a child still holds it
 
 
 #: How `ecache up` and `ecache coordinator` name the state directory in their errors.

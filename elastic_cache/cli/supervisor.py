@@ -43,6 +43,7 @@ from elastic_cache.config import ClusterSettings
 from elastic_cache.coordinator.workers import pickle_settings
 from elastic_cache.errors import ConfigError, ProvisionError
 from elastic_cache.fastpath import RUN_DIR_ENV
+from elastic_cache.lifecycle import handed_down
 from elastic_cache.logs import current_format
 from elastic_cache.provisioner.local import LocalProvisioner, stop_process
 
@@ -280,6 +281,7 @@ class Supervisor:
             stdout=asyncio.subprocess.PIPE,  # its ready line
             env=env,
             start_new_session=True,  # a Ctrl-C in the terminal reaches the supervisor only
+            pass_fds=handed_down(),  # the state directory's lock
         )
 
     @staticmethod

@@ -57,7 +57,7 @@ from elastic_cache.coordinator.watchfeed import WatchFeed
 from elastic_cache.errors import ConfigError
 from elastic_cache.fastpath import FastServer
 from elastic_cache.hashing import make_hasher
-from elastic_cache.lifecycle import wait_for_stop
+from elastic_cache.lifecycle import handed_down, wait_for_stop
 from elastic_cache.metrics import RequestMeter
 from elastic_cache.namespaces import NamespaceTable
 from elastic_cache.provisioner.base import NodeHandle
@@ -231,6 +231,7 @@ async def start_workers(
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             env=env,
+            pass_fds=handed_down(),  # the state directory's lock
         )
         procs.append(proc)
     for proc in procs:

@@ -24,6 +24,7 @@ from elastic_cache.auth import TOKEN_ENV
 from elastic_cache.config import NodeSettings
 from elastic_cache.errors import ProvisionError
 from elastic_cache.fastpath import RUN_DIR_ENV
+from elastic_cache.lifecycle import handed_down
 from elastic_cache.logs import current_format
 from elastic_cache.namespaces import NamespaceTable
 from elastic_cache.provisioner.base import NodeHandle
@@ -234,6 +235,7 @@ class LocalProvisioner:
                 stderr=stderr,  # type: ignore[arg-type]
                 env=env,
                 start_new_session=True,  # a Ctrl-C in the terminal reaches the coordinator only
+                pass_fds=handed_down(),  # the state directory's lock
             )
         except OSError as exc:
             shutil.rmtree(self._run_dirs.pop(node_id), ignore_errors=True)
