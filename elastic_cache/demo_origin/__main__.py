@@ -11,7 +11,9 @@ from elastic_cache.demo_origin.app import DemoOriginSettings, run_demo_origin
 def main(argv: Sequence[str] | None = None) -> None:
     """Parse the command line and serve until SIGINT or SIGTERM."""
     parser = argparse.ArgumentParser(
-        prog="python -m elastic_cache.demo_origin", description="Run the demo origin."
+        prog="python -m elastic_cache.demo_origin",
+        description="Run the demo origin.",
+        allow_abbrev=False,  # a shortened flag is an error, as in every ecache command
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (127.0.0.1)")
     parser.add_argument("--port", type=int, default=8081, help="TCP port, 0 for any (8081)")

@@ -454,6 +454,8 @@ def test_out_of_range_numbers_exit_2(
     assert fragment in capsys.readouterr().err
 
 
+# A regression would start a cluster in-process and run until the timeout.
+@pytest.mark.timeout(30)
 @pytest.mark.parametrize("command", ["up", "coordinator"])
 def test_a_state_file_that_does_not_parse_exits_2_and_changes_nothing(
     command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]

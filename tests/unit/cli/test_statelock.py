@@ -24,6 +24,8 @@ with holding_state_dir(sys.argv[1], "--state-dir"):
 """
 
 
+# A regression would start a cluster in-process and run until the timeout.
+@pytest.mark.timeout(30)
 @pytest.mark.parametrize("command", ["up", "coordinator"])
 def test_a_second_owner_exits_2_naming_the_directory_and_the_holder(
     command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]

@@ -369,3 +369,14 @@ def test_json_is_compact_sorted_and_finite() -> None:
     data = json.loads(body)
     assert list(data) == sorted(data)
     assert json.dumps(data, sort_keys=True, separators=(",", ":")).encode() == body
+
+
+def test_the_module_takes_no_abbreviated_flag(capsys: pytest.CaptureFixture[str]) -> None:
+    """``python -m elastic_cache.demo_origin --del 1`` ran with ``--delay 1``; every
+    ``ecache`` command refuses a shortened flag (review)."""
+    from elastic_cache.demo_origin.__main__ import main
+
+    with pytest.raises(SystemExit) as exited:
+        main(["--del", "1"])
+    assert exited.value.code == 2
+    assert "unrecognized arguments: --del 1" in capsys.readouterr().err
