@@ -56,9 +56,9 @@ from elastic_cache.errors import (
     MethodNotAllowed,
     UnknownNamespace,
     UpstreamError,
-    ValueTooLarge,
 )
 from elastic_cache.fastpath import aiohttp_limits, client_address
+from elastic_cache.hashing import validate_key
 from elastic_cache.httpio import (
     REPLAYED,
     STREAM_ABOVE,
@@ -176,13 +176,18 @@ async def put_kv(request: web.Request) -> web.StreamResponse:
 
 async def expect_put(request: web.Request) -> web.StreamResponse | None:
     """Before a PUT body is sent (``Expect: 100-continue``, which curl sends for large
-    bodies): refuse a value the nodes cannot take, so it is not uploaded for nothing."""
+    bodies): refuse a request `put_kv` would refuse — a bad key, TTL or content type, or
+    a value the nodes cannot take — so its body is not uploaded for nothing (a bad key
+    was answered ``100 Continue`` and refused only after its body: review)."""
     nodes = request.app[COORDINATOR].settings.nodes
-    if nodes.tier is None:
-        try:
+    try:
+        validate_key(kv_key(request))
+        parse_ttl(request.query.get("ttl"))
+        parse_content_type(request.headers.get("Content-Type"))
+        if nodes.tier is None:
             check_length(request, nodes.max_value_bytes)
-        except ValueTooLarge as too_large:
-            return await refuse_before_body(request, error_response(too_large))
+    except ElasticCacheError as err:
+        return await refuse_before_body(request, error_response(err))
     await expect_continue(request)
     return None
 

@@ -350,6 +350,35 @@ async def test_an_asterisk_target_is_a_json_400(harness: CoordinatorHarness, fir
     assert json.loads(body)["error"] == "bad_request"
 
 
+@pytest.mark.parametrize(
+    ("target", "header", "error"),
+    [
+        ("/v1/kv/%FF", "", "bad_key"),
+        ("/v1/kv/" + "k" * 2000, "", "bad_key"),
+        ("/v1/kv/ok?ttl=-1", "", "bad_ttl"),
+        ("/v1/kv/ok", "Content-Type: text/plain\x01\r\n", "bad_request"),
+    ],
+)
+async def test_a_put_refused_for_its_key_ttl_or_type_is_refused_before_its_body(
+    harness: CoordinatorHarness, target: str, header: str, error: str
+) -> None:
+    """``Expect: 100-continue`` got ``100 Continue`` for a bad key, and the refusal only
+    after the body was uploaded (review); now the refusal comes instead, nothing stored."""
+    host, port = harness.url.removeprefix("http://").split(":")
+    reader, writer = await asyncio.open_connection(host, int(port))
+    writer.write(
+        f"PUT {target} HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n{header}"
+        "Expect: 100-continue\r\n\r\n".encode("latin-1")
+    )
+    async with asyncio.timeout(5):
+        answer = await reader.read()  # to the end: the refusal closes the connection
+    writer.close()
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 4") and b" 100 " not in answer.split(b"\r\n")[0], answer
+    assert json.loads(body)["error"] == error, body
+    assert (await harness.call("GET", "/v1/kv/ok"))[0] == 404
+
+
 async def test_a_removal_below_one_node_per_copy_needs_force(tmp_path: Path) -> None:
     async with two_copies_on_two_nodes(tmp_path) as h:
         status, body, _ = await h.call("DELETE", "/v1/cluster/nodes/node-2")
