@@ -73,6 +73,11 @@ class NamespaceControl:
         #: once raced on the state file (a 500 after the change was in force) and could
         #: leave an older table on disk than the one in force (review).
         self._changing = asyncio.Lock()
+        #: One push at a time to each node, each sending the table in force when it
+        #: starts: pushes of two changes ran at once on two connections, and a node
+        #: kept whichever arrived last — an older table than the one in force, without
+        #: its durability (review: acknowledged writes lost).
+        self._pushing: dict[str, asyncio.Lock] = {}
         self._load()
 
     def _load(self) -> None:
@@ -138,22 +143,26 @@ class NamespaceControl:
         Raises:
             ElasticCacheError: the node did not take it (it is not admitted).
         """
-        info.namespaces_version = await info.client.set_namespaces(self.table.to_json())
+        info.namespaces_version = await self._push_to(info)
+
+    async def _push_to(self, info: NodeInfo) -> str:
+        """Send ``info``'s node the table in force once the pushes before are done;
+        returns the version it applied."""
+        # (One lock per node id ever seen: a few bytes each.)
+        async with self._pushing.setdefault(info.node_id, asyncio.Lock()):
+            return await info.client.set_namespaces(self.table.to_json())
 
     async def push(self, only_stale: bool = False) -> dict[str, str]:
         """Send the table to every node (``only_stale``: to those that report another
         version); returns what each said."""
         table = self.table
-        body = table.to_json()
         infos = [
             i
             for i in list(self.members.nodes.values())
             if not only_stale
             or (i.namespaces_version is not None and i.namespaces_version != table.version)
         ]
-        results = await asyncio.gather(
-            *(i.client.set_namespaces(body) for i in infos), return_exceptions=True
-        )
+        results = await asyncio.gather(*map(self._push_to, infos), return_exceptions=True)
         out = {}
         for info, result in zip(infos, results, strict=True):
             if isinstance(result, BaseException):

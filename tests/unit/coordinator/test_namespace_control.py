@@ -19,6 +19,8 @@ from elastic_cache.errors import ConfigError, NodeUnavailable
 from elastic_cache.namespaces import NamespaceTable
 from elastic_cache.provisioner.base import NodeHandle
 
+from ..waiting import turns, until
+
 
 class Node:
     def __init__(self, node_id: str) -> None:
@@ -112,3 +114,44 @@ async def test_concurrent_changes_each_apply_and_the_file_keeps_the_last(tmp_pat
     assert all(ctl.table.get(f"r{i}") is not None for i in range(40))
     restarted = control(Members(), path).table  # what a restart finds
     assert set(restarted.policies) == set(ctl.table.policies)
+
+
+class HeldNode(Node):
+    """A node that applies a table when its request completes; the first request is
+    held until ``gate`` opens (a slow connection), the others go through."""
+
+    def __init__(self, node_id: str) -> None:
+        super().__init__(node_id)
+        self.gate = asyncio.Event()
+        self.asked = 0
+
+    async def set_namespaces(self, table: dict[str, Any]) -> str:
+        self.asked += 1
+        if self.asked == 1:
+            await self.gate.wait()
+        return await super().set_namespaces(table)
+
+
+async def test_a_node_ends_with_the_table_in_force_when_changes_overlap(tmp_path: Path) -> None:
+    """The pushes of two changes ran at once, and a node kept whichever table arrived
+    last: an older one than in force (review: a node kept `memory` after a change to
+    `disk`, and acknowledged writes were lost at its SIGKILL). One push at a time to a
+    node now, each sending the table in force when it starts."""
+    node = HeldNode("node-1")
+    ctl = control(Members(node), tmp_path / "namespaces.json")
+    to_disk = ctl.table.changed("a", {"quota_records": 5})
+    back = to_disk.changed("a", {"quota_records": 7})
+    first = asyncio.create_task(ctl.change(lambda _t: (to_disk, "first")))
+    await until(lambda: node.asked == 1, "the first push under way")
+    second = asyncio.create_task(ctl.change(lambda _t: (back, "second")))
+    await until(lambda: ctl.table == back, "the second change in force")
+    await turns(20)  # its push under way (it was applied at once, before the first's)
+    node.gate.set()
+    await asyncio.gather(first, second)
+    assert ctl.table == back
+    assert NamespaceTable.from_json(node.tables[-1]) == back
+    assert members_version(ctl) == back.version
+
+
+def members_version(ctl: NamespaceControl) -> str | None:
+    return ctl.members.nodes["node-1"].namespaces_version
