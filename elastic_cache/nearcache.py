@@ -185,6 +185,11 @@ class NearCache(Generic[V]):
             self.hits += 1
         return value
 
+    def until(self, key: str) -> float | None:
+        """When (``time.monotonic``) ``key``'s kept value stops being answered: its TTL's
+        end as `finish` was told it (None: no TTL, or nothing kept)."""
+        return self._until.get(key)
+
     def begin(self, key: str) -> int:
         """A read of ``key`` starts; returns the token `finish` takes. A read begun while
         the stream is not live is never kept, even if the stream is live by the time it

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
+import time
+from dataclasses import dataclass, field, replace
 
 from elastic_cache.errors import ElasticCacheError, error_from_json
 
-__all__ = ["Fetched", "Item", "error_of", "ttl_of"]
+__all__ = ["Fetched", "Item", "error_of", "near_hit", "ttl_of"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +36,15 @@ class Fetched:
     content_type: str
     cache: str
     status: int = 200
+
+
+def near_hit(item: Item, until: float | None) -> Item:
+    """A near cache's kept ``item`` as a read answers it now: its ``ttl`` the seconds
+    left until ``until`` (`NearCache.until`), not those left when it was read (review:
+    a hit 2 s after the read still said the TTL of the read)."""
+    if item.ttl is None or until is None:
+        return item
+    return replace(item, ttl=max(0.0, until - time.monotonic()))
 
 
 def ttl_of(header: str | None) -> float | None:

@@ -22,7 +22,7 @@ from yarl import URL
 
 from elastic_cache.adminapi import ClusterView
 from elastic_cache.auth import authorization
-from elastic_cache.client.answers import Fetched, Item, error_of, ttl_of
+from elastic_cache.client.answers import Fetched, Item, error_of, near_hit, ttl_of
 from elastic_cache.client.changes import WATCH_RETRY, NearFollower, watch_filter, watch_stream
 from elastic_cache.config.checks import check_http_url
 from elastic_cache.errors import (
@@ -283,7 +283,7 @@ class AsyncClient:
             return await self._get_item(key)
         item = near.get(key)
         if item is not None:
-            return item
+            return item if item.ttl is None else near_hit(item, near.until(key))
         assert self._follower is not None  # it follows the near cache's keys
         self._follower.follow()
         token = near.begin(key)

@@ -14,7 +14,7 @@ from functools import partial
 from types import TracebackType
 from typing import Any, TypeVar
 
-from elastic_cache.client.answers import Fetched, Item
+from elastic_cache.client.answers import Fetched, Item, near_hit
 from elastic_cache.client.asyncclient import AsyncClient
 from elastic_cache.client.changes import watch_filter
 from elastic_cache.nearcache import ChangeEvent, NearCache
@@ -138,7 +138,7 @@ class Client:
             # than the lookup (each operation on the OrderedDict holds the GIL).
             item = near.get(key)
             if item is not None:
-                return item
+                return item if item.ttl is None else near_hit(item, near.until(key))
         return self._run(self._async.get_item(key))
 
     def near_ready(self, timeout: float = 10.0) -> bool:

@@ -403,6 +403,13 @@ async def test_a_near_cache_drops_a_value_when_its_ttl_ends(tmp_path: Path) -> N
             async with http.get(f"{cluster.url}/v1/kv/{key}") as r:
                 assert "X-Cache" not in r.headers  # from memory
         assert [getattr(near.near.get(key), "value", None) for key in keys] == [b"v"] * 4
+        # A near hit says the TTL left now, not the one its read was told (review).
+        await asyncio.sleep(written + 1.0 - time.monotonic())
+        hits = near.near.hits
+        items = [await near.get_item(key) for key in keys]
+        assert near.near.hits == hits + len(keys)
+        left = written + 2.0 - time.monotonic()
+        assert all(i is not None and i.ttl is not None and 0 <= i.ttl <= left for i in items)
         await asyncio.sleep(written + 2.0 - time.monotonic())
         assert [near.near.get(key) for key in keys] == [None] * len(keys)
         assert await near.get("plain") == b"p"
