@@ -142,7 +142,8 @@ class Verdict:
             every answer, stored only when ``ttl`` allows it.
         store: whether it may be stored.
         reason: why not, when it may not ("no-store", "private", "set-cookie",
-            "vary-star", "status", "credentials", "request-no-store", "no-freshness").
+            "vary-star", "status", "partial", "credentials", "request-no-store",
+            "no-freshness").
         ttl: seconds the node keeps it (fresh, then stale); None: no expiry.
     """
 
@@ -214,8 +215,10 @@ def vary_names(headers: Iterable[tuple[str, str]]) -> tuple[str, ...] | None:
     names = set(_tokens(v for k, v in pairs if k.lower() == "vary"))
     if "*" in names:
         return None
-    encoding = next((v for k, v in pairs if k.lower() == "content-encoding"), "")
-    if encoding.strip().lower() not in ("", "identity"):
+    # Every line counts: ``identity`` then ``gzip`` on two lines is ``identity, gzip``
+    # (RFC 9110 §5.3), a gzip body (review: the first line alone was read).
+    codings = _tokens(v for k, v in pairs if k.lower() == "content-encoding")
+    if any(coding != "identity" for coding in codings):
         names.add("accept-encoding")
     return tuple(sorted(names))
 
@@ -342,8 +345,13 @@ def judge(
     headers = end_to_end(response.headers)
     date = parse_http_date(next(iter(response.values("date")), None))
     if date is None:
+        # None, or one that is not a date: replaced (RFC 9110 §6.6.1), never a second
+        # ``Date`` beside it (review).
         date = response.response_time
-        headers = (*headers, ("Date", _http_date(response.response_time)))
+        headers = (
+            *((k, v) for k, v in headers if k.lower() != "date"),
+            ("Date", _http_date(response.response_time)),
+        )
     cc = parse_cache_control(response.values("cache-control"))
     apparent = max(0.0, response.response_time - date)
     corrected = _age_value(response) + max(0.0, response.response_time - response.request_time)
@@ -388,6 +396,8 @@ def judge(
         reason = "request-no-store"
     elif credentialed and not record.shared_ok:
         reason = "credentials"
+    elif _is_part(response.values("content-range"), len(body)):
+        reason = "partial"
     elif not by_status or not 200 <= response.status < 500 or response.status in (206, 304):
         reason = "status"
     if reason:
@@ -497,16 +507,42 @@ def refreshed(
 _ENTITY_TAG = re.compile(r'(W/)?"[\x21\x23-\x7e\x80-\xff]*"')
 
 
+#: A byte range as ``Content-Range`` states one (RFC 9110 §14.4).
+_BYTE_RANGE = re.compile(r"bytes[ \t]+(\d+)-(\d+)/(\d+|\*)", re.IGNORECASE)
+
+
+def _is_part(content_range: list[str], length: int) -> bool:
+    """Whether an answer's ``Content-Range`` says its body of ``length`` bytes is a part
+    of the representation, whatever its status says: an origin answering a range with
+    200 and ``bytes 0-4/100`` (review: stored, and served whole to the next client;
+    RFC 9111 §3.3). A ``Content-Range`` that states no byte range has no meaning beside
+    a 200 (RFC 9110 §14.4) and is stored as a header like any other, as the HTTP cache
+    test suite requires."""
+    if not content_range:
+        return False
+    stated = _BYTE_RANGE.fullmatch(content_range[-1].strip())
+    if stated is None:
+        return False
+    first, last, complete = stated.groups()
+    return not (int(first) == 0 and int(last) == length - 1 and complete == str(length))
+
+
 def updates(stored: StoredResponse, response: OriginResponse) -> bool:
     """Whether the origin's 304 ``response`` is about ``stored``, so it may refresh it
     (RFC 9111 §4.3.4): a strong ``ETag`` in the 304 must equal the stored one, strongly;
-    a weak one must match it weakly; a 304 without an ``ETag`` (or with one that is not
-    an entity-tag, RFC 9110 §8.8.3: no validator at all) answers the validators the
-    cache sent, which were ``stored``'s."""
+    a weak one must match it weakly; without an ``ETag`` (or with one that is not an
+    entity-tag, RFC 9110 §8.8.3), a ``Last-Modified`` in the 304 must be the stored
+    one's date (review: a 304 with an older one refreshed the answer and replaced its
+    date); a 304 with no validator at all answers the validators the cache sent, which
+    were ``stored``'s."""
     tags = response.values("etag")
     new = tags[-1].strip() if tags else ""
     if not _ENTITY_TAG.fullmatch(new):
-        return True
+        modified = response.values("last-modified")
+        when = parse_http_date(modified[-1]) if modified else None
+        if when is None:
+            return True
+        return parse_http_date(stored.header("last-modified")) == when
     old = (stored.header("etag") or "").strip()
     if new.startswith("W/"):
         return old.removeprefix("W/") == new.removeprefix("W/")

@@ -14,6 +14,7 @@ from elastic_cache.httpcache.policy import (
     not_modified,
     refreshed,
     select_variant,
+    updates,
     vary_names,
 )
 
@@ -286,3 +287,91 @@ def test_surrogate_control_is_for_this_cache_and_never_passed_on() -> None:
     assert (v.store, v.reason) == (False, "no-store")
     v = verdict(("Surrogate-Control", "max-age=60;other"), ("Cache-Control", "max-age=5"))
     assert v.record.lifetime == 5  # addressed to another surrogate
+
+
+def test_a_200_carrying_content_range_is_a_part_and_never_stored() -> None:
+    """An origin answering a range with 200 and ``Content-Range``: the part was stored
+    and served whole to the next client (review)."""
+    v = judge(
+        response(200, ("Cache-Control", "max-age=60"), ("Content-Range", "bytes 0-4/100")),
+        b"01234",
+        rules=OPEN,
+        request={},
+    )
+    assert (v.store, v.reason) == (False, "partial")
+    for whole in ("bytes 0-4/5", "ANANANANANANANA"):  # the whole; no byte range at all
+        v = judge(
+            response(200, ("Cache-Control", "max-age=60"), ("Content-Range", whole)),
+            b"01234",
+            rules=OPEN,
+            request={},
+        )
+        assert v.store and v.record.header("content-range") == whole
+
+
+def test_every_content_encoding_line_counts_for_vary() -> None:
+    """``identity`` then ``gzip`` on two lines is a gzip body (review: only the first
+    line was read, and a client without Accept-Encoding got gzip)."""
+    two = [("Content-Encoding", "identity"), ("Content-Encoding", "gzip")]
+    assert vary_names(two) == ("accept-encoding",)
+    assert vary_names([("Content-Encoding", ""), ("Content-Encoding", "gzip")]) == (
+        "accept-encoding",
+    )
+    assert vary_names([("Content-Encoding", "identity")]) == ()
+
+
+@pytest.mark.parametrize("bad", ["not a date", ""])
+def test_a_date_that_is_not_one_is_replaced_not_doubled(bad: str) -> None:
+    v = judge(
+        OriginResponse(
+            status=200,
+            headers=(("Date", bad), ("Cache-Control", "max-age=60")),
+            request_time=NOW,
+            response_time=NOW,
+        ),
+        b"",
+        rules=OPEN,
+        request={},
+    )
+    assert [val for k, val in v.record.headers if k.lower() == "date"] == [DATE]
+    later = OriginResponse(
+        status=304, headers=(("Date", bad),), request_time=NOW + 9, response_time=NOW + 9
+    )
+    again = refreshed(v.record, later, rules=OPEN, request={})
+    assert [val for k, val in again.record.headers if k.lower() == "date"] == [
+        "Tue, 14 Nov 2023 22:13:29 GMT"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("validators", "about"),
+    [
+        ((("Last-Modified", "Mon, 01 Jan 2024 00:00:00 GMT"),), True),
+        ((("Last-Modified", "Sun, 01 Jan 2023 00:00:00 GMT"),), False),
+        ((("Last-Modified", "garbage"),), True),  # no validator: about what was sent
+        ((), True),
+        ((("ETag", '"1"'), ("Last-Modified", "Sun, 01 Jan 2023 00:00:00 GMT")), True),
+        ((("ETag", '"2"'),), False),
+    ],
+)
+def test_a_304_refreshes_only_the_answer_its_validators_name(
+    validators: tuple[tuple[str, str], ...], about: bool
+) -> None:
+    """RFC 9111 §4.3.4: a 304 whose ``Last-Modified`` is not the stored one's is about
+    another representation (review: it refreshed the stored answer and replaced its
+    date, and later ``If-Modified-Since`` requests got wrong 304s)."""
+    stored = judge(
+        response(
+            200,
+            ("Cache-Control", "max-age=1"),
+            ("Last-Modified", "Mon, 01 Jan 2024 00:00:00 GMT"),
+            *((("ETag", '"1"'),) if any(k == "ETag" for k, _ in validators) else ()),
+        ),
+        b"body",
+        rules=OPEN,
+        request={},
+    ).record
+    not_modified_answer = OriginResponse(
+        status=304, headers=validators, request_time=NOW, response_time=NOW
+    )
+    assert updates(stored, not_modified_answer) is about
