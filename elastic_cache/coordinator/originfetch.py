@@ -56,7 +56,8 @@ class Outcome:
     Attributes:
         shared: the stored answer it found or stored (waiters whose request selects the
             same variant answer with it).
-        cache: how the leader got it ("HIT" or "MISS").
+        cache: how the leader got it ("HIT", "MISS", or "STALE": a stale answer in place
+            of a failing origin, or under ``stale-while-revalidate``).
         passed: an answer it may share though it was not stored: refused for its status
             only (a 5xx, say), not because it belongs to one client; whole bodies only.
     """
@@ -104,14 +105,17 @@ class OriginFetches(CachedAnswers):
             if not stored.must_revalidate and staleness < stored.stale_while_revalidate:
                 self._revalidate_later(origin, request, key, found, credentialed)
                 self.counts.stale += 1
-                return self._from_record(stored, request, "STALE"), Outcome()
+                return self._from_record(stored, request, "STALE"), Outcome(stored, "STALE")
         conditional = stored if stored is not None and stored.validators else None
         try:
             fetched, conditional = await self._fetch(origin, request, conditional)
         except UpstreamError:
             if stored is not None and self._may_stand_in(stored, now):
+                # Shared with the waiters (those of its variant), which would each call
+                # the failing origin again and wait for it as long (review: the
+                # waiters of a hanging origin waited twice its timeout).
                 self.counts.stale += 1
-                return self._from_record(stored, request, "STALE"), Outcome()
+                return self._from_record(stored, request, "STALE"), Outcome(stored, "STALE")
             raise
         return await self._settle(origin, request, key, found, fetched, conditional, credentialed)
 
@@ -160,7 +164,7 @@ class OriginFetches(CachedAnswers):
             if fetched.stream is not None:
                 fetched.stream.close()
             self.counts.stale += 1
-            return self._from_record(stored, request, "STALE"), Outcome()
+            return self._from_record(stored, request, "STALE"), Outcome(stored, "STALE")
         if fetched.stream is not None:
             self._count_pass("too-large")
             return self._passed(head.status, head.headers, request, fetched), Outcome()

@@ -293,6 +293,8 @@ class ReadThrough(OriginFetches):
             if record is not None and self._selects(record, request):
                 if outcome.cache == "HIT":
                     self.counts.hits += 1
+                elif outcome.cache == "STALE":
+                    self.counts.stale += 1
                 else:
                     self.counts.coalesced += 1
                     self.counts.misses += 1

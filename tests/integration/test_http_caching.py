@@ -28,6 +28,7 @@ from elastic_cache.coordinator.app import cluster_view
 from elastic_cache.httpcache.keys import cache_key
 
 from .conftest import CoordinatorHarness, cluster_settings, serve_on_free_port, start_harness
+from ..unit.waiting import turns, until
 from .test_fastpath import Replies
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -508,6 +509,39 @@ async def test_stale_answer_stands_in_when_the_origin_fails(
     clock.advance(100)  # past stale-if-error: the error is passed on
     s, body, h, _ = await get(cache, "web/f")
     assert (s, body) == (500, b"down")
+
+
+@pytest.mark.parametrize("failure", ["500", "timeout"])
+async def test_a_stale_answer_standing_in_is_shared_with_the_waiters(
+    cache: CoordinatorHarness, case_origin: CaseOrigin, clock: Clock, failure: str
+) -> None:
+    """The leader's stale answer in place of a failing origin was not handed to the
+    requests waiting for it: each called the origin again and waited as long (review:
+    with an origin hanging past its timeout, waiters answered after twice the timeout,
+    and the origin got one call per waiter)."""
+    release, hang = asyncio.Event(), asyncio.Event()
+    filled = False
+
+    async def failing(request: web.Request) -> web.Response:
+        nonlocal filled
+        if not filled:
+            filled = True
+            return web.Response(text="kept", headers={"Cache-Control": "max-age=1"})
+        # "timeout": held past the origin's 2 s timeout, until the test ends.
+        await (hang if failure == "timeout" else release).wait()
+        return web.Response(status=500, text="down")
+
+    case_origin.route("s", failing)
+    assert (await get(cache, "graced/s"))[2]["X-Cache"] == "MISS"
+    clock.advance(5)  # stale, within the 30 s grace
+    asked = [asyncio.create_task(get(cache, "graced/s")) for _ in range(5)]
+    await until(lambda: case_origin.calls["s"] == 2, "the leader's call")
+    await turns(50)  # the others wait for it
+    release.set()
+    answers = await asyncio.gather(*asked)
+    hang.set()
+    assert [(s, body, h["X-Cache"]) for s, body, h, _ in answers] == [(200, b"kept", "STALE")] * 5
+    assert case_origin.calls["s"] == 2
 
 
 async def test_grace_covers_a_refused_connection(
