@@ -94,7 +94,7 @@ class FastServer:
         self._server: asyncio.AbstractServer | None = None
         self._sweeper: asyncio.Task[None] | None = None
         self._relay_server: asyncio.AbstractServer | None = None
-        self._drained = asyncio.Event()  # set when the last connection closes
+        self._drained = asyncio.Event()  # set when the last connection closes (close())
 
     def forget(self, conn: _Connection) -> None:
         """``conn`` is closed or handed over."""
@@ -172,6 +172,10 @@ class FastServer:
         for conn in list(self.connections):
             conn.shut()
         if self.connections:
+            # Set by every connection that was ever the last one open (a health probe's):
+            # waited on as it stood, it let close() abort the answers in work at once
+            # (review: a graceful stop dropped read-through requests under way).
+            self._drained.clear()
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(timeout):
                     await self._drained.wait()

@@ -303,11 +303,11 @@ async def test_sigkill_of_the_coordinator_loses_nothing_and_smart_clients_go_on(
         # the lock's descriptor; review: it was free while they still ran): held here by
         # stopping them before the kill.
         children = [*nodes.values(), int(restarted["coordinator_pid"])]
-        for pid in children:
-            os.kill(pid, signal.SIGSTOP)
-        up.proc.kill()  # (its stderr stays open in the stopped children: no wait())
-        assert await wait_until(lambda: not Path(f"/proc/{up.proc.pid}").exists(), 15)  # reaped
         try:
+            for pid in children:
+                os.kill(pid, signal.SIGSTOP)
+            up.proc.kill()  # (its stderr stays open in the stopped children: no wait())
+            assert await wait_until(lambda: not Path(f"/proc/{up.proc.pid}").exists(), 15)
             with (
                 pytest.raises(ConfigError, match=f"pid {up.proc.pid} has exited; a process"),
                 holding_state_dir(tmp_path / "state", "--state-dir"),

@@ -960,3 +960,29 @@ async def test_a_request_relayed_while_the_server_closes_is_answered(node: Node)
     await closing
     writer.close()
     assert [r.status for r in got] == [204, 404, 200]
+
+
+async def test_close_waits_for_answers_in_work_after_other_connections_came_and_went(
+    node: Node,
+) -> None:
+    """The 'every connection gone' event stayed set from the first connection that ever
+    closed (a health probe's), so close() aborted the answers in work at once: a
+    graceful stop of ecache up dropped 9 of 12 read-through requests under way (review)."""
+    reader, writer = await node.connect()
+    writer.write(HEALTH)
+    await Replies(reader).read(1)
+    writer.close()
+    await until(lambda: not node.server.connections, "the first connection gone")
+    routes = _LaterRoutes(node.server.routes)
+    node.server.routes = routes
+    reader, writer = await node.connect()
+    writer.write(get("later1"))
+    await until(lambda: len(routes.laters) == 1, "the pending answer")
+    closing = asyncio.create_task(node.server.close(timeout=5.0))
+    await turns(20)
+    assert not closing.done()
+    routes.laters[0].give(None)  # declined: relayed to aiohttp, which answers 404
+    (got,) = await Replies(reader).read(1)
+    await closing
+    writer.close()
+    assert got.status == 404
