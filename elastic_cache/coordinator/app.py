@@ -472,17 +472,27 @@ async def add_nodes(request: web.Request) -> web.StreamResponse:
             f"({max(room, 0)} more fit): no node is added"
         )
     added = []
-    for _ in range(count):
-        info, mig = await coord.cluster.add_node()
-        coord.scaler.shrink.membership_changed()  # the scale-down cool-down starts again
-        added.append(
-            {
-                "id": info.node_id,
-                "address": info.handle.address,
-                "boot_seconds": info.handle.boot_seconds,
-                "migration": None if mig is None else mig.to_json(),
-            }
-        )
+    # The room is held until each launch is entered (as the scaler holds its own): a
+    # request made meanwhile counts it, rather than passing its check and making this
+    # one's later launches fail behind a 409 (review).
+    cluster.starting += count
+    held = count
+    try:
+        for _ in range(count):
+            cluster.starting -= 1
+            held -= 1
+            info, mig = await cluster.add_node()
+            coord.scaler.shrink.membership_changed()  # the scale-down cool-down starts again
+            added.append(
+                {
+                    "id": info.node_id,
+                    "address": info.handle.address,
+                    "boot_seconds": info.handle.boot_seconds,
+                    "migration": None if mig is None else mig.to_json(),
+                }
+            )
+    finally:
+        cluster.starting -= held
     return web.json_response({"added": added, "epoch": coord.cluster.ring.epoch}, status=201)
 
 

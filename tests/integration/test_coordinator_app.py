@@ -12,9 +12,12 @@ import pytest
 
 from elastic_cache.openapi.coordinator import coordinator_document
 
+from ..unit.waiting import until
 from .conftest import (
     CoordinatorHarness,
     FakeOrigin,
+    cluster_settings,
+    start_harness,
     two_copies_on_two_nodes,
 )
 
@@ -311,6 +314,41 @@ async def test_two_removals_at_once_never_empty_the_ring(harness: CoordinatorHar
         harness.call("DELETE", f"/v1/cluster/nodes/{added}"),
     )
     assert sorted(b[0] for b in both) == [200, 409]
+
+
+async def test_nodes_asked_for_at_once_never_pass_max_nodes_behind_a_409(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A request for 2 nodes checked its room once and launched them one by one; one for
+    1 more, made meanwhile, passed its own check, and the first then answered 409 with
+    one of its nodes launched and given data (review). A request now holds its room from
+    the check to its last launch."""
+    settings = cluster_settings(scaler={"enabled": False, "max_nodes": 3})
+    h, runner = await start_harness(settings, tmp_path)
+    try:
+        cluster = h.coord.cluster
+        gate, launch = asyncio.Event(), cluster.provisioner.launch
+        launched = 0
+
+        async def held(*args: Any, **kwargs: Any) -> Any:
+            nonlocal launched
+            launched += 1
+            if launched == 1:
+                await gate.wait()
+            return await launch(*args, **kwargs)
+
+        monkeypatch.setattr(cluster.provisioner, "launch", held)
+        two = asyncio.create_task(h.call("POST", "/v1/cluster/nodes", json={"count": 2}))
+        await until(lambda: launched == 1, "the first launch under way")
+        s, body, _ = await h.call("POST", "/v1/cluster/nodes", json={"count": 1})
+        assert s == 409 and "(0 more fit)" in json.loads(body)["message"], body
+        gate.set()
+        s, body, _ = await two
+        assert s == 201 and len(json.loads(body)["added"]) == 2, body
+        assert len(cluster.nodes) == 3 and cluster.launches_under_way() == 0
+    finally:
+        await h.http.close()
+        await runner.close()
 
 
 async def test_nodes_added_by_hand_restart_the_cool_down_and_keep_to_the_budget(
