@@ -37,6 +37,7 @@ ExpectHandler = Callable[[web.Request], Awaitable[web.StreamResponse | None]]
 
 __all__ = [
     "CHALLENGE",
+    "REFUSED_ROUTE",
     "TOKEN_ENV",
     "TokenGuard",
     "check_token",
@@ -48,6 +49,10 @@ __all__ = [
 #: The environment variable that carries the token to ``ecache`` and to the node
 #: processes a local coordinator starts (read only by `elastic_cache.cli`).
 TOKEN_ENV = "ECACHE_TOKEN"
+
+#: The ``route`` label of the 401s in ``ecache_http_requests_total`` (answered before
+#: any routing).
+REFUSED_ROUTE = "unauthorized"
 
 #: The header every 401 carries (RFC 6750).
 CHALLENGE = ("WWW-Authenticate", "Bearer")
@@ -83,6 +88,10 @@ class TokenGuard:
     token: str = field(repr=False)
     open_paths: frozenset[str] = frozenset({"/healthz"})
     open_prefixes: tuple[str, ...] = ()
+    #: Where its 401s are counted (`count_refusals`).
+    counted_by: list[Callable[[str, str, int, float], None]] = field(
+        default_factory=list, repr=False, compare=False
+    )
 
     def __post_init__(self) -> None:
         check_token(self.token)
@@ -98,6 +107,18 @@ class TokenGuard:
         return cls(
             token=token, open_paths=frozenset({"/healthz", "/"}), open_prefixes=("/dashboard/",)
         )
+
+    def count_refusals(self, record: Callable[[str, str, int, float], None]) -> None:
+        """Count every 401 answered for this guard, on either layer, with ``record`` (a
+        process's `RequestMeter.record`: route ``unauthorized``, status 401), in place
+        of any earlier one. They were counted nowhere, so ``/metrics`` showed no
+        refused request (review)."""
+        self.counted_by[:] = [record]
+
+    def refused(self, method: str) -> None:
+        """A request was answered 401."""
+        for record in self.counted_by:
+            record(REFUSED_ROUTE, method, 401, 0.0)
 
     @property
     def expected(self) -> bytes:
@@ -180,5 +201,6 @@ def _refusal(guard: TokenGuard, request: web.Request) -> web.Response | None:
     path = request.raw_path.partition("?")[0]
     if hmac.compare_digest(bearer_token(given), guard.expected) or guard.is_open(path):
         return None
+    guard.refused(request.method)
     err = unauthorized(bool(header))
     return web.json_response(err.to_json(), status=err.status, headers=dict([CHALLENGE]))

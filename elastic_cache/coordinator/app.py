@@ -597,6 +597,8 @@ def make_coordinator_app(coord: Coordinator, *, manage_lifecycle: bool = True) -
     app[COORDINATOR] = coord
     coord.metrics.add_state(CoordinatorCollector(coord))
     meter = coord.metrics.requests
+    if coord.guard is not None:
+        coord.guard.count_refusals(meter.record)
     kv = "/v1/kv/{key:[\\s\\S]+}"  # any character, newlines too (rejected by validation)
     app.router.add_get(kv, metered(get_kv, "kv", meter))
     app.router.add_put(

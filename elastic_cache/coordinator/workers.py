@@ -518,6 +518,8 @@ async def serve_worker(
     )
     changes.listeners.append(readthrough.heard)
     meter = RequestMeter()
+    if guard is not None:
+        guard.count_refusals(meter.record)
     routes = CoordinatorHotRoutes(router, readthrough, meter, settings.nodes.max_value_bytes)
     server = FastServer(None, routes, relay_to=relay_to, guard=guard)
     reporter: asyncio.Task[None] | None = None

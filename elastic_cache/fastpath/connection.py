@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import httptools
 
-from elastic_cache.auth import CHALLENGE, unauthorized
+from elastic_cache.auth import CHALLENGE, TokenGuard, unauthorized
 from elastic_cache.errors import ElasticCacheError
 from elastic_cache.fastpath.answers import _INTERNAL, error_bytes, response_bytes
 from elastic_cache.fastpath.parsing import (
@@ -49,6 +49,7 @@ class Server(ParsingServer, RelayServer, Protocol):
 
     routes: HotRoutes
     expected: bytes | None
+    guard: TokenGuard | None
     connections: set[_Connection]
 
     def forget(self, conn: _Connection) -> None: ...
@@ -205,6 +206,9 @@ class _Connection(RequestParsing, Relaying, asyncio.Protocol):
     def _refuse(self, request: HotRequest) -> None:
         """A request without the token: a JSON 401 after the answers before it, then
         close (its body, if any, is never read)."""
+        guard = self.server.guard
+        if guard is not None:
+            guard.refused(request.method)
         err = unauthorized(request.authorization is not None)
         head = request.method == "HEAD"
         self._last_answer(error_bytes(err, [CHALLENGE], keep_alive=False, head=head))

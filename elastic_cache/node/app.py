@@ -512,6 +512,8 @@ def make_node_app(
     app[FRAME_BUFFERS] = BufferPool()
     heartbeats = app[HEARTBEATS] = Heartbeats(token=token)
     meter = app[METER] = RequestMeter()
+    if guard is not None:
+        guard.count_refusals(meter.record)
     registry = node_registry(service, meter)
 
     async def get_metrics(request: web.Request) -> web.StreamResponse:

@@ -315,6 +315,41 @@ async def test_no_coordinator_route_answers_without_the_token(
                     assert resp.status == 401
 
 
+def refusals_counted(metrics: str) -> dict[str, float]:
+    """``ecache_http_requests_total`` of route ``unauthorized``, by method."""
+    found = re.findall(
+        r'^ecache_http_requests_total\{method="(\w+)",route="unauthorized",status="401"\} (\S+)$',
+        metrics,
+        re.MULTILINE,
+    )
+    return {method: float(value) for method, value in found}
+
+
+async def test_refusals_are_counted_in_metrics_on_both_layers(
+    guarded: tuple[CoordinatorHarness, TestServer],
+) -> None:
+    """401s were counted nowhere: ``/metrics`` showed no refused request, on the
+    coordinator or a node (review). Route ``unauthorized``, by method."""
+    h, _ = guarded
+    await _wait_ready(h)
+    node = next(iter(h.coord.cluster.nodes.values())).handle.address
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    async with aiohttp.ClientSession() as http:
+        for base in (h.url, node):
+            for method, path, headers in (
+                ("GET", "/v1/kv/k", {}),  # a hot route: the lean layer refuses it
+                ("PUT", "/v1/kv/k", {"Authorization": "Bearer wrong-token-0123456789"}),
+                ("GET", "/v1/stats", {}),  # a cold route: aiohttp's middleware
+                ("GET", "/metrics", {}),
+            ):
+                async with http.request(method, base + path, headers=headers) as resp:
+                    assert resp.status == 401, (base, path)
+            async with http.get(base + "/metrics", headers=auth) as resp:
+                assert resp.status == 200
+                counted = refusals_counted(await resp.text())
+            assert counted == {"GET": 3.0, "PUT": 1.0}, (base, counted)
+
+
 async def _wait_ready(h: CoordinatorHarness) -> None:
     for _ in range(100):
         if len(h.coord.cluster.ring) > 0:
