@@ -158,11 +158,12 @@ class LocalNodeClient:
         *,
         alone: bool = False,
         copy: bool = False,
+        logged: bool = False,
     ) -> Answer:
         svc = self._svc
         try:
-            svc.fence(epoch)
-            await svc.put(key, value, content_type, ttl, follow=copy)
+            routed = svc.fence(epoch)
+            await svc.put(key, value, content_type, ttl, follow=copy, log=not logged, routed=routed)
         except ElasticCacheError as err:
             store = svc.store
             answer = _error_answer(err, svc.epoch)
@@ -183,11 +184,19 @@ class LocalNodeClient:
             "value exceeds max_value_bytes, and in-process nodes take large values only over HTTP"
         )
 
-    async def delete(self, key: str, epoch: int = 0, *, alone: bool = False) -> Answer:
+    async def delete(
+        self,
+        key: str,
+        epoch: int = 0,
+        *,
+        alone: bool = False,
+        logged: bool = False,
+        unlogged: bool = False,
+    ) -> Answer:
         svc = self._svc
         try:
-            svc.fence(epoch)
-            existed = await svc.delete(key)
+            routed = svc.fence(epoch)
+            existed = await svc.delete(key, log=not logged, routed=routed, absent=unlogged)
         except ElasticCacheError as err:
             return _error_answer(err, svc.epoch)
         used, limit = svc.store.used, svc.store.capacity.limit

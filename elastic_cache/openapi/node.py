@@ -91,6 +91,31 @@ _COPY_PARAM: Schema = {
 }
 
 
+#: The coordinator's marks on a write sent again while a move changed the ring
+#: (elastic_cache/node/protocol.py; docs/watch.md, "Owner, not copy").
+_LOGGED_PARAM: Schema = {
+    "name": "X-Ecache-Logged",
+    "in": "header",
+    "required": False,
+    "description": (
+        "`1`: the key's owner took this write at an earlier epoch and logged it; it is "
+        "applied as any write but not logged in the change log (`/v1/changes`), so "
+        "watchers hear of it once."
+    ),
+    "schema": {"type": "string", "enum": ["1"]},
+}
+_DELETED_PARAM: Schema = {
+    "name": "X-Ecache-Deleted",
+    "in": "header",
+    "required": False,
+    "description": (
+        "`1`: another holder, not the owner, deleted the value; the delete is logged in "
+        "the change log even when no value is here (answered 404 then)."
+    ),
+    "schema": {"type": "string", "enum": ["1"]},
+}
+
+
 def _kv_path() -> Schema:
     tags = ["keys"]
     epoch = header("X-Ecache-Epoch", required=True)
@@ -151,7 +176,7 @@ def _kv_path() -> Schema:
                 "`max_value_bytes` streams straight into the tier."
             ),
             tags=tags,
-            parameters=[TTL_PARAM, _COPY_PARAM],
+            parameters=[TTL_PARAM, _COPY_PARAM, _LOGGED_PARAM],
             request_body=VALUE_BODY,
             responses={
                 "204": {
@@ -183,6 +208,7 @@ def _kv_path() -> Schema:
             "nodeDeleteValue",
             "Delete a value this node owns",
             tags=tags,
+            parameters=[_LOGGED_PARAM, _DELETED_PARAM],
             responses={"204": {"description": "Deleted.", "headers": written}},
             errors=(InvalidKey, Misdirected, KeyNotFound, NodeUnavailable, *COLD_ERRORS, SendAlone),
             error_headers=_FILL,
