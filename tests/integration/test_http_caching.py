@@ -27,8 +27,8 @@ from elastic_cache.coordinator import cachedanswers
 from elastic_cache.coordinator.app import cluster_view
 from elastic_cache.httpcache.keys import cache_key
 
-from .conftest import CoordinatorHarness, cluster_settings, serve_on_free_port, start_harness
 from ..unit.waiting import turns, until
+from .conftest import CoordinatorHarness, cluster_settings, serve_on_free_port, start_harness
 from .test_fastpath import Replies
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]

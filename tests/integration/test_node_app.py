@@ -303,6 +303,9 @@ async def test_a_write_is_logged_at_the_epoch_it_was_routed_by(node: TestClient[
         assert (await node.put("/v1/kv/k", data=b"v", headers=headers)).status == 204
         assert (await node.delete("/v1/kv/k", headers=headers)).status == 204
         changes = (await (await node.get("/v1/changes")).json())["changes"]
-        assert [(kind, at) for _, kind, _, at in changes[-2:]] == [("put", epoch), ("delete", epoch)]
+        assert [(kind, at) for _, kind, _, at in changes[-2:]] == [
+            ("put", epoch),
+            ("delete", epoch),
+        ]
     r = await node.put("/v1/kv/k", data=b"v", headers={"X-Ecache-Epoch": "1"})
     assert r.status == 421  # older than the node's: fenced, as before
