@@ -62,58 +62,45 @@ _FILL = {**_EPOCH, "X-Ecache-Fill": header("X-Ecache-Fill")}
 _INTERNAL = ["internal"]
 
 
-#: The coordinator's mark on a request it may pipeline (elastic_cache/node/protocol.py).
-_BATCHED_PARAM: Schema = {
-    "name": "X-Ecache-Batched",
-    "in": "header",
-    "required": False,
-    "description": (
-        "`1`: the request may be pipelined with others (the coordinator's pool). If it "
-        "would wait on the cold tier (a value not in memory, a write replacing a cold "
-        "copy) it is answered at once with 409 `send_alone` and `X-Ecache-Alone: 1`, "
-        "doing nothing, to be sent again without this header."
-    ),
-    "schema": {"type": "string", "enum": ["1"]},
-}
+def _mark(name: str, description: str) -> Schema:
+    """A header the coordinator sets to ``1`` on a request to a node
+    (elastic_cache/node/protocol.py)."""
+    return {
+        "name": name,
+        "in": "header",
+        "required": False,
+        "description": description,
+        "schema": {"type": "string", "enum": ["1"]},
+    }
 
 
-#: The coordinator's mark on a copy of a write its owner took (elastic_cache/node/protocol.py).
-_COPY_PARAM: Schema = {
-    "name": "X-Ecache-Copy",
-    "in": "header",
-    "required": False,
-    "description": (
-        "`1`: a copy of a write the key's owner took first (a namespace that refuses past "
-        "its quota, with replication): the namespace's quota neither refuses nor evicts "
-        "for it, so no copy refuses what the owner took (docs/namespaces.md)."
-    ),
-    "schema": {"type": "string", "enum": ["1"]},
-}
-
-
-#: The coordinator's marks on a write sent again while a move changed the ring
-#: (elastic_cache/node/protocol.py; docs/watch.md, "Owner, not copy").
-_LOGGED_PARAM: Schema = {
-    "name": "X-Ecache-Logged",
-    "in": "header",
-    "required": False,
-    "description": (
-        "`1`: the key's owner took this write at an earlier epoch and logged it; it is "
-        "applied as any write but not logged in the change log (`/v1/changes`), so "
-        "watchers hear of it once."
-    ),
-    "schema": {"type": "string", "enum": ["1"]},
-}
-_DELETED_PARAM: Schema = {
-    "name": "X-Ecache-Deleted",
-    "in": "header",
-    "required": False,
-    "description": (
-        "`1`: another holder, not the owner, deleted the value; the delete is logged in "
-        "the change log even when no value is here (answered 404 then)."
-    ),
-    "schema": {"type": "string", "enum": ["1"]},
-}
+#: On a request the coordinator may pipeline.
+_BATCHED_PARAM = _mark(
+    "X-Ecache-Batched",
+    "`1`: the request may be pipelined with others (the coordinator's pool). If it "
+    "would wait on the cold tier (a value not in memory, a write replacing a cold "
+    "copy) it is answered at once with 409 `send_alone` and `X-Ecache-Alone: 1`, "
+    "doing nothing, to be sent again without this header.",
+)
+#: On a copy of a write its owner took.
+_COPY_PARAM = _mark(
+    "X-Ecache-Copy",
+    "`1`: a copy of a write the key's owner took first (a namespace that refuses past "
+    "its quota, with replication): the namespace's quota neither refuses nor evicts "
+    "for it, so no copy refuses what the owner took (docs/namespaces.md).",
+)
+#: On a write sent again while a move changed the ring (docs/watch.md, "Owner, not copy").
+_LOGGED_PARAM = _mark(
+    "X-Ecache-Logged",
+    "`1`: the key's owner took this write at an earlier epoch and logged it; it is "
+    "applied as any write but not logged in the change log (`/v1/changes`), so "
+    "watchers hear of it once.",
+)
+_DELETED_PARAM = _mark(
+    "X-Ecache-Deleted",
+    "`1`: another holder, not the owner, deleted the value; the delete is logged in "
+    "the change log even when no value is here (answered 404 then).",
+)
 
 
 def _kv_path() -> Schema:
