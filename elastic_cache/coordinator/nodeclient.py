@@ -42,15 +42,7 @@ from elastic_cache.errors import (
     NodeUnavailable,
     error_from_json,
 )
-from elastic_cache.node.protocol import (
-    BATCH_PATH,
-    COPY_HEADER,
-    DELETED_HEADER,
-    LOGGED_HEADER,
-    Answer,
-    NodeClient,
-    NodeStats,
-)
+from elastic_cache.node.protocol import BATCH_PATH, COPY_HEADER, Answer, NodeClient, NodeStats
 
 __all__ = [
     "Answer",
@@ -244,16 +236,12 @@ class HttpNodeClient:
         *,
         alone: bool = False,
         copy: bool = False,
-        logged: bool = False,
     ) -> Awaitable[Answer]:
         """`NodeClient.put`; a small write goes in this turn's batch to the node
         (`elastic_cache.coordinator.writebatch`), and its answer is then a future.
-        ``copy``: a copy of a write its owner took (`COPY_HEADER`); ``logged``: one its
-        owner logged (`LOGGED_HEADER`); neither is batched."""
-        if copy or logged:
-            return self._put_one(
-                key, value, content_type, ttl, epoch, alone, copy=copy, logged=logged
-            )
+        ``copy``: a copy of a write its owner took (`COPY_HEADER`; never batched)."""
+        if copy:
+            return self._put_one(key, value, content_type, ttl, epoch, alone, copy=True)
         batcher = self._batcher
         if not alone and len(value) <= BATCH_VALUE_MAX and batcher.enabled:
             ttl_ms = batch_ttl(ttl)
@@ -271,7 +259,6 @@ class HttpNodeClient:
         alone: bool,
         *,
         copy: bool = False,
-        logged: bool = False,
     ) -> Answer:
         """A ``PUT`` of its own."""
         query = f"?ttl={ttl!r}" if ttl is not None else ""
@@ -280,8 +267,6 @@ class HttpNodeClient:
             headers["X-Ecache-Epoch"] = str(epoch)
         if copy:
             headers[COPY_HEADER] = "1"
-        if logged:
-            headers[LOGGED_HEADER] = "1"
         return await self._kv("PUT", key, body=value, headers=headers, query=query, alone=alone)
 
     async def put_stream(
@@ -356,21 +341,9 @@ class HttpNodeClient:
         )
         return answer, started
 
-    async def delete(
-        self,
-        key: str,
-        epoch: int = 0,
-        *,
-        alone: bool = False,
-        logged: bool = False,
-        unlogged: bool = False,
-    ) -> Answer:
-        headers = {"X-Ecache-Epoch": str(epoch)} if epoch else {}
-        if logged:
-            headers[LOGGED_HEADER] = "1"
-        if unlogged:
-            headers[DELETED_HEADER] = "1"
-        return await self._kv("DELETE", key, headers=headers or None, alone=alone)
+    async def delete(self, key: str, epoch: int = 0, *, alone: bool = False) -> Answer:
+        headers = {"X-Ecache-Epoch": str(epoch)} if epoch else None
+        return await self._kv("DELETE", key, headers=headers, alone=alone)
 
     async def _json(
         self,

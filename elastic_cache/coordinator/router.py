@@ -293,10 +293,10 @@ class Router:
     async def _write_copies(
         self,
         key: str,
-        op: Callable[[NodeClient, int, bool, bool], Awaitable[Answer]],
+        op: Callable[[NodeClient, int], Awaitable[Answer]],
         *,
         delete: bool = False,
-        copy_op: Callable[[NodeClient, int, bool, bool], Awaitable[Answer]] | None = None,
+        copy_op: Callable[[NodeClient, int], Awaitable[Answer]] | None = None,
     ) -> tuple[str, Answer]:
         """Write to every holder at once; acknowledged once ``write_quorum`` of them (or
         every current holder, when fewer exist) hold it. With ``copy_op``, the owner
@@ -305,16 +305,7 @@ class Router:
 
         Each write carries the ring's epoch, so a holder that moved on refuses it (421)
         and the write is routed again on the current ring; a holder that does not answer
-        is checked, and once dropped the write goes to the holders that remain. Once the
-        owner of an attempt's ring took the write at that epoch (so its change log has
-        it, as the owner's: published to watchers), the attempts after tell every
-        holder so (the ops' third argument, `LOGGED_HEADER`): the new owner would log
-        it again, and watchers heard of one write twice (review). Once a delete removed
-        the value from a holder other than its attempt's owner (a copy's entry, never
-        published) while the owner refused, the attempts after ask for it to be logged
-        even where the value is gone (the fourth argument, `DELETED_HEADER`): the new
-        owner, which had the value from that copy or never, logged nothing, and no
-        watcher heard of the delete (review).
+        is checked, and once dropped the write goes to the holders that remain.
         """
         validate_key(key)
         cluster = self.cluster
@@ -322,7 +313,6 @@ class Router:
         quorum = self._quorum_of(key)
         answer: Answer | None = None
         deleted: tuple[str, Answer] | None = None
-        logged = False
         for attempt in range(_ATTEMPTS):
             epoch = cluster.ring.epoch
             holders = [n for n in cluster.holders(token) if n in cluster.nodes]
@@ -335,19 +325,16 @@ class Router:
                         "answering; retry shortly",
                         retry_after=1,
                     )
-            unlogged = delete and deleted is not None and not logged
             if copy_op is not None and len(infos) > 1:
-                first = (await _all_copies([op(infos[0].client, epoch, logged, unlogged)]))[0]
+                first = (await _all_copies([op(infos[0].client, epoch)]))[0]
                 missing = delete and not isinstance(first, BaseException) and first.status == 404
                 if isinstance(first, BaseException) or (first.status >= 300 and not missing):
                     holders, results = holders[:1], [first]  # nothing else was written
                 else:
-                    rest = [copy_op(info.client, epoch, logged, unlogged) for info in infos[1:]]
+                    rest = [copy_op(info.client, epoch) for info in infos[1:]]
                     results = [first, *await _all_copies(rest)]
             else:
-                results = await _all_copies(
-                    [op(info.client, epoch, logged, unlogged) for info in infos]
-                )
+                results = await _all_copies([op(info.client, epoch) for info in infos])
             done: list[tuple[str, Answer]] = []
             again = False
             unreachable: list[tuple[str, NodeUnavailable]] = []
@@ -369,26 +356,10 @@ class Router:
                 # A value deleted in an attempt that is tried again (a holder did not
                 # answer) is gone by the next one: the delete found it all the same.
                 deleted = next((d for d in done if d[1].status < 300), None)
-            took = results[0] if results else None
-            if isinstance(took, Answer) and took.status < 300:
-                # holders[0], the owner on this epoch's ring, logged it at this epoch
-                # (the one the write carried: `NodeService.fence`).
-                logged = True
             if len(done) >= min(quorum, len(holders)) and not again and done:
                 owner = done[0]
                 if delete:  # a value anywhere was deleted
                     owner = next((d for d in done if d[1].status < 300), deleted or owner)
-                    if (
-                        owner[1].status < 300
-                        and done[0][0] == holders[0]
-                        and done[0][1].status == 404
-                        and not (logged or unlogged)
-                    ):
-                        # The owner had nothing to delete (a move's destination the
-                        # value had not reached yet) and a copy deleted it, whose entry
-                        # is never published: the owner logs it now, before the answer
-                        # (review: no watcher heard of such a delete).
-                        await _all_copies([op(infos[0].client, epoch, False, True)])
                 return owner
             if unreachable:
                 node, exc = unreachable[0]
@@ -520,22 +491,11 @@ class Router:
             if self.replicated:
                 node, answer = await self._write_copies(
                     key,
-                    lambda c, e, logged, _: (
-                        c.put(key, value, content_type, ttl, e, alone=alone, logged=True)
-                        if logged
-                        else c.put(key, value, content_type, ttl, e, alone=alone)
-                    ),
+                    lambda c, e: c.put(key, value, content_type, ttl, e, alone=alone),
                     copy_op=(
                         (
-                            lambda c, e, logged, _: c.put(
-                                key,
-                                value,
-                                content_type,
-                                ttl,
-                                e,
-                                alone=alone,
-                                copy=True,
-                                logged=logged,
+                            lambda c, e: c.put(
+                                key, value, content_type, ttl, e, alone=alone, copy=True
                             )
                         )
                         if self._owner_decides(key)
@@ -707,9 +667,7 @@ class Router:
         alone = self._alone(key)
         if self.replicated:
 
-            def op(c: NodeClient, e: int, logged: bool, unlogged: bool) -> Awaitable[Answer]:
-                if logged or unlogged:
-                    return c.delete(key, e, alone=alone, logged=logged, unlogged=unlogged)
+            def op(c: NodeClient, e: int) -> Awaitable[Answer]:
                 return c.delete(key, e, alone=alone)
 
             first = op if self._deletes_owner_first else None

@@ -90,12 +90,10 @@ from elastic_cache.node.protocol import (
     CACHE_HEADER,
     COLD_HIT,
     COPY_HEADER,
-    DELETED_HEADER,
     EPOCH_HEADER,
     EVICTED_HEADER,
     FILL_HEADER,
     LENGTH_HEADER,
-    LOGGED_HEADER,
     STORED_HEADER,
     TTL_HEADER,
 )
@@ -229,7 +227,7 @@ async def put_kv(request: web.Request) -> web.StreamResponse:
         ttl = parse_ttl(request.query.get("ttl"))
         ctype = parse_content_type(request.headers.get("Content-Type"))
         service.token(key)  # refuse a misdirected write before reading its body
-        routed = service.fence(request.headers.get("X-Ecache-Epoch"))
+        service.fence(request.headers.get("X-Ecache-Epoch"))
         limit = request.app[MAX_VALUE]
         if service.cold is None:
             value: bytes | None = await read_limited(request, limit)
@@ -237,14 +235,13 @@ async def put_kv(request: web.Request) -> web.StreamResponse:
             value, stream = await read_or_stream(request, limit)
             if stream is not None:
                 # Too large for memory: straight to the cold tier as it streams in.
-                await service.put_stream(key, ctype, ttl, stream, routed=routed)
+                await service.put_stream(key, ctype, ttl, stream)
                 headers = _fill_header(service)
                 headers[STORED_HEADER] = "cold"
                 return web.Response(status=204, headers=headers)
         assert value is not None
         follow = COPY_HEADER in request.headers
-        log = LOGGED_HEADER not in request.headers
-        outcome = await service.put(key, value, ctype, ttl, follow=follow, log=log, routed=routed)
+        outcome = await service.put(key, value, ctype, ttl, follow=follow)
     except ElasticCacheError as err:
         return error_response(err, _fill_header(service))
     headers = _fill_header(service)
@@ -272,10 +269,8 @@ async def expect_put(request: web.Request) -> web.StreamResponse | None:
 async def delete_kv(request: web.Request) -> web.StreamResponse:
     service = request.app[SERVICE]
     try:
-        routed = service.fence(request.headers.get("X-Ecache-Epoch"))
-        log = LOGGED_HEADER not in request.headers
-        absent = DELETED_HEADER in request.headers
-        existed = await service.delete(kv_key(request), log=log, routed=routed, absent=absent)
+        service.fence(request.headers.get("X-Ecache-Epoch"))
+        existed = await service.delete(kv_key(request))
     except ElasticCacheError as err:
         return error_response(err, _fill_header(service))
     if not existed:

@@ -69,7 +69,7 @@ class BatchWrites:
                 nothing was stored.
         """
         service = self.service
-        routed = service.fence(epoch)
+        service.fence(epoch)
         batch = decode_batch(body)
         started = time.perf_counter()
         results: list[Any] = []
@@ -83,7 +83,7 @@ class BatchWrites:
                         f"value of {len(value)} bytes exceeds the limit of {self.max_value}"
                     )
                 ttl = _record_ttl(batch.ttl_ms[i])
-                outcome = service.put_now(key, value, batch.content_types[i], ttl, routed=routed)
+                outcome = service.put_now(key, value, batch.content_types[i], ttl)
                 if outcome is None:
                     if cold is not None and cold.may_hold(key, service.token(key)):
                         results.append(_failed(_ALONE))
@@ -95,20 +95,18 @@ class BatchWrites:
             except ElasticCacheError as err:
                 results.append(_failed(err))
         if later:
-            return self._finish(batch, later, results, started, routed)
+            return self._finish(batch, later, results, started)
         return self._answer(results, started)
 
     async def _finish(
-        self, batch: Batch, later: list[int], results: list[Any], started: float, routed: int
+        self, batch: Batch, later: list[int], results: list[Any], started: float
     ) -> bytes:
         """The records that wait (a move under way: each is forwarded to the move's
         destination too), one after the other in the batch's order."""
         for i in later:
             try:
                 ttl = _record_ttl(batch.ttl_ms[i])
-                await self.service.put(
-                    batch.keys[i], batch.values[i], batch.content_types[i], ttl, routed=routed
-                )
+                await self.service.put(batch.keys[i], batch.values[i], batch.content_types[i], ttl)
                 results[i] = 204
             except ElasticCacheError as err:
                 results[i] = _failed(err)

@@ -33,8 +33,6 @@ from elastic_cache.node.protocol import (
     BATCH_PATH,
     BATCHED_HEADER,
     COPY_HEADER,
-    DELETED_HEADER,
-    LOGGED_HEADER,
     TTL_HEADER,
 )
 from elastic_cache.node.service import NodeService
@@ -48,8 +46,6 @@ _MISS_BODY = b'{"error":"key_not_found","message":"no value for this key"}'
 #: the cold tier, it is answered `ALONE_STATUS` at once and sent again alone.
 _BATCHED = BATCHED_HEADER.lower().encode()
 _COPY = COPY_HEADER.lower().encode()
-_LOGGED = LOGGED_HEADER.lower().encode()
-_DELETED = DELETED_HEADER.lower().encode()
 _JSON = ("Content-Type", "application/json")
 _BATCH_PATH = BATCH_PATH.encode()
 
@@ -206,35 +202,23 @@ class NodeHotRoutes:
             ttl = parse_ttl(query_value(query, "ttl"))
             ctype = request.header(b"content-type")
             content_type = parse_content_type(None if ctype is None else ctype.decode("latin-1"))
-            routed = service.fence(request.header(b"x-ecache-epoch"))
+            service.fence(request.header(b"x-ecache-epoch"))
             follow = request.header(_COPY) is not None
-            log = request.header(_LOGGED) is None
-            outcome = service.put_now(
-                key, request.body, content_type, ttl, follow=follow, log=log, routed=routed
-            )
+            outcome = service.put_now(key, request.body, content_type, ttl, follow=follow)
             if outcome is None:  # a cold tier or a move: the write awaits
                 if self._waits_on_tier(request, key):
                     return self._alone(request)
-                return self._put_later(request, key, content_type, ttl, follow, log, routed)
+                return self._put_later(request, key, content_type, ttl, follow)
         except ElasticCacheError as err:
             return self._error(request, err, fill=True)
         return self._stored(request, outcome)
 
     async def _put_later(
-        self,
-        request: HotRequest,
-        key: str,
-        content_type: str,
-        ttl: float | None,
-        follow: bool,
-        log: bool,
-        routed: int,
+        self, request: HotRequest, key: str, content_type: str, ttl: float | None, follow: bool
     ) -> bytes:
         try:
             self.service.token(key)
-            outcome = await self.service.put(
-                key, request.body, content_type, ttl, follow=follow, log=log, routed=routed
-            )
+            outcome = await self.service.put(key, request.body, content_type, ttl, follow=follow)
         except ElasticCacheError as err:
             return self._error(request, err, fill=True)
         return self._stored(request, outcome)
@@ -269,23 +253,19 @@ class NodeHotRoutes:
         if parts is None:
             return None
         try:
-            routed = self.service.fence(request.header(b"x-ecache-epoch"))
-            log = request.header(_LOGGED) is None
-            absent = request.header(_DELETED) is not None
-            existed = self.service.delete_now(parts[0], log=log, routed=routed, absent=absent)
+            self.service.fence(request.header(b"x-ecache-epoch"))
+            existed = self.service.delete_now(parts[0])
             if existed is None and self._waits_on_tier(request, parts[0]):
                 return self._alone(request)
         except ElasticCacheError as err:
             return self._error(request, err, fill=True)
         if existed is None:
-            return self._delete_later(request, parts[0], log, routed, absent)
+            return self._delete_later(request, parts[0])
         return self._deleted(request, existed)
 
-    async def _delete_later(
-        self, request: HotRequest, key: str, log: bool, routed: int, absent: bool
-    ) -> bytes:
+    async def _delete_later(self, request: HotRequest, key: str) -> bytes:
         try:
-            existed = await self.service.delete(key, log=log, routed=routed, absent=absent)
+            existed = await self.service.delete(key)
         except ElasticCacheError as err:
             return self._error(request, err, fill=True)
         return self._deleted(request, existed)

@@ -158,12 +158,11 @@ class LocalNodeClient:
         *,
         alone: bool = False,
         copy: bool = False,
-        logged: bool = False,
     ) -> Answer:
         svc = self._svc
         try:
-            routed = svc.fence(epoch)
-            await svc.put(key, value, content_type, ttl, follow=copy, log=not logged, routed=routed)
+            svc.fence(epoch)
+            await svc.put(key, value, content_type, ttl, follow=copy)
         except ElasticCacheError as err:
             store = svc.store
             answer = _error_answer(err, svc.epoch)
@@ -184,19 +183,11 @@ class LocalNodeClient:
             "value exceeds max_value_bytes, and in-process nodes take large values only over HTTP"
         )
 
-    async def delete(
-        self,
-        key: str,
-        epoch: int = 0,
-        *,
-        alone: bool = False,
-        logged: bool = False,
-        unlogged: bool = False,
-    ) -> Answer:
+    async def delete(self, key: str, epoch: int = 0, *, alone: bool = False) -> Answer:
         svc = self._svc
         try:
-            routed = svc.fence(epoch)
-            existed = await svc.delete(key, log=not logged, routed=routed, absent=unlogged)
+            svc.fence(epoch)
+            existed = await svc.delete(key)
         except ElasticCacheError as err:
             return _error_answer(err, svc.epoch)
         used, limit = svc.store.used, svc.store.capacity.limit

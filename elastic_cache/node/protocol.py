@@ -29,12 +29,10 @@ __all__ = [
     "CACHE_HEADER",
     "COLD_HIT",
     "COPY_HEADER",
-    "DELETED_HEADER",
     "EPOCH_HEADER",
     "EVICTED_HEADER",
     "FILL_HEADER",
     "LENGTH_HEADER",
-    "LOGGED_HEADER",
     "STORED_HEADER",
     "TTL_HEADER",
     "Answer",
@@ -71,16 +69,6 @@ ALONE_STATUS = SendAlone.status
 #: refuses): its quota neither refuses nor evicts for it (`Store.put`'s ``follow``), so
 #: no copy refuses what the owner took (docs/namespaces.md, "Quotas and replication").
 COPY_HEADER = "X-Ecache-Copy"
-#: On a write (PUT, DELETE) sent again after the key's owner took it at an earlier epoch
-#: and logged it as owner (another holder had answered 421 or "moving"): applied as any
-#: write, but not logged in the node's change log, so watchers hear of it once, from
-#: the owner's entry (review: a write racing a move with copies was published twice).
-LOGGED_HEADER = "X-Ecache-Logged"
-#: On a DELETE sent again after an earlier attempt removed the value from a holder other
-#: than that attempt's owner (whose entry, a copy's, is never published) while the owner
-#: refused it: logged even where the value is not there (it came from that copy, or
-#: never), so watchers hear of the delete once (review: they did not at all).
-DELETED_HEADER = "X-Ecache-Deleted"
 #: Many writes in one request (`elastic_cache.node.batchwrites`); a record that would
 #: wait on the cold tier answers `ALONE_STATUS` there too.
 BATCH_PATH = "/v1/kv-batch"
@@ -191,14 +179,12 @@ class NodeClient(Protocol):
         *,
         alone: bool = False,
         copy: bool = False,
-        logged: bool = False,
     ) -> Awaitable[Answer]:
         """Store ``key``; ``epoch`` (the routing ring's, 0: none) lets the node refuse a
         write routed by a ring older than its own (421). ``alone``: the write waits on
         the node's tier (a durable namespace), so no other request may wait behind it
         (the HTTP client gives it a connection of its own instead of pipelining it).
-        ``copy``: a copy of a write the key's owner took (`COPY_HEADER`). ``logged``:
-        the key's owner logged it at an earlier epoch (`LOGGED_HEADER`)."""
+        ``copy``: a copy of a write the key's owner took (`COPY_HEADER`)."""
         ...
 
     async def put_stream(
@@ -218,18 +204,7 @@ class NodeClient(Protocol):
         """
         ...
 
-    async def delete(
-        self,
-        key: str,
-        epoch: int = 0,
-        *,
-        alone: bool = False,
-        logged: bool = False,
-        unlogged: bool = False,
-    ) -> Answer:
-        """Delete ``key``; ``logged`` as for `put`; ``unlogged``: log the delete even
-        where the value is gone (`DELETED_HEADER`)."""
-        ...
+    async def delete(self, key: str, epoch: int = 0, *, alone: bool = False) -> Answer: ...
 
     async def stats(self) -> NodeStats: ...
 

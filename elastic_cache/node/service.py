@@ -190,7 +190,7 @@ class NodeService:
             )
         return token
 
-    def fence(self, epoch: int | str | bytes | None) -> int:
+    def fence(self, epoch: int | str | bytes | None) -> None:
         """Refuse a write routed by a ring older than this node's (replication, where a
         node keeps a range it copied away: without the fence a late write from an older
         ring could be acknowledged while missing the range's new holder).
@@ -198,15 +198,11 @@ class NodeService:
         ``epoch`` is the ``X-Ecache-Epoch`` the coordinator sent (None or 0: unchecked;
         a lone node and old clients send none).
 
-        Returns:
-            The epoch of the ring the write was routed by (0: not said), which its entry
-            in the change log carries (``routed`` of `put` and `delete`).
-
         Raises:
             InvalidRequest: the epoch is not a number. Misdirected: it is older than ours.
         """
         if not epoch:
-            return 0
+            return
         try:
             sent = int(epoch)
         except ValueError:
@@ -217,7 +213,6 @@ class NodeService:
                 f"epoch {sent}",
                 epoch=self.epoch,
             )
-        return sent
 
     def set_ownership(
         self,
@@ -373,8 +368,6 @@ class NodeService:
         ttl: float | None,
         *,
         follow: bool = False,
-        log: bool = True,
-        routed: int = 0,
     ) -> PutOutcome | None:
         """`put` when nothing has to be awaited (no cold tier, no move under way), so a
         caller on the event loop needs no task; None when it must call `put` instead.
@@ -385,20 +378,17 @@ class NodeService:
         if self.cold is not None or self.outgoing:
             return None
         outcome = self.store.put(key, self.token(key), value, content_type, ttl, follow=follow)
-        if log:
-            self.changes.record("put", key, routed or self.epoch)
+        self.changes.record("put", key, self.epoch)
         return outcome
 
-    def delete_now(
-        self, key: str, *, log: bool = True, routed: int = 0, absent: bool = False
-    ) -> bool | None:
+    def delete_now(self, key: str) -> bool | None:
         """`delete` when nothing has to be awaited; None when it must call `delete`."""
         if self.cold is not None or self.outgoing:
             return None
         self.token(key)
         existed = self.store.delete(key)
-        if (existed or absent) and log:
-            self.changes.record("delete", key, routed or self.epoch)
+        if existed:
+            self.changes.record("delete", key, self.epoch)
         return existed
 
     async def put(
@@ -409,18 +399,9 @@ class NodeService:
         ttl: float | None,
         *,
         follow: bool = False,
-        log: bool = True,
-        routed: int = 0,
     ) -> PutOutcome:
         """Store a value; forward it first to a migration's destination when moving.
-        ``follow``: a copy of a write the owner took (`Store.put`). ``log``: record it
-        in the change log (not a write its owner logged at an earlier epoch:
-        `elastic_cache.node.protocol.LOGGED_HEADER`). ``routed``: the epoch of the ring
-        the write was routed by (`fence`; 0: this node's), which its entry carries: the
-        coordinator publishes a change only from the key's owner on the ring of the
-        entry's epoch, and a copy that had not yet taken the ring the write was routed
-        by logged it at its own older one, where it had been the owner, so watchers
-        heard of the write from it and from the new owner (review).
+        ``follow``: a copy of a write the owner took (`Store.put`).
 
         Raises:
             Misdirected, ValueTooLarge, StoreFull.
@@ -429,8 +410,7 @@ class NodeService:
         out = self._outgoing_for(token) if self.outgoing else None
         prev = self.store.peek(key) if self._durable else None
         outcome = self.store.put(key, token, value, content_type, ttl, follow=follow)
-        if log:
-            self.changes.record("put", key, routed or self.epoch)
+        self.changes.record("put", key, self.epoch)
         expires_at = 0.0
         if out is not None:
             # The expiry the store gave it (a namespace's TTL rules may have changed the
@@ -453,8 +433,8 @@ class NodeService:
                     # Not acknowledged, so not kept: the value it replaced comes back in
                     # memory, and the tier keeps its copy of the last acknowledged one.
                     undone = self.store.undo_put(key, token, outcome.version, prev)
-                    if undone is not None and log:
-                        self.changes.record(undone, key, routed or self.epoch)
+                    if undone is not None:
+                        self.changes.record(undone, key, self.epoch)
                     raise
             elif cold is not None:
                 await cold.invalidate(key, token)
@@ -471,13 +451,7 @@ class NodeService:
         return outcome
 
     async def put_stream(
-        self,
-        key: str,
-        content_type: str,
-        ttl: float | None,
-        chunks: AsyncIterator[bytes],
-        *,
-        routed: int = 0,
+        self, key: str, content_type: str, ttl: float | None, chunks: AsyncIterator[bytes]
     ) -> int:
         """Store a value too large for memory straight in the cold tier, as it streams in.
 
@@ -514,7 +488,7 @@ class NodeService:
             check=check,
             next_version=self.store.next_version,
         )
-        self.changes.record("put", key, routed or self.epoch)
+        self.changes.record("put", key, self.epoch)
         return length
 
     async def _after_store(self, victims: list[Victim]) -> None:
@@ -527,24 +501,19 @@ class NodeService:
             await self._forward_victims(victims)
         await cold.backpressure()
 
-    async def delete(
-        self, key: str, *, log: bool = True, routed: int = 0, absent: bool = False
-    ) -> bool:
-        """Delete a key everywhere it lives; True when a live value was there. ``log``
-        and ``routed``: as for `put`; ``absent``: log the delete even when no value was
-        here (`elastic_cache.node.protocol.DELETED_HEADER`)."""
+    async def delete(self, key: str) -> bool:
+        """Delete a key everywhere it lives; True when a live value was there."""
         token = self.token(key)
         out = self._outgoing_for(token) if self.outgoing else None
         existed = self.store.delete(key)
-        if (existed or absent) and log:
-            self.changes.record("delete", key, routed or self.epoch)
+        if existed:
+            self.changes.record("delete", key, self.epoch)
         if out is not None:
             out.hold()
         try:
             if self.cold is not None and await self.cold.remove(key, token) and not existed:
                 existed = True
-                if log and not absent:  # (logged above already)
-                    self.changes.record("delete", key, routed or self.epoch)
+                self.changes.record("delete", key, self.epoch)
             if out is not None:
                 version = self.store.next_version()
                 await self._forward(out, WireRecord(key, token, version, deleted=True))

@@ -89,18 +89,6 @@ _COPY_PARAM = _mark(
     "its quota, with replication): the namespace's quota neither refuses nor evicts "
     "for it, so no copy refuses what the owner took (docs/namespaces.md).",
 )
-#: On a write sent again while a move changed the ring (docs/watch.md, "Owner, not copy").
-_LOGGED_PARAM = _mark(
-    "X-Ecache-Logged",
-    "`1`: the key's owner took this write at an earlier epoch and logged it; it is "
-    "applied as any write but not logged in the change log (`/v1/changes`), so "
-    "watchers hear of it once.",
-)
-_DELETED_PARAM = _mark(
-    "X-Ecache-Deleted",
-    "`1`: another holder, not the owner, deleted the value; the delete is logged in "
-    "the change log even when no value is here (answered 404 then).",
-)
 
 
 def _kv_path() -> Schema:
@@ -163,7 +151,7 @@ def _kv_path() -> Schema:
                 "`max_value_bytes` streams straight into the tier."
             ),
             tags=tags,
-            parameters=[TTL_PARAM, _COPY_PARAM, _LOGGED_PARAM],
+            parameters=[TTL_PARAM, _COPY_PARAM],
             request_body=VALUE_BODY,
             responses={
                 "204": {
@@ -195,7 +183,6 @@ def _kv_path() -> Schema:
             "nodeDeleteValue",
             "Delete a value this node owns",
             tags=tags,
-            parameters=[_LOGGED_PARAM, _DELETED_PARAM],
             responses={"204": {"description": "Deleted.", "headers": written}},
             errors=(InvalidKey, Misdirected, KeyNotFound, NodeUnavailable, *COLD_ERRORS, SendAlone),
             error_headers=_FILL,

@@ -192,9 +192,8 @@ class SimNodeClient(LocalNodeClient):
         *,
         alone: bool = False,
         copy: bool = False,
-        logged: bool = False,
     ) -> Answer:
-        answer = await super().put(key, value, content_type, ttl, epoch, copy=copy, logged=logged)
+        answer = await super().put(key, value, content_type, ttl, epoch, copy=copy)
         if self._requests.owe(self._requests.fixed):
             await self._requests.pay()
         return answer

@@ -11,7 +11,6 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient
 
 from elastic_cache.config import NodeSettings
-from elastic_cache.hashing import make_hasher
 from elastic_cache.node import build_node_service, make_node_app
 from elastic_cache.node.wire import WireRecord, encode_frame
 from elastic_cache.openapi.node import node_document
@@ -276,36 +275,3 @@ async def test_a_namespace_table_without_namespaces_changes_nothing(
     r = await node.put("/v1/namespaces", data=body, headers={"Content-Type": "application/json"})
     assert r.status == 400 and (await r.json())["error"] == "bad_body"
     assert (await (await node.get("/v1/stats")).json()).get("namespaces_version") == before
-
-
-async def test_a_write_its_owner_logged_is_applied_but_not_logged(
-    node: TestClient[Any, Any],
-) -> None:
-    """``X-Ecache-Logged`` (a write sent again after the key's owner logged it at an
-    earlier epoch): applied as any write, absent from the change log, on both edges."""
-    quiet = {"X-Ecache-Logged": "1"}
-    for key, headers in (("loud", {}), ("quiet", quiet)):
-        assert (await node.put(f"/v1/kv/{key}", data=b"v", headers=headers)).status == 204
-        assert await (await node.get(f"/v1/kv/{key}")).read() == b"v"
-        assert (await node.delete(f"/v1/kv/{key}", headers=headers)).status == 204
-        assert (await node.get(f"/v1/kv/{key}")).status == 404
-    changes = (await (await node.get("/v1/changes")).json())["changes"]
-    assert [(kind, key) for _, kind, key, _ in changes] == [("put", "loud"), ("delete", "loud")]
-
-
-async def test_a_write_is_logged_at_the_epoch_it_was_routed_by(node: TestClient[Any, Any]) -> None:
-    """A copy that had not yet taken the ring a write was routed by logged it at its own
-    older epoch, where it had been the key's owner: the coordinator published it from
-    there and from the new owner, twice (review). The entry carries the routing epoch."""
-    everything = [[0, make_hasher(NodeSettings().hash).space - 1]]
-    assert (await node.put("/v1/ownership", json={"epoch": 2, "ranges": everything})).status == 200
-    for headers, epoch in (({}, 2), ({"X-Ecache-Epoch": "5"}, 5), ({"X-Ecache-Epoch": "2"}, 2)):
-        assert (await node.put("/v1/kv/k", data=b"v", headers=headers)).status == 204
-        assert (await node.delete("/v1/kv/k", headers=headers)).status == 204
-        changes = (await (await node.get("/v1/changes")).json())["changes"]
-        assert [(kind, at) for _, kind, _, at in changes[-2:]] == [
-            ("put", epoch),
-            ("delete", epoch),
-        ]
-    r = await node.put("/v1/kv/k", data=b"v", headers={"X-Ecache-Epoch": "1"})
-    assert r.status == 421  # older than the node's: fenced, as before

@@ -274,17 +274,8 @@ async def test_a_watcher_that_stops_reading_is_cut_off(tmp_path: Path) -> None:
         assert not cluster.coord.watch.watchers
 
 
-@pytest.mark.parametrize("replication", [1, 2])
-async def test_a_watch_across_a_live_move_loses_and_duplicates_nothing(
-    tmp_path: Path, replication: int
-) -> None:
-    """With copies, a copy that had not yet taken the ring a write was routed by logged
-    it at its older epoch, where it had been the owner, and the new owner logged it too:
-    watchers heard of 2 to 8 of 90 keys' writes twice in review. (Logged at the routing
-    epoch instead, a delete the new owner had nothing to delete for — the move had not
-    brought the value yet — reached no watcher: the owner logs it now.)"""
+async def test_a_watch_across_a_live_move_loses_and_duplicates_nothing(tmp_path: Path) -> None:
     data = {
-        "cluster": {"replication": replication},
         "nodes": {
             "index": "sorted",
             "capacity_records": 100_000,

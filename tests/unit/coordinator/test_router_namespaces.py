@@ -266,8 +266,7 @@ class Deleting(Holder):
         self.gone = down
         self.held = True
 
-    async def delete(self, key: str, epoch: int = 0, **kwargs: Any) -> Answer:
-        assert not kwargs.get("unlogged"), "the owner deleted it, and logged it, first"
+    async def delete(self, key: str, epoch: int = 0, *, alone: bool = False) -> Answer:
         if self.gone:
             raise NodeUnavailable(f"{self.node_id} refused the connection")
         found, self.held = self.held, False
@@ -334,10 +333,7 @@ async def test_copies_over_a_shared_tier_delete_the_owner_first(tier: str | None
     order: list[str] = []
 
     class Recording(Holder):
-        async def delete(self, key: str, epoch: int = 0, **kwargs: Any) -> Answer:
-            if kwargs.get("unlogged"):
-                order.append(f"{self.node_id} logs")
-                return Answer(404, b"", "", 1)
+        async def delete(self, key: str, epoch: int = 0, *, alone: bool = False) -> Answer:
             order.append(f"{self.node_id} starts")
             await asyncio.sleep(0.01)
             order.append(f"{self.node_id} ends")
@@ -348,8 +344,7 @@ async def test_copies_over_a_shared_tier_delete_the_owner_first(tier: str | None
     answer = await Router(view, Scaler(), RateMeter(1)).delete("slow/a")
     assert answer.status == 204  # the copy had it
     sequential = ["node-1 starts", "node-1 ends", "node-2 starts", "node-2 ends"]
-    assert (order[:4] == sequential) == (tier is not None and tier.startswith("s3"))
-    assert order[4:] == ["node-1 logs"]  # what only the copy found, the owner logs
+    assert (order == sequential) == (tier is not None and tier.startswith("s3"))
 
 
 class Streamed(Holder):
@@ -388,91 +383,3 @@ async def test_a_streamed_write_retried_after_a_move_goes_to_every_holder() -> N
     answer = await router.put_stream("k", chunks(), "t", None, 3000)
     assert answer.status == 204
     assert owner.values == [b"big" * 1000] and copy.values == [b"big" * 1000]
-
-
-class Logging(Holder):
-    """Records each write's ``logged`` (`LOGGED_HEADER`); ``moves`` answers its first
-    write 421 after moving the view's ring on, as a holder that took a new ring does."""
-
-    def __init__(self, node_id: str, view: Any = None, moves: tuple[str, ...] = ()) -> None:
-        super().__init__(node_id)
-        self.view, self.moves = view, moves
-        self.logged: list[bool] = []
-
-    async def _write(self, **kwargs: Any) -> Answer:
-        self.logged.append(kwargs.get("logged", False))
-        if self.moves and len(self.logged) == 1:
-            self.view.current = self.moves
-            self.view.ring.add_bucket(7, "node-1")  # a new epoch
-            return Answer(421, b'{"error":"misdirected","message":"m"}', "application/json", 2)
-        return Answer(204, b"", "", self.view.ring.epoch)
-
-    async def put(self, *args: Any, **kwargs: Any) -> Answer:
-        return await self._write(**kwargs)
-
-    async def delete(self, key: str, epoch: int = 0, **kwargs: Any) -> Answer:
-        return await self._write(**kwargs)
-
-
-class Moving(View):
-    def __init__(self, order: tuple[str, ...]) -> None:
-        clients = [Logging(f"node-{i}", self) for i in (1, 2, 3)]
-        super().__init__(settings(), clients)
-        self.clients = {c.node_id: c for c in clients}
-        self.current = order
-
-    def holders(self, token: int) -> tuple[str, ...]:
-        return self.current
-
-
-@pytest.mark.parametrize("method", ["put", "delete"])
-@pytest.mark.parametrize("owner_took_it", [True, False])
-async def test_a_write_its_owner_logged_is_not_logged_again_by_the_next_owner(
-    method: str, owner_took_it: bool
-) -> None:
-    """With copies, a holder's 421 sent the write again to every holder of the new
-    ring; the new owner logged it again, and watchers heard of it twice (review). When
-    the owner of the first ring took it at that epoch (it logged it, as the owner), the
-    writes after say so and nobody logs it again; when the owner refused, they do not."""
-    view = Moving(("node-1", "node-2"))
-    mover = view.clients["node-2" if owner_took_it else "node-1"]
-    mover.moves = ("node-3", "node-1")
-    router = Router(view, Scaler(), RateMeter(1))
-    if method == "put":
-        answer = await router.put("slow/a", b"v", "t", None)
-    else:
-        answer = await router.delete("slow/a")
-    assert answer.status == 204
-    logged = {n: c.logged for n, c in view.clients.items()}
-    if owner_took_it:
-        assert logged == {"node-1": [False, True], "node-2": [False], "node-3": [True]}
-    else:
-        assert logged == {"node-1": [False, False], "node-2": [False], "node-3": [False]}
-
-
-class Absent(Holder):
-    """Answers every delete 404 (``node-1``: a move's destination the value has not
-    reached) or 204; records each delete's ``unlogged``."""
-
-    def __init__(self, node_id: str, found: bool) -> None:
-        super().__init__(node_id)
-        self.found = found
-        self.unlogged: list[bool] = []
-
-    async def delete(self, key: str, epoch: int = 0, **kwargs: Any) -> Answer:
-        self.unlogged.append(kwargs.get("unlogged", False))
-        if self.found:
-            return Answer(204, b"", "", 1)
-        return Answer(404, b'{"error":"key_not_found","message":"m"}', "application/json", 1)
-
-
-@pytest.mark.parametrize("copy_found", [True, False])
-async def test_a_delete_only_a_copy_found_is_logged_by_the_owner(copy_found: bool) -> None:
-    """The owner had nothing to delete and a copy deleted the value, whose entry is never
-    published: no watcher heard of the delete (review). The owner is asked to log it."""
-    owner, copy = Absent("node-1", found=False), Absent("node-2", found=copy_found)
-    router = Router(View(settings(), [owner, copy]), Scaler(), RateMeter(1))
-    answer = await router.delete("slow/a")
-    assert answer.status == (204 if copy_found else 404)
-    assert owner.unlogged == ([False, True] if copy_found else [False])
-    assert copy.unlogged == [False]
