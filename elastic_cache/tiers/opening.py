@@ -9,7 +9,12 @@ from typing import Any
 from elastic_cache.tiers.base import ColdTier
 from elastic_cache.tiers.spec import TierSpec, parse_tier_spec
 
-__all__ = ["open_tier"]
+__all__ = ["S3_CONNECT_TIMEOUT", "S3_READ_TIMEOUT", "open_tier"]
+
+#: Seconds an S3 call waits to connect, and for each read of an answer, per attempt
+#: (three attempts at most).
+S3_CONNECT_TIMEOUT = 3.0
+S3_READ_TIMEOUT = 5.0
 
 
 def open_tier(
@@ -51,6 +56,12 @@ def open_tier(
             region_name=region or session.region_name or "us-east-1",
             config=Config(
                 retries={"max_attempts": 3, "mode": "standard"},
+                # botocore waits 60 s per attempt by default: an S3 that accepts
+                # connections but does not answer held a GET of a cold key for 240 s,
+                # and a node's stop for as long (review). Each attempt is bounded now,
+                # so such a request answers 503 cold_tier_unavailable within ~20 s.
+                connect_timeout=S3_CONNECT_TIMEOUT,
+                read_timeout=S3_READ_TIMEOUT,
                 max_pool_connections=32,
                 # Plain Content-MD5-free bodies: botocore's default (aws-chunked bodies
                 # with trailing checksums) is not understood by every S3-compatible

@@ -59,3 +59,46 @@ def test_bloom_is_a_superset_with_few_false_positives() -> None:
     assert names.nbytes > 0
     names.clear()
     assert "in-1" not in names and len(names) == 0
+
+
+def test_an_s3_that_never_answers_fails_the_call_instead_of_holding_it(
+    aws_credentials: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An S3 that accepts connections and says nothing held a cold GET for 240 s, and
+    a node's stop for as long (review: botocore's 60 s per attempt). Each attempt has
+    its timeouts now (made short here): the call fails as a tier error."""
+    import socket
+    import threading
+
+    from elastic_cache.tiers import opening
+    from elastic_cache.tiers.base import ColdTierUnavailable
+
+    monkeypatch.setattr(opening, "S3_CONNECT_TIMEOUT", 0.5)
+    monkeypatch.setattr(opening, "S3_READ_TIMEOUT", 0.5)
+    silent = socket.create_server(("127.0.0.1", 0))
+    accepted: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        silent.settimeout(0.1)
+        while not stop.is_set():
+            try:
+                accepted.append(silent.accept()[0])  # ... and never a byte back
+            except TimeoutError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        port = silent.getsockname()[1]
+        tier = open_tier("s3://bucket-name/p", endpoint_url=f"http://127.0.0.1:{port}")
+        assert tier.client.meta.config.read_timeout == 0.5
+        with pytest.raises(ColdTierUnavailable):  # 503 cold_tier_unavailable
+            tier.get("k", 1)
+        assert accepted  # it was asked, and gave up on the silence
+    finally:
+        stop.set()
+        thread.join(5)
+        for conn in accepted:
+            conn.close()
+        silent.close()
