@@ -147,6 +147,35 @@ class ColdCap:
             self.sweep_soon()
         return True
 
+    async def take_counted_again(self, nbytes: int) -> bool:
+        """`take`, and when it refuses a write that could fit, count again first: the
+        count holds the bytes of every value replaced or deleted since the last sweep,
+        so a 300 KB value overwritten three times filled a 1 MB cap the tier was at a
+        third of (review: 507 ``cold_tier_full`` for every third large PUT). The sweep
+        that the refusal started (or one now) lists what the tier holds and makes room
+        for this write if it must; then the write is counted once more. For callers
+        that may wait (a large value's upload); False when it still does not fit."""
+        if self.take(nbytes):
+            return True
+        if nbytes > self.allowance or self._closed:
+            return False
+        task = self._task
+        if task is None:
+            if time.monotonic() < self._stuck_until:
+                return False  # kept values fill it; the last sweep said so
+            try:
+                await self.sweep()
+            except ColdTierError:
+                return False
+        else:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(task)
+        if not self.take(nbytes):
+            return False
+        self.refused -= 1  # counted by the first look, and taken after all
+        self.refused_bytes -= nbytes
+        return True
+
     def landed(self, nbytes: int) -> None:
         """A write `take` counted is over (written or failed): a listing from now on
         sees what it wrote. Every counted write must say so once."""

@@ -174,7 +174,7 @@ class Invalidation(ColdPart):
                 await self.io.call(writer.write, bytes(buf))
             self.deferred.answered()  # the tier took the value: it works
             counted = self.tier.stored_bytes(entry._replace(length=length))
-            if self.cap is not None and not self.cap.take(counted):
+            if self.cap is not None and not await self.cap.take_counted_again(counted):
                 counted = 0
                 raise self.cap.refusal(f"the {length}-byte value")
             check()

@@ -172,6 +172,29 @@ async def test_a_large_value_past_the_cap_is_refused(tmp_path: Path) -> None:
     await svc.close()
 
 
+async def test_a_large_value_overwritten_under_the_cap_is_never_refused(tmp_path: Path) -> None:
+    """The count kept the bytes of every replaced value until a sweep, so overwriting
+    one 1,500-byte value past a 4,000-byte cap was refused (507) on the third write with
+    the tier at 1,500 bytes (review). A large write the count refuses counts again."""
+
+    async def chunks(fill: bytes) -> Any:
+        yield fill * 1500
+
+    tier = DiskTier(tmp_path)
+    svc = tiered_service(tier, capacity=4, max_tier_bytes=4000, max_value_bytes=1024)
+    cold = cold_of(svc)
+    cap = cold.cap
+    assert cap is not None
+    await cold.start()
+    for i in range(6):
+        fill = bytes([ord("a") + i])
+        await svc.put_stream("big", "t", None, chunks(fill))
+        assert await value_of(svc, "big") == fill * 1500
+        assert held_bytes(tier) < 4000
+    assert cap.refused == 0 and cap.used <= 4000
+    await svc.close()
+
+
 async def test_an_overwrite_after_a_sweep_is_written_again(tmp_path: Path) -> None:
     """A promoted (clean) record whose cold copy a sweep deleted is written again when it
     is demoted, not skipped as already in the tier."""
