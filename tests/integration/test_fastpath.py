@@ -986,3 +986,26 @@ async def test_close_waits_for_answers_in_work_after_other_connections_came_and_
     await closing
     writer.close()
     assert got.status == 404
+
+
+async def test_close_answers_a_long_poll_at_once_rather_than_waiting_it_out(node: Node) -> None:
+    """Once close() waited for answers in work, a node's long poll of /v1/changes (the
+    coordinator's change feed keeps one open) held every stop for the whole wait, and
+    was then cut without an answer (a fault test took 60 s more). The application's
+    shutdown hooks run first now: the poll is answered, and the stop goes on."""
+    from elastic_cache.node.app import CHANGES_WOKEN
+
+    assert node.server.runner is not None
+    wakeup = node.server.runner.app[CHANGES_WOKEN]
+    reader, writer = await node.connect()
+    replies = Replies(reader)
+    writer.write(get("x"))  # a hot request first: the connection stays the layer's,
+    assert [r.status for r in await replies.read(1)] == [404]  # and the poll is relayed
+    seq = node.service.changes.seq
+    writer.write(f"GET /v1/changes?after={seq}&wait=20 HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+    await until(lambda: wakeup.waiting == 1, "the poll parked")
+    closing = asyncio.create_task(node.server.close(timeout=30.0))
+    answer = (await replies.read(2, timeout=10.0))[1]
+    await asyncio.wait_for(closing, 10.0)
+    writer.close()
+    assert answer.status == 200 and json.loads(answer.body)["changes"] == []
