@@ -283,7 +283,7 @@ class AsyncClient:
             return await self._get_item(key)
         item = near.get(key)
         if item is not None:
-            return item if item.ttl is None else near_hit(item, near.until(key))
+            return item if item.ttl is None else near_hit(item, near, key)
         assert self._follower is not None  # it follows the near cache's keys
         self._follower.follow()
         token = near.begin(key)

@@ -138,7 +138,7 @@ class Client:
             # than the lookup (each operation on the OrderedDict holds the GIL).
             item = near.get(key)
             if item is not None:
-                return item if item.ttl is None else near_hit(item, near.until(key))
+                return item if item.ttl is None else near_hit(item, near, key)
         return self._run(self._async.get_item(key))
 
     def near_ready(self, timeout: float = 10.0) -> bool:

@@ -147,11 +147,23 @@ async def _relay(request: web.Request, answer: Answer) -> web.StreamResponse:
         stream.close()
 
 
+def _put_args(request: web.Request) -> tuple[str, float | None, str]:
+    """A ``PUT /v1/kv/{key}``'s key, TTL and content type, checked.
+
+    Raises:
+        ElasticCacheError: one of them is bad.
+    """
+    key = validate_key(kv_key(request))
+    return (
+        key,
+        parse_ttl(request.query.get("ttl")),
+        parse_content_type(request.headers.get("Content-Type")),
+    )
+
+
 async def put_kv(request: web.Request) -> web.StreamResponse:
     coord = request.app[COORDINATOR]
-    key = kv_key(request)
-    ttl = parse_ttl(request.query.get("ttl"))
-    ctype = parse_content_type(request.headers.get("Content-Type"))
+    key, ttl, ctype = _put_args(request)
     nodes = coord.settings.nodes
     limit = nodes.max_value_bytes
     length = request.content_length
@@ -181,9 +193,7 @@ async def expect_put(request: web.Request) -> web.StreamResponse | None:
     was answered ``100 Continue`` and refused only after its body: review)."""
     nodes = request.app[COORDINATOR].settings.nodes
     try:
-        validate_key(kv_key(request))
-        parse_ttl(request.query.get("ttl"))
-        parse_content_type(request.headers.get("Content-Type"))
+        _put_args(request)
         if nodes.tier is None:
             check_length(request, nodes.max_value_bytes)
     except ElasticCacheError as err:

@@ -132,19 +132,11 @@ class ColdCap:
     def take(self, nbytes: int) -> bool:
         """Count a write of ``nbytes`` about to be made; False (nothing counted) when it
         would pass the allowance. Starts a sweep when the count nears it."""
-        allowance = self.allowance
-        if self.used + nbytes > allowance:
-            self.refused += 1
-            self.refused_bytes += nbytes
-            if nbytes <= allowance:
-                self._wanted = max(self._wanted, nbytes)  # the sweep makes room for it
-            self.sweep_soon()
+        if self.used + nbytes > self.allowance:
+            self._ask_room(nbytes)
+            self._refused(nbytes)
             return False
-        self.used += nbytes
-        self._since += nbytes
-        self._in_flight += nbytes
-        if self.used > allowance * SWEEP_AT:
-            self.sweep_soon()
+        self._count(nbytes)
         return True
 
     async def take_counted_again(self, nbytes: int) -> bool:
@@ -152,29 +144,38 @@ class ColdCap:
         count holds the bytes of every value replaced or deleted since the last sweep,
         so a 300 KB value overwritten three times filled a 1 MB cap the tier was at a
         third of (review: 507 ``cold_tier_full`` for every third large PUT). The sweep
-        that the refusal started (or one now) lists what the tier holds and makes room
-        for this write if it must; then the write is counted once more. For callers
-        that may wait (a large value's upload); False when it still does not fit."""
-        if self.take(nbytes):
-            return True
-        if nbytes > self.allowance or self._closed:
-            return False
-        task = self._task
-        if task is None:
-            if time.monotonic() < self._stuck_until:
-                return False  # kept values fill it; the last sweep said so
-            try:
-                await self.sweep()
-            except ColdTierError:
+        that the refusal starts lists what the tier holds and makes room for this write
+        if it must; then the write is counted once more. For callers that may wait (a
+        large value's upload); False when it still does not fit."""
+        if self.used + nbytes > self.allowance:
+            self._ask_room(nbytes)
+            task = self._task  # None: the last sweep was stuck, or the node stops
+            if task is not None and nbytes <= self.allowance:
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(task)
+            if self.used + nbytes > self.allowance:
+                self._refused(nbytes)
                 return False
-        else:
-            with contextlib.suppress(Exception):
-                await asyncio.shield(task)
-        if not self.take(nbytes):
-            return False
-        self.refused -= 1  # counted by the first look, and taken after all
-        self.refused_bytes -= nbytes
+        self._count(nbytes)
         return True
+
+    def _count(self, nbytes: int) -> None:
+        self.used += nbytes
+        self._since += nbytes
+        self._in_flight += nbytes
+        if self.used > self.allowance * SWEEP_AT:
+            self.sweep_soon()
+
+    def _ask_room(self, nbytes: int) -> None:
+        """A write of ``nbytes`` does not fit the count: a sweep, making room for it if
+        it could ever fit."""
+        if nbytes <= self.allowance:
+            self._wanted = max(self._wanted, nbytes)
+        self.sweep_soon()
+
+    def _refused(self, nbytes: int) -> None:
+        self.refused += 1
+        self.refused_bytes += nbytes
 
     def landed(self, nbytes: int) -> None:
         """A write `take` counted is over (written or failed): a listing from now on
