@@ -386,6 +386,7 @@ def cluster_view(coord: Coordinator) -> dict[str, Any]:
         "resets": hub.resets,
         "cut_offs": hub.cut_offs,
         "skipped": coord.watch_feed.skipped,
+        "duplicates": coord.watch_feed.duplicates,
     }
     view["namespaces"] = coord.namespaces.view()
     view["workers"] = [

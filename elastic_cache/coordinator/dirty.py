@@ -167,7 +167,7 @@ class DirtyTracker:
             hit += self.give_up(f"the change log of {node} overflowed between two reads")
         changes = answer.get("changes") or []
         last = self.after(node) if known_boot == boot else 0
-        for seq, kind, key, _epoch in changes:
+        for seq, kind, key, *_ in changes:
             last = int(seq)
             if kind not in KINDS:
                 continue  # move markers

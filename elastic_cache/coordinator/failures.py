@@ -251,7 +251,7 @@ class Failures(Reintegration):
                 held = placement.after_remove(held, self.ring, bucket.token, successor)
             self.held = held
             self.ring.touch()
-            await self._forget(node_id)
+            await self._forget(node_id, failed=True)
             await self.persist()
             with contextlib.suppress(ElasticCacheError):
                 await self._push_ownership(list(self.nodes))
@@ -265,6 +265,6 @@ class Failures(Reintegration):
             for bucket in self.ring.buckets_of(node_id):
                 self.ring.remove(bucket.token)
             push = sorted({bucket.node for bucket in self.ring})
-        await self._forget(node_id)
+        await self._forget(node_id, failed=True)
         await self.persist()  # before the push, as above
         await self._push_ownership(push)

@@ -209,6 +209,10 @@ class Membership(NodePolling):
         #: Brings a node that just came up in line before it owns anything (the
         #: coordinator's: the namespace table in force, `NamespaceControl.bring`).
         self.prepare_node: Callable[[NodeInfo], Awaitable[None]] | None = None
+        #: Called with a member's id before it leaves in order (removed, scaled in,
+        #: stopped warm; not when it failed): the watch feed reads its change log to
+        #: its end (`WatchFeed.drain`).
+        self.before_leave: Callable[[str], Awaitable[None]] | None = None
 
     # -- reading ---------------------------------------------------------------------
 
@@ -514,21 +518,26 @@ class Membership(NodePolling):
             raise
         return info
 
-    async def _forget(self, node_id: str) -> bool:
+    async def _forget(self, node_id: str, *, failed: bool = False) -> bool:
         """Drop a member and terminate its instance; whether that succeeded (a failure
-        is retried, see `terminate`)."""
-        info = await self._leave(node_id)
+        is retried, see `terminate`). ``failed``: it stopped answering (its change log
+        is not read to its end)."""
+        info = await self._leave(node_id, failed=failed)
         if info is None:
             return True
         return await self.terminate(info.handle)
 
-    async def _leave(self, node_id: str) -> NodeInfo | None:
-        """Take a member out of the node table. While stopped nodes' dirty lists are
-        kept, its change log is read to its end first; if that fails (a dead node),
-        changes it applied may be unknown, and the lists are marked incomplete."""
+    async def _leave(self, node_id: str, *, failed: bool = False) -> NodeInfo | None:
+        """Take a member out of the node table. Unless it ``failed``, the watch feed
+        reads its change log to its end first (`before_leave`). While stopped nodes'
+        dirty lists are kept, its change log is read to its end first; if that fails (a
+        dead node), changes it applied may be unknown, and the lists are marked
+        incomplete."""
         info = self.nodes.get(node_id)
         if info is None:
             return None
+        if self.before_leave is not None and not failed:
+            await self.before_leave(node_id)
         if self.dirty.active:
             read = True
             try:

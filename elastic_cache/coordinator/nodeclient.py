@@ -42,7 +42,14 @@ from elastic_cache.errors import (
     NodeUnavailable,
     error_from_json,
 )
-from elastic_cache.node.protocol import BATCH_PATH, COPY_HEADER, Answer, NodeClient, NodeStats
+from elastic_cache.node.protocol import (
+    BATCH_PATH,
+    COPY_HEADER,
+    WRITE_HEADER,
+    Answer,
+    NodeClient,
+    NodeStats,
+)
 
 __all__ = [
     "Answer",
@@ -236,18 +243,19 @@ class HttpNodeClient:
         *,
         alone: bool = False,
         copy: bool = False,
+        write: int = 0,
     ) -> Awaitable[Answer]:
         """`NodeClient.put`; a small write goes in this turn's batch to the node
         (`elastic_cache.coordinator.writebatch`), and its answer is then a future.
         ``copy``: a copy of a write its owner took (`COPY_HEADER`; never batched)."""
         if copy:
-            return self._put_one(key, value, content_type, ttl, epoch, alone, copy=True)
+            return self._put_one(key, value, content_type, ttl, epoch, alone, write, copy=True)
         batcher = self._batcher
         if not alone and len(value) <= BATCH_VALUE_MAX and batcher.enabled:
             ttl_ms = batch_ttl(ttl)
             if ttl_ms is not None:
-                return batcher.put(key, value, content_type, ttl_ms, epoch)
-        return self._put_one(key, value, content_type, ttl, epoch, alone)
+                return batcher.put(key, value, content_type, ttl_ms, epoch, write)
+        return self._put_one(key, value, content_type, ttl, epoch, alone, write)
 
     async def _put_one(
         self,
@@ -257,6 +265,7 @@ class HttpNodeClient:
         ttl: float | None,
         epoch: int,
         alone: bool,
+        write: int = 0,
         *,
         copy: bool = False,
     ) -> Answer:
@@ -267,6 +276,8 @@ class HttpNodeClient:
             headers["X-Ecache-Epoch"] = str(epoch)
         if copy:
             headers[COPY_HEADER] = "1"
+        if write:
+            headers[WRITE_HEADER] = str(write)
         return await self._kv("PUT", key, body=value, headers=headers, query=query, alone=alone)
 
     async def put_stream(
@@ -277,6 +288,8 @@ class HttpNodeClient:
         ttl: float | None,
         length: int | None,
         epoch: int = 0,
+        *,
+        write: int = 0,
     ) -> tuple[Answer, bool]:
         """PUT a value as its chunks arrive, never holding it whole.
 
@@ -314,6 +327,8 @@ class HttpNodeClient:
             headers["Content-Length"] = str(length)
         if epoch:
             headers["X-Ecache-Epoch"] = str(epoch)
+        if write:
+            headers[WRITE_HEADER] = str(write)
         url = URL(self.address + "/v1/kv/" + key_segment(key), encoded=True)
         if ttl is not None:
             url = url.with_query(ttl=repr(ttl))
@@ -341,9 +356,13 @@ class HttpNodeClient:
         )
         return answer, started
 
-    async def delete(self, key: str, epoch: int = 0, *, alone: bool = False) -> Answer:
-        headers = {"X-Ecache-Epoch": str(epoch)} if epoch else None
-        return await self._kv("DELETE", key, headers=headers, alone=alone)
+    async def delete(
+        self, key: str, epoch: int = 0, *, alone: bool = False, write: int = 0
+    ) -> Answer:
+        headers = {"X-Ecache-Epoch": str(epoch)} if epoch else {}
+        if write:
+            headers[WRITE_HEADER] = str(write)
+        return await self._kv("DELETE", key, headers=headers or None, alone=alone)
 
     async def _json(
         self,

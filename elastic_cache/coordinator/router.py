@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
+import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from functools import partial
 from typing import Protocol
@@ -17,7 +19,7 @@ from elastic_cache.node.protocol import Answer, NodeClient
 from elastic_cache.ring import HashRing
 from elastic_cache.tiers.spec import parse_tier_spec
 
-__all__ = ["Router", "RoutingView", "WriteObserver"]
+__all__ = ["Router", "RoutingView", "WriteObserver", "new_write_id"]
 
 
 class RoutingView(Protocol):
@@ -61,6 +63,33 @@ _ATTEMPTS = 5
 #: Seconds a blocked write (``on_full = block``) waits before it tries again and asks
 #: for help again.
 _HELP_SLICE = 1.0
+
+
+_WRITE_COUNT = (1 << 31) - 1
+
+
+class _WriteIds:
+    """31 random bits (never 0) above a 31-bit count: unique within a process, and
+    across processes (workers, several coordinators) unless two draw the same bits."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.base = (int.from_bytes(os.urandom(4), "big") | 1) << 31
+        self.count = itertools.count()
+
+
+_write_ids = _WriteIds()
+os.register_at_fork(after_in_child=_write_ids.reset)
+
+
+def new_write_id() -> int:
+    """A replicated write's identity (`WRITE_HEADER`): the same on every holder and on
+    every attempt of the write, so the coordinator's watch feed publishes it once
+    (docs/watch.md, "Owner, not copy"). From 2**31 to 2**63 - 1."""
+    ids = _write_ids
+    return ids.base | (next(ids.count) & _WRITE_COUNT)
 
 
 def _reply_from(
@@ -487,15 +516,23 @@ class Router:
         alone = self._alone(key)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.block_timeout
+        write = new_write_id() if self.replicated else 0
         while True:
             if self.replicated:
                 node, answer = await self._write_copies(
                     key,
-                    lambda c, e: c.put(key, value, content_type, ttl, e, alone=alone),
+                    lambda c, e: c.put(key, value, content_type, ttl, e, alone=alone, write=write),
                     copy_op=(
                         (
                             lambda c, e: c.put(
-                                key, value, content_type, ttl, e, alone=alone, copy=True
+                                key,
+                                value,
+                                content_type,
+                                ttl,
+                                e,
+                                alone=alone,
+                                copy=True,
+                                write=write,
                             )
                         )
                         if self._owner_decides(key)
@@ -594,6 +631,7 @@ class Router:
         acknowledged, which a retry overwrites."""
         cluster = self.cluster
         epoch = cluster.ring.epoch
+        write = new_write_id()
         holders = [n for n in cluster.holders(token) if n in cluster.nodes]
         queues: list[asyncio.Queue[bytes | BaseException | None]] = [
             asyncio.Queue(maxsize=4) for _ in holders
@@ -626,7 +664,7 @@ class Router:
             info.requests.hit()
             try:
                 return await info.client.put_stream(
-                    key, body(queues[i]), content_type, ttl, length, epoch
+                    key, body(queues[i]), content_type, ttl, length, epoch, write=write
                 )
             finally:
                 taking[i] = False
@@ -666,9 +704,10 @@ class Router:
         self.rate.hit()
         alone = self._alone(key)
         if self.replicated:
+            write = new_write_id()
 
             def op(c: NodeClient, e: int) -> Awaitable[Answer]:
-                return c.delete(key, e, alone=alone)
+                return c.delete(key, e, alone=alone, write=write)
 
             first = op if self._deletes_owner_first else None
             _, answer = await self._write_copies(key, op, delete=True, copy_op=first)

@@ -188,6 +188,7 @@ class Coordinator(ClusterCosts):
             queue_limit=settings.coordinator.watch_queue,
         )
         self.watch_feed = WatchFeed(self.watch, self.cluster)
+        self.cluster.before_leave = self.watch_feed.drain
         #: Set once the feed follows every node (`start`): the port opens before that
         #: (a port in use must fail before any node is launched), and a stream taken
         #: earlier missed the writes logged before a follower's first look (review);

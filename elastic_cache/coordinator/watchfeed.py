@@ -1,12 +1,15 @@
 """`WatchFeed`: follows every node's change log and publishes its changes to the
 `WatchHub` (docs/watch.md).
 
-One task per node long-polls ``GET /v1/changes``. A change is published when the node
-owned the key on the ring of the change's epoch (`RingHistory`), so with replication a
-copy's change is not published twice. Around a move, the destination's log holds a
-``takeover`` marker at its commit and the source's a ``handoff`` marker at its own: the
-destination's later changes wait until the source's log has been read up to its
-handoff, so every change of a moving key is published once, in order.
+One task per node long-polls ``GET /v1/changes``. A replicated write carries one
+identity on every holder (``X-Ecache-Write``): it is published from the first log that
+shows it, once (`WRITES_KEPT`). Any other change (an expiry, an eviction, a write
+without copies) is published when the node owned the key on the ring of the change's
+epoch (`RingHistory`), so a copy's expiry is not published twice. Around a move, the
+destination's log holds a ``takeover`` marker at its commit and the source's a
+``handoff`` marker at its own: the destination's later changes wait until the source's
+log has been read up to its handoff, so every change of a moving key is published once,
+in order.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Mapping
 from typing import Any, Protocol, runtime_checkable
 
@@ -23,9 +26,14 @@ from elastic_cache.errors import ElasticCacheError
 from elastic_cache.node.changes import KINDS
 from elastic_cache.ring import HashRing
 
-__all__ = ["ChangeSource", "WatchFeed"]
+__all__ = ["WRITES_KEPT", "ChangeSource", "WatchFeed"]
 
 log = logging.getLogger(__name__)
+
+#: Identities of the last published writes the feed remembers, to drop a second log of
+#: one of them: twice what a node's log keeps (a follower further behind its node than
+#: that has lost changes anyway, and gets a ``reset``).
+WRITES_KEPT = 131072
 
 
 @runtime_checkable
@@ -86,6 +94,17 @@ class WatchFeed:
         #: Changes read but not published: applied by a node that did not own the key
         #: (a copy, or a destination before its commit).
         self.skipped = 0
+        #: Writes logged as the owner's by a second holder, not published again.
+        self.duplicates = 0
+        #: The identities of the last `WRITES_KEPT` writes published, oldest first, and
+        #: as a set.
+        self._written: deque[int] = deque()
+        self._written_set: set[int] = set()
+        #: Each followed node's place in its log.
+        self._cursors: dict[str, _Cursor] = {}
+        #: Nodes whose log was read to its end as they left (`drain`): not followed
+        #: again while they are still in the node table.
+        self._left: set[str] = set()
 
     async def ready(self, timeout: float) -> bool:
         """Wait (up to ``timeout`` seconds) until the follower of every node there at the
@@ -124,7 +143,7 @@ class WatchFeed:
         nodes = self.cluster.nodes
         for node_id, info in nodes.items():
             task = self._tasks.get(node_id)
-            if task is not None and not task.done():
+            if (task is not None and not task.done()) or node_id in self._left:
                 continue
             client = info.client
             if isinstance(client, ChangeSource):
@@ -138,6 +157,8 @@ class WatchFeed:
         for node_id in gone:
             self._tasks.pop(node_id).cancel()
             self._placed.pop(node_id, None)
+            self._cursors.pop(node_id, None)
+        self._left.intersection_update(nodes.keys())  # drained, and now gone
         if gone:
             # What it changed and this feed had not read yet is not known: caches of
             # stored values must start again (watchers keep their stream: the copies'
@@ -155,11 +176,11 @@ class WatchFeed:
                 await task
 
     async def _follow(self, node_id: str, source: ChangeSource, *, from_start: bool) -> None:
-        after: int | None = 0 if from_start else None
-        boot: str | None = None
+        cursor = self._cursors[node_id] = _Cursor(0 if from_start else None)
         pause = 0.05
         reading = False
         while True:
+            after = cursor.after
             try:
                 data = await source.changes(after or 0, 0.0 if after is None else self.wait)
             except ElasticCacheError as exc:
@@ -175,39 +196,111 @@ class WatchFeed:
             pause = 0.05
             reading = True
             if after is None:  # first look: start from here
-                after, boot = int(data["seq"]), str(data["boot"])
+                cursor.after, cursor.boot = int(data["seq"]), str(data["boot"])
                 placed = self._placed.get(node_id)
                 if placed is not None:
                     placed.set()
                 continue
-            if boot is not None and data["boot"] != boot:
-                self.hub.reset(f"node {node_id} restarted")
-            elif data.get("lost"):
-                self.hub.reset(f"changes of node {node_id} were lost (its log overflowed)")
-            boot = str(data["boot"])
-            changes = data.get("changes") or []
-            for seq, kind, key, epoch in changes:
-                after = int(seq)
+            changes = self._answered(node_id, cursor, data)
+            for seq, kind, key, epoch, *write in changes:
+                cursor.after = int(seq)
                 if kind == "takeover":  # the only change that may wait
                     await self._await_handoff(str(key))
                 else:
-                    self._apply(node_id, str(kind), str(key), int(epoch))
+                    # A node of an older version logs no identities.
+                    self._apply(
+                        node_id, str(kind), str(key), int(epoch), int(write[0]) if write else 0
+                    )
             if changes and self.linger:
                 # Let the next changes gather: a node taking writes fast would
                 # otherwise answer a poll per write or two, on its own CPU.
                 await asyncio.sleep(self.linger)
 
-    def _apply(self, node_id: str, kind: str, key: str, epoch: int) -> None:
+    def _answered(self, node_id: str, cursor: _Cursor, data: dict[str, Any]) -> list[Any]:
+        """The changes of one answer of ``node_id``'s log, after a reset if it says the
+        follower missed some."""
+        if cursor.boot is not None and data["boot"] != cursor.boot:
+            self.hub.reset(f"node {node_id} restarted")
+        elif data.get("lost"):
+            self.hub.reset(f"changes of node {node_id} were lost (its log overflowed)")
+        cursor.boot = str(data["boot"])
+        return list(data.get("changes") or [])
+
+    async def drain(self, node_id: str, timeout: float = 2.0) -> None:
+        """Read ``node_id``'s log to its end and stop following it: the node is leaving
+        the cluster in order (removed, scaled in, stopped warm). Without it the follower
+        was dropped as soon as the node left the node table, and the changes it had
+        logged since the last poll reached no watcher, with no ``reset`` (review: one
+        acknowledged write in about 4,000 across a removal with replication). When the
+        log cannot be read (the node no longer answers), the watchers get a ``reset``.
+        A ``takeover`` met here is not waited for (the node is going)."""
+        self._left.add(node_id)
+        task = self._tasks.pop(node_id, None)
+        cursor = self._cursors.pop(node_id, None)
+        self._placed.pop(node_id, None)
+        if task is None:
+            return
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task
+        info = self.cluster.nodes.get(node_id)
+        source = None if info is None else info.client
+        if cursor is None or cursor.after is None or not isinstance(source, ChangeSource):
+            return  # never read: nothing published of it, nothing to finish
+        try:
+            async with asyncio.timeout(timeout):
+                while True:
+                    data = await source.changes(cursor.after, 0.0)
+                    changes = self._answered(node_id, cursor, data)
+                    for seq, kind, key, epoch, *write in changes:
+                        cursor.after = int(seq)
+                        if kind != "takeover":
+                            self._apply(
+                                node_id,
+                                str(kind),
+                                str(key),
+                                int(epoch),
+                                int(write[0]) if write else 0,
+                            )
+                    if not changes or cursor.after >= int(data["seq"]):
+                        return
+        except (ElasticCacheError, TimeoutError) as exc:
+            self.hub.reset(f"the change log of {node_id} could not be read as it left: {exc}")
+
+    def _apply(self, node_id: str, kind: str, key: str, epoch: int, write: int = 0) -> None:
         """One change other than a ``takeover`` (which `_follow` awaits): a plain call,
-        not a coroutine, since thousands a second pass here."""
+        not a coroutine, since thousands a second pass here. ``write``: the write's
+        identity (0: none)."""
         if kind == "handoff":
             self._handoff_seen(key)
         elif kind in KINDS:
             self.hub.changed(key)  # every change, published or not
-            if self._owned(node_id, key, epoch):
+            if write:
+                # A replicated write: published from whichever holder's log shows it
+                # first, whatever the epoch it was logged at (the owner test lost one
+                # write in about 4,000 across a removal: each holder logged it at its
+                # own epoch, the old owner already at the new ring and the new owner
+                # still at the old one, so neither was the owner there).
+                if self._published_before(write):
+                    self.duplicates += 1
+                else:
+                    self.hub.publish(kind, key, epoch, node_id)
+            elif self._owned(node_id, key, epoch):
                 self.hub.publish(kind, key, epoch, node_id)
             else:
                 self.skipped += 1
+
+    def _published_before(self, write: int) -> bool:
+        """Whether the write ``write`` was published already; remembers it if not."""
+        seen = self._written_set
+        if write in seen:
+            return True
+        order = self._written
+        if len(order) >= WRITES_KEPT:
+            seen.discard(order.popleft())
+        order.append(write)
+        seen.add(write)
+        return False
 
     def _owned(self, node_id: str, key: str, epoch: int) -> bool:
         history = self.history
@@ -242,3 +335,14 @@ class WatchFeed:
             log.warning("no handoff of move %s after %.1fs", migration, self.handoff_timeout)
         finally:
             self._handoff_waits.pop(migration, None)
+
+
+class _Cursor:
+    """Where a follower is in one node's log: the last entry read (None: not yet
+    placed) and the log's process (``boot``)."""
+
+    __slots__ = ("after", "boot")
+
+    def __init__(self, after: int | None) -> None:
+        self.after = after
+        self.boot: str | None = None

@@ -11,7 +11,8 @@ system calls; this saves the per-request work on both sides.
 
 What goes into a batch: a write of a whole value of at most `BATCH_VALUE_MAX` bytes,
 not marked ``alone``, without a TTL or with one in whole milliseconds (the frame's
-``ttl_ms``; `batch_ttl`). A batch holds writes routed at one ring epoch (its
+``ttl_ms``; `batch_ttl`). A replicated write's identity (`WRITE_HEADER`) travels in
+the frame's ``version`` column (0: none). A batch holds writes routed at one ring epoch (its
 ``X-Ecache-Epoch`` fences all of them); a write of another epoch starts the next batch.
 A batch leaves at the end of the turn, or earlier once it holds `MAX_BATCH_RECORDS`
 records or `MAX_BATCH_BYTES` bytes.
@@ -65,8 +66,8 @@ _NO_TTL = -1
 #: Sends a batch frame: ``(frame, epoch) -> the node's raw answer``; raises
 #: `NodeUnavailable` as a key request does.
 Send = Callable[[bytes, int], Awaitable[RawAnswer]]
-#: Sends one write on its own: ``(key, value, content_type, ttl, epoch, alone)``.
-SendOne = Callable[[str, bytes, str, float | None, int, bool], Awaitable[Answer]]
+#: Sends one write on its own: ``(key, value, content_type, ttl, epoch, alone, write)``.
+SendOne = Callable[[str, bytes, str, float | None, int, bool, int], Awaitable[Answer]]
 
 
 def batch_ttl(ttl: float | None) -> int | None:
@@ -98,17 +99,18 @@ class WriteBatcher:
         self._values: list[bytes] = []
         self._types: list[str] = []
         self._ttls: list[int] = []
+        self._writes: list[int] = []
         self._futures: list[asyncio.Future[Answer]] = []
         self._bytes = 0
         self._epoch = 0
         self._tasks: set[asyncio.Task[None]] = set()
 
     def put(
-        self, key: str, value: bytes, content_type: str, ttl_ms: int, epoch: int
+        self, key: str, value: bytes, content_type: str, ttl_ms: int, epoch: int, write: int = 0
     ) -> asyncio.Future[Answer]:
-        """Add a write to this turn's batch (``ttl_ms`` from `batch_ttl`); its answer,
-        once the batch is answered. The future raises `NodeUnavailable` when the batch
-        failed as a whole."""
+        """Add a write to this turn's batch (``ttl_ms`` from `batch_ttl`, ``write`` its
+        identity or 0); its answer, once the batch is answered. The future raises
+        `NodeUnavailable` when the batch failed as a whole."""
         if self._keys and (
             epoch != self._epoch
             or len(self._keys) >= MAX_BATCH_RECORDS
@@ -124,6 +126,7 @@ class WriteBatcher:
         self._values.append(value)
         self._types.append(content_type)
         self._ttls.append(ttl_ms)
+        self._writes.append(write)
         self._futures.append(future)
         self._bytes += len(value)
         return future
@@ -143,10 +146,11 @@ class WriteBatcher:
         if not keys:
             return
         zeros = [0] * len(keys)
-        values, types, ttls = self._values, self._types, self._ttls
-        frame = encode_batch(keys, zeros, zeros, values, types, ttls)
-        writes = _Writes(keys, values, types, ttls, self._futures, self._epoch)
-        self._keys, self._values, self._types, self._ttls, self._futures = [], [], [], [], []
+        values, types, ttls, ids = self._values, self._types, self._ttls, self._writes
+        frame = encode_batch(keys, zeros, ids, values, types, ttls)
+        writes = _Writes(keys, values, types, ttls, ids, self._futures, self._epoch)
+        self._keys, self._values, self._types, self._ttls = [], [], [], []
+        self._writes, self._futures = [], []
         self._bytes = 0
         task = asyncio.get_running_loop().create_task(self._exchange(frame, writes))
         self._tasks.add(task)
@@ -182,7 +186,13 @@ class WriteBatcher:
         ttl_ms = writes.ttls[i]
         ttl = None if ttl_ms < 0 else ttl_ms / 1000
         call = self._send_one(
-            writes.keys[i], writes.values[i], writes.types[i], ttl, writes.epoch, alone
+            writes.keys[i],
+            writes.values[i],
+            writes.types[i],
+            ttl,
+            writes.epoch,
+            alone,
+            writes.ids[i],
         )
         task = asyncio.get_running_loop().create_task(_chain(call, writes.futures[i]))
         self._tasks.add(task)
@@ -223,6 +233,8 @@ class _Writes(NamedTuple):
     values: list[bytes]
     types: list[str]
     ttls: list[int]
+    #: Each write's identity (0: none).
+    ids: list[int]
     futures: list[asyncio.Future[Answer]]
     epoch: int
 

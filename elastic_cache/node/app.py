@@ -96,6 +96,8 @@ from elastic_cache.node.protocol import (
     LENGTH_HEADER,
     STORED_HEADER,
     TTL_HEADER,
+    WRITE_HEADER,
+    write_id,
 )
 from elastic_cache.node.service import NodeService
 from elastic_cache.node.wire import decode_frame, encode_digests
@@ -228,6 +230,7 @@ async def put_kv(request: web.Request) -> web.StreamResponse:
         ctype = parse_content_type(request.headers.get("Content-Type"))
         service.token(key)  # refuse a misdirected write before reading its body
         service.fence(request.headers.get("X-Ecache-Epoch"))
+        write = write_id(request.headers.get(WRITE_HEADER))
         limit = request.app[MAX_VALUE]
         if service.cold is None:
             value: bytes | None = await read_limited(request, limit)
@@ -235,13 +238,13 @@ async def put_kv(request: web.Request) -> web.StreamResponse:
             value, stream = await read_or_stream(request, limit)
             if stream is not None:
                 # Too large for memory: straight to the cold tier as it streams in.
-                await service.put_stream(key, ctype, ttl, stream)
+                await service.put_stream(key, ctype, ttl, stream, write)
                 headers = _fill_header(service)
                 headers[STORED_HEADER] = "cold"
                 return web.Response(status=204, headers=headers)
         assert value is not None
         follow = COPY_HEADER in request.headers
-        outcome = await service.put(key, value, ctype, ttl, follow=follow)
+        outcome = await service.put(key, value, ctype, ttl, follow=follow, write=write)
     except ElasticCacheError as err:
         return error_response(err, _fill_header(service))
     headers = _fill_header(service)
@@ -258,6 +261,7 @@ async def expect_put(request: web.Request) -> web.StreamResponse | None:
     try:
         service.token(kv_key(request))
         service.fence(request.headers.get("X-Ecache-Epoch"))
+        write_id(request.headers.get(WRITE_HEADER))
         if service.cold is None:
             check_length(request, request.app[MAX_VALUE])
     except ElasticCacheError as err:
@@ -270,7 +274,8 @@ async def delete_kv(request: web.Request) -> web.StreamResponse:
     service = request.app[SERVICE]
     try:
         service.fence(request.headers.get("X-Ecache-Epoch"))
-        existed = await service.delete(kv_key(request))
+        write = write_id(request.headers.get(WRITE_HEADER))
+        existed = await service.delete(kv_key(request), write)
     except ElasticCacheError as err:
         return error_response(err, _fill_header(service))
     if not existed:

@@ -83,7 +83,9 @@ class BatchWrites:
                         f"value of {len(value)} bytes exceeds the limit of {self.max_value}"
                     )
                 ttl = _record_ttl(batch.ttl_ms[i])
-                outcome = service.put_now(key, value, batch.content_types[i], ttl)
+                outcome = service.put_now(
+                    key, value, batch.content_types[i], ttl, write=batch.versions[i]
+                )
                 if outcome is None:
                     if cold is not None and cold.may_hold(key, service.token(key)):
                         results.append(_failed(_ALONE))
@@ -106,7 +108,13 @@ class BatchWrites:
         for i in later:
             try:
                 ttl = _record_ttl(batch.ttl_ms[i])
-                await self.service.put(batch.keys[i], batch.values[i], batch.content_types[i], ttl)
+                await self.service.put(
+                    batch.keys[i],
+                    batch.values[i],
+                    batch.content_types[i],
+                    ttl,
+                    write=batch.versions[i],
+                )
                 results[i] = 204
             except ElasticCacheError as err:
                 results[i] = _failed(err)

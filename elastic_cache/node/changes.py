@@ -2,14 +2,17 @@
 
 The coordinator follows every node's log (``GET /v1/changes``) and fans the changes out
 to its watchers (`elastic_cache.coordinator.watch`; design in docs/watch.md). An entry
-is ``(seq, kind, key, epoch)``: ``seq`` counts from 1 in this process (``boot`` tells
-processes apart), ``kind`` is one of `KINDS` or a move marker (`MARKERS`, whose ``key``
-is the migration id), ``epoch`` is the node's ring epoch when it applied the change, by
-which the coordinator tells an owner's change from a copy's.
+is ``(seq, kind, key, epoch, write)``: ``seq`` counts from 1 in this process (``boot``
+tells processes apart), ``kind`` is one of `KINDS` or a move marker (`MARKERS`, whose
+``key`` is the migration id), ``epoch`` is the node's ring epoch when it applied the
+change, by which the coordinator tells an owner's change from a copy's, and ``write``
+the identity the router gave a replicated write (`WRITE_HEADER`; 0: none), by which it
+publishes a write that two holders both logged as its owner once.
 """
 
 from __future__ import annotations
 
+from array import array
 from collections import deque
 from collections.abc import Callable
 
@@ -21,8 +24,8 @@ KINDS = ("put", "delete", "expire", "evict")
 #: source commits (after the writes it accepted before are done).
 MARKERS = ("takeover", "handoff")
 
-#: ``(seq, kind, key, epoch)``.
-Change = tuple[int, str, str, int]
+#: ``(seq, kind, key, epoch, write)``.
+Change = tuple[int, str, str, int, int]
 
 _NAMES = KINDS + MARKERS
 _CODES = {name: code for code, name in enumerate(_NAMES)}
@@ -53,6 +56,9 @@ class ChangeLog:
         #: ``(first seq, epoch)`` of each run of entries recorded at one epoch, oldest
         #: first (the epoch changes only with the ring).
         self._epochs: deque[tuple[int, int]] = deque()
+        #: Each entry's write identity, made at the first entry that has one (a node
+        #: that never gets a replicated write keeps none: 8 B per entry otherwise).
+        self._writes: array[int] | None = None
         self._seq = 0
         #: Called after each append (the HTTP edge wakes its long polls with it).
         self.notify: Callable[[], None] | None = None
@@ -67,16 +73,24 @@ class ChangeLog:
         """Sequence number of the oldest entry kept (``seq + 1`` when empty)."""
         return max(1, self._seq - self.size + 1)
 
-    def record(self, kind: str, key: str, epoch: int) -> None:
-        """Append one change. Runtime complexity: O(1).
+    def record(self, kind: str, key: str, epoch: int, write: int = 0) -> None:
+        """Append one change; ``write``: the write's identity (0: none). Runtime
+        complexity: O(1).
 
         Raises:
             KeyError: ``kind`` is none of `KINDS` and `MARKERS`.
         """
+        code = _CODES[kind]
         seq = self._seq = self._seq + 1
         at = (seq - 1) % self.size
-        self._kinds[at] = _CODES[kind]
+        self._kinds[at] = code
         self._keys[at] = key
+        writes = self._writes
+        if writes is not None:
+            writes[at] = write
+        elif write:
+            writes = self._writes = array("Q", bytes(8 * self.size))
+            writes[at] = write
         epochs = self._epochs
         if not epochs or epochs[-1][1] != epoch:
             epochs.append((seq, epoch))
@@ -104,7 +118,7 @@ class ChangeLog:
         lost = after + 1 < first
         start = max(after + 1, first)
         stop = min(last, start + limit - 1)
-        size, kinds, keys = self.size, self._kinds, self._keys
+        size, kinds, keys, writes = self.size, self._kinds, self._keys, self._writes
         runs = list(self._epochs)
         r = 0
         while r + 1 < len(runs) and runs[r + 1][0] <= start:
@@ -114,7 +128,8 @@ class ChangeLog:
             while r + 1 < len(runs) and runs[r + 1][0] <= seq:
                 r += 1
             at = (seq - 1) % size
-            out.append((seq, _NAMES[kinds[at]], keys[at], runs[r][1]))
+            write = 0 if writes is None else writes[at]
+            out.append((seq, _NAMES[kinds[at]], keys[at], runs[r][1], write))
         return out, lost
 
     def _check(self) -> None:

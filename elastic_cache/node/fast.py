@@ -34,6 +34,8 @@ from elastic_cache.node.protocol import (
     BATCHED_HEADER,
     COPY_HEADER,
     TTL_HEADER,
+    WRITE_HEADER,
+    write_id,
 )
 from elastic_cache.node.service import NodeService
 from elastic_cache.store import PutOutcome
@@ -46,6 +48,7 @@ _MISS_BODY = b'{"error":"key_not_found","message":"no value for this key"}'
 #: the cold tier, it is answered `ALONE_STATUS` at once and sent again alone.
 _BATCHED = BATCHED_HEADER.lower().encode()
 _COPY = COPY_HEADER.lower().encode()
+_WRITE = WRITE_HEADER.lower().encode()
 _JSON = ("Content-Type", "application/json")
 _BATCH_PATH = BATCH_PATH.encode()
 
@@ -204,21 +207,32 @@ class NodeHotRoutes:
             content_type = parse_content_type(None if ctype is None else ctype.decode("latin-1"))
             service.fence(request.header(b"x-ecache-epoch"))
             follow = request.header(_COPY) is not None
-            outcome = service.put_now(key, request.body, content_type, ttl, follow=follow)
+            write = write_id(request.header(_WRITE))
+            outcome = service.put_now(
+                key, request.body, content_type, ttl, follow=follow, write=write
+            )
             if outcome is None:  # a cold tier or a move: the write awaits
                 if self._waits_on_tier(request, key):
                     return self._alone(request)
-                return self._put_later(request, key, content_type, ttl, follow)
+                return self._put_later(request, key, content_type, ttl, follow, write)
         except ElasticCacheError as err:
             return self._error(request, err, fill=True)
         return self._stored(request, outcome)
 
     async def _put_later(
-        self, request: HotRequest, key: str, content_type: str, ttl: float | None, follow: bool
+        self,
+        request: HotRequest,
+        key: str,
+        content_type: str,
+        ttl: float | None,
+        follow: bool,
+        write: int,
     ) -> bytes:
         try:
             self.service.token(key)
-            outcome = await self.service.put(key, request.body, content_type, ttl, follow=follow)
+            outcome = await self.service.put(
+                key, request.body, content_type, ttl, follow=follow, write=write
+            )
         except ElasticCacheError as err:
             return self._error(request, err, fill=True)
         return self._stored(request, outcome)
@@ -254,18 +268,19 @@ class NodeHotRoutes:
             return None
         try:
             self.service.fence(request.header(b"x-ecache-epoch"))
-            existed = self.service.delete_now(parts[0])
+            write = write_id(request.header(_WRITE))
+            existed = self.service.delete_now(parts[0], write)
             if existed is None and self._waits_on_tier(request, parts[0]):
                 return self._alone(request)
         except ElasticCacheError as err:
             return self._error(request, err, fill=True)
         if existed is None:
-            return self._delete_later(request, parts[0])
+            return self._delete_later(request, parts[0], write)
         return self._deleted(request, existed)
 
-    async def _delete_later(self, request: HotRequest, key: str) -> bytes:
+    async def _delete_later(self, request: HotRequest, key: str, write: int) -> bytes:
         try:
-            existed = await self.service.delete(key)
+            existed = await self.service.delete(key, write)
         except ElasticCacheError as err:
             return self._error(request, err, fill=True)
         return self._deleted(request, existed)

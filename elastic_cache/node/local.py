@@ -158,11 +158,12 @@ class LocalNodeClient:
         *,
         alone: bool = False,
         copy: bool = False,
+        write: int = 0,
     ) -> Answer:
         svc = self._svc
         try:
             svc.fence(epoch)
-            await svc.put(key, value, content_type, ttl, follow=copy)
+            await svc.put(key, value, content_type, ttl, follow=copy, write=write)
         except ElasticCacheError as err:
             store = svc.store
             answer = _error_answer(err, svc.epoch)
@@ -178,16 +179,20 @@ class LocalNodeClient:
         ttl: float | None,
         length: int | None,
         epoch: int = 0,
+        *,
+        write: int = 0,
     ) -> tuple[Answer, bool]:
         raise ValueTooLarge(
             "value exceeds max_value_bytes, and in-process nodes take large values only over HTTP"
         )
 
-    async def delete(self, key: str, epoch: int = 0, *, alone: bool = False) -> Answer:
+    async def delete(
+        self, key: str, epoch: int = 0, *, alone: bool = False, write: int = 0
+    ) -> Answer:
         svc = self._svc
         try:
             svc.fence(epoch)
-            existed = await svc.delete(key)
+            existed = await svc.delete(key, write)
         except ElasticCacheError as err:
             return _error_answer(err, svc.epoch)
         used, limit = svc.store.used, svc.store.capacity.limit

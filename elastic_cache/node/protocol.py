@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol, Self
 
 from elastic_cache.adminapi import NodeMigration, Record, SavedState, read
-from elastic_cache.errors import SendAlone
+from elastic_cache.errors import InvalidRequest, SendAlone
 
 __all__ = [
     "ALONE_HEADER",
@@ -35,10 +35,12 @@ __all__ = [
     "LENGTH_HEADER",
     "STORED_HEADER",
     "TTL_HEADER",
+    "WRITE_HEADER",
     "Answer",
     "AnswerStream",
     "NodeClient",
     "NodeStats",
+    "write_id",
 ]
 
 #: The node's ring epoch, on every answer to a key.
@@ -69,6 +71,36 @@ ALONE_STATUS = SendAlone.status
 #: refuses): its quota neither refuses nor evicts for it (`Store.put`'s ``follow``), so
 #: no copy refuses what the owner took (docs/namespaces.md, "Quotas and replication").
 COPY_HEADER = "X-Ecache-Copy"
+#: On a replicated write (PUT or DELETE) the router sends to every holder: the write's
+#: identity (a decimal number, 1 to 2**63), the same on each holder and on each attempt.
+#: The node logs it with the change, so the coordinator publishes once a write that two
+#: holders logged as its owner while the ring changed (docs/watch.md, "Owner, not
+#: copy"). A batch carries it in the frame's ``version`` column.
+WRITE_HEADER = "X-Ecache-Write"
+_WRITE_MAX = 1 << 63
+
+
+def write_id(raw: str | bytes | None) -> int:
+    """A request's `WRITE_HEADER` as a number (0: absent).
+
+    Raises:
+        InvalidRequest: it is not a decimal number from 1 to 2**63.
+    """
+    if raw is None:
+        return 0
+    try:
+        # isdigit first: int() also takes signs, blanks and underscores.
+        value = int(raw) if raw.isdigit() else 0
+    except ValueError:
+        value = 0  # digits int() refuses (superscripts and the like)
+    if not 0 < value <= _WRITE_MAX:
+        shown = raw if isinstance(raw, str) else raw.decode("latin-1")
+        raise InvalidRequest(
+            f"{WRITE_HEADER} must be a whole number from 1 to 2**63, got {shown[:40]!r}"
+        )
+    return value
+
+
 #: Many writes in one request (`elastic_cache.node.batchwrites`); a record that would
 #: wait on the cold tier answers `ALONE_STATUS` there too.
 BATCH_PATH = "/v1/kv-batch"
@@ -179,12 +211,14 @@ class NodeClient(Protocol):
         *,
         alone: bool = False,
         copy: bool = False,
+        write: int = 0,
     ) -> Awaitable[Answer]:
         """Store ``key``; ``epoch`` (the routing ring's, 0: none) lets the node refuse a
         write routed by a ring older than its own (421). ``alone``: the write waits on
         the node's tier (a durable namespace), so no other request may wait behind it
         (the HTTP client gives it a connection of its own instead of pipelining it).
-        ``copy``: a copy of a write the key's owner took (`COPY_HEADER`)."""
+        ``copy``: a copy of a write the key's owner took (`COPY_HEADER`). ``write``: the
+        write's identity (`WRITE_HEADER`; 0: none)."""
         ...
 
     async def put_stream(
@@ -195,6 +229,8 @@ class NodeClient(Protocol):
         ttl: float | None,
         length: int | None,
         epoch: int = 0,
+        *,
+        write: int = 0,
     ) -> tuple[Answer, bool]:
         """PUT a value larger than ``max_value_bytes`` as it arrives; returns the answer
         and whether any of ``chunks`` was taken (see `HttpNodeClient.put_stream`).
@@ -204,7 +240,9 @@ class NodeClient(Protocol):
         """
         ...
 
-    async def delete(self, key: str, epoch: int = 0, *, alone: bool = False) -> Answer: ...
+    async def delete(
+        self, key: str, epoch: int = 0, *, alone: bool = False, write: int = 0
+    ) -> Answer: ...
 
     async def stats(self) -> NodeStats: ...
 

@@ -368,6 +368,7 @@ class NodeService:
         ttl: float | None,
         *,
         follow: bool = False,
+        write: int = 0,
     ) -> PutOutcome | None:
         """`put` when nothing has to be awaited (no cold tier, no move under way), so a
         caller on the event loop needs no task; None when it must call `put` instead.
@@ -378,17 +379,17 @@ class NodeService:
         if self.cold is not None or self.outgoing:
             return None
         outcome = self.store.put(key, self.token(key), value, content_type, ttl, follow=follow)
-        self.changes.record("put", key, self.epoch)
+        self.changes.record("put", key, self.epoch, write)
         return outcome
 
-    def delete_now(self, key: str) -> bool | None:
+    def delete_now(self, key: str, write: int = 0) -> bool | None:
         """`delete` when nothing has to be awaited; None when it must call `delete`."""
         if self.cold is not None or self.outgoing:
             return None
         self.token(key)
         existed = self.store.delete(key)
         if existed:
-            self.changes.record("delete", key, self.epoch)
+            self.changes.record("delete", key, self.epoch, write)
         return existed
 
     async def put(
@@ -399,9 +400,11 @@ class NodeService:
         ttl: float | None,
         *,
         follow: bool = False,
+        write: int = 0,
     ) -> PutOutcome:
         """Store a value; forward it first to a migration's destination when moving.
-        ``follow``: a copy of a write the owner took (`Store.put`).
+        ``follow``: a copy of a write the owner took (`Store.put`); ``write``: the
+        write's identity, logged with the change (`WRITE_HEADER`; 0: none).
 
         Raises:
             Misdirected, ValueTooLarge, StoreFull.
@@ -410,7 +413,7 @@ class NodeService:
         out = self._outgoing_for(token) if self.outgoing else None
         prev = self.store.peek(key) if self._durable else None
         outcome = self.store.put(key, token, value, content_type, ttl, follow=follow)
-        self.changes.record("put", key, self.epoch)
+        self.changes.record("put", key, self.epoch, write)
         expires_at = 0.0
         if out is not None:
             # The expiry the store gave it (a namespace's TTL rules may have changed the
@@ -451,7 +454,12 @@ class NodeService:
         return outcome
 
     async def put_stream(
-        self, key: str, content_type: str, ttl: float | None, chunks: AsyncIterator[bytes]
+        self,
+        key: str,
+        content_type: str,
+        ttl: float | None,
+        chunks: AsyncIterator[bytes],
+        write: int = 0,
     ) -> int:
         """Store a value too large for memory straight in the cold tier, as it streams in.
 
@@ -488,7 +496,7 @@ class NodeService:
             check=check,
             next_version=self.store.next_version,
         )
-        self.changes.record("put", key, self.epoch)
+        self.changes.record("put", key, self.epoch, write)
         return length
 
     async def _after_store(self, victims: list[Victim]) -> None:
@@ -501,19 +509,20 @@ class NodeService:
             await self._forward_victims(victims)
         await cold.backpressure()
 
-    async def delete(self, key: str) -> bool:
-        """Delete a key everywhere it lives; True when a live value was there."""
+    async def delete(self, key: str, write: int = 0) -> bool:
+        """Delete a key everywhere it lives; True when a live value was there.
+        ``write``: the delete's identity (as `put`'s)."""
         token = self.token(key)
         out = self._outgoing_for(token) if self.outgoing else None
         existed = self.store.delete(key)
         if existed:
-            self.changes.record("delete", key, self.epoch)
+            self.changes.record("delete", key, self.epoch, write)
         if out is not None:
             out.hold()
         try:
             if self.cold is not None and await self.cold.remove(key, token) and not existed:
                 existed = True
-                self.changes.record("delete", key, self.epoch)
+                self.changes.record("delete", key, self.epoch, write)
             if out is not None:
                 version = self.store.next_version()
                 await self._forward(out, WireRecord(key, token, version, deleted=True))

@@ -266,9 +266,17 @@ def admin_schemas() -> dict[str, Schema]:
             "watch": {
                 "type": "object",
                 "description": "Key-change subscriptions (docs/watch.md): watchers now, "
-                "changes published, resets, watchers cut off, and changes not published "
-                "because a copy (not the owner) applied them.",
-                "required": ["watchers", "published", "resets", "cut_offs", "skipped"],
+                "changes published, resets, watchers cut off, changes not published "
+                "because a copy (not the owner) applied them, and replicated writes not "
+                "published again because a second holder logged them as the owner.",
+                "required": [
+                    "watchers",
+                    "published",
+                    "resets",
+                    "cut_offs",
+                    "skipped",
+                    "duplicates",
+                ],
                 "additionalProperties": count,
             },
             "namespaces": {"$ref": "#/components/schemas/Namespaces"},

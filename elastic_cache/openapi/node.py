@@ -46,6 +46,7 @@ __all__ = ["node_document"]
 _READ: Errors = (InvalidKey, Misdirected, KeyNotFound, *COLD_ERRORS, SendAlone)
 _WRITE: Errors = (
     InvalidKey,
+    InvalidRequest,
     InvalidTTL,
     InvalidBody,
     ValueTooLarge,
@@ -89,6 +90,21 @@ _COPY_PARAM = _mark(
     "its quota, with replication): the namespace's quota neither refuses nor evicts "
     "for it, so no copy refuses what the owner took (docs/namespaces.md).",
 )
+
+
+#: On a replicated write: its identity, the same on every holder.
+_WRITE_PARAM = {
+    "name": "X-Ecache-Write",
+    "in": "header",
+    "required": False,
+    "description": (
+        "The identity the coordinator gave a replicated write (1 to 2**63), the same on "
+        "every holder and attempt: logged with the change, so the coordinator publishes "
+        "the write once on `/v1/watch` (docs/watch.md). Anything else is 400 "
+        "`bad_request`."
+    ),
+    "schema": {"type": "string", "pattern": "^[0-9]{1,19}$"},
+}
 
 
 def _kv_path() -> Schema:
@@ -151,7 +167,7 @@ def _kv_path() -> Schema:
                 "`max_value_bytes` streams straight into the tier."
             ),
             tags=tags,
-            parameters=[TTL_PARAM, _COPY_PARAM],
+            parameters=[TTL_PARAM, _COPY_PARAM, _WRITE_PARAM],
             request_body=VALUE_BODY,
             responses={
                 "204": {
@@ -183,8 +199,17 @@ def _kv_path() -> Schema:
             "nodeDeleteValue",
             "Delete a value this node owns",
             tags=tags,
+            parameters=[_WRITE_PARAM],
             responses={"204": {"description": "Deleted.", "headers": written}},
-            errors=(InvalidKey, Misdirected, KeyNotFound, NodeUnavailable, *COLD_ERRORS, SendAlone),
+            errors=(
+                InvalidKey,
+                InvalidRequest,
+                Misdirected,
+                KeyNotFound,
+                NodeUnavailable,
+                *COLD_ERRORS,
+                SendAlone,
+            ),
             error_headers=_FILL,
         ),
     }

@@ -147,9 +147,10 @@ def control_paths() -> dict[str, Schema]:
                 "The node's change log (long poll)",
                 description="The changes this node applied after sequence `after` (put, "
                 "delete, expire, evict, and the move markers takeover and handoff), each "
-                "`[seq, kind, key, epoch]`, oldest first; waits up to `wait` seconds when "
-                "there is none yet. `lost`: entries after `after` were already forgotten. "
-                "The coordinator follows it (docs/watch.md).",
+                "`[seq, kind, key, epoch, write]` (`write`: the replicated write's "
+                "identity from `X-Ecache-Write`, 0 for none), oldest first; waits up to "
+                "`wait` seconds when there is none yet. `lost`: entries after `after` were "
+                "already forgotten. The coordinator follows it (docs/watch.md).",
                 tags=_INTERNAL,
                 parameters=[
                     {

@@ -192,8 +192,9 @@ class SimNodeClient(LocalNodeClient):
         *,
         alone: bool = False,
         copy: bool = False,
+        write: int = 0,
     ) -> Answer:
-        answer = await super().put(key, value, content_type, ttl, epoch, copy=copy)
+        answer = await super().put(key, value, content_type, ttl, epoch, copy=copy, write=write)
         if self._requests.owe(self._requests.fixed):
             await self._requests.pay()
         return answer

@@ -73,6 +73,17 @@ async def test_default_content_type_and_ttl(node: TestClient[Any, Any]) -> None:
         ("/v1/kv/k", {"data": b"x" * 1025}, 413, "value_too_large"),
         ("/v1/kv/k", {"data": b"x", "headers": {"Content-Type": "t" * 300}}, 400, "bad_body"),
         ("/v1/kv/", {"data": b"x"}, 400, "bad_key"),  # no key: a 404 before (review)
+        # A replicated write's identity (X-Ecache-Write): 1 to 2**63, digits only.
+        ("/v1/kv/k", {"data": b"x", "headers": {"X-Ecache-Write": "0"}}, 400, "bad_request"),
+        ("/v1/kv/k", {"data": b"x", "headers": {"X-Ecache-Write": "-3"}}, 400, "bad_request"),
+        ("/v1/kv/k", {"data": b"x", "headers": {"X-Ecache-Write": "1_0"}}, 400, "bad_request"),
+        ("/v1/kv/k", {"data": b"x", "headers": {"X-Ecache-Write": "x"}}, 400, "bad_request"),
+        (
+            "/v1/kv/k",
+            {"data": b"x", "headers": {"X-Ecache-Write": str(2**63 + 1)}},
+            400,
+            "bad_request",
+        ),
     ],
 )
 async def test_bad_writes_change_nothing(
@@ -84,6 +95,30 @@ async def test_bad_writes_change_nothing(
     assert (await r.json())["error"] == code
     r = await node.get("/v1/kv/k")
     assert await r.read() == b"original"
+
+
+@pytest.mark.parametrize("write", ["0", "x", str(2**64)])
+async def test_a_delete_with_a_bad_write_identity_deletes_nothing(
+    node: TestClient[Any, Any], write: str
+) -> None:
+    await node.put("/v1/kv/k", data=b"original")
+    r = await node.delete("/v1/kv/k", headers={"X-Ecache-Write": write})
+    assert r.status == 400 and (await r.json())["error"] == "bad_request"
+    assert await (await node.get("/v1/kv/k")).read() == b"original"
+
+
+async def test_a_writes_identity_is_logged_with_its_change(node: TestClient[Any, Any]) -> None:
+    """What the coordinator's watch feed reads to publish a replicated write once."""
+    assert (await node.put("/v1/kv/a", data=b"1", headers={"X-Ecache-Write": "7"})).status == 204
+    assert (await node.put("/v1/kv/b", data=b"2")).status == 204
+    r = await node.delete("/v1/kv/a", headers={"X-Ecache-Write": str(2**63)})
+    assert r.status == 204
+    changes = (await (await node.get("/v1/changes?after=0")).json())["changes"]
+    assert [(c[1], c[2], c[4]) for c in changes] == [
+        ("put", "a", 7),
+        ("put", "b", 0),
+        ("delete", "a", 2**63),
+    ]
 
 
 async def test_streamed_body_over_limit(node: TestClient[Any, Any]) -> None:

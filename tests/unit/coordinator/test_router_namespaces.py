@@ -30,11 +30,13 @@ class Holder:
         self.puts = 0
         self.alone: list[bool] = []  # each write's ``alone``
         self.copies: list[bool] = []  # each write's ``copy``
+        self.writes: list[int] = []  # each write's identity (``write``)
 
     async def put(self, *args: Any, **kwargs: Any) -> Answer:
         self.puts += 1
         self.alone.append(kwargs.get("alone", False))
         self.copies.append(kwargs.get("copy", False))
+        self.writes.append(kwargs.get("write", 0))
         if self.down:
             raise NodeUnavailable(f"{self.node_id} did not answer", timed_out=True)
         # A copy of a write its owner took is never refused for a quota (`Store.put`).
@@ -42,8 +44,11 @@ class Holder:
         body = b'{"error":"namespace_full","message":"q"}' if status == 507 else b""
         return Answer(status, body, "application/json", 1, 1, 10)
 
-    async def delete(self, key: str, epoch: int = 0, *, alone: bool = False) -> Answer:
+    async def delete(
+        self, key: str, epoch: int = 0, *, alone: bool = False, write: int = 0
+    ) -> Answer:
         self.alone.append(alone)
+        self.writes.append(write)
         return Answer(204, b"", "", 1)
 
 
@@ -266,7 +271,9 @@ class Deleting(Holder):
         self.gone = down
         self.held = True
 
-    async def delete(self, key: str, epoch: int = 0, *, alone: bool = False) -> Answer:
+    async def delete(
+        self, key: str, epoch: int = 0, *, alone: bool = False, write: int = 0
+    ) -> Answer:
         if self.gone:
             raise NodeUnavailable(f"{self.node_id} refused the connection")
         found, self.held = self.held, False
@@ -333,7 +340,9 @@ async def test_copies_over_a_shared_tier_delete_the_owner_first(tier: str | None
     order: list[str] = []
 
     class Recording(Holder):
-        async def delete(self, key: str, epoch: int = 0, *, alone: bool = False) -> Answer:
+        async def delete(
+            self, key: str, epoch: int = 0, *, alone: bool = False, write: int = 0
+        ) -> Answer:
             order.append(f"{self.node_id} starts")
             await asyncio.sleep(0.01)
             order.append(f"{self.node_id} ends")
@@ -357,7 +366,9 @@ class Streamed(Holder):
         self.values: list[bytes] = []
         self.moved: Any = None  # called when the first is refused: the move commits
 
-    async def put_stream(self, key: str, chunks: Any, *args: Any) -> tuple[Answer, bool]:
+    async def put_stream(
+        self, key: str, chunks: Any, *args: Any, **kwargs: Any
+    ) -> tuple[Answer, bool]:
         if self.refuse_first:
             self.refuse_first = False
             self.moved()
@@ -383,3 +394,32 @@ async def test_a_streamed_write_retried_after_a_move_goes_to_every_holder() -> N
     answer = await router.put_stream("k", chunks(), "t", None, 3000)
     assert answer.status == 204
     assert owner.values == [b"big" * 1000] and copy.values == [b"big" * 1000]
+
+
+@pytest.mark.parametrize("replication", [1, 2])
+async def test_a_replicated_write_carries_one_identity_to_every_holder_and_attempt(
+    replication: int,
+) -> None:
+    """The watch feed publishes a write two holders logged as its owner once, by its
+    identity (docs/watch.md, "Owner, not copy"): every holder and every attempt of one
+    write get the same, another write another; without copies there is none."""
+
+    class MovedOnce(Holder):
+        async def put(self, *args: Any, **kwargs: Any) -> Answer:
+            answer = await super().put(*args, **kwargs)
+            if self.puts == 1:  # the ring moved under the first attempt: 421, again
+                return Answer(421, b'{"error":"misdirected","message":"m"}', "t", 2)
+            return answer
+
+    one, two = MovedOnce("node-1"), Holder("node-2")
+    cfg = settings(cluster={"replication": replication})
+    holders = [one, two] if replication > 1 else [one]
+    router = Router(View(cfg, holders), Scaler(), RateMeter(1))
+    assert (await router.put("slow/a", b"v", "t", None)).status == 204
+    assert (await router.delete("slow/a")).status == 204
+    if replication == 1:
+        assert set(one.writes) == {0}
+        return
+    put, delete = one.writes[0], one.writes[-1]
+    assert one.writes == [put, put, delete] and two.writes == [put, put, delete]
+    assert 2**31 <= put <= 2**63 - 1 and delete != put

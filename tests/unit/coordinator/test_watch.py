@@ -296,6 +296,106 @@ async def test_the_feed_publishes_owner_changes_and_orders_a_handoff() -> None:
 
 
 @on_virtual_time  # the feed polls: on virtual time, its waits take no wall-clock time
+async def test_a_write_two_holders_logged_as_its_owner_is_published_once() -> None:
+    """With copies, a holder that has not yet taken the ring a write was routed by logs
+    it at its older epoch, where it owned the key, and the new owner logs it too: both
+    passed the owner test; or neither did. The router gave both holders one identity:
+    the first log that shows it is published, the second dropped. Changes without one
+    (expiries, evictions) still go by the owner test."""
+    ring = HashRing(Murmur3Hasher())
+    ring.add_node("a")
+    a, b = FakeNode(ChangeLog(100, "a")), FakeNode(ChangeLog(100, "b"))
+    cluster = FakeCluster(ring, {"a": FakeInfo(a), "b": FakeInfo(b)})
+    hub = WatchHub("boot")
+    w = hub.subscribe(WatchFilter.parse([""], []), None)
+    feed = WatchFeed(hub, cluster, wait=0.05, period=0.01)
+    task = asyncio.create_task(feed.run())
+    try:
+        await until(lambda: a.polls > 1 and b.polls > 1)
+        old = ring.epoch
+        new_ring = ring.copy()
+        new_ring.reassign(new_ring.bucket_for_token(ring.token_of("k")).token, "b")
+        cluster.ring = new_ring
+        await until(lambda: feed.history.newest == new_ring.epoch)
+        a.log.record("put", "k", old, 41)  # a, still at the old ring: the owner there
+        b.log.record("put", "k", new_ring.epoch, 41)  # b, the owner on the new ring
+        b.log.record("delete", "k", new_ring.epoch, 42)  # another write: published
+        a.log.record("delete", "k", new_ring.epoch, 42)
+        # Neither the owner where it logged it: a already at the new ring, b still at
+        # the old one. Published all the same (the owner test lost it).
+        a.log.record("put", "k", new_ring.epoch, 43)
+        b.log.record("put", "k", old, 43)
+        b.log.record("expire", "k", new_ring.epoch)  # no identity: the owner's, published
+        a.log.record("expire", "k", new_ring.epoch)  # no identity, a copy's: skipped
+        await until(lambda: hub.published == 4 and feed.duplicates == 3 and feed.skipped == 1)
+        got = _events(await w.next_frames(0.1))
+        assert [e["event"] for e in got] == ["put", "delete", "put", "expire"]
+    finally:
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+
+@on_virtual_time  # the feed polls: on virtual time, its waits take no wall-clock time
+async def test_a_node_leaving_in_order_has_its_log_read_to_its_end() -> None:
+    """A removed node's changes logged after the feed's last poll reached nobody (the
+    follower was dropped as the node left the table, with no reset): `drain` reads
+    them first. A log that cannot be read then is a reset."""
+    ring = HashRing(Murmur3Hasher())
+    ring.add_node("a")
+    a = FakeNode(ChangeLog(100, "a"))
+    cluster = FakeCluster(ring, {"a": FakeInfo(a)})
+    hub = WatchHub("boot")
+    w = hub.subscribe(WatchFilter.parse([""], []), None)
+    feed = WatchFeed(hub, cluster, wait=30.0, period=0.01)  # a long poll under way
+    task = asyncio.create_task(feed.run())
+    try:
+        await until(lambda: a.polls > 1)
+        a.log.record("put", "k", ring.epoch, 5)
+        a.log.record("put", "j", ring.epoch)
+        await feed.drain("a")  # before the long poll would have answered
+        assert hub.published == 2 and hub.resets == 0
+        del cluster.infos["a"]
+        await advance(0.05)
+        polls = a.polls
+        cluster.infos["a"] = FakeInfo(a)  # back in the table: followed afresh
+        await until(lambda: a.polls > polls)
+
+        class Gone(FakeNode):
+            async def changes(self, after: int, wait: float) -> dict[str, Any]:
+                if self.polls:
+                    raise NodeUnavailable("refused")
+                return await super().changes(after, wait)
+
+        b = Gone(ChangeLog(100, "b"))
+        cluster.infos["b"] = FakeInfo(b)
+        await until(lambda: b.polls > 0 and "b" in feed._cursors)
+        await advance(0.05)
+        await feed.drain("b")
+        assert hub.resets == 1
+        got = _events(await w.next_frames(0.1))
+        assert [e["event"] for e in got][:2] == ["put", "put"]
+    finally:
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+
+def test_the_feed_forgets_the_oldest_write_identities_past_its_bound(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("elastic_cache.coordinator.watchfeed.WRITES_KEPT", 3)
+    ring = HashRing(Murmur3Hasher())
+    ring.add_node("a")
+    feed = WatchFeed(WatchHub("boot"), FakeCluster(ring))
+    for write in (1, 2, 3, 4):
+        assert not feed._published_before(write)
+    assert feed._published_before(4) and feed._published_before(2)
+    assert not feed._published_before(1)  # forgotten: the bound holds the last three
+    assert len(feed._written) == len(feed._written_set) == 3
+
+
+@on_virtual_time  # the feed polls: on virtual time, its waits take no wall-clock time
 async def test_a_salvaged_move_does_not_wait_for_a_handoff() -> None:
     """The source of a salvaged move died before its handoff: once the coordinator says
     so, the destination's changes are published at once, not after handoff_timeout."""

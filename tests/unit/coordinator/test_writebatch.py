@@ -22,6 +22,7 @@ class Node:
         self.answer = answer
         self.gate: asyncio.Event | None = None
         self.single: list[tuple[str, bool]] = []
+        self.single_writes: list[int] = []  # each write sent on its own: its identity
 
     async def send(self, frame: bytes, epoch: int) -> RawAnswer:
         self.frames.append((frame, epoch))
@@ -34,9 +35,17 @@ class Node:
         return RawAnswer(200, {}, body)
 
     async def send_one(
-        self, key: str, value: bytes, ctype: str, ttl: float | None, epoch: int, alone: bool
+        self,
+        key: str,
+        value: bytes,
+        ctype: str,
+        ttl: float | None,
+        epoch: int,
+        alone: bool,
+        write: int = 0,
     ) -> Answer:
         self.single.append((key, alone))
+        self.single_writes.append(write)
         return Answer(204, b"", "", epoch)
 
 
@@ -122,6 +131,21 @@ async def test_alone_records_and_a_missing_route_are_sent_on_their_own() -> None
     await asyncio.gather(batcher.put("c", b"1", "t", -1, 1), batcher.put("d", b"2", "t", -1, 1))
     assert node.single[1:] == [("c", False), ("d", False)]
     assert not batcher.enabled
+
+
+async def test_write_identities_travel_in_the_version_column_and_when_sent_alone() -> None:
+    """A replicated write's identity reaches the node in the batch (its ``version``
+    column), and stays with it when it is sent again on its own."""
+    alone = {"error": "send_alone", "message": "cold"}
+    node = Node(raw(200, {"epoch": 1, "fill": [1, 9], "results": [204, [409, alone], 204]}))
+    batcher = WriteBatcher(node.send, node.send_one, "n1")
+    await asyncio.gather(
+        batcher.put("a", b"1", "t", -1, 1, 2**63),
+        batcher.put("b", b"2", "t", -1, 1, 77),
+        batcher.put("c", b"3", "t", -1, 1),
+    )
+    assert list(decode_batch(node.frames[0][0]).versions) == [2**63, 77, 0]
+    assert node.single == [("b", True)] and node.single_writes == [77]
 
 
 async def test_a_cancelled_write_leaves_the_others_of_its_batch_alone() -> None:

@@ -21,10 +21,15 @@ def test_since_returns_entries_after_a_sequence() -> None:
     for i in range(4):
         log.record("put", f"k{i}", 1)
     assert log.since(0, 100) == (
-        [(1, "put", "k0", 1), (2, "put", "k1", 1), (3, "put", "k2", 1), (4, "put", "k3", 1)],
+        [
+            (1, "put", "k0", 1, 0),
+            (2, "put", "k1", 1, 0),
+            (3, "put", "k2", 1, 0),
+            (4, "put", "k3", 1, 0),
+        ],
         False,
     )
-    assert log.since(2, 1) == ([(3, "put", "k2", 1)], False)
+    assert log.since(2, 1) == ([(3, "put", "k2", 1, 0)], False)
     assert log.since(4, 10) == ([], False)
     log._check()
 
@@ -51,12 +56,41 @@ def test_since_matches_a_list_model(size: int, count: int, after: int, limit: in
     model = []
     for i in range(count):
         log.record("put", str(i), 0)
-        model.append((i + 1, "put", str(i), 0))
+        model.append((i + 1, "put", str(i), 0, 0))
     kept = model[-size:] if model else []
     entries, lost = log.since(after, limit)
     assert entries == [e for e in kept if e[0] > after][:limit]
     assert lost == (bool(kept) and after < count and after + 1 < kept[0][0])
     log._check()
+
+
+def test_write_identities_are_kept_once_the_first_arrives() -> None:
+    log = ChangeLog(4, "b")
+    log.record("put", "a", 1)
+    assert log._writes is None  # nothing to keep yet: no array
+    log.record("put", "a", 1, 7)
+    log.record("delete", "a", 1)
+    log.record("put", "b", 2, 2**63)
+    assert [e[4] for e in log.since(0, 10)[0]] == [0, 7, 0, 2**63]
+    with pytest.raises(KeyError):
+        log.record("nothing", "a", 1, 9)
+    assert log.seq == 4  # a refused entry takes no sequence number
+
+
+async def test_the_service_logs_each_writes_identity() -> None:
+    svc = _service()
+    svc.put_now("a", b"1", "t", None, write=11)
+    await svc.put("b", b"2", "t", None, write=12)
+    assert svc.delete_now("a", 13) is True
+    assert await svc.delete("b", 14) is True
+    await svc.put("c", b"3", "t", None)
+    assert [(e[1], e[2], e[4]) for e in svc.changes.since(0, 10)[0]] == [
+        ("put", "a", 11),
+        ("put", "b", 12),
+        ("delete", "a", 13),
+        ("delete", "b", 14),
+        ("put", "c", 0),
+    ]
 
 
 def test_notify_is_called_on_each_entry() -> None:
@@ -98,7 +132,7 @@ def _service(
 
 
 def _kinds(svc: NodeService) -> list[tuple[str, str]]:
-    return [(kind, key) for _, kind, key, _ in svc.changes.since(0, 10_000)[0]]
+    return [(kind, key) for _, kind, key, *_ in svc.changes.since(0, 10_000)[0]]
 
 
 async def test_the_service_logs_puts_deletes_expiries_and_evictions() -> None:
@@ -123,7 +157,7 @@ async def test_the_service_logs_puts_deletes_expiries_and_evictions() -> None:
         ("put", "d"),
         ("expire", "d"),
     ]
-    assert {epoch for *_, epoch in svc.changes.since(0, 100)[0]} == {3}
+    assert {epoch for _, _, _, epoch, _ in svc.changes.since(0, 100)[0]} == {3}
 
 
 async def test_a_read_of_an_expired_record_logs_its_expiry() -> None:
@@ -179,7 +213,7 @@ async def test_a_source_logs_the_expiries_due_at_its_commit_as_their_owner() -> 
     dst.commit_incoming("m", 2, [[0, 0]])
     await src.commit_outgoing("m", 2, [])
     log = src.changes.since(0, 100)[0]
-    assert [(kind, key, epoch) for _, kind, key, epoch in log] == [
+    assert [(kind, key, epoch) for _, kind, key, epoch, _ in log] == [
         ("put", "short", 1),
         ("put", "long", 1),
         ("expire", "short", 1),
@@ -191,21 +225,27 @@ async def test_a_source_logs_the_expiries_due_at_its_commit_as_their_owner() -> 
 @given(
     size=st.integers(1, 8),
     changes=st.lists(
-        st.tuples(st.sampled_from(KINDS + MARKERS), st.sampled_from("abcdef"), st.integers(1, 4)),
+        st.tuples(
+            st.sampled_from(KINDS + MARKERS),
+            st.sampled_from("abcdef"),
+            st.integers(1, 4),
+            st.sampled_from([0, 0, 1, 2**63]),
+        ),
         max_size=40,
     ),
     after=st.integers(0, 45),
     limit=st.integers(0, 10),
 )
 def test_the_log_answers_as_a_list_of_every_change_would(
-    size: int, changes: list[tuple[str, str, int]], after: int, limit: int
+    size: int, changes: list[tuple[str, str, int, int]], after: int, limit: int
 ) -> None:
-    """The ring buffers and epoch runs give back exactly the last ``size`` changes."""
+    """The ring buffers and epoch runs give back exactly the last ``size`` changes, with
+    their write identities (kept from the first entry that has one)."""
     log = ChangeLog(size, "boot")
     model = []
-    for seq, (kind, key, epoch) in enumerate(changes, 1):
-        log.record(kind, key, epoch)
-        model.append((seq, kind, key, epoch))
+    for seq, (kind, key, epoch, write) in enumerate(changes, 1):
+        log.record(kind, key, epoch, write)
+        model.append((seq, kind, key, epoch, write))
         log._check()
     kept = model[-size:] if model else []
     got, lost = log.since(after, limit)

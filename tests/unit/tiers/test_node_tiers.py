@@ -546,7 +546,7 @@ async def test_a_cold_value_a_read_finds_expired_is_an_expire(tmp_path: Path) ->
     clock.now += 4
     assert await value_of(svc, "a") is None
     changes, _ = svc.changes.since(0, 100)
-    assert [(kind, key) for _, kind, key, _ in changes if key == "a"] == [
+    assert [(kind, key) for _, kind, key, *_ in changes if key == "a"] == [
         ("put", "a"),
         ("expire", "a"),
     ]
@@ -772,7 +772,7 @@ async def test_an_expired_cold_value_is_no_expire_once_the_key_was_written_again
     await turns()
     await drive(pool, lambda: reading.done() and writing.done() and other.done(), "writes")
     changes, _ = svc.changes.since(0, 100)
-    assert [kind for _, kind, key, _ in changes if key == "a"][-1] == "put"
+    assert [kind for _, kind, key, *_ in changes if key == "a"][-1] == "put"
     await svc.close()
 
 
@@ -808,7 +808,7 @@ async def test_an_evicted_record_is_quiet_only_if_the_tier_holds_that_very_versi
     cold_of(svc).state.clean["a"] = rec.version - 1  # an older version's copy
     await svc.put("b", b"2", "t", None)  # a is evicted
     changes, _ = svc.changes.since(0, 100)
-    assert ("evict", "a") in [(kind, key) for _, kind, key, _ in changes]
+    assert ("evict", "a") in [(kind, key) for _, kind, key, *_ in changes]
     await svc.close()
 
 

@@ -170,7 +170,7 @@ async def test_a_durable_value_evicted_from_memory_is_no_change(tmp_path: Path) 
     for key in ("m1", "m2", "m3"):
         await svc.put(key, b"v", "t", None)
     changes, _ = svc.changes.since(0, 100)
-    evicted = [key for _, kind, key, _ in changes if kind == "evict"]
+    evicted = [key for _, kind, key, *_ in changes if kind == "evict"]
     assert evicted and all(key.startswith("m") for key in evicted), changes
     assert await value_of(svc, "d/a") == b"v"
     await svc.close()
@@ -190,5 +190,5 @@ async def test_a_value_from_before_its_namespace_was_made_durable_is_evicted(
         await svc.put(key, b"v", "t", None)
     assert await value_of(svc, "d/a") is None
     changes, _ = svc.changes.since(0, 100)
-    assert ("evict", "d/a") in [(kind, key) for _, kind, key, _ in changes]
+    assert ("evict", "d/a") in [(kind, key) for _, kind, key, *_ in changes]
     await svc.close()
