@@ -274,6 +274,33 @@ async def test_a_watcher_that_stops_reading_is_cut_off(tmp_path: Path) -> None:
         assert not cluster.coord.watch.watchers
 
 
+def _alternating_writers(
+    client: AsyncClient,
+    prefix: str,
+    count: int,
+    least: int,
+    done: dict[str, list[str]],
+    stop: asyncio.Event,
+) -> list[asyncio.Task[None]]:
+    """``count`` writers, each putting and deleting its own key (``prefix`` + n) in
+    turn until ``stop`` and at least ``least`` times, recording each acknowledged
+    operation in ``done``."""
+
+    async def writer(n: int) -> None:
+        key = f"{prefix}{n}"
+        step = 0
+        while not stop.is_set() or step < least:
+            if step % 2 == 0:
+                await client.put(key, str(step))
+                done[key].append("put")
+            else:
+                assert await client.delete(key)
+                done[key].append("delete")
+            step += 1
+
+    return [asyncio.create_task(writer(n)) for n in range(count)]
+
+
 async def test_a_watch_across_a_live_move_loses_and_duplicates_nothing(tmp_path: Path) -> None:
     data = {
         "nodes": {
@@ -293,20 +320,7 @@ async def test_a_watch_across_a_live_move_loses_and_duplicates_nothing(tmp_path:
         await _subscribed(cluster.coord, 1)
         done: dict[str, list[str]] = defaultdict(list)
         stop = asyncio.Event()
-
-        async def writer(n: int) -> None:
-            key = f"w/{n}"
-            step = 0
-            while not stop.is_set() or step < 10:
-                if step % 2 == 0:
-                    await client.put(key, str(step))
-                    done[key].append("put")
-                else:
-                    assert await client.delete(key)
-                    done[key].append("delete")
-                step += 1
-
-        writers = [asyncio.create_task(writer(n)) for n in range(40)]
+        writers = _alternating_writers(client, "w/", 40, 10, done, stop)
         await asyncio.sleep(0.3)
         added = await client.add_nodes(1)
         assert added
@@ -509,20 +523,7 @@ async def test_with_replication_a_write_racing_ring_changes_is_published_once(
         await _subscribed(cluster.coord, 1)
         done: dict[str, list[str]] = defaultdict(list)
         stop = asyncio.Event()
-
-        async def writer(n: int) -> None:
-            key = f"d/{n}"
-            step = 0
-            while not stop.is_set() or step < 6:
-                if step % 2 == 0:
-                    await client.put(key, str(step))
-                    done[key].append("put")
-                else:
-                    assert await client.delete(key)
-                    done[key].append("delete")
-                step += 1
-
-        writers = [asyncio.create_task(writer(n)) for n in range(30)]
+        writers = _alternating_writers(client, "d/", 30, 6, done, stop)
         await asyncio.sleep(0.2)
         added = (await client.add_nodes(1))["added"]
         await asyncio.sleep(0.5)
