@@ -196,6 +196,11 @@ class AsyncClient:
             ring = HashRing.from_dict(dict(view.ring))
         except ConfigError as exc:
             raise MalformedAnswer(f"cluster view: field 'ring': {exc}") from exc
+        if not len(ring) and self._ring is not None and len(self._ring):
+            # A coordinator still starting (restarted, resuming its state) answers an
+            # empty ring for a moment: the ring we have is better than none (review: a
+            # direct client adopted it and its next request raised EmptyRing).
+            return self._ring
         self._addresses = view.addresses()
         self._ring = ring
         self._copies = view.replication.factor
@@ -205,6 +210,8 @@ class AsyncClient:
         if not self.direct:
             return self.url
         ring = self._ring or await self.refresh()
+        if not len(ring):
+            return self.url  # no ring yet: the coordinator answers (503 while it starts)
         if self._copies > 1 and method in ("PUT", "DELETE"):
             # A node stores a write it is sent and passes it to no other holder: the
             # coordinator writes every copy. Sent straight to the owner, the write was

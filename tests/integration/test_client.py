@@ -79,6 +79,32 @@ async def test_direct_mode_goes_straight_to_the_owning_node(
         assert await client.get("k0") is None
 
 
+async def test_a_direct_client_keeps_its_ring_over_a_starting_coordinators_empty_one(
+    harness: CoordinatorHarness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A coordinator restarting answers ``GET /v1/cluster`` with an empty ring for a
+    moment (review: 20-30 ms after a SIGKILL, before it resumed its state); a direct
+    client that refreshed then adopted it, and its next request raised EmptyRing."""
+    await harness.call("POST", "/v1/cluster/nodes", json={"count": 1})
+    async with AsyncClient(harness.url, direct=True) as client:
+        await client.put("k", "v")
+        view = await client.cluster()
+        real = client.cluster
+
+        async def starting() -> dict[str, Any]:
+            return {**view, "ring": {**view["ring"], "epoch": 0, "buckets": []}}
+
+        monkeypatch.setattr(client, "cluster", starting)
+        ring = await client.refresh()
+        assert len(ring) and ring.epoch == view["ring"]["epoch"]  # the one it had
+        assert await client.get("k") == b"v"
+        # A client with no ring yet goes through the coordinator meanwhile.
+        async with AsyncClient(harness.url, direct=True) as fresh:
+            monkeypatch.setattr(fresh, "cluster", starting)
+            assert await fresh.get("k") == b"v"
+        monkeypatch.setattr(client, "cluster", real)
+
+
 async def test_direct_mode_follows_a_range_that_moved_under_it(
     harness: CoordinatorHarness, monkeypatch: pytest.MonkeyPatch
 ) -> None:
