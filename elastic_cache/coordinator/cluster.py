@@ -450,6 +450,10 @@ class Cluster(Failures):
         else:
             message = f"{node_id} removed; its instance is not terminated yet"
         self.events.add("removed", message, node=node_id, kept=kept)
+        if not below_copies and self.rf > 1:
+            # It was checked to leave enough nodes for the copies; a node that died
+            # meanwhile may have left fewer (a forced removal keeps fewer on purpose).
+            self._replace_for_copies()
         return moves
 
     async def _hand_over_all(self, node_id: str, keep: bool, moves: list[MigrationInfo]) -> None:

@@ -58,13 +58,16 @@ class Failures(Reintegration):
 
     def _replace_for_copies(self) -> None:
         """Fewer nodes than copies after a death: launch one (in the background, within
-        ``max_nodes``), so every key gets its ``rf`` copies back."""
+        ``max_nodes``), so every key gets its ``rf`` copies back. A node being removed
+        does not count: it is about to go (review: a death during a removal left one
+        node for two copies, and nothing was launched)."""
         cap = min(self.rf, self.settings.scaler.max_nodes)
-        if len(self.nodes) + self.launches_under_way() >= cap:
+        staying = sum(1 for info in self.nodes.values() if info.state != "leaving")
+        if staying + self.launches_under_way() >= cap:
             return
         self.events.add(
             "replacing",
-            f"{len(self.nodes)} node(s) left for {self.rf} copies of each key: launching one",
+            f"{staying} node(s) left for {self.rf} copies of each key: launching one",
         )
 
         async def replace() -> None:

@@ -623,3 +623,43 @@ async def test_a_split_to_a_node_holding_a_copy_moves_nothing(tmp_path: Path) ->
         assert cluster.held[at][0] == copy
         await until(lambda: replicated(cluster), 60, "re-replication")
         await check_filled(pc.url, 2000, step=1)
+
+
+async def test_a_death_during_a_removal_still_leaves_every_key_its_copies(
+    tmp_path: Path,
+) -> None:
+    """rf = 2 on three nodes: node-2 is removed (not forced: two nodes stay) and another
+    node is SIGKILLed while the removal's moves run. The removal finished with one node
+    for two copies, and nothing was launched: the death's check counted the leaving
+    node (review). A node is launched now, and every key gets its two copies back."""
+    async with process_cluster(tmp_path, paced_settings()) as pc:
+        cluster = pc.coord.cluster
+        async with AsyncClient(pc.url, timeout=60) as client:
+            for i in range(600):
+                await client.put(f"k{i}", f"v{i}".encode())
+            removal = asyncio.create_task(cluster.remove_node("node-2", below_copies=False))
+            await until(
+                lambda: any(m.state == "running" for m in cluster.migrations),
+                20,
+                "a move of the removal",
+            )
+            victim = next(n for n in cluster.nodes if n != "node-2")
+            os.kill(int(cluster.nodes[victim].handle.ref), signal.SIGKILL)
+            with contextlib.suppress(ElasticCacheError):
+                await removal
+            await until(
+                lambda: (
+                    "node-2" not in cluster.nodes
+                    and victim not in cluster.nodes
+                    and len(cluster.nodes) == 2
+                    and cluster._replacement is not None
+                    and cluster._replacement.done()
+                    and replicated(cluster)
+                ),
+                90,
+                "a replacement with every key's copies",
+            )
+            for i in range(600):
+                assert await client.get(f"k{i}") == f"v{i}".encode(), i
+        kinds = [e["kind"] for e in cluster.events.since(0)]
+        assert "replacing" in kinds
