@@ -26,7 +26,7 @@ from elastic_cache.node.migration import (
     reconciled_frames,
     snapshot_frames,
 )
-from elastic_cache.node.wire import WireRecord
+from elastic_cache.node.wire import WireRecord, age_frame
 from elastic_cache.ring import in_range
 from elastic_cache.store import Record, Victim
 
@@ -230,8 +230,11 @@ class OutgoingMoves(MoveRole):
         tasks: set[asyncio.Task[None]] = set()
         started = time.monotonic()
 
-        async def ship(frame: bytes, count: int, marks: bool) -> None:
+        async def ship(frame: bytes, count: int, marks: bool, built: float) -> None:
             try:
+                # The TTLs were counted when the frame was built; the destination counts
+                # them from when it takes the frame: take off the time it waited here.
+                frame = age_frame(frame, time.monotonic() - built)
                 if marks:
                     await out.peer.same(out.id, frame)
                     out.same += count
@@ -252,6 +255,7 @@ class OutgoingMoves(MoveRole):
         else:
             frames = self._plain(self._key_stream(out, keys))
         async for frame, count, marks in frames:
+            built = time.monotonic()
             if self.node.max_rate and not marks:
                 # Pace the stream: frame k leaves no earlier than k records / rate.
                 queued += count
@@ -262,7 +266,7 @@ class OutgoingMoves(MoveRole):
             if out.failed is not None:
                 sem.release()
                 break
-            task = asyncio.create_task(ship(frame, count, marks))
+            task = asyncio.create_task(ship(frame, count, marks, built))
             tasks.add(task)
             task.add_done_callback(tasks.discard)
             # Let the requests that arrived while this frame was built run before the

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import time
 from collections.abc import Iterator
 from itertools import pairwise
 from typing import Any
@@ -468,3 +469,42 @@ async def test_commit_waits_for_forwards_in_flight() -> None:
     await put  # acknowledged, not a 503
     await commit
     assert peers[0].closed and dst.get("k").value == b"v1"
+
+
+async def test_a_paced_move_does_not_lengthen_the_ttls_it_carries() -> None:
+    """A frame's TTLs are counted when it is built, and the destination counts them from
+    when it takes the frame: a paced stream's later frames waited their turn, and their
+    records lived that much longer there (review: 534 of 1,200 values readable about
+    0.85 s past their TTL after a paced move). The wait is taken off at sending."""
+    hasher = Murmur3Hasher()
+    net = LocalNetwork()
+
+    def build(node_id: str) -> NodeService:
+        store = Store(
+            make_index("sorted", sizeof=record_size, hasher=hasher),
+            Capacity(CapacityUnit.RECORDS, 1000),
+            on_full=OnFull.EVICT,
+            clock=time.monotonic,
+        )
+        return NodeService(
+            node_id=node_id,
+            store=store,
+            hasher=hasher,
+            peer_factory=lambda addr: LocalPeerLink(net, addr),
+            batch_records=2,
+            max_rate=50.0,  # 20 records: the last frames leave about 0.3 s after the first
+        )
+
+    src, dst = build("src"), build("dst")
+    net.add(src)
+    net.add(dst)
+    dst.set_ownership(1, [])
+    for i in range(20):
+        await src.put(f"k{i}", b"v", "t", 30.0)
+    await move(net, src, dst, 0, 0)  # the whole ring
+    await src.send("m1")
+    dst.commit_incoming("m1", 2, [[0, 0]])
+    for i in range(20):
+        there, here = dst.store.peek(f"k{i}"), src.store.peek(f"k{i}")
+        assert there is not None and here is not None
+        assert there.expires_at <= here.expires_at + 0.002, i

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from elastic_cache.errors import InvalidBody
 from elastic_cache.node.wire import (
     WireRecord,
+    age_frame,
     decode_batch,
     decode_digests,
     decode_frame,
@@ -138,3 +139,24 @@ def test_frames_of_records_stored_before_the_check_lose_only_the_controls() -> N
         decode_batch(frame)
     batch = decode_batch(frame, strict=False)
     assert [r.content_type for r in batch.records()] == ["text/plainX: 1", "text/plain"]
+
+
+def test_an_aged_frame_has_its_ttls_shortened_and_nothing_else_changed() -> None:
+    recs = [
+        WireRecord("a", 1, 5, b"x", "t/a", 10_000),
+        WireRecord("b\u00e9", 2, 6, b"yy", "t/b", -1),
+        WireRecord("c", 3, 7, b"", "t/a", 300),
+    ]
+    frame = encode_frame(recs)
+    assert age_frame(frame, 0.0) is frame and age_frame(frame, 0.0009) is frame
+    aged = list(decode_frame(age_frame(frame, 0.5)))
+    assert [r.ttl_ms for r in aged] == [9_500, -1, 1]  # at least 1 ms left, none stays
+    assert [r._replace(ttl_ms=0) for r in aged] == [r._replace(ttl_ms=0) for r in recs]
+    no_ttl = encode_frame([WireRecord("a", 1, 5, b"x", "t", -1)])
+    assert age_frame(no_ttl, 3.0) == no_ttl
+    empty = encode_frame([])
+    assert age_frame(empty, 1.0) == empty
+    with pytest.raises(InvalidBody):
+        age_frame(b"XXXX" + frame[4:], 1.0)
+    with pytest.raises(InvalidBody):
+        age_frame(frame[:3], 1.0)
