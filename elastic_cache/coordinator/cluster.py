@@ -355,14 +355,41 @@ class Cluster(Failures):
           aborted and nothing queued it again, so a range kept a single copy until
           some other change of the ring, and that copy's node dying lost acknowledged
           writes (review: 413 of them).
+        - A removal under way is finished, in the background (event
+          ``removal_resumed``): the member was left owning nothing, running and billed
+          for good (review: a SIGKILL during a removal's repair, with copies).
         """
         holding = {node for holders in self.held.values() for node in holders}
         for node_id, info in list(self.nodes.items()):
             if info.state == "active" and node_id not in holding:
                 await self.discard_if_idle(node_id)
+            elif info.state == "leaving":
+                self.events.add(
+                    "removal_resumed",
+                    f"finishing the removal of {node_id} that the restart interrupted",
+                    node=node_id,
+                )
+                task = asyncio.create_task(self._finish_removal(node_id))
+                self._removals.add(task)
+                task.add_done_callback(self._removals.discard)
         if self.rf > 1:
             self.repair_soon()
             self._replace_for_copies()
+
+    async def _finish_removal(self, node_id: str) -> None:
+        """Remove ``node_id`` again: a removal an earlier life of the coordinator began
+        (and checked); its failure is logged and recorded, the node then stays."""
+        info = self.nodes.get(node_id)
+        if info is None:
+            return
+        info.state = "active"  # `remove_node` refuses a node already leaving
+        try:
+            await self.remove_node(node_id)
+        except ElasticCacheError as exc:
+            log.warning("could not finish the removal of %s: %s", node_id, exc)
+            self.events.add(
+                "removal_failed", f"the removal of {node_id} failed: {exc}", node=node_id
+            )
 
     async def remove_node(self, node_id: str, *, below_copies: bool = True) -> list[MigrationInfo]:
         """Hand every bucket of ``node_id`` to its successor, live, then stop the node.
@@ -423,11 +450,15 @@ class Cluster(Failures):
         )
         moves: list[MigrationInfo] = []
         try:
+            await self.persist()  # a restart finishes the removal (`settle_resumed`)
             await self._hand_over_all(node_id, keep, moves)
-        except BaseException:  # a failed move, or the coordinator stopping: not leaving
+        except BaseException as exc:  # a failed move, or the coordinator stopping
             info.state = "active"
             if keep:
                 self.dirty.close(node_id)
+            if not isinstance(exc, asyncio.CancelledError):
+                with contextlib.suppress(Exception):
+                    await self.persist()  # not leaving any more
             raise
         if self.held and any(node_id in c for c in self.held.values()):
             # Copies it still held that repair could not replace (no node to put them

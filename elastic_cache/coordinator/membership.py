@@ -188,6 +188,9 @@ class Membership(NodePolling):
         self._repair_task: asyncio.Task[bool] | None = None
         self._balance_task: asyncio.Task[None] | None = None
         self._replacement: asyncio.Task[None] | None = None
+        #: Removals an earlier life of the coordinator left under way, finished in the
+        #: background (`Cluster.settle_resumed`).
+        self._removals: set[asyncio.Task[None]] = set()
         #: The imbalance index at the last balancing step (two-phase bootstrap).
         self.imbalance = 0.0
         #: Range copies made by repair since start (a metric).
@@ -288,6 +291,8 @@ class Membership(NodePolling):
             "nodes": [n.handle.to_json() for n in self.nodes.values()],
             "next_id": self._next_id,
             "stopped": [s.to_json() for s in self.stopped.values()],
+            # Members being removed: a restarted coordinator finishes their removal.
+            "leaving": [n for n, info in self.nodes.items() if info.state == "leaving"],
         }
 
     async def persist(self) -> None:
@@ -359,6 +364,9 @@ class Membership(NodePolling):
         self._adopt(ring, held, state, len(handles))
         for handle, client in zip(handles, clients, strict=True):
             self.nodes[handle.node_id] = self._member(handle, client)
+        for node_id in state.get("leaving", []):
+            if node_id in self.nodes:
+                self.nodes[node_id].state = "leaving"  # `Cluster.settle_resumed` goes on
         for kept in stopped:
             # Its dirty list lived in the coordinator's memory: it comes back with a
             # full copy, but still without a launch.
@@ -457,6 +465,8 @@ class Membership(NodePolling):
         for task in (self._repair_task, self._balance_task, self._replacement):
             if task is not None:
                 task.cancel()
+        for task in self._removals:
+            task.cancel()
         for info in self.nodes.values():
             await info.client.close()
         await self.provisioner.close()

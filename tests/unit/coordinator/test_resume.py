@@ -219,3 +219,42 @@ async def test_a_resumed_cluster_makes_its_missing_copies_and_stops_an_idle_laun
     assert second.replication_view()["under_replicated"] == 0
     assert idle.node_id not in second.nodes
     assert idle.node_id not in {h.node_id for h in await second.provisioner.list()}
+
+
+async def test_a_removal_the_restart_interrupted_is_finished(tmp_path: Path) -> None:
+    """A removal under way was forgotten by a restarted coordinator: the member stayed,
+    owning nothing once repair had trimmed it, running and billed for good (review:
+    SIGKILL during a removal's repair, with copies). It is persisted as leaving, and the
+    next life finishes it."""
+    life = _persisted(tmp_path, replication=2, nodes=3)
+    first = life()
+    await first.start()
+    first.nodes["node-2"].state = "leaving"  # the removal began: then the crash
+    await first.persist()
+
+    second = life()
+    assert await second.start()
+    assert second.nodes["node-2"].state == "leaving"
+    await abort_interrupted_moves(second)
+    await second.settle_resumed()
+    (task,) = second._removals
+    await task
+    assert "node-2" not in second.nodes
+    assert "node-2" not in {h.node_id for h in await second.provisioner.list()}
+    assert second.replicated() and len(second.nodes) == 2
+    kinds = [e["kind"] for e in second.events.since(0)]
+    assert "removal_resumed" in kinds and "removed" in kinds
+
+
+async def test_a_failed_removal_is_not_resumed(tmp_path: Path) -> None:
+    life = _persisted(tmp_path, replication=2, nodes=3)
+    first = life()
+    await first.start()
+    first.nodes["node-2"].state = "leaving"
+    await first.persist()
+    first.nodes["node-2"].state = "active"  # the removal failed: persisted again
+    await first.persist()
+    second = life()
+    assert await second.start()
+    await second.settle_resumed()
+    assert not second._removals and second.nodes["node-2"].state == "active"
