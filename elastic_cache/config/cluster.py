@@ -132,6 +132,23 @@ class ClusterSettings:
                 raise ConfigError('coordinator.workers must be 1 to 64 or "auto", got 0')
             if workers == "auto":
                 coordinator = {**coordinator, "workers": AUTO_WORKERS}
+        replication = data.get("cluster", {})
+        copies = replication.get("replication") if isinstance(replication, Mapping) else None
+        if (
+            isinstance(coordinator, Mapping)
+            and "initial_nodes" not in coordinator
+            and isinstance(copies, int)
+            and not isinstance(copies, bool)
+            and copies > 1
+        ):
+            # One node per copy from the start (within max_nodes), as `--replication`
+            # does: with `[cluster] replication` alone a cluster started on one node and
+            # kept one copy of each key until the scaler added a node (review).
+            scaler = data.get("scaler", {})
+            cap = scaler.get("max_nodes") if isinstance(scaler, Mapping) else None
+            if not isinstance(cap, int) or isinstance(cap, bool) or cap < 1:
+                cap = ScalerSettings().max_nodes
+            coordinator = {**coordinator, "initial_nodes": min(copies, cap)}
         return cls(
             coordinator=build_section(CoordinatorSettings, coordinator, "coordinator"),
             nodes=nodes,

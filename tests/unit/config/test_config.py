@@ -206,3 +206,20 @@ def test_bad_warm_reintegration_settings(data: dict[str, object], message: str) 
 def test_warm_reintegration_is_off_by_default() -> None:
     scaler = ClusterSettings.from_mapping({}).scaler
     assert scaler.warm_reintegration is False and scaler.warm_dirty_keys == 100_000
+
+
+@pytest.mark.parametrize(
+    ("data", "initial"),
+    [
+        ({"cluster": {"replication": 2}}, 2),  # one node per copy, as --replication
+        ({"cluster": {"replication": 3}, "scaler": {"max_nodes": 2}}, 2),  # within the cap
+        ({"cluster": {"replication": 2}, "coordinator": {"initial_nodes": 1}}, 1),  # as set
+        ({"cluster": {"replication": 2}, "coordinator": {"initial_nodes": 4}}, 4),
+        ({"cluster": {"replication": 1}}, 1),
+        ({}, 1),
+    ],
+)
+def test_replication_in_the_file_starts_a_node_per_copy(data: dict[str, Any], initial: int) -> None:
+    """With `[cluster] replication = 2` alone, a cluster started on one node and kept
+    one copy of each key (review); `--replication` already started one per copy."""
+    assert ClusterSettings.from_mapping(data).coordinator.initial_nodes == initial
