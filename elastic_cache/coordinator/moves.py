@@ -250,7 +250,10 @@ class Moves(Membership):
             ):
                 return mig
             mig.state, mig.error, mig.finished = "abandoned", str(exc), time.time()
-            for info in began:  # (a node declared dead is dropped next, its move with it)
+            # The source first: its range takes writes again once it forgets the move,
+            # and a destination that stopped answering holds its abort for the control
+            # timeout (a node declared dead is dropped next, its move with it).
+            for info in sorted(began, key=lambda i: i is dst):
                 with contextlib.suppress(ElasticCacheError):
                     await self._party(info.client.abort_migration(mig.wire_id), info)
                 if mig.resumed_from is not None and info is dst:

@@ -200,6 +200,18 @@ class Outgoing:
     #: commit waits for them before it closes the link to the destination.
     writing: int = 0
     idle: asyncio.Event = field(default_factory=_set_event)
+    #: The frames under way to the destination (`OutgoingMoves.send`), cancelled by
+    #: `fail`.
+    shipping: set[asyncio.Task[None]] = field(default_factory=set)
+
+    def fail(self, why: str) -> None:
+        """The move cannot commit any more (a write could not be forwarded): say why,
+        and stop the frames under way, so that the stream ends now rather than when
+        they time out (a destination that stopped answering held them for the frame
+        timeout, 60 s, and the range's writes were refused all that while: review)."""
+        self.failed = why
+        for task in self.shipping:
+            task.cancel()
 
     def hold(self) -> None:
         """A write of the range starts (it may forward to the destination)."""

@@ -71,7 +71,7 @@ class OutgoingMoves(MoveRole):
             # The write is in our index, and the move can no longer commit (we refuse),
             # but D may have committed already: do not acknowledge a write D may lack.
             # The caller gets 503 and retries against the current ring.
-            out.failed = f"forward failed: {exc}"
+            out.fail(f"forward failed: {exc}")
             raise NodeUnavailable(
                 f"node {self.node_id} could not forward the write to the migration's "
                 f"destination; retry"
@@ -227,7 +227,7 @@ class OutgoingMoves(MoveRole):
         if keys is not None and self.cold is not None:
             raise Conflict(f"node {self.node_id} has a cold tier: no warm moves")
         sem = asyncio.Semaphore(self.node.parallel)
-        tasks: set[asyncio.Task[None]] = set()
+        tasks = out.shipping  # cancelled when a forward fails (`Outgoing.fail`)
         started = time.monotonic()
 
         async def ship(frame: bytes, count: int, marks: bool, built: float) -> None:
@@ -274,7 +274,8 @@ class OutgoingMoves(MoveRole):
             # built back to back while reads waited (the p99 of reads during a move).
             await asyncio.sleep(0)
         if tasks:
-            await asyncio.gather(*tasks)
+            # A frame cancelled by a failed forward ends as CancelledError: not ours.
+            await asyncio.gather(*tasks, return_exceptions=True)
         if out.failed is not None:
             raise Conflict(f"migration {migration} failed: {out.failed}")
         cold = self.cold

@@ -663,3 +663,64 @@ async def test_a_death_during_a_removal_still_leaves_every_key_its_copies(
                 assert await client.get(f"k{i}") == f"v{i}".encode(), i
         kinds = [e["kind"] for e in cluster.events.since(0)]
         assert "replacing" in kinds
+
+
+async def test_a_paused_destination_does_not_make_its_healthy_source_suspect(
+    tmp_path: Path,
+) -> None:
+    """A split's destination SIGSTOPped (not for long enough to be declared dead): the
+    source waited on its forwards to it for the frame timeout (60 s), its writes ran
+    out of the request budget, and the coordinator made the source suspect: every key
+    it owned, moving or not, answered 503 for the whole pause (review: 273 of 295
+    reads). A forward now gives up after a second and the move is abandoned at once:
+    the source stays trusted, its writes go on, and nothing acknowledged is lost."""
+    data = paced_settings()
+    data["cluster"] = {"replication": 1}
+    data["coordinator"] = {"initial_nodes": 1, "request_budget": 3.0}
+    async with process_cluster(tmp_path, data) as pc:
+        cluster = pc.coord.cluster
+        keys = [f"k{i}" for i in range(3000)]
+        acked: dict[str, bytes] = {}
+        async with AsyncClient(pc.url, timeout=60, retries=1) as client:
+            for start in range(0, len(keys), 300):
+                batch = keys[start : start + 300]
+                await asyncio.gather(*(client.put(k, k.encode()) for k in batch))
+                acked.update({k: k.encode() for k in batch})
+            adding = asyncio.create_task(cluster.add_node())
+            for _ in range(1000):
+                mig = cluster.active_migration
+                if mig is not None and mig.kind == "split":
+                    moving = (await cluster.nodes[mig.source].client.stats()).raw["migrations"]
+                    if moving and 0 < moving[0]["sent"] < moving[0]["total"] // 2:
+                        break
+                await asyncio.sleep(0.01)
+            else:
+                pytest.fail("the split never started streaming")
+            pid = int(cluster.nodes[mig.destination].handle.ref)
+            os.kill(pid, signal.SIGSTOP)
+            refused = 0
+            maybe: dict[str, set[bytes]] = {}
+            try:
+                for i in range(0, 600, 3):  # writes across the ring, the moving range too
+                    key, value = keys[i], f"w{i}".encode()
+                    try:
+                        await client.put(key, value)
+                        acked[key] = value
+                    except ElasticCacheError:
+                        refused += 1  # 503: it may or may not have happened
+                        maybe[key] = {acked[key], value}
+                    assert not cluster.nodes[mig.source].suspect_since
+                for key in keys[::7]:  # the source serves every key it owns
+                    assert await client.get(key) in maybe.get(key, {acked[key]})
+            finally:
+                os.kill(pid, signal.SIGCONT)
+            with contextlib.suppress(ElasticCacheError):
+                await asyncio.wait_for(adding, 90)
+            # The move failed at the first write it could not forward, and was abandoned
+            # at once (its frames under way stopped, the source aborted first): the
+            # router's retries of the range's writes then found the source alone.
+            kinds = [e["kind"] for e in cluster.events.since(0)]
+            assert "migration_abandoned" in kinds, kinds
+            assert refused < 10, refused
+            for key in keys:
+                assert await client.get(key) in maybe.get(key, {acked[key]}), key
