@@ -387,6 +387,7 @@ def cluster_view(coord: Coordinator) -> dict[str, Any]:
         "cut_offs": hub.cut_offs,
         "skipped": coord.watch_feed.skipped,
         "duplicates": coord.watch_feed.duplicates,
+        "unowned": coord.watch_feed.unowned,
     }
     view["namespaces"] = coord.namespaces.view()
     view["workers"] = [

@@ -1,11 +1,11 @@
 """`WatchFeed`: follows every node's change log and publishes its changes to the
 `WatchHub` (docs/watch.md).
 
-One task per node long-polls ``GET /v1/changes``. A replicated write carries one
-identity on every holder (``X-Ecache-Write``): it is published from the first log that
-shows it, once (`WRITES_KEPT`). Any other change (an expiry, an eviction, a write
-without copies) is published when the node owned the key on the ring of the change's
-epoch (`RingHistory`), so a copy's expiry is not published twice. Around a move, the
+One task per node long-polls ``GET /v1/changes``. A change is published when the node
+owned the key on the ring of the change's epoch (`RingHistory`), so a copy's expiry is
+not published twice. A replicated write carries one identity on every holder
+(``X-Ecache-Write``): it is published once (`WRITES_KEPT`), from a log that passes the
+owner test, or, when none does within `UNOWNED_WAIT`, from another's. Around a move, the
 destination's log holds a ``takeover`` marker at its commit and the source's a
 ``handoff`` marker at its own: the destination's later changes wait until the source's
 log has been read up to its handoff, so every change of a moving key is published once,
@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 from collections import OrderedDict, deque
 from collections.abc import Mapping
 from typing import Any, Protocol, runtime_checkable
@@ -26,7 +27,7 @@ from elastic_cache.errors import ElasticCacheError
 from elastic_cache.node.changes import KINDS
 from elastic_cache.ring import HashRing
 
-__all__ = ["WRITES_KEPT", "ChangeSource", "WatchFeed"]
+__all__ = ["UNOWNED_WAIT", "WRITES_KEPT", "ChangeSource", "WatchFeed"]
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +35,9 @@ log = logging.getLogger(__name__)
 #: one of them: twice what a node's log keeps (a follower further behind its node than
 #: that has lost changes anyway, and gets a ``reset``).
 WRITES_KEPT = 131072
+#: Seconds a replicated write logged only by non-owners waits for its owner's log of it
+#: before it is published from theirs (`WatchFeed.publish_unowned`).
+UNOWNED_WAIT = 1.0
 
 
 @runtime_checkable
@@ -94,8 +98,14 @@ class WatchFeed:
         #: Changes read but not published: applied by a node that did not own the key
         #: (a copy, or a destination before its commit).
         self.skipped = 0
-        #: Writes logged as the owner's by a second holder, not published again.
+        #: Logs of a replicated write after the one published (copies' logs, a second
+        #: owner's while the ring changed), not published again.
         self.duplicates = 0
+        #: Replicated writes no owner's log showed, published from another's.
+        self.unowned = 0
+        #: Replicated writes logged so far only by nodes that were not their owners:
+        #: identity -> (deadline, kind, key, epoch, node), oldest first.
+        self._unowned: OrderedDict[int, tuple[float, str, str, int, str]] = OrderedDict()
         #: The identities of the last `WRITES_KEPT` writes published, oldest first, and
         #: as a set.
         self._written: deque[int] = deque()
@@ -135,6 +145,7 @@ class WatchFeed:
                 self.history.observe(self.cluster.ring)
                 self._reconcile()
                 self._started = True
+                self.publish_unowned(asyncio.get_running_loop().time())
                 await asyncio.sleep(self.period)
         finally:
             await self.close()
@@ -276,19 +287,48 @@ class WatchFeed:
         elif kind in KINDS:
             self.hub.changed(key)  # every change, published or not
             if write:
-                # A replicated write: published from whichever holder's log shows it
-                # first, whatever the epoch it was logged at (the owner test lost one
-                # write in about 4,000 across a removal: each holder logged it at its
-                # own epoch, the old owner already at the new ring and the new owner
-                # still at the old one, so neither was the owner there).
-                if self._published_before(write):
-                    self.duplicates += 1
-                else:
-                    self.hub.publish(kind, key, epoch, node_id)
+                self._apply_write(node_id, kind, key, epoch, write)
             elif self._owned(node_id, key, epoch):
                 self.hub.publish(kind, key, epoch, node_id)
             else:
                 self.skipped += 1
+
+    def _apply_write(self, node_id: str, kind: str, key: str, epoch: int, write: int) -> None:
+        """A replicated write, by its identity: published once, from the owner's log
+        where it can be (so in order with the owner's expiries and evictions, which only
+        its log publishes); a log of it by a node that was not the owner where it
+        logged it waits `UNOWNED_WAIT` for the owner's (`publish_unowned`)."""
+        if write in self._written_set:
+            self.duplicates += 1
+        elif self._owned(node_id, key, epoch):
+            if self._unowned.pop(write, None) is not None:
+                self.duplicates += 1  # a copy's log of it came first
+            self._published_before(write)
+            self.hub.publish(kind, key, epoch, node_id)
+        elif write in self._unowned:
+            self.duplicates += 1
+        else:
+            loop = asyncio.get_running_loop()
+            self._unowned[write] = (loop.time() + UNOWNED_WAIT, kind, key, epoch, node_id)
+            if len(self._unowned) > WRITES_KEPT:
+                self.publish_unowned(math.inf)
+
+    def publish_unowned(self, now: float) -> None:
+        """Publish the writes that no owner's log showed by ``now``'s deadline: while
+        the ring changes, each holder may log a write at an epoch where it was not the
+        owner (the old owner already at the new ring, the new owner still at the old
+        one): published by nobody, one write in about 4,000 was lost across a removal
+        (review). They come up to `UNOWNED_WAIT` late, and may then follow a later
+        change of the same key."""
+        pending = self._unowned
+        while pending:
+            write, (due, kind, key, epoch, node_id) = next(iter(pending.items()))
+            if due > now:
+                return
+            del pending[write]
+            if not self._published_before(write):
+                self.unowned += 1
+                self.hub.publish(kind, key, epoch, node_id)
 
     def _published_before(self, write: int) -> bool:
         """Whether the write ``write`` was published already; remembers it if not."""

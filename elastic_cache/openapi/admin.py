@@ -267,8 +267,9 @@ def admin_schemas() -> dict[str, Schema]:
                 "type": "object",
                 "description": "Key-change subscriptions (docs/watch.md): watchers now, "
                 "changes published, resets, watchers cut off, changes not published "
-                "because a copy (not the owner) applied them, and replicated writes not "
-                "published again because a second holder logged them as the owner.",
+                "because a copy (not the owner) applied them, logs of replicated writes "
+                "not published again (a second holder's), and replicated writes no "
+                "owner logged, published from another holder's log.",
                 "required": [
                     "watchers",
                     "published",
@@ -276,6 +277,7 @@ def admin_schemas() -> dict[str, Schema]:
                     "cut_offs",
                     "skipped",
                     "duplicates",
+                    "unowned",
                 ],
                 "additionalProperties": count,
             },

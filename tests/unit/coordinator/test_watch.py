@@ -24,7 +24,7 @@ from elastic_cache.coordinator.watch import (
     _frame,
     parse_event_id,
 )
-from elastic_cache.coordinator.watchfeed import WatchFeed
+from elastic_cache.coordinator.watchfeed import UNOWNED_WAIT, WatchFeed
 from elastic_cache.coordinator.watchroute import watch_request
 from elastic_cache.errors import InvalidKey, InvalidRequest, NodeUnavailable
 from elastic_cache.hashing import Murmur3Hasher
@@ -300,8 +300,8 @@ async def test_a_write_two_holders_logged_as_its_owner_is_published_once() -> No
     """With copies, a holder that has not yet taken the ring a write was routed by logs
     it at its older epoch, where it owned the key, and the new owner logs it too: both
     passed the owner test; or neither did. The router gave both holders one identity:
-    the first log that shows it is published, the second dropped. Changes without one
-    (expiries, evictions) still go by the owner test."""
+    it is published once, from a log that passes the owner test, or after UNOWNED_WAIT
+    from another's when none does. Expiries and evictions go by the owner test."""
     ring = HashRing(Murmur3Hasher())
     ring.add_node("a")
     a, b = FakeNode(ChangeLog(100, "a")), FakeNode(ChangeLog(100, "b"))
@@ -321,15 +321,19 @@ async def test_a_write_two_holders_logged_as_its_owner_is_published_once() -> No
         b.log.record("put", "k", new_ring.epoch, 41)  # b, the owner on the new ring
         b.log.record("delete", "k", new_ring.epoch, 42)  # another write: published
         a.log.record("delete", "k", new_ring.epoch, 42)
-        # Neither the owner where it logged it: a already at the new ring, b still at
-        # the old one. Published all the same (the owner test lost it).
-        a.log.record("put", "k", new_ring.epoch, 43)
-        b.log.record("put", "k", old, 43)
         b.log.record("expire", "k", new_ring.epoch)  # no identity: the owner's, published
         a.log.record("expire", "k", new_ring.epoch)  # no identity, a copy's: skipped
-        await until(lambda: hub.published == 4 and feed.duplicates == 3 and feed.skipped == 1)
+        # Neither the owner where it logged it: a already at the new ring, b still at
+        # the old one. Published all the same (the owner test lost it), once no owner's
+        # log has shown it for UNOWNED_WAIT.
+        a.log.record("put", "k", new_ring.epoch, 43)
+        b.log.record("put", "k", old, 43)
+        await until(lambda: hub.published == 3 and feed.duplicates == 3 and feed.skipped == 1)
+        assert feed.unowned == 0
+        await advance(UNOWNED_WAIT + 0.2)
+        await until(lambda: hub.published == 4 and feed.unowned == 1)
         got = _events(await w.next_frames(0.1))
-        assert [e["event"] for e in got] == ["put", "delete", "put", "expire"]
+        assert [e["event"] for e in got] == ["put", "delete", "expire", "put"]
     finally:
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
@@ -375,6 +379,41 @@ async def test_a_node_leaving_in_order_has_its_log_read_to_its_end() -> None:
         assert hub.resets == 1
         got = _events(await w.next_frames(0.1))
         assert [e["event"] for e in got][:2] == ["put", "put"]
+    finally:
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+
+@on_virtual_time  # the feed polls: on virtual time, its waits take no wall-clock time
+async def test_a_copys_log_read_first_does_not_put_a_write_before_the_owners_expiry() -> None:
+    """Published from the first log that showed it, a write read from a copy's log came
+    before the owner's expiry of the previous value, which the owner logged first:
+    23-36 of 40 keys read put, put, expire, and 9 ended on an expire while holding a
+    value (review). A copy's log of a write now waits for the owner's."""
+    ring = HashRing(Murmur3Hasher())
+    ring.add_node("a")
+    a, b = FakeNode(ChangeLog(100, "a")), FakeNode(ChangeLog(100, "b"))
+    cluster = FakeCluster(ring, {"a": FakeInfo(a), "b": FakeInfo(b)})
+    hub = WatchHub("boot")
+    w = hub.subscribe(WatchFilter.parse([""], []), None)
+    feed = WatchFeed(hub, cluster, wait=0.05, period=0.01)
+    task = asyncio.create_task(feed.run())
+    try:
+        await until(lambda: a.polls > 1 and b.polls > 1)
+        epoch = ring.epoch
+        b.log.record("put", "k", epoch, 1)  # the copy, read first
+        b.log.record("put", "k", epoch, 2)
+        await until(lambda: len(feed._unowned) == 2)
+        a.log.record("put", "k", epoch, 1)  # the owner: put, expire, put
+        a.log.record("expire", "k", epoch)
+        a.log.record("put", "k", epoch, 2)
+        await until(lambda: hub.published == 3)
+        await advance(UNOWNED_WAIT + 0.2)
+        got = _events(await w.next_frames(0.1))
+        assert [e["event"] for e in got] == ["put", "expire", "put"]
+        assert {e["node"] for e in got} == {"a"}
+        assert feed.duplicates == 2 and feed.unowned == 0 and not feed._unowned
     finally:
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
