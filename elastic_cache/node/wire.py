@@ -198,6 +198,20 @@ def _column(
     return arr, offset + size
 
 
+def _counts(data: bytes | bytearray | memoryview) -> tuple[int, int]:
+    """A record frame's record and content-type counts, from its checked header.
+
+    Raises:
+        InvalidBody: too short for a header, or a bad magic number.
+    """
+    if len(data) < _HEADER.size:
+        raise InvalidBody("record frame is shorter than its header")
+    magic, n, n_ct = _HEADER.unpack_from(data, 0)
+    if magic != MAGIC:
+        raise InvalidBody("record frame has a bad magic number")
+    return n, n_ct
+
+
 def decode_batch(data: bytes | bytearray | memoryview, *, strict: bool = True) -> Batch:
     """Unpack a frame into columns.
 
@@ -213,11 +227,7 @@ def decode_batch(data: bytes | bytearray | memoryview, *, strict: bool = True) -
             type index outside the table, or (``strict``) a control character in a
             content type.
     """
-    if len(data) < _HEADER.size:
-        raise InvalidBody("record frame is shorter than its header")
-    magic, n, n_ct = _HEADER.unpack_from(data, 0)
-    if magic != MAGIC:
-        raise InvalidBody("record frame has a bad magic number")
+    n, n_ct = _counts(data)
     off = _HEADER.size
     table = []
     for _ in range(n_ct):
@@ -282,11 +292,7 @@ def age_frame(frame: bytes, seconds: float) -> bytes:
     ms = int(seconds * 1000)
     if ms <= 0:
         return frame
-    if len(frame) < _HEADER.size:
-        raise InvalidBody("record frame is shorter than its header")
-    magic, n, n_ct = _HEADER.unpack_from(frame, 0)
-    if magic != MAGIC:
-        raise InvalidBody("record frame has a bad magic number")
+    n, n_ct = _counts(frame)
     off = _HEADER.size
     for _ in range(n_ct):
         off += 1 + frame[off]

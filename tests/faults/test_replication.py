@@ -66,6 +66,18 @@ def paced_settings() -> dict[str, object]:
     return data
 
 
+async def _streaming_split(cluster: Cluster) -> Any:
+    """The split under way once its source has sent some but not half of its range."""
+    for _ in range(1000):
+        mig = cluster.active_migration
+        if mig is not None and mig.kind == "split":
+            moving = (await cluster.nodes[mig.source].client.stats()).raw["migrations"]
+            if moving and 0 < moving[0]["sent"] < moving[0]["total"] // 2:
+                return mig
+        await asyncio.sleep(0.01)
+    pytest.fail("the split never started streaming")
+
+
 async def test_every_write_is_on_two_nodes_and_reads_fall_back(tmp_path: Path) -> None:
     async with process_cluster(tmp_path, settings()) as pc:
         cluster = pc.coord.cluster
@@ -367,15 +379,7 @@ async def test_a_node_paused_mid_move_is_dropped_after_its_grace(
         try:
             async with checked_traffic(pc.url, load):
                 adding = asyncio.create_task(cluster.add_node())
-                for _ in range(1000):
-                    mig = cluster.active_migration
-                    if mig is not None and mig.kind == "split":
-                        moving = (await cluster.nodes[mig.source].client.stats()).raw["migrations"]
-                        if moving and 0 < moving[0]["sent"] < moving[0]["total"] // 2:
-                            break
-                    await asyncio.sleep(0.01)
-                else:
-                    pytest.fail("the split never started streaming")
+                mig = await _streaming_split(cluster)
                 node = mig.source if victim == "source" else mig.destination
                 pid = int(cluster.nodes[node].handle.ref)
                 os.kill(pid, signal.SIGSTOP)
@@ -687,15 +691,7 @@ async def test_a_paused_destination_does_not_make_its_healthy_source_suspect(
                 await asyncio.gather(*(client.put(k, k.encode()) for k in batch))
                 acked.update({k: k.encode() for k in batch})
             adding = asyncio.create_task(cluster.add_node())
-            for _ in range(1000):
-                mig = cluster.active_migration
-                if mig is not None and mig.kind == "split":
-                    moving = (await cluster.nodes[mig.source].client.stats()).raw["migrations"]
-                    if moving and 0 < moving[0]["sent"] < moving[0]["total"] // 2:
-                        break
-                await asyncio.sleep(0.01)
-            else:
-                pytest.fail("the split never started streaming")
+            mig = await _streaming_split(cluster)
             pid = int(cluster.nodes[mig.destination].handle.ref)
             os.kill(pid, signal.SIGSTOP)
             refused = 0

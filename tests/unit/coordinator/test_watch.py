@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -295,13 +296,12 @@ async def test_the_feed_publishes_owner_changes_and_orders_a_handoff() -> None:
             await task
 
 
-@on_virtual_time  # the feed polls: on virtual time, its waits take no wall-clock time
-async def test_a_write_two_holders_logged_as_its_owner_is_published_once() -> None:
-    """With copies, a holder that has not yet taken the ring a write was routed by logs
-    it at its older epoch, where it owned the key, and the new owner logs it too: both
-    passed the owner test; or neither did. The router gave both holders one identity:
-    it is published once, from a log that passes the owner test, or after UNOWNED_WAIT
-    from another's when none does. Expiries and evictions go by the owner test."""
+@contextlib.asynccontextmanager
+async def _two_holders() -> AsyncIterator[
+    tuple[HashRing, FakeNode, FakeNode, FakeCluster, WatchHub, Any, WatchFeed]
+]:
+    """A feed following nodes a (the ring's only owner) and b, each polled twice, with a
+    watcher of every key; the feed stops at the end."""
     ring = HashRing(Murmur3Hasher())
     ring.add_node("a")
     a, b = FakeNode(ChangeLog(100, "a")), FakeNode(ChangeLog(100, "b"))
@@ -312,6 +312,21 @@ async def test_a_write_two_holders_logged_as_its_owner_is_published_once() -> No
     task = asyncio.create_task(feed.run())
     try:
         await until(lambda: a.polls > 1 and b.polls > 1)
+        yield ring, a, b, cluster, hub, w, feed
+    finally:
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+
+@on_virtual_time  # the feed polls: on virtual time, its waits take no wall-clock time
+async def test_a_write_two_holders_logged_as_its_owner_is_published_once() -> None:
+    """With copies, a holder that has not yet taken the ring a write was routed by logs
+    it at its older epoch, where it owned the key, and the new owner logs it too: both
+    passed the owner test; or neither did. The router gave both holders one identity:
+    it is published once, from a log that passes the owner test, or after UNOWNED_WAIT
+    from another's when none does. Expiries and evictions go by the owner test."""
+    async with _two_holders() as (ring, a, b, cluster, hub, w, feed):
         old = ring.epoch
         new_ring = ring.copy()
         new_ring.reassign(new_ring.bucket_for_token(ring.token_of("k")).token, "b")
@@ -334,10 +349,6 @@ async def test_a_write_two_holders_logged_as_its_owner_is_published_once() -> No
         await until(lambda: hub.published == 4 and feed.unowned == 1)
         got = _events(await w.next_frames(0.1))
         assert [e["event"] for e in got] == ["put", "delete", "expire", "put"]
-    finally:
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
 
 
 @on_virtual_time  # the feed polls: on virtual time, its waits take no wall-clock time
@@ -391,16 +402,7 @@ async def test_a_copys_log_read_first_does_not_put_a_write_before_the_owners_exp
     before the owner's expiry of the previous value, which the owner logged first:
     23-36 of 40 keys read put, put, expire, and 9 ended on an expire while holding a
     value (review). A copy's log of a write now waits for the owner's."""
-    ring = HashRing(Murmur3Hasher())
-    ring.add_node("a")
-    a, b = FakeNode(ChangeLog(100, "a")), FakeNode(ChangeLog(100, "b"))
-    cluster = FakeCluster(ring, {"a": FakeInfo(a), "b": FakeInfo(b)})
-    hub = WatchHub("boot")
-    w = hub.subscribe(WatchFilter.parse([""], []), None)
-    feed = WatchFeed(hub, cluster, wait=0.05, period=0.01)
-    task = asyncio.create_task(feed.run())
-    try:
-        await until(lambda: a.polls > 1 and b.polls > 1)
+    async with _two_holders() as (ring, a, b, _cluster, hub, w, feed):
         epoch = ring.epoch
         b.log.record("put", "k", epoch, 1)  # the copy, read first
         b.log.record("put", "k", epoch, 2)
@@ -414,10 +416,6 @@ async def test_a_copys_log_read_first_does_not_put_a_write_before_the_owners_exp
         assert [e["event"] for e in got] == ["put", "expire", "put"]
         assert {e["node"] for e in got} == {"a"}
         assert feed.duplicates == 2 and feed.unowned == 0 and not feed._unowned
-    finally:
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
 
 
 def test_the_feed_forgets_the_oldest_write_identities_past_its_bound(
