@@ -132,27 +132,22 @@ class ClusterSettings:
                 raise ConfigError('coordinator.workers must be 1 to 64 or "auto", got 0')
             if workers == "auto":
                 coordinator = {**coordinator, "workers": AUTO_WORKERS}
-        replication = data.get("cluster", {})
-        copies = replication.get("replication") if isinstance(replication, Mapping) else None
+        cluster = build_section(ReplicationSettings, data.get("cluster", {}), "cluster")
+        scaler = build_section(ScalerSettings, data.get("scaler", {}), "scaler")
         if (
             isinstance(coordinator, Mapping)
             and "initial_nodes" not in coordinator
-            and isinstance(copies, int)
-            and not isinstance(copies, bool)
-            and copies > 1
+            and cluster.replication > 1
         ):
             # One node per copy from the start (within max_nodes), as `--replication`
             # does: with `[cluster] replication` alone a cluster started on one node and
             # kept one copy of each key until the scaler added a node (review).
-            scaler = data.get("scaler", {})
-            cap = scaler.get("max_nodes") if isinstance(scaler, Mapping) else None
-            if not isinstance(cap, int) or isinstance(cap, bool) or cap < 1:
-                cap = ScalerSettings().max_nodes
-            coordinator = {**coordinator, "initial_nodes": min(copies, cap)}
+            initial = min(cluster.replication, scaler.max_nodes)
+            coordinator = {**coordinator, "initial_nodes": initial}
         return cls(
             coordinator=build_section(CoordinatorSettings, coordinator, "coordinator"),
             nodes=nodes,
-            scaler=build_section(ScalerSettings, data.get("scaler", {}), "scaler"),
+            scaler=scaler,
             origins=tuple(origins),
             ec2=None if ec2 is None else build_section(Ec2Settings, ec2, "ec2"),
             cost=CostSettings(
@@ -161,7 +156,7 @@ class ClusterSettings:
                 fetched=cost.get("fetched", {}),
                 spot=cost.get("spot", {}),
             ),
-            cluster=build_section(ReplicationSettings, data.get("cluster", {}), "cluster"),
+            cluster=cluster,
         )
 
     def replace(self, **sections: Any) -> ClusterSettings:

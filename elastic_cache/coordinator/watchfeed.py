@@ -213,15 +213,10 @@ class WatchFeed:
                     placed.set()
                 continue
             changes = self._answered(node_id, cursor, data)
-            for seq, kind, key, epoch, *write in changes:
-                cursor.after = int(seq)
-                if kind == "takeover":  # the only change that may wait
-                    await self._await_handoff(str(key))
-                else:
-                    # A node of an older version logs no identities.
-                    self._apply(
-                        node_id, str(kind), str(key), int(epoch), int(write[0]) if write else 0
-                    )
+            for entry in changes:
+                takeover = self._apply(node_id, cursor, entry)
+                if takeover is not None:  # the only change that may wait
+                    await self._await_handoff(takeover)
             if changes and self.linger:
                 # Let the next changes gather: a node taking writes fast would
                 # otherwise answer a poll per write or two, on its own CPU.
@@ -263,35 +258,35 @@ class WatchFeed:
                 while True:
                     data = await source.changes(cursor.after, 0.0)
                     changes = self._answered(node_id, cursor, data)
-                    for seq, kind, key, epoch, *write in changes:
-                        cursor.after = int(seq)
-                        if kind != "takeover":
-                            self._apply(
-                                node_id,
-                                str(kind),
-                                str(key),
-                                int(epoch),
-                                int(write[0]) if write else 0,
-                            )
+                    for entry in changes:
+                        self._apply(node_id, cursor, entry)  # a takeover is not awaited
                     if not changes or cursor.after >= int(data["seq"]):
                         return
         except (ElasticCacheError, TimeoutError) as exc:
             self.hub.reset(f"the change log of {node_id} could not be read as it left: {exc}")
 
-    def _apply(self, node_id: str, kind: str, key: str, epoch: int, write: int = 0) -> None:
-        """One change other than a ``takeover`` (which `_follow` awaits): a plain call,
-        not a coroutine, since thousands a second pass here. ``write``: the write's
-        identity (0: none)."""
+    def _apply(self, node_id: str, cursor: _Cursor, entry: list[Any]) -> str | None:
+        """One entry of ``node_id``'s log, ``[seq, kind, key, epoch, write]`` (a node
+        of an older version logs no ``write``), read past by ``cursor``: a plain call,
+        not a coroutine, since thousands a second pass here. Returns the move id of a
+        ``takeover``, which the caller may wait on (`_await_handoff`)."""
+        seq, kind, key, epoch, *rest = entry
+        cursor.after = int(seq)
+        kind, key, epoch = str(kind), str(key), int(epoch)
+        if kind == "takeover":
+            return key
         if kind == "handoff":
             self._handoff_seen(key)
         elif kind in KINDS:
             self.hub.changed(key)  # every change, published or not
+            write = int(rest[0]) if rest else 0
             if write:
                 self._apply_write(node_id, kind, key, epoch, write)
             elif self._owned(node_id, key, epoch):
                 self.hub.publish(kind, key, epoch, node_id)
             else:
                 self.skipped += 1
+        return None
 
     def _apply_write(self, node_id: str, kind: str, key: str, epoch: int, write: int) -> None:
         """A replicated write, by its identity: published once, from the owner's log
