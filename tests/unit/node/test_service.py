@@ -492,19 +492,20 @@ async def test_a_paced_move_does_not_lengthen_the_ttls_it_carries() -> None:
             hasher=hasher,
             peer_factory=lambda addr: LocalPeerLink(net, addr),
             batch_records=2,
-            max_rate=50.0,  # 20 records: the last frames leave about 0.3 s after the first
+            max_rate=10.0,  # frames of 2 records: each waits its 0.2 s slot after it is built
         )
 
     src, dst = build("src"), build("dst")
     net.add(src)
     net.add(dst)
     dst.set_ownership(1, [])
-    for i in range(20):
+    for i in range(10):
         await src.put(f"k{i}", b"v", "t", 30.0)
     await move(net, src, dst, 0, 0)  # the whole ring
     await src.send("m1")
     dst.commit_incoming("m1", 2, [[0, 0]])
-    for i in range(20):
+    for i in range(10):
         there, here = dst.store.peek(f"k{i}"), src.store.peek(f"k{i}")
         assert there is not None and here is not None
-        assert there.expires_at <= here.expires_at + 0.002, i
+        # Slack for the hop itself (3 ms on a busy machine); the wait added 0.2 s.
+        assert there.expires_at <= here.expires_at + 0.1, i
