@@ -42,6 +42,7 @@ from elastic_cache.errors import (
     NodeUnavailable,
     error_from_json,
 )
+from elastic_cache.node.migration import FORWARD_TIMEOUT
 from elastic_cache.node.protocol import (
     BATCH_PATH,
     COPY_HEADER,
@@ -123,6 +124,7 @@ class HttpNodeClient:
             raise ConfigError(f"node address {address!r} is not http://host:port")
         auth = session.headers.get("Authorization")
         self._pool = ConnectionPool(host, port, timeout=kv_timeout, authorization=auth)
+        self._kv_timeout = kv_timeout
         self._batcher = WriteBatcher(self._send_batch, self._put_one, node_id)
         #: Seconds a GET or HEAD waits for the answer's head (None: ``kv_timeout``).
         self._read_timeout = read_timeout
@@ -468,8 +470,14 @@ class HttpNodeClient:
         warm: bool = False,
         resume: str | None = None,
         reconcile: bool = False,
+        forward_timeout: float | None = None,
     ) -> None:
         body: dict[str, Any] = {"id": migration, "role": role, "lo": lo, "hi": hi}
+        if role == "source":
+            # The source answers a write it could not forward 503 before this client
+            # stops waiting for it (a write that ran out of the budget makes its node
+            # suspect): half the budget, at most the node's own limit.
+            body["forward_timeout"] = forward_timeout or min(FORWARD_TIMEOUT, self._kv_timeout / 2)
         if peer is not None:
             body["peer"] = peer
         if warm:

@@ -17,7 +17,8 @@ Control plane (used by the coordinator and by peer nodes)::
     POST /v1/ranges/drop                  {"lo": lo, "hi": hi} -> {"dropped": n}
     POST /v1/migrations                   {"id", "role": "source"|"destination", "lo", "hi", "peer"}
                                           (+ "resume": old id | "reconcile": true, a move
-                                          resumed after its source died)
+                                          resumed after its source died; a source's
+                                          "forward_timeout": seconds)
     GET  /v1/migrations/{id}/digests      a resumed move's destination: digest frame
     POST /v1/migrations/{id}/same         binary frame of "same" marks (a resumed move)
     POST /v1/migrations/{id}/send         stream the range to the peer -> summary
@@ -85,6 +86,7 @@ from elastic_cache.node.batchwrites import BatchWrites, answer_batch
 from elastic_cache.node.changesroute import ChangeWakeup, answer_changes
 from elastic_cache.node.heartbeat import Heartbeats
 from elastic_cache.node.metrics import node_registry
+from elastic_cache.node.migration import FORWARD_TIMEOUT
 from elastic_cache.node.protocol import (
     BATCH_PATH,
     CACHE_HEADER,
@@ -371,6 +373,20 @@ def _migration_id(body: dict[str, Any], name: str) -> str:
     return value
 
 
+def _forward_timeout(body: dict[str, Any]) -> float:
+    """A source's optional ``forward_timeout``: seconds in (0, `FORWARD_TIMEOUT`]."""
+    value = body.get("forward_timeout", FORWARD_TIMEOUT)
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not 0 < value <= FORWARD_TIMEOUT
+    ):
+        raise InvalidBody(
+            f"field 'forward_timeout' must be seconds in (0, {FORWARD_TIMEOUT}], got {value!r}"
+        )
+    return float(value)
+
+
 async def create_migration(request: web.Request) -> web.StreamResponse:
     service = request.app[SERVICE]
     body = await json_body(request)
@@ -385,7 +401,12 @@ async def create_migration(request: web.Request) -> web.StreamResponse:
         return web.json_response(inc.describe(), status=201)
     if role == "source":
         out = service.begin_outgoing(
-            mid, lo, hi, str_field(body, "peer"), reconcile=bool_field(body, "reconcile")
+            mid,
+            lo,
+            hi,
+            str_field(body, "peer"),
+            reconcile=bool_field(body, "reconcile"),
+            forward_timeout=_forward_timeout(body),
         )
         return web.json_response(out.describe(), status=201)
     raise InvalidBody(f"role must be 'source' or 'destination', got {role!r}")

@@ -15,6 +15,7 @@ from typing import Any
 
 from elastic_cache.errors import ElasticCacheError, KeyNotFound, NodeUnavailable, ValueTooLarge
 from elastic_cache.namespaces import NamespaceTable
+from elastic_cache.node.migration import FORWARD_TIMEOUT
 from elastic_cache.node.protocol import Answer, NodeStats
 from elastic_cache.node.service import NodeService
 from elastic_cache.node.wire import (
@@ -241,6 +242,7 @@ class LocalNodeClient:
         warm: bool = False,
         resume: str | None = None,
         reconcile: bool = False,
+        forward_timeout: float | None = None,
     ) -> None:
         svc = self._svc
         if role == "destination" and resume is not None:
@@ -249,7 +251,14 @@ class LocalNodeClient:
             svc.begin_incoming(migration, lo, hi, warm=warm)
         else:
             assert peer is not None
-            svc.begin_outgoing(migration, lo, hi, peer, reconcile=reconcile)
+            svc.begin_outgoing(
+                migration,
+                lo,
+                hi,
+                peer,
+                reconcile=reconcile,
+                forward_timeout=forward_timeout or FORWARD_TIMEOUT,
+            )
 
     async def send_migration(self, migration: str, keys: list[str] | None = None) -> dict[str, Any]:
         return (await self._svc.send(migration, keys)).to_json()

@@ -66,6 +66,7 @@ from elastic_cache.store import Record, Store, Victim
 from elastic_cache.tiers.layer import ColdLayer
 
 __all__ = [
+    "FORWARD_TIMEOUT",
     "FRAME_VALUE_BYTES",
     "Incoming",
     "MigrationHost",
@@ -168,6 +169,17 @@ class MoveRole:
         self.incoming = node.incoming
 
 
+#: Seconds a forwarded write may take to be accepted by the move's destination (one
+#: record, not a frame), unless the coordinator asks for less when it begins the move
+#: (`Outgoing.forward_timeout`: half its request budget, so that the source answers 503
+#: before the coordinator stops waiting). Past it the source answers the write 503 and
+#: the move fails: a destination that stopped answering (SIGSTOP) held each forward for
+#: the frame timeout (60 s), the write ran out of the budget at the source, and the
+#: coordinator made the healthy source suspect, so every key it owned answered 503 for
+#: the whole pause (review).
+FORWARD_TIMEOUT = 1.0
+
+
 def _set_event() -> asyncio.Event:
     event = asyncio.Event()
     event.set()
@@ -203,6 +215,8 @@ class Outgoing:
     #: The frames under way to the destination (`OutgoingMoves.send`), cancelled by
     #: `fail`.
     shipping: set[asyncio.Task[None]] = field(default_factory=set)
+    #: Seconds one forwarded write may wait for the destination (`FORWARD_TIMEOUT`).
+    forward_timeout: float = FORWARD_TIMEOUT
 
     def fail(self, why: str) -> None:
         """The move cannot commit any more (a write could not be forwarded): say why,

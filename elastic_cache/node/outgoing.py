@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 from elastic_cache.errors import Conflict, NodeUnavailable, NotFound
 from elastic_cache.hashing import validate_key
 from elastic_cache.node.migration import (
+    FORWARD_TIMEOUT,
     FRAME_VALUE_BYTES,
     MoveRole,
     Outgoing,
@@ -65,7 +66,8 @@ class OutgoingMoves(MoveRole):
         """
         out.hold()
         try:
-            await out.peer.forward(out.id, record)
+            async with asyncio.timeout(out.forward_timeout):
+                await out.peer.forward(out.id, record)
             out.forwarded += 1
         except Exception as exc:  # any failure to reach D abandons the move
             # The write is in our index, and the move can no longer commit (we refuse),
@@ -100,12 +102,20 @@ class OutgoingMoves(MoveRole):
         return WireRecord(key, token, rec.version, rec.value, rec.content_type, ttl_ms)
 
     def begin(
-        self, migration: str, lo: int, hi: int, peer_address: str, *, reconcile: bool = False
+        self,
+        migration: str,
+        lo: int,
+        hi: int,
+        peer_address: str,
+        *,
+        reconcile: bool = False,
+        forward_timeout: float = FORWARD_TIMEOUT,
     ) -> Outgoing:
         """Register ``(lo, hi]`` as leaving for ``peer_address`` and start forwarding.
 
         With ``reconcile`` (a move resumed from this node after its source died), the
         destination keeps what it holds: `send` sends only the records that differ.
+        ``forward_timeout``: seconds a forwarded write may wait for the destination.
 
         Raises:
             Conflict: the id is in use, another move overlaps, the range is not ours, or
@@ -128,6 +138,7 @@ class OutgoingMoves(MoveRole):
             self.node._peer_factory(peer_address),
             self.store.count_range(lo, hi),
             reconcile=reconcile,
+            forward_timeout=forward_timeout,
         )
         self.outgoing[migration] = out
         return out

@@ -9,15 +9,7 @@ from elastic_cache.errors import NodeUnavailable
 from elastic_cache.httpio import body_payload
 from elastic_cache.node.wire import WireRecord, decode_digests, encode_frame
 
-__all__ = ["FORWARD_TIMEOUT", "HttpPeerLink"]
-
-#: Seconds a forwarded write may take to be accepted by the move's destination: one
-#: record, not a frame. Past it the source answers the write 503 and the move fails, well
-#: within the coordinator's request budget (default 5 s): a destination that stopped
-#: answering (SIGSTOP) held each forward for the frame timeout (60 s), the write ran out
-#: of the budget at the source, and the coordinator made the healthy source suspect, so
-#: every key it owned answered 503 for the whole pause (review).
-FORWARD_TIMEOUT = 1.0
+__all__ = ["HttpPeerLink"]
 
 
 class HttpPeerLink:
@@ -45,13 +37,11 @@ class HttpPeerLink:
             )
         return self._session
 
-    async def _post(self, path: str, frame: bytes, timeout: float | None = None) -> None:
+    async def _post(self, path: str, frame: bytes) -> None:
         url = f"{self.base_url}{path}"
-        # The session's unless given (aiohttp takes timeout=None for none at all).
-        limit = self._timeout if timeout is None else aiohttp.ClientTimeout(total=timeout)
         try:
             async with self._client().post(
-                url, data=body_payload(frame), headers=self._headers, timeout=limit
+                url, data=body_payload(frame), headers=self._headers
             ) as resp:
                 body = await resp.read()
                 if resp.status != 200:
@@ -85,9 +75,8 @@ class HttpPeerLink:
 
     async def forward(self, migration: str, record: WireRecord) -> None:
         """Deliver one forwarded write or delete."""
-        await self._post(
-            f"/v1/migrations/{migration}/forward", encode_frame([record]), FORWARD_TIMEOUT
-        )
+        # Its time limit is the move's (`OutgoingMoves.forward`), shorter than a frame's.
+        await self._post(f"/v1/migrations/{migration}/forward", encode_frame([record]))
 
     async def close(self) -> None:
         """Close the pooled connections."""

@@ -276,12 +276,15 @@ class NodeClient(Protocol):
         warm: bool = False,
         resume: str | None = None,
         reconcile: bool = False,
+        forward_timeout: float | None = None,
     ) -> None:
         """Register the move here; ``warm`` (destination only): keep this node's own
         records of the range (warm re-integration); ``resume`` (destination only): go on
         with what the incoming move of that id received, from another source
         (`NodeService.resume_incoming`); ``reconcile`` (source only): send only what
-        such a destination lacks."""
+        such a destination lacks; ``forward_timeout`` (source only): seconds a
+        forwarded write may wait for the destination (None: the node's
+        `FORWARD_TIMEOUT`)."""
         ...
 
     async def send_migration(self, migration: str, keys: list[str] | None = None) -> dict[str, Any]:

@@ -294,6 +294,14 @@ def control_paths() -> dict[str, Schema]:
                                 "description": "Source only: the destination keeps what it "
                                 "holds; send only the records that differ (a resumed move).",
                             },
+                            "forward_timeout": {
+                                "type": "number",
+                                "exclusiveMinimum": 0,
+                                "maximum": 1,
+                                "description": "Source only: seconds a write of the range "
+                                "forwarded to the destination may wait for it (default 1); "
+                                "past it the write answers 503 and the move fails.",
+                            },
                         },
                     },
                     "The move.",

@@ -226,6 +226,7 @@ class SimNodeClient(LocalNodeClient):
         warm: bool = False,
         resume: str | None = None,
         reconcile: bool = False,
+        forward_timeout: float | None = None,
     ) -> None:
         if role == "destination":
             self._clock.begin(migration, self.node_id)
@@ -233,7 +234,15 @@ class SimNodeClient(LocalNodeClient):
             rec.source = self.node_id
         before = self._cpu
         await super().begin_migration(
-            migration, role, lo, hi, peer, warm=warm, resume=resume, reconcile=reconcile
+            migration,
+            role,
+            lo,
+            hi,
+            peer,
+            warm=warm,
+            resume=resume,
+            reconcile=reconcile,
+            forward_timeout=forward_timeout,
         )
         await self._clock.charge(self._cpu - before)
 

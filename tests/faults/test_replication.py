@@ -676,11 +676,14 @@ async def test_a_paused_destination_does_not_make_its_healthy_source_suspect(
     source waited on its forwards to it for the frame timeout (60 s), its writes ran
     out of the request budget, and the coordinator made the source suspect: every key
     it owned, moving or not, answered 503 for the whole pause (review: 273 of 295
-    reads). A forward now gives up after a second and the move is abandoned at once:
-    the source stays trusted, its writes go on, and nothing acknowledged is lost."""
+    reads). A forward now gives up within half the coordinator's budget and the move is
+    abandoned at once: the source stays trusted, its writes go on, and nothing
+    acknowledged is lost. The budget is the faults benchmark's 1 s: with a fixed 1 s
+    for a forward, the coordinator stopped waiting as the source gave up, and blamed it.
+    """
     data = paced_settings()
     data["cluster"] = {"replication": 1}
-    data["coordinator"] = {"initial_nodes": 1, "request_budget": 3.0}
+    data["coordinator"] = {"initial_nodes": 1, "request_budget": 0.8}
     async with process_cluster(tmp_path, data) as pc:
         cluster = pc.coord.cluster
         keys = [f"k{i}" for i in range(3000)]

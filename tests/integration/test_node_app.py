@@ -207,6 +207,17 @@ async def test_ownership_and_misdirected(node: TestClient[Any, Any]) -> None:
             400,
             "bad_body",
         ),
+        *(
+            (
+                "POST",
+                "/v1/migrations",
+                b'{"id": "m", "role": "source", "lo": 1, "hi": 2, "peer": "http://127.0.0.1:1",'
+                b' "forward_timeout": ' + bad + b"}",
+                400,
+                "bad_body",
+            )
+            for bad in (b"0", b"-1", b"1.5", b'"1"', b"true", b"null")
+        ),
         ("POST", "/v1/migrations/zz/ingest", encode_frame([]), 404, "not_found"),
         ("POST", "/v1/migrations/zz/send", b"", 404, "not_found"),
         ("POST", "/v1/migrations/zz/commit", b'{"epoch": 1, "ranges": []}', 404, "not_found"),

@@ -37,6 +37,8 @@ from elastic_cache.node.service import NodeService
 from elastic_cache.node.wire import WireRecord
 from elastic_cache.store import Capacity, Store, record_size
 
+from ..waiting import on_virtual_time
+
 
 class JitteryPeer(LocalPeerLink):
     """A local peer that sleeps a random number of loop turns before delivering."""
@@ -469,6 +471,25 @@ async def test_commit_waits_for_forwards_in_flight() -> None:
     await put  # acknowledged, not a 503
     await commit
     assert peers[0].closed and dst.get("k").value == b"v1"
+
+
+@on_virtual_time
+async def test_a_forward_gives_up_after_the_time_its_move_was_begun_with() -> None:
+    """A destination that takes no forward: the write is refused (503) after the
+    move's ``forward_timeout`` (the coordinator asks for half its request budget), not
+    the node's 1 s, and the move fails; the write stays at the source."""
+    net, src, dst = make_pair()
+    src._peer_factory = lambda address: HeldPeer(net, address)
+    await src.put("k", b"v0", "t", None)
+    dst.begin_incoming("m1", 0, 0)
+    src.begin_outgoing("m1", 0, 0, net.address_of("dst"), forward_timeout=0.25)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    with pytest.raises(NodeUnavailable, match="could not forward"):
+        await src.put("k", b"v1", "t", None)
+    assert loop.time() - started == pytest.approx(0.25)
+    assert src.outgoing["m1"].failed is not None
+    assert src.get("k").value == b"v1"
 
 
 async def test_a_paced_move_does_not_lengthen_the_ttls_it_carries() -> None:
