@@ -39,6 +39,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, NamedTuple
 
 from elastic_cache.coordinator.poolconn import RawAnswer
+from elastic_cache.errors import NodeUnavailable
 from elastic_cache.node.protocol import ALONE_STATUS, Answer
 from elastic_cache.node.wire import encode_batch
 
@@ -132,7 +133,7 @@ class WriteBatcher:
         return future
 
     async def close(self) -> None:
-        """Stop the batches under way (their writes are cancelled)."""
+        """Stop the batches under way: their writes fail with `NodeUnavailable`."""
         tasks = list(self._tasks)
         for task in tasks:
             task.cancel()
@@ -161,8 +162,7 @@ class WriteBatcher:
         try:
             raw = await self._send(frame, writes.epoch)
         except asyncio.CancelledError:
-            for future in futures:
-                future.cancel()
+            _fail(futures, _closed(self.node_id))
             raise
         except Exception as exc:
             _fail(futures, exc)
@@ -194,7 +194,7 @@ class WriteBatcher:
             alone,
             writes.ids[i],
         )
-        task = asyncio.get_running_loop().create_task(_chain(call, writes.futures[i]))
+        task = asyncio.get_running_loop().create_task(_chain(call, writes.futures[i], self.node_id))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -239,11 +239,11 @@ class _Writes(NamedTuple):
     epoch: int
 
 
-async def _chain(call: Awaitable[Answer], future: asyncio.Future[Answer]) -> None:
+async def _chain(call: Awaitable[Answer], future: asyncio.Future[Answer], node_id: str) -> None:
     try:
         answer = await call
     except asyncio.CancelledError:
-        future.cancel()
+        _fail([future], _closed(node_id))
         raise
     except Exception as exc:
         if not future.done():
@@ -267,6 +267,13 @@ def _refused(result: Any, epoch: int, used: int, capacity: int) -> Answer:
         capacity,
         retry_after=str(retry) if whole else "",
     )
+
+
+def _closed(node_id: str) -> NodeUnavailable:
+    """What a write under way gets when the node's client closes (the node was dropped):
+    an error the router retries on the holders that remain. A cancelled future instead
+    cancelled the routed request's handler, and its client never got an answer."""
+    return NodeUnavailable(f"the connection to node {node_id} closed under the write; retry")
 
 
 def _fail(futures: list[asyncio.Future[Answer]], exc: Exception) -> None:

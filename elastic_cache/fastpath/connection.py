@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 import httptools
 
 from elastic_cache.auth import CHALLENGE, TokenGuard, unauthorized
-from elastic_cache.errors import ElasticCacheError
+from elastic_cache.errors import ElasticCacheError, Unavailable
 from elastic_cache.fastpath.answers import _INTERNAL, error_bytes, response_bytes
 from elastic_cache.fastpath.parsing import (
     ParsingServer,
@@ -350,6 +350,16 @@ class _Connection(RequestParsing, Relaying, asyncio.Protocol):
     async def _answer_later(self, request: HotRequest, pending: Any) -> None:
         try:
             answer = pending if isinstance(pending, Streamed) else await pending
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise  # this task itself was cancelled: nothing is left to answer
+            # Something the handler waited on was cancelled under it: the client still
+            # gets an answer (the connection stayed busy, and the client waited for its
+            # own timeout: review, writes to a node dropped under them).
+            answer = self._crash(
+                request, Unavailable("the request was cut off; retry", retry_after=1)
+            )
         except Exception as exc:
             answer = self._crash(request, exc)
         await self._settle(request, answer)

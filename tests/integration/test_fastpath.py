@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 
 import httptools
@@ -480,13 +480,27 @@ class _LaterRoutes:
     def __init__(self, inner: NodeHotRoutes) -> None:
         self.inner = inner
         self.laters: list[Later] = []
+        self.waits: list[asyncio.Future[bytes]] = []
 
     def route(self, request: HotRequest) -> Callable[[HotRequest], object] | None:
         if request.method == "GET" and request.target.startswith(b"/v1/kv/later"):
             return self._later
         if request.method == "GET" and request.target.startswith(b"/v1/kv/now"):
             return self._now
+        if request.method == "GET" and request.target.startswith(b"/v1/kv/cut"):
+            return self._cut
         return self.inner.route(request)
+
+    def _cut(self, request: HotRequest) -> Awaitable[bytes]:
+        """A coroutine that waits on a future the test cancels (a write to a node
+        dropped under it)."""
+        waited: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+        self.waits.append(waited)
+
+        async def wait() -> bytes:
+            return await waited
+
+        return wait()
 
     def _now(self, request: HotRequest) -> Later:
         """Given before the connection waits on it; a second answer is ignored."""
@@ -564,6 +578,26 @@ async def test_answers_set_by_callbacks_keep_their_place_in_the_pipeline(node: N
     assert got[3].headers["retry-after"] == "1"
     assert json.loads(got[4].body)["error"] == "key_not_found"
     assert got[5].body == b"streak"
+    writer.close()
+
+
+async def test_a_handler_whose_wait_is_cancelled_under_it_still_answers(node: Node) -> None:
+    """What a handler's coroutine waited on was cancelled (the coordinator's writes to a
+    node dropped under them): the client gets a JSON 503, and the requests behind it
+    their answers. The connection stayed busy, and the client waited for its own
+    timeout (review: three writes held 60 s after a SIGKILLed node was dropped)."""
+    routes = _LaterRoutes(node.server.routes)  # type: ignore[arg-type]
+    node.server.routes = routes
+    reader, writer = await node.connect()
+    writer.write(put("a", b"one") + get("cut1") + get("a"))
+    replies = Replies(reader)
+    await until(lambda: len(routes.waits) == 1, "the handler waiting")
+    routes.waits[0].cancel()
+    got = await replies.read(3)
+    assert [r.status for r in got] == [204, 503, 200]
+    assert json.loads(got[1].body)["error"] == "unavailable"
+    assert got[1].headers["retry-after"] == "1"
+    assert got[2].body == b"one"
     writer.close()
 
 

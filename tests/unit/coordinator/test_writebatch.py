@@ -161,12 +161,41 @@ async def test_a_cancelled_write_leaves_the_others_of_its_batch_alone() -> None:
         await first
 
 
-async def test_close_cancels_the_batches_under_way() -> None:
+async def test_writes_under_way_when_the_node_is_closed_fail_as_unavailable() -> None:
+    """The node's client closed (the node was dropped) with a batch and a write sent
+    alone under way: each write gets `NodeUnavailable`, which the router retries on
+    the holders that remain. They were cancelled, the cancellation reached the routed
+    request's handler, and its client never got an answer (review: three writes held
+    for the client's 60 s timeout after a SIGKILLed source was dropped)."""
     node = Node()
-    node.gate = asyncio.Event()
+    node.gate = asyncio.Event()  # the batch is sent and waits for its answer
     batcher = WriteBatcher(node.send, node.send_one, "n1")
-    write = batcher.put("a", b"1", "t", -1, 1)
+    batched = [batcher.put(f"k{i}", b"v", "t", -1, 1) for i in range(2)]
     await asyncio.sleep(0)
     await asyncio.sleep(0)
+    assert len(node.frames) == 1
     await batcher.close()
-    assert write.cancelled()
+    for future in batched:
+        assert not future.cancelled()
+        with pytest.raises(NodeUnavailable, match="closed"):
+            await future
+
+
+async def test_a_write_sent_again_alone_fails_as_unavailable_when_the_node_is_closed() -> None:
+    alone = {"error": "send_alone", "message": "cold"}
+    node = Node(raw(200, {"epoch": 1, "fill": [1, 9], "results": [[409, alone]]}))
+    gate = asyncio.Event()
+
+    async def held_one(*args: object, **kwargs: object) -> Answer:
+        await gate.wait()
+        return Answer(204, b"", "", 1)
+
+    batcher = WriteBatcher(node.send, held_one, "n1")
+    future = batcher.put("a", b"1", "t", -1, 1)
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert not future.done()  # sent again on its own, held there
+    await batcher.close()
+    assert not future.cancelled()
+    with pytest.raises(NodeUnavailable, match="closed"):
+        await future
