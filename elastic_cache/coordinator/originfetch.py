@@ -147,11 +147,17 @@ class OriginFetches(CachedAnswers):
             )
             if verdict.store:
                 await self._store(key, found.marker, verdict, head.request_time, request.sent)
-            elif verdict.reason not in _THIS_REQUEST_ONLY:
+            elif verdict.reason not in _THIS_REQUEST_ONLY and (
+                not credentialed or verdict.record.shared_ok
+            ):
                 # The origin's word now forbids keeping it (no-store, private, a cookie,
                 # Vary: *): the stored answer goes too. An answer refused only because
                 # of this request (its credentials, its own ``no-store``) stays as it
-                # was, for the others: a client's no-store purged it (review).
+                # was, for the others: a client's no-store purged it (review). So does
+                # one a credentialed revalidation got without ``public`` or
+                # ``s-maxage``, whatever it says: it speaks of that client's answer (a
+                # logged-in client's 304 with ``private`` or a renewed cookie purged
+                # the shared answer, its ``stale-if-error`` with it: review).
                 await self.invalidate(key, head.request_time)
             self.counts.revalidated += 1
             reply = self._from_record(verdict.record, request, "REVALIDATED")

@@ -1276,6 +1276,43 @@ async def test_a_304_to_a_credentialed_revalidation_leaves_the_shared_answer_alo
     assert "X-Account" not in h and h["Cache-Control"] == "public, max-age=1"
 
 
+@pytest.mark.parametrize(
+    "personal",
+    [
+        {"Cache-Control": "private, max-age=600"},
+        {"Cache-Control": "max-age=600", "Set-Cookie": "sid=alice2; Path=/"},
+        {"Cache-Control": "no-store"},
+    ],
+    ids=["private", "set-cookie", "no-store"],
+)
+async def test_a_personal_304_to_a_credentialed_revalidation_keeps_the_shared_answer(
+    cache: CoordinatorHarness, case_origin: CaseOrigin, clock: Clock, personal: dict[str, str]
+) -> None:
+    """A 304 to a logged-in client's revalidation that says ``private``, sets a cookie or
+    says ``no-store`` speaks of that client's answer: the shared one stays, for the
+    others and for ``stale-if-error`` (review: it was deleted for everyone, and the
+    next anonymous client got the failing origin's 503 instead of the stale answer)."""
+    failing = False
+
+    async def page(request: web.Request) -> web.Response:
+        if failing:
+            return web.Response(status=503, text="down")
+        if request.headers.get("If-None-Match") == '"v1"' and request.headers.get("Cookie"):
+            return web.Response(status=304, headers={"ETag": '"v1"', **personal})
+        cc = "public, max-age=1, stale-if-error=600"
+        return web.Response(text="public body", headers={"ETag": '"v1"', "Cache-Control": cc})
+
+    case_origin.route("p", page)
+    await get(cache, "web/p")
+    clock.advance(5)
+    _, body, h, _ = await get(cache, "web/p", Cookie="sid=alice")
+    assert (body, h["X-Cache"]) == (b"public body", "REVALIDATED")
+    failing = True
+    status, body, h, _ = await get(cache, "web/p")
+    assert (status, body, h["X-Cache"]) == (200, b"public body", "STALE")
+    assert "Set-Cookie" not in h and h["Cache-Control"] == "public, max-age=1, stale-if-error=600"
+
+
 async def test_a_304_that_forbids_storing_drops_the_stored_answer(
     cache: CoordinatorHarness, case_origin: CaseOrigin, clock: Clock
 ) -> None:
