@@ -396,7 +396,11 @@ class Scaler:
         self.request_help(node_id, full=used + cost > capacity)
 
     def request_help(self, node_id: str, *, full: bool) -> bool:
-        """Start a launch on behalf of ``node_id`` if the limits allow; True if started."""
+        """Start a launch on behalf of ``node_id`` if the limits allow; True if started.
+        Never with scaling off (``enabled`` false, ``--no-scaling``): a full node under
+        ``on_full = block`` launched nodes all the same (review)."""
+        if not self.settings.enabled:
+            return False
         if node_id in self._helping:
             return True
         if self.backoff.remaining(self._clock()) > 0:

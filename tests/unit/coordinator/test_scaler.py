@@ -298,3 +298,31 @@ async def test_the_admin_apis_launches_keep_to_the_budget() -> None:
     assert scaler.budget_blocker(2) == "max_usd_per_hour"
     cost[0] = 0.0208
     assert scaler.budget_blocker(1) == "max_usd_per_hour"
+
+
+async def test_with_scaling_off_a_full_node_gets_no_launch() -> None:
+    """``[scaler] enabled = false`` (``ecache up --no-scaling``, "never launch nodes by
+    itself"): a node full under ``on_full = block`` asked for help and a node was
+    launched all the same (review). It asks; nothing starts."""
+    settings = ClusterSettings.from_mapping(
+        {
+            "nodes": {"index": "sorted", "capacity_records": 20, "on_full": "block"},
+            "scaler": {"enabled": False, "max_nodes": 4},
+        }
+    )
+    network = LocalNetwork()
+    provisioner = GatedProvisioner(settings, network)
+    cluster = Cluster(
+        settings, provisioner, lambda h: LocalNodeClient(h.node_id, h.address, network)
+    )
+    await cluster.start()
+    scaler = Scaler(settings.scaler, cluster, FixedRate(100.0))
+    try:
+        assert not scaler.request_help("node-1", full=True)
+        scaler.observe_write("node-1", 20, 20, 10)
+        assert scaler.in_flight == 0 and not cluster.launching
+        assert list(cluster.nodes) == ["node-1"]
+    finally:
+        await scaler.close()
+        provisioner.gate.set()
+        await cluster.shutdown()
