@@ -7,6 +7,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
+import os
+import signal
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -92,6 +94,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # What reads our output went away (``ecache status --json | head -1``): stop
+        # quietly, as other tools do, instead of a traceback (review). Output still
+        # buffered would fail again at exit: it goes nowhere.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
     return code
 
 

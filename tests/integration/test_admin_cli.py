@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import os
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -103,6 +105,33 @@ async def test_status_prints_the_cluster_as_a_table_or_json(
     assert view["epoch"] == epoch
     assert sorted(n["id"] for n in view["nodes"]) == ["node-1", "node-2"]
     assert sum(n["records"] for n in view["nodes"]) == 40
+
+
+async def test_status_into_a_reader_that_went_away_exits_quietly(
+    harness: CoordinatorHarness,
+) -> None:
+    """``ecache status --json | head -1``: the reader closes its end; a traceback of
+    `BrokenPipeError` was printed (review). Now the exit status of a SIGPIPE, quietly."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before anything is written
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "elastic_cache",
+            "status",
+            "--json",
+            "--url",
+            harness.url,
+            stdout=write_end,
+            stderr=asyncio.subprocess.PIPE,
+        )
+    finally:
+        os.close(write_end)
+    assert proc.stderr is not None
+    err = await asyncio.wait_for(proc.stderr.read(), 60)
+    assert await proc.wait() == 141, err
+    assert b"Traceback" not in err and b"BrokenPipe" not in err, err
 
 
 async def test_status_reports_an_absent_coordinator(capsys: pytest.CaptureFixture[str]) -> None:
