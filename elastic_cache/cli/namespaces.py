@@ -9,6 +9,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from elastic_cache.cli.access import add_client_token, client_tls, client_token, coordinator_url
+from elastic_cache.errors import InvalidRequest
 
 if TYPE_CHECKING:
     from elastic_cache.cli.options import Subparsers
@@ -16,12 +17,19 @@ if TYPE_CHECKING:
 __all__ = ["add_parser", "run"]
 
 
+#: Settings whose value is text whatever it looks like: ``prefix=2024`` is the prefix
+#: "2024", not the number (which the coordinator refused as not a string: review).
+_TEXT_SETTINGS = frozenset({"prefix"})
+
+
 def _setting(text: str) -> tuple[str, Any]:
     """``KEY=VALUE`` of ``ecache namespaces``: the value as JSON when it parses (numbers,
-    true, false, null), else as a string (``prefix=sessions/``)."""
+    true, false, null), else as a string (``durability=disk``); a prefix is always text."""
     key, sep, raw = text.partition("=")
     if not sep or not key:
         raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    if key in _TEXT_SETTINGS:
+        return key, raw
     try:
         return key, json.loads(raw)
     except (ValueError, RecursionError):  # text, or nested too deeply to be a setting
@@ -52,7 +60,8 @@ def add_parser(sub: Subparsers) -> None:
             nargs="+",
             type=_setting,
             metavar="KEY=VALUE",
-            help="a setting; VALUE is read as JSON when it can be (numbers, true, false)",
+            help="a setting; VALUE is read as JSON when it can be (numbers, true, false), "
+            "except a prefix, which is always text",
         )
     spaces_unset = spaces_sub.add_parser("unset", help="set settings back to their default")
     spaces_unset.add_argument("name", help="the namespace")
@@ -88,6 +97,11 @@ def run(args: argparse.Namespace) -> int:
                 body: dict[str, Any] = dict.fromkeys(args.keys)
             else:
                 body = dict(args.settings)
+                if len(body) < len(args.settings):
+                    # ``prefix=a/ prefix=b/`` kept the last one and said nothing (review).
+                    keys = [key for key, _ in args.settings]
+                    twice = sorted({key for key in keys if keys.count(key) > 1})
+                    raise InvalidRequest(f"setting given more than once: {', '.join(twice)}")
             method = "PUT" if action == "declare" else "PATCH"
             answer = admin_call(method, url, body, token=token, tls=tls, timeout=60)
     if args.json:

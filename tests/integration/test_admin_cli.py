@@ -148,3 +148,26 @@ async def test_removing_below_one_node_per_copy_takes_force(
         assert "--force" in capsys.readouterr().err
         assert await asyncio.to_thread(main, [*remove, "--force"]) == 0
         assert list(h.coord.cluster.nodes) == ["node-1"]
+
+
+async def test_a_namespace_prefix_is_text_and_a_setting_twice_is_refused(
+    harness: CoordinatorHarness, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``declare y2024 prefix=2024``: the prefix was read as JSON, the number 2024, and
+    refused as not a string; ``prefix=a/ prefix=b/`` kept the last and said nothing
+    (review)."""
+    url = ["--url", harness.url]
+    argv = ["namespaces", "declare", "y2024", "prefix=2024", "quota_records=50", *url]
+    assert await asyncio.to_thread(main, argv) == 0, capsys.readouterr().err
+    assert "in force" in capsys.readouterr().out
+    listed = await asyncio.to_thread(main, ["namespaces", "list", "--json", *url])
+    assert listed == 0
+    spaces = json.loads(capsys.readouterr().out)
+    found = json.dumps(spaces)
+    assert '"2024"' in found and '"quota_records": 50' in found, found
+    argv = ["namespaces", "declare", "twice", "prefix=a/", "prefix=b/", *url]
+    assert await asyncio.to_thread(main, argv) == 2
+    err = capsys.readouterr().err
+    assert err == "ecache: error: setting given more than once: prefix\n", err
+    assert await asyncio.to_thread(main, ["namespaces", "list", "--json", *url]) == 0
+    assert "twice" not in capsys.readouterr().out
