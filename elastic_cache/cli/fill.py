@@ -129,6 +129,10 @@ async def fill(
                     bar.update(written + failed, note=f"{failed:,} failed" if failed else None)
 
             await asyncio.gather(*(worker() for _ in range(concurrency)))
+        if failed:
+            # Not "done" over the attempts: the final line says what failed (review:
+            # "done, 3/3 records" when every write got a 413).
+            bar.finish(f"{written:,} written and {failed:,} failed")
     return FillReport(written, failed, time.monotonic() - started, first_failure)
 
 
