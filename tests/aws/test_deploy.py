@@ -27,7 +27,7 @@ from elastic_cache.cli import deploy as cli_deploy
 from elastic_cache.cli.status import status_by_name
 from elastic_cache.config import ClusterSettings, CostSettings
 from elastic_cache.cost import instance_price
-from elastic_cache.errors import ConfigError
+from elastic_cache.errors import ConfigError, ProvisionError
 from elastic_cache.progress import Progress
 
 from .conftest import REGION, fail_call, record_calls, unique
@@ -221,6 +221,83 @@ def test_destroy_is_idempotent_and_status_of_nothing_is_an_error(
     assert session.client("s3").list_buckets()["Buckets"] == []
     with pytest.raises(ClusterNotFound):
         status_by_name(s.name, region=REGION, session=session, out=quiet)
+
+
+def _broaden(session: Any, role: str) -> None:
+    """What an operator (or SSM Quick Setup) does to an instance role by hand."""
+    iam = session.client("iam")
+    everything = (
+        '{"Version": "2012-10-17", "Statement": [{"Effect": "Allow", '
+        '"Action": "s3:*", "Resource": "*"}]}'
+    )
+    arn = iam.create_policy(PolicyName=unique("admin"), PolicyDocument=everything)["Policy"]["Arn"]
+    iam.attach_role_policy(RoleName=role, PolicyArn=arn)
+    iam.put_role_policy(RoleName=role, PolicyName="debug", PolicyDocument=everything)
+
+
+def test_destroy_deletes_a_role_with_policies_attached_by_hand(
+    session: Any, tmp_path: Path
+) -> None:
+    """A managed policy attached to a cluster role made DeleteRole fail (DeleteConflict)
+    and destroy stopped for good, leaving the token, the TLS key and the bucket
+    (review)."""
+    s = settings()
+    run_deploy(session, tmp_path, s)
+    names = ClusterNames(cluster=s.name, account=identity(session), region=REGION)
+    _broaden(session, names.role("node"))
+    lines: list[str] = []
+    destroy(
+        s.name, REGION, session=session, delete_data=True, out=lines.append, sleep=lambda _: None
+    )
+    iam, ssm = session.client("iam"), session.client("ssm")
+    roles = [r["RoleName"] for r in iam.list_roles()["Roles"]]
+    assert names.role("node") not in roles and names.role("coordinator") not in roles
+    left = [p["Name"] for p in ssm.describe_parameters()["Parameters"]]
+    assert not [p for p in left if s.name in p], left
+    assert session.client("s3").list_buckets()["Buckets"] == []
+
+
+def test_a_redeploy_narrows_a_role_broadened_by_hand(session: Any, tmp_path: Path) -> None:
+    """Deploy says its roles are least privilege: policies added by hand go at the next
+    deploy, as inbound rules added by hand do (review: they stayed)."""
+    s = settings()
+    run_deploy(session, tmp_path, s)
+    names = ClusterNames(cluster=s.name, account=identity(session), region=REGION)
+    role = names.role("node")
+    _broaden(session, role)
+    run_deploy(session, tmp_path, s)
+    iam = session.client("iam")
+    assert iam.list_attached_role_policies(RoleName=role)["AttachedPolicies"] == []
+    assert iam.list_role_policies(RoleName=role)["PolicyNames"] == ["ecache"]
+    destroy(s.name, REGION, session=session, delete_data=True, out=quiet, sleep=lambda _: None)
+
+
+def test_a_role_of_the_same_name_not_made_by_deploy_is_neither_used_nor_deleted(
+    session: Any, tmp_path: Path
+) -> None:
+    """A role named as the cluster's would be but untagged (someone else's): deploy took
+    it over as it was, called it least privilege, and destroy deleted it (review). Now
+    deploy refuses it, creating nothing, and destroy keeps it."""
+    s = settings()
+    names = ClusterNames(cluster=s.name, account=identity(session), region=REGION)
+    iam = session.client("iam")
+    trust = (
+        '{"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Principal": '
+        '{"Service": "lambda.amazonaws.com"}, "Action": "sts:AssumeRole"}]}'
+    )
+    iam.create_role(RoleName=names.role("node"), AssumeRolePolicyDocument=trust)
+    with pytest.raises(ProvisionError, match="not this cluster's"):
+        run_deploy(session, tmp_path, s)
+    instances = session.client("ec2").describe_instances()["Reservations"]
+    assert not [i for r in instances for i in r["Instances"] if i["State"]["Name"] == "running"]
+    assert not [b for b in session.client("s3").list_buckets()["Buckets"] if s.name in b["Name"]]
+    groups = session.client("ec2").describe_security_groups()["SecurityGroups"]
+    assert not [g for g in groups if s.name in g["GroupName"]]
+    lines: list[str] = []
+    destroy(s.name, REGION, session=session, out=lines.append, sleep=lambda _: None)
+    assert iam.get_role(RoleName=names.role("node"))["Role"]["RoleName"] == names.role("node")
+    assert any("kept IAM role" in line for line in lines), lines
+    iam.delete_role(RoleName=names.role("node"))
 
 
 @pytest.mark.parametrize(

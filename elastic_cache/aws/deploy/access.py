@@ -17,9 +17,66 @@ from elastic_cache.errors import ProvisionError
 if TYPE_CHECKING:
     from elastic_cache.aws.deploy.created import Created
 
-__all__ = ["POLICY_NAME", "delete_role", "ensure_role", "ensure_token"]
+__all__ = ["POLICY_NAME", "delete_role", "ensure_role", "ensure_token", "role_owner"]
 
 POLICY_NAME = "ecache"
+
+
+def role_owner(iam: Any, role: str) -> str | None:
+    """The cluster a role of that name is tagged for (`CLUSTER_TAG`): "" when it has no
+    such tag (not made by deploy), None when there is no role of that name."""
+    try:
+        found = aws_call(iam, "GetRole", doing=f"reading {role}", RoleName=role)["Role"]
+    except AwsError as exc:
+        if exc.aws_code == "NoSuchEntity":
+            return None
+        raise
+    return next((t["Value"] for t in found.get("Tags", []) if t.get("Key") == CLUSTER_TAG), "")
+
+
+def _foreign(role: str, cluster: str) -> ProvisionError:
+    return ProvisionError(
+        f"IAM role {role} exists and is not this cluster's (it lacks the tag "
+        f"{CLUSTER_TAG}={cluster}): deploy does not take over a role it did not make. "
+        "Delete or rename it, or deploy under another --name"
+    )
+
+
+def _narrow(iam: Any, role: str) -> None:
+    """Leave the role its trust in EC2 and its ``ecache`` policy only: what was added by
+    hand (a managed policy, another inline one, another trust) goes, as the security
+    groups lose rules added by hand. A broadened role kept them through a redeploy, and
+    deploy still called it least privilege (review)."""
+    aws_call(
+        iam,
+        "UpdateAssumeRolePolicy",
+        doing=f"setting the trust of {role}",
+        RoleName=role,
+        PolicyDocument=json.dumps(EC2_TRUST_POLICY),
+    )
+    _detach_managed(iam, role)
+    for policy in aws_call(iam, "ListRolePolicies", doing=f"reading {role}", RoleName=role)[
+        "PolicyNames"
+    ]:
+        if policy != POLICY_NAME:
+            aws_call(
+                iam, "DeleteRolePolicy", doing=f"narrowing {role}", RoleName=role, PolicyName=policy
+            )
+
+
+def _detach_managed(iam: Any, role: str) -> None:
+    """Detach every managed policy from ``role`` (a role with one cannot be deleted)."""
+    attached = aws_call(iam, "ListAttachedRolePolicies", doing=f"reading {role}", RoleName=role)[
+        "AttachedPolicies"
+    ]
+    for policy in attached:
+        aws_call(
+            iam,
+            "DetachRolePolicy",
+            doing=f"detaching {policy['PolicyName']} from {role}",
+            RoleName=role,
+            PolicyArn=policy["PolicyArn"],
+        )
 
 
 def ensure_role(
@@ -56,6 +113,9 @@ def ensure_role(
     except AwsError as exc:
         if exc.aws_code != "EntityAlreadyExists":
             raise
+        if role_owner(iam, role) != names.cluster:
+            raise _foreign(role, names.cluster) from None
+        _narrow(iam, role)
     aws_call(
         iam,
         "PutRolePolicy",
@@ -92,9 +152,23 @@ def ensure_role(
     return role
 
 
-def delete_role(iam: Any, names: ClusterNames, kind: str) -> bool:
+def delete_role(iam: Any, names: ClusterNames, kind: str) -> str:
+    """Delete the cluster's role of ``kind`` and its instance profile: "deleted", "gone"
+    (there was none) or "foreign" (a role of that name not tagged as this cluster's:
+    kept, as deploy never made it; it deleted such a role: review)."""
     role = names.role(kind)
     gone = ("NoSuchEntity",)
+    owner = role_owner(iam, role)
+    if owner is None:
+        ignoring(
+            gone,
+            lambda: aws_call(
+                iam, "DeleteInstanceProfile", doing=f"deleting {role}", InstanceProfileName=role
+            ),
+        )
+        return "gone"
+    if owner != names.cluster:
+        return "foreign"
     ignoring(
         gone,
         lambda: aws_call(
@@ -113,15 +187,19 @@ def delete_role(iam: Any, names: ClusterNames, kind: str) -> bool:
     )
     try:
         policies = aws_call(iam, "ListRolePolicies", doing=f"reading {role}", RoleName=role)
+        # A managed policy attached by hand (or by SSM Quick Setup) made DeleteRole fail
+        # with DeleteConflict, and destroy stopped there for good (review).
+        _detach_managed(iam, role)
     except AwsError as exc:
         if exc.aws_code in gone:
-            return False
+            return "gone"
         raise
     for policy in policies["PolicyNames"]:
         aws_call(
             iam, "DeleteRolePolicy", doing=f"deleting {role}", RoleName=role, PolicyName=policy
         )
-    return ignoring(gone, lambda: aws_call(iam, "DeleteRole", doing=role, RoleName=role))
+    deleted = ignoring(gone, lambda: aws_call(iam, "DeleteRole", doing=role, RoleName=role))
+    return "deleted" if deleted else "gone"
 
 
 def ensure_token(

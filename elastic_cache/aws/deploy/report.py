@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from elastic_cache.aws.deploy.access import role_owner
 from elastic_cache.aws.deploy.budget import billed_extras, node_instances, node_spot_price
 from elastic_cache.aws.deploy.coordinator import coordinator_instances
 from elastic_cache.aws.deploy.endpoint import alarm_names, find_addresses
@@ -69,13 +70,13 @@ def plan_lines(
         group = find_group(ec2, checked.vpc, names.security_group(kind))
         lines.append(f"  firewall      {names.security_group(kind)}: {mark(group is not None)}")
     for kind in ("coordinator", "node"):
-        role = _exists(
-            lambda kind=kind: aws_call(
-                iam, "GetRole", doing="looking for the roles", RoleName=names.role(kind)
-            ),
-            ("NoSuchEntity",),
+        owner = role_owner(iam, names.role(kind))
+        state = (
+            mark(owner is not None)
+            if owner in (None, names.cluster)
+            else "exists, not this cluster's: deploy will refuse it"
         )
-        lines.append(f"  role          {names.role(kind)} and its instance profile: {mark(role)}")
+        lines.append(f"  role          {names.role(kind)} and its instance profile: {state}")
     token = _exists(
         lambda: aws_call(
             ssm, "GetParameter", doing="looking for the token", Name=names.token_parameter

@@ -206,8 +206,11 @@ def destroy(
         delete_group(ec2, group["GroupId"], sleep=sleep, clock=clock, timeout=timeout)
         out(f"deleted security group {group['GroupId']} ({group['GroupName']})")
     for kind in ("coordinator", "node"):
-        if delete_role(iam, names, kind):
+        outcome = delete_role(iam, names, kind)
+        if outcome == "deleted":
             out(f"deleted IAM role and instance profile {names.role(kind)}")
+        elif outcome == "foreign":
+            out(f"kept IAM role {names.role(kind)}: not tagged as this cluster's")
     for parameter, what in (
         (names.token_parameter, "the token"),
         (names.tls_key_parameter, "the TLS private key"),
