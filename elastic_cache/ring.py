@@ -35,6 +35,10 @@ __all__ = [
     "ring_share",
 ]
 
+#: What a key request gets while the ring has no bucket: a cluster starting, or a
+#: coordinator restarting that has not yet resumed its ring (about a second).
+_NO_BUCKET = "no node serves keys yet (the cluster is starting); retry shortly"
+
 
 @dataclass(frozen=True, slots=True)
 class Bucket:
@@ -323,7 +327,7 @@ class HashRing(RingChanges):
         """
         tokens = self._tokens
         if not tokens:
-            raise EmptyRing("the ring has no bucket yet")
+            raise EmptyRing(_NO_BUCKET)
         i = bisect_left(tokens, token)
         if i == len(tokens):
             i = 0
@@ -338,7 +342,7 @@ class HashRing(RingChanges):
         """Id of the node owning ``token`` (the hot path: no Bucket allocated)."""
         tokens = self._tokens
         if not tokens:
-            raise EmptyRing("the ring has no bucket yet")
+            raise EmptyRing(_NO_BUCKET)
         i = bisect_left(tokens, token)
         return self._nodes[tokens[i if i < len(tokens) else 0]]
 

@@ -31,8 +31,15 @@ def owner_by_scan(ring: HashRing, token: int) -> str:
 
 def test_empty_ring() -> None:
     ring = HashRing()
-    with pytest.raises(EmptyRing):
+    with pytest.raises(EmptyRing) as raised:
         ring.lookup("a")
+    # A coordinator resuming its ring answers this for a second: a 503 that says when
+    # to retry and why (review: "the ring has no bucket yet", no Retry-After).
+    assert raised.value.to_json() == {
+        "error": "empty_ring",
+        "message": "no node serves keys yet (the cluster is starting); retry shortly",
+        "retry_after": 1,
+    }
     with pytest.raises(UnknownBucket):
         ring.range_of(5)
     assert ring.nodes() == []

@@ -1,0 +1,39 @@
+"""The typed errors' HTTP answers: every 503 says when to retry."""
+
+from __future__ import annotations
+
+import pytest
+
+from elastic_cache.coordinator.nodeclient import HttpNodeClient
+from elastic_cache.errors import NodeUnavailable, StoreFull, Unavailable
+from elastic_cache.fastpath.answers import error_bytes
+
+
+@pytest.mark.parametrize("error", [Unavailable("busy"), NodeUnavailable("node node-2 gone")])
+def test_every_unavailable_answer_carries_retry_after(error: Unavailable) -> None:
+    """503s of a node that had just died came without ``Retry-After`` (review)."""
+    assert error.details["retry_after"] == 1
+    raw = error_bytes(error, keep_alive=True, head=False)
+    assert raw.startswith(b"HTTP/1.1 503 ") and b"\r\nRetry-After: 1\r\n" in raw
+
+
+def test_a_retry_after_of_its_own_is_kept() -> None:
+    assert StoreFull("full", retry_after=5).details["retry_after"] == 5
+
+
+async def test_a_node_that_refuses_connections_is_named_without_reprs() -> None:
+    """The 503 of a node whose port refuses connections said
+    ``ClientConnectorError(ConnectionKey(host=..., proxy_auth=None, ...))`` (review)."""
+    import aiohttp
+
+    async with aiohttp.ClientSession() as session:
+        client = HttpNodeClient("node-2", "http://127.0.0.1:1", session, kv_timeout=5)
+        try:
+            with pytest.raises(NodeUnavailable) as raised:
+                await client.stats()
+        finally:
+            await client.close()
+    message = raised.value.message
+    assert message.startswith("node node-2 at http://127.0.0.1:1: ")
+    assert "ConnectionKey" not in message and "proxy_auth" not in message, message
+    assert raised.value.details["retry_after"] == 1
