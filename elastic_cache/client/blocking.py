@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import queue
 import threading
+import weakref
 from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping
 from concurrent.futures import CancelledError, Future
 from functools import partial
@@ -33,11 +35,29 @@ async def _cancel_the_rest() -> None:
     await asyncio.gather(*rest, return_exceptions=True)
 
 
+#: The clients of this process, marked at a fork (`_forked_here`).
+_CLIENTS: weakref.WeakSet[Client] = weakref.WeakSet()
+
+
+def _forked_here() -> None:
+    """In the child of ``os.fork``: every client made before it starts afresh at its next
+    use. Its loop thread does not exist here (a request waited for it for ever, past
+    its timeout: review), and its connections and near cache are the parent's."""
+    for client in list(_CLIENTS):
+        client._lock = threading.Lock()  # the parent's may have been held by a thread
+        client._forked = True
+
+
+os.register_at_fork(after_in_child=_forked_here)
+
+
 class Client:
     """A blocking client: an `AsyncClient` run on a private event loop thread.
 
     Safe to share between threads. Close it (or use it as a context manager) to stop the
-    thread. Arguments as for `AsyncClient`.
+    thread. Arguments as for `AsyncClient`. Made before ``os.fork`` (a pre-forking
+    server's import time), it starts afresh in the child at its first use there: its own
+    loop thread, connections and near cache; the parent's stay the parent's.
     """
 
     def __init__(
@@ -52,31 +72,54 @@ class Client:
         near_cache_prefix: str = "",
         tls_ca: str | None = None,
     ) -> None:
+        self._args: dict[str, Any] = {
+            "url": url,
+            "direct": direct,
+            "timeout": timeout,
+            "retries": retries,
+            "token": token,
+            "near_cache": near_cache,
+            "near_cache_prefix": near_cache_prefix,
+            "tls_ca": tls_ca,
+        }
         # Built before the loop's thread starts: a bad argument (a TLS file that cannot
         # be read, say) then leaves no thread behind.
-        self._async = AsyncClient(
-            url,
-            direct=direct,
-            timeout=timeout,
-            retries=retries,
-            token=token,
-            near_cache=near_cache,
-            near_cache_prefix=near_cache_prefix,
-            tls_ca=tls_ca,
-        )
+        self._async = AsyncClient(**self._args)
+        self._closed = False
+        self._forked = False
+        self._lock = threading.Lock()
+        #: What a fork's child must not touch: the parent's client, loop and thread.
+        self._parents: list[Any] = []
+        self._start_loop()
+        _CLIENTS.add(self)
+
+    def _start_loop(self) -> None:
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(
             target=self._loop.run_forever, name="ecache-client", daemon=True
         )
         self._thread.start()
-        self._closed = False
         #: How to end each `watch` iterator still open (`close` ends them).
         self._watches: set[Callable[[], None]] = set()
+
+    def _afresh(self) -> None:
+        """In a fork's child: a client of this process's own (`_forked_here`)."""
+        with self._lock:
+            if not self._forked:
+                return
+            # Kept, never closed or collected here: closing them would act on the
+            # parent's connections, and their finalisers on a loop that runs elsewhere.
+            self._parents.append((self._async, self._loop, self._thread))
+            self._async = AsyncClient(**self._args)
+            self._start_loop()
+            self._forked = False
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
         if self._closed:
             coro.close()
             raise RuntimeError("the client is closed")
+        if self._forked:
+            self._afresh()
         future: Future[T] = asyncio.run_coroutine_threadsafe(coro, self._loop)
         try:
             return future.result()
@@ -97,6 +140,9 @@ class Client:
     def close(self) -> None:
         """Close connections and stop the loop thread."""
         if self._closed:
+            return
+        if self._forked:
+            self._closed = True  # nothing here is this process's to close
             return
         self._run(self._async.close())
         # Requests of other threads still in the loop (one waiting out a retry's
@@ -123,6 +169,8 @@ class Client:
     @property
     def near(self) -> NearCache[Item] | None:
         """The near cache (None: ``near_cache=0``)."""
+        if self._forked:
+            self._afresh()
         return self._async.near
 
     def get(self, key: str) -> bytes | None:
@@ -132,6 +180,8 @@ class Client:
 
     def get_item(self, key: str) -> Item | None:
         """The value and content type of ``key``, or None."""
+        if self._forked:
+            self._afresh()  # the parent's near cache is followed in the parent only
         near = self._async.near
         if near is not None and not self._closed and isinstance(key, str):
             # Answered in the caller's thread: a hop to the loop thread would cost more
@@ -159,6 +209,8 @@ class Client:
         # Checked here, at the call, not at the first next() (the pump's stream is an
         # async generator): a wrong type is the caller's error at once.
         keys = watch_filter(prefix, keys, last_event_id)
+        if self._forked:
+            self._afresh()
         pending: queue.Queue[ChangeEvent | BaseException | None] = queue.Queue(maxsize=1000)
         stream = self._async.watch(
             prefix, keys=keys, last_event_id=last_event_id, reconnect=reconnect

@@ -7,6 +7,8 @@ origin is a real server too (`FakeOrigin`).
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import threading
 import time
 from typing import Any
@@ -297,6 +299,42 @@ async def test_blocking_client_from_a_thread(
     assert seen["closed"] == "the client is closed"
     assert origin.calls == 1
     assert not any(t.name == "ecache-client" for t in threading.enumerate())
+
+
+async def test_a_blocking_client_made_before_a_fork_serves_the_child(
+    harness: CoordinatorHarness,
+) -> None:
+    """A pre-forking server makes its client at import time: in the child, the client's
+    loop thread did not exist and a request waited for it for ever, past its timeout
+    (review). The child now gets a client of its own at its first use."""
+    client = await asyncio.to_thread(Client, harness.url, timeout=5, near_cache=10)
+    try:
+        await asyncio.to_thread(client.put, "forked", "parent")
+        assert await asyncio.to_thread(client.get, "forked") == b"parent"
+        pid = os.fork()
+        if pid == 0:  # the child: this thread alone runs, the parent's loop does not
+            code = 3
+            try:
+                if client.get("forked") == b"parent":
+                    client.put("forked", "child")
+                    code = 0 if client.get("forked") == b"child" else 4
+                client.close()
+            finally:
+                os._exit(code)
+        deadline = time.monotonic() + 60
+        try:
+            while not (ended := await asyncio.to_thread(os.waitpid, pid, os.WNOHANG))[0]:
+                assert time.monotonic() < deadline, "the child's requests never ended"
+                await asyncio.sleep(0.05)  # the harness serves the child meanwhile
+        finally:
+            if not ended[0]:
+                os.kill(pid, signal.SIGKILL)
+                await asyncio.to_thread(os.waitpid, pid, 0)
+        assert os.waitstatus_to_exitcode(ended[1]) == 0
+        # The parent's client is its own still.
+        assert await asyncio.to_thread(client.get, "nothing") is None
+    finally:
+        await asyncio.to_thread(client.close)
 
 
 async def test_read_through_passes_the_origins_4xx_on(
