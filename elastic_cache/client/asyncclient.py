@@ -105,6 +105,8 @@ class AsyncClient:
             raise InvalidRequest(f"timeout is seconds, more than 0, got {timeout!r}")
         self._timeout = aiohttp.ClientTimeout(total=timeout)
         self._session: aiohttp.ClientSession | None = None
+        #: The event loop ``_session`` was made on.
+        self._session_loop: asyncio.AbstractEventLoop | None = None
         #: Set by `close`: open `watch` iterators end instead of reconnecting.
         self._closed = False
         #: The responses `watch` iterators are reading (closed by `close`).
@@ -155,7 +157,17 @@ class AsyncClient:
             self._session = None
 
     def _http(self) -> aiohttp.ClientSession:
+        loop = asyncio.get_running_loop()
+        if self._session is not None and self._session_loop is not loop:
+            # Used again from another event loop (a second ``asyncio.run``): the first
+            # loop's session raised a bare RuntimeError, "Event loop is closed" (review).
+            # It cannot be closed from this loop: it goes (Python warns of its sockets,
+            # left open when the first loop ended without `close`).
+            self._session = None
+            if self._follower is not None:
+                self._follower.moved()
         if self._session is None:
+            self._session_loop = loop
             self._session = aiohttp.ClientSession(
                 timeout=self._timeout,
                 headers=self._headers,

@@ -151,6 +151,16 @@ class NearFollower:
         self._task: asyncio.Task[None] | None = None
         self._subscribed = asyncio.Event()
 
+    def moved(self) -> None:
+        """The client went on to another event loop: the stream's task ended with the
+        first one (never done, it was never restarted), and its values are no longer
+        followed: they go, and the stream starts again on the new loop at the next
+        read."""
+        self._task = None
+        self._subscribed = asyncio.Event()
+        self.near.live = False
+        self.near.clear()
+
     def follow(self) -> None:
         """Start the near cache's change stream if it is not running."""
         if self._task is None or self._task.done():

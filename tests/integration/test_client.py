@@ -7,6 +7,7 @@ origin is a real server too (`FakeOrigin`).
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import signal
 import threading
@@ -335,6 +336,36 @@ async def test_a_blocking_client_made_before_a_fork_serves_the_child(
         assert await asyncio.to_thread(client.get, "nothing") is None
     finally:
         await asyncio.to_thread(client.close)
+
+
+# The first loop ends with the client's connections open (not closed in it): Python
+# warns of them when they are collected, as it should.
+@pytest.mark.filterwarnings("ignore::ResourceWarning")
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+async def test_an_async_client_goes_on_in_a_second_event_loop(
+    harness: CoordinatorHarness,
+) -> None:
+    """Used in one ``asyncio.run`` and then another, it raised a bare RuntimeError ("Event
+    loop is closed") from the first loop's session (review); its near cache, followed
+    by a task of the first loop, is followed again on the second."""
+    client = AsyncClient(harness.url, timeout=5, near_cache=10)
+
+    async def use(value: str) -> tuple[bytes | None, bytes | None]:
+        await client.put("loops", value)
+        first = await client.get("loops")
+        assert await client.near_ready(10)
+        await client.put("loops", value + "!")
+        again = await client.get("loops")  # its own write dropped the value it kept
+        return first, again
+
+    def twice() -> list[tuple[bytes | None, bytes | None]]:
+        return [asyncio.run(use("one")), asyncio.run(use("two"))]
+
+    try:
+        assert await asyncio.to_thread(twice) == [(b"one", b"one!"), (b"two", b"two!")]
+    finally:
+        await asyncio.to_thread(asyncio.run, client.close())
+        gc.collect()  # the first loop's connections are warned of here, not later
 
 
 async def test_read_through_passes_the_origins_4xx_on(
