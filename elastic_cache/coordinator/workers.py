@@ -34,6 +34,7 @@ import pickle
 import sys
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -117,7 +118,21 @@ class LeaderControl:
         app = web.Application()
         app.router.add_get("/follow", self._view)
         app.router.add_post("/follow", self._report)
+        app.router.add_post("/check", self._check)
         return app
+
+    async def _check(self, request: web.Request) -> web.Response:
+        """A worker could not reach a node: check it now, as the leader does for its own
+        requests (`Failures.suspect`), and say whether it was dropped. Without it, a
+        worker's write to a node just SIGKILLed waited 0.2 s for the leader to notice by
+        itself, and failed 503 instead of going to the copies that remain (review)."""
+        body = await request.json()
+        node = body.get("node") if isinstance(body, dict) else None
+        if not isinstance(node, str):
+            return web.json_response({"error": "bad_body", "message": "node"}, status=400)
+        check = self.coord.cluster.suspect(node)
+        dropped = True if check is None else await asyncio.shield(check)
+        return web.json_response({"dropped": dropped})
 
     async def _view(self, request: web.Request) -> web.Response:
         cluster = self.coord.cluster
@@ -322,7 +337,8 @@ class WorkerView:
             auto_decompress=False,
             headers=node_headers(guard),
         )
-        self._refresh: asyncio.Task[bool] | None = None
+        #: Per node, the check under way of a node a request could not reach.
+        self._checks: dict[str, asyncio.Task[bool]] = {}
         self._reread: asyncio.Task[None] | None = None
         self._changed = asyncio.Event()
         self._cap: str | None = None
@@ -419,13 +435,18 @@ class WorkerView:
     # -- RoutingView ----------------------------------------------------------------------
 
     def suspect(self, node_id: str, *, timed_out: bool = False) -> asyncio.Task[bool] | None:
-        """Read the ring again now; True if ``node_id`` has left it. A request that
-        waited the budget is reported to the leader, which checks the node at once."""
+        """Have the leader check ``node_id`` now, then read the ring again; True if the
+        node has left it. A request that waited the budget is also reported (the
+        leader then checks the node at once)."""
         if timed_out:
             self.timed_out.add(node_id)
-        if self._refresh is None or self._refresh.done():
-            self._refresh = asyncio.get_running_loop().create_task(self._refollow(node_id))
-        return self._refresh
+        task = self._checks.get(node_id)
+        if task is None or task.done():
+            # One per node: a check of another node said nothing of this one.
+            task = asyncio.get_running_loop().create_task(self._refollow(node_id))
+            self._checks[node_id] = task
+            task.add_done_callback(partial(self._checked, node_id))
+        return task
 
     async def ring_moved(self) -> None:
         """A node refused a request with 421 (its ring is newer than this copy): read the
@@ -444,8 +465,18 @@ class WorkerView:
         except (aiohttp.ClientError, OSError, ValueError) as exc:
             log.debug("reading the ring again after a 421 failed: %r", exc)
 
+    def _checked(self, node_id: str, done: asyncio.Task[bool]) -> None:
+        if self._checks.get(node_id) is done:
+            del self._checks[node_id]
+
     async def _refollow(self, node_id: str) -> bool:
-        await asyncio.sleep(0.2)  # the leader's own health check takes about as long
+        try:
+            # The leader checks the node (two health checks 0.1 s apart, and whether its
+            # process or instance still runs) and drops it if it is gone.
+            async with self._control.post("http://leader/check", json={"node": node_id}) as resp:
+                await resp.read()
+        except (aiohttp.ClientError, OSError):
+            await asyncio.sleep(0.2)  # an older leader: its own checks take about as long
         try:
             await self.follow()
         except (aiohttp.ClientError, OSError):
