@@ -114,6 +114,11 @@ class ClusterWatcher:
             self.stream.write(text + "\n")
             self.stream.flush()
 
+    @property
+    def answered(self) -> bool:
+        """Whether the coordinator answered a poll."""
+        return self._seq is not None
+
     def poll(self) -> dict[str, Any]:
         """Fetch the view once; report new events and migration progress.
 
@@ -153,10 +158,13 @@ class ClusterWatcher:
                 bar.finish(mig.state)
         return view
 
-    def close(self) -> None:
-        """Finish any bar still open (its migration ended between two polls)."""
+    def close(self, *, failed: bool = False) -> None:
+        """Finish any bar still open: its migration ended between two polls, or, when
+        the watched request ``failed`` (the coordinator stopped answering), its outcome
+        is not known here (a move the coordinator died under was shown "ended", and
+        its next life abandoned it: review)."""
         for bar in self.bars.values():
-            bar.finish("ended")
+            bar.finish("outcome unknown (ecache status shows it)" if failed else "ended")
 
 
 def watch_call(
@@ -197,7 +205,7 @@ def watch_call(
     if with_poll:
         with contextlib.suppress(ElasticCacheError):
             watcher.poll()
-    watcher.close()
+    watcher.close(failed=bool(error))
     if error:
         raise error[0]
     return result
@@ -265,16 +273,27 @@ def remove_node(
     """
     base = url.rstrip("/")
     stream.write(f"removing {node_id} from {base}\n")
-    answer = watch_call(
-        lambda: admin_call(
-            "DELETE",
-            f"{base}/v1/cluster/nodes/{node_id}" + ("?force=true" if force else ""),
-            token=token,
-            tls=tls,
-        ),
-        _watcher(base, stream, tty, token, tls),
-        period=period,
-    )
+    watcher = _watcher(base, stream, tty, token, tls)
+    try:
+        answer = watch_call(
+            lambda: admin_call(
+                "DELETE",
+                f"{base}/v1/cluster/nodes/{node_id}" + ("?force=true" if force else ""),
+                token=token,
+                tls=tls,
+            ),
+            watcher,
+            period=period,
+        )
+    except NodeUnavailable as exc:
+        if not watcher.answered:
+            raise  # no coordinator there to begin with
+        # The coordinator died under the removal: its next life finishes it from the
+        # state file (event removal_resumed), which the error alone did not say.
+        raise NodeUnavailable(
+            f"{exc}; a restarted coordinator finishes a removal under way: "
+            "`ecache status` shows whether it did"
+        ) from exc
     removed = NodeRemoved.from_json(answer)
     moved = sum(m.records for m in removed.migrations)
     stream.write(

@@ -9,6 +9,7 @@ import os
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -175,3 +176,31 @@ async def test_a_namespace_prefix_is_text_and_a_setting_twice_is_refused(
     assert err == "ecache: error: setting given more than once: prefix\n", err
     assert await asyncio.to_thread(main, ["namespaces", "list", "--json", *url]) == 0
     assert "twice" not in capsys.readouterr().out
+
+
+async def test_a_removal_the_coordinator_died_under_says_it_may_still_finish(
+    aiohttp_server: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The coordinator died during ``ecache nodes remove``: the error said only that it
+    did not answer, and its next life finished the removal (review). The error now says
+    so; with no coordinator there at all, it does not."""
+    from aiohttp import web
+
+    async def view(request: web.Request) -> web.Response:
+        return web.json_response({"events": [], "migrations": []})
+
+    async def dies(request: web.Request) -> web.Response:
+        assert request.transport is not None
+        request.transport.abort()  # as a SIGKILLed coordinator's socket goes
+        raise web.HTTPInternalServerError()
+
+    app = web.Application()
+    app.router.add_get("/v1/cluster", view)
+    app.router.add_delete("/v1/cluster/nodes/{id}", dies)
+    server = await aiohttp_server(app)
+    url = str(server.make_url("")).rstrip("/")
+    assert await asyncio.to_thread(main, ["nodes", "remove", "node-1", "--url", url]) == 2
+    assert "a restarted coordinator finishes a removal under way" in capsys.readouterr().err
+    absent = ["nodes", "remove", "node-1", "--url", "http://127.0.0.1:1"]
+    assert await asyncio.to_thread(main, absent) == 2
+    assert "finishes a removal" not in capsys.readouterr().err
