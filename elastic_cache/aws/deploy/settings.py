@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
-from collections.abc import Mapping
+import re
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -84,6 +86,36 @@ def check_allow_cidr(cidr: str, *, public: bool) -> str:
             "open the API port this wide on purpose"
         )
     return str(net)
+
+
+#: A configuration key in an error of the checks deploy reuses, and the flag that sets
+#: it (review: `--ami ami-x` said "ec2.image must be ...", `--max-nodes 0` "max_nodes").
+_FLAGS = (
+    ("ec2.instance_types", "--instance-type"),
+    ("ec2.image", "--ami"),
+    ("ec2.subnets", "--subnet"),
+    ("ec2.region", "--region"),
+    ("cluster.replication", "--replication"),
+    ("max_usd_per_hour", "--max-usd-per-hour"),
+    ("max_nodes", "--max-nodes"),
+    ("min_nodes", "--min-nodes"),
+    ("nodes.index", "--index"),
+    ("on_full", "--on-full"),
+)
+
+
+@contextlib.contextmanager
+def _named_as_flags() -> Iterator[None]:
+    """Re-raise a `ConfigError` of a reused check with the flags' names in it."""
+    try:
+        yield
+    except ConfigError as exc:
+        message = str(exc)
+        for key, flag in _FLAGS:
+            message = re.sub(rf"(?<![\w.-]){re.escape(key)}(?![\w])", flag, message)
+        if message == str(exc):
+            raise
+        raise ConfigError(message) from exc
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -280,6 +312,23 @@ class DeploySettings:
                 "other nodes it runs: it needs --nodes-per-instance 1 (or auto, which is 1 "
                 f"with it), got {self.nodes_per_instance}. Nothing was created"
             )
+        for flag, port in (("--port", self.port), ("the node port", self.node_port)):
+            if not 1 <= port <= 65535:  # 0 means "any free port" locally, nothing on EC2
+                raise ConfigError(f"{flag} must be a port from 1 to 65535, got {port}")
+        with _named_as_flags():
+            self._check_as_cluster()
+        if self.port == self.node_port:
+            raise ConfigError("the public port and the node port must differ")
+        if self.capacity_bytes is not None and self.capacity_bytes < 1:
+            raise ConfigError("--capacity-bytes must be positive")
+        if not 0 < self.memory_fraction <= 0.9:
+            raise ConfigError("memory_fraction must be in (0, 0.9]")
+        if self.wait_timeout <= 0:
+            raise ConfigError("--wait-timeout must be positive")
+
+    def _check_as_cluster(self) -> None:
+        """The checks of the settings deploy hands on, as a cluster's configuration makes
+        them (their errors name the configuration's keys: `_named_as_flags`)."""
         # Reuse the [ec2] validation of region, types, subnets, image and ports.
         Ec2Settings(
             cluster=self.name,
@@ -314,17 +363,6 @@ class DeploySettings:
                 },
             }
         )
-        if self.port == self.node_port:
-            raise ConfigError("the public port and the node port must differ")
-        for flag, port in (("--port", self.port), ("the node port", self.node_port)):
-            if not 1 <= port <= 65535:  # 0 means "any free port" locally, nothing on EC2
-                raise ConfigError(f"{flag} must be a port from 1 to 65535, got {port}")
-        if self.capacity_bytes is not None and self.capacity_bytes < 1:
-            raise ConfigError("capacity_bytes must be positive")
-        if not 0 < self.memory_fraction <= 0.9:
-            raise ConfigError("memory_fraction must be in (0, 0.9]")
-        if self.wait_timeout <= 0:
-            raise ConfigError("wait_timeout must be positive")
 
     def _check_warm(self) -> None:
         """Refuse ``warm_reintegration`` with what it cannot work with, naming the flag

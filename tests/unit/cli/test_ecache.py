@@ -125,8 +125,15 @@ def test_deploy_open_to_the_internet_needs_public(
 @pytest.mark.parametrize(
     ("flags", "fragment"),
     [
-        (["--max-nodes", "0"], "max_nodes must be a positive integer"),
-        (["--max-usd-per-hour", "-1"], "max_usd_per_hour must be a positive number"),
+        # Named as the flags the user typed, not the configuration's keys (review).
+        (["--max-nodes", "0"], "--max-nodes must be a positive integer"),
+        (["--max-usd-per-hour", "-1"], "--max-usd-per-hour must be a positive number"),
+        (["--ami", "ami-doesnotexist"], "--ami must be an ami-... id"),
+        (["--subnet", "subnet-nope"], "--subnet: 'subnet-nope' is not a subnet-... id"),
+        (["--port", "70000"], "--port must be a port from 1 to 65535, got 70000"),
+        (["--capacity-bytes", "-5"], "--capacity-bytes must be positive"),
+        (["--replication", "0"], "--replication must be an integer in [1, 8], got 0"),
+        (["--min-nodes", "9", "--max-nodes", "2"], "--min-nodes (9) exceeds --max-nodes (2)"),
         (["--nodes-per-instance", "17"], "--nodes-per-instance must be from 1 to 16"),
         (["--name", "x y"], "a cluster name is"),
         ([], "could not find your public address"),  # valid: then the look-up, failing
