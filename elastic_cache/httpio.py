@@ -3,12 +3,14 @@ parsing of the parameters both accept."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import io
 import json
 import logging
 import math
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from typing import Any
 
 from aiohttp import web
@@ -261,19 +263,20 @@ async def read_limited(request: web.Request, limit: int) -> bytes:
     check_length(request, limit)
     length = request.content_length
     stream = request.content
-    if length is not None:
-        data = await stream.readexactly(length) if length else b""
-        return data
-    chunks: list[bytes] = []
-    total = 0
-    while True:
-        chunk = await stream.readany()
-        if not chunk:
-            break
-        total += len(chunk)
-        if total > limit:
-            raise ValueTooLarge(f"body exceeds the limit of {limit} bytes")
-        chunks.append(chunk)
+    with _upload():
+        if length is not None:
+            data = await stream.readexactly(length) if length else b""
+            return data
+        chunks: list[bytes] = []
+        total = 0
+        while True:
+            chunk = await stream.readany()
+            if not chunk:
+                break
+            total += len(chunk)
+            if total > limit:
+                raise ValueTooLarge(f"body exceeds the limit of {limit} bytes")
+            chunks.append(chunk)
     return b"".join(chunks)
 
 
@@ -290,23 +293,36 @@ async def read_or_stream(
     stream = request.content
     if length is not None and length > limit:
         return None, _chunks(stream, b"")
-    if length is not None:
-        return (await stream.readexactly(length) if length else b""), None
-    parts: list[bytes] = []
-    total = 0
-    while chunk := await stream.readany():
-        parts.append(chunk)
-        total += len(chunk)
-        if total > limit:
-            return None, _chunks(stream, b"".join(parts))
+    with _upload():
+        if length is not None:
+            return (await stream.readexactly(length) if length else b""), None
+        parts: list[bytes] = []
+        total = 0
+        while chunk := await stream.readany():
+            parts.append(chunk)
+            total += len(chunk)
+            if total > limit:
+                return None, _chunks(stream, b"".join(parts))
     return b"".join(parts), None
 
 
 async def _chunks(stream: StreamReader, first: bytes) -> AsyncIterator[bytes]:
     if first:
         yield first
-    while chunk := await stream.readany():
-        yield chunk
+    with _upload():
+        while chunk := await stream.readany():
+            yield chunk
+
+
+@contextlib.contextmanager
+def _upload() -> Iterator[None]:
+    """A request body the client stopped sending (it went away mid-upload) is the
+    client's error, `InvalidBody`, and nothing is stored: aiohttp's ConnectionResetError
+    went up as a server error, logged as an ERROR with its traceback (review)."""
+    try:
+        yield
+    except (ConnectionResetError, asyncio.IncompleteReadError) as exc:
+        raise InvalidBody("the request's body broke off before its end") from exc
 
 
 async def expect_continue(request: web.Request) -> None:
