@@ -233,3 +233,38 @@ def test_a_private_cluster_gets_the_alarms_but_no_elastic_ip(session: Any, tmp_p
     assert result.endpoint == f"https://{private_ip}:{s.port}"
     assert len(alarms(session)) == 2
     assert any("no Elastic IP with --private" in line for line in lines)
+
+
+def test_the_roll_back_deletes_a_role_given_a_managed_policy_meanwhile(
+    session: Any, tmp_path: Path
+) -> None:
+    """SSM Quick Setup attaches a managed policy to the instance profiles of new
+    instances: the roll-back's DeleteRole then failed with DeleteConflict and left the
+    role. It detaches managed policies first, as destroy does."""
+    iam = session.client("iam")
+    doc = (
+        '{"Version": "2012-10-17", "Statement": [{"Effect": "Allow", '
+        '"Action": "ssm:UpdateInstanceInformation", "Resource": "*"}]}'
+    )
+    arn = iam.create_policy(PolicyName="quick-setup", PolicyDocument=doc)["Policy"]["Arn"]
+
+    def attach(parsed: dict[str, Any], **_: Any) -> None:
+        iam.attach_role_policy(RoleName=parsed["Role"]["RoleName"], PolicyArn=arn)
+
+    session.events.register("after-call.iam.CreateRole", attach)
+    cloudwatch = session.client("cloudwatch")
+    session_client = session.client
+
+    def client(name: str, **kw: Any) -> Any:
+        return cloudwatch if name == "cloudwatch" else session_client(name, **kw)
+
+    fail_call(cloudwatch, "PutMetricAlarm", "AccessDenied")
+    session.client = client
+    try:
+        with pytest.raises(AwsError):
+            run_deploy(session, tmp_path, settings())
+    finally:
+        session.client = session_client
+        session.events.unregister("after-call.iam.CreateRole", attach)
+    assert what_exists(session)["roles"] == [], what_exists(session)
+    iam.delete_policy(PolicyArn=arn)

@@ -17,7 +17,14 @@ from elastic_cache.errors import ProvisionError
 if TYPE_CHECKING:
     from elastic_cache.aws.deploy.created import Created
 
-__all__ = ["POLICY_NAME", "delete_role", "ensure_role", "ensure_token", "role_owner"]
+__all__ = [
+    "POLICY_NAME",
+    "delete_role",
+    "detach_managed",
+    "ensure_role",
+    "ensure_token",
+    "role_owner",
+]
 
 POLICY_NAME = "ecache"
 
@@ -54,7 +61,7 @@ def _narrow(iam: Any, role: str) -> None:
         RoleName=role,
         PolicyDocument=json.dumps(EC2_TRUST_POLICY),
     )
-    _detach_managed(iam, role)
+    detach_managed(iam, role)
     for policy in aws_call(iam, "ListRolePolicies", doing=f"reading {role}", RoleName=role)[
         "PolicyNames"
     ]:
@@ -64,7 +71,7 @@ def _narrow(iam: Any, role: str) -> None:
             )
 
 
-def _detach_managed(iam: Any, role: str) -> None:
+def detach_managed(iam: Any, role: str) -> None:
     """Detach every managed policy from ``role`` (a role with one cannot be deleted)."""
     attached = aws_call(iam, "ListAttachedRolePolicies", doing=f"reading {role}", RoleName=role)[
         "AttachedPolicies"
@@ -189,7 +196,7 @@ def delete_role(iam: Any, names: ClusterNames, kind: str) -> str:
         policies = aws_call(iam, "ListRolePolicies", doing=f"reading {role}", RoleName=role)
         # A managed policy attached by hand (or by SSM Quick Setup) made DeleteRole fail
         # with DeleteConflict, and destroy stopped there for good (review).
-        _detach_managed(iam, role)
+        detach_managed(iam, role)
     except AwsError as exc:
         if exc.aws_code in gone:
             return "gone"

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
+from elastic_cache.aws.deploy.access import detach_managed
 from elastic_cache.aws.deploy.created import Created
 from elastic_cache.aws.deploy.endpoint import delete_alarms, release_addresses
 from elastic_cache.aws.deploy.network import delete_group, revoke_ingress
@@ -70,6 +71,9 @@ def _delete_role(iam: Any, role: str) -> None:
             InstanceProfileName=profile["InstanceProfileName"],
             RoleName=role,
         )
+    # A managed policy attached meanwhile (SSM Quick Setup attaches one to the instance
+    # profiles of new instances) would make DeleteRole fail with DeleteConflict.
+    detach_managed(iam, role)
     for policy in aws_call(iam, "ListRolePolicies", doing=f"reading {role}", RoleName=role)[
         "PolicyNames"
     ]:
