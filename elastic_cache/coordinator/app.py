@@ -370,6 +370,8 @@ def cluster_view(coord: Coordinator) -> dict[str, Any]:
         "revalidated": rt.counts.revalidated,
         "not_modified": rt.counts.not_modified,
         "invalidations": rt.counts.invalidations,
+        # Invalidations a node has not taken yet, tried again (docs/http-caching.md).
+        "invalidations_pending": rt.invalidations_pending,
         "hot": None
         if rt.hot is None
         else {

@@ -9,6 +9,7 @@ the reply from a stored answer (304 when the client's validators match).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import secrets
 from collections import OrderedDict
@@ -49,6 +50,17 @@ _INVALIDATIONS_KEPT = 10_000
 #: Vary markers the coordinator remembers (see `CachedAnswers._load`); least recently
 #: used ones are forgotten beyond this.
 MARKERS_KEPT = 65_536
+
+#: Invalidations a node could not take, tried again at most this many at a time: past
+#: it the oldest is given up (logged as an error).
+_PENDING_KEPT = 100_000
+
+#: Seconds between two tries of the invalidations not done yet: from the first, doubling
+#: up to the last while they keep failing.
+_RETRY_FIRST, _RETRY_LAST = 0.5, 5.0
+
+#: The name of the task that tries them again (one per process).
+_RETRYING = "read-through: invalidations tried again"
 
 
 class ClientRequest:
@@ -184,6 +196,15 @@ class CachedAnswers:
     _invalidated: dict[str, float]
     #: The Vary markers this coordinator wrote or read, by URL key (`_load`).
     _markers: OrderedDict[str, VaryMarker]
+    #: URL keys whose invalidation a node has not taken yet (`invalidate`): not served
+    #: until it has.
+    _pending: dict[str, None]
+    _background: set[asyncio.Task[None]]
+
+    @property
+    def invalidations_pending(self) -> int:
+        """Invalidations a node has not taken yet (tried again: `invalidate`)."""
+        return len(self._pending)
 
     @staticmethod
     def _selects(record: StoredResponse, request: ClientRequest) -> bool:
@@ -204,6 +225,8 @@ class CachedAnswers:
         remembers; a marker the node lost meanwhile only means its variants are found
         under the generation this coordinator gave them, as before the loss.
         """
+        if key in self._pending:
+            return Found()  # its invalidation has not reached every copy yet
         hot = self.hot
         try:
             marker = self._markers.get(key)
@@ -279,20 +302,25 @@ class CachedAnswers:
             if record.vary is None:
                 self._markers.pop(key, None)
                 answer = await self.router.put(key, value, RECORD_TYPE, ttl)
-                return answer.status < 300
-            names = tuple(name for name, _ in record.vary)
-            if marker is None or marker.names != names:
-                marker = VaryMarker(names, secrets.token_hex(8))
-            where = variant_key(key, marker.generation, record.vary)
-            touched.append(where)
-            answer = await self.router.put(where, value, RECORD_TYPE, ttl)
-            if answer.status >= 300:
-                return False
-            answer = await self.router.put(key, marker.encode(), VARY_TYPE, ttl)
-            if answer.status >= 300:
-                return False
-            self._remember(key, marker)
-            return True
+                stored = answer.status < 300
+            else:
+                names = tuple(name for name, _ in record.vary)
+                if marker is None or marker.names != names:
+                    marker = VaryMarker(names, secrets.token_hex(8))
+                where = variant_key(key, marker.generation, record.vary)
+                touched.append(where)
+                answer = await self.router.put(where, value, RECORD_TYPE, ttl)
+                if answer.status >= 300:
+                    return False
+                answer = await self.router.put(key, marker.encode(), VARY_TYPE, ttl)
+                stored = answer.status < 300
+                if stored:
+                    self._remember(key, marker)
+            if stored:
+                # Written on every copy, in place of what an invalidation not yet
+                # taken was to remove.
+                self._pending.pop(key, None)
+            return stored
         except ElasticCacheError as exc:
             log.warning("could not cache %s: %s", key[:200], exc)
             return False
@@ -337,4 +365,42 @@ class CachedAnswers:
         try:
             await self.router.delete(key)
         except ElasticCacheError as exc:
-            log.warning("could not invalidate %s: %s", key[:200], exc)
+            # A node holding it is down, paused or stalled on its tier. The unsafe
+            # request is answered all the same (the origin took it), so the invalidation
+            # is tried again until a node takes it, and the URL is a miss here
+            # meanwhile; it was only logged, and the old answer served as a HIT for its
+            # whole lifetime once the node answered again (review).
+            log.warning("could not invalidate %s yet, tried again: %s", key[:200], exc)
+            self._invalidate_later(key)
+
+    def _invalidate_later(self, key: str) -> None:
+        pending = self._pending
+        pending.pop(key, None)
+        pending[key] = None  # the newest last
+        if len(pending) > _PENDING_KEPT:
+            oldest = next(iter(pending))
+            del pending[oldest]
+            log.error("gave up invalidating %s: %d others wait", oldest[:200], _PENDING_KEPT)
+        if not any(task.get_name() == _RETRYING for task in self._background):
+            task = asyncio.get_running_loop().create_task(
+                self._invalidations_again(), name=_RETRYING
+            )
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+
+    async def _invalidations_again(self) -> None:
+        """Try the invalidations not done yet, until every one is (`invalidate`)."""
+        delay = _RETRY_FIRST
+        while self._pending:
+            await asyncio.sleep(delay)
+            failed = False
+            for key in list(self._pending):
+                try:
+                    await self.router.delete(key)
+                except ElasticCacheError:
+                    failed = True
+                    continue
+                self._pending.pop(key, None)
+                if self.hot is not None:
+                    self.hot.changed(key)
+            delay = min(delay * 2, _RETRY_LAST) if failed else _RETRY_FIRST

@@ -302,7 +302,11 @@ class OriginFetches(CachedAnswers):
         if request.method not in _SAFE and 200 <= head.status < 400:
             named = [*head.values("location"), *head.values("content-location")]
             for target in self._invalidated_by(origin, request, named):
-                await self.invalidate(target, head.request_time)
+                # Answers to requests sent before this one's answer came are refused:
+                # the origin may have read the resource for a GET sent while it was
+                # applying the change (from the request's start only, such a GET's old
+                # answer was stored after the invalidation: review).
+                await self.invalidate(target, head.response_time)
         self._count_pass(f"method-{request.method.lower()}")
         return self._passed(head.status, head.headers, request, fetched)
 

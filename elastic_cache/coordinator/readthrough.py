@@ -111,6 +111,7 @@ class ReadThrough(OriginFetches):
         self._invalidated: dict[str, float] = {}
         #: The Vary markers this coordinator wrote or read, by URL key (`_load`).
         self._markers: OrderedDict[str, VaryMarker] = OrderedDict()
+        self._pending: dict[str, None] = {}
 
     def heard(self, key: str | None) -> None:
         """A change feed's news: ``key`` changed on some node (None: anything may have).
