@@ -277,15 +277,17 @@ class Misdirected(ElasticCacheError):
 class Unavailable(ElasticCacheError):
     """The service cannot answer right now; retrying later may work.
 
-    Every such answer says when: ``retry_after`` (seconds, ``Retry-After`` on HTTP) is
-    1 unless given (review: 503s of a node that had just died, and of a coordinator
-    still resuming its ring, came without one)."""
+    Every 503 says when: ``retry_after`` (seconds, ``Retry-After`` on HTTP) is 1 unless
+    given (review: 503s of a node that had just died, and of a coordinator still
+    resuming its ring, came without one). A 507 (`StoreFull`) says it only when given:
+    a namespace over its quota does not clear in a second."""
 
     status = 503
     code = "unavailable"
 
     def __init__(self, message: str = "", **details: Any) -> None:
-        details.setdefault("retry_after", 1)
+        if self.status == 503:
+            details.setdefault("retry_after", 1)
         super().__init__(message, **details)
 
 

@@ -476,8 +476,12 @@ class HttpNodeClient:
         if role == "source":
             # The source answers a write it could not forward 503 before this client
             # stops waiting for it (a write that ran out of the budget makes its node
-            # suspect): half the budget, at most the node's own limit.
-            body["forward_timeout"] = forward_timeout or min(FORWARD_TIMEOUT, self._kv_timeout / 2)
+            # suspect): 0.8 of the budget (this client's watchdog looks every quarter of
+            # it), at most the node's own limit. Half of it failed moves to a busy but
+            # healthy destination under small budgets (review: 0.3 s, 3 of 3 abandoned).
+            body["forward_timeout"] = forward_timeout or min(
+                FORWARD_TIMEOUT, self._kv_timeout * 0.8
+            )
         if peer is not None:
             body["peer"] = peer
         if warm:

@@ -73,7 +73,12 @@ class OutgoingMoves(MoveRole):
             # The write is in our index, and the move can no longer commit (we refuse),
             # but D may have committed already: do not acknowledge a write D may lack.
             # The caller gets 503 and retries against the current ring.
-            out.fail(f"forward failed: {exc}")
+            why = (
+                f"the destination took no forwarded write within {out.forward_timeout:g} s"
+                if isinstance(exc, TimeoutError)
+                else str(exc) or type(exc).__name__
+            )
+            out.fail(f"forward failed: {why}")
             raise NodeUnavailable(
                 f"node {self.node_id} could not forward the write to the migration's "
                 f"destination; retry"

@@ -37,3 +37,14 @@ async def test_a_node_that_refuses_connections_is_named_without_reprs() -> None:
     assert message.startswith("node node-2 at http://127.0.0.1:1: ")
     assert "ConnectionKey" not in message and "proxy_auth" not in message, message
     assert raised.value.details["retry_after"] == 1
+
+
+def test_a_507_says_retry_after_only_when_it_knows() -> None:
+    """A namespace over its quota does not clear in a second: the default Retry-After
+    of a 503 made its 507 say 1 (review)."""
+    from elastic_cache.errors import NamespaceFull
+
+    for error in (StoreFull("full"), NamespaceFull("quota")):
+        assert error.status == 507 and "retry_after" not in error.details
+        raw = error_bytes(error, keep_alive=True, head=False)
+        assert b"Retry-After" not in raw
