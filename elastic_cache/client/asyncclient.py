@@ -190,7 +190,9 @@ class AsyncClient:
             ) as resp:
                 return resp.status, await resp.read(), resp.headers
         except (aiohttp.ClientError, TimeoutError) as exc:
-            raise NodeUnavailable(f"{url.origin()} did not answer: {exc!r}") from exc
+            # In words, not aiohttp's repr (its connection key, proxy fields: review).
+            why = str(exc) or type(exc).__name__
+            raise NodeUnavailable(f"{url.origin()} did not answer: {why}") from exc
 
     # -- routing -----------------------------------------------------------------------
 

@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 from elastic_cache.client.answers import Fetched, Item, near_hit
 from elastic_cache.client.asyncclient import AsyncClient
 from elastic_cache.client.changes import watch_filter
+from elastic_cache.errors import InvalidRequest
 from elastic_cache.nearcache import ChangeEvent, NearCache
 
 __all__ = ["Client"]
@@ -34,6 +35,10 @@ async def _cancel_the_rest() -> None:
         task.cancel()
     await asyncio.gather(*rest, return_exceptions=True)
 
+
+#: Seconds between two looks, while a `watch` iterator waits, at whether it is still in
+#: the process that opened it.
+_FORK_LOOK = 1.0
 
 #: The clients of this process, marked at a fork (`_forked_here`).
 _CLIENTS: weakref.WeakSet[Client] = weakref.WeakSet()
@@ -241,9 +246,21 @@ class Client:
         end = partial(self._end_watch, pending, future)
         self._watches.add(end)
 
+        opened_in = os.getpid()
+
         def events() -> Iterator[ChangeEvent]:
             while True:
-                item = pending.get()
+                try:
+                    item = pending.get(timeout=_FORK_LOOK)
+                except queue.Empty:
+                    if os.getpid() != opened_in:
+                        # Opened before os.fork: its stream is the parent's, and nothing
+                        # comes here (it waited for ever: review).
+                        raise InvalidRequest(
+                            "this watch was opened in another process (before os.fork): "
+                            "open a new one here"
+                        ) from None
+                    continue
                 if item is None:
                     return
                 if isinstance(item, BaseException):

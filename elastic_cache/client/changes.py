@@ -152,10 +152,14 @@ class NearFollower:
         self._subscribed = asyncio.Event()
 
     def moved(self) -> None:
-        """The client went on to another event loop: the stream's task ended with the
-        first one (never done, it was never restarted), and its values are no longer
-        followed: they go, and the stream starts again on the new loop at the next
-        read."""
+        """The client may have gone on to another event loop: a stream task of an
+        earlier one ended with it (never done, it was never restarted), and its values
+        are no longer followed: they go, and the stream starts again on this loop at
+        the next read. A task of this loop is kept (a second one ran beside it, and
+        outlived `stop`: review)."""
+        task = self._task
+        if task is None or task.get_loop() is asyncio.get_running_loop():
+            return
         self._task = None
         self._subscribed = asyncio.Event()
         self.near.live = False
@@ -163,6 +167,7 @@ class NearFollower:
 
     def follow(self) -> None:
         """Start the near cache's change stream if it is not running."""
+        self.moved()
         if self._task is None or self._task.done():
             self._task = asyncio.create_task(self._run())
 
@@ -213,6 +218,7 @@ class NearFollower:
     async def stop(self) -> None:
         """Stop following; the near cache drops what it holds (no stream invalidates
         it any more: a client used again after `close` reads afresh)."""
+        self.moved()  # a task of an ended loop cannot be cancelled from this one
         task, self._task = self._task, None
         if task is not None:
             task.cancel()

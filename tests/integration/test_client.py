@@ -312,11 +312,17 @@ async def test_a_blocking_client_made_before_a_fork_serves_the_child(
     try:
         await asyncio.to_thread(client.put, "forked", "parent")
         assert await asyncio.to_thread(client.get, "forked") == b"parent"
+        watching = await asyncio.to_thread(client.watch, "nothing-changes/")
         pid = os.fork()
         if pid == 0:  # the child: this thread alone runs, the parent's loop does not
             code = 3
             try:
-                if client.get("forked") == b"parent":
+                try:  # the parent's stream: refused here, not waited on for ever
+                    next(watching)
+                    code = 5
+                except errors.InvalidRequest:
+                    pass
+                if code == 3 and client.get("forked") == b"parent":
                     client.put("forked", "child")
                     code = 0 if client.get("forked") == b"child" else 4
                 client.close()
@@ -332,6 +338,7 @@ async def test_a_blocking_client_made_before_a_fork_serves_the_child(
                 os.kill(pid, signal.SIGKILL)
                 await asyncio.to_thread(os.waitpid, pid, 0)
         assert os.waitstatus_to_exitcode(ended[1]) == 0
+        watching.close()
         # The parent's client is its own still.
         assert await asyncio.to_thread(client.get, "nothing") is None
     finally:

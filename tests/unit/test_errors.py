@@ -48,3 +48,12 @@ def test_a_507_says_retry_after_only_when_it_knows() -> None:
         assert error.status == 507 and "retry_after" not in error.details
         raw = error_bytes(error, keep_alive=True, head=False)
         assert b"Retry-After" not in raw
+
+
+async def test_the_clients_own_error_names_the_cause_without_reprs() -> None:
+    from elastic_cache.client import AsyncClient
+
+    async with AsyncClient("http://127.0.0.1:1", timeout=5, retries=1) as client:
+        with pytest.raises(NodeUnavailable) as raised:
+            await client.get("k")
+    assert "ConnectionKey" not in str(raised.value), raised.value
