@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from elastic_cache.config import ClusterSettings
+from elastic_cache.coordinator import placement
 from elastic_cache.coordinator.cluster import REMOVAL_REPAIR_ATTEMPTS, Cluster
 from elastic_cache.errors import Conflict, MoveFailed, NodeUnavailable
 from elastic_cache.node.local import LocalNetwork
@@ -129,3 +130,47 @@ async def test_a_removal_whose_repair_keeps_failing_fails(
 
 async def _no_wait(_: float) -> None:
     return None
+
+
+async def test_removing_a_primary_repairs_for_the_new_one(tmp_path: Path) -> None:
+    """``placement = "primaries"``: a primary removed, the next oldest node becomes one,
+    and its copies were never made: ranges stayed short of copies, with no repair under
+    way, until the next ring change (review)."""
+    settings = ClusterSettings.from_mapping(
+        {
+            "coordinator": {"initial_nodes": 4},
+            "cluster": {"replication": 2, "placement": "primaries"},
+            "nodes": {"index": "sorted", "capacity_records": 100_000},
+            "scaler": {"max_nodes": 8, "min_nodes": 2},
+        }
+    )
+    network = LocalNetwork()
+    meter = CpuMeter()
+    provisioner = SimProvisioner(settings.nodes, network, meter, lambda: 0.0)
+    provisioner.booting = False
+    cluster = Cluster(
+        settings,
+        provisioner,
+        lambda h: SimNodeClient(h.node_id, h.address, network, MigrationClock(meter, 1e9)),
+        state_path=tmp_path / "cluster.json",
+    )
+    await filled(cluster)
+    try:
+        first = sorted(cluster.primaries)[0]
+        await asyncio.wait_for(cluster.remove_node(first), STEP)
+        assert first not in cluster.primaries and len(cluster.primaries) == 2
+
+        def short() -> int:
+            return placement.under_replicated(
+                cluster.ring, cluster.held, cluster.rf, cluster.primaries, cluster.domains
+            )
+
+        for _ in range(int(STEP * 100)):
+            task = cluster._repair_task
+            if short() == 0 and (task is None or task.done()):
+                break
+            await asyncio.sleep(0.01)
+        assert short() == 0
+        await everything_reads_back(cluster)
+    finally:
+        await cluster.shutdown()
