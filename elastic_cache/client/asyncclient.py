@@ -47,6 +47,11 @@ from elastic_cache.tls import client_context
 __all__ = ["URL_FORM", "AsyncClient", "checked_url"]
 
 
+#: Seconds a direct read waits for a node's next bytes before the coordinator answers
+#: it instead (as its read budget, 1 s by default, lets a paused owner cost a read).
+DIRECT_READ_SILENCE = 1.0
+
+
 class AsyncClient:
     """An asyncio client.
 
@@ -104,6 +109,11 @@ class AsyncClient:
             # aiohttp takes 0 or less as "no timeout at all": a silent server would hang.
             raise InvalidRequest(f"timeout is seconds, more than 0, got {timeout!r}")
         self._timeout = aiohttp.ClientTimeout(total=timeout)
+        #: A direct read's limit at a node: the whole timeout, but at most
+        #: `DIRECT_READ_SILENCE` seconds without a byte from the node.
+        self._direct_read = aiohttp.ClientTimeout(
+            total=timeout, sock_read=min(timeout, DIRECT_READ_SILENCE)
+        )
         self._session: aiohttp.ClientSession | None = None
         #: The event loop ``_session`` was made on.
         self._session_loop: asyncio.AbstractEventLoop | None = None
@@ -182,11 +192,17 @@ class AsyncClient:
         *,
         data: bytes | None = None,
         headers: Mapping[str, str] | None = None,
+        timeout: aiohttp.ClientTimeout | None = None,
     ) -> tuple[int, bytes, Mapping[str, str]]:
         try:
             body = None if data is None else body_payload(data)
             async with self._http().request(
-                method, url, data=body, headers=headers, allow_redirects=False
+                method,
+                url,
+                data=body,
+                headers=headers,
+                allow_redirects=False,
+                timeout=self._timeout if timeout is None else timeout,
             ) as resp:
                 return resp.status, await resp.read(), resp.headers
         except (aiohttp.ClientError, TimeoutError) as exc:
@@ -254,16 +270,24 @@ class AsyncClient:
         path = "/v1/kv/" + quote(key, safe="")
         suffix = f"?{urlencode(query)}" if query else ""
         last: ElasticCacheError | None = None
+        reading = method in ("GET", "HEAD")
         for attempt in range(self.retries):
             base = await self._base_for(key, method)
             url = URL(base + path + suffix, encoded=True)
+            # A read straight from a node gives up on a node silent for a moment: the
+            # coordinator then answers, from a copy if the node is paused (a direct
+            # read waited the client's whole timeout on it, each attempt: review).
+            quick = self._direct_read if reading and base != self.url else None
             try:
                 status, body, resp_headers = await self._request(
-                    method, url, data=data, headers=headers
+                    method, url, data=data, headers=headers, timeout=quick
                 )
             except NodeUnavailable as exc:
                 if not self.direct:
                     raise
+                if quick is not None and isinstance(exc.__cause__, TimeoutError):
+                    last = exc
+                    break  # silent, not gone: the coordinator knows where else to read
                 if lost is not None and not isinstance(exc.__cause__, aiohttp.ClientConnectorError):
                     lost.append(exc)
                 last, pause = exc, 0.01

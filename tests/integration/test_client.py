@@ -82,6 +82,36 @@ async def test_direct_mode_goes_straight_to_the_owning_node(
         assert await client.get("k0") is None
 
 
+async def test_a_direct_read_of_a_silent_node_is_answered_by_the_coordinator(
+    harness: CoordinatorHarness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The key's owner paused (SIGSTOP: it takes the connection, answers nothing): a
+    direct read waited the client's whole timeout on it, each of its attempts, though
+    the coordinator answers from a copy within its read budget (review: 25 s, and 4 x
+    5 s with timeout=5). It now asks the coordinator after a second of silence."""
+    hold: list[asyncio.StreamWriter] = []
+
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        hold.append(writer)  # read nothing, answer nothing
+
+    paused = await asyncio.start_server(silent, "127.0.0.1", 0)
+    port = paused.sockets[0].getsockname()[1]
+    try:
+        async with AsyncClient(harness.url, direct=True, timeout=30) as client:
+            await client.put("k", "v")
+            await client.refresh()
+            for node in client._addresses:
+                monkeypatch.setitem(client._addresses, node, f"http://127.0.0.1:{port}")
+            # Bounded here only so that a regression fails instead of hanging.
+            assert await asyncio.wait_for(client.get("k"), 10) == b"v"
+            assert hold  # it did try the node first
+    finally:
+        for writer in hold:
+            writer.close()
+        paused.close()
+        await paused.wait_closed()
+
+
 async def test_a_direct_client_keeps_its_ring_over_a_starting_coordinators_empty_one(
     harness: CoordinatorHarness, monkeypatch: pytest.MonkeyPatch
 ) -> None:
