@@ -677,3 +677,30 @@ def test_deploy_launches_a_new_coordinator_when_the_old_one_is_terminated(
     assert sorted(coordinators_of(session, s.name)) == sorted(
         [(first.coordinator_instance, "terminated"), (again.coordinator_instance, "running")]
     )
+
+
+def test_one_name_in_two_regions_does_not_share_its_roles(session: Any, tmp_path: Path) -> None:
+    """IAM roles are global: a second deploy of the same name in another region took the
+    first's roles (rewriting their policy for its region), and its destroy deleted them
+    (review). The second deploy is refused, creating nothing, and a destroy there
+    leaves the first cluster's roles."""
+    import boto3
+
+    east = settings()
+    (tmp_path / "e").mkdir()
+    (tmp_path / "w").mkdir()
+    run_deploy(session, tmp_path / "e", east)
+    names = ClusterNames(cluster=east.name, account=identity(session), region=REGION)
+    iam = session.client("iam")
+    policy = iam.get_role_policy(RoleName=names.role("coordinator"), PolicyName="ecache")[
+        "PolicyDocument"
+    ]
+    west_session = boto3.Session(region_name="eu-west-1")
+    with pytest.raises(ProvisionError, match="another region"):
+        run_deploy(west_session, tmp_path / "w", settings(name=east.name, region="eu-west-1"))
+    kept = iam.get_role_policy(RoleName=names.role("coordinator"), PolicyName="ecache")
+    assert kept["PolicyDocument"] == policy
+    destroy(east.name, "eu-west-1", session=west_session, out=quiet, sleep=lambda _: None)
+    roles = [r["RoleName"] for r in iam.list_roles()["Roles"]]
+    assert names.role("coordinator") in roles and names.role("node") in roles
+    destroy(east.name, REGION, session=session, delete_data=True, out=quiet, sleep=lambda _: None)

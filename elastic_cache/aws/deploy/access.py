@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "POLICY_NAME",
+    "REGION_TAG",
     "delete_role",
     "detach_managed",
     "ensure_role",
@@ -29,23 +30,36 @@ __all__ = [
 POLICY_NAME = "ecache"
 
 
-def role_owner(iam: Any, role: str) -> str | None:
-    """The cluster a role of that name is tagged for (`CLUSTER_TAG`): "" when it has no
-    such tag (not made by deploy), None when there is no role of that name."""
+#: The region a cluster's IAM role was made for: role names are global, so a cluster of
+#: the same name in another region has the same role names (a second deploy rewrote the
+#: first's policies, and its destroy deleted the first's roles: review).
+REGION_TAG = "ecache:region"
+
+
+def role_owner(iam: Any, role: str, region: str) -> str | None:
+    """The cluster a role of that name is tagged for (`CLUSTER_TAG`) in ``region``: ""
+    when it has no such tag (not made by deploy) or is tagged for another region
+    (`REGION_TAG`; a role of an older deploy has none, and counts as this region's),
+    None when there is no role of that name."""
     try:
         found = aws_call(iam, "GetRole", doing=f"reading {role}", RoleName=role)["Role"]
     except AwsError as exc:
         if exc.aws_code == "NoSuchEntity":
             return None
         raise
-    return next((t["Value"] for t in found.get("Tags", []) if t.get("Key") == CLUSTER_TAG), "")
+    tags = {t.get("Key"): t.get("Value") for t in found.get("Tags", [])}
+    if tags.get(REGION_TAG, region) != region:
+        return ""
+    return str(tags.get(CLUSTER_TAG) or "")
 
 
-def _foreign(role: str, cluster: str) -> ProvisionError:
+def _foreign(role: str, names: ClusterNames) -> ProvisionError:
     return ProvisionError(
-        f"IAM role {role} exists and is not this cluster's (it lacks the tag "
-        f"{CLUSTER_TAG}={cluster}): deploy does not take over a role it did not make. "
-        "Delete or rename it, or deploy under another --name"
+        f"IAM role {role} exists and is not this cluster's (it lacks the tags "
+        f"{CLUSTER_TAG}={names.cluster} and {REGION_TAG}={names.region}: someone else's "
+        "role, or a cluster of the same name in another region, as IAM roles are "
+        "global): deploy does not take over a role it did not make. Delete or rename "
+        "it, or deploy under another --name"
     )
 
 
@@ -102,6 +116,7 @@ def ensure_role(
     all_tags = [
         {"Key": CLUSTER_TAG, "Value": names.cluster},
         {"Key": ROLE_TAG, "Value": kind},
+        {"Key": REGION_TAG, "Value": names.region},
         *tags,
     ]
     try:
@@ -120,9 +135,17 @@ def ensure_role(
     except AwsError as exc:
         if exc.aws_code != "EntityAlreadyExists":
             raise
-        if role_owner(iam, role) != names.cluster:
-            raise _foreign(role, names.cluster) from None
+        if role_owner(iam, role, names.region) != names.cluster:
+            raise _foreign(role, names) from None
         _narrow(iam, role)
+        # An older deploy's role has no region tag: it is this region's from now on.
+        aws_call(
+            iam,
+            "TagRole",
+            doing=f"tagging {role}",
+            RoleName=role,
+            Tags=[{"Key": REGION_TAG, "Value": names.region}],
+        )
     aws_call(
         iam,
         "PutRolePolicy",
@@ -165,7 +188,7 @@ def delete_role(iam: Any, names: ClusterNames, kind: str) -> str:
     kept, as deploy never made it; it deleted such a role: review)."""
     role = names.role(kind)
     gone = ("NoSuchEntity",)
-    owner = role_owner(iam, role)
+    owner = role_owner(iam, role, names.region)
     if owner is None:
         ignoring(
             gone,

@@ -70,7 +70,7 @@ def plan_lines(
         group = find_group(ec2, checked.vpc, names.security_group(kind))
         lines.append(f"  firewall      {names.security_group(kind)}: {mark(group is not None)}")
     for kind in ("coordinator", "node"):
-        owner = role_owner(iam, names.role(kind))
+        owner = role_owner(iam, names.role(kind), names.region)
         state = (
             mark(owner is not None)
             if owner in (None, names.cluster)
