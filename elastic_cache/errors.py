@@ -82,6 +82,7 @@ __all__ = [
     "UriTooLong",
     "ValueTooLarge",
     "error_from_json",
+    "in_words",
 ]
 
 
@@ -362,6 +363,13 @@ def _all_error_classes() -> dict[str, type[ElasticCacheError]]:
         found.setdefault(cls.code, cls)
         pending.extend(cls.__subclasses__())
     return found
+
+
+def in_words(exc: BaseException) -> str:
+    """A failed call's cause for an error message: the exception's own text, or its type
+    when it has none (a timeout). Not its repr, which carried aiohttp's connection keys
+    and proxy fields into 503 bodies (review)."""
+    return str(exc) or type(exc).__name__
 
 
 def error_from_json(status: int, body: dict[str, Any]) -> ElasticCacheError:

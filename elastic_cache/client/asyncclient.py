@@ -36,6 +36,7 @@ from elastic_cache.errors import (
     NodeUnavailable,
     Unavailable,
     UpstreamError,
+    in_words,
 )
 from elastic_cache.hashing import validate_key
 from elastic_cache.httpio import body_payload
@@ -206,9 +207,7 @@ class AsyncClient:
             ) as resp:
                 return resp.status, await resp.read(), resp.headers
         except (aiohttp.ClientError, TimeoutError) as exc:
-            # In words, not aiohttp's repr (its connection key, proxy fields: review).
-            why = str(exc) or type(exc).__name__
-            raise NodeUnavailable(f"{url.origin()} did not answer: {why}") from exc
+            raise NodeUnavailable(f"{url.origin()} did not answer: {in_words(exc)}") from exc
 
     # -- routing -----------------------------------------------------------------------
 

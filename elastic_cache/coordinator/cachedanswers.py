@@ -13,8 +13,9 @@ import asyncio
 import logging
 import secrets
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import aiohttp
 
@@ -381,12 +382,16 @@ class CachedAnswers:
             oldest = next(iter(pending))
             del pending[oldest]
             log.error("gave up invalidating %s: %d others wait", oldest[:200], _PENDING_KEPT)
-        if not any(task.get_name() == _RETRYING for task in self._background):
-            task = asyncio.get_running_loop().create_task(
-                self._invalidations_again(), name=_RETRYING
-            )
-            self._background.add(task)
-            task.add_done_callback(self._background.discard)
+        self._in_background(_RETRYING, self._invalidations_again)
+
+    def _in_background(self, name: str, work: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        """Run ``work()`` in a task named ``name``, unless one of that name runs already
+        (the tasks stop at `OriginFetches.close`)."""
+        if any(task.get_name() == name for task in self._background):
+            return
+        task = asyncio.create_task(work(), name=name)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     async def _invalidations_again(self) -> None:
         """Try the invalidations not done yet, until every one is (`invalidate`)."""

@@ -481,13 +481,7 @@ class Cluster(Failures):
         else:
             message = f"{node_id} removed; its instance is not terminated yet"
         self.events.add("removed", message, node=node_id, kept=kept)
-        if (
-            self.rf > 1
-            and self.held
-            and placement.under_replicated(
-                self.ring, self.held, self.rf, self.primaries, self.domains
-            )
-        ):
+        if self.rf > 1 and not self.replicated():
             # The desired holders changed with it gone: under primaries, the next
             # oldest node is a primary now, and its copies were never made (ranges
             # stayed short of copies until the next ring change: review).

@@ -41,6 +41,7 @@ from elastic_cache.errors import (
     InvalidBody,
     NodeUnavailable,
     error_from_json,
+    in_words,
 )
 from elastic_cache.node.migration import FORWARD_TIMEOUT
 from elastic_cache.node.protocol import (
@@ -139,6 +140,10 @@ class HttpNodeClient:
     def __repr__(self) -> str:
         return f"HttpNodeClient({self.node_id!r}, {self.address!r})"
 
+    def _unreachable(self, exc: BaseException) -> NodeUnavailable:
+        """A call to this node that failed: the node and the cause, in words."""
+        return NodeUnavailable(f"node {self.node_id} at {self.address}: {in_words(exc)}")
+
     @property
     def bytes_exchanged(self) -> int:
         """Bytes exchanged with the node so far: whole requests and answers on the key
@@ -178,7 +183,7 @@ class HttpNodeClient:
                 f"node {self.node_id} at {self.address}: {exc}", timed_out=True, retry_after=1
             ) from exc
         except PoolError as exc:
-            raise NodeUnavailable(f"node {self.node_id} at {self.address}: {_why(exc)}") from exc
+            raise self._unreachable(exc) from exc
 
     def _send_batch(self, frame: bytes, epoch: int) -> Awaitable[RawAnswer]:
         headers = {"Content-Type": "application/octet-stream"}
@@ -344,7 +349,7 @@ class HttpNodeClient:
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
             if failed is not None:
                 raise InvalidBody(f"the value's upload broke off: {failed!r}") from failed
-            raise NodeUnavailable(f"node {self.node_id} at {self.address}: {_why(exc)}") from exc
+            raise self._unreachable(exc) from exc
         used, cap = _parse_fill(h.get("X-Ecache-Fill", "").encode("latin-1"))
         answer = Answer(
             status,
@@ -385,7 +390,7 @@ class HttpNodeClient:
                 status = resp.status
             self._other_bytes += len(raw) + (len(data) if data is not None else 0)
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-            raise NodeUnavailable(f"node {self.node_id} at {self.address}: {_why(exc)}") from exc
+            raise self._unreachable(exc) from exc
         try:
             payload = json.loads(raw) if raw else {}
         except ValueError:
@@ -410,7 +415,7 @@ class HttpNodeClient:
                 raw = await resp.read()
             self._other_bytes += len(raw)
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-            raise NodeUnavailable(f"node {self.node_id} at {self.address}: {_why(exc)}") from exc
+            raise self._unreachable(exc) from exc
         try:
             payload = json.loads(raw)
         except ValueError:
@@ -563,10 +568,3 @@ def _to_answer(raw: RawAnswer) -> Answer:
         h.get(b"retry-after", b"").decode("latin-1"),
         h.get(b"x-ecache-ttl", b"").decode("latin-1"),
     )
-
-
-def _why(exc: BaseException) -> str:
-    """A failed call's cause in words for a client's error message: the exception's own
-    text (a repr carried aiohttp's connection keys into 503 bodies: review), or its type
-    when it has none (a timeout)."""
-    return str(exc) or type(exc).__name__

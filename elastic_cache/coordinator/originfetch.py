@@ -9,7 +9,6 @@ semantics, docs/http-caching.md).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 from collections.abc import Iterable
@@ -75,7 +74,6 @@ class OriginFetches(CachedAnswers):
     rules: dict[str, FreshnessRules]
     client: OriginCall
     store_limit: int
-    _background: set[asyncio.Task[None]]
 
     async def close(self) -> None:
         """Stop background revalidations."""
@@ -248,8 +246,6 @@ class OriginFetches(CachedAnswers):
         """Revalidate in the background (``stale-while-revalidate``), once per key; with
         ``credentialed``, the client's credentials go to the origin, so its answer is
         judged as an answer to them."""
-        if any(t.get_name() == key for t in self._background):
-            return
         stored = found.record
         assert stored is not None
 
@@ -265,9 +261,7 @@ class OriginFetches(CachedAnswers):
             except ElasticCacheError as exc:
                 log.info("background revalidation of %s failed: %s", key[:200], exc)
 
-        task = asyncio.create_task(refresh(), name=key)
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
+        self._in_background(key, refresh)
 
     def _passed(
         self,

@@ -357,9 +357,7 @@ class _Connection(RequestParsing, Relaying, asyncio.Protocol):
             # Something the handler waited on was cancelled under it: the client still
             # gets an answer (the connection stayed busy, and the client waited for its
             # own timeout: review, writes to a node dropped under them).
-            answer = self._crash(
-                request, Unavailable("the request was cut off; retry", retry_after=1)
-            )
+            answer = self._crash(request, Unavailable("the request was cut off; retry"))
         except Exception as exc:
             answer = self._crash(request, exc)
         await self._settle(request, answer)

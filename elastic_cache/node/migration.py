@@ -171,8 +171,8 @@ class MoveRole:
 
 #: Seconds a forwarded write may take to be accepted by the move's destination (one
 #: record, not a frame), unless the coordinator asks for less when it begins the move
-#: (`Outgoing.forward_timeout`: half its request budget, so that the source answers 503
-#: before the coordinator stops waiting). Past it the source answers the write 503 and
+#: (`Outgoing.forward_timeout`: 0.8 of its request budget, so that the source answers
+#: 503 before the coordinator stops waiting). Past it the source answers the write 503 and
 #: the move fails: a destination that stopped answering (SIGSTOP) held each forward for
 #: the frame timeout (60 s), the write ran out of the budget at the source, and the
 #: coordinator made the healthy source suspect, so every key it owned answered 503 for

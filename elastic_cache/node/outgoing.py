@@ -15,7 +15,7 @@ import itertools
 import time
 from collections.abc import AsyncIterator, Iterator, Sequence
 
-from elastic_cache.errors import Conflict, NodeUnavailable, NotFound
+from elastic_cache.errors import Conflict, NodeUnavailable, NotFound, in_words
 from elastic_cache.hashing import validate_key
 from elastic_cache.node.migration import (
     FORWARD_TIMEOUT,
@@ -76,7 +76,7 @@ class OutgoingMoves(MoveRole):
             why = (
                 f"the destination took no forwarded write within {out.forward_timeout:g} s"
                 if isinstance(exc, TimeoutError)
-                else str(exc) or type(exc).__name__
+                else in_words(exc)
             )
             out.fail(f"forward failed: {why}")
             raise NodeUnavailable(

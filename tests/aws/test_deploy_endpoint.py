@@ -5,8 +5,10 @@ alarms, and a replacement that finds the cluster state its predecessor saved to 
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import tomllib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -197,9 +199,10 @@ def test_destroy_releases_the_address_and_deletes_the_alarms(session: Any, tmp_p
     destroy(s.name, REGION, session=session, out=quiet, sleep=lambda _: None)
 
 
-def test_a_refused_alarm_rolls_back_the_address_with_the_rest(session: Any, tmp_path: Path) -> None:
-    """CloudWatch refuses the alarm after the coordinator runs and the address is
-    associated: the roll-back releases the address too, and leaves nothing."""
+@contextlib.contextmanager
+def alarms_refused(session: Any) -> Iterator[None]:
+    """CloudWatch refuses every alarm (AccessDenied): late in a deploy, after the
+    coordinator runs and its address is associated, so the roll-back has all to undo."""
     cloudwatch = session.client("cloudwatch")
     session_client = session.client
 
@@ -209,10 +212,16 @@ def test_a_refused_alarm_rolls_back_the_address_with_the_rest(session: Any, tmp_
     fail_call(cloudwatch, "PutMetricAlarm", "AccessDenied")
     session.client = client
     try:
-        with pytest.raises(AwsError) as err:
-            run_deploy(session, tmp_path, settings())
+        yield
     finally:
         session.client = session_client
+
+
+def test_a_refused_alarm_rolls_back_the_address_with_the_rest(session: Any, tmp_path: Path) -> None:
+    """CloudWatch refuses the alarm after the coordinator runs and the address is
+    associated: the roll-back releases the address too, and leaves nothing."""
+    with alarms_refused(session), pytest.raises(AwsError) as err:
+        run_deploy(session, tmp_path, settings())
     assert err.value.aws_code == "AccessDenied"
     found = what_exists(session)
     found["instances"] = [
@@ -252,19 +261,10 @@ def test_the_roll_back_deletes_a_role_given_a_managed_policy_meanwhile(
         iam.attach_role_policy(RoleName=parsed["Role"]["RoleName"], PolicyArn=arn)
 
     session.events.register("after-call.iam.CreateRole", attach)
-    cloudwatch = session.client("cloudwatch")
-    session_client = session.client
-
-    def client(name: str, **kw: Any) -> Any:
-        return cloudwatch if name == "cloudwatch" else session_client(name, **kw)
-
-    fail_call(cloudwatch, "PutMetricAlarm", "AccessDenied")
-    session.client = client
     try:
-        with pytest.raises(AwsError):
+        with alarms_refused(session), pytest.raises(AwsError):
             run_deploy(session, tmp_path, settings())
     finally:
-        session.client = session_client
         session.events.unregister("after-call.iam.CreateRole", attach)
     assert what_exists(session)["roles"] == [], what_exists(session)
     iam.delete_policy(PolicyArn=arn)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from typing import Any, NamedTuple
 
@@ -150,16 +151,11 @@ class PaperCluster(NamedTuple):
     scaler: Scaler
 
 
-@pytest.fixture
-async def paper_cluster() -> AsyncIterator[PaperCluster]:
-    """One in-process node of 5000 records; dL = 50, dH = 250 (the paper's example), and
-    a scaler that measures R = 100."""
-    settings = ClusterSettings.from_mapping(
-        {
-            "nodes": {"index": "sorted", "capacity_records": 5000},
-            "scaler": {"d_low": 50, "d_high": 250, "max_nodes": 2, "scale_down": False},
-        }
-    )
+@contextlib.asynccontextmanager
+async def one_node(data: dict[str, Any]) -> AsyncIterator[PaperCluster]:
+    """One in-process node with the settings ``data``, and a scaler that measures
+    R = 100."""
+    settings = ClusterSettings.from_mapping(data)
     network = LocalNetwork()
     provisioner = GatedProvisioner(settings, network)
     cluster = Cluster(
@@ -167,10 +163,24 @@ async def paper_cluster() -> AsyncIterator[PaperCluster]:
     )
     await cluster.start()
     scaler = Scaler(settings.scaler, cluster, FixedRate(100.0))
-    yield PaperCluster(cluster, provisioner, scaler)
-    await scaler.close()
-    provisioner.gate.set()
-    await cluster.shutdown()
+    try:
+        yield PaperCluster(cluster, provisioner, scaler)
+    finally:
+        await scaler.close()
+        provisioner.gate.set()
+        await cluster.shutdown()
+
+
+@pytest.fixture
+async def paper_cluster() -> AsyncIterator[PaperCluster]:
+    """One in-process node of 5000 records; dL = 50, dH = 250 (the paper's example)."""
+    async with one_node(
+        {
+            "nodes": {"index": "sorted", "capacity_records": 5000},
+            "scaler": {"d_low": 50, "d_high": 250, "max_nodes": 2, "scale_down": False},
+        }
+    ) as made:
+        yield made
 
 
 async def test_a_write_that_fills_the_node_to_t_does_not_launch(
@@ -304,25 +314,13 @@ async def test_with_scaling_off_a_full_node_gets_no_launch() -> None:
     """``[scaler] enabled = false`` (``ecache up --no-scaling``, "never launch nodes by
     itself"): a node full under ``on_full = block`` asked for help and a node was
     launched all the same (review). It asks; nothing starts."""
-    settings = ClusterSettings.from_mapping(
+    async with one_node(
         {
             "nodes": {"index": "sorted", "capacity_records": 20, "on_full": "block"},
             "scaler": {"enabled": False, "max_nodes": 4},
         }
-    )
-    network = LocalNetwork()
-    provisioner = GatedProvisioner(settings, network)
-    cluster = Cluster(
-        settings, provisioner, lambda h: LocalNodeClient(h.node_id, h.address, network)
-    )
-    await cluster.start()
-    scaler = Scaler(settings.scaler, cluster, FixedRate(100.0))
-    try:
+    ) as (cluster, _, scaler):
         assert not scaler.request_help("node-1", full=True)
         scaler.observe_write("node-1", 20, 20, 10)
         assert scaler.in_flight == 0 and not cluster.launching
         assert list(cluster.nodes) == ["node-1"]
-    finally:
-        await scaler.close()
-        provisioner.gate.set()
-        await cluster.shutdown()
